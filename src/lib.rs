@@ -1,0 +1,18 @@
+//! libxhsa — a preemptive priority scheduler for AMD Instinct GPUs at the HSA queue.
+//!
+//! What it is: a shared library loaded into an application (`LD_PRELOAD=libxhsa.so` or
+//! `HSA_TOOLS_LIB=libxhsa.so`) that places itself between every HSA queue of the process and the
+//! hardware queue behind it, holds AQL packets in priority-ordered rings and forwards them under
+//! a bounded in-flight window, using KFD queue priorities and suspend for hardware preemption.
+//!
+//! What it is not: a HIP shim (it never touches HIP symbols), a daemon, or an emulator. It knows
+//! nothing of `xhsa-emu`; the code here is the code that runs on a real MI308X under ROCm 6.x.
+//!
+//! Status: the workspace foundation. Interception, rings and policy land with the libxhsa issue;
+//! see `docs/ARCHITECTURE.md` for what is built and what is planned.
+#![deny(unsafe_op_in_unsafe_fn)]
+
+/// The symbols `libxhsa.so` exports, and nothing else. `tests/exports.rs` checks the built
+/// library against this list, so a symbol can neither leak nor be hidden by accident (the way a
+/// linker version script broke the users' earlier HIP-level shim).
+pub const EXPORTED_SYMBOLS: &[&str] = &[];

@@ -1,0 +1,68 @@
+//! Device time: real time slowed by the time scale, in nanoseconds.
+//!
+//! The GPU timestamp counter, the system counter reported by `hsaKmtGetClockCounters` and the
+//! timestamps written into signals all count device nanoseconds, so ROCr's conversion between
+//! them is the identity and `hipEventElapsedTime` reports device time. At time scale 1 device
+//! time is `CLOCK_MONOTONIC`.
+
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    start: Instant,
+    base_ns: u64,
+    scale: f64,
+}
+
+impl Clock {
+    pub fn new(scale: f64) -> Self {
+        Clock { start: Instant::now(), base_ns: monotonic_ns(), scale: scale.max(1.0) }
+    }
+
+    /// Device time now.
+    pub fn now(&self) -> u64 {
+        self.base_ns + (self.start.elapsed().as_nanos() as f64 / self.scale) as u64
+    }
+
+    /// Real time from now until device time `t` (zero if it has passed).
+    pub fn until(&self, t: u64) -> Duration {
+        let now = self.now();
+        Duration::from_nanos(((t.saturating_sub(now)) as f64 * self.scale) as u64)
+    }
+
+    pub fn scale(&self) -> f64 {
+        self.scale
+    }
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// `CLOCK_MONOTONIC_RAW` in nanoseconds (the CPU counter of `hsaKmtGetClockCounters`).
+pub fn monotonic_raw_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: as above.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_RAW, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scaled_time_runs_slower() {
+        let c = Clock::new(4.0);
+        let t0 = c.now();
+        std::thread::sleep(Duration::from_millis(40));
+        let dt = c.now() - t0;
+        assert!((8_000_000..20_000_000).contains(&dt), "{dt}");
+        let d = c.until(c.now() + 1_000_000);
+        assert!(d > Duration::from_micros(3_500) && d <= Duration::from_millis(4), "{d:?}");
+    }
+}

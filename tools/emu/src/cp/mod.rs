@@ -1,0 +1,320 @@
+//! The command processor: fetches packets from the process's AQL (and SDMA) queues, turns
+//! kernels into HWS jobs, and completes packets in queue order when the device model says
+//! their work is done: CPU model, profiling timestamps, signal decrement, interrupt.
+//!
+//! [`Cp`] is the state machine, driven with device time by [`engine::Engine`]'s thread; it
+//! touches memory only through [`DeviceMemory`] and KFD state through [`Env`], so it is tested
+//! with fakes.
+
+pub mod aql;
+pub mod clock;
+pub mod engine;
+pub mod resolve;
+pub mod sdma;
+pub mod signal;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use xhsa_ioctl::abi::event::{HsaMemoryExceptionData, MemoryExceptionFailure};
+
+use crate::config::Config;
+use crate::device::{CuMask, CuPool, Hws, KernelJob, QueueKey, WgNeed};
+use crate::kfd::events::Events;
+use crate::kfd::memory::Memory;
+use crate::sys::devmem::DeviceMemory;
+use aql::{AqlQueue, Blocked, InFlight, Packet};
+use resolve::Resolver;
+use sdma::SdmaQueue;
+
+/// What the CP works on besides its own state.
+pub struct Env<'a> {
+    pub mem: &'a dyn DeviceMemory,
+    pub events: &'a Events,
+    pub memory: &'a Memory,
+    /// KFD's id of this GPU, reported in memory faults.
+    pub gpu_id: u32,
+}
+
+/// First re-check of an unsatisfied barrier, and the longest interval between re-checks
+/// (device ns). Completions on this device re-check at once; this only bounds how late a
+/// dependency satisfied from the host is noticed.
+const POLL_FIRST_NS: u64 = 20_000;
+const POLL_MAX_NS: u64 = 2_000_000;
+
+pub struct Cp {
+    cfg: Arc<Config>,
+    pub hws: Hws,
+    aql: BTreeMap<QueueKey, AqlQueue>,
+    sdma: BTreeMap<QueueKey, SdmaQueue>,
+    resolver: Resolver,
+    next_tag: u64,
+}
+
+impl Cp {
+    pub fn new(cfg: Arc<Config>, r_debug: Option<u64>) -> Self {
+        let d = &cfg.device;
+        let pool = CuPool::new(d.cus() as usize, d.waves_per_cu(), d.lds_kib * 1024);
+        Cp { hws: Hws::new(pool), aql: BTreeMap::new(), sdma: BTreeMap::new(), resolver: Resolver::new(r_debug), next_tag: 1, cfg }
+    }
+
+    pub fn add_aql(&mut self, key: QueueKey, ring: u64, ring_bytes: u64, read_ptr: u64, priority: u8) {
+        self.aql.insert(key, AqlQueue::new(key, ring, ring_bytes, read_ptr));
+        self.hws.add_queue(key, priority);
+    }
+
+    pub fn add_sdma(&mut self, key: QueueKey, q: SdmaQueue) {
+        self.sdma.insert(key, q);
+    }
+
+    pub fn remove(&mut self, key: QueueKey) {
+        self.aql.remove(&key);
+        self.sdma.remove(&key);
+        self.hws.remove_queue(key);
+    }
+
+    pub fn set_runnable(&mut self, key: QueueKey, runnable: bool) {
+        if let Some(q) = self.aql.get_mut(&key) {
+            q.runnable = runnable;
+        }
+        if let Some(q) = self.sdma.get_mut(&key) {
+            q.runnable = runnable;
+        }
+        self.hws.set_runnable(key, runnable);
+    }
+
+    pub fn set_priority(&mut self, key: QueueKey, priority: u8) {
+        self.hws.set_priority(key, priority);
+    }
+
+    pub fn set_cu_mask(&mut self, key: QueueKey, mask: CuMask) {
+        self.hws.set_cu_mask(key, mask);
+    }
+
+    /// Packets fetched and not yet completed, per queue.
+    pub fn in_flight(&self, key: QueueKey) -> usize {
+        self.aql.get(&key).map_or(0, |q| q.inflight.len())
+    }
+
+    /// Whether the queue stopped on an error.
+    pub fn failed(&self, key: QueueKey) -> bool {
+        self.aql.get(&key).is_some_and(|q| q.failed)
+    }
+
+    /// Does all work due at device time `now`; returns when the CP next needs to run if no
+    /// doorbell rings before (None: only a doorbell can give it work).
+    pub fn run(&mut self, env: &Env, now: u64) -> Option<u64> {
+        loop {
+            let mut progress = false;
+            let keys: Vec<QueueKey> = self.aql.keys().copied().collect();
+            for &k in &keys {
+                progress |= self.fetch(k, env, now);
+            }
+            progress |= sdma::run_all(&mut self.sdma, env, &self.cfg, now);
+            while let Some((t, done)) = self.hws.step(now) {
+                let mut touched = Vec::new();
+                for c in done {
+                    if let Some(q) = self.aql.get_mut(&c.queue) {
+                        if let Some(f) = q.inflight.iter_mut().find(|f| f.tag == Some(c.tag)) {
+                            f.start = c.start_ns;
+                            f.end = Some(c.end_ns);
+                        }
+                        touched.push(c.queue);
+                    }
+                }
+                touched.dedup();
+                for k in touched {
+                    self.retire(k, env, t);
+                    self.fetch(k, env, t);
+                }
+                progress = true;
+            }
+            self.hws.sync(now);
+            if !progress {
+                break;
+            }
+        }
+        let polls = self.aql.values().filter_map(|q| match q.blocked {
+            Some(Blocked::Dependencies { poll_at, .. }) if q.runnable && !q.failed => Some(poll_at),
+            _ => None,
+        });
+        let sdma_next = self.sdma.values().filter_map(|q| q.wake_at());
+        self.hws.next_event().into_iter().chain(polls).chain(sdma_next).min()
+    }
+
+    /// Fetches the queue's ready packets at device time `t`.
+    fn fetch(&mut self, key: QueueKey, env: &Env, t: u64) -> bool {
+        let lds = self.cfg.device.lds_kib * 1024;
+        let wave = self.cfg.device.wave_size;
+        let mut progress = false;
+        loop {
+            let Some(q) = self.aql.get_mut(&key) else { return progress };
+            if !q.runnable || q.failed {
+                return progress;
+            }
+            match q.blocked {
+                Some(Blocked::BarrierBit) if !q.inflight.is_empty() => return progress,
+                Some(Blocked::Dependencies { poll_at, .. }) if t < poll_at => return progress,
+                _ => {}
+            }
+            if !env.memory.device_accessible(q.amd_queue, 256) {
+                let at = q.amd_queue;
+                self.fail(key, env, aql::error::MEMORY_VIOLATION, at);
+                return progress;
+            }
+            let write = env.mem.load_u64(q.amd_queue + aql::WRITE_DISPATCH_ID);
+            if q.read >= write {
+                q.blocked = None;
+                return progress;
+            }
+            let slot = q.slot_addr(q.read);
+            if !env.memory.device_accessible(slot, 64) {
+                self.fail(key, env, aql::error::MEMORY_VIOLATION, slot);
+                return progress;
+            }
+            let mut p = [0u8; 64];
+            env.mem.read(slot, &mut p);
+            if p[0] == aql::TYPE_INVALID {
+                return progress;
+            }
+            let d = match aql::decode(&p, lds) {
+                Ok(d) => d,
+                Err(code) => {
+                    self.fail(key, env, code, slot);
+                    return progress;
+                }
+            };
+            if d.barrier_bit && !q.inflight.is_empty() {
+                q.blocked = Some(Blocked::BarrierBit);
+                return progress;
+            }
+            let id = q.read;
+            let entry = match d.packet {
+                Packet::Kernel(k) => {
+                    let r = self.resolver.resolve(env.mem, env.memory, k.kernel_object);
+                    let wg_ns = match resolve::with_ctx(&k, env.mem, env.memory, |ctx| resolve::wg_ns(&self.cfg, &r, ctx)) {
+                        Ok(ns) => ns,
+                        Err(f) => {
+                            self.memory_fault(key, env, f.addr, f.write);
+                            return progress;
+                        }
+                    };
+                    let tag = self.next_tag;
+                    self.next_tag += 1;
+                    let job = KernelJob { tag, workgroups: k.workgroups(), need: WgNeed::new(k.work_items_per_wg(), wave, k.group_segment), wg_ns };
+                    self.hws.submit(key, job, t);
+                    InFlight { id, tag: Some(tag), completion_signal: d.completion_signal, start: t, end: None, kernel: Some((k, r)) }
+                }
+                Packet::Barrier { ref deps, any } => {
+                    let mut zero = Vec::new();
+                    for &s in deps {
+                        if !env.memory.device_accessible(s, signal::SIZE) {
+                            self.memory_fault(key, env, s, false);
+                            return progress;
+                        }
+                        zero.push(signal::value(env.mem, s) == 0);
+                    }
+                    let ok = if any { zero.is_empty() || zero.iter().any(|&z| z) } else { zero.iter().all(|&z| z) };
+                    if !ok {
+                        self.block_on_dependencies(key, t);
+                        return progress;
+                    }
+                    InFlight { id, tag: None, completion_signal: d.completion_signal, start: t, end: Some(t), kernel: None }
+                }
+                Packet::BarrierValue { signal: s, value, mask, cond } => {
+                    if s != 0 {
+                        if !env.memory.device_accessible(s, signal::SIZE) {
+                            self.memory_fault(key, env, s, false);
+                            return progress;
+                        }
+                        if !aql::condition_holds(signal::value(env.mem, s), value, mask, cond) {
+                            self.block_on_dependencies(key, t);
+                            return progress;
+                        }
+                    }
+                    InFlight { id, tag: None, completion_signal: d.completion_signal, start: t, end: Some(t), kernel: None }
+                }
+                Packet::Pm4 => InFlight { id, tag: None, completion_signal: d.completion_signal, start: t, end: Some(t), kernel: None },
+            };
+            let q = self.aql.get_mut(&key).expect("queue exists");
+            q.blocked = None;
+            q.read += 1;
+            q.packets += 1;
+            q.inflight.push_back(entry);
+            progress = true;
+            self.retire(key, env, t);
+        }
+    }
+
+    fn block_on_dependencies(&mut self, key: QueueKey, t: u64) {
+        if let Some(q) = self.aql.get_mut(&key) {
+            let backoff = match q.blocked {
+                Some(Blocked::Dependencies { backoff, .. }) => (backoff * 2).min(POLL_MAX_NS),
+                _ => POLL_FIRST_NS,
+            };
+            q.blocked = Some(Blocked::Dependencies { poll_at: t + backoff, backoff });
+        }
+    }
+
+    /// Completes the finished packets at the front of the queue, in order.
+    fn retire(&mut self, key: QueueKey, env: &Env, t: u64) {
+        loop {
+            let Some(q) = self.aql.get_mut(&key) else { return };
+            let Some(front) = q.inflight.front() else { return };
+            let Some(end) = front.end else { return };
+            let f = q.inflight.pop_front().expect("front exists");
+            let end = end.max(q.last_end).min(t.max(end));
+            q.last_end = end;
+            let profiling = env.memory.device_accessible(q.amd_queue + aql::QUEUE_PROPERTIES, 4)
+                && env.mem.read_u32(q.amd_queue + aql::QUEUE_PROPERTIES) & aql::PROFILING != 0;
+            let amd_queue = q.amd_queue;
+            let slot = q.slot_addr(f.id);
+            if let Some((k, r)) = &f.kernel {
+                if let Err(fault) = resolve::with_ctx(k, env.mem, env.memory, |ctx| resolve::run(r, ctx)) {
+                    self.memory_fault(key, env, fault.addr, fault.write);
+                    return;
+                }
+            }
+            if f.completion_signal != 0 {
+                if !env.memory.device_accessible(f.completion_signal, signal::SIZE) {
+                    self.memory_fault(key, env, f.completion_signal, true);
+                    return;
+                }
+                let start = f.start.min(end);
+                signal::complete(env.mem, env.events, f.completion_signal, profiling.then_some((start, end)));
+            }
+            // The slot is free again: invalidate its header, then publish the read index.
+            let header = env.mem.read_u32(slot) as u16;
+            env.mem.store_u16(slot, (header & 0xff00) | u16::from(aql::TYPE_INVALID));
+            env.mem.store_u64(amd_queue + aql::READ_DISPATCH_ID, f.id + 1);
+        }
+    }
+
+    /// Stops a queue with an error code in its `queue_inactive_signal`, as the CP does.
+    fn fail(&mut self, key: QueueKey, env: &Env, code: i64, at: u64) {
+        let Some(q) = self.aql.get_mut(&key) else { return };
+        q.failed = true;
+        tracing::warn!(queue = key, code, addr = format_args!("{at:#x}"), "xhsa-emu: queue error");
+        if env.memory.device_accessible(q.amd_queue + aql::QUEUE_INACTIVE_SIGNAL, 8) {
+            let sig = env.mem.load_u64(q.amd_queue + aql::QUEUE_INACTIVE_SIGNAL);
+            if sig != 0 && env.memory.device_accessible(sig, signal::SIZE) {
+                signal::store(env.mem, env.events, sig, code);
+            }
+        }
+    }
+
+    /// A device access to unmapped memory: the queue stops and KFD's memory-fault event fires.
+    fn memory_fault(&mut self, key: QueueKey, env: &Env, addr: u64, write: bool) {
+        if let Some(q) = self.aql.get_mut(&key) {
+            q.failed = true;
+        }
+        tracing::warn!(queue = key, addr = format_args!("{addr:#x}"), write, "xhsa-emu: GPU memory fault");
+        let data = HsaMemoryExceptionData {
+            failure: MemoryExceptionFailure { not_present: 1, read_only: 0, no_execute: 0, imprecise: 0 },
+            va: addr,
+            gpu_id: env.gpu_id,
+            ..Default::default()
+        };
+        env.events.memory_fault(data);
+    }
+}

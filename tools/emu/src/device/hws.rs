@@ -1,0 +1,459 @@
+//! The hardware scheduler (HWS) model: which queue's workgroups run where, and when.
+//!
+//! Kernels reach the HWS in queue order. Workgroups of all runnable queues share the CUs at
+//! workgroup granularity: whenever slots free, pending workgroups are taken by queue priority
+//! (0-15, higher first), round robin among queues of equal priority, one workgroup per CU with
+//! room per turn so that equal queues interleave. A running workgroup is never preempted by
+//! priority. A queue whose CU mask excludes a CU never runs there; a queue that is not runnable
+//! (`queue_percentage == 0`, evicted or suspended) is not fetched from.
+//!
+//! Time is device time in nanoseconds, supplied by the caller; the model is pure and
+//! deterministic, so it is tested without clocks or threads.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+
+use super::cu::{CuMask, CuPool, WgNeed};
+
+/// A device-wide hardware queue identifier.
+pub type QueueKey = u32;
+
+/// Highest queue priority KFD accepts.
+pub const MAX_PRIORITY: u8 = 15;
+
+/// A kernel as the HWS sees it: how many workgroups, what each occupies and how long it runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelJob {
+    /// The caller's identifier, handed back on completion.
+    pub tag: u64,
+    pub workgroups: u64,
+    pub need: WgNeed,
+    /// Run time of one workgroup once it is on a CU.
+    pub wg_ns: u64,
+}
+
+/// A kernel whose workgroups have all finished. Completions of one queue come in queue order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completion {
+    pub queue: QueueKey,
+    pub tag: u64,
+    /// When its first workgroup started.
+    pub start_ns: u64,
+    /// When it finished (never before an earlier kernel of the same queue).
+    pub end_ns: u64,
+}
+
+#[derive(Debug)]
+struct Job {
+    kernel: KernelJob,
+    remaining: u64,
+    in_flight: u64,
+    start: Option<u64>,
+    last_end: u64,
+}
+
+impl Job {
+    fn done(&self) -> bool {
+        self.remaining == 0 && self.in_flight == 0
+    }
+}
+
+#[derive(Debug)]
+struct HwQueue {
+    priority: u8,
+    runnable: bool,
+    mask: CuMask,
+    jobs: VecDeque<Job>,
+    last_end: u64,
+}
+
+impl HwQueue {
+    /// The job whose workgroups go next: the first with workgroups left, once all before it
+    /// have been fully dispatched.
+    fn next_job(&mut self) -> Option<&mut Job> {
+        self.jobs.iter_mut().find(|j| j.remaining > 0)
+    }
+}
+
+#[derive(Debug)]
+struct Batch {
+    queue: QueueKey,
+    tag: u64,
+    need: WgNeed,
+    placements: Vec<(usize, u32)>,
+}
+
+/// The HWS model of one device.
+#[derive(Debug)]
+pub struct Hws {
+    pool: CuPool,
+    queues: BTreeMap<QueueKey, HwQueue>,
+    running: BinaryHeap<Reverse<(u64, u64)>>,
+    batches: HashMap<u64, Batch>,
+    next_batch: u64,
+    last_served: [Option<QueueKey>; MAX_PRIORITY as usize + 1],
+    now: u64,
+}
+
+impl Hws {
+    pub fn new(pool: CuPool) -> Self {
+        Hws {
+            pool,
+            queues: BTreeMap::new(),
+            running: BinaryHeap::new(),
+            batches: HashMap::new(),
+            next_batch: 0,
+            last_served: [None; MAX_PRIORITY as usize + 1],
+            now: 0,
+        }
+    }
+
+    /// Device time the model has reached.
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    pub fn cus(&self) -> usize {
+        self.pool.len()
+    }
+
+    /// Adds a queue, runnable, on all CUs. Priorities above 15 are clamped.
+    pub fn add_queue(&mut self, key: QueueKey, priority: u8) {
+        let mask = CuMask::all(self.pool.len());
+        let q = HwQueue { priority: priority.min(MAX_PRIORITY), runnable: true, mask, jobs: VecDeque::new(), last_end: 0 };
+        self.queues.insert(key, q);
+    }
+
+    /// Removes a queue; its running workgroups are dropped (as a destroyed queue's waves are) and
+    /// the tags of its unfinished kernels returned.
+    pub fn remove_queue(&mut self, key: QueueKey) -> Vec<u64> {
+        let Some(q) = self.queues.remove(&key) else { return Vec::new() };
+        let ids: Vec<u64> = self.batches.iter().filter(|(_, b)| b.queue == key).map(|(id, _)| *id).collect();
+        for id in ids {
+            let b = self.batches.remove(&id).expect("batch listed above");
+            for (cu, n) in b.placements {
+                self.pool.give(cu, b.need, n);
+            }
+        }
+        self.fill();
+        q.jobs.iter().map(|j| j.kernel.tag).collect()
+    }
+
+    pub fn set_priority(&mut self, key: QueueKey, priority: u8) {
+        if let Some(q) = self.queues.get_mut(&key) {
+            q.priority = priority.min(MAX_PRIORITY);
+        }
+        self.fill();
+    }
+
+    /// Makes a queue fetchable or not (queue percentage 0, eviction, suspension).
+    pub fn set_runnable(&mut self, key: QueueKey, runnable: bool) {
+        if let Some(q) = self.queues.get_mut(&key) {
+            q.runnable = runnable;
+        }
+        self.fill();
+    }
+
+    pub fn set_cu_mask(&mut self, key: QueueKey, mask: CuMask) {
+        let cus = self.pool.len();
+        if let Some(q) = self.queues.get_mut(&key) {
+            q.mask = mask.within(cus);
+        }
+        self.fill();
+    }
+
+    /// Kernels of `key` not yet completed.
+    pub fn outstanding(&self, key: QueueKey) -> usize {
+        self.queues.get(&key).map_or(0, |q| q.jobs.len())
+    }
+
+    /// Wave slots busy over the device.
+    pub fn busy_waves(&self) -> u64 {
+        self.pool.busy_waves()
+    }
+
+    /// Queues a kernel at device time `now` (after the caller advanced the model to `now`).
+    /// A workgroup too large for any CU is clamped to one CU's resources.
+    pub fn submit(&mut self, key: QueueKey, mut kernel: KernelJob, now: u64) {
+        self.now = self.now.max(now);
+        if !self.pool.can_ever_fit(kernel.need) {
+            kernel.need = self.clamp(kernel.need);
+        }
+        let Some(q) = self.queues.get_mut(&key) else { return };
+        let job = Job { kernel, remaining: kernel.workgroups, in_flight: 0, start: None, last_end: 0 };
+        q.jobs.push_back(job);
+        if kernel.workgroups == 0 {
+            // Nothing to run: it completes at once, in order.
+            q.jobs.back_mut().expect("just pushed").start = Some(self.now);
+        }
+        self.fill();
+    }
+
+    fn clamp(&self, need: WgNeed) -> WgNeed {
+        let mut n = need;
+        while !self.pool.can_ever_fit(n) && (n.waves > 1 || n.lds > 0) {
+            n.waves = n.waves.div_ceil(2);
+            n.lds /= 2;
+        }
+        n
+    }
+
+    /// When the next workgroup batch finishes, if any runs.
+    pub fn next_event(&self) -> Option<u64> {
+        self.running.peek().map(|Reverse((t, _))| *t)
+    }
+
+    /// Runs the model to the earliest batch end at or before `now`, if any, and returns that
+    /// time with the kernels that completed then (queue order within a queue). The model's
+    /// clock stays at that time, so work the caller submits in response starts exactly when
+    /// the finished work ended. Call until it returns `None`, then [`Hws::sync`].
+    pub fn step(&mut self, now: u64) -> Option<(u64, Vec<Completion>)> {
+        let mut done = Vec::new();
+        self.collect(&mut done);
+        if !done.is_empty() {
+            return Some((self.now, done));
+        }
+        let &Reverse((t, _)) = self.running.peek()?;
+        if t > now {
+            return None;
+        }
+        while let Some(&Reverse((t2, id))) = self.running.peek() {
+            if t2 != t {
+                break;
+            }
+            self.running.pop();
+            if let Some(b) = self.batches.remove(&id) {
+                let mut n = 0u64;
+                for &(cu, k) in &b.placements {
+                    self.pool.give(cu, b.need, k);
+                    n += u64::from(k);
+                }
+                if let Some(job) = self.queues.get_mut(&b.queue).and_then(|q| q.jobs.iter_mut().find(|j| j.kernel.tag == b.tag)) {
+                    job.in_flight -= n;
+                    job.last_end = job.last_end.max(t);
+                }
+            }
+        }
+        self.now = self.now.max(t);
+        self.fill();
+        self.collect(&mut done);
+        Some((self.now, done))
+    }
+
+    /// Moves the model's clock to `now` once no batch ends before it.
+    pub fn sync(&mut self, now: u64) {
+        if self.running.peek().is_none_or(|Reverse((t, _))| *t > now) {
+            self.now = self.now.max(now);
+        }
+    }
+
+    /// Runs the model up to `now`, returning every completion (for callers that do not react
+    /// between steps).
+    pub fn advance(&mut self, now: u64) -> Vec<Completion> {
+        let mut all = Vec::new();
+        while let Some((_, done)) = self.step(now) {
+            all.extend(done);
+        }
+        self.sync(now);
+        all
+    }
+
+    /// Pops the finished kernels at the front of every queue.
+    fn collect(&mut self, done: &mut Vec<Completion>) {
+        for (&key, q) in self.queues.iter_mut() {
+            while q.jobs.front().is_some_and(Job::done) {
+                let j = q.jobs.pop_front().expect("front exists");
+                let start = j.start.unwrap_or(self.now);
+                let end = j.last_end.max(start).max(q.last_end);
+                q.last_end = end;
+                done.push(Completion { queue: key, tag: j.kernel.tag, start_ns: start, end_ns: end });
+            }
+        }
+    }
+
+    /// Dispatches pending workgroups into free CU slots at the current time.
+    fn fill(&mut self) {
+        while let Some(key) = self.pick() {
+            self.dispatch_turn(key);
+        }
+    }
+
+    /// The queue served next: highest priority with a placeable workgroup, round robin after the
+    /// queue served last at that priority.
+    fn pick(&mut self) -> Option<QueueKey> {
+        let mut best: Option<(u8, QueueKey)> = None;
+        let mut candidates: Vec<(u8, QueueKey)> = Vec::new();
+        for (&key, q) in self.queues.iter_mut() {
+            if !q.runnable {
+                continue;
+            }
+            let mask = q.mask;
+            let Some(job) = q.next_job() else { continue };
+            let need = job.kernel.need;
+            if (0..self.pool.len()).any(|cu| mask.contains(cu) && self.pool.room(cu, need) > 0) {
+                candidates.push((q.priority, key));
+                if best.is_none_or(|(p, _)| q.priority > p) {
+                    best = Some((q.priority, key));
+                }
+            }
+        }
+        let (prio, _) = best?;
+        let after = self.last_served[prio as usize];
+        let same: Vec<QueueKey> = candidates.iter().filter(|(p, _)| *p == prio).map(|(_, k)| *k).collect();
+        let chosen = after.and_then(|a| same.iter().copied().find(|&k| k > a)).unwrap_or(same[0]);
+        self.last_served[prio as usize] = Some(chosen);
+        Some(chosen)
+    }
+
+    /// One turn of queue `key`: one workgroup on each allowed CU with room (the least loaded
+    /// CUs first when fewer workgroups remain than CUs have room).
+    fn dispatch_turn(&mut self, key: QueueKey) {
+        let now = self.now;
+        let q = self.queues.get_mut(&key).expect("picked queue exists");
+        let mask = q.mask;
+        let job = q.next_job().expect("picked queue has a job");
+        let need = job.kernel.need;
+        let mut cus: Vec<usize> = (0..self.pool.len()).filter(|&cu| mask.contains(cu) && self.pool.room(cu, need) > 0).collect();
+        if (cus.len() as u64) > job.remaining {
+            cus.sort_by_key(|&cu| Reverse(self.pool.free_waves(cu)));
+            cus.truncate(job.remaining as usize);
+        }
+        let placements: Vec<(usize, u32)> = cus.into_iter().map(|cu| (cu, 1)).collect();
+        let n = placements.len() as u64;
+        for &(cu, k) in &placements {
+            self.pool.take(cu, need, k);
+        }
+        job.remaining -= n;
+        job.in_flight += n;
+        job.start.get_or_insert(now);
+        let end = now + job.kernel.wg_ns;
+        let id = self.next_batch;
+        self.next_batch += 1;
+        self.batches.insert(id, Batch { queue: key, tag: job.kernel.tag, need, placements });
+        self.running.push(Reverse((end, id)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hws(cus: usize) -> Hws {
+        Hws::new(CuPool::new(cus, 32, 65536))
+    }
+
+    fn job(tag: u64, workgroups: u64, waves: u32, wg_ns: u64) -> KernelJob {
+        KernelJob { tag, workgroups, need: WgNeed { waves, lds: 0 }, wg_ns }
+    }
+
+    fn run(h: &mut Hws) -> Vec<Completion> {
+        let mut all = Vec::new();
+        while let Some(t) = h.next_event() {
+            all.extend(h.advance(t));
+        }
+        all
+    }
+
+    #[test]
+    fn a_kernel_takes_as_many_rounds_as_its_workgroups_need() {
+        let mut h = hws(4);
+        h.add_queue(1, 7);
+        // 4 CUs x 8 workgroups of 4 waves = 32 at once; 64 workgroups = 2 rounds of 100 ns.
+        h.submit(1, job(9, 64, 4, 100), 0);
+        let c = run(&mut h);
+        assert_eq!(c, vec![Completion { queue: 1, tag: 9, start_ns: 0, end_ns: 200 }]);
+        assert_eq!(h.busy_waves(), 0);
+    }
+
+    #[test]
+    fn completions_of_a_queue_come_in_order() {
+        let mut h = hws(4);
+        h.add_queue(1, 7);
+        h.submit(1, job(1, 4, 32, 1000), 0);
+        h.submit(1, job(2, 1, 1, 10), 0);
+        let c = run(&mut h);
+        assert_eq!(c.iter().map(|c| c.tag).collect::<Vec<_>>(), vec![1, 2]);
+        assert!(c[1].end_ns >= c[0].end_ns);
+    }
+
+    #[test]
+    fn higher_priority_takes_freed_slots_first_but_never_preempts() {
+        let mut h = hws(1);
+        h.add_queue(1, 1);
+        h.add_queue(2, 15);
+        h.submit(1, job(10, 2, 32, 100), 0); // one at a time: fills the only CU
+        h.submit(2, job(20, 1, 32, 100), 10);
+        let c = run(&mut h);
+        // The low kernel's first workgroup keeps running; its second waits for the high one.
+        assert_eq!(c[0].tag, 20);
+        assert_eq!((c[0].start_ns, c[0].end_ns), (100, 200));
+        assert_eq!(c[1].end_ns, 300);
+    }
+
+    #[test]
+    fn equal_priorities_share_round_robin() {
+        let mut h = hws(2);
+        h.add_queue(1, 5);
+        h.add_queue(2, 5);
+        h.submit(1, job(1, 8, 32, 100), 0);
+        h.submit(2, job(2, 8, 32, 100), 0);
+        let c = run(&mut h);
+        // Both finish within one round of each other.
+        let diff = c[0].end_ns.abs_diff(c[1].end_ns);
+        assert!(diff <= 100, "{c:?}");
+        assert_eq!(c.iter().map(|c| c.end_ns).max(), Some(800));
+    }
+
+    #[test]
+    fn cu_masks_separate_queues() {
+        let mut h = hws(4);
+        h.add_queue(1, 5);
+        h.add_queue(2, 5);
+        h.set_cu_mask(1, CuMask::from_words(&[0b0011], 4));
+        h.set_cu_mask(2, CuMask::from_words(&[0b1100], 4));
+        h.submit(1, job(1, 4, 32, 100), 0);
+        h.submit(2, job(2, 2, 32, 100), 0);
+        let c = run(&mut h);
+        let end = |t| c.iter().find(|c| c.tag == t).unwrap().end_ns;
+        assert_eq!(end(1), 200);
+        assert_eq!(end(2), 100);
+    }
+
+    #[test]
+    fn an_unrunnable_queue_makes_no_progress_until_runnable_again() {
+        let mut h = hws(1);
+        h.add_queue(1, 5);
+        h.set_runnable(1, false);
+        h.submit(1, job(1, 1, 1, 100), 0);
+        assert_eq!(h.next_event(), None);
+        assert!(h.advance(10_000).is_empty());
+        h.set_runnable(1, true);
+        let c = run(&mut h);
+        assert_eq!((c[0].start_ns, c[0].end_ns), (10_000, 10_100));
+    }
+
+    #[test]
+    fn removing_a_queue_frees_its_cus() {
+        let mut h = hws(1);
+        h.add_queue(1, 5);
+        h.add_queue(2, 5);
+        h.submit(1, job(1, 10, 32, 100), 0);
+        h.submit(2, job(2, 1, 32, 100), 0);
+        assert_eq!(h.remove_queue(1), vec![1]);
+        let c = run(&mut h);
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].tag, 2);
+        assert_eq!(h.busy_waves(), 0);
+    }
+
+    #[test]
+    fn empty_and_oversized_kernels_still_complete() {
+        let mut h = hws(1);
+        h.add_queue(1, 5);
+        h.submit(1, job(1, 0, 1, 100), 5);
+        h.submit(1, job(2, 1, 1000, 100), 5);
+        let mut c = h.advance(5);
+        c.extend(run(&mut h));
+        assert_eq!(c.iter().map(|c| c.tag).collect::<Vec<_>>(), vec![1, 2]);
+    }
+}

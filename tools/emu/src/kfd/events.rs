@@ -1,0 +1,246 @@
+//! KFD events: signal events backed by slots of the process's event page, and the other types
+//! (hardware exception, memory fault, ...). Waiters block on a condition variable (a futex
+//! underneath), never poll.
+//!
+//! As in amdkfd: a signal event's id is its slot index in the event page and its trigger data
+//! is its id; a slot holds `UNSIGNALED` until the packet processor writes the event id into it
+//! (the mailbox write that precedes the interrupt); the interrupt then sets the event and the
+//! slot is reset. Other event types take ids from `FIRST_NONSIGNAL_ID` on.
+
+use std::collections::HashMap;
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use xhsa_ioctl::abi::event::{
+    HsaMemoryExceptionData, KFD_IOC_EVENT_MEMORY, KFD_IOC_EVENT_SIGNAL, KFD_IOC_WAIT_RESULT_COMPLETE, KFD_IOC_WAIT_RESULT_TIMEOUT,
+    KFD_SIGNAL_EVENT_LIMIT,
+};
+
+/// Value of an event-page slot that holds no signal.
+pub const UNSIGNALED: u64 = u64::MAX;
+/// First id of events that are not signal events.
+pub const FIRST_NONSIGNAL_ID: u32 = KFD_SIGNAL_EVENT_LIMIT;
+/// `timeout_ms` meaning "wait forever".
+pub const INFINITE: u32 = u32::MAX;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventError {
+    /// No such event (EINVAL in KFD).
+    NoSuchEvent,
+    /// All signal-event slots are taken (ENOSPC in KFD).
+    NoSlot,
+    /// A signal event was requested before the event page was set (EINVAL).
+    NoEventPage,
+}
+
+#[derive(Debug, Clone)]
+struct Event {
+    kind: u32,
+    auto_reset: bool,
+    signaled: bool,
+    memory_fault: Option<HsaMemoryExceptionData>,
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    events: HashMap<u32, Event>,
+    next_nonsignal: u32,
+    page: Option<u64>,
+}
+
+/// The events of one process.
+#[derive(Debug, Default)]
+pub struct Events {
+    table: Mutex<Table>,
+    changed: Condvar,
+}
+
+/// What a wait ended with, and the data of any memory-fault events it returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitOutcome {
+    pub result: u32,
+    pub memory_faults: Vec<(u32, HsaMemoryExceptionData)>,
+}
+
+impl Events {
+    fn lock(&self) -> MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Sets the address of the event page (the thunk's `event_page_offset` allocation).
+    pub fn set_page(&self, addr: u64) {
+        self.lock().page = Some(addr);
+    }
+
+    /// The event page's address, if set.
+    pub fn page(&self) -> Option<u64> {
+        self.lock().page
+    }
+
+    /// Creates an event; returns `(event_id, trigger_data, slot_index)`.
+    pub fn create(&self, kind: u32, auto_reset: bool) -> Result<(u32, u32, u32), EventError> {
+        let mut t = self.lock();
+        let id = if kind == KFD_IOC_EVENT_SIGNAL {
+            if t.page.is_none() {
+                return Err(EventError::NoEventPage);
+            }
+            (0..KFD_SIGNAL_EVENT_LIMIT).find(|i| !t.events.contains_key(i)).ok_or(EventError::NoSlot)?
+        } else {
+            let id = FIRST_NONSIGNAL_ID + t.next_nonsignal;
+            t.next_nonsignal += 1;
+            id
+        };
+        t.events.insert(id, Event { kind, auto_reset, signaled: false, memory_fault: None });
+        let slot = if kind == KFD_IOC_EVENT_SIGNAL { id } else { 0 };
+        Ok((id, id, slot))
+    }
+
+    pub fn destroy(&self, id: u32) -> Result<(), EventError> {
+        let removed = self.lock().events.remove(&id);
+        self.changed.notify_all();
+        removed.map(|_| ()).ok_or(EventError::NoSuchEvent)
+    }
+
+    pub fn set(&self, id: u32) -> Result<(), EventError> {
+        let mut t = self.lock();
+        let e = t.events.get_mut(&id).ok_or(EventError::NoSuchEvent)?;
+        e.signaled = true;
+        drop(t);
+        self.changed.notify_all();
+        Ok(())
+    }
+
+    pub fn reset(&self, id: u32) -> Result<(), EventError> {
+        let mut t = self.lock();
+        t.events.get_mut(&id).ok_or(EventError::NoSuchEvent)?.signaled = false;
+        Ok(())
+    }
+
+    /// The interrupt that follows a mailbox write: sets signal event `id` if it exists.
+    /// Unknown ids are ignored, as KFD ignores interrupts for events it does not have.
+    pub fn interrupt(&self, id: u32) {
+        let _ = self.set(id);
+    }
+
+    /// Sets every memory-fault event with the fault's data (KFD's memory exception path).
+    pub fn memory_fault(&self, data: HsaMemoryExceptionData) {
+        let mut t = self.lock();
+        for e in t.events.values_mut().filter(|e| e.kind == KFD_IOC_EVENT_MEMORY) {
+            e.signaled = true;
+            e.memory_fault = Some(data);
+        }
+        drop(t);
+        self.changed.notify_all();
+    }
+
+    /// Sets every event of type `kind` (hardware exceptions, queue events).
+    pub fn set_all_of_kind(&self, kind: u32) {
+        let mut t = self.lock();
+        for e in t.events.values_mut().filter(|e| e.kind == kind) {
+            e.signaled = true;
+        }
+        drop(t);
+        self.changed.notify_all();
+    }
+
+    /// Waits until all (`wait_all`) or any of `ids` are signaled, or `timeout_ms` passes.
+    /// Auto-reset events that satisfied the wait are reset. Unknown ids fail the wait.
+    pub fn wait(&self, ids: &[u32], wait_all: bool, timeout_ms: u32) -> Result<WaitOutcome, EventError> {
+        let deadline = (timeout_ms != INFINITE).then(|| Instant::now() + Duration::from_millis(timeout_ms.into()));
+        let mut t = self.lock();
+        loop {
+            let mut ready = Vec::new();
+            for &id in ids {
+                let e = t.events.get(&id).ok_or(EventError::NoSuchEvent)?;
+                if e.signaled {
+                    ready.push(id);
+                }
+            }
+            let done = if wait_all { ready.len() == ids.len() } else { !ready.is_empty() };
+            if done || ids.is_empty() {
+                let mut faults = Vec::new();
+                for id in ready {
+                    let e = t.events.get_mut(&id).expect("checked above");
+                    if let Some(d) = e.memory_fault {
+                        faults.push((id, d));
+                    }
+                    if e.auto_reset {
+                        e.signaled = false;
+                    }
+                }
+                return Ok(WaitOutcome { result: KFD_IOC_WAIT_RESULT_COMPLETE, memory_faults: faults });
+            }
+            match deadline {
+                None => t = self.changed.wait(t).unwrap_or_else(|p| p.into_inner()),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return Ok(WaitOutcome { result: KFD_IOC_WAIT_RESULT_TIMEOUT, memory_faults: Vec::new() });
+                    }
+                    t = self.changed.wait_timeout(t, d - now).unwrap_or_else(|p| p.into_inner()).0;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn signal_events_need_the_page_and_take_slots() {
+        let ev = Events::default();
+        assert_eq!(ev.create(KFD_IOC_EVENT_SIGNAL, true), Err(EventError::NoEventPage));
+        ev.set_page(0x1000);
+        assert_eq!(ev.create(KFD_IOC_EVENT_SIGNAL, true).unwrap(), (0, 0, 0));
+        assert_eq!(ev.create(KFD_IOC_EVENT_SIGNAL, false).unwrap(), (1, 1, 1));
+        let (id, _, _) = ev.create(KFD_IOC_EVENT_MEMORY, false).unwrap();
+        assert!(id >= FIRST_NONSIGNAL_ID);
+        ev.destroy(0).unwrap();
+        assert_eq!(ev.create(KFD_IOC_EVENT_SIGNAL, true).unwrap().0, 0);
+    }
+
+    #[test]
+    fn a_blocked_waiter_wakes_on_interrupt_and_auto_resets() {
+        let ev = Arc::new(Events::default());
+        ev.set_page(0x1000);
+        let (id, _, _) = ev.create(KFD_IOC_EVENT_SIGNAL, true).unwrap();
+        let ev2 = ev.clone();
+        let t = std::thread::spawn(move || ev2.wait(&[id], true, 10_000).unwrap().result);
+        std::thread::sleep(Duration::from_millis(20));
+        ev.interrupt(id);
+        assert_eq!(t.join().unwrap(), KFD_IOC_WAIT_RESULT_COMPLETE);
+        // Auto-reset: a second wait times out.
+        assert_eq!(ev.wait(&[id], true, 10).unwrap().result, KFD_IOC_WAIT_RESULT_TIMEOUT);
+    }
+
+    #[test]
+    fn wait_any_and_wait_all() {
+        let ev = Events::default();
+        ev.set_page(0x1000);
+        let (a, _, _) = ev.create(KFD_IOC_EVENT_SIGNAL, false).unwrap();
+        let (b, _, _) = ev.create(KFD_IOC_EVENT_SIGNAL, false).unwrap();
+        ev.set(a).unwrap();
+        assert_eq!(ev.wait(&[a, b], false, 0).unwrap().result, KFD_IOC_WAIT_RESULT_COMPLETE);
+        assert_eq!(ev.wait(&[a, b], true, 0).unwrap().result, KFD_IOC_WAIT_RESULT_TIMEOUT);
+        ev.set(b).unwrap();
+        assert_eq!(ev.wait(&[a, b], true, 0).unwrap().result, KFD_IOC_WAIT_RESULT_COMPLETE);
+        // Manual reset: still signaled until reset.
+        assert_eq!(ev.wait(&[a], true, 0).unwrap().result, KFD_IOC_WAIT_RESULT_COMPLETE);
+        ev.reset(a).unwrap();
+        assert_eq!(ev.wait(&[a], true, 0).unwrap().result, KFD_IOC_WAIT_RESULT_TIMEOUT);
+        assert_eq!(ev.wait(&[999], true, 0), Err(EventError::NoSuchEvent));
+    }
+
+    #[test]
+    fn memory_faults_reach_memory_events_with_their_data() {
+        let ev = Events::default();
+        let (m, _, _) = ev.create(KFD_IOC_EVENT_MEMORY, true).unwrap();
+        let data = HsaMemoryExceptionData { va: 0xdead000, gpu_id: 7, ..Default::default() };
+        ev.memory_fault(data);
+        let out = ev.wait(&[m], true, 0).unwrap();
+        assert_eq!(out.memory_faults, vec![(m, data)]);
+    }
+}

@@ -1,0 +1,216 @@
+//! Noticing doorbell writes without polling: the doorbell pages are write-protected, and the
+//! first store after arming traps into a SIGSEGV handler that unprotects the area, bumps a
+//! notification word and wakes the packet processor through a futex, then lets the store
+//! retry. The packet processor re-arms (write-protects) an area before it goes to sleep and
+//! only then reads the doorbells, so no store is missed: one that lands before the re-arm is
+//! read, one after it traps again.
+//!
+//! Measured on the project's VMs (docs/emulator.md): a trapped store stalls the writer about
+//! 4.5 µs, a re-arm costs about 1 µs; only the first store after a re-arm traps.
+//!
+//! Faults outside a registered area go to the handler that was installed before ours (or the
+//! default action), so the host application's own SIGSEGV behaviour is unchanged.
+
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Once;
+
+use super::futex;
+
+const MAX_AREAS: usize = 32;
+
+struct Area {
+    start: AtomicUsize,
+    end: AtomicUsize,
+    word: AtomicPtr<AtomicU32>,
+    traps: AtomicU64,
+}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const EMPTY: Area = Area { start: AtomicUsize::new(0), end: AtomicUsize::new(0), word: AtomicPtr::new(std::ptr::null_mut()), traps: AtomicU64::new(0) };
+static AREAS: [Area; MAX_AREAS] = [EMPTY; MAX_AREAS];
+static INSTALL: Once = Once::new();
+static mut PREVIOUS: MaybeUninit<libc::sigaction> = MaybeUninit::uninit();
+
+/// A registered doorbell area: page-aligned memory whose stores notify `word`.
+#[derive(Debug)]
+pub struct TrappedArea {
+    index: usize,
+    start: usize,
+    len: usize,
+}
+
+/// Why an area could not be registered.
+#[derive(Debug)]
+pub enum TrapError {
+    NotPageAligned,
+    TooManyAreas,
+    Mprotect(std::io::Error),
+}
+
+impl std::fmt::Display for TrapError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TrapError::NotPageAligned => f.write_str("doorbell area is not page aligned"),
+            TrapError::TooManyAreas => write!(f, "more than {MAX_AREAS} doorbell areas"),
+            TrapError::Mprotect(e) => write!(f, "mprotect of a doorbell area failed: {e}"),
+        }
+    }
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+}
+
+impl TrappedArea {
+    /// Registers `[start, start + len)` so that stores into it, once armed, notify `word`.
+    ///
+    /// # Safety
+    /// The range must be a mapping the caller owns, used only for doorbells, that stays
+    /// mapped until the area is dropped.
+    pub unsafe fn register(start: *mut u8, len: usize, word: &'static AtomicU32) -> Result<TrappedArea, TrapError> {
+        let page = page_size();
+        if !(start as usize).is_multiple_of(page) || !len.is_multiple_of(page) || len == 0 {
+            return Err(TrapError::NotPageAligned);
+        }
+        install_handler();
+        for (index, a) in AREAS.iter().enumerate() {
+            if a.start.compare_exchange(0, usize::MAX, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                a.word.store(word as *const AtomicU32 as *mut AtomicU32, Ordering::Release);
+                a.end.store(start as usize + len, Ordering::Release);
+                a.start.store(start as usize, Ordering::Release);
+                return Ok(TrappedArea { index, start: start as usize, len });
+            }
+        }
+        Err(TrapError::TooManyAreas)
+    }
+
+    /// Write-protects the area: the next store into it traps and notifies.
+    pub fn arm(&self) -> Result<(), TrapError> {
+        // SAFETY: the range is the registered mapping (see `register`); PROT_READ keeps reads
+        // working, and stores are handled by our SIGSEGV handler.
+        let r = unsafe { libc::mprotect(self.start as *mut libc::c_void, self.len, libc::PROT_READ) };
+        if r != 0 {
+            return Err(TrapError::Mprotect(std::io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+
+    /// Stores that trapped so far.
+    pub fn traps(&self) -> u64 {
+        AREAS[self.index].traps.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for TrappedArea {
+    fn drop(&mut self) {
+        // SAFETY: as in `arm`; leaves the area writable, as an unregistered area must be.
+        unsafe { libc::mprotect(self.start as *mut libc::c_void, self.len, libc::PROT_READ | libc::PROT_WRITE) };
+        let a = &AREAS[self.index];
+        a.end.store(0, Ordering::Release);
+        a.start.store(0, Ordering::Release);
+    }
+}
+
+fn install_handler() {
+    INSTALL.call_once(|| {
+        // SAFETY: a zeroed sigaction is a valid starting value; PREVIOUS is written here, once,
+        // before our handler can run, and only read by the handler afterwards.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_segv as *const () as usize;
+            sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
+            libc::sigemptyset(&mut sa.sa_mask);
+            let prev = std::ptr::addr_of_mut!(PREVIOUS).cast::<libc::sigaction>();
+            libc::sigaction(libc::SIGSEGV, &sa, prev);
+        }
+    });
+}
+
+extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
+    let addr = unsafe { (*info).si_addr() } as usize;
+    for a in &AREAS {
+        let start = a.start.load(Ordering::Acquire);
+        if start == 0 || start == usize::MAX || addr < start || addr >= a.end.load(Ordering::Acquire) {
+            continue;
+        }
+        let len = a.end.load(Ordering::Acquire) - start;
+        // SAFETY: mprotect is async-signal-safe; the range is a registered doorbell mapping.
+        unsafe { libc::mprotect(start as *mut libc::c_void, len, libc::PROT_READ | libc::PROT_WRITE) };
+        a.traps.fetch_add(1, Ordering::Relaxed);
+        let word = a.word.load(Ordering::Acquire);
+        if !word.is_null() {
+            // SAFETY: registered words are 'static.
+            let w = unsafe { &*word };
+            w.fetch_add(1, Ordering::Release);
+            futex::wake_all(w);
+        }
+        return;
+    }
+    chain(sig, info, ctx);
+}
+
+/// Hands a fault that is not ours to the handler installed before ours.
+fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: PREVIOUS was initialised by `install_handler` before this handler was installed.
+    let prev = unsafe { std::ptr::addr_of!(PREVIOUS).cast::<libc::sigaction>().read() };
+    let h = prev.sa_sigaction;
+    if h == libc::SIG_DFL || h == libc::SIG_IGN {
+        // Restore the default action and return: the fault repeats and ends the process the
+        // way it would have without us.
+        // SAFETY: plain sigaction call with a valid zeroed struct.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = libc::SIG_DFL;
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    } else if prev.sa_flags & libc::SA_SIGINFO != 0 {
+        // SAFETY: the previous handler was installed as an SA_SIGINFO handler with this type.
+        let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) = unsafe { std::mem::transmute(h) };
+        f(sig, info, ctx);
+    } else {
+        // SAFETY: the previous handler was installed as a plain handler with this type.
+        let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(h) };
+        f(sig);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_store_into_an_armed_area_notifies_and_lands() {
+        let page = page_size();
+        // SAFETY: fresh anonymous mapping owned by the test.
+        let p = unsafe {
+            libc::mmap(std::ptr::null_mut(), page, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+        } as *mut u8;
+        let word: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+        // SAFETY: the mapping is ours and lives for the test.
+        let area = unsafe { TrappedArea::register(p, page, word) }.unwrap();
+        area.arm().unwrap();
+        let addr = p as usize;
+        let writer = std::thread::spawn(move || {
+            // SAFETY: in-bounds aligned store into the mapping.
+            unsafe { (*(addr as *const AtomicU64)).store(42, Ordering::Release) };
+            // A second store does not trap: the area is unprotected until re-armed.
+            unsafe { (*(addr as *const AtomicU64).add(1)).store(7, Ordering::Release) };
+        });
+        while word.load(Ordering::Acquire) == 0 {
+            futex::wait(word, 0, Some(Duration::from_secs(5)));
+        }
+        writer.join().unwrap();
+        // SAFETY: in-bounds aligned reads.
+        assert_eq!(unsafe { *(p as *const u64) }, 42);
+        assert_eq!(unsafe { *(p as *const u64).add(1) }, 7);
+        assert_eq!(area.traps(), 1);
+        area.arm().unwrap();
+        unsafe { (*(addr as *const AtomicU64)).store(43, Ordering::Release) };
+        assert_eq!(area.traps(), 2);
+        assert_eq!(word.load(Ordering::Acquire), 2);
+    }
+}
