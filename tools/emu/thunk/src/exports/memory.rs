@@ -1,0 +1,230 @@
+//! Memory: allocation (VRAM backed lazily by host memory, system memory, the scratch
+//! reservation), GPU mapping, userptr registration and pointer queries. Host and device share
+//! one address space, so a GPU mapping is the identity.
+
+use hsa_sys::hsakmt::*;
+use xhsa_emu::kfd::memory::MemKind;
+use xhsa_emu::sys::mem;
+use xhsa_ioctl::abi::memory::{AllocMemoryOfGpuArgs, KFD_IOC_ALLOC_MEM_FLAGS_GTT, KFD_IOC_ALLOC_MEM_FLAGS_USERPTR, KFD_IOC_ALLOC_MEM_FLAGS_VRAM};
+
+use super::{emu, errno_status, status};
+use crate::guard;
+
+/// `HsaMemFlags` bit 9: the scratch aperture reservation.
+const MEM_SCRATCH: u32 = 1 << 9;
+const PAGE: u64 = 4096;
+const HUGE: u64 = 2 << 20;
+
+fn flags_value(f: HsaMemFlags) -> u32 {
+    // SAFETY: both union members are plain 32-bit views of the same word.
+    unsafe { f.__bindgen_anon_1.Value }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hsaKmtAllocMemory(node: u32, size: u64, flags: HsaMemFlags, out: *mut *mut libc::c_void) -> HSAKMT_STATUS {
+    guard("hsaKmtAllocMemory", || {
+        status((|| {
+            let e = emu()?;
+            if out.is_null() || size == 0 {
+                return Err(HSAKMT_STATUS_INVALID_PARAMETER);
+            }
+            let f = flags_value(flags);
+            let n = e.node(node).ok_or(HSAKMT_STATUS_INVALID_NODE_UNIT)?;
+            let size = size.div_ceil(PAGE) * PAGE;
+            let scratch = f & MEM_SCRATCH != 0;
+            let vram = n.gpu_id != 0 && !scratch;
+            let align = if size >= HUGE { HUGE } else { PAGE };
+            let addr = mem::map(size, align, false, !scratch).map_err(|_| HSAKMT_STATUS_NO_MEMORY)?;
+            let kfd_flags = if vram {
+                KFD_IOC_ALLOC_MEM_FLAGS_VRAM
+            } else {
+                KFD_IOC_ALLOC_MEM_FLAGS_GTT
+            };
+            let gpu_id = if n.gpu_id != 0 { n.gpu_id } else { e.nodes.get(1).map_or(0, |g| g.gpu_id) };
+            let mut a = AllocMemoryOfGpuArgs { va_addr: addr, size, gpu_id, flags: kfd_flags, ..Default::default() };
+            if let Err(errno) = e.kfd.alloc_memory(&mut a, node, f, scratch) {
+                mem::unmap(addr, size);
+                return Err(errno_status(errno));
+            }
+            // SAFETY: checked non-null above.
+            unsafe { *out = addr as *mut libc::c_void };
+            Ok(())
+        })())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn hsaKmtFreeMemory(addr: *mut libc::c_void, _size: u64) -> HSAKMT_STATUS {
+    guard("hsaKmtFreeMemory", || {
+        status((|| {
+            let e = emu()?;
+            let r = e.kfd.free_memory(addr as u64).ok_or(HSAKMT_STATUS_INVALID_PARAMETER)?;
+            if r.kind == MemKind::Userptr {
+                // Not ours to unmap; put the registration back.
+                e.kfd.memory.insert(r);
+                return Err(HSAKMT_STATUS_INVALID_PARAMETER);
+            }
+            mem::unmap(r.start, r.size);
+            Ok(())
+        })())
+    })
+}
+
+fn map_to_gpu(addr: u64, alt: *mut u64, nodes: Option<Vec<u32>>) -> Result<(), HSAKMT_STATUS> {
+    let e = emu()?;
+    let r = e.kfd.memory.find(addr).ok_or(HSAKMT_STATUS_INVALID_PARAMETER)?;
+    let nodes = nodes.unwrap_or_else(|| e.gpu_nodes.to_vec());
+    e.kfd.memory.update(r.start, |r| {
+        for n in &nodes {
+            if !r.mapped_nodes.contains(n) {
+                r.mapped_nodes.push(*n);
+            }
+        }
+    });
+    if !alt.is_null() {
+        // SAFETY: checked non-null; ROCr passes a writable u64.
+        unsafe { *alt = 0 };
+    }
+    Ok(())
+}
+
+#[no_mangle]
+pub extern "C" fn hsaKmtMapMemoryToGPU(addr: *mut libc::c_void, _size: u64, alt: *mut u64) -> HSAKMT_STATUS {
+    guard("hsaKmtMapMemoryToGPU", || status(map_to_gpu(addr as u64, alt, None)))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hsaKmtMapMemoryToGPUNodes(
+    addr: *mut libc::c_void,
+    _size: u64,
+    alt: *mut u64,
+    _flags: HsaMemMapFlags,
+    num: u64,
+    nodes: *mut u32,
+) -> HSAKMT_STATUS {
+    guard("hsaKmtMapMemoryToGPUNodes", || {
+        let list = if nodes.is_null() || num == 0 {
+            None
+        } else {
+            // SAFETY: ROCr passes `num` node ids.
+            Some(unsafe { std::slice::from_raw_parts(nodes, num.min(64) as usize) }.to_vec())
+        };
+        status(map_to_gpu(addr as u64, alt, list))
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn hsaKmtUnmapMemoryToGPU(addr: *mut libc::c_void) -> HSAKMT_STATUS {
+    guard("hsaKmtUnmapMemoryToGPU", || {
+        status((|| {
+            let e = emu()?;
+            if let Some(r) = e.kfd.memory.find(addr as u64) {
+                e.kfd.memory.update(r.start, |r| r.mapped_nodes.clear());
+            }
+            Ok(())
+        })())
+    })
+}
+
+fn register(addr: u64, size: u64, flags: u32) -> Result<(), HSAKMT_STATUS> {
+    let e = emu()?;
+    if addr == 0 || size == 0 {
+        return Err(HSAKMT_STATUS_INVALID_PARAMETER);
+    }
+    if let Some(r) = e.kfd.memory.find(addr) {
+        if r.start == addr && r.size >= size {
+            return Ok(()); // already registered or allocated
+        }
+    }
+    let gpu_id = e.nodes.get(1).map_or(0, |g| g.gpu_id);
+    let mut a = AllocMemoryOfGpuArgs { va_addr: addr, size, gpu_id, flags: KFD_IOC_ALLOC_MEM_FLAGS_USERPTR, ..Default::default() };
+    e.kfd.alloc_memory(&mut a, 0, flags, false).map_err(errno_status)
+}
+
+#[no_mangle]
+pub extern "C" fn hsaKmtRegisterMemoryWithFlags(addr: *mut libc::c_void, size: u64, flags: HsaMemFlags) -> HSAKMT_STATUS {
+    guard("hsaKmtRegisterMemoryWithFlags", || status(register(addr as u64, size, flags_value(flags))))
+}
+
+#[no_mangle]
+pub extern "C" fn hsaKmtRegisterMemory(addr: *mut libc::c_void, size: u64) -> HSAKMT_STATUS {
+    guard("hsaKmtRegisterMemory", || status(register(addr as u64, size, 0)))
+}
+
+#[no_mangle]
+pub extern "C" fn hsaKmtRegisterMemoryToNodes(addr: *mut libc::c_void, size: u64, _num: u64, _nodes: *mut u32) -> HSAKMT_STATUS {
+    guard("hsaKmtRegisterMemoryToNodes", || status(register(addr as u64, size, 0)))
+}
+
+#[no_mangle]
+pub extern "C" fn hsaKmtDeregisterMemory(addr: *mut libc::c_void) -> HSAKMT_STATUS {
+    guard("hsaKmtDeregisterMemory", || {
+        status((|| {
+            let e = emu()?;
+            match e.kfd.memory.find(addr as u64) {
+                Some(r) if r.kind == MemKind::Userptr && r.start == addr as u64 => {
+                    e.kfd.memory.remove(r.start);
+                    Ok(())
+                }
+                Some(_) => Ok(()),
+                None => Err(HSAKMT_STATUS_MEMORY_NOT_REGISTERED),
+            }
+        })())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hsaKmtQueryPointerInfo(ptr: *const libc::c_void, info: *mut HsaPointerInfo) -> HSAKMT_STATUS {
+    guard("hsaKmtQueryPointerInfo", || {
+        let e = match emu() {
+            Ok(e) => e,
+            Err(s) => return s,
+        };
+        // SAFETY: checked non-null; a writable HsaPointerInfo.
+        let Some(out) = (unsafe { info.as_mut() }) else { return HSAKMT_STATUS_INVALID_PARAMETER };
+        *out = HsaPointerInfo::default();
+        let Some(r) = e.kfd.memory.find(ptr as u64) else {
+            out.Type = HSA_POINTER_UNKNOWN;
+            return HSAKMT_STATUS_ERROR;
+        };
+        out.Type = if r.kind == MemKind::Userptr { HSA_POINTER_REGISTERED_USER } else { HSA_POINTER_ALLOCATED };
+        out.Node = r.node;
+        out.MemFlags.__bindgen_anon_1.Value = r.flags;
+        out.CPUAddress = r.start as *mut libc::c_void;
+        out.GPUAddress = r.start;
+        out.SizeInBytes = r.size;
+        let mapped = e.gpu_nodes.len().min(r.mapped_nodes.len().max(if r.kind == MemKind::Userptr { e.gpu_nodes.len() } else { 0 }));
+        out.NRegisteredNodes = if r.kind == MemKind::Userptr { e.gpu_nodes.len() as u32 } else { 0 };
+        out.RegisteredNodes = e.gpu_nodes.as_ptr();
+        out.NMappedNodes = mapped as u32;
+        out.MappedNodes = e.gpu_nodes.as_ptr();
+        out.UserData = r.user_data as *mut libc::c_void;
+        HSAKMT_STATUS_SUCCESS
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn hsaKmtSetMemoryUserData(ptr: *const libc::c_void, data: *mut libc::c_void) -> HSAKMT_STATUS {
+    guard("hsaKmtSetMemoryUserData", || {
+        status((|| {
+            let e = emu()?;
+            let r = e.kfd.memory.find(ptr as u64).ok_or(HSAKMT_STATUS_INVALID_PARAMETER)?;
+            e.kfd.memory.update(r.start, |r| r.user_data = data as u64);
+            Ok(())
+        })())
+    })
+}
+
+crate::symver!(
+    hsaKmtAllocMemory,
+    hsaKmtFreeMemory,
+    hsaKmtMapMemoryToGPU,
+    hsaKmtMapMemoryToGPUNodes,
+    hsaKmtUnmapMemoryToGPU,
+    hsaKmtRegisterMemoryWithFlags,
+    hsaKmtRegisterMemory,
+    hsaKmtRegisterMemoryToNodes,
+    hsaKmtDeregisterMemory,
+    hsaKmtQueryPointerInfo,
+    hsaKmtSetMemoryUserData,
+);

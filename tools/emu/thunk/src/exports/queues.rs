@@ -1,0 +1,156 @@
+//! Queues: `hsaKmtCreateQueue` and friends over KFD's CREATE/UPDATE/DESTROY_QUEUE and
+//! SET_CU_MASK. As in the real thunk, `QueueId` is a pointer to the thunk's queue record whose
+//! first word is KFD's queue id, and SDMA queues get thunk-owned read/write pointer words.
+
+use hsa_sys::hsakmt::*;
+use xhsa_emu::sys::mem;
+use xhsa_ioctl::abi::memory::{AllocMemoryOfGpuArgs, KFD_IOC_ALLOC_MEM_FLAGS_GTT};
+use xhsa_ioctl::abi::queue::{CreateQueueArgs, UpdateQueueArgs, KFD_IOC_QUEUE_TYPE_COMPUTE_AQL, KFD_IOC_QUEUE_TYPE_SDMA, KFD_IOC_QUEUE_TYPE_SDMA_XGMI};
+
+use super::{emu, errno_status, status};
+use crate::guard;
+
+/// The thunk's record of a queue; `QueueId` points at it.
+#[repr(C)]
+struct QueueRecord {
+    /// KFD's queue id (first, as in the real thunk's `struct queue`).
+    queue_id: u32,
+    pad: u32,
+    /// Thunk-owned page holding the SDMA read/write pointers (0 for AQL queues).
+    pointers: u64,
+}
+
+/// Thunk priority (-3..3) to KFD priority (0..15), the real thunk's `priority_map`.
+fn kfd_priority(p: i64) -> u32 {
+    const MAP: [u32; 7] = [0, 3, 5, 7, 9, 11, 15];
+    MAP[(p.clamp(-3, 3) + 3) as usize]
+}
+
+fn record(id: HSA_QUEUEID) -> Result<&'static QueueRecord, HSAKMT_STATUS> {
+    // SAFETY: QueueIds handed out by hsaKmtCreateQueue point at a leaked QueueRecord that lives
+    // until hsaKmtDestroyQueue; 0 is rejected.
+    (id != 0).then(|| unsafe { &*(id as *const QueueRecord) }).ok_or(HSAKMT_STATUS_INVALID_PARAMETER)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hsaKmtCreateQueue(
+    node: u32,
+    kind: HSA_QUEUE_TYPE,
+    percentage: u32,
+    priority: HSA_QUEUE_PRIORITY,
+    ring: *mut libc::c_void,
+    ring_bytes: u64,
+    _event: *mut HsaEvent,
+    res: *mut HsaQueueResource,
+) -> HSAKMT_STATUS {
+    guard("hsaKmtCreateQueue", || {
+        status((|| {
+            let e = emu()?;
+            let gpu_id = e.gpu_id(node).filter(|&g| g != 0).ok_or(HSAKMT_STATUS_INVALID_NODE_UNIT)?;
+            // SAFETY: checked non-null; ROCr passes a readable and writable resource block.
+            let r = unsafe { res.as_mut() }.ok_or(HSAKMT_STATUS_INVALID_PARAMETER)?;
+            let queue_type = match kind {
+                HSA_QUEUE_COMPUTE_AQL => KFD_IOC_QUEUE_TYPE_COMPUTE_AQL,
+                HSA_QUEUE_SDMA => KFD_IOC_QUEUE_TYPE_SDMA,
+                HSA_QUEUE_SDMA_XGMI => KFD_IOC_QUEUE_TYPE_SDMA_XGMI,
+                _ => return Err(HSAKMT_STATUS_NOT_SUPPORTED),
+            };
+            let mut pointers = 0;
+            let (read_ptr, write_ptr) = if queue_type == KFD_IOC_QUEUE_TYPE_COMPUTE_AQL {
+                // SAFETY: union views of the pointers ROCr filled in.
+                unsafe { (r.__bindgen_anon_3.QueueRptrValue, r.__bindgen_anon_2.QueueWptrValue) }
+            } else {
+                pointers = mem::map(4096, 4096, false, true).map_err(|_| HSAKMT_STATUS_NO_MEMORY)?;
+                let mut a = AllocMemoryOfGpuArgs { va_addr: pointers, size: 4096, gpu_id, flags: KFD_IOC_ALLOC_MEM_FLAGS_GTT, ..Default::default() };
+                e.kfd.alloc_memory(&mut a, 0, 0, false).map_err(errno_status)?;
+                (pointers, pointers + 8)
+            };
+            let mut a = CreateQueueArgs {
+                ring_base_address: ring as u64,
+                write_pointer_address: write_ptr,
+                read_pointer_address: read_ptr,
+                ring_size: ring_bytes as u32,
+                gpu_id,
+                queue_type,
+                queue_percentage: percentage,
+                queue_priority: kfd_priority(priority),
+                ..Default::default()
+            };
+            if let Err(errno) = e.kfd.create_queue(&mut a) {
+                if pointers != 0 {
+                    e.kfd.free_memory(pointers);
+                    mem::unmap(pointers, 4096);
+                }
+                return Err(errno_status(errno));
+            }
+            let doorbell = e.kfd.doorbell_address(a.doorbell_offset).ok_or(HSAKMT_STATUS_ERROR)?;
+            let rec = Box::into_raw(Box::new(QueueRecord { queue_id: a.queue_id, pad: 0, pointers }));
+            r.QueueId = rec as u64;
+            r.__bindgen_anon_1.QueueDoorBell = doorbell;
+            if pointers != 0 {
+                r.__bindgen_anon_3.QueueRptrValue = read_ptr;
+                r.__bindgen_anon_2.QueueWptrValue = write_ptr;
+            }
+            Ok(())
+        })())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn hsaKmtDestroyQueue(id: HSA_QUEUEID) -> HSAKMT_STATUS {
+    guard("hsaKmtDestroyQueue", || {
+        status((|| {
+            let e = emu()?;
+            let rec = record(id)?;
+            e.kfd.destroy_queue(rec.queue_id).map_err(errno_status)?;
+            if rec.pointers != 0 {
+                e.kfd.free_memory(rec.pointers);
+                mem::unmap(rec.pointers, 4096);
+            }
+            // SAFETY: created by Box::into_raw in hsaKmtCreateQueue; destroyed once.
+            drop(unsafe { Box::from_raw(id as *mut QueueRecord) });
+            Ok(())
+        })())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn hsaKmtUpdateQueue(id: HSA_QUEUEID, percentage: u32, priority: HSA_QUEUE_PRIORITY, ring: *mut libc::c_void, size: u64, _event: *mut HsaEvent) -> HSAKMT_STATUS {
+    guard("hsaKmtUpdateQueue", || {
+        status((|| {
+            let e = emu()?;
+            let rec = record(id)?;
+            let a = UpdateQueueArgs {
+                ring_base_address: ring as u64,
+                queue_id: rec.queue_id,
+                ring_size: size as u32,
+                queue_percentage: percentage,
+                queue_priority: kfd_priority(priority),
+            };
+            e.kfd.update_queue(&a).map_err(errno_status)
+        })())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hsaKmtSetQueueCUMask(id: HSA_QUEUEID, bits: u32, mask: *mut u32) -> HSAKMT_STATUS {
+    guard("hsaKmtSetQueueCUMask", || {
+        status((|| {
+            let e = emu()?;
+            let rec = record(id)?;
+            if mask.is_null() || bits == 0 || !bits.is_multiple_of(32) {
+                return Err(HSAKMT_STATUS_INVALID_PARAMETER);
+            }
+            // SAFETY: the caller passes bits/32 mask words.
+            let words = unsafe { std::slice::from_raw_parts(mask, (bits / 32) as usize) };
+            e.kfd.set_cu_mask(rec.queue_id, bits, words).map_err(errno_status)
+        })())
+    })
+}
+
+crate::symver!(
+    hsaKmtCreateQueue,
+    hsaKmtDestroyQueue,
+    hsaKmtUpdateQueue,
+    hsaKmtSetQueueCUMask,
+);

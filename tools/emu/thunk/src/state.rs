@@ -1,0 +1,120 @@
+//! The process-wide emulator state behind the thunk: the emulated KFD, the topology it
+//! publishes, and the thunk-side bookkeeping the real thunk keeps too (event page, queue
+//! handles, SDMA read/write words).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use xhsa_emu::config::Config;
+use xhsa_emu::kfd::topology::{self, Node};
+use xhsa_emu::kfd::Kfd;
+
+/// An open emulated KFD.
+pub struct Emu {
+    pub kfd: Kfd,
+    pub nodes: Vec<Node>,
+    /// Node ids of the GPUs, for `HsaPointerInfo.MappedNodes` (must outlive every query).
+    pub gpu_nodes: &'static [u32],
+    pub event_page: AtomicU64,
+}
+
+impl Emu {
+    pub fn node(&self, id: u32) -> Option<&Node> {
+        self.nodes.get(id as usize)
+    }
+
+    /// KFD's gpu_id of a node (0 for the CPU node).
+    pub fn gpu_id(&self, node: u32) -> Option<u32> {
+        self.node(node).map(|n| n.gpu_id)
+    }
+
+    /// The node of a gpu_id.
+    pub fn node_of_gpu(&self, gpu_id: u32) -> u32 {
+        self.nodes.iter().position(|n| n.gpu_id == gpu_id && gpu_id != 0).unwrap_or(0) as u32
+    }
+}
+
+struct Slot {
+    emu: Option<Arc<Emu>>,
+    opens: u32,
+}
+
+static STATE: Mutex<Slot> = Mutex::new(Slot { emu: None, opens: 0 });
+static LOG: OnceLock<()> = OnceLock::new();
+
+/// The open emulator, if `hsaKmtOpenKFD` succeeded.
+pub fn emu() -> Option<Arc<Emu>> {
+    STATE.lock().unwrap_or_else(|p| p.into_inner()).emu.clone()
+}
+
+fn init_logging() {
+    LOG.get_or_init(|| {
+        let filter = std::env::var("XHSA_EMU_LOG").unwrap_or_else(|_| "warn".into());
+        let filter = tracing_subscriber::EnvFilter::try_new(&filter).unwrap_or_else(|_| {
+            eprintln!("xhsa-emu: XHSA_EMU_LOG={filter:?} is not a valid filter (accepted: error, warn, info, debug, trace, or target=level lists); using warn");
+            tracing_subscriber::EnvFilter::new("warn")
+        });
+        let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+    });
+}
+
+/// The configuration the launcher passes through the environment.
+fn load_config() -> Result<(Config, u32), String> {
+    let mut cfg = match std::env::var_os("XHSA_EMU_CONFIG") {
+        Some(p) => Config::from_file(std::path::Path::new(&p)).map_err(|e| e.to_string())?,
+        None => Config::default(),
+    };
+    if let Ok(s) = std::env::var("XHSA_EMU_TIME_SCALE") {
+        cfg.timing.time_scale = s.parse().map_err(|_| format!("XHSA_EMU_TIME_SCALE={s:?} is not a number (accepted: 1.0 to 1000.0)"))?;
+    }
+    cfg.validate().map_err(|e| e.to_string())?;
+    let gpus = match std::env::var("XHSA_EMU_GPUS") {
+        Ok(s) => match s.parse::<u32>() {
+            Ok(n) if (1..=8).contains(&n) => n,
+            _ => return Err(format!("XHSA_EMU_GPUS={s:?} is invalid (accepted: 1 to 8)")),
+        },
+        Err(_) => 1,
+    };
+    Ok((cfg, gpus))
+}
+
+/// `_amdgpu_r_debug` of the loaded ROCr, for kernel names.
+fn rocr_r_debug() -> Option<u64> {
+    // SAFETY: dlsym with a NUL-terminated name; RTLD_DEFAULT searches the loaded objects.
+    let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"_amdgpu_r_debug".as_ptr()) };
+    (!p.is_null()).then_some(p as u64)
+}
+
+/// hsaKmtOpenKFD: opens (or re-references) the emulated KFD.
+pub fn open() -> Result<(), String> {
+    init_logging();
+    let mut s = STATE.lock().unwrap_or_else(|p| p.into_inner());
+    if s.emu.is_some() {
+        s.opens += 1;
+        return Ok(());
+    }
+    let (cfg, gpus) = load_config()?;
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    let nodes = topology::nodes(&cfg, gpus, xhsa_emu::sys::mem::host_ram(), cpus);
+    let kfd = Kfd::open(Arc::new(cfg), gpus, rocr_r_debug())?;
+    let gpu_nodes: &'static [u32] = Box::leak((1..=gpus).collect::<Vec<_>>().into_boxed_slice());
+    s.emu = Some(Arc::new(Emu { kfd, nodes, gpu_nodes, event_page: AtomicU64::new(0) }));
+    s.opens = 1;
+    Ok(())
+}
+
+/// hsaKmtCloseKFD: drops a reference; the last one stops the device threads.
+pub fn close() -> bool {
+    let mut s = STATE.lock().unwrap_or_else(|p| p.into_inner());
+    if s.emu.is_none() {
+        return false;
+    }
+    s.opens -= 1;
+    if s.opens == 0 {
+        if let Some(e) = s.emu.take() {
+            e.kfd.close();
+            e.event_page.store(0, Ordering::Relaxed);
+        }
+    }
+    true
+}
