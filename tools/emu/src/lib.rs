@@ -15,3 +15,4 @@ pub mod sys;
 pub mod cp;
 pub mod kernels;
 pub mod kfd;
+pub mod launcher;

@@ -163,6 +163,8 @@ pub struct AqlQueue {
     pub amd_queue: u64,
     /// Next packet id to fetch.
     pub read: u64,
+    /// Write index observed when the current CP run began.
+    pub visible: u64,
     pub runnable: bool,
     pub failed: bool,
     pub blocked: Option<Blocked>,
@@ -180,6 +182,7 @@ impl AqlQueue {
             slots: (ring_bytes / 64).max(1),
             amd_queue: read_ptr.wrapping_sub(READ_DISPATCH_ID),
             read: 0,
+            visible: 0,
             runnable: true,
             failed: false,
             blocked: None,

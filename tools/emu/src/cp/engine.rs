@@ -93,7 +93,8 @@ fn run(s: &Shared) {
                 tracing::error!("xhsa-emu: {e}");
             }
         }
-        let env = Env { mem: &mem, events: &s.events, memory: &s.memory, gpu_id: s.gpu_id };
+        let clock = || s.clock.now();
+        let env = Env { mem: &mem, events: &s.events, memory: &s.memory, gpu_id: s.gpu_id, clock: &clock };
         let next = s.cp.lock().unwrap_or_else(|p| p.into_inner()).run(&env, s.clock.now());
         let timeout = next.map(|t| s.clock.until(t));
         if timeout.is_some_and(|d| d.is_zero()) {

@@ -34,6 +34,8 @@ pub struct Env<'a> {
     pub memory: &'a Memory,
     /// KFD's id of this GPU, reported in memory faults.
     pub gpu_id: u32,
+    /// Device time now (read again for packets that arrive while the CP runs).
+    pub clock: &'a dyn Fn() -> u64,
 }
 
 /// First re-check of an unsatisfied barrier, and the longest interval between re-checks
@@ -104,6 +106,13 @@ impl Cp {
     /// Does all work due at device time `now`; returns when the CP next needs to run if no
     /// doorbell rings before (None: only a doorbell can give it work).
     pub fn run(&mut self, env: &Env, now: u64) -> Option<u64> {
+        // Packets published by now may start at the time their predecessor ended; later ones
+        // cannot start before they are seen.
+        for q in self.aql.values_mut() {
+            if env.memory.device_accessible(q.amd_queue + aql::WRITE_DISPATCH_ID, 8) {
+                q.visible = env.mem.load_u64(q.amd_queue + aql::WRITE_DISPATCH_ID);
+            }
+        }
         loop {
             let mut progress = false;
             let keys: Vec<QueueKey> = self.aql.keys().copied().collect();
@@ -167,6 +176,8 @@ impl Cp {
                 q.blocked = None;
                 return progress;
             }
+            // A packet that was not there when this run began is seen now, not in the past.
+            let t = if q.read >= q.visible { t.max((env.clock)()) } else { t };
             let slot = q.slot_addr(q.read);
             if !env.memory.device_accessible(slot, 64) {
                 self.fail(key, env, aql::error::MEMORY_VIOLATION, slot);

@@ -1,0 +1,102 @@
+//! The `xhsa-emu` launcher: runs a command on the emulated GPU(s) by putting the emulator's
+//! thunk (`libhsakmt.so.1`) under the real ROCr, and describes the emulated device.
+//!
+//! `xhsa-emu run [--config FILE] [--gpus N] [--time-scale X] -- CMD [ARGS...]` sets up a private
+//! runtime directory and the environment contract with the thunk (see [`env`]), runs CMD as a
+//! child, forwards termination signals to it (see [`signals`]), removes the directory and exits
+//! with CMD's status. `xhsa-emu info` prints the device model and the KFD node list.
+//!
+//! Diagnostics go to stderr; `run` never writes to stdout, so CMD's stdout is exactly its own.
+
+pub mod child;
+pub mod cli;
+pub mod env;
+pub mod info;
+pub mod runtime_dir;
+pub mod signals;
+pub mod thunk;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use crate::config::{Config, ConfigError};
+
+/// Exit status of the launcher's own usage and setup errors (as clap's usage errors).
+pub const EXIT_USAGE: u8 = 2;
+
+/// The config file in effect: `--config FILE`, else `$XHSA_EMU_CONFIG` (what the thunk would
+/// read), else none (the MI308X defaults).
+pub fn config_path(flag: Option<&Path>) -> Option<PathBuf> {
+    match flag {
+        Some(p) => Some(p.to_path_buf()),
+        None => std::env::var_os(env::CONFIG).filter(|v| !v.is_empty()).map(PathBuf::from),
+    }
+}
+
+/// Loads and validates the config at `path` (defaults when `None`).
+pub fn load_config(path: Option<&Path>) -> Result<Config, ConfigError> {
+    match path {
+        Some(p) => Config::from_file(p),
+        None => Ok(Config::default()),
+    }
+}
+
+/// Runs the parsed command line; the returned code is the process's exit status.
+pub fn main(cli: cli::Cli) -> ExitCode {
+    match cli.command {
+        cli::Command::Run(args) => run(args),
+        cli::Command::Info(args) => info(args),
+    }
+}
+
+fn fail(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("xhsa-emu: {msg}");
+    ExitCode::from(EXIT_USAGE)
+}
+
+fn info(args: cli::InfoArgs) -> ExitCode {
+    let path = config_path(args.device.config.as_deref());
+    let cfg = match load_config(path.as_deref()) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let host = info::Host::detect();
+    print!("{}", info::render(&cfg, path.as_deref(), args.device.gpus, &host));
+    ExitCode::SUCCESS
+}
+
+fn run(args: cli::RunArgs) -> ExitCode {
+    // The config is checked here, before CMD starts, so a bad value is reported once, by name,
+    // instead of by every process the command starts.
+    let path = config_path(args.device.config.as_deref());
+    if let Err(e) = load_config(path.as_deref()) {
+        return fail(e);
+    }
+    let config_abs = match path.as_deref().map(std::path::absolute).transpose() {
+        Ok(p) => p,
+        Err(e) => return fail(format_args!("cannot resolve the config path: {e}")),
+    };
+    let thunk = match thunk::locate() {
+        Ok(t) => t,
+        Err(e) => return fail(e),
+    };
+    let rt = match runtime_dir::RuntimeDir::create(&thunk) {
+        Ok(rt) => rt,
+        Err(e) => return fail(format_args!("cannot set up the runtime directory: {e}")),
+    };
+    let settings = env::Settings { gpus: args.device.gpus, time_scale: args.time_scale, config: config_abs };
+    let vars = env::child_env(&rt, &settings, |k| std::env::var_os(k));
+    let status = child::run(&args.command, &vars);
+    // Removed before exiting: `ExitCode` is returned, so `rt` is dropped on every path, but an
+    // explicit close reports a failure to remove it.
+    if let Err(e) = rt.remove() {
+        eprintln!("xhsa-emu: warning: cannot remove the runtime directory: {e}");
+    }
+    match status {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("xhsa-emu: {}", e.message);
+            ExitCode::from(e.code)
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! The private runtime directory of one `xhsa-emu run`:
+//!
+//! ```text
+//! $XDG_RUNTIME_DIR/xhsa-emu/<pid>/     (else $TMPDIR or /tmp: xhsa-emu-<uid>/<pid>/), mode 0700
+//!   lib/libhsakmt.so.1 -> the thunk    ROCr's DT_NEEDED name, found through LD_LIBRARY_PATH
+//!   bin/lsmod                          prints an amdgpu line: rocminfo runs `lsmod | grep amdgpu`
+//! ```
+//!
+//! Removed when CMD exits (and on drop). Directories left by launchers that were killed are
+//! swept by the next run: a `<pid>` entry whose process no longer exists is removed.
+
+use std::fs::{self, DirBuilder};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// The soname ROCr 5.x links against.
+pub const THUNK_SONAME: &str = "libhsakmt.so.1";
+
+/// What the `lsmod` stand-in prints (the line in `/proc/modules` form, after lsmod's header).
+pub const LSMOD_SCRIPT: &str = "#!/bin/sh\n# xhsa-emu: the emulated amdgpu module, for rocminfo's `lsmod | grep amdgpu`.\n\
+printf '%s\\n' 'Module                  Size  Used by' 'amdgpu 16384 0 - Live 0x0000000000000000 (xhsa-emu)'\n";
+
+#[derive(Debug)]
+pub struct RuntimeDir {
+    root: PathBuf,
+    /// Created by this process and removed on drop.
+    owned: bool,
+}
+
+impl RuntimeDir {
+    /// Creates the directory for this process, with the thunk link and `bin/lsmod`.
+    pub fn create(thunk: &Path) -> io::Result<RuntimeDir> {
+        let base = base_dir()?;
+        sweep_stale(&base);
+        let root = base.join(std::process::id().to_string());
+        if fs::symlink_metadata(&root).is_ok() {
+            // Left by an earlier launcher with the same pid.
+            fs::remove_dir_all(&root)?;
+        }
+        DirBuilder::new().mode(0o700).create(&root).map_err(|e| annotate(e, &root))?;
+        let rt = RuntimeDir { root, owned: true };
+        DirBuilder::new().mode(0o700).create(rt.lib_dir())?;
+        DirBuilder::new().mode(0o700).create(rt.bin_dir())?;
+        std::os::unix::fs::symlink(thunk, rt.thunk_link()).map_err(|e| annotate(e, &rt.thunk_link()))?;
+        let lsmod = rt.bin_dir().join("lsmod");
+        let mut f = fs::OpenOptions::new().write(true).create_new(true).mode(0o755).open(&lsmod)?;
+        io::Write::write_all(&mut f, LSMOD_SCRIPT.as_bytes())?;
+        Ok(rt)
+    }
+
+    /// A view of an existing layout at `root`, which is never removed (for tests and tools).
+    pub fn at(root: PathBuf) -> RuntimeDir {
+        RuntimeDir { root, owned: false }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn lib_dir(&self) -> PathBuf {
+        self.root.join("lib")
+    }
+
+    pub fn bin_dir(&self) -> PathBuf {
+        self.root.join("bin")
+    }
+
+    /// `lib/libhsakmt.so.1`.
+    pub fn thunk_link(&self) -> PathBuf {
+        self.lib_dir().join(THUNK_SONAME)
+    }
+
+    /// Removes the directory now, reporting a failure.
+    pub fn remove(mut self) -> io::Result<()> {
+        let owned = std::mem::replace(&mut self.owned, false);
+        if owned {
+            fs::remove_dir_all(&self.root)?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for RuntimeDir {
+    fn drop(&mut self) {
+        if self.owned {
+            let _ = fs::remove_dir_all(&self.root);
+        }
+    }
+}
+
+fn annotate(e: io::Error, path: &Path) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+}
+
+/// `$XDG_RUNTIME_DIR/xhsa-emu` (a per-user directory already), else `<tmp>/xhsa-emu-<uid>`;
+/// created 0700, and refused if it is not a directory of ours closed to others.
+fn base_dir() -> io::Result<PathBuf> {
+    let uid = unsafe { libc::getuid() };
+    let xdg = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|p| p.is_absolute() && p.is_dir());
+    let base = match xdg {
+        Some(x) => x.join("xhsa-emu"),
+        None => std::env::temp_dir().join(format!("xhsa-emu-{uid}")),
+    };
+    match DirBuilder::new().mode(0o700).create(&base) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(annotate(e, &base)),
+    }
+    let m = fs::symlink_metadata(&base).map_err(|e| annotate(e, &base))?;
+    if !m.file_type().is_dir() || m.uid() != uid || m.permissions().mode() & 0o077 != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("{} must be a directory owned by uid {uid} with mode 0700 (remove it, or set XDG_RUNTIME_DIR)", base.display()),
+        ));
+    }
+    Ok(base)
+}
+
+/// Removes `<base>/<pid>` entries whose process is gone.
+fn sweep_stale(base: &Path) {
+    let Ok(entries) = fs::read_dir(base) else { return };
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<libc::pid_t>().ok()) else { continue };
+        if pid <= 0 || pid as u32 == std::process::id() {
+            continue;
+        }
+        let gone = unsafe { libc::kill(pid, 0) } == -1 && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            let _ = fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_layout_is_created_and_removed() {
+        let rt = RuntimeDir::create(Path::new("/bin/sh")).unwrap();
+        let root = rt.path().to_path_buf();
+        assert_eq!(fs::metadata(&root).unwrap().permissions().mode() & 0o777, 0o700);
+        assert_eq!(fs::read_link(rt.thunk_link()).unwrap(), Path::new("/bin/sh"));
+        let lsmod = rt.bin_dir().join("lsmod");
+        assert!(fs::metadata(&lsmod).unwrap().permissions().mode() & 0o111 != 0);
+        let out = std::process::Command::new(&lsmod).output().unwrap();
+        assert!(String::from_utf8_lossy(&out.stdout).lines().any(|l| l.starts_with("amdgpu ")));
+        rt.remove().unwrap();
+        assert!(!root.exists());
+    }
+
+    #[test]
+    fn a_view_is_never_removed() {
+        let dir = std::env::temp_dir().join(format!("xhsa-emu-view-test-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        drop(RuntimeDir::at(dir.clone()));
+        assert!(dir.exists());
+        fs::remove_dir(&dir).unwrap();
+    }
+}
