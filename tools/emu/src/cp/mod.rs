@@ -12,6 +12,8 @@ pub mod engine;
 pub mod resolve;
 pub mod sdma;
 pub mod signal;
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
