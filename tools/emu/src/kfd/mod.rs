@@ -301,9 +301,15 @@ impl Kfd {
         Ok(())
     }
 
-    /// AMDKFD_IOC_FREE_MEMORY_OF_GPU, by address.
+    /// AMDKFD_IOC_FREE_MEMORY_OF_GPU (and userptr deregistration), by address. Returns once no
+    /// device thread can still be touching the range, so the caller may unmap it: device
+    /// accesses check the memory table inside a CP run, and each CP lock is taken once here.
     pub fn free_memory(&self, va: u64) -> Option<Range> {
-        self.memory.remove(va)
+        let r = self.memory.remove(va)?;
+        for g in &self.gpus {
+            drop(g.engine.cp());
+        }
+        Some(r)
     }
 
     /// Stops the device threads (CloseKFD).

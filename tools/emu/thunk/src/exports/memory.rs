@@ -163,7 +163,7 @@ pub extern "C" fn hsaKmtDeregisterMemory(addr: *mut libc::c_void) -> HSAKMT_STAT
             let e = emu()?;
             match e.kfd.memory.find(addr as u64) {
                 Some(r) if r.kind == MemKind::Userptr && r.start == addr as u64 => {
-                    e.kfd.memory.remove(r.start);
+                    e.kfd.free_memory(r.start);
                     Ok(())
                 }
                 Some(_) => Ok(()),
