@@ -43,3 +43,544 @@ pub fn dynamic_symbols(file: &Path, defined: bool) -> BTreeSet<String> {
         .map(|s| s.split('@').next().unwrap_or(s).to_string())
         .collect()
 }
+
+// ---------------------------------------------------------------------------------------------
+// Running test programs on the emulated GPU (`xhsa-emu run -- PROGRAM ARGS`).
+//
+// The programs live in tests/programs (HIP, C++ and C), the kernels they share in tests/kernels.
+// Each is built once per source version: into `target/xhsa-test-programs/NAME-HASH`, the hash
+// covering the compiler command and every source file, so concurrent test threads and test
+// binaries reuse one build; a build goes to a temporary name first and is renamed into place.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{ExitStatus, Stdio};
+use std::sync::{mpsc, Arc, Mutex, OnceLock, RwLock};
+use std::time::{Duration, Instant};
+
+/// The repository root (the root package's manifest directory).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `tests/` of the repository.
+pub fn tests_dir() -> PathBuf {
+    repo_root().join("tests")
+}
+
+/// The emulator launcher `target/<profile>/xhsa-emu`, after checking that it and the emulated
+/// thunk `libhsakmt.so` were built; panics with what to do otherwise.
+pub fn emu_launcher() -> PathBuf {
+    let emu = artifact("xhsa-emu");
+    let thunk = artifact("libhsakmt.so");
+    let missing: Vec<String> = [&emu, &thunk].iter().filter(|p| !p.exists()).map(|p| p.display().to_string()).collect();
+    assert!(
+        missing.is_empty(),
+        "the emulator is not built: missing {}. Build the whole workspace first \
+         (`cargo build --workspace`, as `./x test` does), with the same profile as this test.",
+        missing.join(", ")
+    );
+    emu
+}
+
+/// The first `name` on `PATH`.
+pub fn find_in_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
+}
+
+/// A tool the tests need, or a panic naming the Debian package that provides it.
+pub fn require_tool(name: &str, package: &str) -> PathBuf {
+    find_in_path(name).unwrap_or_else(|| {
+        panic!(
+            "`{name}` not found on PATH: install the Debian package `{package}` \
+             (`sudo ./x setup` installs everything in tools/debian-packages.txt)"
+        )
+    })
+}
+
+/// FNV-1a, 64 bits: a stable content hash for the build cache (std's hasher may change).
+fn fnv1a(h: &mut u64, bytes: &[u8]) {
+    for &b in bytes {
+        *h ^= u64::from(b);
+        *h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    // Field separator, so that ("ab", "c") and ("a", "bc") differ.
+    *h ^= 0xff;
+    *h = h.wrapping_mul(0x0100_0000_01b3);
+}
+
+/// Every file a test program may include: all of tests/kernels and the headers of
+/// tests/programs, sorted.
+fn shared_sources() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for (dir, header_only) in [(tests_dir().join("kernels"), false), (tests_dir().join("programs"), true)] {
+        if let Ok(rd) = std::fs::read_dir(&dir) {
+            for e in rd.flatten() {
+                let p = e.path();
+                let is_header = p.extension().is_some_and(|x| x == "h");
+                if p.is_file() && (!header_only || is_header) {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Where the cached builds go: `target/xhsa-test-programs`.
+pub fn program_cache_dir() -> PathBuf {
+    let dir = target_dir().parent().map(Path::to_path_buf).unwrap_or_else(target_dir).join("xhsa-test-programs");
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+    dir
+}
+
+/// Builds `output_name` (`NAME` or `NAME.EXT`) with `tool ARGS`, where the argument `{OUT}`
+/// stands for the output file, at most once per content hash; returns the built file.
+fn build_cached(output_name: &str, tool: &Path, args: &[OsString], inputs: &[PathBuf]) -> PathBuf {
+    static BUILDS: OnceLock<Mutex<HashMap<String, Arc<OnceLock<PathBuf>>>>> = OnceLock::new();
+
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    fnv1a(&mut h, tool.as_os_str().as_encoded_bytes());
+    if let Ok(m) = std::fs::metadata(tool) {
+        fnv1a(&mut h, format!("{:?}/{}", m.modified().ok(), m.len()).as_bytes());
+    }
+    for a in args {
+        fnv1a(&mut h, a.as_encoded_bytes());
+    }
+    for p in inputs {
+        let data = std::fs::read(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()));
+        fnv1a(&mut h, p.as_os_str().as_encoded_bytes());
+        fnv1a(&mut h, &data);
+    }
+    let (stem, ext) = match output_name.split_once('.') {
+        Some((s, e)) => (s, format!(".{e}")),
+        None => (output_name, String::new()),
+    };
+    let out = program_cache_dir().join(format!("{stem}-{h:016x}{ext}"));
+    let key = out.display().to_string();
+
+    let cell = {
+        let mut map = BUILDS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+        map.entry(key).or_default().clone()
+    };
+    cell.get_or_init(|| {
+        if out.exists() {
+            return out.clone();
+        }
+        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = out.with_file_name(format!(
+            "{}.tmp-{}-{seq}{ext}",
+            out.file_stem().and_then(|s| s.to_str()).unwrap_or(stem),
+            std::process::id()
+        ));
+        let real_args: Vec<OsString> =
+            args.iter().map(|a| if a == "{OUT}" { tmp.clone().into_os_string() } else { a.clone() }).collect();
+        let started = Instant::now();
+        let res = Command::new(tool)
+            .args(&real_args)
+            .current_dir(repo_root())
+            .output()
+            .unwrap_or_else(|e| panic!("run {}: {e}", tool.display()));
+        if !res.status.success() || !tmp.exists() {
+            let _ = std::fs::remove_file(&tmp);
+            panic!(
+                "building {output_name} failed ({}): {} {}\n--- stdout\n{}\n--- stderr\n{}",
+                res.status,
+                tool.display(),
+                real_args.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" "),
+                String::from_utf8_lossy(&res.stdout),
+                String::from_utf8_lossy(&res.stderr)
+            );
+        }
+        std::fs::rename(&tmp, &out).unwrap_or_else(|e| panic!("rename {} -> {}: {e}", tmp.display(), out.display()));
+        eprintln!("built {} in {:.1} s", out.display(), started.elapsed().as_secs_f64());
+        out.clone()
+    })
+    .clone()
+}
+
+/// Builds test program `tests/programs/NAME.{hip,cpp,c}` (cached) and returns the executable:
+/// `.hip` with `hipcc --offload-arch=gfx90a`, `.cpp` the same plus `-lhiprand` (the hipRAND
+/// program), `.c` with `cc` against `libhsa-runtime64`.
+pub fn program(name: &str) -> PathBuf {
+    let dir = tests_dir().join("programs");
+    let src = ["hip", "cpp", "c"]
+        .iter()
+        .map(|e| dir.join(format!("{name}.{e}")))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("no test program {name}.hip/.cpp/.c in {}", dir.display()));
+    let ext = src.extension().and_then(|e| e.to_str()).unwrap_or("");
+    let kernels = tests_dir().join("kernels");
+    let mut args: Vec<OsString> = Vec::new();
+    let tool = if ext == "c" {
+        let cc = find_in_path("cc").or_else(|| find_in_path("gcc")).unwrap_or_else(|| require_tool("gcc", "gcc"));
+        for a in ["-std=gnu11", "-O2", "-g", "-Wall"] {
+            args.push(a.into());
+        }
+        args.push(OsString::from("-I"));
+        args.push(dir.clone().into_os_string());
+        args.push("-o".into());
+        args.push("{OUT}".into());
+        args.push(src.clone().into_os_string());
+        for a in ["-lhsa-runtime64", "-lm"] {
+            args.push(a.into());
+        }
+        cc
+    } else {
+        let hipcc = require_tool("hipcc", "hipcc");
+        for a in ["--offload-arch=gfx90a", "-O2", "-g", "-Wall"] {
+            args.push(a.into());
+        }
+        for inc in [&kernels, &dir] {
+            args.push(OsString::from("-I"));
+            args.push(inc.clone().into_os_string());
+        }
+        args.push("-o".into());
+        args.push("{OUT}".into());
+        args.push(src.clone().into_os_string());
+        if ext == "cpp" {
+            args.push("-lhiprand".into());
+        }
+        hipcc
+    };
+    let mut inputs = vec![src];
+    inputs.extend(shared_sources());
+    build_cached(name, &tool, &args, &inputs)
+}
+
+/// Builds `tests/kernels/NAME.hip` into a raw gfx90a code object (an ELF, not an offload
+/// bundle) for the HSA loader API (cached) and returns its path.
+pub fn code_object(name: &str) -> PathBuf {
+    let src = tests_dir().join("kernels").join(format!("{name}.hip"));
+    assert!(src.exists(), "no kernel source {}", src.display());
+    let hipcc = require_tool("hipcc", "hipcc");
+    let args: Vec<OsString> = ["--genco", "--no-gpu-bundle-output", "--offload-arch=gfx90a", "-O2", "-o", "{OUT}"]
+        .iter()
+        .map(OsString::from)
+        .chain([src.clone().into_os_string()])
+        .collect();
+    let mut inputs = vec![src];
+    inputs.extend(shared_sources());
+    build_cached(&format!("{name}.hsaco"), &hipcc, &args, &inputs)
+}
+
+/// How to run a program under the emulator.
+#[derive(Clone, Debug)]
+pub struct RunOpts {
+    /// Killed (with everything it started) after this long.
+    pub timeout: Duration,
+    /// Run alone: no other emulator run of this test binary at the same time (timing and CPU
+    /// measurements).
+    pub exclusive: bool,
+    /// `xhsa-emu run` options before `--` (e.g. `--gpus 2`).
+    pub emu_args: Vec<String>,
+    /// Extra environment variables.
+    pub env: Vec<(String, String)>,
+    /// Standard-output lines at which to sample the CPU time of the process group (see
+    /// `RunOutput::samples`).
+    pub sample_on: Vec<String>,
+}
+
+impl Default for RunOpts {
+    fn default() -> Self {
+        RunOpts {
+            timeout: Duration::from_secs(120),
+            exclusive: false,
+            emu_args: Vec::new(),
+            env: Vec::new(),
+            sample_on: Vec::new(),
+        }
+    }
+}
+
+/// CPU time used so far by a process group: every live thread of every member.
+#[derive(Clone, Copy, Debug)]
+pub struct GroupCpu {
+    pub cpu: Duration,
+    pub processes: usize,
+    pub threads: usize,
+}
+
+/// What a run produced.
+#[derive(Debug)]
+pub struct RunOutput {
+    /// The command line, for messages.
+    pub command: String,
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+    pub wall: Duration,
+    /// User and system CPU of the launcher and every descendant it waited for (`wait4`).
+    pub user: Duration,
+    pub sys: Duration,
+    pub timed_out: bool,
+    /// Processes of the group still alive after the launcher exited (then killed).
+    pub leftovers: bool,
+    /// `(line, group CPU when it was read)` for each `RunOpts::sample_on` line seen.
+    pub samples: Vec<(String, GroupCpu)>,
+}
+
+impl RunOutput {
+    pub fn cpu(&self) -> Duration {
+        self.user + self.sys
+    }
+
+    /// The lines of standard output starting with `FAIL`.
+    pub fn failures(&self) -> Vec<&str> {
+        self.stdout.lines().filter(|l| l.starts_with("FAIL") || l.starts_with("WATCHDOG")).collect()
+    }
+
+    /// Everything about the run, for an assertion message (stderr limited to its last lines).
+    pub fn report(&self) -> String {
+        let err_lines: Vec<&str> = self.stderr.lines().collect();
+        let keep = 150;
+        let err = if err_lines.len() > keep {
+            format!(
+                "[... {} earlier lines]\n{}",
+                err_lines.len() - keep,
+                err_lines[err_lines.len() - keep..].join("\n")
+            )
+        } else {
+            self.stderr.clone()
+        };
+        format!(
+            "command: {}\nstatus: {}{}{}, wall {:.2} s, cpu user {:.3} s sys {:.3} s\n--- stdout\n{}\n--- stderr\n{}",
+            self.command,
+            self.status,
+            if self.timed_out { " (TIMED OUT, killed)" } else { "" },
+            if self.leftovers { " (left processes behind, killed)" } else { "" },
+            self.wall.as_secs_f64(),
+            self.user.as_secs_f64(),
+            self.sys.as_secs_f64(),
+            self.stdout,
+            err
+        )
+    }
+
+    /// The value of the first `KEY=VALUE` line of standard output.
+    pub fn value(&self, key: &str) -> Option<&str> {
+        self.stdout.lines().find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix('=')))
+    }
+}
+
+/// Whether the program exited 0, printed `RESULT: PASS` and no `FAIL` line.
+pub fn passed(out: &RunOutput) -> bool {
+    out.status.success()
+        && !out.timed_out
+        && out.failures().is_empty()
+        && out.stdout.lines().any(|l| l == "RESULT: PASS")
+}
+
+/// Panics with the whole output unless the program passed (see `passed`).
+pub fn assert_passed(out: &RunOutput) {
+    let failures = out.failures();
+    assert!(
+        passed(out),
+        "the program did not pass{}\n{}",
+        if failures.is_empty() { String::new() } else { format!(":\n  {}", failures.join("\n  ")) },
+        out.report()
+    );
+}
+
+/// Panics unless standard output has the line `PASS NAME` (a check that must have run).
+pub fn assert_check_passed(out: &RunOutput, name: &str) {
+    let want = format!("PASS {name}");
+    assert!(out.stdout.lines().any(|l| l == want), "check `{name}` did not pass\n{}", out.report());
+}
+
+fn exclusive_lock() -> &'static RwLock<()> {
+    static L: OnceLock<RwLock<()>> = OnceLock::new();
+    L.get_or_init(|| RwLock::new(()))
+}
+
+fn timeval(t: libc::timeval) -> Duration {
+    Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+}
+
+/// The CPU time of every live process in process group `pgid` (sum of its threads'
+/// `/proc/PID/task/TID/schedstat` run time, in ns; `utime + stime` of `/proc/PID/stat` where
+/// schedstat is missing).
+pub fn group_cpu(pgid: i32) -> GroupCpu {
+    let mut total = Duration::ZERO;
+    let (mut processes, mut threads) = (0, 0);
+    let tick_ns = 1_000_000_000 / (unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64);
+    let Ok(rd) = std::fs::read_dir("/proc") else { return GroupCpu { cpu: total, processes, threads } };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        // Fields after the command name, which is in parentheses and may contain anything.
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else { continue };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        // f[0] state, f[1] ppid, f[2] pgrp, ..., f[11] utime, f[12] stime.
+        if f.get(2).and_then(|s| s.parse::<i32>().ok()) != Some(pgid) {
+            continue;
+        }
+        processes += 1;
+        let mut sched = Duration::ZERO;
+        let mut sched_ok = true;
+        let mut n = 0;
+        if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+            for t in tasks.flatten() {
+                n += 1;
+                match std::fs::read_to_string(t.path().join("schedstat"))
+                    .ok()
+                    .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()))
+                {
+                    Some(ns) => sched += Duration::from_nanos(ns),
+                    None => sched_ok = false,
+                }
+            }
+        }
+        threads += n;
+        if sched_ok && n > 0 {
+            total += sched;
+        } else {
+            let ticks: u64 = f.get(11).and_then(|s| s.parse().ok()).unwrap_or(0)
+                + f.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+            total += Duration::from_nanos(ticks * tick_ns);
+        }
+    }
+    GroupCpu { cpu: total, processes, threads }
+}
+
+/// Runs `xhsa-emu run [emu_args] -- PROGRAM ARGS` in a process group of its own, collects its
+/// output, kills the group on timeout, and returns what happened. Panics only if the launcher
+/// is missing or cannot be started.
+pub fn run_under_emu<S: AsRef<std::ffi::OsStr>>(program: &Path, args: &[S], opts: &RunOpts) -> RunOutput {
+    let emu = emu_launcher();
+    let mut cmd = Command::new(&emu);
+    cmd.arg("run").args(&opts.emu_args).arg("--").arg(program).args(args);
+    let command = format!(
+        "{} run {}-- {} {}",
+        emu.display(),
+        opts.emu_args.iter().map(|a| format!("{a} ")).collect::<String>(),
+        program.display(),
+        args.iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ")
+    );
+    // The programs' own watchdog reports the step they hang in, shortly before we kill them.
+    let watchdog = opts.timeout.as_secs().saturating_sub(10).max(5);
+    cmd.env("XHSA_TEST_WATCHDOG_S", watchdog.to_string());
+    for (k, v) in &opts.env {
+        cmd.env(k, v);
+    }
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+
+    let lock = exclusive_lock();
+    let _shared;
+    let _exclusive;
+    if opts.exclusive {
+        _exclusive = lock.write().unwrap_or_else(|e| e.into_inner());
+    } else {
+        _shared = lock.read().unwrap_or_else(|e| e.into_inner());
+    }
+
+    let started = Instant::now();
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("start {command}: {e}"));
+    let pid = child.id() as i32;
+
+    let (tx, rx) = mpsc::channel::<(bool, String, Vec<(String, GroupCpu)>)>();
+    let mut out_pipe = child.stdout.take().expect("stdout piped");
+    let mut err_pipe = child.stderr.take().expect("stderr piped");
+    let markers = opts.sample_on.clone();
+    let tx_out = tx.clone();
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let mut samples = Vec::new();
+        let mut pending = Vec::new();
+        let mut buf = [0u8; 8192];
+        loop {
+            match out_pipe.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    pending.extend_from_slice(&buf[..n]);
+                    while let Some(i) = pending.iter().position(|&b| b == b'\n') {
+                        let line: Vec<u8> = pending.drain(..=i).collect();
+                        let line = String::from_utf8_lossy(&line).into_owned();
+                        let trimmed = line.trim_end();
+                        if markers.iter().any(|m| m == trimmed) {
+                            samples.push((trimmed.to_string(), group_cpu(pid)));
+                        }
+                        text.push_str(&line);
+                    }
+                }
+            }
+        }
+        text.push_str(&String::from_utf8_lossy(&pending));
+        let _ = tx_out.send((true, text, samples));
+    });
+    std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err_pipe.read_to_end(&mut v);
+        let _ = tx.send((false, String::from_utf8_lossy(&v).into_owned(), Vec::new()));
+    });
+
+    // Reap the launcher with wait4 (its rusage covers every descendant it waited for).
+    let mut status: libc::c_int = 0;
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let mut timed_out = false;
+    loop {
+        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) };
+        if r == pid {
+            break;
+        }
+        if r < 0 {
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            panic!("wait4({pid}) for {command}: {err}");
+        }
+        if !timed_out && started.elapsed() > opts.timeout {
+            timed_out = true;
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+        }
+        std::thread::sleep(Duration::from_millis(if timed_out { 5 } else { 10 }));
+    }
+    let wall = started.elapsed();
+    // The child is reaped; std's handle (dropped here) never waits for or signals it.
+    drop(child);
+
+    // Anything of the group still alive (and holding the pipes) is left over: kill it.
+    let leftovers = unsafe { libc::kill(-pid, 0) } == 0;
+    let mut stdout = None;
+    let mut stderr = None;
+    let mut samples = Vec::new();
+    let mut killed = false;
+    let mut deadline = Instant::now() + Duration::from_secs(if leftovers { 2 } else { 10 });
+    while stdout.is_none() || stderr.is_none() {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok((true, text, s)) => {
+                stdout = Some(text);
+                samples = s;
+            }
+            Ok((false, text, _)) => stderr = Some(text),
+            Err(_) if !killed => {
+                unsafe { libc::kill(-pid, libc::SIGKILL) };
+                killed = true;
+                deadline = Instant::now() + Duration::from_secs(5);
+            }
+            Err(_) => break,
+        }
+    }
+    if leftovers {
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+    }
+    RunOutput {
+        command,
+        status: ExitStatus::from_raw(status),
+        stdout: stdout.unwrap_or_else(|| "[stdout not collected: still held open]".into()),
+        stderr: stderr.unwrap_or_else(|| "[stderr not collected: still held open]".into()),
+        wall,
+        user: timeval(ru.ru_utime),
+        sys: timeval(ru.ru_stime),
+        timed_out,
+        leftovers,
+        samples,
+    }
+}

@@ -138,6 +138,15 @@ impl Cp {
                     self.retire(k, env, t);
                     self.fetch(k, env, t);
                 }
+                // A completion may satisfy another queue's barrier: re-check those now.
+                let waiting: Vec<QueueKey> =
+                    self.aql.iter().filter(|(_, q)| matches!(q.blocked, Some(Blocked::Dependencies { .. }))).map(|(k, _)| *k).collect();
+                for k in waiting {
+                    if let Some(Blocked::Dependencies { poll_at, .. }) = self.aql.get_mut(&k).and_then(|q| q.blocked.as_mut()) {
+                        *poll_at = t;
+                    }
+                    self.fetch(k, env, t);
+                }
                 progress = true;
             }
             self.hws.sync(now);

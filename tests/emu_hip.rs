@@ -1,0 +1,107 @@
+//! HIP programs on the emulated GPU: `tests/programs/hip_basic.hip` subset by subset (so a
+//! failure names its area), the whole program in one process, and a ROCm library (hipRAND).
+//!
+//! Each test builds its program once (cached in target/xhsa-test-programs) and runs it as
+//! `xhsa-emu run -- PROGRAM ARGS`; the program prints `PASS`/`FAIL` per check and
+//! `RESULT: PASS` when all passed.
+mod common;
+
+use common::{assert_check_passed, assert_passed, run_under_emu, RunOpts};
+
+fn hip_basic(subsets: &[&str], opts: &RunOpts) -> common::RunOutput {
+    let prog = common::program("hip_basic");
+    let out = run_under_emu(&prog, subsets, opts);
+    eprintln!("{}", out.stdout);
+    assert_passed(&out);
+    out
+}
+
+#[test]
+fn hip_basic_device_properties() {
+    let out = hip_basic(&["device"], &RunOpts::default());
+    for c in ["device.count", "device.arch", "device.cu_count", "device.malloc"] {
+        assert_check_passed(&out, c);
+    }
+}
+
+#[test]
+fn hip_basic_memcpy_pageable_and_pinned() {
+    let out = hip_basic(&["memcpy"], &RunOpts::default());
+    for c in [
+        "memcpy.pageable.1024.h2d_d2h",
+        "memcpy.pinned.1024.h2d_d2h",
+        "memcpy.pageable.1048579.d2d_misaligned",
+        "memcpy.pinned.8388608.h2d_d2h",
+        "memcpy.pageable.8388608.d2d",
+    ] {
+        assert_check_passed(&out, c);
+    }
+}
+
+#[test]
+fn hip_basic_memset() {
+    let out = hip_basic(&["memset"], &RunOpts::default());
+    assert_check_passed(&out, "memset.bytes");
+    assert_check_passed(&out, "memset.d32");
+}
+
+#[test]
+fn hip_basic_kernels_match_the_cpu() {
+    let out = hip_basic(&["kernels"], &RunOpts::default());
+    for c in ["kernels.vadd", "kernels.saxpy", "kernels.matmul_64", "kernels.matmul_50"] {
+        assert_check_passed(&out, c);
+    }
+}
+
+#[test]
+fn hip_basic_streams() {
+    let out = hip_basic(&["streams"], &RunOpts::default());
+    for c in ["streams.stream0", "streams.stream3", "streams.null_stream", "streams.wait_event"] {
+        assert_check_passed(&out, c);
+    }
+}
+
+#[test]
+fn hip_basic_stream_priorities() {
+    let out = hip_basic(&["priority"], &RunOpts::default());
+    assert_check_passed(&out, "priority.greatest.work");
+    assert_check_passed(&out, "priority.least.work");
+}
+
+/// Timing: run alone, so that no other emulator run of this binary shares the two cores.
+#[test]
+fn hip_basic_event_timing_matches_the_model() {
+    let out = hip_basic(&["events"], &RunOpts { exclusive: true, ..RunOpts::default() });
+    assert_check_passed(&out, "events.synthetic_2ms");
+    assert_check_passed(&out, "events.two_kernels_2x1ms");
+}
+
+#[test]
+fn hip_basic_10000_launches_then_synchronize() {
+    let out = hip_basic(&["launches"], &RunOpts::default());
+    assert_check_passed(&out, "launches.10000_null");
+    assert_check_passed(&out, "launches.vadd_after");
+}
+
+/// Every subset in one process (many queues, memory and code objects living together).
+#[test]
+fn hip_basic_all_in_one_process() {
+    let out = hip_basic(&[], &RunOpts { exclusive: true, ..RunOpts::default() });
+    assert_check_passed(&out, "kernels.matmul_64");
+    assert_check_passed(&out, "events.synthetic_2ms");
+}
+
+/// hipRAND (over rocRAND) launches its own kernels: no model in the emulator, so only the
+/// status codes are checked.
+#[test]
+fn hiprand_generators_report_success() {
+    let prog = common::program("hiprand_gen");
+    let out = run_under_emu::<&str>(&prog, &[], &RunOpts::default());
+    eprintln!("{}", out.stdout);
+    assert_passed(&out);
+    for g in ["default", "xorwow", "philox"] {
+        assert_check_passed(&out, &format!("{g}.hiprandCreateGenerator"));
+        assert_check_passed(&out, &format!("{g}.hiprandGenerateUniform"));
+        assert_check_passed(&out, &format!("{g}.copy_back"));
+    }
+}
