@@ -105,3 +105,37 @@ fn hiprand_generators_report_success() {
         assert_check_passed(&out, &format!("{g}.copy_back"));
     }
 }
+
+/// Copies and fills work both through ROCr's SDMA engine and through its blit kernels.
+#[test]
+fn hip_basic_memcpy_and_memset_with_sdma_on_and_off() {
+    for sdma in ["0", "1"] {
+        let opts = RunOpts { env: vec![("HSA_ENABLE_SDMA".into(), sdma.into())], ..RunOpts::default() };
+        let out = hip_basic(&["memcpy", "memset"], &opts);
+        for c in ["memcpy.pageable.8388608.d2d", "memcpy.pinned.8388608.h2d_d2h", "memset.bytes", "memset.d32"] {
+            assert_check_passed(&out, c);
+        }
+    }
+}
+
+/// `--time-scale` slows the whole device: event times are device time, so they stay at the
+/// modelled duration while the host waits longer.
+#[test]
+fn events_report_device_time_under_a_time_scale() {
+    let opts = RunOpts { exclusive: true, emu_args: vec!["--time-scale".into(), "3".into()], ..RunOpts::default() };
+    let out = hip_basic(&["events"], &opts);
+    assert_check_passed(&out, "events.synthetic_2ms");
+    // Host wall time per trial covers a 5 ms warm-up kernel plus 2 ms: ~21 ms at scale 3.
+    let line = out.stdout.lines().find(|l| l.contains("events.synthetic_2ms:")).expect("timing line");
+    let walls: Vec<f64> = line
+        .split("trial incl. 5 ms warm-up:")
+        .nth(1)
+        .expect("wall times")
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let mut sorted = walls.clone();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted[sorted.len() / 2];
+    assert!(median > 18.0, "host wall per trial {walls:?} ms: the device does not look 3x slower");
+}

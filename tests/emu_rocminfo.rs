@@ -45,3 +45,14 @@ fn rocminfo_lists_a_gfx90a_agent_with_80_compute_units() {
         out.report()
     );
 }
+
+#[test]
+fn rocminfo_lists_two_gpus_with_gpus_2() {
+    let rocminfo = common::require_tool("rocminfo", "rocminfo");
+    let opts = common::RunOpts { emu_args: vec!["--gpus".into(), "2".into()], ..common::RunOpts::default() };
+    let out = common::run_under_emu::<&str>(&rocminfo, &[], &opts);
+    assert!(out.status.success() && !out.timed_out, "rocminfo failed\n{}", out.report());
+    let agents = agents(&out.stdout);
+    let gpus = agents.iter().filter(|a| a.get("Device Type").map(String::as_str) == Some("GPU")).count();
+    assert_eq!(gpus, 2, "want two GPU agents\n{}", out.report());
+}

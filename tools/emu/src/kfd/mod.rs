@@ -187,6 +187,7 @@ impl Kfd {
             cp.set_runnable(key, a.queue_percentage > 0);
         }
         gpu.engine.notify();
+        tracing::debug!(queue = id, sdma, ring = format_args!("{:#x}", a.ring_base_address), bytes = a.ring_size, priority = a.queue_priority, "xhsa-emu: queue created");
         queues.insert(id, QueueRec { gpu: gi, key, slot });
         a.queue_id = id;
         a.doorbell_offset = MMAP_TYPE_DOORBELL | (u64::from(a.gpu_id) << 32) | (8 * slot as u64);
