@@ -5,23 +5,26 @@
 //! them is the identity and `hipEventElapsedTime` reports device time. At time scale 1 device
 //! time is `CLOCK_MONOTONIC`.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Clock {
-    start: Instant,
-    base_ns: u64,
-    scale: f64,
+    /// `CLOCK_MONOTONIC` when device time was `base_dev`.
+    pub base_mono: u64,
+    pub base_dev: u64,
+    pub scale: f64,
 }
 
 impl Clock {
+    /// A device clock starting now at the current `CLOCK_MONOTONIC` value.
     pub fn new(scale: f64) -> Self {
-        Clock { start: Instant::now(), base_ns: monotonic_ns(), scale: scale.max(1.0) }
+        let now = monotonic_ns();
+        Clock { base_mono: now, base_dev: now, scale: scale.max(1.0) }
     }
 
     /// Device time now.
     pub fn now(&self) -> u64 {
-        self.base_ns + (self.start.elapsed().as_nanos() as f64 / self.scale) as u64
+        self.base_dev + (monotonic_ns().saturating_sub(self.base_mono) as f64 / self.scale) as u64
     }
 
     /// Real time from now until device time `t` (zero if it has passed).
@@ -32,6 +35,11 @@ impl Clock {
 
     pub fn scale(&self) -> f64 {
         self.scale
+    }
+
+    /// Real time a span of device time takes.
+    pub fn real(&self, device_ns: u64) -> Duration {
+        Duration::from_nanos((device_ns as f64 * self.scale) as u64)
     }
 }
 

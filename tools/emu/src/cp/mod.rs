@@ -21,7 +21,7 @@ use std::sync::Arc;
 use xhsa_ioctl::abi::event::{HsaMemoryExceptionData, MemoryExceptionFailure};
 
 use crate::config::Config;
-use crate::device::{CuMask, CuPool, Hws, KernelJob, QueueKey, WgNeed};
+use crate::device::{CuMask, CuPool, Hws, KernelJob, QueueKey, Scheduler, WgNeed};
 use crate::kfd::events::Events;
 use crate::kfd::memory::Memory;
 use crate::sys::devmem::DeviceMemory;
@@ -48,7 +48,7 @@ const POLL_MAX_NS: u64 = 2_000_000;
 
 pub struct Cp {
     cfg: Arc<Config>,
-    pub hws: Hws,
+    pub hws: Box<dyn Scheduler>,
     aql: BTreeMap<QueueKey, AqlQueue>,
     sdma: BTreeMap<QueueKey, SdmaQueue>,
     resolver: Resolver,
@@ -56,10 +56,16 @@ pub struct Cp {
 }
 
 impl Cp {
+    /// A CP with its own device model (one process owns the device).
     pub fn new(cfg: Arc<Config>, r_debug: Option<u64>) -> Self {
         let d = &cfg.device;
         let pool = CuPool::new(d.cus() as usize, d.waves_per_cu(), d.lds_kib * 1024);
-        Cp { hws: Hws::new(pool), aql: BTreeMap::new(), sdma: BTreeMap::new(), resolver: Resolver::new(r_debug), next_tag: 1, cfg }
+        Self::with_scheduler(cfg, r_debug, Box::new(Hws::new(pool)))
+    }
+
+    /// A CP whose kernels run on `hws` (e.g. a device shared with other processes).
+    pub fn with_scheduler(cfg: Arc<Config>, r_debug: Option<u64>, hws: Box<dyn Scheduler>) -> Self {
+        Cp { hws, aql: BTreeMap::new(), sdma: BTreeMap::new(), resolver: Resolver::new(r_debug), next_tag: 1, cfg }
     }
 
     pub fn add_aql(&mut self, key: QueueKey, ring: u64, ring_bytes: u64, read_ptr: u64, priority: u8) {

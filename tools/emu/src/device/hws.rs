@@ -48,13 +48,15 @@ struct Job {
     kernel: KernelJob,
     remaining: u64,
     in_flight: u64,
+    /// Workgroups preempted (waves saved by CWSR) and waiting to resume.
+    saved: u64,
     start: Option<u64>,
     last_end: u64,
 }
 
 impl Job {
     fn done(&self) -> bool {
-        self.remaining == 0 && self.in_flight == 0
+        self.remaining == 0 && self.in_flight == 0 && self.saved == 0
     }
 }
 
@@ -65,6 +67,8 @@ struct HwQueue {
     mask: CuMask,
     jobs: VecDeque<Job>,
     last_end: u64,
+    /// Preempted workgroups `(tag, need, count, remaining run time)`, resumed before new ones.
+    saved: VecDeque<(u64, WgNeed, u64, u64)>,
 }
 
 impl HwQueue {
@@ -93,6 +97,8 @@ pub struct Hws {
     next_batch: u64,
     last_served: [Option<QueueKey>; MAX_PRIORITY as usize + 1],
     now: u64,
+    /// No dispatch before this time (queues unmapped by a KFD preemption).
+    paused_until: u64,
 }
 
 impl Hws {
@@ -105,6 +111,7 @@ impl Hws {
             next_batch: 0,
             last_served: [None; MAX_PRIORITY as usize + 1],
             now: 0,
+            paused_until: 0,
         }
     }
 
@@ -120,7 +127,7 @@ impl Hws {
     /// Adds a queue, runnable, on all CUs. Priorities above 15 are clamped.
     pub fn add_queue(&mut self, key: QueueKey, priority: u8) {
         let mask = CuMask::all(self.pool.len());
-        let q = HwQueue { priority: priority.min(MAX_PRIORITY), runnable: true, mask, jobs: VecDeque::new(), last_end: 0 };
+        let q = HwQueue { priority: priority.min(MAX_PRIORITY), runnable: true, mask, jobs: VecDeque::new(), last_end: 0, saved: VecDeque::new() };
         self.queues.insert(key, q);
     }
 
@@ -162,6 +169,51 @@ impl Hws {
         self.fill();
     }
 
+    /// KFD unmapping and remapping every queue of the device (UPDATE_QUEUE, SET_CU_MASK and
+    /// debug-trap suspend/resume on HWS devices): running waves are saved and restored
+    /// (CWSR), so everything running finishes `cost_ns` later, and nothing is dispatched until
+    /// the queues are mapped again.
+    pub fn preempt_all(&mut self, now: u64, cost_ns: u64) {
+        self.now = self.now.max(now);
+        let shifted: Vec<Reverse<(u64, u64)>> = self.running.drain().map(|Reverse((t, id))| Reverse((t.max(self.now) + cost_ns, id))).collect();
+        self.running.extend(shifted);
+        self.paused_until = self.paused_until.max(self.now) + cost_ns;
+    }
+
+    /// Suspends a queue (debug-trap SUSPEND_QUEUES): not fetched any more, and its running
+    /// workgroups are preempted with their progress saved; they resume first on [`Hws::resume`].
+    pub fn suspend(&mut self, key: QueueKey, now: u64) -> bool {
+        self.now = self.now.max(now);
+        let Some(q) = self.queues.get_mut(&key) else { return false };
+        q.runnable = false;
+        let ids: Vec<u64> = self.batches.iter().filter(|(_, b)| b.queue == key).map(|(id, _)| *id).collect();
+        let ends: std::collections::HashMap<u64, u64> = self.running.iter().map(|Reverse((t, id))| (*id, *t)).collect();
+        for id in ids {
+            let b = self.batches.remove(&id).expect("listed above");
+            let n: u64 = b.placements.iter().map(|&(_, k)| u64::from(k)).sum();
+            for (cu, k) in b.placements {
+                self.pool.give(cu, b.need, k);
+            }
+            let remaining = ends.get(&id).map_or(0, |&t| t.saturating_sub(self.now));
+            if let Some(job) = q.jobs.iter_mut().find(|j| j.kernel.tag == b.tag) {
+                job.in_flight -= n;
+                job.saved += n;
+            }
+            q.saved.push_back((b.tag, b.need, n, remaining));
+        }
+        self.fill();
+        true
+    }
+
+    /// Resumes a suspended queue.
+    pub fn resume(&mut self, key: QueueKey, now: u64) -> bool {
+        self.now = self.now.max(now);
+        let Some(q) = self.queues.get_mut(&key) else { return false };
+        q.runnable = true;
+        self.fill();
+        true
+    }
+
     /// Kernels of `key` not yet completed.
     pub fn outstanding(&self, key: QueueKey) -> usize {
         self.queues.get(&key).map_or(0, |q| q.jobs.len())
@@ -180,7 +232,7 @@ impl Hws {
             kernel.need = self.clamp(kernel.need);
         }
         let Some(q) = self.queues.get_mut(&key) else { return };
-        let job = Job { kernel, remaining: kernel.workgroups, in_flight: 0, start: None, last_end: 0 };
+        let job = Job { kernel, remaining: kernel.workgroups, in_flight: 0, saved: 0, start: None, last_end: 0 };
         q.jobs.push_back(job);
         if kernel.workgroups == 0 {
             // Nothing to run: it completes at once, in order.
@@ -200,7 +252,9 @@ impl Hws {
 
     /// When the next workgroup batch finishes, if any runs.
     pub fn next_event(&self) -> Option<u64> {
-        self.running.peek().map(|Reverse((t, _))| *t)
+        let batch = self.running.peek().map(|Reverse((t, _))| *t);
+        let resume = (self.paused_until > self.now).then_some(self.paused_until);
+        batch.into_iter().chain(resume).min()
     }
 
     /// Runs the model to the earliest batch end at or before `now`, if any, and returns that
@@ -211,6 +265,12 @@ impl Hws {
         let mut done = Vec::new();
         self.collect(&mut done);
         if !done.is_empty() {
+            return Some((self.now, done));
+        }
+        if self.paused_until > self.now && self.paused_until <= now && self.running.peek().is_none_or(|Reverse((t, _))| *t >= self.paused_until) {
+            // The queues are mapped again: dispatch resumes at the end of the pause.
+            self.now = self.paused_until;
+            self.fill();
             return Some((self.now, done));
         }
         let &Reverse((t, _)) = self.running.peek()?;
@@ -273,6 +333,9 @@ impl Hws {
 
     /// Dispatches pending workgroups into free CU slots at the current time.
     fn fill(&mut self) {
+        if self.now < self.paused_until {
+            return;
+        }
         while let Some(key) = self.pick() {
             self.dispatch_turn(key);
         }
@@ -288,8 +351,13 @@ impl Hws {
                 continue;
             }
             let mask = q.mask;
-            let Some(job) = q.next_job() else { continue };
-            let need = job.kernel.need;
+            let need = match q.saved.front() {
+                Some(&(_, need, _, _)) => need,
+                None => match q.next_job() {
+                    Some(job) => job.kernel.need,
+                    None => continue,
+                },
+            };
             if (0..self.pool.len()).any(|cu| mask.contains(cu) && self.pool.room(cu, need) > 0) {
                 candidates.push((q.priority, key));
                 if best.is_none_or(|(p, _)| q.priority > p) {
@@ -311,6 +379,28 @@ impl Hws {
         let now = self.now;
         let q = self.queues.get_mut(&key).expect("picked queue exists");
         let mask = q.mask;
+        if let Some(&(tag, need, count, remaining)) = q.saved.front() {
+            let mut cus: Vec<usize> = (0..self.pool.len()).filter(|&cu| mask.contains(cu) && self.pool.room(cu, need) > 0).collect();
+            cus.truncate(count as usize);
+            let n = cus.len() as u64;
+            for &cu in &cus {
+                self.pool.take(cu, need, 1);
+            }
+            if n == count {
+                q.saved.pop_front();
+            } else if let Some(front) = q.saved.front_mut() {
+                front.2 -= n;
+            }
+            if let Some(job) = q.jobs.iter_mut().find(|j| j.kernel.tag == tag) {
+                job.saved -= n;
+                job.in_flight += n;
+            }
+            let id = self.next_batch;
+            self.next_batch += 1;
+            self.batches.insert(id, Batch { queue: key, tag, need, placements: cus.into_iter().map(|cu| (cu, 1)).collect() });
+            self.running.push(Reverse((now + remaining, id)));
+            return;
+        }
         let job = q.next_job().expect("picked queue has a job");
         let need = job.kernel.need;
         let mut cus: Vec<usize> = (0..self.pool.len()).filter(|&cu| mask.contains(cu) && self.pool.room(cu, need) > 0).collect();
@@ -444,6 +534,37 @@ mod tests {
         assert_eq!(c.len(), 1);
         assert_eq!(c[0].tag, 2);
         assert_eq!(h.busy_waves(), 0);
+    }
+
+    #[test]
+    fn preempting_all_queues_delays_everyone_by_the_cost() {
+        let mut h = hws(1);
+        h.add_queue(1, 5);
+        h.submit(1, job(1, 1, 32, 1000), 0);
+        h.preempt_all(100, 450);
+        h.submit(1, job(2, 1, 1, 10), 200);
+        let c = run(&mut h);
+        assert_eq!(c[0].end_ns, 1450);
+        // Nothing new was dispatched during the pause; the second kernel follows the first.
+        assert_eq!(c[1].start_ns, 1450);
+    }
+
+    #[test]
+    fn a_suspended_queue_saves_its_waves_and_resumes_them() {
+        let mut h = hws(1);
+        h.add_queue(1, 5);
+        h.add_queue(2, 5);
+        h.submit(1, job(1, 1, 32, 1000), 0);
+        assert!(h.suspend(1, 400));
+        // The CU is free for another queue while queue 1 is suspended.
+        h.submit(2, job(2, 1, 32, 100), 400);
+        let c = h.advance(10_000);
+        assert_eq!(c.len(), 1);
+        assert_eq!((c[0].tag, c[0].end_ns), (2, 500));
+        assert!(h.resume(1, 10_000));
+        let c = run(&mut h);
+        // 600 ns of the workgroup were left when it was saved.
+        assert_eq!((c[0].tag, c[0].end_ns), (1, 10_600));
     }
 
     #[test]

@@ -5,6 +5,8 @@
 
 pub mod cu;
 pub mod hws;
+pub mod scheduler;
 
 pub use cu::{CuMask, CuPool, WgNeed};
 pub use hws::{Completion, Hws, KernelJob, QueueKey};
+pub use scheduler::Scheduler;
