@@ -10,7 +10,21 @@
 //!
 //! Status: the workspace foundation. Interception, rings and policy land with the libxhsa issue;
 //! see `docs/ARCHITECTURE.md` for what is built and what is planned.
+//!
+//! Built so far: the safe core that decides, tested without a runtime — [`packet`] (AQL packets
+//! as values), [`priority`], [`ring`] (per-partition priority rings), [`window`] (the level-1
+//! in-flight window), [`board`] (the cross-process board layout and summaries), [`stats`],
+//! [`settings`] (environment and config file) and [`whitelist`] (passthrough library matching).
 #![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod board;
+pub mod packet;
+pub mod priority;
+pub mod ring;
+pub mod settings;
+pub mod stats;
+pub mod whitelist;
+pub mod window;
 
 /// The symbols `libxhsa.so` exports, and nothing else. `tests/exports.rs` checks the built
 /// library against this list, so a symbol can neither leak nor be hidden by accident (the way a

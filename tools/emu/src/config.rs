@@ -190,6 +190,28 @@ impl Config {
         Ok(())
     }
 
+    /// The configuration a launched process receives through the environment
+    /// (`XHSA_EMU_CONFIG`, `XHSA_EMU_TIME_SCALE`, `XHSA_EMU_GPUS`), with the number of GPUs.
+    pub fn from_env() -> Result<(Config, u32), ConfigError> {
+        let mut cfg = match std::env::var_os("XHSA_EMU_CONFIG").filter(|v| !v.is_empty()) {
+            Some(p) => Config::from_file(Path::new(&p))?,
+            None => Config::default(),
+        };
+        if let Ok(s) = std::env::var("XHSA_EMU_TIME_SCALE") {
+            cfg.timing.time_scale =
+                s.parse().map_err(|_| ConfigError(format!("XHSA_EMU_TIME_SCALE={s:?} is not a number (accepted: 1.0 to 1000.0)")))?;
+        }
+        cfg.validate()?;
+        let gpus = match std::env::var("XHSA_EMU_GPUS") {
+            Ok(s) => match s.parse::<u32>() {
+                Ok(n) if (1..=8).contains(&n) => n,
+                _ => return Err(ConfigError(format!("XHSA_EMU_GPUS={s:?} is invalid (accepted: 1 to 8)"))),
+            },
+            Err(_) => 1,
+        };
+        Ok((cfg, gpus))
+    }
+
     /// The profile for a kernel name, if the config has one.
     pub fn profile(&self, kernel: &str) -> Option<&KernelProfile> {
         self.kernels.iter().find(|k| k.name == kernel)

@@ -15,4 +15,5 @@ pub mod sys;
 pub mod cp;
 pub mod kernels;
 pub mod kfd;
+pub mod shared;
 pub mod launcher;

@@ -181,13 +181,17 @@ impl Hws {
     }
 
     /// Suspends a queue (debug-trap SUSPEND_QUEUES): not fetched any more, and its running
-    /// workgroups are preempted with their progress saved; they resume first on [`Hws::resume`].
-    pub fn suspend(&mut self, key: QueueKey, now: u64) -> bool {
+    /// workgroups are preempted with their progress saved (those that finish within the
+    /// `grace_ns` grace period are left to finish); the saved ones resume first on
+    /// [`Hws::resume`].
+    pub fn suspend(&mut self, key: QueueKey, now: u64, grace_ns: u64) -> bool {
         self.now = self.now.max(now);
         let Some(q) = self.queues.get_mut(&key) else { return false };
         q.runnable = false;
-        let ids: Vec<u64> = self.batches.iter().filter(|(_, b)| b.queue == key).map(|(id, _)| *id).collect();
         let ends: std::collections::HashMap<u64, u64> = self.running.iter().map(|Reverse((t, id))| (*id, *t)).collect();
+        let deadline = self.now + grace_ns;
+        let ids: Vec<u64> =
+            self.batches.iter().filter(|(id, b)| b.queue == key && ends.get(id).is_some_and(|&t| t > deadline)).map(|(id, _)| *id).collect();
         for id in ids {
             let b = self.batches.remove(&id).expect("listed above");
             let n: u64 = b.placements.iter().map(|&(_, k)| u64::from(k)).sum();
@@ -555,7 +559,7 @@ mod tests {
         h.add_queue(1, 5);
         h.add_queue(2, 5);
         h.submit(1, job(1, 1, 32, 1000), 0);
-        assert!(h.suspend(1, 400));
+        assert!(h.suspend(1, 400, 0));
         // The CU is free for another queue while queue 1 is suspended.
         h.submit(2, job(2, 1, 32, 100), 400);
         let c = h.advance(10_000);

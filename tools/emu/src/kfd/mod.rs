@@ -25,7 +25,8 @@ use crate::cp::clock::{monotonic_raw_ns, Clock};
 use crate::cp::engine::Engine;
 use crate::cp::sdma::SdmaQueue;
 use crate::cp::Cp;
-use crate::device::{CuMask, QueueKey};
+use crate::device::QueueKey;
+use crate::shared::client::{Connection, RemoteScheduler};
 use crate::sys::doorbell::TrappedArea;
 use crate::sys::mem;
 use events::Events;
@@ -44,6 +45,7 @@ pub type Errno = i32;
 struct Gpu {
     gpu_id: u32,
     engine: Engine,
+    conn: Arc<Connection>,
     doorbells: u64,
     _area: Arc<TrappedArea>,
 }
@@ -51,8 +53,11 @@ struct Gpu {
 #[derive(Clone, Copy, Debug)]
 struct QueueRec {
     gpu: usize,
+    /// The device-wide key of the queue on the shared device.
     key: QueueKey,
     slot: usize,
+    priority: u32,
+    percentage: u32,
 }
 
 /// The KFD state of this process.
@@ -67,40 +72,45 @@ pub struct Kfd {
     next_queue: AtomicU32,
     next_handle: AtomicU32,
     runtime_enabled: AtomicBool,
+    debug_trap_enabled: AtomicBool,
 }
 
 impl Kfd {
-    /// Opens the emulated KFD: `gpus` devices, each with its device thread and doorbell area.
-    /// `r_debug` is the address of ROCr's `_amdgpu_r_debug`, for kernel names.
+    /// Opens the emulated KFD of this process: connects to (or starts) the shared device and
+    /// runs a packet processor per GPU, with its doorbell area. `r_debug` is the address of
+    /// ROCr's `_amdgpu_r_debug`, for kernel names.
     pub fn open(cfg: Arc<Config>, gpus: u32, r_debug: Option<u64>) -> Result<Kfd, String> {
         let events = Arc::new(Events::default());
         let memory = Arc::new(Memory::default());
-        let clock = Clock::new(cfg.timing.time_scale);
         let mut list = Vec::new();
+        let mut clock = None;
         for g in 0..gpus {
             let gpu_id = topology::gpu_id(g);
+            let conn = Arc::new(Connection::open(g).map_err(|e| format!("cannot reach the shared device: {e}"))?);
+            clock = Some(conn.clock);
             let bytes = (DOORBELLS * 8) as u64;
             let doorbells = mem::map(bytes, 4096, true, true).map_err(|e| format!("cannot map doorbells: {e}"))?;
-            let wake: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+            let wake: &'static AtomicU32 = &conn.area.get().wake;
             // SAFETY: the doorbell mapping was just created, is used only for doorbells and is
             // never unmapped (it lives as long as the process's KFD state).
             let area = Arc::new(unsafe { TrappedArea::register(doorbells as *mut u8, bytes as usize, wake) }.map_err(|e| e.to_string())?);
-            let cp = Cp::new(cfg.clone(), r_debug);
-            let engine = Engine::start(cp, clock, events.clone(), memory.clone(), gpu_id, wake);
+            let cp = Cp::with_scheduler(cfg.clone(), r_debug, Box::new(RemoteScheduler::new(conn.clone())));
+            let engine = Engine::start(cp, conn.clock, events.clone(), memory.clone(), gpu_id, wake);
             engine.set_doorbells(area.clone());
-            list.push(Gpu { gpu_id, engine, doorbells, _area: area });
+            list.push(Gpu { gpu_id, engine, conn, doorbells, _area: area });
         }
         Ok(Kfd {
             slots: Mutex::new(vec![vec![false; DOORBELLS]; list.len()]),
             cfg,
             events,
             memory,
-            clock,
+            clock: clock.unwrap_or_else(|| Clock::new(1.0)),
             gpus: list,
             queues: Mutex::new(HashMap::new()),
             next_queue: AtomicU32::new(0),
             next_handle: AtomicU32::new(1),
             runtime_enabled: AtomicBool::new(false),
+            debug_trap_enabled: AtomicBool::new(false),
         })
     }
 
@@ -172,9 +182,16 @@ impl Kfd {
             slots[gi][s] = true;
             s
         };
-        let id = self.next_queue.fetch_add(1, Ordering::Relaxed);
-        let key: QueueKey = id;
         let gpu = &self.gpus[gi];
+        let key: QueueKey = match gpu.conn.request(&format!("CREATE gpu={gi} prio={} pct={}", a.queue_priority, a.queue_percentage)) {
+            Ok(l) => l.get("key").ok_or(libc::EIO)?,
+            Err(r) => {
+                self.slots.lock().unwrap_or_else(|p| p.into_inner())[gi][slot] = false;
+                tracing::warn!("xhsa-emu: {}", r.message);
+                return Err(r.errno);
+            }
+        };
+        let id = self.next_queue.fetch_add(1, Ordering::Relaxed);
         // The doorbell starts at zero, as a fresh hardware doorbell does.
         HostDoorbell::store(gpu.doorbells + 8 * slot as u64, 0);
         {
@@ -187,8 +204,8 @@ impl Kfd {
             cp.set_runnable(key, a.queue_percentage > 0);
         }
         gpu.engine.notify();
-        tracing::debug!(queue = id, sdma, ring = format_args!("{:#x}", a.ring_base_address), bytes = a.ring_size, priority = a.queue_priority, "xhsa-emu: queue created");
-        queues.insert(id, QueueRec { gpu: gi, key, slot });
+        tracing::debug!(queue = id, key, sdma, ring = format_args!("{:#x}", a.ring_base_address), bytes = a.ring_size, priority = a.queue_priority, "xhsa-emu: queue created");
+        queues.insert(id, QueueRec { gpu: gi, key, slot, priority: a.queue_priority, percentage: a.queue_percentage });
         a.queue_id = id;
         a.doorbell_offset = MMAP_TYPE_DOORBELL | (u64::from(a.gpu_id) << 32) | (8 * slot as u64);
         Ok(())
@@ -207,6 +224,9 @@ impl Kfd {
         let rec = self.queues.lock().unwrap_or_else(|p| p.into_inner()).remove(&queue_id).ok_or(libc::EINVAL)?;
         let gpu = &self.gpus[rec.gpu];
         gpu.engine.cp().remove(rec.key);
+        if let Err(r) = gpu.conn.request(&format!("DESTROY key={}", rec.key)) {
+            tracing::warn!("xhsa-emu: {}", r.message);
+        }
         self.slots.lock().unwrap_or_else(|p| p.into_inner())[rec.gpu][rec.slot] = false;
         Ok(())
     }
@@ -218,10 +238,13 @@ impl Kfd {
         }
         let rec = self.queue(a.queue_id)?;
         let gpu = &self.gpus[rec.gpu];
-        {
-            let mut cp = gpu.engine.cp();
-            cp.set_runnable(rec.key, a.queue_percentage > 0);
-            cp.set_priority(rec.key, a.queue_priority as u8);
+        gpu.conn
+            .request(&format!("UPDATE key={} prio={} pct={}", rec.key, a.queue_priority, a.queue_percentage))
+            .map_err(|r| r.errno)?;
+        gpu.engine.cp().set_runnable(rec.key, a.queue_percentage > 0);
+        if let Some(q) = self.queues.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&a.queue_id) {
+            q.priority = a.queue_priority;
+            q.percentage = a.queue_percentage;
         }
         gpu.engine.notify();
         Ok(())
@@ -234,13 +257,67 @@ impl Kfd {
         }
         let rec = self.queue(queue_id)?;
         let gpu = &self.gpus[rec.gpu];
-        gpu.engine.cp().set_cu_mask(rec.key, CuMask::from_words(words, num_bits as usize));
+        let hex: Vec<String> = words.iter().map(|w| format!("{w:x}")).collect();
+        gpu.conn.request(&format!("CUMASK key={} bits={num_bits} words={}", rec.key, hex.join(","))).map_err(|r| r.errno)?;
         gpu.engine.notify();
         Ok(())
     }
 
     fn queue(&self, id: u32) -> Result<QueueRec, Errno> {
         self.queues.lock().unwrap_or_else(|p| p.into_inner()).get(&id).copied().ok_or(libc::EINVAL)
+    }
+
+    /// AMDKFD_IOC_DBG_TRAP's target check: this process itself (KFD also accepts a ptrace
+    /// child, which an emulated process never is).
+    fn dbg_target(&self, pid: u32) -> Result<(), Errno> {
+        if pid != std::process::id() {
+            return Err(libc::EPERM);
+        }
+        Ok(())
+    }
+
+    /// DBG_TRAP ENABLE / DISABLE for `pid`.
+    pub fn dbg_trap_enable(&self, pid: u32, enable: bool) -> Result<(), Errno> {
+        self.dbg_target(pid)?;
+        self.debug_trap_enabled.store(enable, Ordering::Release);
+        Ok(())
+    }
+
+    /// DBG_TRAP SUSPEND_QUEUES / RESUME_QUEUES: `ids` are KFD queue ids of `pid`; each entry
+    /// gets `KFD_DBG_QUEUE_INVALID_MASK` ORed in when it names no queue. Returns how many
+    /// queues changed state. Every queue of the device pauses for the modelled cost.
+    pub fn dbg_trap_suspend(&self, pid: u32, ids: &mut [u32], suspend: bool, grace_ns: u64) -> Result<u32, Errno> {
+        self.dbg_target(pid)?;
+        if !self.runtime_enabled() {
+            return Err(libc::EPERM);
+        }
+        if !self.debug_trap_enabled.load(Ordering::Acquire) {
+            return Err(libc::EINVAL);
+        }
+        let invalid = 1u32 << xhsa_ioctl::abi::debug::KFD_DBG_QUEUE_INVALID_BIT;
+        let queues = self.queues.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut by_gpu: HashMap<usize, Vec<(usize, QueueKey)>> = HashMap::new();
+        for (i, id) in ids.iter_mut().enumerate() {
+            match queues.get(id) {
+                Some(q) => by_gpu.entry(q.gpu).or_default().push((i, q.key)),
+                None => *id |= invalid,
+            }
+        }
+        let verb = if suspend { "SUSPEND" } else { "RESUME" };
+        let mut n = 0;
+        for (g, list) in by_gpu {
+            let keys: Vec<String> = list.iter().map(|(_, k)| k.to_string()).collect();
+            let l = self.gpus[g].conn.request(&format!("{verb} keys={} grace_ns={grace_ns}", keys.join(","))).map_err(|r| r.errno)?;
+            n += l.get::<u32>("n").unwrap_or(0);
+            let status: Vec<u32> = l.list("status").unwrap_or_default();
+            for ((i, _), st) in list.iter().zip(status) {
+                if st != 0 {
+                    ids[*i] |= invalid;
+                }
+            }
+            self.gpus[g].engine.notify();
+        }
+        Ok(n)
     }
 
     /// AMDKFD_IOC_CREATE_EVENT. `event_page_offset` carries the event page's address on the
@@ -313,7 +390,8 @@ impl Kfd {
         Some(r)
     }
 
-    /// Stops the device threads (CloseKFD).
+    /// Stops the device threads (CloseKFD). The shared device forgets this process's queues
+    /// when its connections close.
     pub fn close(&self) {
         for g in &self.gpus {
             g.engine.stop();

@@ -32,6 +32,18 @@ pub enum Command {
     Run(RunArgs),
     /// Print the emulated device model and the KFD node list, as rocminfo would see them.
     Info(InfoArgs),
+    /// List the processes and queues on the shared emulated device.
+    Status,
+    /// Serve the shared emulated device (started on demand by the emulated thunk).
+    #[command(hide = true)]
+    Device(DeviceServeArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DeviceServeArgs {
+    /// The device directory (default: the per-user one, or $XHSA_EMU_DEVICE_DIR).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 /// Options shared by `run` and `info`.

@@ -46,7 +46,58 @@ pub fn main(cli: cli::Cli) -> ExitCode {
     match cli.command {
         cli::Command::Run(args) => run(args),
         cli::Command::Info(args) => info(args),
+        cli::Command::Status => status(),
+        cli::Command::Device(args) => device(args),
     }
+}
+
+fn status() -> ExitCode {
+    let dirs: Vec<std::path::PathBuf> = match std::env::var_os("XHSA_EMU_DEVICE_DIR").filter(|d| !d.is_empty()) {
+        Some(d) => vec![d.into()],
+        None => {
+            let base = crate::shared::paths::base_dir();
+            let mut v: Vec<_> = std::fs::read_dir(&base).map(|r| r.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();
+            v.sort();
+            v
+        }
+    };
+    let mut any = false;
+    for dir in dirs {
+        if let Ok(text) = crate::shared::client::status(&dir) {
+            print!("{text}");
+            any = true;
+        }
+    }
+    if !any {
+        println!("no emulated device is running");
+    }
+    ExitCode::SUCCESS
+}
+
+fn device(args: cli::DeviceServeArgs) -> ExitCode {
+    let _ = tracing_subscriber_init();
+    let dir = match args.dir {
+        Some(d) => d,
+        None => match crate::shared::paths::device_dir() {
+            Ok(d) => d,
+            Err(e) => return fail(format_args!("cannot open the device directory: {e}")),
+        },
+    };
+    let (cfg, gpus) = match Config::from_env() {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    match crate::shared::server::serve(&dir, cfg, gpus) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(format_args!("shared device: {e}")),
+    }
+}
+
+/// The device process logs (to its log file) through `tracing`, filtered by `XHSA_EMU_LOG`.
+fn tracing_subscriber_init() -> Result<(), ()> {
+    let filter = std::env::var("XHSA_EMU_LOG").unwrap_or_else(|_| "info".into());
+    let filter = tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init().map_err(|_| ())
 }
 
 fn fail(msg: impl std::fmt::Display) -> ExitCode {
@@ -85,7 +136,11 @@ fn run(args: cli::RunArgs) -> ExitCode {
         Err(e) => return fail(format_args!("cannot set up the runtime directory: {e}")),
     };
     let settings = env::Settings { gpus: args.device.gpus, time_scale: args.time_scale, config: config_abs };
-    let vars = env::child_env(&rt, &settings, |k| std::env::var_os(k));
+    let mut vars = env::child_env(&rt, &settings, |k| std::env::var_os(k));
+    // The thunk starts the shared device with this binary when none is running.
+    if let Ok(me) = std::env::current_exe() {
+        vars.push(("XHSA_EMU_BIN".into(), me.into_os_string()));
+    }
     let status = child::run(&args.command, &vars);
     // Removed before exiting: `ExitCode` is returned, so `rt` is dropped on every path, but an
     // explicit close reports a failure to remove it.

@@ -1,5 +1,7 @@
-//! `/dev/kfd` for code that opens it itself (rocminfo checks it can; ROCm 6.x's ROCr, with the
-//! thunk linked in, issues its ioctls directly). When this library is preloaded its `open`,
+//! `/dev/kfd`: the thunk issues its queue, version, runtime and clock requests as ioctls on a
+//! KFD descriptor, as the real thunk does, and code that opens the device itself (rocminfo
+//! checks it can; ROCm 6.x's ROCr, with the thunk linked in, issues its ioctls directly; libxhsa
+//! suspends queues with DBG_TRAP) reaches the same emulated KFD. When this library is preloaded its `open`,
 //! `open64`, `openat`, `openat64`, `close` and `ioctl` come first: opening `/dev/kfd` yields a
 //! descriptor (of `/dev/null`) that is remembered as a KFD descriptor, and ioctls on it reach
 //! the emulated KFD. Every other call goes to the next definition (libc) unchanged.
@@ -11,6 +13,10 @@ use std::collections::HashSet;
 use std::ffi::CStr;
 use std::sync::{Mutex, OnceLock};
 
+use xhsa_ioctl::abi::dbg_trap::{DbgTrapArgs, DbgTrapOp};
+use xhsa_ioctl::abi::debug::{RuntimeEnableArgs, KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK};
+use xhsa_ioctl::abi::process::GetClockCountersArgs;
+use xhsa_ioctl::abi::queue::{CreateQueueArgs, DestroyQueueArgs, SetCuMaskArgs, UpdateQueueArgs};
 use xhsa_ioctl::abi::request::Request;
 use xhsa_ioctl::abi::version::GetVersionArgs;
 
@@ -137,17 +143,170 @@ fn set_errno(e: i32) -> libc::c_int {
     -1
 }
 
-/// An ioctl on a `/dev/kfd` descriptor. This issue's emulated KFD answers GET_VERSION here;
-/// the other requests fail with EINVAL, KFD's answer for an ioctl it cannot serve.
+/// Opens `/dev/kfd` for the thunk itself: through libc's `open`, so that an interposer sees it
+/// as on a real system, or directly when this library is not first in the lookup order.
+pub fn open_dev_kfd() -> i32 {
+    // SAFETY: libc open with a static NUL-terminated path.
+    let fd = unsafe { libc::open(c"/dev/kfd".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    if fd >= 0 && is_kfd_fd(fd) {
+        return fd;
+    }
+    if fd >= 0 {
+        // SAFETY: closing the descriptor we just opened (a real /dev/kfd is not ours to use).
+        unsafe { libc::close(fd) };
+    }
+    open_kfd(next(&OPEN, c"open"), libc::O_CLOEXEC)
+}
+
+pub fn close_dev_kfd(fd: i32) {
+    // SAFETY: the descriptor came from `open_dev_kfd`.
+    unsafe { close(fd) };
+}
+
+/// The thunk's ioctl on its KFD descriptor: through libc's `ioctl` (interposers, e.g. libxhsa
+/// recording queue ids, see it), falling back to the emulated KFD directly when this library
+/// is not first in the lookup order. Returns the ioctl's value or the errno.
+pub fn kfd_call<T>(fd: i32, request: u64, arg: &mut T) -> Result<i32, i32> {
+    let p = (arg as *mut T).cast::<libc::c_void>();
+    // SAFETY: `arg` is a valid, writable argument struct of the request's type.
+    let r = unsafe { libc::ioctl(fd, request as libc::c_ulong, p) };
+    if r >= 0 {
+        return Ok(r);
+    }
+    // SAFETY: reading this thread's errno right after the failed call.
+    let e = unsafe { *libc::__errno_location() };
+    if e == libc::ENOTTY && is_kfd_fd(fd) {
+        let r = kfd_ioctl(request as libc::c_ulong, p);
+        // SAFETY: as above.
+        return if r >= 0 { Ok(r) } else { Err(unsafe { *libc::__errno_location() }) };
+    }
+    Err(e)
+}
+
+/// Reads an argument struct from the caller's pointer (unaligned; the caller's layout).
+fn read_arg<T: Copy + Default>(arg: *mut libc::c_void, size: usize) -> T {
+    let mut v = T::default();
+    let n = size.min(std::mem::size_of::<T>());
+    // SAFETY: the caller passes a buffer of the request's size (`size`, encoded in the request
+    // number); we copy at most that many bytes into a zeroed T, as KFD zero-fills short structs.
+    unsafe { std::ptr::copy_nonoverlapping(arg as *const u8, (&mut v as *mut T).cast::<u8>(), n) };
+    v
+}
+
+fn write_arg<T: Copy>(arg: *mut libc::c_void, v: &T, size: usize) {
+    let n = size.min(std::mem::size_of::<T>());
+    // SAFETY: as in `read_arg`, writing back at most the caller's size.
+    unsafe { std::ptr::copy_nonoverlapping((v as *const T).cast::<u8>(), arg as *mut u8, n) };
+}
+
+fn read_u32s(ptr: u64, n: usize) -> Vec<u32> {
+    if ptr == 0 || n == 0 {
+        return Vec::new();
+    }
+    // SAFETY: the ioctl's caller passes an array of `n` u32 at `ptr` (as KFD's copy_from_user).
+    unsafe { std::slice::from_raw_parts(ptr as *const u32, n) }.to_vec()
+}
+
+fn write_u32s(ptr: u64, v: &[u32]) {
+    if ptr != 0 {
+        // SAFETY: as in `read_u32s`; KFD writes the status bits back into the same array.
+        unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), ptr as *mut u32, v.len()) };
+    }
+}
+
+/// An ioctl on a `/dev/kfd` descriptor, served by the emulated KFD with the argument layouts
+/// of uapi 1.17 (shorter, older structs are zero-extended as KFD does). Requests the emulator
+/// does not serve fail with EINVAL; unknown numbers with ENOTTY.
 fn kfd_ioctl(request: libc::c_ulong, arg: *mut libc::c_void) -> libc::c_int {
-    match Request::from_raw_lenient(request) {
-        Some(Request::GetVersion) if !arg.is_null() => {
-            let a = GetVersionArgs { major_version: xhsa_emu::kfd::VERSION.0, minor_version: xhsa_emu::kfd::VERSION.1 };
-            // SAFETY: the caller passes a writable kfd_ioctl_get_version_args.
-            unsafe { (arg as *mut GetVersionArgs).write_unaligned(a) };
-            0
+    let Some(req) = Request::from_raw_lenient(request as u64) else { return set_errno(libc::ENOTTY) };
+    if arg.is_null() {
+        return set_errno(libc::EFAULT);
+    }
+    let size = ((request as u64 >> 16) & 0x3fff) as usize;
+    let e = match crate::state::emu_or_open() {
+        Ok(e) => e,
+        Err(msg) => {
+            tracing::error!("xhsa-emu: {msg}");
+            return set_errno(libc::ENODEV);
         }
-        Some(_) => set_errno(libc::EINVAL),
-        None => set_errno(libc::ENOTTY),
+    };
+    let kfd = &e.kfd;
+    let done = |r: Result<(), i32>| match r {
+        Ok(()) => 0,
+        Err(errno) => set_errno(errno),
+    };
+    match req {
+        Request::GetVersion => {
+            let mut a = GetVersionArgs::default();
+            let r = kfd.get_version(&mut a);
+            write_arg(arg, &a, size);
+            done(r)
+        }
+        Request::CreateQueue => {
+            let mut a: CreateQueueArgs = read_arg(arg, size);
+            let r = kfd.create_queue(&mut a);
+            write_arg(arg, &a, size);
+            done(r)
+        }
+        Request::DestroyQueue => {
+            let a: DestroyQueueArgs = read_arg(arg, size);
+            done(kfd.destroy_queue(a.queue_id))
+        }
+        Request::UpdateQueue => {
+            let a: UpdateQueueArgs = read_arg(arg, size);
+            done(kfd.update_queue(&a))
+        }
+        Request::SetCuMask => {
+            let a: SetCuMaskArgs = read_arg(arg, size);
+            let words = read_u32s(a.cu_mask_ptr, (a.num_cu_mask / 32).min(32) as usize);
+            done(kfd.set_cu_mask(a.queue_id, a.num_cu_mask, &words))
+        }
+        Request::GetClockCounters => {
+            let mut a: GetClockCountersArgs = read_arg(arg, size);
+            let r = kfd.get_clock_counters(&mut a);
+            write_arg(arg, &a, size);
+            done(r)
+        }
+        Request::RuntimeEnable => {
+            let mut a: RuntimeEnableArgs = read_arg(arg, size);
+            let r = kfd.runtime_enable(a.mode_mask & KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK != 0);
+            a.capabilities_mask = 0;
+            write_arg(arg, &a, size);
+            done(r)
+        }
+        Request::DbgTrap => dbg_trap(&e, arg, size),
+        _ => set_errno(libc::EINVAL),
+    }
+}
+
+fn dbg_trap(e: &crate::state::Emu, arg: *mut libc::c_void, size: usize) -> libc::c_int {
+    let mut bytes = [0u8; std::mem::size_of::<DbgTrapArgs>()];
+    let n = size.min(bytes.len());
+    // SAFETY: the caller passes a kfd_ioctl_dbg_trap_args of `size` bytes.
+    unsafe { std::ptr::copy_nonoverlapping(arg as *const u8, bytes.as_mut_ptr(), n) };
+    let d = DbgTrapArgs::decode(&bytes);
+    let pid = d.pid;
+    let result = match d.op {
+        Some(DbgTrapOp::Enable(_)) => e.kfd.dbg_trap_enable(pid, true).map(|()| 0),
+        Some(DbgTrapOp::Disable) => e.kfd.dbg_trap_enable(pid, false).map(|()| 0),
+        Some(DbgTrapOp::SuspendQueues(a)) => {
+            let mut ids = read_u32s(a.queue_array_ptr, a.num_queues.min(4096) as usize);
+            // Grace period in units of 1K GPU clock cycles.
+            let grace_ns = u64::from(a.grace_period) * 1_000_000 / u64::from(e.kfd.cfg.device.max_engine_clock_mhz.max(1));
+            let r = e.kfd.dbg_trap_suspend(pid, &mut ids, true, grace_ns);
+            write_u32s(a.queue_array_ptr, &ids);
+            r.map(|n| n as i32)
+        }
+        Some(DbgTrapOp::ResumeQueues(a)) => {
+            let mut ids = read_u32s(a.queue_array_ptr, a.num_queues.min(4096) as usize);
+            let r = e.kfd.dbg_trap_suspend(pid, &mut ids, false, 0);
+            write_u32s(a.queue_array_ptr, &ids);
+            r.map(|n| n as i32)
+        }
+        _ => Err(libc::EINVAL),
+    };
+    match result {
+        Ok(v) => v,
+        Err(errno) => set_errno(errno),
     }
 }

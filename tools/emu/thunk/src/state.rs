@@ -12,6 +12,8 @@ use xhsa_emu::kfd::Kfd;
 /// An open emulated KFD.
 pub struct Emu {
     pub kfd: Kfd,
+    /// The `/dev/kfd` descriptor the thunk issues its ioctls on.
+    pub fd: i32,
     pub nodes: Vec<Node>,
     /// Node ids of the GPUs, for `HsaPointerInfo.MappedNodes` (must outlive every query).
     pub gpu_nodes: &'static [u32],
@@ -47,6 +49,16 @@ pub fn emu() -> Option<Arc<Emu>> {
     STATE.lock().unwrap_or_else(|p| p.into_inner()).emu.clone()
 }
 
+/// The open emulator, opening it for code that reaches the KFD through its own `/dev/kfd`
+/// descriptor before (or without) ROCr.
+pub fn emu_or_open() -> Result<Arc<Emu>, String> {
+    if let Some(e) = emu() {
+        return Ok(e);
+    }
+    open()?;
+    emu().ok_or_else(|| "the emulated KFD closed".to_string())
+}
+
 fn init_logging() {
     LOG.get_or_init(|| {
         let filter = std::env::var("XHSA_EMU_LOG").unwrap_or_else(|_| "warn".into());
@@ -56,26 +68,6 @@ fn init_logging() {
         });
         let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
     });
-}
-
-/// The configuration the launcher passes through the environment.
-fn load_config() -> Result<(Config, u32), String> {
-    let mut cfg = match std::env::var_os("XHSA_EMU_CONFIG") {
-        Some(p) => Config::from_file(std::path::Path::new(&p)).map_err(|e| e.to_string())?,
-        None => Config::default(),
-    };
-    if let Ok(s) = std::env::var("XHSA_EMU_TIME_SCALE") {
-        cfg.timing.time_scale = s.parse().map_err(|_| format!("XHSA_EMU_TIME_SCALE={s:?} is not a number (accepted: 1.0 to 1000.0)"))?;
-    }
-    cfg.validate().map_err(|e| e.to_string())?;
-    let gpus = match std::env::var("XHSA_EMU_GPUS") {
-        Ok(s) => match s.parse::<u32>() {
-            Ok(n) if (1..=8).contains(&n) => n,
-            _ => return Err(format!("XHSA_EMU_GPUS={s:?} is invalid (accepted: 1 to 8)")),
-        },
-        Err(_) => 1,
-    };
-    Ok((cfg, gpus))
 }
 
 /// `_amdgpu_r_debug` of the loaded ROCr, for kernel names.
@@ -93,12 +85,13 @@ pub fn open() -> Result<(), String> {
         s.opens += 1;
         return Ok(());
     }
-    let (cfg, gpus) = load_config()?;
+    let (cfg, gpus) = Config::from_env().map_err(|e| e.to_string())?;
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
     let nodes = topology::nodes(&cfg, gpus, xhsa_emu::sys::mem::host_ram(), cpus);
     let kfd = Kfd::open(Arc::new(cfg), gpus, rocr_r_debug())?;
     let gpu_nodes: &'static [u32] = Box::leak((1..=gpus).collect::<Vec<_>>().into_boxed_slice());
-    s.emu = Some(Arc::new(Emu { kfd, nodes, gpu_nodes, event_page: AtomicU64::new(0) }));
+    let fd = crate::interpose::open_dev_kfd();
+    s.emu = Some(Arc::new(Emu { kfd, fd, nodes, gpu_nodes, event_page: AtomicU64::new(0) }));
     s.opens = 1;
     Ok(())
 }
@@ -113,6 +106,7 @@ pub fn close() -> bool {
     if s.opens == 0 {
         if let Some(e) = s.emu.take() {
             e.kfd.close();
+            crate::interpose::close_dev_kfd(e.fd);
             e.event_page.store(0, Ordering::Relaxed);
         }
     }

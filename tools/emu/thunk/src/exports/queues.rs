@@ -5,7 +5,12 @@
 use hsa_sys::hsakmt::*;
 use xhsa_emu::sys::mem;
 use xhsa_ioctl::abi::memory::{AllocMemoryOfGpuArgs, KFD_IOC_ALLOC_MEM_FLAGS_GTT};
-use xhsa_ioctl::abi::queue::{CreateQueueArgs, UpdateQueueArgs, KFD_IOC_QUEUE_TYPE_COMPUTE_AQL, KFD_IOC_QUEUE_TYPE_SDMA, KFD_IOC_QUEUE_TYPE_SDMA_XGMI};
+use xhsa_ioctl::abi::queue::{
+    CreateQueueArgs, DestroyQueueArgs, SetCuMaskArgs, UpdateQueueArgs, KFD_IOC_QUEUE_TYPE_COMPUTE_AQL, KFD_IOC_QUEUE_TYPE_SDMA, KFD_IOC_QUEUE_TYPE_SDMA_XGMI,
+};
+use xhsa_ioctl::abi::request::{AMDKFD_IOC_CREATE_QUEUE, AMDKFD_IOC_DESTROY_QUEUE, AMDKFD_IOC_SET_CU_MASK, AMDKFD_IOC_UPDATE_QUEUE};
+
+use crate::interpose::kfd_call;
 
 use super::{emu, errno_status, status};
 use crate::guard;
@@ -76,7 +81,7 @@ pub unsafe extern "C" fn hsaKmtCreateQueue(
                 queue_priority: kfd_priority(priority),
                 ..Default::default()
             };
-            if let Err(errno) = e.kfd.create_queue(&mut a) {
+            if let Err(errno) = kfd_call(e.fd, AMDKFD_IOC_CREATE_QUEUE, &mut a) {
                 if pointers != 0 {
                     e.kfd.free_memory(pointers);
                     mem::unmap(pointers, 4096);
@@ -102,7 +107,8 @@ pub extern "C" fn hsaKmtDestroyQueue(id: HSA_QUEUEID) -> HSAKMT_STATUS {
         status((|| {
             let e = emu()?;
             let rec = record(id)?;
-            e.kfd.destroy_queue(rec.queue_id).map_err(errno_status)?;
+            let mut a = DestroyQueueArgs { queue_id: rec.queue_id, pad: 0 };
+            kfd_call(e.fd, AMDKFD_IOC_DESTROY_QUEUE, &mut a).map_err(errno_status)?;
             if rec.pointers != 0 {
                 e.kfd.free_memory(rec.pointers);
                 mem::unmap(rec.pointers, 4096);
@@ -120,14 +126,14 @@ pub extern "C" fn hsaKmtUpdateQueue(id: HSA_QUEUEID, percentage: u32, priority: 
         status((|| {
             let e = emu()?;
             let rec = record(id)?;
-            let a = UpdateQueueArgs {
+            let mut a = UpdateQueueArgs {
                 ring_base_address: ring as u64,
                 queue_id: rec.queue_id,
                 ring_size: size as u32,
                 queue_percentage: percentage,
                 queue_priority: kfd_priority(priority),
             };
-            e.kfd.update_queue(&a).map_err(errno_status)
+            kfd_call(e.fd, AMDKFD_IOC_UPDATE_QUEUE, &mut a).map(|_| ()).map_err(errno_status)
         })())
     })
 }
@@ -143,7 +149,8 @@ pub unsafe extern "C" fn hsaKmtSetQueueCUMask(id: HSA_QUEUEID, bits: u32, mask: 
             }
             // SAFETY: the caller passes bits/32 mask words.
             let words = unsafe { std::slice::from_raw_parts(mask, (bits / 32) as usize) };
-            e.kfd.set_cu_mask(rec.queue_id, bits, words).map_err(errno_status)
+            let mut a = SetCuMaskArgs { queue_id: rec.queue_id, num_cu_mask: bits, cu_mask_ptr: words.as_ptr() as u64 };
+            kfd_call(e.fd, AMDKFD_IOC_SET_CU_MASK, &mut a).map(|_| ()).map_err(errno_status)
         })())
     })
 }

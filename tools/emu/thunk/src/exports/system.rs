@@ -2,8 +2,12 @@
 
 use hsa_sys::hsakmt::*;
 use xhsa_emu::kfd::topology::Node;
+use xhsa_ioctl::abi::debug::{RuntimeEnableArgs, KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK};
 use xhsa_ioctl::abi::process::GetClockCountersArgs;
+use xhsa_ioctl::abi::request::{AMDKFD_IOC_GET_CLOCK_COUNTERS, AMDKFD_IOC_GET_VERSION, AMDKFD_IOC_RUNTIME_ENABLE};
 use xhsa_ioctl::abi::version::GetVersionArgs;
+
+use crate::interpose::kfd_call;
 
 use super::{emu, errno_status, status};
 use crate::{guard, state};
@@ -30,7 +34,7 @@ pub unsafe extern "C" fn hsaKmtGetVersion(info: *mut HsaVersionInfo) -> HSAKMT_S
         status((|| {
             let e = emu()?;
             let mut a = GetVersionArgs::default();
-            e.kfd.get_version(&mut a).map_err(errno_status)?;
+            kfd_call(e.fd, AMDKFD_IOC_GET_VERSION, &mut a).map_err(errno_status)?;
             // SAFETY: checked non-null; ROCr passes a writable HsaVersionInfo.
             let out = unsafe { info.as_mut() }.ok_or(HSAKMT_STATUS_INVALID_PARAMETER)?;
             out.KernelInterfaceMajorVersion = a.major_version;
@@ -48,7 +52,10 @@ pub unsafe extern "C" fn hsaKmtGetVersion(info: *mut HsaVersionInfo) -> HSAKMT_S
 pub extern "C" fn hsaKmtRuntimeEnable(_r_debug: *mut libc::c_void, _setup_ttmp: bool) -> HSAKMT_STATUS {
     guard("hsaKmtRuntimeEnable", || match emu() {
         Ok(e) => {
-            let _ = e.kfd.runtime_enable(true);
+            let mut a = RuntimeEnableArgs { r_debug: _r_debug as u64, mode_mask: KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK, capabilities_mask: 0 };
+            if let Err(errno) = kfd_call(e.fd, AMDKFD_IOC_RUNTIME_ENABLE, &mut a) {
+                tracing::warn!("xhsa-emu: RUNTIME_ENABLE failed: errno {errno}");
+            }
             HSAKMT_STATUS_NOT_SUPPORTED
         }
         Err(s) => s,
@@ -59,7 +66,8 @@ pub extern "C" fn hsaKmtRuntimeEnable(_r_debug: *mut libc::c_void, _setup_ttmp: 
 pub extern "C" fn hsaKmtRuntimeDisable() -> HSAKMT_STATUS {
     guard("hsaKmtRuntimeDisable", || match emu() {
         Ok(e) => {
-            let _ = e.kfd.runtime_enable(false);
+            let mut a = RuntimeEnableArgs::default();
+            let _ = kfd_call(e.fd, AMDKFD_IOC_RUNTIME_ENABLE, &mut a);
             HSAKMT_STATUS_SUCCESS
         }
         Err(s) => s,
@@ -239,7 +247,7 @@ pub unsafe extern "C" fn hsaKmtGetClockCounters(node: u32, counters: *mut HsaClo
             let e = emu()?;
             let gpu_id = e.gpu_id(node).ok_or(HSAKMT_STATUS_INVALID_NODE_UNIT)?;
             let mut a = GetClockCountersArgs { gpu_id, ..Default::default() };
-            e.kfd.get_clock_counters(&mut a).map_err(errno_status)?;
+            kfd_call(e.fd, AMDKFD_IOC_GET_CLOCK_COUNTERS, &mut a).map_err(errno_status)?;
             // SAFETY: checked non-null; a writable HsaClockCounters.
             let c = unsafe { counters.as_mut() }.ok_or(HSAKMT_STATUS_INVALID_PARAMETER)?;
             c.GPUClockCounter = a.gpu_clock_counter;

@@ -1,0 +1,682 @@
+//! The board: one shared-memory table per GPU where every queue of every process using libxhsa
+//! publishes its priority and its work, so each process can tell whether higher-priority work
+//! exists elsewhere on the GPU ([`crate::window::Contention`]) and `xhsa-top` can show it all.
+//!
+//! This module is the data model and the pure functions over it: plain `#[repr(C)]` data, no
+//! atomics, no mapping. The shared-memory edge maps the file, checks the header with
+//! [`BoardHeader::validate`], and wraps each slot access in atomics and a seqlock (the slot's
+//! [`seq`](Slot::seq) word: odd while a writer is inside, readers retry on a change); it claims a
+//! slot with a compare-and-swap on [`state`](Slot::state). Everything here assumes it was handed
+//! a consistent copy.
+//!
+//! # Layout, version 1
+//!
+//! All fields little endian and naturally aligned; the file is `64 + slot_count * 128` bytes
+//! ([`board_size`]).
+//!
+//! Header ([`BoardHeader`], 64 bytes at offset 0):
+//!
+//! | offset | type       | field            | value                                          |
+//! |-------:|------------|------------------|------------------------------------------------|
+//! | 0      | `u64`      | `magic`          | [`BOARD_MAGIC`], the bytes `XHSABRD\0`         |
+//! | 8      | `u32`      | `layout_version` | [`BOARD_LAYOUT_VERSION`] (1)                   |
+//! | 12     | `u32`      | `slot_count`     | number of slots, `1..=`[`MAX_SLOT_COUNT`]      |
+//! | 16     | `u32`      | `slot_size`      | 128                                            |
+//! | 20     | `u32`      | `stats_version`  | [`STATS_LAYOUT_VERSION`] of the embedded stats |
+//! | 24     | `u32`      | `header_size`    | 64                                             |
+//! | 28     | `u32`      | `gpu_id`         | KFD `gpu_id` of the device the board describes |
+//! | 32     | `[u64; 4]` | `reserved`       | zero                                           |
+//!
+//! Slot `i` ([`Slot`], 128 bytes at offset `64 + 128 * i`):
+//!
+//! | offset | type         | field         | meaning                                                        |
+//! |-------:|--------------|---------------|----------------------------------------------------------------|
+//! | 0      | `u32`        | `seq`         | seqlock word of the shared-memory edge (0 in plain data)       |
+//! | 4      | `u32`        | `state`       | [`SLOT_FREE`] (0) or [`SLOT_LIVE`] (1)                         |
+//! | 8      | `u32`        | `pid`         | owning process                                                 |
+//! | 12     | `u32`        | `partition`   | CU partition id of the queue                                   |
+//! | 16     | `u64`        | `owner_start` | owner's start time (`/proc/<pid>/stat` field 22), 0 if unknown |
+//! | 24     | `u64`        | `queue_id`    | the owner's [`QueueId`]                                        |
+//! | 32     | `QueueStats` | `stats`       | priority, pending, in flight, counters ([`crate::stats`])       |
+//! | 96     | `[u64; 4]`   | `reserved`    | zero                                                           |
+//!
+//! A queue has work when `stats.pending + stats.in_flight > 0`. Entries of dead processes are
+//! removed by [`cleanup_stale`], which every process runs when it attaches and periodically, so
+//! a crashed process never throttles the others; `owner_start` guards against a recycled pid
+//! keeping a dead owner's slots alive.
+
+#![forbid(unsafe_code)]
+
+use crate::priority::Priority;
+use crate::ring::{PartitionId, QueueId};
+use crate::stats::{QueueStats, STATS_LAYOUT_VERSION};
+use crate::window::Contention;
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// `XHSABRD\0`, little endian.
+pub const BOARD_MAGIC: u64 = u64::from_le_bytes(*b"XHSABRD\0");
+/// Version of the board layout.
+pub const BOARD_LAYOUT_VERSION: u32 = 1;
+/// Size of the header in bytes.
+pub const HEADER_SIZE: usize = 64;
+/// Size of one slot in bytes.
+pub const SLOT_SIZE: usize = 128;
+/// Slots a board has unless configured otherwise (one per queue: 128 KiB in all).
+pub const DEFAULT_SLOT_COUNT: u32 = 1024;
+/// Most slots a board may have (8 MiB).
+pub const MAX_SLOT_COUNT: u32 = 65536;
+
+/// `state` of an unused slot.
+pub const SLOT_FREE: u32 = 0;
+/// `state` of a slot owned by a live queue.
+pub const SLOT_LIVE: u32 = 1;
+
+/// Bytes of a board with `slot_count` slots.
+pub fn board_size(slot_count: u32) -> usize {
+    HEADER_SIZE + SLOT_SIZE * slot_count as usize
+}
+
+/// The board header; see the module doc.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct BoardHeader {
+    /// [`BOARD_MAGIC`].
+    pub magic: u64,
+    /// [`BOARD_LAYOUT_VERSION`].
+    pub layout_version: u32,
+    /// Number of slots.
+    pub slot_count: u32,
+    /// [`SLOT_SIZE`].
+    pub slot_size: u32,
+    /// [`STATS_LAYOUT_VERSION`].
+    pub stats_version: u32,
+    /// [`HEADER_SIZE`].
+    pub header_size: u32,
+    /// KFD `gpu_id` of the device.
+    pub gpu_id: u32,
+    /// Zero.
+    pub reserved: [u64; 4],
+}
+
+/// Why a mapped board cannot be used.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum LayoutError {
+    /// Not a board (or not initialized yet).
+    BadMagic(u64),
+    /// A board of another libxhsa layout version.
+    Version {
+        /// Version found.
+        found: u32,
+        /// Version this build writes.
+        expected: u32,
+    },
+    /// A board whose embedded stats have another layout version.
+    StatsVersion {
+        /// Version found.
+        found: u32,
+        /// Version this build writes.
+        expected: u32,
+    },
+    /// Header or slot size differs from this build's.
+    Size {
+        /// `(header_size, slot_size)` found.
+        found: (u32, u32),
+    },
+    /// `slot_count` is 0 or above [`MAX_SLOT_COUNT`].
+    SlotCount(u32),
+    /// The mapping is shorter than the header says.
+    Truncated {
+        /// Bytes mapped.
+        len: usize,
+        /// Bytes needed.
+        needed: usize,
+    },
+}
+
+impl fmt::Display for LayoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LayoutError::BadMagic(m) => write!(f, "not an xhsa board (magic {m:#018x})"),
+            LayoutError::Version { found, expected } => {
+                write!(f, "board layout version {found}, this libxhsa uses {expected}")
+            }
+            LayoutError::StatsVersion { found, expected } => {
+                write!(f, "board stats layout version {found}, this libxhsa uses {expected}")
+            }
+            LayoutError::Size { found: (h, s) } => {
+                write!(f, "board header/slot sizes {h}/{s}, expected {HEADER_SIZE}/{SLOT_SIZE}")
+            }
+            LayoutError::SlotCount(n) => write!(f, "board slot count {n} outside 1..={MAX_SLOT_COUNT}"),
+            LayoutError::Truncated { len, needed } => write!(f, "board file is {len} bytes, needs {needed}"),
+        }
+    }
+}
+
+impl std::error::Error for LayoutError {}
+
+impl BoardHeader {
+    /// The header of a new board, or `None` for a slot count outside `1..=MAX_SLOT_COUNT`.
+    pub fn new(slot_count: u32, gpu_id: u32) -> Option<BoardHeader> {
+        (1..=MAX_SLOT_COUNT).contains(&slot_count).then_some(BoardHeader {
+            magic: BOARD_MAGIC,
+            layout_version: BOARD_LAYOUT_VERSION,
+            slot_count,
+            slot_size: SLOT_SIZE as u32,
+            stats_version: STATS_LAYOUT_VERSION,
+            header_size: HEADER_SIZE as u32,
+            gpu_id,
+            reserved: [0; 4],
+        })
+    }
+
+    /// Checks a header found in a mapping of `mapped_len` bytes.
+    pub fn validate(&self, mapped_len: usize) -> Result<(), LayoutError> {
+        if self.magic != BOARD_MAGIC {
+            return Err(LayoutError::BadMagic(self.magic));
+        }
+        if self.layout_version != BOARD_LAYOUT_VERSION {
+            return Err(LayoutError::Version { found: self.layout_version, expected: BOARD_LAYOUT_VERSION });
+        }
+        if self.stats_version != STATS_LAYOUT_VERSION {
+            return Err(LayoutError::StatsVersion { found: self.stats_version, expected: STATS_LAYOUT_VERSION });
+        }
+        if self.header_size as usize != HEADER_SIZE || self.slot_size as usize != SLOT_SIZE {
+            return Err(LayoutError::Size { found: (self.header_size, self.slot_size) });
+        }
+        if !(1..=MAX_SLOT_COUNT).contains(&self.slot_count) {
+            return Err(LayoutError::SlotCount(self.slot_count));
+        }
+        let needed = board_size(self.slot_count);
+        if mapped_len < needed {
+            return Err(LayoutError::Truncated { len: mapped_len, needed });
+        }
+        Ok(())
+    }
+}
+
+/// A process, as the board identifies it: the pid and the process start time, so that a recycled
+/// pid is a different owner.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Owner {
+    /// Process id.
+    pub pid: u32,
+    /// Start time (`/proc/<pid>/stat` field 22, clock ticks since boot); 0 if unknown.
+    pub start_time: u64,
+}
+
+/// One board slot; see the module doc.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct Slot {
+    /// Seqlock word of the shared-memory edge; plain data keeps 0.
+    pub seq: u32,
+    /// [`SLOT_FREE`] or [`SLOT_LIVE`].
+    pub state: u32,
+    /// Owning process id.
+    pub pid: u32,
+    /// CU partition of the queue.
+    pub partition: u32,
+    /// Owner start time.
+    pub owner_start: u64,
+    /// The owner's queue id.
+    pub queue_id: u64,
+    /// The queue's published counters.
+    pub stats: QueueStats,
+    /// Zero.
+    pub reserved: [u64; 4],
+}
+
+impl Slot {
+    /// Whether a live queue owns the slot.
+    pub fn is_live(&self) -> bool {
+        self.state == SLOT_LIVE
+    }
+
+    /// The owner (meaningful when live).
+    pub fn owner(&self) -> Owner {
+        Owner { pid: self.pid, start_time: self.owner_start }
+    }
+
+    /// The published priority of a live slot with work; `None` if free, idle or undecodable.
+    pub fn priority_with_work(&self) -> Option<Priority> {
+        if self.is_live() && self.stats.has_work() {
+            self.stats.priority()
+        } else {
+            None
+        }
+    }
+}
+
+/// Every slot is taken.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct BoardFull {
+    /// Number of slots.
+    pub slots: usize,
+}
+
+impl fmt::Display for BoardFull {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "all {} board slots are taken", self.slots)
+    }
+}
+
+impl std::error::Error for BoardFull {}
+
+/// Takes the first free slot for `queue` of `owner`; returns its index. The slot starts with
+/// zeroed stats at `priority`.
+pub fn claim(
+    slots: &mut [Slot],
+    owner: Owner,
+    partition: PartitionId,
+    queue: QueueId,
+    priority: Priority,
+) -> Result<usize, BoardFull> {
+    let index = slots.iter().position(|s| s.state == SLOT_FREE).ok_or(BoardFull { slots: slots.len() })?;
+    slots[index] = Slot {
+        seq: slots[index].seq,
+        state: SLOT_LIVE,
+        pid: owner.pid,
+        partition: partition.0,
+        owner_start: owner.start_time,
+        queue_id: queue.0,
+        stats: QueueStats { priority: priority.rank(), ..QueueStats::default() },
+        reserved: [0; 4],
+    };
+    Ok(index)
+}
+
+fn owned(slots: &[Slot], index: usize, owner: Owner) -> bool {
+    slots.get(index).is_some_and(|s| s.is_live() && s.owner() == owner)
+}
+
+fn clear(slot: &mut Slot) {
+    *slot = Slot { seq: slot.seq, ..Slot::default() };
+}
+
+/// Frees slot `index` if `owner` holds it; returns whether it did.
+pub fn release(slots: &mut [Slot], index: usize, owner: Owner) -> bool {
+    if !owned(slots, index, owner) {
+        return false;
+    }
+    clear(&mut slots[index]);
+    true
+}
+
+/// Frees every slot of `owner` (process exit); returns how many.
+pub fn release_all(slots: &mut [Slot], owner: Owner) -> usize {
+    let mut n = 0;
+    for slot in slots.iter_mut().filter(|s| s.is_live() && s.owner() == owner) {
+        clear(slot);
+        n += 1;
+    }
+    n
+}
+
+/// Publishes a queue's counters into slot `index` if `owner` holds it; returns whether it did.
+pub fn publish(slots: &mut [Slot], index: usize, owner: Owner, stats: &QueueStats) -> bool {
+    if !owned(slots, index, owner) {
+        return false;
+    }
+    slots[index].stats = *stats;
+    true
+}
+
+/// Frees the slots of owners `is_alive` says are gone; returns how many. Liveness is the
+/// caller's: the edge checks `/proc/<pid>/stat` (existence and start time).
+pub fn cleanup_stale(slots: &mut [Slot], is_alive: impl Fn(Owner) -> bool) -> usize {
+    let mut n = 0;
+    for slot in slots.iter_mut().filter(|s| s.state != SLOT_FREE) {
+        if !is_alive(slot.owner()) {
+            clear(slot);
+            n += 1;
+        }
+    }
+    n
+}
+
+/// What the board says about the GPU.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Highest priority of a queue with work.
+    pub highest_with_work: Option<Priority>,
+    /// Live slots counted.
+    pub live: usize,
+    /// Live slots with work.
+    pub with_work: usize,
+    /// Live slots whose priority does not decode (ignored).
+    pub invalid: usize,
+}
+
+impl Summary {
+    /// Whether some queue has work at a priority above `p`.
+    pub fn has_higher_work(&self, p: Priority) -> bool {
+        self.highest_with_work.is_some_and(|h| h > p)
+    }
+
+    /// The board's part of the window's view.
+    pub fn contention(&self) -> Contention {
+        Contention::external(self.highest_with_work)
+    }
+}
+
+fn counted(slot: &Slot, exclude: Option<Owner>) -> bool {
+    slot.is_live() && exclude.is_none_or(|me| slot.owner() != me)
+}
+
+/// Summarizes the live slots, leaving out those of `exclude` (the calling process, which knows
+/// its own queues exactly).
+pub fn summarize(slots: &[Slot], exclude: Option<Owner>) -> Summary {
+    let mut summary = Summary::default();
+    for slot in slots.iter().filter(|s| counted(s, exclude)) {
+        summary.live += 1;
+        let Some(priority) = slot.stats.priority() else {
+            summary.invalid += 1;
+            continue;
+        };
+        if slot.stats.has_work() {
+            summary.with_work += 1;
+            summary.highest_with_work = summary.highest_with_work.max(Some(priority));
+        }
+    }
+    summary
+}
+
+/// Whether a queue of another process than `exclude` has work at a priority above `p`.
+pub fn has_higher_work(slots: &[Slot], p: Priority, exclude: Option<Owner>) -> bool {
+    slots.iter().filter(|s| counted(s, exclude)).filter_map(Slot::priority_with_work).any(|q| q > p)
+}
+
+/// The priorities at which some queue (of another process than `exclude`) has work.
+pub fn priorities_with_work(slots: &[Slot], exclude: Option<Owner>) -> BTreeSet<Priority> {
+    slots.iter().filter(|s| counted(s, exclude)).filter_map(Slot::priority_with_work).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::priority::Level;
+    use proptest::prelude::*;
+    use std::mem::{align_of, offset_of, size_of};
+
+    fn p(level: i64) -> Priority {
+        Priority::at_level(Level::new(level).unwrap())
+    }
+
+    const A: Owner = Owner { pid: 100, start_time: 5 };
+    const B: Owner = Owner { pid: 200, start_time: 7 };
+
+    #[test]
+    fn layout_v1() {
+        assert_eq!(size_of::<BoardHeader>(), HEADER_SIZE);
+        assert_eq!(align_of::<BoardHeader>(), 8);
+        assert_eq!(offset_of!(BoardHeader, magic), 0);
+        assert_eq!(offset_of!(BoardHeader, layout_version), 8);
+        assert_eq!(offset_of!(BoardHeader, slot_count), 12);
+        assert_eq!(offset_of!(BoardHeader, slot_size), 16);
+        assert_eq!(offset_of!(BoardHeader, stats_version), 20);
+        assert_eq!(offset_of!(BoardHeader, header_size), 24);
+        assert_eq!(offset_of!(BoardHeader, gpu_id), 28);
+        assert_eq!(offset_of!(BoardHeader, reserved), 32);
+
+        assert_eq!(size_of::<Slot>(), SLOT_SIZE);
+        assert_eq!(align_of::<Slot>(), 8);
+        assert_eq!(offset_of!(Slot, seq), 0);
+        assert_eq!(offset_of!(Slot, state), 4);
+        assert_eq!(offset_of!(Slot, pid), 8);
+        assert_eq!(offset_of!(Slot, partition), 12);
+        assert_eq!(offset_of!(Slot, owner_start), 16);
+        assert_eq!(offset_of!(Slot, queue_id), 24);
+        assert_eq!(offset_of!(Slot, stats), 32);
+        assert_eq!(offset_of!(Slot, reserved), 96);
+
+        assert_eq!(&BOARD_MAGIC.to_le_bytes(), b"XHSABRD\0");
+        assert_eq!(board_size(DEFAULT_SLOT_COUNT), 64 + 128 * 1024);
+    }
+
+    #[test]
+    fn header_validation() {
+        let h = BoardHeader::new(16, 0x1234).unwrap();
+        assert_eq!(h.validate(board_size(16)), Ok(()));
+        assert_eq!(
+            h.validate(board_size(15)),
+            Err(LayoutError::Truncated { len: board_size(15), needed: board_size(16) })
+        );
+        assert_eq!(BoardHeader::new(0, 0), None);
+        assert_eq!(BoardHeader::new(MAX_SLOT_COUNT + 1, 0), None);
+        let bad = BoardHeader { magic: 0, ..h };
+        assert_eq!(bad.validate(usize::MAX), Err(LayoutError::BadMagic(0)));
+        let bad = BoardHeader { layout_version: 2, ..h };
+        assert_eq!(bad.validate(usize::MAX), Err(LayoutError::Version { found: 2, expected: 1 }));
+        let bad = BoardHeader { stats_version: 9, ..h };
+        assert!(matches!(bad.validate(usize::MAX), Err(LayoutError::StatsVersion { found: 9, .. })));
+        let bad = BoardHeader { slot_size: 64, ..h };
+        assert_eq!(bad.validate(usize::MAX), Err(LayoutError::Size { found: (64, 64) }));
+        let bad = BoardHeader { slot_count: 0, ..h };
+        assert_eq!(bad.validate(usize::MAX), Err(LayoutError::SlotCount(0)));
+        assert!(LayoutError::Version { found: 2, expected: 1 }.to_string().contains("version 2"));
+    }
+
+    #[test]
+    fn claim_publish_release() {
+        let mut slots = vec![Slot::default(); 2];
+        let a = claim(&mut slots, A, PartitionId(0), QueueId(1), p(3)).unwrap();
+        let b = claim(&mut slots, B, PartitionId(0), QueueId(1), p(0)).unwrap();
+        assert_eq!((a, b), (0, 1));
+        assert_eq!(claim(&mut slots, A, PartitionId(0), QueueId(2), p(0)), Err(BoardFull { slots: 2 }));
+        assert_eq!(slots[a].stats.priority(), Some(p(3)));
+        // Idle slots are not work.
+        assert_eq!(summarize(&slots, None).highest_with_work, None);
+        assert_eq!(summarize(&slots, None).live, 2);
+        let busy = QueueStats { priority: p(3).rank(), pending: 1, ..QueueStats::default() };
+        assert!(publish(&mut slots, a, A, &busy));
+        assert!(!publish(&mut slots, a, B, &busy), "only the owner publishes");
+        assert!(!publish(&mut slots, 9, A, &busy));
+        let s = summarize(&slots, None);
+        assert_eq!((s.highest_with_work, s.with_work), (Some(p(3)), 1));
+        assert!(s.has_higher_work(p(2)) && !s.has_higher_work(p(3)));
+        assert_eq!(s.contention(), Contention::external(Some(p(3))));
+        // A process does not see its own entries.
+        assert_eq!(summarize(&slots, Some(A)).highest_with_work, None);
+        assert!(has_higher_work(&slots, p(0), Some(B)));
+        assert!(!has_higher_work(&slots, p(0), Some(A)));
+        // A recycled pid is another owner.
+        assert!(summarize(&slots, Some(Owner { pid: 100, start_time: 6 })).highest_with_work.is_some());
+        assert!(!release(&mut slots, a, B));
+        assert!(release(&mut slots, a, A));
+        assert!(!release(&mut slots, a, A));
+        assert_eq!(slots[a], Slot::default());
+        assert_eq!(claim(&mut slots, A, PartitionId(1), QueueId(2), p(0)), Ok(0), "freed slots are reused");
+        assert_eq!(release_all(&mut slots, A), 1);
+        assert_eq!(release_all(&mut slots, A), 0);
+    }
+
+    #[test]
+    fn cleanup_removes_dead_owners_only() {
+        let mut slots = vec![Slot::default(); 4];
+        for (owner, q) in [(A, 1), (B, 1), (A, 2)] {
+            let i = claim(&mut slots, owner, PartitionId(0), QueueId(q), p(9)).unwrap();
+            publish(&mut slots, i, owner, &QueueStats { priority: p(9).rank(), in_flight: 3, ..Default::default() });
+        }
+        assert!(has_higher_work(&slots, p(0), Some(B)));
+        assert_eq!(cleanup_stale(&mut slots, |o| o != A), 2);
+        assert!(!has_higher_work(&slots, p(0), Some(B)), "a dead process never throttles");
+        assert!(has_higher_work(&slots, p(0), None));
+        assert_eq!(cleanup_stale(&mut slots, |_| true), 0);
+        assert_eq!(slots.iter().filter(|s| s.is_live()).count(), 1);
+    }
+
+    #[test]
+    fn undecodable_priorities_are_ignored() {
+        let mut slots = vec![Slot::default(); 1];
+        claim(&mut slots, A, PartitionId(0), QueueId(1), p(0)).unwrap();
+        publish(&mut slots, 0, A, &QueueStats { priority: i32::MAX, pending: 1, ..Default::default() });
+        let s = summarize(&slots, None);
+        assert_eq!((s.live, s.invalid, s.highest_with_work), (1, 1, None));
+        assert!(!has_higher_work(&slots, Priority::LOWEST, None));
+        assert!(priorities_with_work(&slots, None).is_empty());
+    }
+
+    proptest! {
+        /// The summary agrees with a direct computation, whatever is in the slots.
+        #[test]
+        fn summary_matches_direct_computation(
+            entries in proptest::collection::vec(
+                (0u32..3, 1u32..4, -3i64..3, 0u32..3, 0u32..3, 0u32..2), 0..40),
+            me in 1u32..4,
+            probe in -4i64..4,
+        ) {
+            let slots: Vec<Slot> = entries.iter().map(|&(state, pid, level, pending, in_flight, bad)| Slot {
+                state,
+                pid,
+                stats: QueueStats {
+                    priority: if bad == 1 && level == 0 { 3 } else { p(level).rank() },
+                    pending,
+                    in_flight,
+                    ..Default::default()
+                },
+                ..Default::default()
+            }).collect();
+            let me = Owner { pid: me, start_time: 0 };
+            let s = summarize(&slots, Some(me));
+            let others = slots.iter().filter(|s| s.state == SLOT_LIVE && s.pid != me.pid);
+            let expected = others.clone()
+                .filter(|s| s.stats.pending + s.stats.in_flight > 0)
+                .filter_map(|s| Priority::from_rank(s.stats.priority))
+                .max();
+            prop_assert_eq!(s.highest_with_work, expected);
+            prop_assert_eq!(s.live, others.count());
+            prop_assert_eq!(has_higher_work(&slots, p(probe), Some(me)), expected.is_some_and(|e| e > p(probe)));
+            prop_assert_eq!(priorities_with_work(&slots, Some(me)).into_iter().next_back(), expected);
+            // After every owner but `me` dies, nothing throttles `me`.
+            let mut cleaned = slots.clone();
+            cleanup_stale(&mut cleaned, |o| o == me);
+            prop_assert_eq!(summarize(&cleaned, Some(me)).highest_with_work, None);
+        }
+    }
+}
+
+/// Processes sharing a board: the window holds across process boundaries, and a dead process's
+/// entries stop throttling once cleaned up.
+#[cfg(test)]
+mod cross_process {
+    use super::*;
+    use crate::packet::Packet;
+    use crate::priority::Level;
+    use crate::ring::{CuMask, Partition};
+    use crate::window::WindowSize;
+    use proptest::prelude::*;
+
+    const PROCS: usize = 3;
+    const QUEUES: u64 = 2;
+
+    struct Proc {
+        owner: Owner,
+        part: Partition,
+        slots: Vec<(QueueId, usize)>,
+        alive: bool,
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Push(usize, u64, u8),
+        Schedule(usize),
+        Complete(usize, u64, u8),
+        Kill(usize),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0..PROCS, 0..QUEUES, 1u8..5).prop_map(|(p, q, n)| Op::Push(p, q, n)),
+            4 => (0..PROCS).prop_map(Op::Schedule),
+            3 => (0..PROCS, 0..QUEUES, 1u8..4).prop_map(|(p, q, n)| Op::Complete(p, q, n)),
+            1 => (0..PROCS).prop_map(Op::Kill),
+        ]
+    }
+
+    fn publish_all(board: &mut [Slot], proc: &Proc) {
+        let c = Contention::external(summarize(board, Some(proc.owner)).highest_with_work);
+        for &(q, slot) in &proc.slots {
+            let stats = proc.part.stats(q, 0, &c).unwrap();
+            assert!(publish(board, slot, proc.owner, &stats));
+        }
+    }
+
+    /// Highest priority with work among live processes' queues, from their true state.
+    fn true_highest(procs: &[Proc]) -> Option<Priority> {
+        procs.iter().filter(|p| p.alive).filter_map(|p| p.part.highest_with_work()).max()
+    }
+
+    proptest! {
+        #[test]
+        fn window_holds_across_processes(
+            w in 1u64..4,
+            levels in proptest::collection::vec(-2i64..3, PROCS * QUEUES as usize),
+            ops in proptest::collection::vec(op(), 1..120),
+        ) {
+            let window = WindowSize::new(w).unwrap();
+            let mut board = vec![Slot::default(); 8];
+            let mut procs: Vec<Proc> = (0..PROCS).map(|i| {
+                let owner = Owner { pid: 1000 + i as u32, start_time: 1 };
+                let mut part = Partition::new(PartitionId(0), CuMask::all(80), window);
+                let mut slots = Vec::new();
+                for q in 0..QUEUES {
+                    let prio = Priority::at_level(Level::new(levels[i * QUEUES as usize + q as usize]).unwrap());
+                    part.add_queue(QueueId(q), prio).unwrap();
+                    slots.push((QueueId(q), claim(&mut board, owner, PartitionId(0), QueueId(q), prio).unwrap()));
+                }
+                Proc { owner, part, slots, alive: true }
+            }).collect();
+            let mut seq = 0u64;
+            for op in ops {
+                match op {
+                    Op::Push(p, q, n) if procs[p].alive => {
+                        for _ in 0..n {
+                            seq += 1;
+                            let mut b = [0u8; 64];
+                            b[8..16].copy_from_slice(&seq.to_le_bytes());
+                            procs[p].part.push(QueueId(q), Packet::from_bytes(b)).unwrap();
+                        }
+                        publish_all(&mut board, &procs[p]);
+                    }
+                    Op::Schedule(p) if procs[p].alive => {
+                        let view = summarize(&board, Some(procs[p].owner)).contention();
+                        // The board view plus the local state is the truth about the GPU.
+                        prop_assert_eq!(
+                            view.external_highest.max(procs[p].part.highest_with_work()),
+                            true_highest(&procs)
+                        );
+                        while let Some(f) = procs[p].part.next_forwardable(&view) {
+                            let prio = procs[p].part.priority(f.queue).unwrap();
+                            if true_highest(&procs).is_some_and(|h| h > prio) {
+                                let in_flight = procs[p].part.in_flight(f.queue).unwrap();
+                                prop_assert!(in_flight <= w, "{} in flight under higher work elsewhere", in_flight);
+                            }
+                        }
+                        // Whatever stays pending is held by higher work somewhere.
+                        for q in 0..QUEUES {
+                            let q = QueueId(q);
+                            if procs[p].part.pending(q).unwrap() > 0 {
+                                let prio = procs[p].part.priority(q).unwrap();
+                                prop_assert!(true_highest(&procs).is_some_and(|h| h > prio));
+                            }
+                        }
+                        publish_all(&mut board, &procs[p]);
+                    }
+                    Op::Complete(p, q, n) if procs[p].alive => {
+                        let n = (n as u64).min(procs[p].part.in_flight(QueueId(q)).unwrap());
+                        procs[p].part.complete(QueueId(q), n).unwrap();
+                        publish_all(&mut board, &procs[p]);
+                    }
+                    Op::Kill(p) => {
+                        procs[p].alive = false;
+                        let live: Vec<Owner> = procs.iter().filter(|p| p.alive).map(|p| p.owner).collect();
+                        cleanup_stale(&mut board, |o| live.contains(&o));
+                        prop_assert!(board.iter().all(|s| !s.is_live() || live.contains(&s.owner())));
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}

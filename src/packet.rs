@@ -1,0 +1,376 @@
+//! AQL packets as values: 64 bytes copied out of the application's shadow queue.
+//!
+//! libxhsa never modifies an application's packet: a [`Packet`] has no setters, only accessors
+//! over the bytes it was built from, and it is forwarded byte for byte. The only packets libxhsa
+//! writes itself are built whole by the constructors here (the barrier-AND that tracks completion
+//! with libxhsa's own signal).
+//!
+//! Layout (HSA 1.2 §2.9, little endian): bytes 0..2 are the header —
+//!
+//! | bits  | field                                                        |
+//! |-------|--------------------------------------------------------------|
+//! | 0-7   | type: 0 vendor, 1 invalid, 2 kernel dispatch, 3 barrier-AND, 4 agent dispatch, 5 barrier-OR |
+//! | 8     | barrier: start only when all preceding packets completed      |
+//! | 9-10  | acquire fence scope (0 none, 1 agent, 2 system)               |
+//! | 11-12 | release fence scope                                           |
+//!
+//! The completion signal handle is the `u64` at offset 56 of every architected packet type; a
+//! kernel dispatch's `kernel_object` is the `u64` at offset 32. A barrier packet has up to five
+//! dependency signals at offsets 8..48.
+#![forbid(unsafe_code)]
+
+use std::fmt;
+
+/// Size of one AQL packet in bytes.
+pub const PACKET_SIZE: usize = 64;
+
+/// Byte offset of the completion signal handle.
+pub const COMPLETION_SIGNAL_OFFSET: usize = 56;
+/// Byte offset of a kernel dispatch's `kernel_object`.
+pub const KERNEL_OBJECT_OFFSET: usize = 32;
+/// Byte offset of a barrier packet's first dependency signal.
+pub const DEP_SIGNAL_OFFSET: usize = 8;
+/// Number of dependency signals a barrier packet carries.
+pub const DEP_SIGNALS: usize = 5;
+
+const HEADER_BARRIER_BIT: u16 = 1 << 8;
+const ACQUIRE_SHIFT: u16 = 9;
+const RELEASE_SHIFT: u16 = 11;
+
+/// The packet type in header bits 0-7.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum PacketType {
+    /// `HSA_PACKET_TYPE_VENDOR_SPECIFIC` (0), e.g. AMD's PM4 indirect buffer packets.
+    VendorSpecific,
+    /// `HSA_PACKET_TYPE_INVALID` (1): the slot is not yet (or no longer) a packet.
+    Invalid,
+    /// `HSA_PACKET_TYPE_KERNEL_DISPATCH` (2).
+    KernelDispatch,
+    /// `HSA_PACKET_TYPE_BARRIER_AND` (3).
+    BarrierAnd,
+    /// `HSA_PACKET_TYPE_AGENT_DISPATCH` (4).
+    AgentDispatch,
+    /// `HSA_PACKET_TYPE_BARRIER_OR` (5).
+    BarrierOr,
+    /// Any other value; forwarded untouched (the packet processor decides what it means).
+    Other(u8),
+}
+
+impl PacketType {
+    /// Decodes header bits 0-7.
+    pub fn from_raw(raw: u8) -> PacketType {
+        match raw {
+            0 => PacketType::VendorSpecific,
+            1 => PacketType::Invalid,
+            2 => PacketType::KernelDispatch,
+            3 => PacketType::BarrierAnd,
+            4 => PacketType::AgentDispatch,
+            5 => PacketType::BarrierOr,
+            other => PacketType::Other(other),
+        }
+    }
+
+    /// The raw header bits 0-7.
+    pub fn to_raw(self) -> u8 {
+        match self {
+            PacketType::VendorSpecific => 0,
+            PacketType::Invalid => 1,
+            PacketType::KernelDispatch => 2,
+            PacketType::BarrierAnd => 3,
+            PacketType::AgentDispatch => 4,
+            PacketType::BarrierOr => 5,
+            PacketType::Other(raw) => raw,
+        }
+    }
+}
+
+/// A memory fence scope (header bits 9-10 and 11-12).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum FenceScope {
+    /// `HSA_FENCE_SCOPE_NONE` (0).
+    None,
+    /// `HSA_FENCE_SCOPE_AGENT` (1).
+    Agent,
+    /// `HSA_FENCE_SCOPE_SYSTEM` (2).
+    System,
+    /// The reserved encoding 3.
+    Reserved,
+}
+
+impl FenceScope {
+    /// Decodes a two-bit field.
+    pub fn from_bits(bits: u16) -> FenceScope {
+        match bits & 0b11 {
+            0 => FenceScope::None,
+            1 => FenceScope::Agent,
+            2 => FenceScope::System,
+            _ => FenceScope::Reserved,
+        }
+    }
+
+    /// The two-bit encoding.
+    pub fn to_bits(self) -> u16 {
+        match self {
+            FenceScope::None => 0,
+            FenceScope::Agent => 1,
+            FenceScope::System => 2,
+            FenceScope::Reserved => 3,
+        }
+    }
+}
+
+/// One 64-byte AQL packet, by value.
+#[derive(Copy, Clone, PartialEq, Eq, Hash)]
+#[repr(C, align(64))]
+pub struct Packet {
+    bytes: [u8; PACKET_SIZE],
+}
+
+impl Packet {
+    /// The packet made of these bytes (as copied from a queue slot).
+    pub const fn from_bytes(bytes: [u8; PACKET_SIZE]) -> Packet {
+        Packet { bytes }
+    }
+
+    /// The packet's bytes, exactly as they were received.
+    pub fn as_bytes(&self) -> &[u8; PACKET_SIZE] {
+        &self.bytes
+    }
+
+    /// The packet's bytes by value (the edge writes bytes 2..64 first and the header word last,
+    /// with release ordering, as the AQL protocol requires).
+    pub fn to_bytes(self) -> [u8; PACKET_SIZE] {
+        self.bytes
+    }
+
+    fn u16_at(&self, offset: usize) -> u16 {
+        u16::from_le_bytes([self.bytes[offset], self.bytes[offset + 1]])
+    }
+
+    fn u64_at(&self, offset: usize) -> u64 {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&self.bytes[offset..offset + 8]);
+        u64::from_le_bytes(word)
+    }
+
+    /// The 16-bit header.
+    pub fn header(&self) -> u16 {
+        self.u16_at(0)
+    }
+
+    /// Header bits 0-7.
+    pub fn packet_type(&self) -> PacketType {
+        PacketType::from_raw(self.header() as u8)
+    }
+
+    /// Header bit 8.
+    pub fn barrier(&self) -> bool {
+        self.header() & HEADER_BARRIER_BIT != 0
+    }
+
+    /// Header bits 9-10.
+    pub fn acquire_fence_scope(&self) -> FenceScope {
+        FenceScope::from_bits(self.header() >> ACQUIRE_SHIFT)
+    }
+
+    /// Header bits 11-12.
+    pub fn release_fence_scope(&self) -> FenceScope {
+        FenceScope::from_bits(self.header() >> RELEASE_SHIFT)
+    }
+
+    /// The completion signal handle (offset 56); 0 means none.
+    pub fn completion_signal(&self) -> u64 {
+        self.u64_at(COMPLETION_SIGNAL_OFFSET)
+    }
+
+    /// The `kernel_object` (offset 32) of a kernel dispatch; `None` for other types.
+    pub fn kernel_object(&self) -> Option<u64> {
+        (self.packet_type() == PacketType::KernelDispatch).then(|| self.u64_at(KERNEL_OBJECT_OFFSET))
+    }
+
+    /// The dependency signals (offsets 8..48) of a barrier-AND or barrier-OR packet; `None` for
+    /// other types. Zero handles are "no dependency".
+    pub fn dep_signals(&self) -> Option<[u64; DEP_SIGNALS]> {
+        match self.packet_type() {
+            PacketType::BarrierAnd | PacketType::BarrierOr => {
+                let mut deps = [0u64; DEP_SIGNALS];
+                for (i, dep) in deps.iter_mut().enumerate() {
+                    *dep = self.u64_at(DEP_SIGNAL_OFFSET + 8 * i);
+                }
+                Some(deps)
+            }
+            _ => None,
+        }
+    }
+
+    /// Builds a header word.
+    pub fn make_header(ty: PacketType, barrier: bool, acquire: FenceScope, release: FenceScope) -> u16 {
+        ty.to_raw() as u16
+            | if barrier { HEADER_BARRIER_BIT } else { 0 }
+            | acquire.to_bits() << ACQUIRE_SHIFT
+            | release.to_bits() << RELEASE_SHIFT
+    }
+
+    /// A barrier-AND packet of libxhsa's own: waits for `deps` (zero = none), then decrements
+    /// `completion_signal`. All other fields are zero.
+    pub fn barrier_and(
+        deps: [u64; DEP_SIGNALS],
+        completion_signal: u64,
+        barrier: bool,
+        acquire: FenceScope,
+        release: FenceScope,
+    ) -> Packet {
+        let mut bytes = [0u8; PACKET_SIZE];
+        let header = Packet::make_header(PacketType::BarrierAnd, barrier, acquire, release);
+        bytes[0..2].copy_from_slice(&header.to_le_bytes());
+        for (i, dep) in deps.iter().enumerate() {
+            let at = DEP_SIGNAL_OFFSET + 8 * i;
+            bytes[at..at + 8].copy_from_slice(&dep.to_le_bytes());
+        }
+        bytes[COMPLETION_SIGNAL_OFFSET..].copy_from_slice(&completion_signal.to_le_bytes());
+        Packet { bytes }
+    }
+
+    /// The completion-tracking packet libxhsa forwards after the application's packets: a
+    /// barrier-AND with the barrier bit set (it starts only once every preceding packet of the
+    /// hardware queue has completed, so its signal firing means they all did), no dependencies, no
+    /// fences of its own (the application's packets carry theirs; libxhsa reads nothing the GPU
+    /// wrote), completing `signal`, libxhsa's signal.
+    pub fn tracking_barrier(signal: u64) -> Packet {
+        Packet::barrier_and([0; DEP_SIGNALS], signal, true, FenceScope::None, FenceScope::None)
+    }
+
+    /// An `HSA_PACKET_TYPE_INVALID` packet (what an empty queue slot holds).
+    pub fn invalid() -> Packet {
+        let mut bytes = [0u8; PACKET_SIZE];
+        bytes[0] = PacketType::Invalid.to_raw();
+        Packet { bytes }
+    }
+}
+
+impl fmt::Debug for Packet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = f.debug_struct("Packet");
+        s.field("type", &self.packet_type())
+            .field("barrier", &self.barrier())
+            .field("acquire", &self.acquire_fence_scope())
+            .field("release", &self.release_fence_scope())
+            .field("completion_signal", &format_args!("{:#x}", self.completion_signal()));
+        if let Some(ko) = self.kernel_object() {
+            s.field("kernel_object", &format_args!("{ko:#x}"));
+        }
+        s.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A kernel dispatch as HIP writes it: type 2, barrier 0, acquire system, release system,
+    /// setup dims 1 at bits 16..18.
+    fn dispatch() -> Packet {
+        let mut b = [0u8; PACKET_SIZE];
+        let header = Packet::make_header(PacketType::KernelDispatch, false, FenceScope::System, FenceScope::System);
+        assert_eq!(header, 0x1402);
+        b[0..2].copy_from_slice(&header.to_le_bytes());
+        b[2..4].copy_from_slice(&1u16.to_le_bytes()); // setup: 1 dimension
+        b[32..40].copy_from_slice(&0x7f00_dead_beef_u64.to_le_bytes());
+        b[56..64].copy_from_slice(&0x1234_5678_u64.to_le_bytes());
+        Packet::from_bytes(b)
+    }
+
+    #[test]
+    fn layout_is_64_bytes_aligned() {
+        assert_eq!(std::mem::size_of::<Packet>(), 64);
+        assert_eq!(std::mem::align_of::<Packet>(), 64);
+    }
+
+    #[test]
+    fn dispatch_accessors() {
+        let p = dispatch();
+        assert_eq!(p.packet_type(), PacketType::KernelDispatch);
+        assert!(!p.barrier());
+        assert_eq!(p.acquire_fence_scope(), FenceScope::System);
+        assert_eq!(p.release_fence_scope(), FenceScope::System);
+        assert_eq!(p.kernel_object(), Some(0x7f00_dead_beef));
+        assert_eq!(p.completion_signal(), 0x1234_5678);
+        assert_eq!(p.dep_signals(), None);
+        assert!(format!("{p:?}").contains("kernel_object: 0x7f00deadbeef"));
+    }
+
+    #[test]
+    fn kernel_object_only_for_dispatch() {
+        let p = Packet::tracking_barrier(5);
+        assert_eq!(p.kernel_object(), None);
+        assert_eq!(Packet::invalid().packet_type(), PacketType::Invalid);
+        assert_eq!(Packet::invalid().completion_signal(), 0);
+    }
+
+    #[test]
+    fn tracking_barrier_is_a_plain_barrier_and() {
+        let p = Packet::tracking_barrier(0xabc0_0000_0042);
+        assert_eq!(p.header(), 3 | 1 << 8);
+        assert_eq!(p.packet_type(), PacketType::BarrierAnd);
+        assert!(p.barrier());
+        assert_eq!(p.acquire_fence_scope(), FenceScope::None);
+        assert_eq!(p.release_fence_scope(), FenceScope::None);
+        assert_eq!(p.dep_signals(), Some([0; 5]));
+        assert_eq!(p.completion_signal(), 0xabc0_0000_0042);
+        // Everything but the header and the signal is zero.
+        assert!(p.as_bytes()[2..56].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn barrier_and_with_deps_and_fences() {
+        let p = Packet::barrier_and([1, 2, 0, 0, 5], 9, false, FenceScope::Agent, FenceScope::System);
+        assert_eq!(p.header(), 3 | 1 << 9 | 2 << 11);
+        assert!(!p.barrier());
+        assert_eq!(p.acquire_fence_scope(), FenceScope::Agent);
+        assert_eq!(p.release_fence_scope(), FenceScope::System);
+        assert_eq!(p.dep_signals(), Some([1, 2, 0, 0, 5]));
+        assert_eq!(p.completion_signal(), 9);
+    }
+
+    #[test]
+    fn packet_types_round_trip() {
+        for raw in 0..=255u8 {
+            assert_eq!(PacketType::from_raw(raw).to_raw(), raw);
+        }
+        assert_eq!(PacketType::from_raw(5), PacketType::BarrierOr);
+        assert_eq!(PacketType::from_raw(4), PacketType::AgentDispatch);
+        assert_eq!(PacketType::from_raw(0), PacketType::VendorSpecific);
+        assert_eq!(PacketType::from_raw(0x80), PacketType::Other(0x80));
+        for bits in 0..4 {
+            assert_eq!(FenceScope::from_bits(bits).to_bits(), bits);
+        }
+    }
+
+    proptest! {
+        /// Reading never changes a packet: the bytes out are the bytes in, and the accessors read
+        /// the documented offsets.
+        #[test]
+        fn accessors_read_documented_bits(bytes in proptest::array::uniform32(any::<u8>()),
+                                          tail in proptest::array::uniform32(any::<u8>())) {
+            let mut b = [0u8; 64];
+            b[..32].copy_from_slice(&bytes);
+            b[32..].copy_from_slice(&tail);
+            let p = Packet::from_bytes(b);
+            prop_assert_eq!(p.as_bytes(), &b);
+            prop_assert_eq!(p.to_bytes(), b);
+            let header = u16::from_le_bytes([b[0], b[1]]);
+            prop_assert_eq!(p.header(), header);
+            prop_assert_eq!(p.packet_type().to_raw(), b[0]);
+            prop_assert_eq!(p.barrier(), header & 0x100 != 0);
+            prop_assert_eq!(p.acquire_fence_scope().to_bits(), (header >> 9) & 3);
+            prop_assert_eq!(p.release_fence_scope().to_bits(), (header >> 11) & 3);
+            prop_assert_eq!(p.completion_signal(), u64::from_le_bytes(b[56..64].try_into().unwrap()));
+            if b[0] == 2 {
+                prop_assert_eq!(p.kernel_object(), Some(u64::from_le_bytes(b[32..40].try_into().unwrap())));
+            } else {
+                prop_assert_eq!(p.kernel_object(), None);
+            }
+        }
+    }
+}

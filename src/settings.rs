@@ -1,0 +1,1012 @@
+//! Settings: the environment, the config file, and which priority a queue gets.
+//!
+//! Nothing here panics or exits: every malformed value becomes a [`SettingError`] that names the
+//! variable (or file and key), the value, the accepted forms and what is used instead; the edge
+//! logs each once. A malformed value is ignored — the setting falls back as if it were not set
+//! (to the next source in the precedence below, finally the built-in default). A variable set to
+//! the empty string (or only whitespace) counts as not set.
+//!
+//! # Environment
+//!
+//! | variable | alias | accepted | default |
+//! |---|---|---|---|
+//! | `XHSA_PRIORITY` | `XSCHED_AUTO_XQUEUE_PRIORITY` | integer `-256..=255`, higher is more urgent (XSched's range and meaning, see [`crate::priority`]) | config, else 0 |
+//! | `XHSA_WINDOW` | | integer `1..=1024`: W of the level-1 window ([`crate::window`]) | config, else 2 |
+//! | `XHSA_DISABLE` | | `0`/`1`/`true`/`false`/`yes`/`no` (any case): `1` makes libxhsa a pure passthrough and skips the config file | `0` |
+//! | `XHSA_PASSTHROUGH_LIBS` | `XSCHED_PASSTHROUGH_LIBS` | comma-separated library names ([`crate::whitelist`]), e.g. `libhipblas.so,librocblas.so.4` | none |
+//! | `XHSA_CONFIG` | | path of a TOML config file (below); no file is read unless it is set | none |
+//! | `XHSA_LOG` | | passed as is to `tracing`'s `EnvFilter` | none |
+//!
+//! When a variable and its alias are both set, the `XHSA_` one is used (and the alias reported
+//! if it differs). The passthrough list is the union of the environment's and the config file's.
+//!
+//! # Config file (`XHSA_CONFIG`)
+//!
+//! ```toml
+//! priority = 0                      # default level of every process, -256..=255
+//! window = 2                        # W, 1..=1024
+//! passthrough_libs = ["libhipblas.so", "librocblas.so.4"]   # or one comma-separated string
+//!
+//! [[process]]                       # per-process-name rule; the first match wins
+//! name = "inference-server"         # the executable's file name or the process name (comm);
+//! priority = 10                     #   a name containing '/' is compared with the full exe path
+//!
+//! [[library]]                       # per-library rule, for queues a library creates; first match wins
+//! name = "librccl.so"               # matched like the passthrough list (file name, versions tolerated)
+//! priority = 20
+//! ```
+//!
+//! Top-level keys: `priority`, `window`, `passthrough_libs`, `process`, `library`; rule keys:
+//! `name`, `priority`. An unknown key is reported with the accepted ones and ignored; a rule
+//! without a valid `name` and `priority` is reported and skipped; a file that is not TOML is
+//! reported and ignored as a whole.
+//!
+//! # Priority precedence
+//!
+//! A queue's [`Priority`] is a level and a stream priority ([`crate::priority`]). The level comes
+//! from the first of:
+//!
+//! 1. `XHSA_PRIORITY` (or its alias): whoever launched this process stated its priority outright;
+//! 2. the first `[[library]]` rule matching the library that created the queue (the most specific
+//!    rule of the site-wide file);
+//! 3. the first `[[process]]` rule matching the process;
+//! 4. the config file's top-level `priority`;
+//! 5. 0, XSched's default.
+//!
+//! The stream priority is what the application set with `hsa_amd_queue_set_priority` (HIP's
+//! stream priorities; `NORMAL` until set). It orders the queues *within* their level and can never
+//! lift a queue above another process's higher level: the operator keeps the order between
+//! processes, and HIP stream priorities keep their meaning inside one.
+#![forbid(unsafe_code)]
+
+use crate::priority::{Level, Priority, StreamPriority};
+use crate::whitelist::{name_matches, Whitelist};
+use crate::window::WindowSize;
+use std::ffi::OsString;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// `XHSA_PRIORITY`.
+pub const ENV_PRIORITY: &str = "XHSA_PRIORITY";
+/// XSched's name for the priority, accepted as an alias.
+pub const ENV_PRIORITY_ALIAS: &str = "XSCHED_AUTO_XQUEUE_PRIORITY";
+/// `XHSA_WINDOW`.
+pub const ENV_WINDOW: &str = "XHSA_WINDOW";
+/// `XHSA_DISABLE`.
+pub const ENV_DISABLE: &str = "XHSA_DISABLE";
+/// `XHSA_PASSTHROUGH_LIBS`.
+pub const ENV_PASSTHROUGH_LIBS: &str = "XHSA_PASSTHROUGH_LIBS";
+/// XSched's name for the passthrough list, accepted as an alias.
+pub const ENV_PASSTHROUGH_LIBS_ALIAS: &str = "XSCHED_PASSTHROUGH_LIBS";
+/// `XHSA_CONFIG`.
+pub const ENV_CONFIG: &str = "XHSA_CONFIG";
+/// `XHSA_LOG`.
+pub const ENV_LOG: &str = "XHSA_LOG";
+
+const ACCEPTED_PRIORITY: &str = "an integer in -256..=255 (higher is more urgent)";
+const ACCEPTED_WINDOW: &str = "an integer in 1..=1024";
+const ACCEPTED_BOOL: &str = "one of 0, 1, true, false, yes, no";
+const CONFIG_KEYS: &[&str] = &["priority", "window", "passthrough_libs", "process", "library"];
+const RULE_KEYS: &[&str] = &["name", "priority"];
+
+/// A setting that could not be used as given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SettingError {
+    /// Where: a variable (`XHSA_WINDOW`) or a config file and key (`/etc/xhsa.toml: window`).
+    pub setting: String,
+    /// The value found, as text; `None` when the problem is not one value (unreadable file).
+    pub value: Option<String>,
+    /// What is wrong, with the accepted forms.
+    pub problem: String,
+    /// What is used instead.
+    pub fallback: String,
+}
+
+impl SettingError {
+    fn new(
+        setting: impl Into<String>,
+        value: Option<String>,
+        problem: impl Into<String>,
+        fallback: impl Into<String>,
+    ) -> SettingError {
+        SettingError { setting: setting.into(), value, problem: problem.into(), fallback: fallback.into() }
+    }
+}
+
+impl fmt::Display for SettingError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.value {
+            Some(value) => write!(f, "{}={:?}: {}; {}", self.setting, value, self.problem, self.fallback),
+            None => write!(f, "{}: {}; {}", self.setting, self.problem, self.fallback),
+        }
+    }
+}
+
+impl std::error::Error for SettingError {}
+
+fn parse_level(text: &str) -> Option<Level> {
+    text.trim().parse::<i64>().ok().and_then(Level::new)
+}
+
+fn parse_window(text: &str) -> Option<WindowSize> {
+    text.trim().parse::<u64>().ok().and_then(WindowSize::new)
+}
+
+/// Parses a boolean flag: `0`/`1`/`true`/`false`/`yes`/`no`, any case, surrounding whitespace
+/// ignored.
+pub fn parse_bool(text: &str) -> Option<bool> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" => Some(true),
+        "0" | "false" | "no" => Some(false),
+        _ => None,
+    }
+}
+
+/// What the environment says; unset or malformed values are `None`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EnvSettings {
+    /// `XHSA_PRIORITY` / `XSCHED_AUTO_XQUEUE_PRIORITY`.
+    pub priority: Option<Level>,
+    /// `XHSA_WINDOW`.
+    pub window: Option<WindowSize>,
+    /// `XHSA_DISABLE`.
+    pub disable: bool,
+    /// `XHSA_PASSTHROUGH_LIBS` / `XSCHED_PASSTHROUGH_LIBS`.
+    pub passthrough_libs: Whitelist,
+    /// `XHSA_CONFIG`.
+    pub config_path: Option<PathBuf>,
+    /// `XHSA_LOG`.
+    pub log: Option<String>,
+}
+
+/// Reads one variable as text: `None` if unset or empty; an error if not UTF-8.
+fn text_var(
+    lookup: &impl Fn(&str) -> Option<OsString>,
+    name: &str,
+    errors: &mut Vec<SettingError>,
+    fallback: &str,
+) -> Option<String> {
+    let raw = lookup(name)?;
+    match raw.into_string() {
+        Ok(s) if s.trim().is_empty() => None,
+        Ok(s) => Some(s),
+        Err(raw) => {
+            errors.push(SettingError::new(name, Some(raw.to_string_lossy().into_owned()), "not valid UTF-8", fallback));
+            None
+        }
+    }
+}
+
+/// A variable with an alias: the primary wins when set; a differing alias is reported. Returns
+/// the name the value came from, and the value.
+fn aliased_var<'n>(
+    lookup: &impl Fn(&str) -> Option<OsString>,
+    primary: &'n str,
+    alias: &'n str,
+    errors: &mut Vec<SettingError>,
+    fallback: &str,
+) -> Option<(&'n str, String)> {
+    let p = text_var(lookup, primary, errors, fallback);
+    let a = text_var(lookup, alias, errors, fallback);
+    match (p, a) {
+        (Some(p), Some(a)) => {
+            if p.trim() != a.trim() {
+                errors.push(SettingError::new(
+                    alias,
+                    Some(a),
+                    format!("ignored: {primary} is also set and takes precedence"),
+                    format!("using {primary}={p:?}"),
+                ));
+            }
+            Some((primary, p))
+        }
+        (Some(p), None) => Some((primary, p)),
+        (None, Some(a)) => Some((alias, a)),
+        (None, None) => None,
+    }
+}
+
+impl EnvSettings {
+    /// Reads the environment through `lookup` (a variable's value, `None` if unset).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<OsString>) -> (EnvSettings, Vec<SettingError>) {
+        let mut errors = Vec::new();
+        let mut env = EnvSettings::default();
+
+        let fallback = "using the config file's priority, else 0";
+        if let Some((name, text)) = aliased_var(&lookup, ENV_PRIORITY, ENV_PRIORITY_ALIAS, &mut errors, fallback) {
+            env.priority = parse_level(&text);
+            if env.priority.is_none() {
+                errors.push(SettingError::new(name, Some(text), format!("expected {ACCEPTED_PRIORITY}"), fallback));
+            }
+        }
+
+        let fallback = "using the config file's window, else 2";
+        if let Some(text) = text_var(&lookup, ENV_WINDOW, &mut errors, fallback) {
+            env.window = parse_window(&text);
+            if env.window.is_none() {
+                errors.push(SettingError::new(ENV_WINDOW, Some(text), format!("expected {ACCEPTED_WINDOW}"), fallback));
+            }
+        }
+
+        let fallback = "scheduling stays enabled";
+        if let Some(text) = text_var(&lookup, ENV_DISABLE, &mut errors, fallback) {
+            match parse_bool(&text) {
+                Some(disable) => env.disable = disable,
+                None => errors.push(SettingError::new(
+                    ENV_DISABLE,
+                    Some(text),
+                    format!("expected {ACCEPTED_BOOL}"),
+                    fallback,
+                )),
+            }
+        }
+
+        let fallback = "using the config file's list only";
+        if let Some((_, text)) =
+            aliased_var(&lookup, ENV_PASSTHROUGH_LIBS, ENV_PASSTHROUGH_LIBS_ALIAS, &mut errors, fallback)
+        {
+            env.passthrough_libs = Whitelist::parse(&text);
+        }
+
+        // A path need not be UTF-8.
+        env.config_path = lookup(ENV_CONFIG).filter(|p| !p.to_string_lossy().trim().is_empty()).map(PathBuf::from);
+        env.log = text_var(&lookup, ENV_LOG, &mut errors, "using the default log filter");
+        (env, errors)
+    }
+
+    /// Reads the process environment.
+    pub fn from_process_env() -> (EnvSettings, Vec<SettingError>) {
+        EnvSettings::from_lookup(|name| std::env::var_os(name))
+    }
+}
+
+/// A `[[process]]` or `[[library]]` rule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rule {
+    /// The process or library name.
+    pub name: String,
+    /// The level it gives.
+    pub priority: Level,
+}
+
+/// What the config file says; absent or malformed values are `None` / empty.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Config {
+    /// Top-level `priority`.
+    pub priority: Option<Level>,
+    /// Top-level `window`.
+    pub window: Option<WindowSize>,
+    /// `passthrough_libs`.
+    pub passthrough_libs: Whitelist,
+    /// `[[process]]` rules, in file order.
+    pub process_rules: Vec<Rule>,
+    /// `[[library]]` rules, in file order.
+    pub library_rules: Vec<Rule>,
+}
+
+fn accepted(keys: &[&str]) -> String {
+    keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+}
+
+fn value_text(value: &toml::Value) -> String {
+    value.to_string()
+}
+
+impl Config {
+    /// Parses config text; `origin` (usually the path) prefixes the error locations.
+    pub fn parse(text: &str, origin: &str) -> (Config, Vec<SettingError>) {
+        let mut errors = Vec::new();
+        let mut config = Config::default();
+        let table = match text.parse::<toml::Table>() {
+            Ok(table) => table,
+            Err(e) => {
+                let problem = format!("not a valid TOML file: {}", e.to_string().trim_end());
+                errors.push(SettingError::new(origin, None, problem, "ignoring the whole file"));
+                return (config, errors);
+            }
+        };
+        let at = |key: &str| format!("{origin}: {key}");
+        for (key, value) in &table {
+            match key.as_str() {
+                "priority" => {
+                    config.priority = value.as_integer().and_then(Level::new);
+                    if config.priority.is_none() {
+                        errors.push(SettingError::new(
+                            at(key),
+                            Some(value_text(value)),
+                            format!("expected {ACCEPTED_PRIORITY}"),
+                            "using XHSA_PRIORITY or a matching rule if any, else 0",
+                        ));
+                    }
+                }
+                "window" => {
+                    config.window = value.as_integer().and_then(|n| u64::try_from(n).ok()).and_then(WindowSize::new);
+                    if config.window.is_none() {
+                        errors.push(SettingError::new(
+                            at(key),
+                            Some(value_text(value)),
+                            format!("expected {ACCEPTED_WINDOW}"),
+                            "using XHSA_WINDOW if set, else 2",
+                        ));
+                    }
+                }
+                "passthrough_libs" => match value {
+                    toml::Value::String(s) => config.passthrough_libs = Whitelist::parse(s),
+                    toml::Value::Array(items) => {
+                        for (i, item) in items.iter().enumerate() {
+                            match item.as_str() {
+                                Some(s) => config.passthrough_libs.extend(s.split(',')),
+                                None => errors.push(SettingError::new(
+                                    format!("{origin}: passthrough_libs[{i}]"),
+                                    Some(value_text(item)),
+                                    "expected a library name (string)",
+                                    "skipping this entry",
+                                )),
+                            }
+                        }
+                    }
+                    other => errors.push(SettingError::new(
+                        at(key),
+                        Some(value_text(other)),
+                        "expected an array of library names or one comma-separated string",
+                        "using no passthrough libraries from the file",
+                    )),
+                },
+                "process" | "library" => {
+                    let rules = parse_rules(key, value, origin, &mut errors);
+                    if key == "process" {
+                        config.process_rules = rules;
+                    } else {
+                        config.library_rules = rules;
+                    }
+                }
+                other => errors.push(SettingError::new(
+                    at(other),
+                    Some(value_text(value)),
+                    format!("unknown key `{other}`; accepted keys: {}", accepted(CONFIG_KEYS)),
+                    "ignoring it",
+                )),
+            }
+        }
+        (config, errors)
+    }
+
+    /// Reads and parses a config file through `read` (so tests need no files).
+    pub fn load(path: &Path, read: impl Fn(&Path) -> std::io::Result<String>) -> (Config, Vec<SettingError>) {
+        let origin = path.display().to_string();
+        match read(path) {
+            Ok(text) => Config::parse(&text, &origin),
+            Err(e) => (
+                Config::default(),
+                vec![SettingError::new(
+                    format!("{ENV_CONFIG}={origin}"),
+                    None,
+                    format!("cannot read the config file: {e}"),
+                    "running without a config file",
+                )],
+            ),
+        }
+    }
+}
+
+fn parse_rules(kind: &str, value: &toml::Value, origin: &str, errors: &mut Vec<SettingError>) -> Vec<Rule> {
+    let Some(items) = value.as_array() else {
+        errors.push(SettingError::new(
+            format!("{origin}: {kind}"),
+            Some(value_text(value)),
+            format!("expected an array of tables ([[{kind}]] sections with `name` and `priority`)"),
+            format!("no {kind} rules"),
+        ));
+        return Vec::new();
+    };
+    let mut rules = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let at = |key: &str| format!("{origin}: {kind}[{i}]{key}");
+        let Some(table) = item.as_table() else {
+            errors.push(SettingError::new(
+                at(""),
+                Some(value_text(item)),
+                "expected a table with `name` and `priority`",
+                "skipping this rule",
+            ));
+            continue;
+        };
+        let mut name = None;
+        let mut priority = None;
+        let mut valid = true;
+        for (key, v) in table {
+            match key.as_str() {
+                "name" => match v.as_str().map(str::trim).filter(|s| !s.is_empty()) {
+                    Some(s) => name = Some(s.to_string()),
+                    None => {
+                        valid = false;
+                        errors.push(SettingError::new(
+                            at(".name"),
+                            Some(value_text(v)),
+                            format!("expected a non-empty {kind} name (string)"),
+                            "skipping this rule",
+                        ));
+                    }
+                },
+                "priority" => match v.as_integer().and_then(Level::new) {
+                    Some(level) => priority = Some(level),
+                    None => {
+                        valid = false;
+                        errors.push(SettingError::new(
+                            at(".priority"),
+                            Some(value_text(v)),
+                            format!("expected {ACCEPTED_PRIORITY}"),
+                            "skipping this rule",
+                        ));
+                    }
+                },
+                other => errors.push(SettingError::new(
+                    at(&format!(".{other}")),
+                    Some(value_text(v)),
+                    format!("unknown key `{other}`; accepted keys: {}", accepted(RULE_KEYS)),
+                    "ignoring it",
+                )),
+            }
+        }
+        match (name, priority) {
+            (Some(name), Some(priority)) => rules.push(Rule { name, priority }),
+            _ if !valid => {}
+            (name, _) => errors.push(SettingError::new(
+                at(""),
+                None,
+                format!("missing `{}`", if name.is_none() { "name" } else { "priority" }),
+                "skipping this rule",
+            )),
+        }
+    }
+    rules
+}
+
+/// How a process is named, for `[[process]]` rules.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProcessIdentity {
+    /// Full path of the executable (`/proc/self/exe`).
+    pub exe: Option<String>,
+    /// The process name (`/proc/self/comm`; the kernel truncates it to 15 bytes).
+    pub comm: Option<String>,
+}
+
+/// Longest process name the kernel keeps (`TASK_COMM_LEN - 1`).
+const COMM_MAX: usize = 15;
+
+impl ProcessIdentity {
+    /// Whether a `[[process]]` rule's `name` designates this process: a name with a `/` is
+    /// compared with the executable's path; otherwise with its file name, and with the process
+    /// name (a 15-byte process name matches a longer rule name it is the start of).
+    pub fn matches(&self, name: &str) -> bool {
+        if name.contains('/') {
+            return self.exe.as_deref() == Some(name);
+        }
+        let exe_name = self.exe.as_deref().and_then(|e| e.rsplit('/').next());
+        if exe_name == Some(name) {
+            return true;
+        }
+        match self.comm.as_deref() {
+            Some(comm) if comm == name => true,
+            Some(comm) => {
+                comm.len() == COMM_MAX && name.len() > COMM_MAX && name.as_bytes().starts_with(comm.as_bytes())
+            }
+            None => false,
+        }
+    }
+}
+
+/// Where a queue's level came from (for the log).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PrioritySource {
+    /// `XHSA_PRIORITY` or its alias.
+    Environment,
+    /// The `[[library]]` rule for this library name.
+    LibraryRule(String),
+    /// The `[[process]]` rule for this process name.
+    ProcessRule(String),
+    /// The config file's top-level `priority`.
+    ConfigDefault,
+    /// Nothing set: 0.
+    BuiltinDefault,
+}
+
+/// Everything the priority of one queue depends on.
+#[derive(Clone, Copy, Debug)]
+pub struct PriorityInputs<'a> {
+    /// What the application set with `hsa_amd_queue_set_priority` (`Normal` until set).
+    pub stream: StreamPriority,
+    /// `XHSA_PRIORITY` (or its alias), if validly set.
+    pub env: Option<Level>,
+    /// The config file.
+    pub config: &'a Config,
+    /// The process.
+    pub process: &'a ProcessIdentity,
+    /// Path or code object URI of the library that created the queue, if known.
+    pub library: Option<&'a str>,
+}
+
+/// The level of a queue and where it came from; see the module doc for the precedence.
+pub fn resolve_level(inputs: &PriorityInputs<'_>) -> (Level, PrioritySource) {
+    if let Some(level) = inputs.env {
+        return (level, PrioritySource::Environment);
+    }
+    if let Some(library) = inputs.library.and_then(crate::whitelist::library_file_name) {
+        if let Some(rule) = inputs.config.library_rules.iter().find(|r| name_matches(&r.name, &library)) {
+            return (rule.priority, PrioritySource::LibraryRule(rule.name.clone()));
+        }
+    }
+    if let Some(rule) = inputs.config.process_rules.iter().find(|r| inputs.process.matches(&r.name)) {
+        return (rule.priority, PrioritySource::ProcessRule(rule.name.clone()));
+    }
+    if let Some(level) = inputs.config.priority {
+        return (level, PrioritySource::ConfigDefault);
+    }
+    (Level::DEFAULT, PrioritySource::BuiltinDefault)
+}
+
+/// The effective priority of a queue: [`resolve_level`]'s level with the application's stream
+/// priority.
+pub fn effective_priority(inputs: &PriorityInputs<'_>) -> Priority {
+    Priority::new(resolve_level(inputs).0, inputs.stream)
+}
+
+/// The settings of a process: environment and config file combined.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// `XHSA_DISABLE`: pure passthrough.
+    pub disable: bool,
+    /// W: `XHSA_WINDOW`, else the config's `window`, else 2.
+    pub window: WindowSize,
+    /// The environment's and the config file's passthrough libraries.
+    pub passthrough: Whitelist,
+    /// `XHSA_PRIORITY` (or its alias).
+    pub env_priority: Option<Level>,
+    /// The config file (empty without one).
+    pub config: Config,
+    /// `XHSA_CONFIG`.
+    pub config_path: Option<PathBuf>,
+    /// `XHSA_LOG`.
+    pub log: Option<String>,
+}
+
+impl Settings {
+    /// Combines what the environment and the config file say.
+    pub fn combine(env: EnvSettings, config: Config) -> Settings {
+        let mut passthrough = env.passthrough_libs;
+        passthrough.extend(config.passthrough_libs.entries());
+        Settings {
+            disable: env.disable,
+            window: env.window.or(config.window).unwrap_or_default(),
+            passthrough,
+            env_priority: env.priority,
+            config,
+            config_path: env.config_path,
+            log: env.log,
+        }
+    }
+
+    /// Reads the environment through `lookup` and the config file it names through `read`. With
+    /// `XHSA_DISABLE=1` the config file is not read.
+    pub fn load(
+        lookup: impl Fn(&str) -> Option<OsString>,
+        read: impl Fn(&Path) -> std::io::Result<String>,
+    ) -> (Settings, Vec<SettingError>) {
+        let (env, mut errors) = EnvSettings::from_lookup(lookup);
+        let config = match (&env.config_path, env.disable) {
+            (Some(path), false) => {
+                let (config, config_errors) = Config::load(path, read);
+                errors.extend(config_errors);
+                config
+            }
+            _ => Config::default(),
+        };
+        (Settings::combine(env, config), errors)
+    }
+
+    /// Reads the process environment and the config file from disk.
+    pub fn from_process_env() -> (Settings, Vec<SettingError>) {
+        Settings::load(|name| std::env::var_os(name), |p| std::fs::read_to_string(p))
+    }
+
+    /// The effective priority of a queue of this process.
+    pub fn priority_for(&self, stream: StreamPriority, process: &ProcessIdentity, library: Option<&str>) -> Priority {
+        effective_priority(&PriorityInputs { stream, env: self.env_priority, config: &self.config, process, library })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> {
+        let map: HashMap<String, OsString> = vars.iter().map(|(k, v)| (k.to_string(), OsString::from(v))).collect();
+        move |k| map.get(k).cloned()
+    }
+
+    fn lvl(n: i64) -> Level {
+        Level::new(n).unwrap()
+    }
+
+    #[test]
+    fn empty_environment_gives_defaults() {
+        let (e, errors) = EnvSettings::from_lookup(env(&[]));
+        assert!(errors.is_empty());
+        assert_eq!(e, EnvSettings::default());
+        let (s, errors) = Settings::load(env(&[]), |_| panic!("no file to read"));
+        assert!(errors.is_empty());
+        assert_eq!(s.window, WindowSize::DEFAULT);
+        assert!(!s.disable && s.passthrough.is_empty() && s.env_priority.is_none() && s.log.is_none());
+    }
+
+    #[test]
+    fn valid_environment() {
+        let (e, errors) = EnvSettings::from_lookup(env(&[
+            ("XHSA_PRIORITY", " -12 "),
+            ("XHSA_WINDOW", "8"),
+            ("XHSA_DISABLE", "Yes"),
+            ("XHSA_PASSTHROUGH_LIBS", "libhipblas.so, librocblas.so.4,,"),
+            ("XHSA_CONFIG", "/etc/xhsa.toml"),
+            ("XHSA_LOG", "xhsa=debug"),
+        ]));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(e.priority, Some(lvl(-12)));
+        assert_eq!(e.window.map(WindowSize::get), Some(8));
+        assert!(e.disable);
+        assert_eq!(e.passthrough_libs.entries(), &["libhipblas.so", "librocblas.so.4"]);
+        assert_eq!(e.config_path.as_deref(), Some(Path::new("/etc/xhsa.toml")));
+        assert_eq!(e.log.as_deref(), Some("xhsa=debug"));
+    }
+
+    #[test]
+    fn priority_range_is_xscheds() {
+        for (text, level) in
+            [("-256", Some(-256)), ("255", Some(255)), ("+3", Some(3)), ("0", Some(0)), ("256", None), ("-257", None)]
+        {
+            let (e, errors) = EnvSettings::from_lookup(env(&[("XHSA_PRIORITY", text)]));
+            assert_eq!(e.priority, level.map(lvl), "{text}");
+            assert_eq!(errors.is_empty(), level.is_some(), "{text}");
+        }
+    }
+
+    #[test]
+    fn malformed_values_are_reported_and_ignored() {
+        let (e, errors) = EnvSettings::from_lookup(env(&[
+            ("XHSA_PRIORITY", "high"),
+            ("XHSA_WINDOW", "0"),
+            ("XHSA_DISABLE", "maybe"),
+        ]));
+        assert_eq!(e, EnvSettings::default());
+        let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        assert_eq!(text.len(), 3, "{text:?}");
+        assert_eq!(
+            text[0],
+            "XHSA_PRIORITY=\"high\": expected an integer in -256..=255 (higher is more urgent); \
+             using the config file's priority, else 0"
+        );
+        assert_eq!(
+            text[1],
+            "XHSA_WINDOW=\"0\": expected an integer in 1..=1024; using the config file's window, else 2"
+        );
+        assert!(text[2].starts_with("XHSA_DISABLE=\"maybe\": expected one of 0, 1, true, false, yes, no"));
+        for bad in ["1025", "-1", "2.5", "2 3", "0x10", "99999999999999999999999"] {
+            let (e, errors) = EnvSettings::from_lookup(env(&[("XHSA_WINDOW", bad)]));
+            assert_eq!((e.window, errors.len()), (None, 1), "{bad}");
+        }
+    }
+
+    #[test]
+    fn empty_values_count_as_unset() {
+        let (e, errors) =
+            EnvSettings::from_lookup(env(&[("XHSA_PRIORITY", ""), ("XHSA_WINDOW", "  "), ("XHSA_CONFIG", "")]));
+        assert!(errors.is_empty());
+        assert_eq!(e, EnvSettings::default());
+    }
+
+    #[test]
+    fn bools() {
+        for t in ["1", "true", "TRUE", "yes", " Yes "] {
+            assert_eq!(parse_bool(t), Some(true), "{t}");
+        }
+        for f in ["0", "false", "No", "no"] {
+            assert_eq!(parse_bool(f), Some(false), "{f}");
+        }
+        for bad in ["", "2", "on", "y", "truee"] {
+            assert_eq!(parse_bool(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn aliases() {
+        let (e, errors) = EnvSettings::from_lookup(env(&[
+            ("XSCHED_AUTO_XQUEUE_PRIORITY", "7"),
+            ("XSCHED_PASSTHROUGH_LIBS", "librccl.so"),
+        ]));
+        assert!(errors.is_empty());
+        assert_eq!(e.priority, Some(lvl(7)));
+        assert_eq!(e.passthrough_libs.entries(), &["librccl.so"]);
+        // Both set: XHSA_ wins, a differing alias is reported.
+        let (e, errors) =
+            EnvSettings::from_lookup(env(&[("XHSA_PRIORITY", "1"), ("XSCHED_AUTO_XQUEUE_PRIORITY", "7")]));
+        assert_eq!(e.priority, Some(lvl(1)));
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].setting, "XSCHED_AUTO_XQUEUE_PRIORITY");
+        assert!(errors[0].to_string().contains("XHSA_PRIORITY is also set"));
+        let (_, errors) =
+            EnvSettings::from_lookup(env(&[("XHSA_PRIORITY", "1"), ("XSCHED_AUTO_XQUEUE_PRIORITY", " 1")]));
+        assert!(errors.is_empty(), "equal values are no conflict");
+        // A malformed alias names the alias.
+        let (e, errors) = EnvSettings::from_lookup(env(&[("XSCHED_AUTO_XQUEUE_PRIORITY", "300")]));
+        assert_eq!(e.priority, None);
+        assert_eq!(errors[0].setting, "XSCHED_AUTO_XQUEUE_PRIORITY");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn non_utf8_values() {
+        use std::os::unix::ffi::OsStringExt;
+        let bad = OsString::from_vec(vec![b'1', 0xff]);
+        let bad2 = bad.clone();
+        let (e, errors) = EnvSettings::from_lookup(move |k| match k {
+            "XHSA_WINDOW" => Some(bad.clone()),
+            "XHSA_CONFIG" => Some(bad2.clone()),
+            _ => None,
+        });
+        assert_eq!(e.window, None);
+        assert_eq!(errors.len(), 1);
+        assert!(errors[0].problem.contains("UTF-8"));
+        assert!(e.config_path.is_some(), "a path need not be UTF-8");
+    }
+
+    const FULL: &str = r#"
+        priority = -3
+        window = 4
+        passthrough_libs = ["libhipblas.so", "librocblas.so.4, libMIOpen"]
+
+        [[process]]
+        name = "inference-server"
+        priority = 10
+
+        [[process]]
+        name = "/usr/bin/python3.10"
+        priority = 5
+
+        [[library]]
+        name = "librccl.so"
+        priority = 20
+    "#;
+
+    #[test]
+    fn config_full() {
+        let (c, errors) = Config::parse(FULL, "xhsa.toml");
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(c.priority, Some(lvl(-3)));
+        assert_eq!(c.window.map(WindowSize::get), Some(4));
+        assert_eq!(c.passthrough_libs.entries(), &["libhipblas.so", "librocblas.so.4", "libMIOpen"]);
+        assert_eq!(
+            c.process_rules,
+            vec![
+                Rule { name: "inference-server".into(), priority: lvl(10) },
+                Rule { name: "/usr/bin/python3.10".into(), priority: lvl(5) }
+            ]
+        );
+        assert_eq!(c.library_rules, vec![Rule { name: "librccl.so".into(), priority: lvl(20) }]);
+        let (c, errors) = Config::parse("passthrough_libs = \"a.so, b.so\"", "x");
+        assert!(errors.is_empty());
+        assert_eq!(c.passthrough_libs.entries(), &["a.so", "b.so"]);
+        assert_eq!(Config::parse("", "x"), (Config::default(), vec![]));
+    }
+
+    #[test]
+    fn config_unknown_keys_name_the_key_and_the_accepted_ones() {
+        let (c, errors) = Config::parse(
+            "windw = 3\npriority = 1\n[[process]]\nname = \"a\"\npriority = 2\nnice = 1\n",
+            "/etc/xhsa.toml",
+        );
+        assert_eq!(c.priority, Some(lvl(1)));
+        assert_eq!(c.process_rules.len(), 1, "the rule's valid keys are still used");
+        let mut text: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        text.sort();
+        assert_eq!(text.len(), 2);
+        assert_eq!(
+            text[1],
+            "/etc/xhsa.toml: windw=\"3\": unknown key `windw`; accepted keys: `priority`, `window`, \
+             `passthrough_libs`, `process`, `library`; ignoring it"
+        );
+        assert_eq!(
+            text[0],
+            "/etc/xhsa.toml: process[0].nice=\"1\": unknown key `nice`; accepted keys: `name`, `priority`; ignoring it"
+        );
+    }
+
+    #[test]
+    fn config_malformed_values() {
+        let text = r#"
+            priority = 300
+            window = "two"
+            passthrough_libs = [1, "ok.so"]
+            [[process]]
+            name = "a"
+            [[process]]
+            priority = 1
+            [[process]]
+            name = ""
+            priority = 1
+            [[library]]
+            name = "l.so"
+            priority = -999
+            [[library]]
+            name = "good.so"
+            priority = 4
+        "#;
+        let (c, errors) = Config::parse(text, "f");
+        assert_eq!(c.priority, None);
+        assert_eq!(c.window, None);
+        assert_eq!(c.passthrough_libs.entries(), &["ok.so"]);
+        assert!(c.process_rules.is_empty());
+        assert_eq!(c.library_rules, vec![Rule { name: "good.so".into(), priority: lvl(4) }]);
+        // Keys are visited in name order; entries of an array in file order.
+        let settings: Vec<&str> = errors.iter().map(|e| e.setting.as_str()).collect();
+        assert_eq!(
+            settings,
+            [
+                "f: library[0].priority",
+                "f: passthrough_libs[0]",
+                "f: priority",
+                "f: process[0]",
+                "f: process[1]",
+                "f: process[2].name",
+                "f: window",
+            ]
+        );
+        assert!(errors[3].problem.contains("missing `priority`"));
+        assert!(errors[4].problem.contains("missing `name`"));
+        // Wrong shapes.
+        let (c, errors) = Config::parse("process = 3\nlibrary = [1]\npassthrough_libs = 2", "f");
+        assert!(c.process_rules.is_empty() && c.library_rules.is_empty() && c.passthrough_libs.is_empty());
+        assert_eq!(errors.len(), 3);
+    }
+
+    #[test]
+    fn config_syntax_errors_and_unreadable_files() {
+        let (c, errors) = Config::parse("priority = = 3", "/etc/xhsa.toml");
+        assert_eq!(c, Config::default());
+        assert_eq!(errors.len(), 1);
+        assert!(errors[0].to_string().starts_with("/etc/xhsa.toml: not a valid TOML file"));
+        assert!(errors[0].fallback.contains("ignoring the whole file"));
+        let (c, errors) =
+            Config::load(Path::new("/nope.toml"), |_| Err(std::io::Error::from(std::io::ErrorKind::NotFound)));
+        assert_eq!(c, Config::default());
+        assert!(errors[0].to_string().starts_with("XHSA_CONFIG=/nope.toml: cannot read the config file"));
+    }
+
+    #[test]
+    fn settings_combine_env_over_config() {
+        let read = |p: &Path| {
+            assert_eq!(p, Path::new("/etc/xhsa.toml"));
+            Ok(FULL.to_string())
+        };
+        let (s, errors) =
+            Settings::load(env(&[("XHSA_CONFIG", "/etc/xhsa.toml"), ("XHSA_PASSTHROUGH_LIBS", "librccl.so")]), read);
+        assert!(errors.is_empty());
+        assert_eq!(s.window.get(), 4, "config window when the environment has none");
+        assert_eq!(s.passthrough.entries(), &["librccl.so", "libhipblas.so", "librocblas.so.4", "libMIOpen"]);
+        let (s, _) = Settings::load(env(&[("XHSA_CONFIG", "/etc/xhsa.toml"), ("XHSA_WINDOW", "16")]), read);
+        assert_eq!(s.window.get(), 16, "environment over config");
+        let (s, _) = Settings::load(env(&[("XHSA_CONFIG", "/etc/xhsa.toml"), ("XHSA_WINDOW", "junk")]), read);
+        assert_eq!(s.window.get(), 4, "a malformed variable falls back to the config");
+        let (s, errors) =
+            Settings::load(env(&[("XHSA_CONFIG", "/etc/xhsa.toml"), ("XHSA_DISABLE", "1")]), |_| panic!("not read"));
+        assert!(s.disable && errors.is_empty());
+        assert_eq!(s.config, Config::default());
+    }
+
+    #[test]
+    fn process_identity_matching() {
+        let id = ProcessIdentity { exe: Some("/usr/bin/python3.10".into()), comm: Some("inference-serve".into()) };
+        assert!(id.matches("python3.10"));
+        assert!(id.matches("/usr/bin/python3.10"));
+        assert!(!id.matches("/opt/bin/python3.10"));
+        assert!(!id.matches("python3"));
+        assert!(id.matches("inference-serve"));
+        assert!(id.matches("inference-server"), "comm is truncated to 15 bytes");
+        assert!(!id.matches("inference-serv"));
+        let short = ProcessIdentity { exe: None, comm: Some("app".into()) };
+        assert!(short.matches("app") && !short.matches("apple"));
+        assert!(!ProcessIdentity::default().matches("app"));
+    }
+
+    #[test]
+    fn precedence() {
+        let (config, errors) = Config::parse(FULL, "x");
+        assert!(errors.is_empty());
+        let server = ProcessIdentity { exe: Some("/srv/inference-server".into()), comm: None };
+        let other = ProcessIdentity { exe: Some("/usr/bin/other".into()), comm: None };
+        let rccl = Some("/opt/rocm/lib/librccl.so.1.0.60102");
+        let inputs = |env, process, library| PriorityInputs {
+            stream: StreamPriority::Normal,
+            env,
+            config: &config,
+            process,
+            library,
+        };
+
+        // 1. The environment wins over everything in the file.
+        assert_eq!(resolve_level(&inputs(Some(lvl(-1)), &server, rccl)), (lvl(-1), PrioritySource::Environment));
+        // 2. Library rule over process rule.
+        assert_eq!(
+            resolve_level(&inputs(None, &server, rccl)),
+            (lvl(20), PrioritySource::LibraryRule("librccl.so".into()))
+        );
+        assert_eq!(
+            resolve_level(&inputs(None, &server, Some("file:///opt/rocm/lib/librccl.so.1#offset=1&size=2"))).0,
+            lvl(20)
+        );
+        // 3. Process rule.
+        let hip = Some("/opt/rocm/lib/libamdhip64.so.6");
+        assert_eq!(
+            resolve_level(&inputs(None, &server, hip)),
+            (lvl(10), PrioritySource::ProcessRule("inference-server".into()))
+        );
+        assert_eq!(resolve_level(&inputs(None, &server, None)).0, lvl(10));
+        // 4. Config default.
+        assert_eq!(resolve_level(&inputs(None, &other, hip)), (lvl(-3), PrioritySource::ConfigDefault));
+        // 5. Built-in default.
+        let empty = Config::default();
+        let i =
+            PriorityInputs { stream: StreamPriority::High, env: None, config: &empty, process: &other, library: rccl };
+        assert_eq!(resolve_level(&i), (Level::DEFAULT, PrioritySource::BuiltinDefault));
+        assert_eq!(effective_priority(&i), Priority::new(Level::DEFAULT, StreamPriority::High));
+
+        // The stream priority orders within a level, never across.
+        let s = Settings { env_priority: None, config: config.clone(), ..Settings::default() };
+        let server_low = s.priority_for(StreamPriority::Low, &server, None);
+        let other_high = s.priority_for(StreamPriority::High, &other, None);
+        assert!(server_low > other_high);
+        assert!(s.priority_for(StreamPriority::High, &server, None) > server_low);
+    }
+
+    proptest! {
+        /// Arbitrary environments never panic, and every variable set to something unusable is
+        /// reported under its own name.
+        #[test]
+        fn arbitrary_environment_never_panics(
+            priority in proptest::option::of(".{0,12}"),
+            window in proptest::option::of(".{0,12}"),
+            disable in proptest::option::of(".{0,6}"),
+            libs in proptest::option::of(".{0,40}"),
+        ) {
+            let mut vars = Vec::new();
+            if let Some(v) = &priority { vars.push(("XHSA_PRIORITY", v.as_str())); }
+            if let Some(v) = &window { vars.push(("XHSA_WINDOW", v.as_str())); }
+            if let Some(v) = &disable { vars.push(("XHSA_DISABLE", v.as_str())); }
+            if let Some(v) = &libs { vars.push(("XHSA_PASSTHROUGH_LIBS", v.as_str())); }
+            let (e, errors) = EnvSettings::from_lookup(env(&vars));
+            if let Some(v) = &priority {
+                let ok = v.trim().is_empty() || parse_level(v).is_some();
+                prop_assert_eq!(ok, !errors.iter().any(|e| e.setting == "XHSA_PRIORITY"));
+                prop_assert_eq!(e.priority, parse_level(v));
+            }
+            if let Some(v) = &window {
+                let ok = v.trim().is_empty() || parse_window(v).is_some();
+                prop_assert_eq!(ok, !errors.iter().any(|e| e.setting == "XHSA_WINDOW"));
+            }
+            prop_assert!(!errors.iter().any(|e| e.setting == "XHSA_PASSTHROUGH_LIBS"));
+        }
+
+        /// Arbitrary config text never panics.
+        #[test]
+        fn arbitrary_config_never_panics(text in "[a-z_\\[\\]=\" 0-9\\n,.-]{0,80}") {
+            let _ = Config::parse(&text, "fuzz");
+        }
+
+        #[test]
+        fn integer_priorities_in_range_parse(n in -256i64..=255) {
+            let (e, errors) = EnvSettings::from_lookup(env(&[("XHSA_PRIORITY", &n.to_string())]));
+            prop_assert!(errors.is_empty());
+            prop_assert_eq!(e.priority.map(Level::get), Some(n as i32));
+        }
+    }
+}

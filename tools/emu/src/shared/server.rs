@@ -1,0 +1,451 @@
+//! The shared device: one process (`xhsa-emu device`, started on demand by the first process
+//! that opens the emulated KFD) owning the hardware scheduler and clock of every emulated GPU.
+//! Client processes (one connection per process and GPU) create queues over the control socket
+//! and post kernels through shared rings; the scheduler thread posts completions back when
+//! device time reaches them and wakes the client through the futex in its shared area.
+//!
+//! A client whose connection closes (exit, crash, SIGKILL) has its queues removed and their
+//! CUs freed; the others continue. With no clients left the device exits after
+//! [`IDLE_EXIT`], so nothing lingers.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, BufRead, BufReader, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::paths;
+use super::protocol::{join, Line};
+use super::shm::{ClientArea, DeviceArea, DoneEntry, Shared};
+use crate::config::Config;
+use crate::cp::clock::Clock;
+use crate::device::{CuMask, CuPool, Hws, KernelJob, QueueKey, WgNeed};
+use crate::sys::futex;
+
+/// How long the device outlives its last client.
+pub const IDLE_EXIT: Duration = Duration::from_secs(3);
+
+struct Client {
+    pid: i32,
+    gpu: usize,
+    area: Shared<ClientArea>,
+    path: PathBuf,
+    backlog: VecDeque<DoneEntry>,
+}
+
+#[derive(Clone, Debug)]
+struct QueueInfo {
+    client: u64,
+    gpu: usize,
+    priority: u8,
+    percentage: u32,
+    suspended: bool,
+}
+
+struct State {
+    gpus: Vec<Hws>,
+    clients: HashMap<u64, Client>,
+    queues: HashMap<QueueKey, QueueInfo>,
+    next_key: QueueKey,
+    next_client: u64,
+    idle_since: Option<Instant>,
+}
+
+pub struct Device {
+    cfg: Arc<Config>,
+    clock: Clock,
+    dir: PathBuf,
+    area: Shared<DeviceArea>,
+    state: Mutex<State>,
+}
+
+impl Device {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wake(&self) {
+        let w = &self.area.get().wake;
+        w.fetch_add(1, Ordering::Release);
+        futex::wake_all(w);
+    }
+}
+
+/// Runs the shared device in this process until it has been idle for [`IDLE_EXIT`].
+pub fn serve(dir: &Path, cfg: Config, gpus: u32) -> io::Result<()> {
+    let sock = paths::socket(dir);
+    if UnixStream::connect(&sock).is_ok() {
+        return Ok(()); // another device already serves this directory
+    }
+    let _ = std::fs::remove_file(&sock);
+    let listener = UnixListener::bind(&sock)?;
+    let area: Shared<DeviceArea> = Shared::map(&paths::device_area(dir), true)?;
+    let d = &cfg.device;
+    let pools = (0..gpus.max(1)).map(|_| Hws::new(CuPool::new(d.cus() as usize, d.waves_per_cu(), d.lds_kib * 1024))).collect();
+    let clock = Clock::new(cfg.timing.time_scale);
+    let dev = Arc::new(Device {
+        clock,
+        dir: dir.to_path_buf(),
+        area,
+        state: Mutex::new(State {
+            gpus: pools,
+            clients: HashMap::new(),
+            queues: HashMap::new(),
+            next_key: 1,
+            next_client: 1,
+            idle_since: Some(Instant::now()),
+        }),
+        cfg: Arc::new(cfg),
+    });
+    tracing::info!(dir = %dir.display(), gpus, "xhsa-emu device serving");
+    let s = dev.clone();
+    std::thread::Builder::new().name("xhsa-emu-hws".into()).spawn(move || schedule(&s))?;
+    let s = dev.clone();
+    std::thread::Builder::new().name("xhsa-emu-idle".into()).spawn(move || idle_watch(&s))?;
+    for conn in listener.incoming() {
+        match conn {
+            Ok(c) => {
+                let s = dev.clone();
+                std::thread::Builder::new().name("xhsa-emu-client".into()).spawn(move || serve_client(&s, c))?;
+            }
+            Err(e) => tracing::warn!("xhsa-emu device: accept failed: {e}"),
+        }
+    }
+    Ok(())
+}
+
+fn idle_watch(dev: &Device) {
+    loop {
+        std::thread::sleep(Duration::from_millis(250));
+        let idle = dev.lock().idle_since;
+        if idle.is_some_and(|t| t.elapsed() >= IDLE_EXIT) {
+            let _ = std::fs::remove_file(paths::socket(&dev.dir));
+            let _ = std::fs::remove_file(paths::device_area(&dev.dir));
+            tracing::info!("xhsa-emu device: idle, exiting");
+            std::process::exit(0);
+        }
+    }
+}
+
+/// The scheduler thread: takes posted kernels, runs every GPU's HWS to the current device time
+/// and hands completions to their owners.
+fn schedule(dev: &Device) {
+    // SAFETY: prctl(PR_SET_TIMERSLACK) takes a plain integer.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0u64, 0u64, 0u64) };
+    loop {
+        let seen = dev.area.get().wake.load(Ordering::Acquire);
+        let now = dev.clock.now();
+        let next = {
+            let mut st = dev.lock();
+            let st = &mut *st;
+            // Kernels in the order they were fetched, each placed at its own time.
+            let mut jobs = Vec::new();
+            for (&cid, c) in &st.clients {
+                while let Some(j) = c.area.get().take_job() {
+                    jobs.push((cid, j));
+                }
+            }
+            jobs.sort_by_key(|(_, j)| j.submit_ns);
+            let mut woken = Vec::new();
+            for (cid, j) in jobs {
+                let Some(q) = st.queues.get(&j.key).filter(|q| q.client == cid) else { continue };
+                let g = q.gpu;
+                run_to(&mut st.gpus[g], &st.queues, &mut st.clients, j.submit_ns.min(now), &mut woken);
+                let late = st.gpus[g].now().saturating_sub(j.submit_ns);
+                if late > 0 {
+                    tracing::debug!(key = j.key, late_ns = late, "xhsa-emu device: kernel placed after its fetch time");
+                }
+                let job = KernelJob { tag: j.tag, workgroups: j.workgroups, need: WgNeed { waves: j.waves, lds: j.lds }, wg_ns: j.wg_ns };
+                st.gpus[g].submit(j.key, job, j.submit_ns);
+            }
+            // The HWS clock stays at its last event: a kernel posted later is placed at the
+            // device time its packet was fetched, not when this thread happened to wake.
+            for g in 0..st.gpus.len() {
+                let (gpus, queues, clients) = (&mut st.gpus, &st.queues, &mut st.clients);
+                run_to(&mut gpus[g], queues, clients, now, &mut woken);
+            }
+            for c in st.clients.values_mut() {
+                while let Some(&d) = c.backlog.front() {
+                    if !c.area.get().post_done(d) {
+                        break;
+                    }
+                    c.backlog.pop_front();
+                }
+            }
+            woken.sort_unstable();
+            woken.dedup();
+            for cid in woken {
+                if let Some(c) = st.clients.get(&cid) {
+                    let w = &c.area.get().wake;
+                    w.fetch_add(1, Ordering::Release);
+                    futex::wake_all(w);
+                }
+            }
+            let backlog = st.clients.values().any(|c| !c.backlog.is_empty());
+            let next = st.gpus.iter().filter_map(Hws::next_event).min();
+            if backlog {
+                Some(next.map_or(now + 100_000, |n| n.min(now + 100_000)))
+            } else {
+                next
+            }
+        };
+        let timeout = next.map(|t| dev.clock.until(t));
+        if timeout.is_some_and(|d| d.is_zero()) {
+            continue;
+        }
+        futex::wait(&dev.area.get().wake, seen, timeout);
+    }
+}
+
+/// Steps one GPU's HWS to `t`, routing completions to the clients that own the queues.
+fn run_to(hws: &mut Hws, queues: &HashMap<QueueKey, QueueInfo>, clients: &mut HashMap<u64, Client>, t: u64, woken: &mut Vec<u64>) {
+    while let Some((_, done)) = hws.step(t) {
+        for c in done {
+            let Some(q) = queues.get(&c.queue) else { continue };
+            let Some(cl) = clients.get_mut(&q.client) else { continue };
+            let d = DoneEntry { key: c.queue, _pad: 0, tag: c.tag, start_ns: c.start_ns, end_ns: c.end_ns };
+            if !cl.backlog.is_empty() || !cl.area.get().post_done(d) {
+                cl.backlog.push_back(d);
+            }
+            woken.push(q.client);
+        }
+    }
+}
+
+fn reply(w: &mut UnixStream, s: &str) -> io::Result<()> {
+    w.write_all(s.as_bytes())?;
+    w.write_all(b"\n")
+}
+
+fn err(errno: i32, msg: &str) -> String {
+    format!("ERR errno={errno} {msg}")
+}
+
+fn serve_client(dev: &Device, stream: UnixStream) {
+    let Ok(mut w) = stream.try_clone() else { return };
+    let mut r = BufReader::new(stream);
+    let mut line = String::new();
+    let mut me: Option<u64> = None;
+    loop {
+        line.clear();
+        match r.read_line(&mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let Some(req) = Line::parse(&line) else { continue };
+        let out = match (req.verb.as_str(), me) {
+            ("HELLO", None) => match hello(dev, &req) {
+                Ok((id, text)) => {
+                    me = Some(id);
+                    text
+                }
+                Err(e) => err(libc::EINVAL, &e),
+            },
+            ("STATUS", _) => status(dev),
+            (_, None) => err(libc::EINVAL, "HELLO first"),
+            (verb, Some(id)) => request(dev, id, verb, &req).unwrap_or_else(|(errno, m)| err(errno, &m)),
+        };
+        if reply(&mut w, &out).is_err() {
+            break;
+        }
+    }
+    if let Some(id) = me {
+        disconnect(dev, id);
+    }
+}
+
+fn hello(dev: &Device, req: &Line) -> Result<(u64, String), String> {
+    let pid: i32 = req.get("pid").ok_or("HELLO needs pid=")?;
+    let gpu: usize = req.get("gpu").ok_or("HELLO needs gpu=")?;
+    let mut st = dev.lock();
+    if gpu >= st.gpus.len() {
+        return Err(format!("gpu {gpu} does not exist: this device has {} (start every process with the same --gpus)", st.gpus.len()));
+    }
+    let id = st.next_client;
+    st.next_client += 1;
+    let path = paths::client_area(&dev.dir, id);
+    let area: Shared<ClientArea> = Shared::map(&path, true).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    area.get().init();
+    st.clients.insert(id, Client { pid, gpu, area, path: path.clone(), backlog: VecDeque::new() });
+    st.idle_since = None;
+    let c = dev.clock;
+    tracing::info!(client = id, pid, gpu, "xhsa-emu device: client connected");
+    Ok((
+        id,
+        format!("OK client={id} area={} base_mono={} base_dev={} scale={} gpus={}", path.display(), c.base_mono, c.base_dev, c.scale, st.gpus.len()),
+    ))
+}
+
+fn disconnect(dev: &Device, id: u64) {
+    let mut st = dev.lock();
+    let keys: Vec<QueueKey> = st.queues.iter().filter(|(_, q)| q.client == id).map(|(k, _)| *k).collect();
+    for k in &keys {
+        if let Some(q) = st.queues.remove(k) {
+            st.gpus[q.gpu].remove_queue(*k);
+        }
+    }
+    if let Some(c) = st.clients.remove(&id) {
+        let _ = std::fs::remove_file(&c.path);
+        tracing::info!(client = id, pid = c.pid, queues = keys.len(), "xhsa-emu device: client gone; its queues removed");
+    }
+    if st.clients.is_empty() {
+        st.idle_since = Some(Instant::now());
+    }
+    drop(st);
+    dev.wake();
+}
+
+type ReqResult = Result<String, (i32, String)>;
+
+fn need<T: std::str::FromStr>(req: &Line, k: &str) -> Result<T, (i32, String)> {
+    req.get(k).ok_or((libc::EINVAL, format!("{} needs {k}=", req.verb)))
+}
+
+/// Pauses the whole device for a KFD unmap/remap of all queues, then sleeps the real time it
+/// takes so that the ioctl returns when KFD's would.
+fn preempt_all(dev: &Device, st: &mut State, gpu: usize, cost_us: u64) -> Duration {
+    let cost = cost_us * 1000;
+    st.gpus[gpu].preempt_all(dev.clock.now(), cost);
+    dev.clock.real(cost)
+}
+
+fn request(dev: &Device, id: u64, verb: &str, req: &Line) -> ReqResult {
+    let k = &dev.cfg.kfd;
+    let mut st = dev.lock();
+    let gpu = st.clients.get(&id).map(|c| c.gpu).ok_or((libc::EINVAL, "unknown client".into()))?;
+    let mut stall = Duration::ZERO;
+    let owned = |st: &State, key: QueueKey| st.queues.get(&key).filter(|q| q.client == id).cloned();
+    let out = match verb {
+        "CREATE" => {
+            let prio: u8 = need(req, "prio")?;
+            let pct: u32 = need(req, "pct")?;
+            let mapped = st.queues.values().filter(|q| q.gpu == gpu).count();
+            let limit = (dev.cfg.device.cp_queues + dev.cfg.device.sdma_engines * dev.cfg.device.sdma_queues_per_engine) as usize * 8;
+            if mapped >= limit {
+                return Err((libc::ENOSPC, "too many queues on this device".into()));
+            }
+            let key = st.next_key;
+            st.next_key += 1;
+            st.gpus[gpu].add_queue(key, prio);
+            st.gpus[gpu].set_runnable(key, pct > 0);
+            st.queues.insert(key, QueueInfo { client: id, gpu, priority: prio, percentage: pct, suspended: false });
+            format!("OK key={key}")
+        }
+        "DESTROY" => {
+            let key: QueueKey = need(req, "key")?;
+            owned(&st, key).ok_or((libc::EINVAL, format!("no queue {key}")))?;
+            st.queues.remove(&key);
+            st.gpus[gpu].remove_queue(key);
+            "OK".into()
+        }
+        "UPDATE" => {
+            let key: QueueKey = need(req, "key")?;
+            let prio: u8 = need(req, "prio")?;
+            let pct: u32 = need(req, "pct")?;
+            let q = owned(&st, key).ok_or((libc::EINVAL, format!("no queue {key}")))?;
+            stall = preempt_all(dev, &mut st, gpu, k.update_queue_us);
+            st.gpus[gpu].set_priority(key, prio);
+            st.gpus[gpu].set_runnable(key, pct > 0 && !q.suspended);
+            if let Some(q) = st.queues.get_mut(&key) {
+                q.priority = prio;
+                q.percentage = pct;
+            }
+            "OK".into()
+        }
+        "CUMASK" => {
+            let key: QueueKey = need(req, "key")?;
+            let bits: usize = need(req, "bits")?;
+            let words: Vec<u32> = req
+                .args
+                .get("words")
+                .map(|w| w.split(',').map(|x| u32::from_str_radix(x, 16)).collect::<Result<_, _>>())
+                .transpose()
+                .map_err(|_| (libc::EINVAL, "bad words=".to_string()))?
+                .unwrap_or_default();
+            owned(&st, key).ok_or((libc::EINVAL, format!("no queue {key}")))?;
+            stall = preempt_all(dev, &mut st, gpu, k.set_cu_mask_us);
+            st.gpus[gpu].set_cu_mask(key, CuMask::from_words(&words, bits));
+            "OK".into()
+        }
+        "SUSPEND" | "RESUME" => {
+            let keys: Vec<QueueKey> = req.list("keys").ok_or((libc::EINVAL, "bad keys=".to_string()))?;
+            let grace_ns: u64 = req.get("grace_ns").unwrap_or(0);
+            let suspend = verb == "SUSPEND";
+            stall = preempt_all(dev, &mut st, gpu, if suspend { k.suspend_us } else { k.resume_us });
+            let now = dev.clock.now();
+            let mut n = 0;
+            let mut status = Vec::new();
+            for key in keys {
+                match owned(&st, key) {
+                    Some(q) if q.suspended != suspend => {
+                        if suspend {
+                            st.gpus[q.gpu].suspend(key, now, grace_ns);
+                        } else {
+                            st.gpus[q.gpu].resume(key, now);
+                            st.gpus[q.gpu].set_runnable(key, q.percentage > 0);
+                        }
+                        if let Some(q) = st.queues.get_mut(&key) {
+                            q.suspended = suspend;
+                        }
+                        n += 1;
+                        status.push(0);
+                    }
+                    Some(_) => status.push(0),
+                    None => status.push(1),
+                }
+            }
+            format!("OK n={n} status={}", join(&status))
+        }
+        other => return Err((libc::EINVAL, format!("unknown request {other}"))),
+    };
+    drop(st);
+    dev.wake();
+    if !stall.is_zero() {
+        std::thread::sleep(stall);
+    }
+    Ok(out)
+}
+
+fn status(dev: &Device) -> String {
+    let st = dev.lock();
+    let mut out = String::new();
+    let c = &dev.cfg.device;
+    out.push_str(&format!(
+        "device {}: {} GPU(s), {} CUs each, device time {:.3} s, time scale {}\n",
+        dev.dir.display(),
+        st.gpus.len(),
+        c.cus(),
+        dev.clock.now() as f64 / 1e9,
+        dev.clock.scale
+    ));
+    for (g, h) in st.gpus.iter().enumerate() {
+        let total = u64::from(c.cus() * c.waves_per_cu());
+        out.push_str(&format!("gpu {g}: {} of {total} wave slots busy\n", h.busy_waves()));
+    }
+    let mut clients: Vec<_> = st.clients.iter().collect();
+    clients.sort_by_key(|(id, _)| **id);
+    out.push_str(&format!("processes: {}\n", clients.len()));
+    for (id, cl) in clients {
+        out.push_str(&format!("  process {} (client {id}) on gpu {}\n", cl.pid, cl.gpu));
+        let mut qs: Vec<_> = st.queues.iter().filter(|(_, q)| q.client == *id).collect();
+        qs.sort_by_key(|(k, _)| **k);
+        for (k, q) in qs {
+            let state = if q.suspended {
+                "suspended"
+            } else if q.percentage == 0 {
+                "inactive (percentage 0)"
+            } else {
+                "active"
+            };
+            out.push_str(&format!(
+                "    queue {k}: priority {}, {state}, {} kernel(s) outstanding\n",
+                q.priority,
+                st.gpus[q.gpu].outstanding(*k)
+            ));
+        }
+    }
+    out.push_str("END");
+    out
+}

@@ -1,0 +1,223 @@
+//! Shared memory between the device process and its clients: files in the device directory
+//! (owner-only), mapped `MAP_SHARED`, holding futex words and single-producer/single-consumer
+//! rings. This is the hot path: a client posts kernels and the device posts completions with
+//! no socket round trip, waking the other side through a futex in the shared mapping.
+
+use std::fs::OpenOptions;
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// Entries per ring.
+pub const RING: usize = 8192;
+const MAGIC: u64 = 0x5848_5341_454d_5531; // "XHSAEMU1"
+
+/// A kernel a client hands to the device's scheduler.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct JobEntry {
+    pub key: u32,
+    pub waves: u32,
+    pub lds: u32,
+    pub _pad: u32,
+    pub tag: u64,
+    pub workgroups: u64,
+    pub wg_ns: u64,
+    /// Device time the client fetched the packet.
+    pub submit_ns: u64,
+}
+
+/// A kernel the device has finished.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DoneEntry {
+    pub key: u32,
+    pub _pad: u32,
+    pub tag: u64,
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+#[repr(C)]
+struct Ring<T> {
+    head: AtomicU64,
+    _pad0: [u64; 7],
+    tail: AtomicU64,
+    _pad1: [u64; 7],
+    slots: [std::cell::UnsafeCell<T>; RING],
+}
+
+/// The per-client shared page set: the client's wake word and its two rings.
+#[repr(C)]
+pub struct ClientArea {
+    magic: u64,
+    _pad0: [u64; 7],
+    /// Bumped (then futex-woken) by doorbell traps, host pokes and the device's completions.
+    pub wake: AtomicU32,
+    _pad1: [u32; 15],
+    jobs: Ring<JobEntry>,
+    done: Ring<DoneEntry>,
+}
+
+/// The device-wide shared page: the device thread's wake word.
+#[repr(C)]
+pub struct DeviceArea {
+    magic: u64,
+    _pad0: [u64; 7],
+    pub wake: AtomicU32,
+}
+
+// SAFETY: the rings are single-producer/single-consumer with the slot ownership handed over by
+// the head/tail atomics (release/acquire); the other fields are atomics.
+unsafe impl Sync for ClientArea {}
+// SAFETY: as above; only atomics.
+unsafe impl Sync for DeviceArea {}
+
+/// A shared file mapping of one `T`.
+pub struct Shared<T: 'static> {
+    ptr: *mut T,
+    len: usize,
+}
+
+// SAFETY: `T` is Sync (checked by the bound on `get`); the mapping is owned here.
+unsafe impl<T: Sync> Send for Shared<T> {}
+// SAFETY: as above.
+unsafe impl<T: Sync> Sync for Shared<T> {}
+
+impl<T: Sync + 'static> Shared<T> {
+    /// Creates (truncating) or opens the file and maps it; a new file is zero-filled, which is
+    /// a valid empty value of every area type here.
+    pub fn map(path: &Path, create: bool) -> io::Result<Shared<T>> {
+        let len = std::mem::size_of::<T>();
+        let file = OpenOptions::new().read(true).write(true).create(create).truncate(create).mode(0o600).open(path)?;
+        if create {
+            file.set_len(len as u64)?;
+        } else if file.metadata()?.len() < len as u64 {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{} is too small", path.display())));
+        }
+        use std::os::fd::AsRawFd;
+        // SAFETY: mapping `len` bytes of a file we hold open and sized; MAP_SHARED so both
+        // processes see the same pages.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, file.as_raw_fd(), 0) };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Shared { ptr: p.cast(), len })
+    }
+
+    pub fn get(&self) -> &T {
+        // SAFETY: the mapping holds a `T` (zero-initialised or initialised by the creator) for
+        // as long as `self` lives; all shared mutation goes through atomics.
+        unsafe { &*self.ptr }
+    }
+}
+
+impl<T: 'static> Drop for Shared<T> {
+    fn drop(&mut self) {
+        // SAFETY: unmapping our own mapping; no reference outlives `self`.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+impl<T: Copy> Ring<T> {
+    fn push(&self, v: T) -> bool {
+        let head = self.head.load(Ordering::Relaxed);
+        if head - self.tail.load(Ordering::Acquire) >= RING as u64 {
+            return false;
+        }
+        // SAFETY: the slot at `head` belongs to the producer until head is published.
+        unsafe { *self.slots[head as usize % RING].get() = v };
+        self.head.store(head + 1, Ordering::Release);
+        true
+    }
+
+    fn pop(&self) -> Option<T> {
+        let tail = self.tail.load(Ordering::Relaxed);
+        if tail == self.head.load(Ordering::Acquire) {
+            return None;
+        }
+        // SAFETY: the slot at `tail` was published by the producer's release store of head.
+        let v = unsafe { *self.slots[tail as usize % RING].get() };
+        self.tail.store(tail + 1, Ordering::Release);
+        Some(v)
+    }
+
+    fn peek(&self) -> Option<T> {
+        let tail = self.tail.load(Ordering::Relaxed);
+        if tail == self.head.load(Ordering::Acquire) {
+            return None;
+        }
+        // SAFETY: as in `pop`, without consuming.
+        Some(unsafe { *self.slots[tail as usize % RING].get() })
+    }
+}
+
+impl ClientArea {
+    pub fn init(&self) {
+        // Layout guard for the other side.
+        let p = &self.magic as *const u64 as *mut u64;
+        // SAFETY: the creator writes the magic once before handing the file to the device.
+        unsafe { p.write_volatile(MAGIC) };
+    }
+
+    pub fn valid(&self) -> bool {
+        // SAFETY: plain read of an initialised word.
+        unsafe { (&self.magic as *const u64).read_volatile() == MAGIC }
+    }
+
+    /// Client side: posts a kernel; false if the ring is full.
+    pub fn post_job(&self, j: JobEntry) -> bool {
+        self.jobs.push(j)
+    }
+
+    /// Device side: takes the next posted kernel.
+    pub fn take_job(&self) -> Option<JobEntry> {
+        self.jobs.pop()
+    }
+
+    /// Device side: posts a completion; false if the ring is full.
+    pub fn post_done(&self, d: DoneEntry) -> bool {
+        self.done.push(d)
+    }
+
+    /// Client side: the next completion, if any.
+    pub fn take_done(&self) -> Option<DoneEntry> {
+        self.done.pop()
+    }
+
+    /// Client side: the next completion without taking it.
+    pub fn peek_done(&self) -> Option<DoneEntry> {
+        self.done.peek()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rings_pass_entries_in_order_through_a_shared_file() {
+        let dir = std::env::temp_dir().join(format!("xhsa-shm-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("c.shm");
+        let a: Shared<ClientArea> = Shared::map(&path, true).unwrap();
+        a.get().init();
+        let b: Shared<ClientArea> = Shared::map(&path, false).unwrap();
+        assert!(b.get().valid());
+        for i in 0..10 {
+            assert!(a.get().post_job(JobEntry { key: 1, tag: i, ..Default::default() }));
+        }
+        for i in 0..10 {
+            assert_eq!(b.get().take_job().unwrap().tag, i);
+        }
+        assert!(b.get().take_job().is_none());
+        for i in 0..RING as u64 {
+            assert!(b.get().post_done(DoneEntry { tag: i, ..Default::default() }));
+        }
+        assert!(!b.get().post_done(DoneEntry::default()), "full");
+        assert_eq!(a.get().peek_done().unwrap().tag, 0);
+        assert_eq!(a.get().take_done().unwrap().tag, 0);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
