@@ -104,12 +104,15 @@ pub struct KfdCosts {
     pub resume_us: u64,
     pub update_queue_us: u64,
     pub set_cu_mask_us: u64,
+    /// With more queues holding work than the CP has queue slots, HWS maps them in turns of
+    /// this length.
+    pub hws_quantum_us: u64,
 }
 
 impl Default for KfdCosts {
     fn default() -> Self {
         // The users' MI308X measurements: suspend ~400-500 us, resume ~300-400 us.
-        KfdCosts { suspend_us: 450, resume_us: 350, update_queue_us: 450, set_cu_mask_us: 450 }
+        KfdCosts { suspend_us: 450, resume_us: 350, update_queue_us: 450, set_cu_mask_us: 450, hws_quantum_us: 10_000 }
     }
 }
 

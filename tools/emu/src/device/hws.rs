@@ -99,6 +99,14 @@ pub struct Hws {
     now: u64,
     /// No dispatch before this time (queues unmapped by a KFD preemption).
     paused_until: u64,
+    /// Hardware queue slots: with more queues holding work, HWS maps them in turns.
+    slots: usize,
+    /// How long one set of mapped queues runs before the next turn.
+    quantum_ns: u64,
+    /// Offset of the first mapped queue (in key order) of the current turn.
+    rotation: usize,
+    /// When the current turn ends (meaningful while oversubscribed).
+    turn_ends: u64,
 }
 
 impl Hws {
@@ -112,7 +120,37 @@ impl Hws {
             last_served: [None; MAX_PRIORITY as usize + 1],
             now: 0,
             paused_until: 0,
+            slots: usize::MAX,
+            quantum_ns: 10_000_000,
+            rotation: 0,
+            turn_ends: 0,
         }
+    }
+
+    /// Limits the hardware queue slots (the CP's 120 on an MI308X); queues with work beyond
+    /// that are mapped in turns of `quantum_ns`, round robin in key order.
+    pub fn with_slots(mut self, slots: usize, quantum_ns: u64) -> Self {
+        self.slots = slots.max(1);
+        self.quantum_ns = quantum_ns.max(1);
+        self
+    }
+
+    fn has_work(q: &HwQueue) -> bool {
+        q.runnable && (!q.saved.is_empty() || q.jobs.iter().any(|j| j.remaining > 0))
+    }
+
+    fn oversubscribed(&self) -> bool {
+        self.slots != usize::MAX && self.queues.values().filter(|q| Self::has_work(q)).count() > self.slots
+    }
+
+    /// The queues mapped in the current turn (all of them unless oversubscribed).
+    fn mapped(&self) -> Option<std::collections::HashSet<QueueKey>> {
+        if !self.oversubscribed() {
+            return None;
+        }
+        let with_work: Vec<QueueKey> = self.queues.iter().filter(|(_, q)| Self::has_work(q)).map(|(k, _)| *k).collect();
+        let n = with_work.len();
+        Some((0..self.slots).map(|i| with_work[(self.rotation + i) % n]).collect())
     }
 
     /// Device time the model has reached.
@@ -258,7 +296,8 @@ impl Hws {
     pub fn next_event(&self) -> Option<u64> {
         let batch = self.running.peek().map(|Reverse((t, _))| *t);
         let resume = (self.paused_until > self.now).then_some(self.paused_until);
-        batch.into_iter().chain(resume).min()
+        let turn = self.oversubscribed().then_some(self.turn_ends.max(self.now));
+        batch.into_iter().chain(resume).chain(turn).min()
     }
 
     /// Runs the model to the earliest batch end at or before `now`, if any, and returns that
@@ -269,6 +308,14 @@ impl Hws {
         let mut done = Vec::new();
         self.collect(&mut done);
         if !done.is_empty() {
+            return Some((self.now, done));
+        }
+        if self.oversubscribed() && self.turn_ends <= now && self.running.peek().is_none_or(|Reverse((t, _))| *t >= self.turn_ends) {
+            // The next set of queues is mapped.
+            self.now = self.now.max(self.turn_ends);
+            self.rotation = self.rotation.wrapping_add(self.slots);
+            self.turn_ends = self.now + self.quantum_ns;
+            self.fill();
             return Some((self.now, done));
         }
         if self.paused_until > self.now && self.paused_until <= now && self.running.peek().is_none_or(|Reverse((t, _))| *t >= self.paused_until) {
@@ -350,8 +397,12 @@ impl Hws {
     fn pick(&mut self) -> Option<QueueKey> {
         let mut best: Option<(u8, QueueKey)> = None;
         let mut candidates: Vec<(u8, QueueKey)> = Vec::new();
+        let mapped = self.mapped();
+        if mapped.is_some() && self.turn_ends <= self.now {
+            self.turn_ends = self.now + self.quantum_ns;
+        }
         for (&key, q) in self.queues.iter_mut() {
-            if !q.runnable {
+            if !q.runnable || mapped.as_ref().is_some_and(|m| !m.contains(&key)) {
                 continue;
             }
             let mask = q.mask;
@@ -569,6 +620,29 @@ mod tests {
         let c = run(&mut h);
         // 600 ns of the workgroup were left when it was saved.
         assert_eq!((c[0].tag, c[0].end_ns), (1, 10_600));
+    }
+
+    #[test]
+    fn more_queues_than_slots_are_mapped_in_turns() {
+        let mut h = Hws::new(CuPool::new(4, 32, 65536)).with_slots(2, 1000);
+        for k in 1..=3 {
+            h.add_queue(k, 5);
+            // Each queue wants one CU for 100 ns at a time, 100 times.
+            h.submit(k, job(u64::from(k), 100, 32, 100), 0);
+        }
+        let c = run(&mut h);
+        // Two of the three queues are mapped in the first turn; the third starts when the
+        // first turn ends, and every queue finishes.
+        let start = |c: &[Completion], q| c.iter().find(|c| c.queue == q).unwrap().start_ns;
+        assert_eq!((start(&c, 1), start(&c, 3)), (0, 1000), "{c:?}");
+        assert_eq!(c.len(), 3);
+        let mut k = Hws::new(CuPool::new(4, 32, 65536));
+        for q in 1..=3 {
+            k.add_queue(q, 5);
+            k.submit(q, job(u64::from(q), 100, 32, 100), 0);
+        }
+        let c2 = run(&mut k);
+        assert!(start(&c2, 3) < 1000, "{c2:?}");
     }
 
     #[test]
