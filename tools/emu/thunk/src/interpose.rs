@@ -62,9 +62,8 @@ static OPENAT64: OnceLock<usize> = OnceLock::new();
 static CLOSE: OnceLock<usize> = OnceLock::new();
 static IOCTL: OnceLock<usize> = OnceLock::new();
 
-#[no_mangle]
-pub unsafe extern "C" fn open(path: *const libc::c_char, flags: libc::c_int, mode: libc::c_uint) -> libc::c_int {
-    let real: Option<OpenFn> = next(&OPEN, c"open");
+fn open_common(cell: &OnceLock<usize>, name: &CStr, path: *const libc::c_char, flags: libc::c_int, mode: libc::c_uint) -> libc::c_int {
+    let real: Option<OpenFn> = next(cell, name);
     if is_kfd_path(path) {
         return open_kfd(real, flags);
     }
@@ -76,16 +75,13 @@ pub unsafe extern "C" fn open(path: *const libc::c_char, flags: libc::c_int, mod
 }
 
 #[no_mangle]
+pub unsafe extern "C" fn open(path: *const libc::c_char, flags: libc::c_int, mode: libc::c_uint) -> libc::c_int {
+    open_common(&OPEN, c"open", path, flags, mode)
+}
+
+#[no_mangle]
 pub unsafe extern "C" fn open64(path: *const libc::c_char, flags: libc::c_int, mode: libc::c_uint) -> libc::c_int {
-    let real: Option<OpenFn> = next(&OPEN64, c"open64");
-    if is_kfd_path(path) {
-        return open_kfd(real, flags);
-    }
-    match real {
-        // SAFETY: forwarding the caller's arguments unchanged.
-        Some(f) => unsafe { f(path, flags, mode) },
-        None => -1,
-    }
+    open_common(&OPEN64, c"open64", path, flags, mode)
 }
 
 fn openat_common(cell: &OnceLock<usize>, name: &CStr, dirfd: libc::c_int, path: *const libc::c_char, flags: libc::c_int, mode: libc::c_uint) -> libc::c_int {
