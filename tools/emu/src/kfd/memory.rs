@@ -31,6 +31,8 @@ pub struct Range {
     /// GPU nodes it is mapped to; empty = not mapped.
     pub mapped_nodes: Vec<u32>,
     pub user_data: u64,
+    /// KFD's buffer handle (0 for ranges the thunk only reserved).
+    pub handle: u64,
 }
 
 impl Range {
@@ -58,6 +60,15 @@ impl Memory {
     pub fn find(&self, addr: u64) -> Option<Range> {
         let g = self.ranges.read().unwrap_or_else(|p| p.into_inner());
         g.range(..=addr).next_back().map(|(_, r)| r).filter(|r| addr < r.end()).cloned()
+    }
+
+    /// The range with KFD buffer handle `handle`.
+    pub fn find_handle(&self, handle: u64) -> Option<Range> {
+        if handle == 0 {
+            return None;
+        }
+        let g = self.ranges.read().unwrap_or_else(|p| p.into_inner());
+        g.values().find(|r| r.handle == handle).cloned()
     }
 
     /// Applies `f` to the range starting at `start`.
@@ -103,7 +114,7 @@ mod tests {
     use super::*;
 
     fn r(start: u64, size: u64, kind: MemKind) -> Range {
-        Range { start, size, kind, node: 1, flags: 0, mapped_nodes: vec![], user_data: 0 }
+        Range { start, size, kind, node: 1, flags: 0, mapped_nodes: vec![], user_data: 0, handle: start }
     }
 
     #[test]
@@ -118,6 +129,8 @@ mod tests {
         assert!(!m.device_accessible(0x2000, 0x2000));
         assert!(!m.device_accessible(0x5000, 8));
         assert_eq!(m.vram_used(), 0x2000);
+        assert_eq!(m.find_handle(0x10000).unwrap().kind, MemKind::Userptr);
+        assert!(m.find_handle(0x5000).is_none());
         assert!(m.update(0x1000, |r| r.user_data = 5));
         assert_eq!(m.find(0x1800).unwrap().user_data, 5);
         assert_eq!(m.remove(0x1000).unwrap().size, 0x2000);

@@ -320,14 +320,12 @@ impl Kfd {
         Ok(n)
     }
 
-    /// AMDKFD_IOC_CREATE_EVENT. `event_page_offset` carries the event page's address on the
-    /// first signal event (the thunk allocates the page, as the real thunk does).
+    /// AMDKFD_IOC_CREATE_EVENT. On the first signal event `event_page_offset` is the handle of
+    /// the buffer the thunk allocated for the event page, as with the real thunk.
     pub fn create_event(&self, a: &mut CreateEventArgs) -> Result<(), Errno> {
         if a.event_type == KFD_IOC_EVENT_SIGNAL && self.events.page().is_none() {
-            if a.event_page_offset == 0 {
-                return Err(libc::EINVAL);
-            }
-            self.events.set_page(a.event_page_offset);
+            let page = self.memory.find_handle(a.event_page_offset).ok_or(libc::EINVAL)?;
+            self.events.set_page(page.start);
         }
         let (id, trigger, slot) = self.events.create(a.event_type, a.auto_reset != 0).map_err(|e| match e {
             events::EventError::NoSlot => libc::ENOSPC,
@@ -357,26 +355,63 @@ impl Kfd {
         Ok(out)
     }
 
-    /// AMDKFD_IOC_ALLOC_MEMORY_OF_GPU for memory the thunk has mapped at `va_addr`.
-    pub fn alloc_memory(&self, a: &mut AllocMemoryOfGpuArgs, node: u32, hsa_flags: u32, reserved_only: bool) -> Result<(), Errno> {
-        let kind = if reserved_only {
-            MemKind::Reserved
-        } else if a.flags & KFD_IOC_ALLOC_MEM_FLAGS_VRAM != 0 {
+    /// AMDKFD_IOC_ALLOC_MEMORY_OF_GPU for memory the thunk has mapped at `va_addr` (VRAM and GTT
+    /// are backed by host memory the thunk maps; USERPTR registers the caller's own memory).
+    pub fn alloc_memory(&self, a: &mut AllocMemoryOfGpuArgs) -> Result<(), Errno> {
+        let gi = self.gpu_index(a.gpu_id)?;
+        let kind = if a.flags & KFD_IOC_ALLOC_MEM_FLAGS_VRAM != 0 {
             MemKind::Vram
         } else if a.flags & KFD_IOC_ALLOC_MEM_FLAGS_USERPTR != 0 {
             MemKind::Userptr
-        } else {
-            let _ = KFD_IOC_ALLOC_MEM_FLAGS_GTT;
+        } else if a.flags & KFD_IOC_ALLOC_MEM_FLAGS_GTT != 0 {
             MemKind::System
+        } else {
+            return Err(libc::EINVAL);
         };
+        if a.size == 0 || a.va_addr == 0 {
+            return Err(libc::EINVAL);
+        }
         if kind == MemKind::Vram && self.memory.vram_used() + a.size > self.cfg.device.vram_gib << 30 {
             return Err(libc::ENOMEM);
         }
         let handle = u64::from(self.next_handle.fetch_add(1, Ordering::Relaxed)) | u64::from(a.gpu_id) << 32;
-        self.memory.insert(Range { start: a.va_addr, size: a.size, kind, node, flags: hsa_flags, mapped_nodes: Vec::new(), user_data: 0 });
+        let node = if kind == MemKind::Vram { gi as u32 + 1 } else { 0 };
+        self.memory.insert(Range { start: a.va_addr, size: a.size, kind, node, flags: 0, mapped_nodes: Vec::new(), user_data: 0, handle });
         a.handle = handle;
         a.mmap_offset = a.va_addr;
         Ok(())
+    }
+
+    /// A range the thunk reserves without a KFD buffer (the scratch aperture): known for
+    /// pointer queries, never accessible to the device.
+    pub fn reserve(&self, start: u64, size: u64, node: u32, hsa_flags: u32) {
+        self.memory.insert(Range { start, size, kind: MemKind::Reserved, node, flags: hsa_flags, mapped_nodes: Vec::new(), user_data: 0, handle: 0 });
+    }
+
+    /// AMDKFD_IOC_FREE_MEMORY_OF_GPU: frees the buffer `handle` names (see [`Kfd::free_memory`]).
+    pub fn free_memory_handle(&self, handle: u64) -> Result<Range, Errno> {
+        let r = self.memory.find_handle(handle).ok_or(libc::EINVAL)?;
+        self.free_memory(r.start).ok_or(libc::EINVAL)
+    }
+
+    /// AMDKFD_IOC_MAP_MEMORY_TO_GPU / UNMAP_MEMORY_FROM_GPU: returns how many of `gpu_ids` are
+    /// now (un)mapped.
+    pub fn map_memory(&self, handle: u64, gpu_ids: &[u32], map: bool) -> Result<u32, Errno> {
+        let r = self.memory.find_handle(handle).ok_or(libc::EINVAL)?;
+        let mut nodes = Vec::new();
+        for &g in gpu_ids {
+            nodes.push(self.gpu_index(g)? as u32 + 1);
+        }
+        self.memory.update(r.start, |r| {
+            for n in &nodes {
+                if map && !r.mapped_nodes.contains(n) {
+                    r.mapped_nodes.push(*n);
+                } else if !map {
+                    r.mapped_nodes.retain(|m| m != n);
+                }
+            }
+        });
+        Ok(gpu_ids.len() as u32)
     }
 
     /// AMDKFD_IOC_FREE_MEMORY_OF_GPU (and userptr deregistration), by address. Returns once no

@@ -1,8 +1,9 @@
-//! `/dev/kfd`: the thunk issues its queue, version, runtime and clock requests as ioctls on a
-//! KFD descriptor, as the real thunk does, and code that opens the device itself (rocminfo
-//! checks it can; ROCm 6.x's ROCr, with the thunk linked in, issues its ioctls directly; libxhsa
-//! suspends queues with DBG_TRAP) reaches the same emulated KFD. When this library is preloaded its `open`,
-//! `open64`, `openat`, `openat64`, `close` and `ioctl` come first: opening `/dev/kfd` yields a
+//! `/dev/kfd`: the thunk issues its requests (queues, memory, events, version, runtime, clock)
+//! as ioctls on a KFD descriptor, as the real thunk does, and code that opens the device itself
+//! (rocminfo checks it can; ROCm 6.x's ROCr, with the thunk linked in, issues its ioctls
+//! directly; libxhsa suspends queues with DBG_TRAP) reaches the same emulated KFD. When this
+//! library is preloaded its `open`, `open64`, `openat`, `openat64`, `close` and `ioctl` come
+//! first: opening `/dev/kfd` yields a
 //! descriptor (of `/dev/null`) that is remembered as a KFD descriptor, and ioctls on it reach
 //! the emulated KFD. Every other call goes to the next definition (libc) unchanged.
 //!
@@ -15,6 +16,8 @@ use std::sync::{Mutex, OnceLock};
 
 use xhsa_ioctl::abi::dbg_trap::{DbgTrapArgs, DbgTrapOp};
 use xhsa_ioctl::abi::debug::{RuntimeEnableArgs, KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK};
+use xhsa_ioctl::abi::event::{CreateEventArgs, DestroyEventArgs, EventData, ResetEventArgs, SetEventArgs, WaitEventsArgs};
+use xhsa_ioctl::abi::memory::{AllocMemoryOfGpuArgs, FreeMemoryOfGpuArgs, MapMemoryToGpuArgs};
 use xhsa_ioctl::abi::process::GetClockCountersArgs;
 use xhsa_ioctl::abi::queue::{CreateQueueArgs, DestroyQueueArgs, SetCuMaskArgs, UpdateQueueArgs};
 use xhsa_ioctl::abi::request::Request;
@@ -271,7 +274,74 @@ fn kfd_ioctl(request: libc::c_ulong, arg: *mut libc::c_void) -> libc::c_int {
             done(r)
         }
         Request::DbgTrap => dbg_trap(&e, arg, size),
+        Request::AllocMemoryOfGpu => {
+            let mut a: AllocMemoryOfGpuArgs = read_arg(arg, size);
+            let r = kfd.alloc_memory(&mut a);
+            write_arg(arg, &a, size);
+            done(r)
+        }
+        Request::FreeMemoryOfGpu => {
+            let a: FreeMemoryOfGpuArgs = read_arg(arg, size);
+            done(kfd.free_memory_handle(a.handle).map(|_| ()))
+        }
+        Request::MapMemoryToGpu | Request::UnmapMemoryFromGpu => {
+            let mut a: MapMemoryToGpuArgs = read_arg(arg, size);
+            let ids = read_u32s(a.device_ids_array_ptr, a.n_devices.min(64) as usize);
+            let r = kfd.map_memory(a.handle, &ids, req == Request::MapMemoryToGpu);
+            if let Ok(n) = r {
+                a.n_success = n;
+            }
+            write_arg(arg, &a, size);
+            done(r.map(|_| ()))
+        }
+        Request::CreateEvent => {
+            let mut a: CreateEventArgs = read_arg(arg, size);
+            let r = kfd.create_event(&mut a);
+            write_arg(arg, &a, size);
+            done(r)
+        }
+        Request::DestroyEvent => {
+            let a: DestroyEventArgs = read_arg(arg, size);
+            done(kfd.events.destroy(a.event_id).map_err(|_| libc::EINVAL))
+        }
+        Request::SetEvent => {
+            let a: SetEventArgs = read_arg(arg, size);
+            done(kfd.set_event(a.event_id))
+        }
+        Request::ResetEvent => {
+            let a: ResetEventArgs = read_arg(arg, size);
+            done(kfd.events.reset(a.event_id).map_err(|_| libc::EINVAL))
+        }
+        Request::WaitEvents => wait_events(&e, arg, size),
         _ => set_errno(libc::EINVAL),
+    }
+}
+
+/// WAIT_EVENTS: waits on the ids in the caller's `kfd_event_data` array and writes memory-fault
+/// data back into the entries of memory events that fired, as KFD does.
+fn wait_events(e: &crate::state::Emu, arg: *mut libc::c_void, size: usize) -> libc::c_int {
+    let mut a: WaitEventsArgs = read_arg(arg, size);
+    let n = a.num_events.min(4096) as usize;
+    if a.events_ptr == 0 && n > 0 {
+        return set_errno(libc::EFAULT);
+    }
+    let entries = a.events_ptr as *mut EventData;
+    // SAFETY: the caller passes `num_events` kfd_event_data entries at events_ptr.
+    let ids: Vec<u32> = (0..n).map(|i| unsafe { std::ptr::addr_of!((*entries.add(i)).event_id).read_unaligned() }).collect();
+    match e.kfd.wait_events(&ids, &mut a) {
+        Ok(out) => {
+            for (id, data) in out.memory_faults {
+                for i in 0..n {
+                    if ids[i] == id {
+                        // SAFETY: as above; writing the union's memory-exception member.
+                        unsafe { std::ptr::addr_of_mut!((*entries.add(i)).data.memory_exception_data).write_unaligned(data) };
+                    }
+                }
+            }
+            write_arg(arg, &a, size);
+            0
+        }
+        Err(errno) => set_errno(errno),
     }
 }
 

@@ -2,7 +2,6 @@
 //! publishes, and the thunk-side bookkeeping the real thunk keeps too (event page, queue
 //! handles, SDMA read/write words).
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use xhsa_emu::config::Config;
@@ -17,7 +16,8 @@ pub struct Emu {
     pub nodes: Vec<Node>,
     /// Node ids of the GPUs, for `HsaPointerInfo.MappedNodes` (must outlive every query).
     pub gpu_nodes: &'static [u32],
-    pub event_page: AtomicU64,
+    /// The signal-event page: address and KFD buffer handle, once created.
+    pub event_page: Mutex<Option<(u64, u64)>>,
 }
 
 impl Emu {
@@ -91,7 +91,7 @@ pub fn open() -> Result<(), String> {
     let kfd = Kfd::open(Arc::new(cfg), gpus, rocr_r_debug())?;
     let gpu_nodes: &'static [u32] = Box::leak((1..=gpus).collect::<Vec<_>>().into_boxed_slice());
     let fd = crate::interpose::open_dev_kfd();
-    s.emu = Some(Arc::new(Emu { kfd, fd, nodes, gpu_nodes, event_page: AtomicU64::new(0) }));
+    s.emu = Some(Arc::new(Emu { kfd, fd, nodes, gpu_nodes, event_page: Mutex::new(None) }));
     s.opens = 1;
     Ok(())
 }
@@ -107,7 +107,6 @@ pub fn close() -> bool {
         if let Some(e) = s.emu.take() {
             e.kfd.close();
             crate::interpose::close_dev_kfd(e.fd);
-            e.event_page.store(0, Ordering::Relaxed);
         }
     }
     true

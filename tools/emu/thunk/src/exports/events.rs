@@ -1,41 +1,47 @@
-//! Events: the thunk allocates the signal-event page (as the real thunk does) and hands KFD's
-//! event ids and mailbox addresses to ROCr through `HsaEvent`.
-
-use std::sync::atomic::Ordering;
+//! Events: the thunk allocates the signal-event page (as the real thunk does), creates, sets,
+//! resets and waits on events with KFD ioctls, and hands KFD's event ids and mailbox addresses
+//! to ROCr through `HsaEvent`.
 
 use hsa_sys::hsakmt::*;
 use xhsa_emu::kfd::events::UNSIGNALED;
 use xhsa_emu::sys::mem;
-use xhsa_ioctl::abi::event::{CreateEventArgs, WaitEventsArgs, KFD_IOC_EVENT_MEMORY, KFD_IOC_EVENT_SIGNAL, KFD_IOC_WAIT_RESULT_COMPLETE, KFD_SIGNAL_EVENT_LIMIT};
-use xhsa_ioctl::abi::memory::{AllocMemoryOfGpuArgs, KFD_IOC_ALLOC_MEM_FLAGS_GTT};
+use xhsa_ioctl::abi::event::{
+    CreateEventArgs, DestroyEventArgs, EventData, ResetEventArgs, SetEventArgs, WaitEventsArgs, KFD_IOC_EVENT_MEMORY, KFD_IOC_EVENT_SIGNAL,
+    KFD_IOC_WAIT_RESULT_COMPLETE, KFD_SIGNAL_EVENT_LIMIT,
+};
+use xhsa_ioctl::abi::memory::{AllocMemoryOfGpuArgs, KFD_IOC_ALLOC_MEM_FLAGS_GTT, KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE};
+use xhsa_ioctl::abi::request::{
+    AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, AMDKFD_IOC_CREATE_EVENT, AMDKFD_IOC_DESTROY_EVENT, AMDKFD_IOC_RESET_EVENT, AMDKFD_IOC_SET_EVENT, AMDKFD_IOC_WAIT_EVENTS,
+};
+
+use crate::interpose::kfd_call;
 
 use super::{emu, errno_status, status};
 use crate::guard;
 use crate::state::Emu;
 
-/// The event page (one u64 mailbox slot per signal event), created on first use.
-fn event_page(e: &Emu) -> Result<u64, HSAKMT_STATUS> {
-    let cur = e.event_page.load(Ordering::Acquire);
-    if cur != 0 {
-        return Ok(cur);
+/// The event page (one u64 mailbox slot per signal event), created on first use: memory the
+/// thunk maps and registers with KFD, whose buffer handle `CREATE_EVENT` names, as the real
+/// thunk does. Returns `(address, handle)`.
+fn event_page(e: &Emu) -> Result<(u64, u64), HSAKMT_STATUS> {
+    let mut page = e.event_page.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(p) = *page {
+        return Ok(p);
     }
     let size = u64::from(KFD_SIGNAL_EVENT_LIMIT) * 8;
-    let page = mem::map(size, 4096, false, true).map_err(|_| HSAKMT_STATUS_NO_MEMORY)?;
+    let addr = mem::map(size, 4096, false, true).map_err(|_| HSAKMT_STATUS_NO_MEMORY)?;
     for i in 0..u64::from(KFD_SIGNAL_EVENT_LIMIT) {
         // SAFETY: inside the mapping just created, 8-byte aligned.
-        unsafe { *((page + 8 * i) as *mut u64) = UNSIGNALED };
+        unsafe { *((addr + 8 * i) as *mut u64) = UNSIGNALED };
     }
     let gpu_id = e.nodes.get(1).map_or(0, |g| g.gpu_id);
-    let mut a = AllocMemoryOfGpuArgs { va_addr: page, size, gpu_id, flags: KFD_IOC_ALLOC_MEM_FLAGS_GTT, ..Default::default() };
-    e.kfd.alloc_memory(&mut a, 0, 0, false).map_err(errno_status)?;
-    match e.event_page.compare_exchange(0, page, Ordering::AcqRel, Ordering::Acquire) {
-        Ok(_) => Ok(page),
-        Err(other) => {
-            e.kfd.free_memory(page);
-            mem::unmap(page, size);
-            Ok(other)
-        }
+    let mut a = AllocMemoryOfGpuArgs { va_addr: addr, size, gpu_id, flags: KFD_IOC_ALLOC_MEM_FLAGS_GTT | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE, ..Default::default() };
+    if let Err(errno) = kfd_call(e.fd, AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, &mut a) {
+        mem::unmap(addr, size);
+        return Err(errno_status(errno));
     }
+    *page = Some((addr, a.handle));
+    Ok((addr, a.handle))
 }
 
 #[no_mangle]
@@ -50,19 +56,19 @@ pub unsafe extern "C" fn hsaKmtCreateEvent(desc: *mut HsaEventDescriptor, manual
             }
             let kind = d.EventType;
             let mut a = CreateEventArgs { event_type: kind, auto_reset: u32::from(!manual_reset), node_id: d.NodeId, ..Default::default() };
-            if kind == KFD_IOC_EVENT_SIGNAL {
-                a.event_page_offset = event_page(&e)?;
-            }
-            e.kfd.create_event(&mut a).map_err(errno_status)?;
+            let page = if kind == KFD_IOC_EVENT_SIGNAL { Some(event_page(&e)?) } else { None };
+            a.event_page_offset = page.map_or(0, |(_, handle)| handle);
+            kfd_call(e.fd, AMDKFD_IOC_CREATE_EVENT, &mut a).map_err(errno_status)?;
             let mut ev = HsaEvent { EventId: a.event_id, ..Default::default() };
             ev.EventData.EventType = kind;
             ev.EventData.HWData1 = u64::from(a.event_id);
-            if kind == KFD_IOC_EVENT_SIGNAL {
-                ev.EventData.HWData2 = e.event_page.load(Ordering::Acquire) + 8 * u64::from(a.event_slot_index);
+            if let Some((addr, _)) = page {
+                ev.EventData.HWData2 = addr + 8 * u64::from(a.event_slot_index);
             }
             ev.EventData.HWData3 = a.event_trigger_data;
             if signaled {
-                let _ = e.kfd.set_event(a.event_id);
+                let mut s = SetEventArgs { event_id: a.event_id, pad: 0 };
+                let _ = kfd_call(e.fd, AMDKFD_IOC_SET_EVENT, &mut s);
             }
             // SAFETY: checked non-null; ownership passes to the caller until DestroyEvent.
             unsafe { *out = Box::into_raw(Box::new(ev)) };
@@ -83,7 +89,8 @@ pub extern "C" fn hsaKmtDestroyEvent(ev: *mut HsaEvent) -> HSAKMT_STATUS {
         status((|| {
             let e = emu()?;
             let id = id_of(ev).ok_or(HSAKMT_STATUS_INVALID_HANDLE)?;
-            let _ = e.kfd.events.destroy(id);
+            let mut a = DestroyEventArgs { event_id: id, pad: 0 };
+            let _ = kfd_call(e.fd, AMDKFD_IOC_DESTROY_EVENT, &mut a);
             // SAFETY: created by Box::into_raw in hsaKmtCreateEvent; the caller gives it up.
             drop(unsafe { Box::from_raw(ev) });
             Ok(())
@@ -97,7 +104,8 @@ pub extern "C" fn hsaKmtSetEvent(ev: *mut HsaEvent) -> HSAKMT_STATUS {
         status((|| {
             let e = emu()?;
             let id = id_of(ev).ok_or(HSAKMT_STATUS_INVALID_HANDLE)?;
-            e.kfd.set_event(id).map_err(errno_status)
+            let mut a = SetEventArgs { event_id: id, pad: 0 };
+            kfd_call(e.fd, AMDKFD_IOC_SET_EVENT, &mut a).map(|_| ()).map_err(errno_status)
         })())
     })
 }
@@ -108,7 +116,8 @@ pub extern "C" fn hsaKmtResetEvent(ev: *mut HsaEvent) -> HSAKMT_STATUS {
         status((|| {
             let e = emu()?;
             let id = id_of(ev).ok_or(HSAKMT_STATUS_INVALID_HANDLE)?;
-            e.kfd.events.reset(id).map_err(|_| HSAKMT_STATUS_INVALID_HANDLE)
+            let mut a = ResetEventArgs { event_id: id, pad: 0 };
+            kfd_call(e.fd, AMDKFD_IOC_RESET_EVENT, &mut a).map(|_| ()).map_err(|_| HSAKMT_STATUS_INVALID_HANDLE)
         })())
     })
 }
@@ -139,27 +148,30 @@ pub unsafe extern "C" fn hsaKmtWaitOnMultipleEvents(events: *mut *mut HsaEvent, 
                 None => return HSAKMT_STATUS_INVALID_HANDLE,
             }
         }
-        let mut a = WaitEventsArgs { num_events: num, wait_for_all: u32::from(wait_all), timeout: ms, ..Default::default() };
-        let out = match e.kfd.wait_events(&ids, &mut a) {
-            Ok(o) => o,
-            Err(errno) => return errno_status(errno),
-        };
-        for (id, data) in out.memory_faults {
-            for &ev in list {
-                // SAFETY: each pointer came from hsaKmtCreateEvent; fields written unaligned.
-                unsafe {
-                    if std::ptr::addr_of!((*ev).EventId).read_unaligned() == id
-                        && std::ptr::addr_of!((*ev).EventData.EventType).read_unaligned() == KFD_IOC_EVENT_MEMORY
-                    {
-                        let mut f = HsaMemoryAccessFault { NodeId: e.node_of_gpu(data.gpu_id), VirtualAddress: data.va, ..std::mem::zeroed() };
-                        f.Failure.set_NotPresent(data.failure.not_present);
-                        f.Failure.set_ReadOnly(data.failure.read_only);
-                        f.Failure.set_NoExecute(data.failure.no_execute);
-                        f.Failure.set_Imprecise(data.failure.imprecise);
-                        f.Flags = HSA_EVENTID_MEMORY_FATAL_PROCESS;
-                        std::ptr::addr_of_mut!((*ev).EventData.EventData.MemoryAccessFault).write_unaligned(f);
-                    }
+        let mut data: Vec<EventData> = ids.iter().map(|&id| EventData { event_id: id, ..Default::default() }).collect();
+        let mut a = WaitEventsArgs { events_ptr: data.as_mut_ptr() as u64, num_events: num, wait_for_all: u32::from(wait_all), timeout: ms, wait_result: 0 };
+        if let Err(errno) = kfd_call(e.fd, AMDKFD_IOC_WAIT_EVENTS, &mut a) {
+            return errno_status(errno);
+        }
+        // Memory faults: copy KFD's data into the caller's MEMORY events, as the real thunk does.
+        for (d, &ev) in data.iter().zip(list) {
+            // SAFETY: each pointer came from hsaKmtCreateEvent; fields accessed unaligned (pack 4);
+            // the union member is the memory-exception one for MEMORY events, zero otherwise.
+            unsafe {
+                if std::ptr::addr_of!((*ev).EventData.EventType).read_unaligned() != KFD_IOC_EVENT_MEMORY {
+                    continue;
                 }
+                let m = d.data.memory_exception_data;
+                if m.va == 0 && m.gpu_id == 0 {
+                    continue;
+                }
+                let mut f = HsaMemoryAccessFault { NodeId: e.node_of_gpu(m.gpu_id), VirtualAddress: m.va, ..std::mem::zeroed() };
+                f.Failure.set_NotPresent(m.failure.not_present);
+                f.Failure.set_ReadOnly(m.failure.read_only);
+                f.Failure.set_NoExecute(m.failure.no_execute);
+                f.Failure.set_Imprecise(m.failure.imprecise);
+                f.Flags = HSA_EVENTID_MEMORY_FATAL_PROCESS;
+                std::ptr::addr_of_mut!((*ev).EventData.EventData.MemoryAccessFault).write_unaligned(f);
             }
         }
         if a.wait_result == KFD_IOC_WAIT_RESULT_COMPLETE {

@@ -5,7 +5,13 @@
 use hsa_sys::hsakmt::*;
 use xhsa_emu::kfd::memory::MemKind;
 use xhsa_emu::sys::mem;
-use xhsa_ioctl::abi::memory::{AllocMemoryOfGpuArgs, KFD_IOC_ALLOC_MEM_FLAGS_GTT, KFD_IOC_ALLOC_MEM_FLAGS_USERPTR, KFD_IOC_ALLOC_MEM_FLAGS_VRAM};
+use xhsa_ioctl::abi::memory::{
+    AllocMemoryOfGpuArgs, FreeMemoryOfGpuArgs, MapMemoryToGpuArgs, KFD_IOC_ALLOC_MEM_FLAGS_GTT, KFD_IOC_ALLOC_MEM_FLAGS_USERPTR, KFD_IOC_ALLOC_MEM_FLAGS_VRAM,
+    KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE,
+};
+use xhsa_ioctl::abi::request::{AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, AMDKFD_IOC_FREE_MEMORY_OF_GPU, AMDKFD_IOC_MAP_MEMORY_TO_GPU, AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU};
+
+use crate::interpose::kfd_call;
 
 use super::{emu, errno_status, status};
 use crate::guard;
@@ -40,11 +46,21 @@ pub unsafe extern "C" fn hsaKmtAllocMemory(node: u32, size: u64, flags: HsaMemFl
             } else {
                 KFD_IOC_ALLOC_MEM_FLAGS_GTT
             };
-            let gpu_id = if n.gpu_id != 0 { n.gpu_id } else { e.nodes.get(1).map_or(0, |g| g.gpu_id) };
-            let mut a = AllocMemoryOfGpuArgs { va_addr: addr, size, gpu_id, flags: kfd_flags, ..Default::default() };
-            if let Err(errno) = e.kfd.alloc_memory(&mut a, node, f, scratch) {
-                mem::unmap(addr, size);
-                return Err(errno_status(errno));
+            if scratch {
+                // Like the real thunk: address space only; no KFD buffer until mapped.
+                e.kfd.reserve(addr, size, node, f);
+            } else {
+                let gpu_id = if n.gpu_id != 0 { n.gpu_id } else { e.nodes.get(1).map_or(0, |g| g.gpu_id) };
+                let mut a = AllocMemoryOfGpuArgs { va_addr: addr, size, gpu_id, flags: kfd_flags | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE, ..Default::default() };
+                if let Err(errno) = kfd_call(e.fd, AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, &mut a) {
+                    mem::unmap(addr, size);
+                    return Err(errno_status(errno));
+                }
+                // The thunk's own bookkeeping (fmm): what the caller asked for, for pointer queries.
+                e.kfd.memory.update(addr, |r| {
+                    r.node = node;
+                    r.flags = f;
+                });
             }
             // SAFETY: checked non-null above.
             unsafe { *out = addr as *mut libc::c_void };
@@ -58,11 +74,15 @@ pub extern "C" fn hsaKmtFreeMemory(addr: *mut libc::c_void, _size: u64) -> HSAKM
     guard("hsaKmtFreeMemory", || {
         status((|| {
             let e = emu()?;
-            let r = e.kfd.free_memory(addr as u64).ok_or(HSAKMT_STATUS_INVALID_PARAMETER)?;
+            let r = e.kfd.memory.find(addr as u64).filter(|r| r.start == addr as u64).ok_or(HSAKMT_STATUS_INVALID_PARAMETER)?;
             if r.kind == MemKind::Userptr {
-                // Not ours to unmap; put the registration back.
-                e.kfd.memory.insert(r);
-                return Err(HSAKMT_STATUS_INVALID_PARAMETER);
+                return Err(HSAKMT_STATUS_INVALID_PARAMETER); // not ours to free
+            }
+            if r.handle == 0 {
+                e.kfd.free_memory(r.start);
+            } else {
+                let mut a = FreeMemoryOfGpuArgs { handle: r.handle };
+                kfd_call(e.fd, AMDKFD_IOC_FREE_MEMORY_OF_GPU, &mut a).map_err(errno_status)?;
             }
             mem::unmap(r.start, r.size);
             Ok(())
@@ -70,17 +90,16 @@ pub extern "C" fn hsaKmtFreeMemory(addr: *mut libc::c_void, _size: u64) -> HSAKM
     })
 }
 
-fn map_to_gpu(addr: u64, alt: *mut u64, nodes: Option<Vec<u32>>) -> Result<(), HSAKMT_STATUS> {
+fn map_to_gpu(addr: u64, alt: *mut u64, nodes: Option<Vec<u32>>, map: bool) -> Result<(), HSAKMT_STATUS> {
     let e = emu()?;
     let r = e.kfd.memory.find(addr).ok_or(HSAKMT_STATUS_INVALID_PARAMETER)?;
     let nodes = nodes.unwrap_or_else(|| e.gpu_nodes.to_vec());
-    e.kfd.memory.update(r.start, |r| {
-        for n in &nodes {
-            if !r.mapped_nodes.contains(n) {
-                r.mapped_nodes.push(*n);
-            }
-        }
-    });
+    let gpu_ids: Vec<u32> = nodes.iter().filter_map(|&n| e.gpu_id(n)).filter(|&g| g != 0).collect();
+    if r.handle != 0 {
+        let req = if map { AMDKFD_IOC_MAP_MEMORY_TO_GPU } else { AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU };
+        let mut a = MapMemoryToGpuArgs { handle: r.handle, device_ids_array_ptr: gpu_ids.as_ptr() as u64, n_devices: gpu_ids.len() as u32, n_success: 0 };
+        kfd_call(e.fd, req, &mut a).map_err(errno_status)?;
+    }
     if !alt.is_null() {
         // SAFETY: checked non-null; ROCr passes a writable u64.
         unsafe { *alt = 0 };
@@ -90,7 +109,7 @@ fn map_to_gpu(addr: u64, alt: *mut u64, nodes: Option<Vec<u32>>) -> Result<(), H
 
 #[no_mangle]
 pub extern "C" fn hsaKmtMapMemoryToGPU(addr: *mut libc::c_void, _size: u64, alt: *mut u64) -> HSAKMT_STATUS {
-    guard("hsaKmtMapMemoryToGPU", || status(map_to_gpu(addr as u64, alt, None)))
+    guard("hsaKmtMapMemoryToGPU", || status(map_to_gpu(addr as u64, alt, None, true)))
 }
 
 #[no_mangle]
@@ -109,21 +128,13 @@ pub unsafe extern "C" fn hsaKmtMapMemoryToGPUNodes(
             // SAFETY: ROCr passes `num` node ids.
             Some(unsafe { std::slice::from_raw_parts(nodes, num.min(64) as usize) }.to_vec())
         };
-        status(map_to_gpu(addr as u64, alt, list))
+        status(map_to_gpu(addr as u64, alt, list, true))
     })
 }
 
 #[no_mangle]
 pub extern "C" fn hsaKmtUnmapMemoryToGPU(addr: *mut libc::c_void) -> HSAKMT_STATUS {
-    guard("hsaKmtUnmapMemoryToGPU", || {
-        status((|| {
-            let e = emu()?;
-            if let Some(r) = e.kfd.memory.find(addr as u64) {
-                e.kfd.memory.update(r.start, |r| r.mapped_nodes.clear());
-            }
-            Ok(())
-        })())
-    })
+    guard("hsaKmtUnmapMemoryToGPU", || status(map_to_gpu(addr as u64, std::ptr::null_mut(), None, false)))
 }
 
 fn register(addr: u64, size: u64, flags: u32) -> Result<(), HSAKMT_STATUS> {
@@ -137,8 +148,10 @@ fn register(addr: u64, size: u64, flags: u32) -> Result<(), HSAKMT_STATUS> {
         }
     }
     let gpu_id = e.nodes.get(1).map_or(0, |g| g.gpu_id);
-    let mut a = AllocMemoryOfGpuArgs { va_addr: addr, size, gpu_id, flags: KFD_IOC_ALLOC_MEM_FLAGS_USERPTR, ..Default::default() };
-    e.kfd.alloc_memory(&mut a, 0, flags, false).map_err(errno_status)
+    let mut a = AllocMemoryOfGpuArgs { va_addr: addr, size, gpu_id, flags: KFD_IOC_ALLOC_MEM_FLAGS_USERPTR | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE, mmap_offset: addr, ..Default::default() };
+    kfd_call(e.fd, AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, &mut a).map_err(errno_status)?;
+    e.kfd.memory.update(addr, |r| r.flags = flags);
+    Ok(())
 }
 
 #[no_mangle]
@@ -163,8 +176,8 @@ pub extern "C" fn hsaKmtDeregisterMemory(addr: *mut libc::c_void) -> HSAKMT_STAT
             let e = emu()?;
             match e.kfd.memory.find(addr as u64) {
                 Some(r) if r.kind == MemKind::Userptr && r.start == addr as u64 => {
-                    e.kfd.free_memory(r.start);
-                    Ok(())
+                    let mut a = FreeMemoryOfGpuArgs { handle: r.handle };
+                    kfd_call(e.fd, AMDKFD_IOC_FREE_MEMORY_OF_GPU, &mut a).map(|_| ()).map_err(errno_status)
                 }
                 Some(_) => Ok(()),
                 None => Err(HSAKMT_STATUS_MEMORY_NOT_REGISTERED),

@@ -8,7 +8,7 @@ use xhsa_ioctl::abi::memory::{AllocMemoryOfGpuArgs, KFD_IOC_ALLOC_MEM_FLAGS_GTT}
 use xhsa_ioctl::abi::queue::{
     CreateQueueArgs, DestroyQueueArgs, SetCuMaskArgs, UpdateQueueArgs, KFD_IOC_QUEUE_TYPE_COMPUTE_AQL, KFD_IOC_QUEUE_TYPE_SDMA, KFD_IOC_QUEUE_TYPE_SDMA_XGMI,
 };
-use xhsa_ioctl::abi::request::{AMDKFD_IOC_CREATE_QUEUE, AMDKFD_IOC_DESTROY_QUEUE, AMDKFD_IOC_SET_CU_MASK, AMDKFD_IOC_UPDATE_QUEUE};
+use xhsa_ioctl::abi::request::{AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, AMDKFD_IOC_CREATE_QUEUE, AMDKFD_IOC_DESTROY_QUEUE, AMDKFD_IOC_SET_CU_MASK, AMDKFD_IOC_UPDATE_QUEUE};
 
 use crate::interpose::kfd_call;
 
@@ -67,7 +67,7 @@ pub unsafe extern "C" fn hsaKmtCreateQueue(
             } else {
                 pointers = mem::map(4096, 4096, false, true).map_err(|_| HSAKMT_STATUS_NO_MEMORY)?;
                 let mut a = AllocMemoryOfGpuArgs { va_addr: pointers, size: 4096, gpu_id, flags: KFD_IOC_ALLOC_MEM_FLAGS_GTT, ..Default::default() };
-                e.kfd.alloc_memory(&mut a, 0, 0, false).map_err(errno_status)?;
+                kfd_call(e.fd, AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, &mut a).map_err(errno_status)?;
                 (pointers, pointers + 8)
             };
             let mut a = CreateQueueArgs {
