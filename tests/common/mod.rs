@@ -208,6 +208,13 @@ fn build_cached(output_name: &str, tool: &Path, args: &[OsString], inputs: &[Pat
 /// `.hip` with `hipcc --offload-arch=gfx90a`, `.cpp` the same plus `-lhiprand` (the hipRAND
 /// program), `.c` with `cc` against `libhsa-runtime64`.
 pub fn program(name: &str) -> PathBuf {
+    program_with_inputs(name, &[])
+}
+
+/// As [`program`], for a program that also includes files outside the shared headers (e.g. a
+/// `.c` file of tests/programs it `#include`s): `extra` are covered by the build-cache hash, so
+/// a change to them rebuilds the program.
+pub fn program_with_inputs(name: &str, extra: &[PathBuf]) -> PathBuf {
     let dir = tests_dir().join("programs");
     let src = ["hip", "cpp", "c"]
         .iter()
@@ -250,7 +257,27 @@ pub fn program(name: &str) -> PathBuf {
     };
     let mut inputs = vec![src];
     inputs.extend(shared_sources());
+    inputs.extend(extra.iter().cloned());
     build_cached(name, &tool, &args, &inputs)
+}
+
+/// Builds `tests/programs/NAME.c` into a shared library `libNAME.so` (cached; `cc -shared
+/// -fPIC`, with tests/programs on the include path, linked with `-ldl`) and returns its path,
+/// e.g. an `LD_PRELOAD` interposer.
+pub fn shared_library(name: &str) -> PathBuf {
+    let dir = tests_dir().join("programs");
+    let src = dir.join(format!("{name}.c"));
+    assert!(src.exists(), "no library source {}", src.display());
+    let cc = find_in_path("cc").or_else(|| find_in_path("gcc")).unwrap_or_else(|| require_tool("gcc", "gcc"));
+    let mut args: Vec<OsString> = ["-shared", "-fPIC", "-std=gnu11", "-O2", "-g", "-Wall", "-I"].iter().map(OsString::from).collect();
+    args.push(dir.clone().into_os_string());
+    args.push("-o".into());
+    args.push("{OUT}".into());
+    args.push(src.clone().into_os_string());
+    args.push("-ldl".into());
+    let mut inputs = vec![src];
+    inputs.extend(shared_sources());
+    build_cached(&format!("lib{name}.so"), &cc, &args, &inputs)
 }
 
 /// Builds `tests/kernels/NAME.hip` into a raw gfx90a code object (an ELF, not an offload
@@ -453,6 +480,58 @@ pub fn group_cpu(pgid: i32) -> GroupCpu {
 /// output, kills the group on timeout, and returns what happened. Panics only if the launcher
 /// is missing or cannot be started.
 pub fn run_under_emu<S: AsRef<std::ffi::OsStr>>(program: &Path, args: &[S], opts: &RunOpts) -> RunOutput {
+    let _lock = run_lock(opts.exclusive);
+    spawn_under_emu(program, args, opts).wait()
+}
+
+/// The lock that keeps timing-sensitive runs of this test binary apart: held shared by ordinary
+/// runs and exclusively by `RunOpts { exclusive: true }` ones ([`run_under_emu`] takes it
+/// itself). A test that starts several programs at once with [`spawn_under_emu`] takes it for
+/// the whole group instead: `let _lock = run_lock(true);`.
+pub enum RunLock {
+    Shared(std::sync::RwLockReadGuard<'static, ()>),
+    Exclusive(std::sync::RwLockWriteGuard<'static, ()>),
+}
+
+pub fn run_lock(exclusive: bool) -> RunLock {
+    let lock = exclusive_lock();
+    if exclusive {
+        RunLock::Exclusive(lock.write().unwrap_or_else(|e| e.into_inner()))
+    } else {
+        RunLock::Shared(lock.read().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// What a pipe reader thread sends when its pipe closes: (is stdout, text, CPU samples).
+type PipeText = (bool, String, Vec<(String, GroupCpu)>);
+
+/// Standard output collected so far, shared between the reader thread and [`Running`].
+#[derive(Default)]
+struct OutBuf {
+    text: String,
+    closed: bool,
+}
+
+/// A program started under the emulator in the background ([`spawn_under_emu`]): its output
+/// can be watched while it runs, it can be signalled, and [`Running::wait`] collects it as
+/// [`run_under_emu`] does. Dropped without `wait`, its process group is killed and reaped.
+pub struct Running {
+    pub command: String,
+    /// The launcher's pid, which is also the id of the process group it leads.
+    pub pid: i32,
+    started: Instant,
+    timeout: Duration,
+    child: Option<std::process::Child>,
+    out: Arc<(Mutex<OutBuf>, std::sync::Condvar)>,
+    rx: mpsc::Receiver<PipeText>,
+    /// The run's own emulated device, when the caller did not name one.
+    _device: Option<DeviceDir>,
+}
+
+/// Starts `xhsa-emu run [emu_args] -- PROGRAM ARGS` in a process group of its own and returns
+/// at once. `opts.timeout` counts from now and applies in [`Running::wait`]; `opts.exclusive`
+/// is not looked at (hold [`run_lock`] around the group of runs instead).
+pub fn spawn_under_emu<S: AsRef<std::ffi::OsStr>>(program: &Path, args: &[S], opts: &RunOpts) -> Running {
     let emu = emu_launcher();
     let mut cmd = Command::new(&emu);
     cmd.arg("run").args(&opts.emu_args).arg("--").arg(program).args(args);
@@ -469,26 +548,29 @@ pub fn run_under_emu<S: AsRef<std::ffi::OsStr>>(program: &Path, args: &[S], opts
     for (k, v) in &opts.env {
         cmd.env(k, v);
     }
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
-
-    let lock = exclusive_lock();
-    let _shared;
-    let _exclusive;
-    if opts.exclusive {
-        _exclusive = lock.write().unwrap_or_else(|e| e.into_inner());
+    // Each run gets a device of its own unless the test shares one between its processes on
+    // purpose, so that tests running side by side do not share CUs.
+    let device = if opts.env.iter().any(|(k, _)| k == "XHSA_EMU_DEVICE_DIR") {
+        None
     } else {
-        _shared = lock.read().unwrap_or_else(|e| e.into_inner());
-    }
+        let d = DeviceDir::new("run");
+        let (k, v) = d.env();
+        cmd.env(k, v);
+        Some(d)
+    };
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
 
     let started = Instant::now();
     let mut child = cmd.spawn().unwrap_or_else(|e| panic!("start {command}: {e}"));
     let pid = child.id() as i32;
 
-    let (tx, rx) = mpsc::channel::<(bool, String, Vec<(String, GroupCpu)>)>();
+    let (tx, rx) = mpsc::channel::<PipeText>();
     let mut out_pipe = child.stdout.take().expect("stdout piped");
     let mut err_pipe = child.stderr.take().expect("stderr piped");
     let markers = opts.sample_on.clone();
     let tx_out = tx.clone();
+    let out: Arc<(Mutex<OutBuf>, std::sync::Condvar)> = Arc::default();
+    let shared = out.clone();
     std::thread::spawn(move || {
         let mut text = String::new();
         let mut samples = Vec::new();
@@ -507,11 +589,19 @@ pub fn run_under_emu<S: AsRef<std::ffi::OsStr>>(program: &Path, args: &[S], opts
                             samples.push((trimmed.to_string(), group_cpu(pid)));
                         }
                         text.push_str(&line);
+                        let (m, cv) = &*shared;
+                        m.lock().unwrap_or_else(|e| e.into_inner()).text.push_str(&line);
+                        cv.notify_all();
                     }
                 }
             }
         }
         text.push_str(&String::from_utf8_lossy(&pending));
+        {
+            let (m, cv) = &*shared;
+            m.lock().unwrap_or_else(|e| e.into_inner()).closed = true;
+            cv.notify_all();
+        }
         let _ = tx_out.send((true, text, samples));
     });
     std::thread::spawn(move || {
@@ -519,68 +609,211 @@ pub fn run_under_emu<S: AsRef<std::ffi::OsStr>>(program: &Path, args: &[S], opts
         let _ = err_pipe.read_to_end(&mut v);
         let _ = tx.send((false, String::from_utf8_lossy(&v).into_owned(), Vec::new()));
     });
+    Running { command, pid, started, timeout: opts.timeout, child: Some(child), out, rx, _device: device }
+}
 
-    // Reap the launcher with wait4 (its rusage covers every descendant it waited for).
-    let mut status: libc::c_int = 0;
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    let mut timed_out = false;
-    loop {
-        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) };
-        if r == pid {
-            break;
-        }
-        if r < 0 {
-            let err = std::io::Error::last_os_error();
-            if err.raw_os_error() == Some(libc::EINTR) {
-                continue;
+impl Running {
+    /// Waits up to `timeout` for a complete standard-output line for which `pred` holds, and
+    /// returns it (without its newline); `None` on timeout or when standard output closed first.
+    pub fn wait_for_line(&self, pred: impl Fn(&str) -> bool, timeout: Duration) -> Option<String> {
+        let deadline = Instant::now() + timeout;
+        let (m, cv) = &*self.out;
+        let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(l) = g.text.lines().find(|l| pred(l)) {
+                return Some(l.to_string());
             }
-            panic!("wait4({pid}) for {command}: {err}");
+            let left = deadline.saturating_duration_since(Instant::now());
+            if g.closed || left.is_zero() {
+                return None;
+            }
+            g = cv.wait_timeout(g, left).unwrap_or_else(|e| e.into_inner()).0;
         }
-        if !timed_out && started.elapsed() > opts.timeout {
-            timed_out = true;
+    }
+
+    /// Standard output so far.
+    pub fn stdout_so_far(&self) -> String {
+        self.out.0.lock().unwrap_or_else(|e| e.into_inner()).text.clone()
+    }
+
+    /// Sends `sig` to the whole process group (the launcher and the program).
+    pub fn kill_group(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's process group.
+        unsafe { libc::kill(-self.pid, sig) };
+    }
+
+    /// Waits for the launcher to exit (killing the group at the run's timeout), collects the
+    /// output and returns what happened, as [`run_under_emu`].
+    pub fn wait(mut self) -> RunOutput {
+        let pid = self.pid;
+        let command = self.command.clone();
+        // Reap the launcher with wait4 (its rusage covers every descendant it waited for).
+        let mut status: libc::c_int = 0;
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        let mut timed_out = false;
+        loop {
+            let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) };
+            if r == pid {
+                break;
+            }
+            if r < 0 {
+                let err = std::io::Error::last_os_error();
+                if err.raw_os_error() == Some(libc::EINTR) {
+                    continue;
+                }
+                panic!("wait4({pid}) for {command}: {err}");
+            }
+            if !timed_out && self.started.elapsed() > self.timeout {
+                timed_out = true;
+                unsafe { libc::kill(-pid, libc::SIGKILL) };
+            }
+            std::thread::sleep(Duration::from_millis(if timed_out { 5 } else { 10 }));
+        }
+        let wall = self.started.elapsed();
+        // The child is reaped; std's handle (dropped here) never waits for or signals it.
+        drop(self.child.take());
+
+        // Anything of the group still alive (and holding the pipes) is left over: kill it.
+        let leftovers = unsafe { libc::kill(-pid, 0) } == 0;
+        let mut stdout = None;
+        let mut stderr = None;
+        let mut samples = Vec::new();
+        let mut killed = false;
+        let mut deadline = Instant::now() + Duration::from_secs(if leftovers { 2 } else { 10 });
+        while stdout.is_none() || stderr.is_none() {
+            match self.rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok((true, text, s)) => {
+                    stdout = Some(text);
+                    samples = s;
+                }
+                Ok((false, text, _)) => stderr = Some(text),
+                Err(_) if !killed => {
+                    unsafe { libc::kill(-pid, libc::SIGKILL) };
+                    killed = true;
+                    deadline = Instant::now() + Duration::from_secs(5);
+                }
+                Err(_) => break,
+            }
+        }
+        if leftovers {
             unsafe { libc::kill(-pid, libc::SIGKILL) };
         }
-        std::thread::sleep(Duration::from_millis(if timed_out { 5 } else { 10 }));
-    }
-    let wall = started.elapsed();
-    // The child is reaped; std's handle (dropped here) never waits for or signals it.
-    drop(child);
-
-    // Anything of the group still alive (and holding the pipes) is left over: kill it.
-    let leftovers = unsafe { libc::kill(-pid, 0) } == 0;
-    let mut stdout = None;
-    let mut stderr = None;
-    let mut samples = Vec::new();
-    let mut killed = false;
-    let mut deadline = Instant::now() + Duration::from_secs(if leftovers { 2 } else { 10 });
-    while stdout.is_none() || stderr.is_none() {
-        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok((true, text, s)) => {
-                stdout = Some(text);
-                samples = s;
-            }
-            Ok((false, text, _)) => stderr = Some(text),
-            Err(_) if !killed => {
-                unsafe { libc::kill(-pid, libc::SIGKILL) };
-                killed = true;
-                deadline = Instant::now() + Duration::from_secs(5);
-            }
-            Err(_) => break,
+        RunOutput {
+            command,
+            status: ExitStatus::from_raw(status),
+            stdout: stdout.unwrap_or_else(|| "[stdout not collected: still held open]".into()),
+            stderr: stderr.unwrap_or_else(|| "[stderr not collected: still held open]".into()),
+            wall,
+            user: timeval(ru.ru_utime),
+            sys: timeval(ru.ru_stime),
+            timed_out,
+            leftovers,
+            samples,
         }
     }
-    if leftovers {
-        unsafe { libc::kill(-pid, libc::SIGKILL) };
+}
+
+impl Drop for Running {
+    /// A run abandoned without `wait` (a failed assertion): kill its group and reap the launcher.
+    fn drop(&mut self) {
+        if self.child.take().is_some() {
+            let mut status: libc::c_int = 0;
+            unsafe {
+                libc::kill(-self.pid, libc::SIGKILL);
+                libc::waitpid(self.pid, &mut status, 0);
+            }
+        }
     }
-    RunOutput {
-        command,
-        status: ExitStatus::from_raw(status),
-        stdout: stdout.unwrap_or_else(|| "[stdout not collected: still held open]".into()),
-        stderr: stderr.unwrap_or_else(|| "[stderr not collected: still held open]".into()),
-        wall,
-        user: timeval(ru.ru_utime),
-        sys: timeval(ru.ru_stime),
-        timed_out,
-        leftovers,
-        samples,
+}
+
+// ---------------------------------------------------------------------------------------------
+// The shared emulated device (one device process per device directory; see
+// tools/emu/src/shared): private directories for tests, its status, its process.
+
+/// A fresh, private device directory for `XHSA_EMU_DEVICE_DIR` (owner-only, under the system
+/// temporary directory, short enough for a Unix socket path), removed when dropped. Programs
+/// run with the same directory share one emulated device; the device process exits by itself
+/// a few seconds after its last client.
+pub struct DeviceDir {
+    pub path: PathBuf,
+}
+
+impl DeviceDir {
+    pub fn new(tag: &str) -> DeviceDir {
+        use std::os::unix::fs::DirBuilderExt;
+        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("xhsa-test-{}-{seq}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::DirBuilder::new().mode(0o700).create(&path).unwrap_or_else(|e| panic!("create {}: {e}", path.display()));
+        DeviceDir { path }
     }
+
+    /// The `XHSA_EMU_DEVICE_DIR` entry for `RunOpts::env`.
+    pub fn env(&self) -> (String, String) {
+        ("XHSA_EMU_DEVICE_DIR".into(), self.path.display().to_string())
+    }
+
+    /// A path inside the directory (for trigger and stop files).
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+
+    /// The device's log (what the device process wrote to stderr), or an empty string.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.path.join("device.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for DeviceDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// `xhsa-emu status` for the device in `dir` (its standard output).
+pub fn emu_status(dir: &DeviceDir) -> String {
+    let out = Command::new(emu_launcher())
+        .arg("status")
+        .env("XHSA_EMU_DEVICE_DIR", &dir.path)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run xhsa-emu status");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The pid of the device process serving `dir` (`xhsa-emu device --dir DIR`), if one runs.
+pub fn device_pid(dir: &DeviceDir) -> Option<i32> {
+    let want = dir.path.as_os_str().as_encoded_bytes();
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
+        let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+        let is_device = args.iter().any(|a| *a == b"device");
+        let dir_matches = args.windows(2).any(|w| w[0] == b"--dir" && w[1] == want);
+        if is_device && dir_matches {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+/// CPU time of one live process: `(sum of its threads' schedstat run time, utime + stime of
+/// /proc/PID/stat)`; `None` if it is gone.
+pub fn process_cpu(pid: i32) -> Option<(Duration, Duration)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let tick_ns = 1_000_000_000 / (unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64);
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    let mut sched = Duration::ZERO;
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
+        if let Some(ns) = std::fs::read_to_string(t.path().join("schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()))
+        {
+            sched += Duration::from_nanos(ns);
+        }
+    }
+    Some((sched, Duration::from_nanos(ticks * tick_ns)))
 }

@@ -84,15 +84,16 @@ pub struct Timing {
     pub time_scale: f64,
     /// Run time of one workgroup of a kernel that has no model and no profile.
     pub default_wg_ns: u64,
-    /// Fixed cost of launching a kernel (packet fetch and dispatch setup).
-    pub launch_ns: u64,
     /// SDMA copy bandwidth, bytes per microsecond (≈ MB/s).
     pub sdma_bytes_per_us: u64,
+    /// Workgroup run times vary uniformly by up to this fraction either way (0 to 0.9), so a
+    /// kernel's workgroups do not all finish at one instant.
+    pub wg_jitter: f64,
 }
 
 impl Default for Timing {
     fn default() -> Self {
-        Timing { time_scale: 1.0, default_wg_ns: 2_000, launch_ns: 2_000, sdma_bytes_per_us: 50_000 }
+        Timing { time_scale: 1.0, default_wg_ns: 2_000, sdma_bytes_per_us: 50_000, wg_jitter: 0.0 }
     }
 }
 
@@ -181,6 +182,9 @@ impl Config {
         let t = &self.timing;
         if !(t.time_scale.is_finite() && (1.0..=1000.0).contains(&t.time_scale)) {
             return Err(ConfigError(format!("timing.time_scale = {} is out of range; accepted: 1.0 to 1000.0", t.time_scale)));
+        }
+        if !(0.0..=0.9).contains(&t.wg_jitter) {
+            return Err(ConfigError(format!("timing.wg_jitter = {} is out of range; accepted: 0.0 to 0.9", t.wg_jitter)));
         }
         if t.sdma_bytes_per_us == 0 {
             return Err(ConfigError("timing.sdma_bytes_per_us must be at least 1".into()));

@@ -1,9 +1,8 @@
-//! Device time: real time slowed by the time scale, in nanoseconds.
-//!
-//! The GPU timestamp counter, the system counter reported by `hsaKmtGetClockCounters` and the
-//! timestamps written into signals all count device nanoseconds, so ROCr's conversion between
-//! them is the identity and `hipEventElapsedTime` reports device time. At time scale 1 device
-//! time is `CLOCK_MONOTONIC`.
+//! Device time: real time slowed by the time scale, in nanoseconds. The device model runs in
+//! device time; what it shows the host (signal and SDMA timestamps, `hsaKmtGetClockCounters`)
+//! is the host's `CLOCK_MONOTONIC` at that device time ([`Clock::to_host`]), so GPU and host
+//! timestamps agree. At time scale 1 the two are the same clock; at scale X every device span
+//! shows X times longer (`hipEventElapsedTime` included) and tools divide by X.
 
 use std::time::Duration;
 
@@ -35,6 +34,15 @@ impl Clock {
 
     pub fn scale(&self) -> f64 {
         self.scale
+    }
+
+    /// The host's `CLOCK_MONOTONIC` at the moment device time is `t`. Every timestamp the
+    /// device shows the host (signal timestamps, SDMA timestamps, the clock counters) is on
+    /// the host's clock, so it agrees with host-side timestamps the runtime takes; at time
+    /// scale X, a span of device time shows as X times longer.
+    pub fn to_host(&self, t: u64) -> u64 {
+        let d = t as i128 - self.base_dev as i128;
+        (self.base_mono as i128 + (d as f64 * self.scale) as i128).max(0) as u64
     }
 
     /// Real time a span of device time takes.

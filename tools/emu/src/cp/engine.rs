@@ -94,7 +94,8 @@ fn run(s: &Shared) {
             }
         }
         let clock = || s.clock.now();
-        let env = Env { mem: &mem, events: &s.events, memory: &s.memory, gpu_id: s.gpu_id, clock: &clock };
+        let to_host = |t| s.clock.to_host(t);
+        let env = Env { mem: &mem, events: &s.events, memory: &s.memory, gpu_id: s.gpu_id, clock: &clock, to_host: &to_host };
         let next = s.cp.lock().unwrap_or_else(|p| p.into_inner()).run(&env, s.clock.now());
         let timeout = next.map(|t| s.clock.until(t));
         if timeout.is_some_and(|d| d.is_zero()) {

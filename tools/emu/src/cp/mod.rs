@@ -38,6 +38,8 @@ pub struct Env<'a> {
     pub gpu_id: u32,
     /// Device time now (read again for packets that arrive while the CP runs).
     pub clock: &'a dyn Fn() -> u64,
+    /// Host clock at a device time, for the timestamps the host reads.
+    pub to_host: &'a dyn Fn(u64) -> u64,
 }
 
 /// First re-check of an unsatisfied barrier, and the longest interval between re-checks
@@ -309,7 +311,8 @@ impl Cp {
                     return;
                 }
                 let start = f.start.min(end);
-                signal::complete(env.mem, env.events, f.completion_signal, profiling.then_some((start, end)));
+                let stamps = profiling.then(|| ((env.to_host)(start), (env.to_host)(end)));
+                signal::complete(env.mem, env.events, f.completion_signal, stamps);
             }
             // The slot is free again: invalidate its header, then publish the read index.
             let header = env.mem.read_u32(slot) as u16;

@@ -183,7 +183,7 @@ fn run(q: &mut SdmaQueue, env: &Env, cfg: &Config, now: u64) -> bool {
                 if !env.memory.device_accessible(addr, 8) {
                     return fault(q, env, addr);
                 }
-                mem.store_u64(addr, now);
+                mem.store_u64(addr, (env.to_host)(now));
                 3
             }
             _ => {

@@ -39,7 +39,8 @@ impl Rig {
 
     fn run(&mut self, now: u64) -> Option<u64> {
         let clock = move || now;
-        let env = Env { mem: &self.mem, events: &self.events, memory: &self.memory, gpu_id: 1, clock: &clock };
+        let to_host = |t| t;
+        let env = Env { mem: &self.mem, events: &self.events, memory: &self.memory, gpu_id: 1, clock: &clock, to_host: &to_host };
         self.cp.run(&env, now)
     }
 

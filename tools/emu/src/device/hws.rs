@@ -107,6 +107,10 @@ pub struct Hws {
     rotation: usize,
     /// When the current turn ends (meaningful while oversubscribed).
     turn_ends: u64,
+    /// Workgroup run times vary by up to this fraction either way (0 = exact).
+    jitter: f64,
+    /// State of the deterministic generator behind the jitter.
+    rng: u64,
 }
 
 impl Hws {
@@ -124,7 +128,29 @@ impl Hws {
             quantum_ns: 10_000_000,
             rotation: 0,
             turn_ends: 0,
+            jitter: 0.0,
+            rng: 0x9e37_79b9_7f4a_7c15,
         }
+    }
+
+    /// Lets workgroup run times vary uniformly by up to `fraction` either way, so that the
+    /// workgroups of a kernel do not all finish at the same instant (deterministic sequence).
+    pub fn with_jitter(mut self, fraction: f64) -> Self {
+        self.jitter = fraction.clamp(0.0, 0.9);
+        self
+    }
+
+    /// A run time drawn around `ns`.
+    fn jittered(&mut self, ns: u64) -> u64 {
+        if self.jitter == 0.0 {
+            return ns;
+        }
+        // xorshift64*
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        let u = (self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64;
+        (ns as f64 * (1.0 + self.jitter * (2.0 * u - 1.0))).round().max(1.0) as u64
     }
 
     /// Limits the hardware queue slots (the CP's 120 on an MI308X); queues with work beyond
@@ -471,10 +497,11 @@ impl Hws {
         job.remaining -= n;
         job.in_flight += n;
         job.start.get_or_insert(now);
-        let end = now + job.kernel.wg_ns;
+        let (wg_ns, tag) = (job.kernel.wg_ns, job.kernel.tag);
+        let end = now + self.jittered(wg_ns);
         let id = self.next_batch;
         self.next_batch += 1;
-        self.batches.insert(id, Batch { queue: key, tag: job.kernel.tag, need, placements });
+        self.batches.insert(id, Batch { queue: key, tag, need, placements });
         self.running.push(Reverse((end, id)));
     }
 }
@@ -643,6 +670,18 @@ mod tests {
         }
         let c2 = run(&mut k);
         assert!(start(&c2, 3) < 1000, "{c2:?}");
+    }
+
+    #[test]
+    fn jitter_spreads_workgroup_ends_around_the_mean() {
+        let mut h = Hws::new(CuPool::new(80, 32, 65536)).with_jitter(0.2);
+        h.add_queue(1, 5);
+        h.submit(1, job(1, 100 * 2560, 1, 1000), 0);
+        let c = run(&mut h);
+        // 100 rounds of 1000 ns, each round's end drawn within +-20 %.
+        let end = c[0].end_ns as f64;
+        assert!((90_000.0..=125_000.0).contains(&end), "{end}");
+        assert_eq!(h.busy_waves(), 0);
     }
 
     #[test]

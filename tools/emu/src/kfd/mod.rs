@@ -139,10 +139,11 @@ impl Kfd {
         self.runtime_enabled.load(Ordering::Acquire)
     }
 
-    /// AMDKFD_IOC_GET_CLOCK_COUNTERS. All counters are device nanoseconds except the CPU
-    /// counter (`CLOCK_MONOTONIC_RAW`), so ROCr's GPU-to-system conversion is the identity.
+    /// AMDKFD_IOC_GET_CLOCK_COUNTERS. The GPU and system counters are the host clock at the
+    /// current device time (nanoseconds, see `Clock::to_host`), the CPU counter is
+    /// `CLOCK_MONOTONIC_RAW`; ROCr's GPU-to-system conversion is the identity.
     pub fn get_clock_counters(&self, a: &mut GetClockCountersArgs) -> Result<(), Errno> {
-        let now = self.clock.now();
+        let now = self.clock.to_host(self.clock.now());
         a.gpu_clock_counter = if a.gpu_id == 0 { 0 } else { now };
         a.cpu_clock_counter = monotonic_raw_ns();
         a.system_clock_counter = now;

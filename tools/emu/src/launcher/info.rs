@@ -71,7 +71,7 @@ pub fn render(cfg: &Config, config_path: Option<&Path>, gpus: u32, host: &Host) 
     let _ = writeln!(o, "Timing:");
     row(&mut o, "time scale", format!("{:?} (device time runs {}x slower than real time; `run --time-scale X` overrides)", t.time_scale, t.time_scale));
     row(&mut o, "default workgroup time", format!("{} ns (kernels without a model or profile)", t.default_wg_ns));
-    row(&mut o, "kernel launch", format!("{} ns", t.launch_ns));
+    row(&mut o, "workgroup jitter", format!("+-{:.0} %", t.wg_jitter * 100.0));
     row(&mut o, "SDMA bandwidth", format!("{} bytes/us ({:.1} GB/s)", t.sdma_bytes_per_us, t.sdma_bytes_per_us as f64 / 1000.0));
     let _ = writeln!(o);
     let _ = writeln!(o, "KFD costs (whole device: HWS unmaps and remaps all queues):");

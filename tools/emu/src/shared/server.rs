@@ -84,7 +84,7 @@ pub fn serve(dir: &Path, cfg: Config, gpus: u32) -> io::Result<()> {
     let area: Shared<DeviceArea> = Shared::map(&paths::device_area(dir), true)?;
     let d = &cfg.device;
     let pools = (0..gpus.max(1))
-        .map(|_| Hws::new(CuPool::new(d.cus() as usize, d.waves_per_cu(), d.lds_kib * 1024)).with_slots(d.cp_queues as usize, cfg.kfd.hws_quantum_us * 1000))
+        .map(|_| Hws::new(CuPool::new(d.cus() as usize, d.waves_per_cu(), d.lds_kib * 1024)).with_slots(d.cp_queues as usize, cfg.kfd.hws_quantum_us * 1000).with_jitter(cfg.timing.wg_jitter))
         .collect();
     let clock = Clock::new(cfg.timing.time_scale);
     let dev = Arc::new(Device {

@@ -39,6 +39,19 @@ fn next<T: Copy>(cell: &OnceLock<usize>, name: &CStr) -> Option<T> {
     (p != 0).then(|| unsafe { std::mem::transmute_copy::<usize, T>(&p) })
 }
 
+/// The first definition of `name` in the global lookup order (RTLD_DEFAULT).
+fn global<T: Copy>(cell: &OnceLock<usize>, name: &CStr) -> Option<T> {
+    let p = *cell.get_or_init(|| {
+        // SAFETY: dlsym with a NUL-terminated name.
+        unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) as usize }
+    });
+    // SAFETY: T is the function-pointer type of the named libc function.
+    (p != 0).then(|| unsafe { std::mem::transmute_copy::<usize, T>(&p) })
+}
+
+static GLOBAL_IOCTL: OnceLock<usize> = OnceLock::new();
+static GLOBAL_OPEN: OnceLock<usize> = OnceLock::new();
+
 fn is_kfd_path(path: *const libc::c_char) -> bool {
     // SAFETY: callers of open pass a NUL-terminated path (or NULL, rejected first).
     !path.is_null() && unsafe { CStr::from_ptr(path) }.to_bytes() == b"/dev/kfd"
@@ -145,8 +158,9 @@ fn set_errno(e: i32) -> libc::c_int {
 /// Opens `/dev/kfd` for the thunk itself: through libc's `open`, so that an interposer sees it
 /// as on a real system, or directly when this library is not first in the lookup order.
 pub fn open_dev_kfd() -> i32 {
-    // SAFETY: libc open with a static NUL-terminated path.
-    let fd = unsafe { libc::open(c"/dev/kfd".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    let first: Option<OpenFn> = global(&GLOBAL_OPEN, c"open");
+    // SAFETY: the first `open` in lookup order, with a static NUL-terminated path.
+    let fd = first.map_or(-1, |f| unsafe { f(c"/dev/kfd".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC, 0) });
     if fd >= 0 && is_kfd_fd(fd) {
         return fd;
     }
@@ -167,8 +181,12 @@ pub fn close_dev_kfd(fd: i32) {
 /// is not first in the lookup order. Returns the ioctl's value or the errno.
 pub fn kfd_call<T>(fd: i32, request: u64, arg: &mut T) -> Result<i32, i32> {
     let p = (arg as *mut T).cast::<libc::c_void>();
+    // The first `ioctl` in the global lookup order (an interposer such as libxhsa, else ours):
+    // a plain call would bind to this library's own definition and bypass interposers.
+    let first: Option<IoctlFn> = global(&GLOBAL_IOCTL, c"ioctl");
+    let Some(ioctl_fn) = first else { return Err(libc::ENOSYS) };
     // SAFETY: `arg` is a valid, writable argument struct of the request's type.
-    let r = unsafe { libc::ioctl(fd, request as libc::c_ulong, p) };
+    let r = unsafe { ioctl_fn(fd, request as libc::c_ulong, p) };
     if r >= 0 {
         return Ok(r);
     }
