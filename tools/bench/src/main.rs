@@ -1,0 +1,381 @@
+//! xhsa-bench: runs a scenario's workloads on one emulated GPU and reports HP latency and LP
+//! throughput, alone and together.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser, Subcommand};
+
+use xhsa_bench::models::{self, Params};
+use xhsa_bench::report::Report;
+use xhsa_bench::run::{self, Mode, Setup};
+use xhsa_bench::scenario::{self, Role, Scenario};
+use xhsa_bench::sim;
+use xhsa_bench::table::Table;
+
+#[derive(Parser)]
+#[command(name = "xhsa-bench", version, about = "Calibrated workloads and scenarios on the (emulated) MI308X", long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a scenario: its HP job alone, its LP job alone, then both together, each on a fresh
+    /// private emulated device; print a table and optionally write JSON.
+    Run {
+        /// A scenario name (see `xhsa-bench list`) or a path to a scenario .toml file.
+        scenario: String,
+        /// How the workloads reach the GPU.
+        #[arg(long, value_enum, default_value_t = Mode::Native)]
+        mode: Mode,
+        /// Wall-clock seconds each phase is measured for (device seconds = this / time scale).
+        #[arg(long, default_value_t = 20.0, value_parser = positive)]
+        seconds: f64,
+        /// Write the figures as JSON to this file.
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+        /// Device time runs this many times slower than real time (default: the scenario's).
+        #[arg(long, value_name = "X", value_parser = positive)]
+        time_scale: Option<f64>,
+        /// Wall-clock seconds after the start of a phase before its window opens.
+        #[arg(long, default_value_t = 1.0)]
+        warmup: f64,
+        /// No progress line.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Predict a scenario's figures from the emulator's HWS model in virtual time (ideal host).
+    Predict {
+        scenario: String,
+        /// Device seconds each phase is measured for.
+        #[arg(long, default_value_t = 30.0, value_parser = positive)]
+        seconds: f64,
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+        /// Device µs from a kernel's completion to its successor reaching the HWS (0: ideal).
+        #[arg(long, default_value_t = 0.0)]
+        hop_us: f64,
+    },
+    /// List the scenarios and models.
+    List,
+    /// Show the models' kernel tables (or rewrite tools/workloads/models from the generator).
+    Models {
+        /// Print this model's full table.
+        name: Option<String>,
+        /// Regenerate tools/workloads/models/*.kernels.
+        #[arg(long)]
+        write: bool,
+    },
+}
+
+fn positive(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("{s:?} is not a positive number")),
+    }
+}
+
+/// The repository: `XHSA_BENCH_ROOT`, else two levels above this binary's directory
+/// (target/release), else where this crate was built from.
+fn root() -> PathBuf {
+    if let Some(p) = std::env::var_os("XHSA_BENCH_ROOT") {
+        return PathBuf::from(p);
+    }
+    if let Some(r) = exe_dir().and_then(|d| d.parent()?.parent().map(Path::to_path_buf)) {
+        if r.join("tools/bench/scenarios").is_dir() {
+            return r;
+        }
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn exe_dir() -> Option<PathBuf> {
+    let e = std::env::current_exe().ok()?;
+    std::fs::canonicalize(&e)
+        .unwrap_or(e)
+        .parent()
+        .map(Path::to_path_buf)
+}
+
+fn models_dir() -> PathBuf {
+    root().join("tools/workloads/models")
+}
+
+fn scenarios_dir() -> PathBuf {
+    root().join("tools/bench/scenarios")
+}
+
+fn model_names() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(models_dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let p = e.path();
+            (p.extension().is_some_and(|x| x == "kernels"))
+                .then(|| p.file_stem()?.to_str().map(str::to_string))
+                .flatten()
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn load_tables(s: &Scenario) -> Result<HashMap<String, (PathBuf, Table)>, String> {
+    let mut m = HashMap::new();
+    for p in &s.processes {
+        if m.contains_key(&p.model) {
+            continue;
+        }
+        let path = models_dir().join(format!("{}.kernels", p.model));
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let t = Table::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        m.insert(p.model.clone(), (path, t));
+    }
+    Ok(m)
+}
+
+fn write_json(path: &Option<PathBuf>, r: &Report) -> Result<(), String> {
+    if let Some(p) = path {
+        let text = serde_json::to_string_pretty(&r.json()).map_err(|e| e.to_string())?;
+        std::fs::write(p, text + "\n").map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// Parses the command line; an unknown flag gets the list of the flags that exist.
+fn parse() -> Cli {
+    let args: Vec<String> = std::env::args().collect();
+    match Cli::try_parse_from(&args) {
+        Ok(c) => c,
+        Err(e)
+            if matches!(
+                e.kind(),
+                clap::error::ErrorKind::UnknownArgument | clap::error::ErrorKind::InvalidSubcommand
+            ) =>
+        {
+            let cmd = Cli::command();
+            let sub = args.iter().skip(1).find_map(|a| cmd.find_subcommand(a));
+            let listed = sub.map(|s| {
+                let flags: Vec<String> = s
+                    .get_arguments()
+                    .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+                    .collect();
+                format!("flags of `{}`: {}", s.get_name(), flags.join(", "))
+            });
+            let subs: Vec<&str> = cmd.get_subcommands().map(|s| s.get_name()).collect();
+            eprint!("{}", e.render());
+            eprintln!(
+                "{}",
+                listed.unwrap_or_else(|| format!("commands: {}", subs.join(", ")))
+            );
+            std::process::exit(2);
+        }
+        Err(e) => e.exit(),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = parse();
+    match go(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xhsa-bench: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn go(cli: Cli) -> Result<(), String> {
+    match cli.cmd {
+        Cmd::List => {
+            println!("scenarios ({}):", scenarios_dir().display());
+            let names = model_names();
+            for n in scenario::list(&scenarios_dir()) {
+                let d = scenario::load(&scenarios_dir(), &n, &names)
+                    .map(|s| s.description)
+                    .unwrap_or_else(|e| format!("(invalid: {e})"));
+                println!("  {n:<12} {d}");
+            }
+            println!("models ({}):", models_dir().display());
+            for n in names {
+                println!("  {n}");
+            }
+            Ok(())
+        }
+        Cmd::Models { name, write } => models_cmd(name, write),
+        Cmd::Predict {
+            scenario,
+            seconds,
+            json,
+            hop_us,
+        } => {
+            let s = scenario::load(&scenarios_dir(), &scenario, &model_names())?;
+            let tables = load_tables(&s)?;
+            let tables: HashMap<String, Table> =
+                tables.into_iter().map(|(k, (_, t))| (k, t)).collect();
+            let host = sim::Host {
+                hop_ns: (hop_us * 1e3) as u64,
+                ..Default::default()
+            };
+            // Two device seconds of warm-up before the window, as flat-out jobs settle.
+            let warm = 2.0;
+            let phase = |role: Option<Role>| {
+                let r = sim::run(&s.phase(role), &tables, warm + seconds, host);
+                r.summarize(warm, warm + seconds)
+            };
+            let has_lp = s.has(Role::Lp);
+            let report = Report {
+                scenario: s.name.clone(),
+                description: s.description.clone(),
+                mode: "native".into(),
+                source: "predict".into(),
+                time_scale: 1.0,
+                hp_alone: phase(Some(Role::Hp)),
+                lp_alone: has_lp.then(|| phase(Some(Role::Lp))),
+                together: has_lp.then(|| phase(None)),
+            };
+            print!("{}", report.table());
+            write_json(&json, &report)
+        }
+        Cmd::Run {
+            scenario,
+            mode,
+            seconds,
+            json,
+            time_scale,
+            warmup,
+            quiet,
+        } => {
+            let s = scenario::load(&scenarios_dir(), &scenario, &model_names())?;
+            let tables = load_tables(&s)?;
+            let scale = time_scale.unwrap_or(s.time_scale);
+            if !(1.0..=1000.0).contains(&scale) {
+                return Err(format!("--time-scale {scale} is out of range 1-1000"));
+            }
+            let dir = exe_dir().ok_or("cannot locate this binary's directory")?;
+            let emu = dir.join("xhsa-emu");
+            if !emu.exists() {
+                return Err(format!(
+                    "{} not found: build the emulator with `cargo build --release --workspace`",
+                    emu.display()
+                ));
+            }
+            let workload = run::build_workload(
+                &root().join("tools/workloads"),
+                &root().join("tests/kernels"),
+                &dir.join("workloads"),
+            )?;
+            let work = std::env::temp_dir().join(format!("xhsa-bench-{}", std::process::id()));
+            let setup = |label: &'static str| Setup {
+                emu: &emu,
+                workload: &workload,
+                tables: &tables,
+                time_scale: scale,
+                mode,
+                warmup_s: warmup,
+                seconds,
+                work_dir: &work,
+                label,
+                progress: !quiet,
+            };
+            let has_lp = s.has(Role::Lp);
+            let phase = |label: &'static str, role: Option<Role>| -> Result<_, String> {
+                let (r, from, to) = run::phase(&setup(label), &s.phase(role))?;
+                Ok(r.summarize(from, to))
+            };
+            let result = (|| -> Result<Report, String> {
+                let hp_alone = phase("hp-alone", Some(Role::Hp))?;
+                let lp_alone = if has_lp {
+                    Some(phase("lp-alone", Some(Role::Lp))?)
+                } else {
+                    None
+                };
+                let together = if has_lp {
+                    Some(phase("together", None)?)
+                } else {
+                    None
+                };
+                Ok(Report {
+                    scenario: s.name.clone(),
+                    description: s.description.clone(),
+                    mode: mode.as_str().into(),
+                    source: "run".into(),
+                    time_scale: scale,
+                    hp_alone,
+                    lp_alone,
+                    together,
+                })
+            })();
+            match result {
+                Ok(report) => {
+                    let _ = std::fs::remove_dir_all(&work);
+                    print!("{}", report.table());
+                    write_json(&json, &report)
+                }
+                Err(e) => Err(format!("{e}\n(logs kept in {})", work.display())),
+            }
+        }
+    }
+}
+
+fn models_cmd(name: Option<String>, write: bool) -> Result<(), String> {
+    let p = Params::default();
+    if write {
+        let dir = models_dir();
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        for n in models::NAMES {
+            let t = models::build(n, &p).expect("built-in");
+            let path = dir.join(format!("{n}.kernels"));
+            std::fs::write(&path, t.render(&models::header(n, &p)))
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            println!("wrote {}", path.display());
+        }
+        return Ok(());
+    }
+    if let Some(n) = name {
+        let path = models_dir().join(format!("{n}.kernels"));
+        let text = std::fs::read_to_string(&path)
+            .map_err(|_| format!("unknown model {n:?}; models: {}", model_names().join(", ")))?;
+        print!("{text}");
+        return Ok(());
+    }
+    println!(
+        "{:<18} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10}  (from {})",
+        "model",
+        "kernels",
+        "alone ms",
+        "GPU ms",
+        "GEMM ms",
+        "host ms",
+        "max wgs",
+        models_dir().display()
+    );
+    for n in model_names() {
+        let path = models_dir().join(format!("{n}.kernels"));
+        let t = std::fs::read_to_string(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|s| Table::parse(&s))?;
+        let gemm: u64 = t
+            .kernels
+            .iter()
+            .filter(|k| k.lds > 0)
+            .map(xhsa_bench::table::alone_ns)
+            .sum();
+        println!(
+            "{:<18} {:>8} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10}",
+            n,
+            t.kernels.len(),
+            t.alone_ns() as f64 / 1e6,
+            t.gpu_ns() as f64 / 1e6,
+            gemm as f64 / 1e6,
+            t.host_ns() as f64 / 1e6,
+            t.kernels.iter().map(|k| k.workgroups).max().unwrap_or(0)
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,406 @@
+//! The workload models: kernel sequences of one inference request as PyTorch eager mode on
+//! ROCm (MIOpen convolutions, rocBLAS/hipBLASLt GEMMs, ATen elementwise kernels) would launch
+//! them, with grids and per-workgroup times derived from layer shapes and MI308X figures.
+//! `xhsa-bench models --write tools/workloads/models` regenerates the tables the workload
+//! program replays; `docs/calibration.md` gives the source of every number below.
+//!
+//! Three kinds of kernel:
+//! - **GEMM-class** (convolution as implicit GEMM, linear layers, batched matmul): workgroups of
+//!   256 work-items holding 32 KiB of LDS, so 2 per CU (the occupancy of MFMA GEMM kernels, which
+//!   VGPRs and LDS limit to about 8 waves per CU; the emulator counts only wave slots and LDS, so
+//!   the limit is expressed through LDS). The macro-tile is the largest of the usual
+//!   MIOpen/Tensile tiles that still gives two tiles per CU (else the smallest one), and a
+//!   workgroup computes `tm x tn x K` multiply-adds at a rate that grows with the tile's
+//!   arithmetic intensity.
+//! - **memory-bound** (batch norm in inference, ReLU, residual add, pooling, softmax, layer norm,
+//!   GELU, copies): workgroups of 256 work-items, no LDS (8 per CU), moving their share of the
+//!   tensor bytes at the CU's share of HBM bandwidth; large tensors are cut into rounds of at
+//!   most [`Params::ew_round_ns`] so that the emulator's event rate stays bounded (a real
+//!   elementwise grid has far more, shorter workgroups).
+//! - the **naive matmul** of the users' 2048² task (one work-item per output, 16x16
+//!   workgroups, no LDS), timed from their single-thread figure.
+//!
+//! Every kernel also carries a fixed cost (`kernel_fixed_ns`: dispatch, ramp-up and drain, the
+//! dependent-launch gap of an in-order stream), because the emulator has no launch cost of its
+//! own (see the model gaps in `docs/calibration.md`).
+
+use crate::table::{Kernel, Table, CUS};
+
+/// Device and calibration figures. Defaults are the MI308X's; `eta_*` and `kernel_fixed_ns`
+/// are the calibrated ones (docs/calibration.md).
+#[derive(Clone, Debug)]
+pub struct Params {
+    /// fp32 MFMA multiply-adds per ns of one CU: 256 FLOP/clk x 2.1 GHz / 2.
+    pub cu_macs_per_ns: f64,
+    /// HBM bandwidth of the device, bytes per ns (5.3 TB/s).
+    pub hbm_bytes_per_ns: f64,
+    /// GEMM efficiency at infinite arithmetic intensity (the rest follows I / (I + I0)).
+    pub eta_gemm: f64,
+    /// Arithmetic intensity (MACs per element loaded) at which a tile reaches half of eta_gemm.
+    pub i0: f64,
+    /// Fraction of the HBM bandwidth memory-bound kernels reach.
+    pub eta_bw: f64,
+    /// Fixed cost of every kernel (ns), spread over its rounds.
+    pub kernel_fixed_ns: f64,
+    /// Fixed cost of every GEMM workgroup (prologue, epilogue: output write), ns.
+    pub gemm_wg_fixed_ns: f64,
+    /// Longest round of a memory-bound kernel (ns): bounds the workgroup length.
+    pub ew_round_ns: f64,
+    /// Host time of a PyTorch eager operator that runs an ATen kernel (Python, dispatcher, HIP
+    /// launch), device ns.
+    pub host_aten_ns: u64,
+    /// Host time of a PyTorch eager operator that calls MIOpen (convolution, batch norm).
+    pub host_miopen_ns: u64,
+    /// GEMM-class workgroups resident per CU (occupancy; LDS per workgroup = 64 KiB / this).
+    pub gemm_per_cu: u64,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            cu_macs_per_ns: 256.0 * 2.1 / 2.0,
+            hbm_bytes_per_ns: 5300.0,
+            eta_gemm: 0.66,
+            i0: 32.0,
+            eta_bw: 0.70,
+            kernel_fixed_ns: 4000.0,
+            gemm_wg_fixed_ns: 2000.0,
+            ew_round_ns: 20_000.0,
+            gemm_per_cu: 2,
+            host_aten_ns: 30_000,
+            host_miopen_ns: 45_750,
+        }
+    }
+}
+
+/// GEMM-class workgroup: 256 work-items.
+pub const GEMM_THREADS: u32 = 256;
+/// Memory-bound workgroup: 256 work-items, no LDS (8 per CU).
+pub const EW_THREADS: u32 = 256;
+const EW_PER_CU: u64 = 8;
+/// Macro-tiles (MIOpen igemm / Tensile sizes).
+/// Split-K factors (MIOpen's gemm_k_global_split, Tensile's GSU): partial sums of K slices.
+const SPLIT_K: [u64; 4] = [1, 2, 4, 8];
+const TILES: [(u64, u64); 6] = [
+    (256, 128),
+    (128, 128),
+    (128, 64),
+    (64, 64),
+    (64, 32),
+    (32, 32),
+];
+
+/// Builds kernel sequences.
+pub struct Builder<'p> {
+    p: &'p Params,
+    kernels: Vec<Kernel>,
+}
+
+impl<'p> Builder<'p> {
+    pub fn new(p: &'p Params) -> Self {
+        Builder {
+            p,
+            kernels: Vec::new(),
+        }
+    }
+
+    /// A GEMM of `m x n` outputs over `k` (batched `batch` times).
+    pub fn gemm(&mut self, label: &str, m: u64, n: u64, k: u64, batch: u64) {
+        // The library's pick: the macro-tile and split-K factor with the shortest kernel (tuned
+        // libraries time their candidates), counting rounds of the device.
+        let per_cu = self.p.gemm_per_cu;
+        let slots = CUS * per_cu;
+        let plan = |(tm, tn): (u64, u64), split: u64| {
+            let wgs = m.div_ceil(tm) * n.div_ceil(tn) * batch * split;
+            let intensity = (tm * tn) as f64 / (tm + tn) as f64;
+            let eta = self.p.eta_gemm * intensity / (intensity + self.p.i0);
+            // Workgroups sharing a CU share its MFMA rate; a kernel too small to put two on
+            // every CU gives each workgroup a CU of its own.
+            let share = wgs.div_ceil(CUS).clamp(1, per_cu) as f64;
+            let rate = self.p.cu_macs_per_ns / share * eta;
+            let rounds = wgs.div_ceil(slots);
+            let wg = (tm * tn * k.div_ceil(split)) as f64 / rate
+                + self.p.gemm_wg_fixed_ns
+                + self.p.kernel_fixed_ns / rounds as f64;
+            (wgs, wg, rounds as f64 * wg)
+        };
+        let (wgs, wg, _) = TILES
+            .iter()
+            .flat_map(|&t| {
+                SPLIT_K
+                    .iter()
+                    .filter(move |&&s| k / s >= 64)
+                    .map(move |&s| plan(t, s))
+            })
+            .min_by(|a, b| a.2.total_cmp(&b.2))
+            .unwrap_or_else(|| plan(TILES[TILES.len() - 1], 1));
+        self.push(label, wgs, GEMM_THREADS, (64 * 1024 / per_cu) as u32, wg);
+    }
+
+    /// A convolution as implicit GEMM: batch `nb`, `cin -> cout`, `kh x kw` filter, output
+    /// `ho x wo`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn conv(
+        &mut self,
+        label: &str,
+        nb: u64,
+        cin: u64,
+        cout: u64,
+        kh: u64,
+        kw: u64,
+        ho: u64,
+        wo: u64,
+    ) {
+        self.gemm(label, nb * ho * wo, cout, cin * kh * kw, 1);
+    }
+
+    /// A memory-bound kernel over `elements` fp32 elements moving `bytes` bytes.
+    pub fn mem(&mut self, label: &str, elements: u64, bytes: u64) {
+        let slots = CUS * EW_PER_CU;
+        let busy = bytes as f64 / (self.p.hbm_bytes_per_ns * self.p.eta_bw);
+        // The real grid: 4 elements per work-item.
+        let real = elements.div_ceil(u64::from(EW_THREADS) * 4).max(1);
+        let rounds = ((busy / self.p.ew_round_ns).ceil() as u64).max(1);
+        let wgs = real.min(slots * rounds);
+        let rounds = wgs.div_ceil(slots);
+        let wg = busy / rounds as f64 + self.p.kernel_fixed_ns / rounds as f64;
+        self.push(label, wgs, EW_THREADS, 0, wg);
+    }
+
+    /// Any kernel, given directly.
+    pub fn push(&mut self, label: &str, wgs: u64, threads: u32, lds: u32, wg_ns: f64) {
+        self.kernels.push(Kernel {
+            label: label.to_string(),
+            workgroups: wgs.max(1),
+            threads,
+            lds,
+            wg_ns: (wg_ns.round() as u64).max(1),
+            host_ns: 0,
+        });
+    }
+
+    pub fn finish(self, model: &str, items: u32, unit: &str) -> Table {
+        Table {
+            model: model.to_string(),
+            items,
+            unit: unit.to_string(),
+            kernels: self.kernels,
+        }
+    }
+}
+
+/// torchvision ResNet-18 (`bottleneck = false`, blocks 2-2-2-2) or ResNet-50 (`true`, 3-4-6-3),
+/// 224x224 input, eval mode, as PyTorch eager launches it on ROCm: every convolution one MIOpen
+/// kernel, every batch norm one inference kernel, ReLU and the residual add separate in-place
+/// elementwise kernels, max pool, adaptive average pool, and the classifier's GEMM (bias in its
+/// epilogue).
+pub fn resnet(p: &Params, name: &str, batch: u64, bottleneck: bool) -> Table {
+    let blocks: [u64; 4] = if bottleneck {
+        [3, 4, 6, 3]
+    } else {
+        [2, 2, 2, 2]
+    };
+    let expansion = if bottleneck { 4 } else { 1 };
+    let mut b = Builder::new(p);
+    let n = batch;
+    // Stem: conv 7x7/2 3->64 at 112x112, BN, ReLU, max pool 3x3/2 to 56x56.
+    let act = |c: u64, h: u64| n * c * h * h;
+    b.conv("conv1", n, 3, 64, 7, 7, 112, 112);
+    b.mem("bn1", act(64, 112), act(64, 112) * 8);
+    b.mem("relu1", act(64, 112), act(64, 112) * 8);
+    b.mem("maxpool", act(64, 56), (act(64, 112) + act(64, 56)) * 4);
+    let mut cin = 64;
+    let mut h = 56;
+    for (stage, &nblocks) in blocks.iter().enumerate() {
+        let width = 64 << stage;
+        let cout = width * expansion;
+        for blk in 0..nblocks {
+            let stride = if stage > 0 && blk == 0 { 2 } else { 1 };
+            let ho = h / stride;
+            let tag = format!("l{}.{}", stage + 1, blk);
+            if bottleneck {
+                b.conv(&format!("{tag}.conv1"), n, cin, width, 1, 1, h, h);
+                b.mem(&format!("{tag}.bn1"), act(width, h), act(width, h) * 8);
+                b.mem(&format!("{tag}.relu1"), act(width, h), act(width, h) * 8);
+                b.conv(&format!("{tag}.conv2"), n, width, width, 3, 3, ho, ho);
+                b.mem(&format!("{tag}.bn2"), act(width, ho), act(width, ho) * 8);
+                b.mem(&format!("{tag}.relu2"), act(width, ho), act(width, ho) * 8);
+                b.conv(&format!("{tag}.conv3"), n, width, cout, 1, 1, ho, ho);
+                b.mem(&format!("{tag}.bn3"), act(cout, ho), act(cout, ho) * 8);
+            } else {
+                b.conv(&format!("{tag}.conv1"), n, cin, width, 3, 3, ho, ho);
+                b.mem(&format!("{tag}.bn1"), act(width, ho), act(width, ho) * 8);
+                b.mem(&format!("{tag}.relu1"), act(width, ho), act(width, ho) * 8);
+                b.conv(&format!("{tag}.conv2"), n, width, width, 3, 3, ho, ho);
+                b.mem(&format!("{tag}.bn2"), act(width, ho), act(width, ho) * 8);
+            }
+            if stride != 1 || cin != cout {
+                b.conv(&format!("{tag}.down"), n, cin, cout, 1, 1, ho, ho);
+                b.mem(&format!("{tag}.down_bn"), act(cout, ho), act(cout, ho) * 8);
+            }
+            b.mem(&format!("{tag}.add"), act(cout, ho), act(cout, ho) * 12);
+            b.mem(&format!("{tag}.relu"), act(cout, ho), act(cout, ho) * 8);
+            cin = cout;
+            h = ho;
+        }
+    }
+    b.mem("avgpool", n * cin, act(cin, h) * 4 + n * cin * 4);
+    b.gemm("fc", n, 1000, cin, 1);
+    b.finish(name, batch as u32, "img")
+}
+
+/// BERT-base (12 layers, hidden 768, 12 heads, FFN 3072), `batch` sequences of `seq` tokens,
+/// Hugging Face `BertModel` in PyTorch eager mode, fp32, scaled-dot-product attention on its
+/// math path (fp32 has no fused kernel on ROCm): embeddings (3 gathers, 2 adds, layer norm),
+/// per layer Q/K/V GEMMs, scale, Q·Kᵀ, mask add, softmax, P·V, head merge copy, output GEMM,
+/// residual add, layer norm, FFN GEMM, GELU, FFN GEMM, residual add, layer norm; pooler GEMM and
+/// tanh.
+pub fn bert(p: &Params, name: &str, batch: u64, seq: u64) -> Table {
+    let (hid, heads, ffn, layers) = (768u64, 12u64, 3072u64, 12);
+    let t = batch * seq;
+    let dh = hid / heads;
+    let mut b = Builder::new(p);
+    let x = t * hid;
+    for e in ["emb.word", "emb.type", "emb.pos"] {
+        b.mem(e, x, x * 8);
+    }
+    b.mem("emb.add1", x, x * 12);
+    b.mem("emb.add2", x, x * 12);
+    b.mem("emb.ln", x, x * 8);
+    for l in 0..layers {
+        let tag = format!("L{l}");
+        for m in ["q", "k", "v"] {
+            b.gemm(&format!("{tag}.{m}"), t, hid, hid, 1);
+        }
+        b.mem(&format!("{tag}.scale"), x, x * 8);
+        let scores = batch * heads * seq * seq;
+        b.gemm(&format!("{tag}.qk"), seq, seq, dh, batch * heads);
+        b.mem(&format!("{tag}.mask"), scores, scores * 12);
+        b.mem(&format!("{tag}.softmax"), scores, scores * 8);
+        b.gemm(&format!("{tag}.pv"), seq, dh, seq, batch * heads);
+        b.mem(&format!("{tag}.merge"), x, x * 8);
+        b.gemm(&format!("{tag}.o"), t, hid, hid, 1);
+        b.mem(&format!("{tag}.add1"), x, x * 12);
+        b.mem(&format!("{tag}.ln1"), x, x * 8);
+        b.gemm(&format!("{tag}.ffn1"), t, ffn, hid, 1);
+        b.mem(&format!("{tag}.gelu"), t * ffn, t * ffn * 8);
+        b.gemm(&format!("{tag}.ffn2"), t, hid, ffn, 1);
+        b.mem(&format!("{tag}.add2"), x, x * 12);
+        b.mem(&format!("{tag}.ln2"), x, x * 8);
+    }
+    b.gemm("pooler", batch, hid, hid, 1);
+    b.mem("pooler.tanh", batch * hid, batch * hid * 8);
+    b.finish(name, batch as u32, "seq")
+}
+
+/// The users' matmul task: `kernels` naive `n x n` fp32 matmuls (one work-item per output,
+/// 16x16 workgroups, no LDS), each taking `kernel_ns` on the whole GPU (their single-thread
+/// figure: P50 475 ms for 30 kernels).
+pub fn matmul_task(name: &str, n: u64, kernels: usize, kernel_ns: f64) -> Table {
+    let wgs = (n / 16) * (n / 16);
+    let rounds = wgs.div_ceil(CUS * 8);
+    let p = Params::default();
+    let mut b = Builder::new(&p);
+    for i in 0..kernels {
+        b.push(
+            &format!("matmul{i}"),
+            wgs,
+            256,
+            0,
+            kernel_ns / rounds as f64,
+        );
+    }
+    b.finish(name, 1, "task")
+}
+
+/// Names of the built-in models.
+pub const NAMES: [&str; 5] = [
+    "resnet18_bs8",
+    "resnet50_bs8",
+    "resnet50_bs1024",
+    "bert_base",
+    "matmul2048_task",
+];
+
+/// A built-in model by name.
+pub fn build(name: &str, p: &Params) -> Option<Table> {
+    Some(match name {
+        "resnet18_bs8" => resnet(p, name, 8, false),
+        "resnet50_bs8" => resnet(p, name, 8, true),
+        "resnet50_bs1024" => resnet(p, name, 1024, true),
+        "bert_base" => bert(p, name, 1, 128),
+        "matmul2048_task" => matmul_task(name, 2048, 30, 475.0e6 / 30.0),
+        _ => return None,
+    })
+    .map(|mut t| {
+        if t.unit != "task" {
+            for k in &mut t.kernels {
+                k.host_ns = if is_miopen(&k.label) {
+                    p.host_miopen_ns
+                } else {
+                    p.host_aten_ns
+                };
+            }
+        }
+        t
+    })
+}
+
+/// Operators PyTorch hands to MIOpen (convolution, batch norm): their host path includes
+/// MIOpen's problem lookup and solver invocation.
+fn is_miopen(label: &str) -> bool {
+    let last = label.rsplit('.').next().unwrap_or(label);
+    last.starts_with("conv") || last.starts_with("bn") || last == "down" || last == "down_bn"
+}
+
+/// The comment block of a generated table.
+pub fn header(name: &str, p: &Params) -> String {
+    format!(
+        "{name}: generated by `xhsa-bench models --write` from tools/bench/src/models.rs; sources in docs/calibration.md.\n\
+         Device: 80 CUs x 32 wave slots, 64 KiB LDS per CU; GEMM workgroups 256 work-items + 32 KiB LDS (2 per CU),\n\
+         memory-bound workgroups 256 work-items (8 per CU). Params: fp32 MFMA {:.1} MAC/ns per CU, eta_gemm {}, I0 {},\n\
+         HBM {} B/ns x eta_bw {}, kernel fixed {} ns, GEMM workgroup fixed {} ns, memory-bound round <= {} ns.",
+        p.cu_macs_per_ns, p.eta_gemm, p.i0, p.hbm_bytes_per_ns, p.eta_bw, p.kernel_fixed_ns, p.gemm_wg_fixed_ns, p.ew_round_ns
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_counts_match_a_pytorch_trace() {
+        let p = Params::default();
+        let count = |n: &str| build(n, &p).unwrap().kernels.len();
+        // conv 20 + BN 20 + ReLU 17 + add 8 + maxpool + avgpool + fc.
+        assert_eq!(count("resnet18_bs8"), 68);
+        // conv 53 + BN 53 + ReLU 49 + add 16 + maxpool + avgpool + fc.
+        assert_eq!(count("resnet50_bs8"), 174);
+        assert_eq!(count("resnet50_bs1024"), 174);
+        // embeddings 6 + 12 x 17 + pooler 2.
+        assert_eq!(count("bert_base"), 212);
+        assert_eq!(count("matmul2048_task"), 30);
+    }
+
+    #[test]
+    fn matmul_task_takes_the_users_time_alone() {
+        let t = build("matmul2048_task", &Params::default()).unwrap();
+        let ms = t.alone_ns() as f64 / 1e6;
+        assert!((ms - 475.0).abs() < 5.0, "{ms}");
+    }
+
+    #[test]
+    fn shipped_tables_are_the_generated_ones() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/models");
+        let p = Params::default();
+        for n in NAMES {
+            let t = build(n, &p).unwrap();
+            let text = std::fs::read_to_string(dir.join(format!("{n}.kernels"))).unwrap();
+            assert_eq!(
+                Table::parse(&text).unwrap(),
+                t,
+                "{n}: run `xhsa-bench models --write`"
+            );
+        }
+    }
+}

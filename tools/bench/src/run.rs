@@ -1,0 +1,376 @@
+//! Running one phase for real: the workload processes of the phase on a private emulated
+//! device (`xhsa-emu run` with `XHSA_EMU_DEVICE_DIR` set to a fresh directory), started
+//! together, told to go once every stream has warmed up, stopped after the window.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+
+use crate::phase::{PhaseResult, StreamResult};
+use crate::scenario::Process;
+use crate::table::Table;
+
+/// How processes reach the GPU. Native: as they are, each on its own HIP stream(s). The seam
+/// where libxhsa's modes come in (an `Xhsa` mode preloading libxhsa.so).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// No scheduler: HIP, ROCr and the (emulated) device as they are.
+    Native,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Native => "native",
+        }
+    }
+
+    /// Environment the mode adds to every workload process.
+    pub fn env(self) -> Vec<(String, String)> {
+        match self {
+            Mode::Native => Vec::new(),
+        }
+    }
+}
+
+/// Everything a phase needs besides its processes.
+pub struct Setup<'a> {
+    pub emu: &'a Path,
+    pub workload: &'a Path,
+    pub tables: &'a HashMap<String, (PathBuf, Table)>,
+    pub time_scale: f64,
+    pub mode: Mode,
+    /// Wall-clock seconds after "go" before the window opens.
+    pub warmup_s: f64,
+    /// Wall-clock seconds of the window.
+    pub seconds: f64,
+    /// Where logs and the device directory go.
+    pub work_dir: &'a Path,
+    pub label: &'a str,
+    pub progress: bool,
+}
+
+#[derive(Deserialize)]
+struct Line {
+    ev: String,
+    stream: Option<usize>,
+    t0: Option<u64>,
+    t1: Option<u64>,
+}
+
+enum Msg {
+    Line(usize, Line),
+    Eof(usize),
+}
+
+struct Proc {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    log: PathBuf,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            // SAFETY: kill(2) on the pid of a child this harness started and has not reaped.
+            unsafe { libc::kill(self.child.id() as i32, libc::SIGKILL) };
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// `CLOCK_MONOTONIC` in ns: the clock the workloads report in.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(15)..].join("\n")
+}
+
+/// Runs one phase; returns the requests in device seconds from "go" and the window
+/// `(from, to)` in device seconds.
+pub fn phase(setup: &Setup, processes: &[Process]) -> Result<(PhaseResult, f64, f64), String> {
+    let dir = setup.work_dir.join(setup.label);
+    let dev = dir.join("device");
+    std::fs::create_dir_all(&dev).map_err(|e| format!("{}: {e}", dev.display()))?;
+    set_private(&dev)?;
+    let (tx, rx) = mpsc::channel();
+    let mut procs = Vec::new();
+    let mut streams_total = 0;
+    for (i, p) in processes.iter().enumerate() {
+        let (table_path, _) = &setup.tables[&p.model];
+        let log = dir.join(format!("process{i}.log"));
+        let logf = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+        let mut cmd = Command::new(setup.emu);
+        cmd.arg("run")
+            .arg("--time-scale")
+            .arg(setup.time_scale.to_string())
+            .arg("--")
+            .arg(setup.workload);
+        cmd.arg("--table")
+            .arg(table_path)
+            .arg("--time-scale")
+            .arg(setup.time_scale.to_string());
+        if p.streams.len() == 1 {
+            cmd.arg("--null-stream");
+        }
+        for s in &p.streams {
+            cmd.arg("--stream")
+                .arg(format!("{}:{}", s.role.as_str(), s.rate.unwrap_or(0.0)));
+        }
+        cmd.env("XHSA_EMU_DEVICE_DIR", &dev);
+        for (k, v) in setup.mode.env() {
+            cmd.env(k, v);
+        }
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(logf));
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", setup.emu.display()))?;
+        let stdout = child.stdout.take().expect("piped");
+        let stdin = child.stdin.take();
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Ok(l) = serde_json::from_str::<Line>(&line) {
+                    if tx.send(Msg::Line(i, l)).is_err() {
+                        return;
+                    }
+                }
+            }
+            let _ = tx.send(Msg::Eof(i));
+        });
+        streams_total += p.streams.len();
+        procs.push(Proc { child, stdin, log });
+    }
+    drop(tx);
+    let fail = |procs: &[Proc], i: usize, what: &str| {
+        format!(
+            "{}: process {i} ({}) {what}; its log ({}):\n{}",
+            setup.label,
+            processes[i].model,
+            procs[i].log.display(),
+            tail(&procs[i].log)
+        )
+    };
+    // Warm-up: every stream of every process reports "warm".
+    let mut warm = 0;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while warm < streams_total {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(Msg::Line(_, l)) if l.ev == "warm" => warm += 1,
+            Ok(Msg::Line(..)) => {}
+            Ok(Msg::Eof(i)) => return Err(fail(&procs, i, "exited before warming up")),
+            Err(_) => {
+                return Err(format!(
+                    "{}: the workloads did not warm up within 120 s (logs in {})",
+                    setup.label,
+                    dir.display()
+                ))
+            }
+        }
+    }
+    let go = monotonic_ns();
+    for p in &mut procs {
+        if let Some(s) = p.stdin.as_mut() {
+            let _ = writeln!(s, "go");
+            let _ = s.flush();
+        }
+    }
+    let scale = setup.time_scale;
+    let dev_s = |t: u64| (t.saturating_sub(go)) as f64 / 1e9 / scale;
+    let mut reqs: Vec<Vec<Vec<(f64, f64)>>> = processes
+        .iter()
+        .map(|p| vec![Vec::new(); p.streams.len()])
+        .collect();
+    let start = Instant::now();
+    let stop_at = Duration::from_secs_f64(setup.warmup_s + setup.seconds);
+    let mut last_print = Instant::now();
+    let mut eof = vec![false; procs.len()];
+    let handle =
+        |m: Msg, reqs: &mut Vec<Vec<Vec<(f64, f64)>>>, eof: &mut Vec<bool>| -> Result<(), usize> {
+            match m {
+                Msg::Line(i, l) if l.ev == "req" => {
+                    if let (Some(s), Some(a), Some(b)) = (l.stream, l.t0, l.t1) {
+                        if let Some(v) = reqs[i].get_mut(s) {
+                            v.push((dev_s(a), dev_s(b)));
+                        }
+                    }
+                    Ok(())
+                }
+                Msg::Line(..) => Ok(()),
+                Msg::Eof(i) => {
+                    eof[i] = true;
+                    Err(i)
+                }
+            }
+        };
+    while start.elapsed() < stop_at {
+        match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(m) => {
+                if let Err(i) = handle(m, &mut reqs, &mut eof) {
+                    return Err(fail(&procs, i, "exited during the run"));
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        if setup.progress && last_print.elapsed() > Duration::from_millis(500) {
+            last_print = Instant::now();
+            let n: usize = reqs.iter().flatten().map(Vec::len).sum();
+            eprint!(
+                "\r  {:<10} {:5.1}/{:.1} s wall   {n} requests done   ",
+                setup.label,
+                start.elapsed().as_secs_f64(),
+                stop_at.as_secs_f64()
+            );
+        }
+    }
+    for p in &mut procs {
+        if let Some(mut s) = p.stdin.take() {
+            let _ = writeln!(s, "stop");
+        }
+    }
+    // Let the requests in flight finish (a ResNet-50 bs1024 batch takes seconds when slowed).
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while eof.iter().any(|e| !e) {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(m) => {
+                let _ = handle(m, &mut reqs, &mut eof);
+            }
+            Err(_) => break,
+        }
+    }
+    for (i, p) in procs.iter_mut().enumerate() {
+        let status = p.child.wait().map_err(|e| e.to_string())?;
+        if !status.success() {
+            return Err(fail(&procs, i, &format!("ended with {status}")));
+        }
+    }
+    if setup.progress {
+        eprintln!();
+    }
+    let mut streams = Vec::new();
+    for (pi, p) in processes.iter().enumerate() {
+        let table = &setup.tables[&p.model].1;
+        for (si, s) in p.streams.iter().enumerate() {
+            streams.push(StreamResult {
+                process: pi,
+                stream: si,
+                role: s.role,
+                model: p.model.clone(),
+                items: table.items,
+                unit: table.unit.clone(),
+                requests: std::mem::take(&mut reqs[pi][si]),
+            });
+        }
+    }
+    let from = setup.warmup_s / scale;
+    let to = (setup.warmup_s + setup.seconds) / scale;
+    let _ = std::fs::remove_dir_all(&dev);
+    Ok((
+        PhaseResult {
+            streams,
+            seconds: to,
+        },
+        from,
+        to,
+    ))
+}
+
+fn set_private(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| format!("{}: {e}", dir.display()))
+}
+
+/// FNV-1a of the given byte strings: the cache key of a workload build.
+pub fn fnv1a(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for p in parts {
+        for &b in *p {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        h ^= 0xff;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// Builds the workload program with hipcc into `out_dir` (cached by the sources' hash) and
+/// returns its path.
+pub fn build_workload(
+    workloads: &Path,
+    kernels_dir: &Path,
+    out_dir: &Path,
+) -> Result<PathBuf, String> {
+    let src = workloads.join("workload.hip");
+    let inc = kernels_dir.join("xhsa_kernels.hip");
+    let a = std::fs::read(&src).map_err(|e| format!("{}: {e}", src.display()))?;
+    let b = std::fs::read(&inc).map_err(|e| format!("{}: {e}", inc.display()))?;
+    let bin = out_dir.join(format!("workload-{:016x}", fnv1a(&[&a, &b])));
+    if bin.exists() {
+        return Ok(bin);
+    }
+    std::fs::create_dir_all(out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
+    eprintln!(
+        "xhsa-bench: building {} with hipcc --offload-arch=gfx90a",
+        src.display()
+    );
+    let tmp = out_dir.join(format!("workload.tmp{}", std::process::id()));
+    let out = Command::new("hipcc")
+        .args([
+            "--offload-arch=gfx90a",
+            "-O2",
+            "-w",
+            "-std=c++17",
+            "-pthread",
+        ])
+        .arg("-I")
+        .arg(kernels_dir)
+        .arg("-o")
+        .arg(&tmp)
+        .arg(&src)
+        .output()
+        .map_err(|e| {
+            format!("cannot run hipcc: {e} (install hipcc, see tools/debian-packages.txt)")
+        })?;
+    if !out.status.success() {
+        return Err(format!(
+            "hipcc failed on {}:\n{}",
+            src.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    std::fs::rename(&tmp, &bin).map_err(|e| e.to_string())?;
+    Ok(bin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fnv_changes_with_any_part() {
+        assert_ne!(fnv1a(&[b"a", b"b"]), fnv1a(&[b"ab", b""]));
+        assert_eq!(fnv1a(&[b"x"]), fnv1a(&[b"x"]));
+    }
+}

@@ -1,0 +1,275 @@
+//! `xhsa-bench predict`: the scenario's workloads driven through the emulator's own HWS model
+//! (`xhsa_emu::device::Hws`, the code the shared device runs) in virtual device time, with an
+//! ideal host: no launch cost, no wake-up latency, no time lost between a kernel's completion
+//! and the fetch of the next one unless `hop_ns` says so. It shows what the timing model
+//! implies, free of this host's scheduling noise, and in seconds rather than minutes.
+//!
+//! It mirrors the emulator's packet processor: HIP sets the barrier bit on every dispatch, so a
+//! stream's next kernel is fetched when the previous one completes; the device refills the CU
+//! slots freed by a completion (from every queue with work) before that fetch.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+use xhsa_emu::device::{CuPool, Hws, KernelJob, WgNeed};
+
+use crate::phase::{PhaseResult, StreamResult};
+use crate::scenario::{Process, Role};
+use crate::table::{Table, CUS, LDS_PER_CU, WAVES_PER_CU};
+
+/// Host and device-side delays of the prediction (device ns).
+#[derive(Clone, Copy, Debug)]
+pub struct Host {
+    /// From a kernel's completion to the next kernel of its stream reaching the HWS.
+    pub hop_ns: u64,
+    /// Queue priority every stream's hardware queue gets (native: all the same).
+    pub priority: u8,
+}
+
+impl Default for Host {
+    fn default() -> Self {
+        Host {
+            hop_ns: 0,
+            priority: 7,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    Arrival(usize),
+    Submit(usize),
+}
+
+struct S {
+    role: Role,
+    rate: Option<f64>,
+    table: Table,
+    busy: bool,
+    /// Arrivals so far of a fixed-rate stream.
+    arrivals: u64,
+    offset: u64,
+    /// Requests that arrived while the previous one ran: they start when it completes (the
+    /// request loop is synchronous, as a PyTorch serving loop is).
+    pending: u32,
+    start: u64,
+    kernel: usize,
+    done: Vec<(u64, u64)>,
+}
+
+fn start(s: &mut S, t: u64, i: usize, heap: &mut BinaryHeap<Reverse<(u64, Ev)>>) {
+    s.busy = true;
+    s.start = t;
+    s.kernel = 0;
+    heap.push(Reverse((t + s.table.kernels[0].host_ns, Ev::Submit(i))));
+}
+
+/// Runs `processes` (their streams, with the tables of `tables` by model name) for `seconds`
+/// of device time.
+pub fn run(
+    processes: &[Process],
+    tables: &HashMap<String, Table>,
+    seconds: f64,
+    host: Host,
+) -> PhaseResult {
+    let mut hws = Hws::new(CuPool::new(CUS as usize, WAVES_PER_CU, LDS_PER_CU));
+    let mut streams = Vec::new();
+    let mut owner = Vec::new();
+    for (pi, p) in processes.iter().enumerate() {
+        for (si, st) in p.streams.iter().enumerate() {
+            let key = streams.len() as u32;
+            hws.add_queue(key, host.priority);
+            // Stagger the starts a little, as processes never start in the same nanosecond.
+            let offset = 37_000 * streams.len() as u64;
+            streams.push(S {
+                role: st.role,
+                rate: st.rate,
+                table: tables[&p.model].clone(),
+                busy: false,
+                arrivals: 0,
+                offset,
+                pending: 0,
+                start: 0,
+                kernel: 0,
+                done: Vec::new(),
+            });
+            owner.push((pi, si));
+        }
+    }
+    let end = (seconds * 1e9) as u64;
+    let mut heap: BinaryHeap<Reverse<(u64, Ev)>> = BinaryHeap::new();
+    for (i, s) in streams.iter().enumerate() {
+        heap.push(Reverse((s.offset, Ev::Arrival(i))));
+    }
+    let mut tags: HashMap<u64, usize> = HashMap::new();
+    let mut next_tag = 1u64;
+    loop {
+        let te = heap.peek().map(|Reverse((t, _))| *t);
+        let th = hws.next_event();
+        let now = match (te, th) {
+            (None, None) => break,
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) => a,
+            (None, Some(b)) => b,
+        };
+        if now > end {
+            break;
+        }
+        if th.is_some_and(|b| b <= now) {
+            let Some((t, done)) = hws.step(now) else {
+                continue;
+            };
+            for c in done {
+                let i = tags.remove(&c.tag).expect("known tag");
+                let s = &mut streams[i];
+                s.kernel += 1;
+                if s.kernel == s.table.kernels.len() {
+                    s.done.push((s.start, t));
+                    s.busy = false;
+                    if s.rate.is_none() || s.pending > 0 {
+                        s.pending = s.pending.saturating_sub(1);
+                        start(s, t, i, &mut heap);
+                    }
+                } else {
+                    let avail = s.start
+                        + s.table.kernels[..=s.kernel]
+                            .iter()
+                            .map(|k| k.host_ns)
+                            .sum::<u64>();
+                    heap.push(Reverse((avail.max(t + host.hop_ns), Ev::Submit(i))));
+                }
+            }
+            continue;
+        }
+        let Reverse((t, ev)) = heap.pop().expect("peeked");
+        hws.sync(t);
+        match ev {
+            Ev::Arrival(i) => {
+                let s = &mut streams[i];
+                if let Some(rate) = s.rate {
+                    s.arrivals += 1;
+                    let next = s.offset + (s.arrivals as f64 * 1e9 / rate) as u64;
+                    heap.push(Reverse((next, Ev::Arrival(i))));
+                }
+                if s.busy {
+                    s.pending += 1;
+                } else {
+                    start(s, t, i, &mut heap);
+                }
+            }
+            Ev::Submit(i) => {
+                let s = &streams[i];
+                let k = &s.table.kernels[s.kernel];
+                let tag = next_tag;
+                next_tag += 1;
+                tags.insert(tag, i);
+                let job = KernelJob {
+                    tag,
+                    workgroups: k.workgroups,
+                    need: WgNeed {
+                        waves: k.waves(),
+                        lds: k.lds,
+                    },
+                    wg_ns: k.wg_ns,
+                };
+                hws.submit(i as u32, job, t);
+            }
+        }
+    }
+    let streams = streams
+        .into_iter()
+        .zip(owner)
+        .map(|(s, (process, stream))| StreamResult {
+            process,
+            stream,
+            role: s.role,
+            model: s.table.model.clone(),
+            items: s.table.items,
+            unit: s.table.unit.clone(),
+            requests: s
+                .done
+                .iter()
+                .map(|&(a, b)| (a as f64 / 1e9, b as f64 / 1e9))
+                .collect(),
+        })
+        .collect();
+    PhaseResult { streams, seconds }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::{Priority, Stream};
+    use crate::table::Kernel;
+
+    fn table(name: &str, kernels: Vec<Kernel>) -> Table {
+        Table {
+            model: name.into(),
+            items: 1,
+            unit: "img".into(),
+            kernels,
+        }
+    }
+
+    fn k(wgs: u64, lds: u32, wg_ns: u64, host_ns: u64) -> Kernel {
+        Kernel {
+            label: "k".into(),
+            workgroups: wgs,
+            threads: 256,
+            lds,
+            wg_ns,
+            host_ns,
+        }
+    }
+
+    fn proc(model: &str, role: Role, rate: Option<f64>) -> Process {
+        Process {
+            model: model.into(),
+            streams: vec![Stream {
+                role,
+                rate,
+                priority: Priority::Normal,
+            }],
+        }
+    }
+
+    #[test]
+    fn alone_latency_is_the_tables_alone_time() {
+        let t = table(
+            "a",
+            vec![
+                k(800, 32768, 10_000, 30_000),
+                k(10, 0, 5_000, 30_000),
+                k(100, 32768, 50_000, 45_000),
+            ],
+        );
+        let want = t.alone_ns() as f64 / 1e6;
+        let tables = HashMap::from([("a".to_string(), t)]);
+        let r = run(
+            &[proc("a", Role::Hp, Some(100.0))],
+            &tables,
+            1.0,
+            Host::default(),
+        );
+        let s = r.summarize(0.0, 1.0);
+        let l = s.hp.unwrap();
+        assert_eq!(l.count, 100);
+        assert!(
+            (l.mean_ms - want).abs() < 1e-6 && (l.p99_ms - want).abs() < 1e-6,
+            "{l:?} vs {want}"
+        );
+    }
+
+    #[test]
+    fn long_lp_workgroups_delay_the_hp_job() {
+        let hp = table("hp", vec![k(80, 32768, 20_000, 0); 10]);
+        let lp = table("lp", vec![k(100_000, 32768, 1_000_000, 0)]);
+        let tables = HashMap::from([("hp".to_string(), hp), ("lp".to_string(), lp)]);
+        let procs = [proc("hp", Role::Hp, Some(50.0)), proc("lp", Role::Lp, None)];
+        let s = run(&procs, &tables, 3.0, Host::default()).summarize(1.0, 3.0);
+        let l = s.hp.unwrap();
+        // Alone 0.2 ms; each HP kernel now waits for LP workgroups of 1 ms to finish.
+        assert!(l.mean_ms > 1.0, "{l:?}");
+        assert!(s.lp_throughput_per_s.unwrap() > 0.0);
+    }
+}

@@ -1,0 +1,236 @@
+// xhsa workload: replays a model's kernel sequence (a table from tools/workloads/models/) on
+// one or more streams, as an inference server or a batch job would, and reports every request.
+//
+// Kernels are the emulator's synthetic kernel (tests/kernels/xhsa_kernels.hip): each
+// workgroup runs the `wg_ns` it is given, so timing follows from the device model; grid,
+// workgroup size and dynamic LDS give each kernel its occupancy. On a real gfx90a the kernel
+// body busy-waits for the same time.
+//
+//   workload --table FILE [--time-scale X] [--null-stream] --stream ROLE[:RATE] ...
+//
+//   ROLE   hp | lp (only reported back); RATE requests per device-second, 0 or absent: back
+//          to back. One thread per stream. --null-stream: a single stream submits through
+//          HIP's default stream, as PyTorch does.
+//
+// Protocol (the harness, xhsa-bench, drives it): after HIP init and two warm-up requests per
+// stream it prints {"ev":"warm","stream":S} and waits for a line "go" on stdin; requests then run until
+// "stop" (or end of input). Every finished request is a line
+//   {"ev":"req","stream":S,"t0":NS,"t1":NS}
+// with CLOCK_MONOTONIC nanoseconds (host time; device time is host time / time scale) of its
+// submission and of its completion seen by the host; {"ev":"done"} ends the output.
+#include <hip/hip_runtime.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <sys/prctl.h>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "xhsa_kernels.hip"
+
+namespace {
+
+struct Kernel {
+  std::string label;
+  unsigned long long workgroups;
+  unsigned threads;
+  unsigned lds;
+  unsigned long long wg_ns;
+  unsigned long long host_ns;
+};
+
+struct Table {
+  std::string model;
+  unsigned items = 1;
+  std::vector<Kernel> kernels;
+};
+
+struct StreamSpec {
+  std::string role;
+  double rate = 0;  // requests per device-second; 0: back to back
+};
+
+std::mutex out_mutex;
+std::atomic<int> state{0};  // 0 waiting, 1 running, 2 stopping
+long long go_ns = 0;
+double time_scale = 1.0;
+
+long long now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+void sleep_until(long long t) {
+  timespec ts{(time_t)(t / 1000000000LL), (long)(t % 1000000000LL)};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+  }
+}
+
+void emit(const std::string& line) {
+  std::lock_guard<std::mutex> g(out_mutex);
+  std::fputs(line.c_str(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+}
+
+[[noreturn]] void die(const std::string& msg) {
+  std::fprintf(stderr, "workload: %s\n", msg.c_str());
+  std::exit(2);
+}
+
+#define CHECK(x)                                                                           \
+  do {                                                                                     \
+    hipError_t e_ = (x);                                                                   \
+    if (e_ != hipSuccess) die(std::string(#x) + " failed: " + hipGetErrorString(e_));      \
+  } while (0)
+
+Table load(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) die("cannot read table " + path);
+  Table t;
+  std::string line;
+  int n = 0;
+  while (std::getline(f, line)) {
+    n++;
+    auto hash = line.find('#');
+    if (hash != std::string::npos) line.resize(hash);
+    std::istringstream in(line);
+    std::string word;
+    if (!(in >> word)) continue;
+    if (word == "model") {
+      in >> t.model;
+    } else if (word == "items") {
+      in >> t.items;
+    } else if (word == "unit") {
+      std::string u;
+      in >> u;
+    } else if (word == "kernel") {
+      Kernel k;
+      if (!(in >> k.label >> k.workgroups >> k.threads >> k.lds >> k.wg_ns) || k.threads == 0 || k.threads > 1024)
+        die(path + ":" + std::to_string(n) + ": bad kernel line");
+      if (!(in >> k.host_ns)) k.host_ns = 0;
+      t.kernels.push_back(k);
+    } else {
+      die(path + ":" + std::to_string(n) + ": unknown line");
+    }
+  }
+  if (t.kernels.empty()) die(path + ": no kernels");
+  return t;
+}
+
+// One request: every kernel of the table, in order, on `s`; the host issues each kernel no
+// earlier than the sum of the host times up to it after the start (the framework's own CPU
+// time per operation, which it spends whether or not the GPU is busy: modelled by sleeping to
+// absolute deadlines, so that oversleeping one does not push back the others).
+void request(const Table& t, hipStream_t s, long long start) {
+  double host = 0;
+  for (size_t i = 0; i < t.kernels.size(); i++) {
+    const Kernel& k = t.kernels[i];
+    host += (double)k.host_ns * time_scale;
+    if (host > 0) {
+      long long due = start + (long long)host;
+      if (now_ns() < due) sleep_until(due);
+    }
+    hipLaunchKernelGGL(xhsa_synthetic, dim3((unsigned)k.workgroups), dim3(k.threads), k.lds, s, k.wg_ns);
+  }
+  CHECK(hipGetLastError());
+  CHECK(hipStreamSynchronize(s));
+}
+
+void run_stream(int idx, const Table& t, StreamSpec spec, bool null_stream) {
+  // Timed sleeps overshoot by ~50-80 us with the default 50 us slack; 1 ns narrows that.
+  prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+  hipStream_t s = nullptr;
+  if (!null_stream) CHECK(hipStreamCreate(&s));
+  for (int w = 0; w < 2; w++) request(t, s, now_ns());
+  emit("{\"ev\":\"warm\",\"stream\":" + std::to_string(idx) + "}");
+  while (state.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const double period = spec.rate > 0 ? 1e9 * time_scale / spec.rate : 0;
+  // Fixed-rate streams start at a stream-specific phase so that several do not fire together.
+  const long long first = go_ns + (long long)(period * ((idx * 0.37) - (long long)(idx * 0.37)));
+  for (long long i = 0; state.load() == 1; i++) {
+    long long start = now_ns();
+    if (period > 0) {
+      long long due = first + (long long)(period * (double)i);
+      if (start < due) {
+        sleep_until(due);
+        start = now_ns();
+      }
+      // A request that arrived while the previous one ran starts at once (synchronous loop).
+    }
+    if (state.load() != 1) break;
+    request(t, s, start);
+    long long end = now_ns();
+    emit("{\"ev\":\"req\",\"stream\":" + std::to_string(idx) + ",\"t0\":" + std::to_string(start) + ",\"t1\":" + std::to_string(end) + "}");
+  }
+  if (s) CHECK(hipStreamDestroy(s));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string table_path;
+  std::vector<StreamSpec> specs;
+  bool null_stream = false;
+  for (int i = 1; i < argc; i++) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) die("missing value after " + a);
+      return argv[++i];
+    };
+    if (a == "--table") {
+      table_path = value();
+    } else if (a == "--time-scale") {
+      time_scale = std::atof(value().c_str());
+      if (!(time_scale >= 1.0)) die("--time-scale must be >= 1");
+    } else if (a == "--null-stream") {
+      null_stream = true;
+    } else if (a == "--stream") {
+      std::string v = value();
+      StreamSpec s;
+      auto colon = v.find(':');
+      s.role = v.substr(0, colon);
+      if (colon != std::string::npos) s.rate = std::atof(v.c_str() + colon + 1);
+      if (s.role != "hp" && s.role != "lp") die("--stream ROLE[:RATE]: role is hp or lp, not " + s.role);
+      specs.push_back(s);
+    } else {
+      die("unknown argument " + a + " (usage: workload --table FILE [--time-scale X] [--null-stream] --stream ROLE[:RATE] ...)");
+    }
+  }
+  if (table_path.empty() || specs.empty()) die("usage: workload --table FILE [--time-scale X] [--null-stream] --stream ROLE[:RATE] ...");
+  if (null_stream && specs.size() != 1) die("--null-stream takes exactly one --stream");
+  Table t = load(table_path);
+  // Block in waits instead of spinning: this host has two cores for every process.
+  CHECK(hipSetDeviceFlags(hipDeviceScheduleBlockingSync));
+  CHECK(hipSetDevice(0));
+
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < specs.size(); i++) threads.emplace_back(run_stream, (int)i, std::cref(t), specs[i], null_stream);
+  std::string line;
+  // Each stream thread prints {"ev":"warm"} after its warm-up; the harness sends "go" once it
+  // has them all (from every process of the phase).
+  emit("{\"ev\":\"started\",\"streams\":" + std::to_string(specs.size()) + ",\"kernels\":" + std::to_string(t.kernels.size()) + "}");
+  while (std::getline(std::cin, line)) {
+    if (line == "go") {
+      go_ns = now_ns();
+      state.store(1);
+    } else if (line == "stop") {
+      break;
+    }
+  }
+  if (state.load() == 0) go_ns = now_ns();
+  state.store(2);
+  for (auto& th : threads) th.join();
+  emit("{\"ev\":\"done\"}");
+  return 0;
+}
