@@ -211,10 +211,15 @@ impl Scheduler for RemoteScheduler {
             wg_ns: job.wg_ns,
             submit_ns: now,
         };
+        let mut waited = Duration::ZERO;
         while !self.conn.area.get().post_job(e) {
             // The device drains the ring whenever it runs; give it the CPU.
             self.conn.wake_device();
             std::thread::sleep(Duration::from_micros(100));
+            waited += Duration::from_micros(100);
+            if waited == Duration::from_secs(5) {
+                tracing::error!("xhsa-emu: the shared device has not taken a kernel for 5 s; is the device process alive?");
+            }
         }
         self.conn.wake_device();
     }

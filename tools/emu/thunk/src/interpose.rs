@@ -235,6 +235,17 @@ fn write_u32s(ptr: u64, v: &[u32]) {
 /// of uapi 1.17 (shorter, older structs are zero-extended as KFD does). Requests the emulator
 /// does not serve fail with EINVAL; unknown numbers with ENOTTY.
 fn kfd_ioctl(request: libc::c_ulong, arg: *mut libc::c_void) -> libc::c_int {
+    // A panic must never unwind into the C caller: report it as an I/O error.
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| serve_ioctl(request, arg))) {
+        Ok(r) => r,
+        Err(_) => {
+            tracing::error!("xhsa-emu: internal error serving KFD ioctl {request:#x}");
+            set_errno(libc::EIO)
+        }
+    }
+}
+
+fn serve_ioctl(request: libc::c_ulong, arg: *mut libc::c_void) -> libc::c_int {
     let Some(req) = Request::from_raw_lenient(request as u64) else { return set_errno(libc::ENOTTY) };
     if arg.is_null() {
         return set_errno(libc::EFAULT);
