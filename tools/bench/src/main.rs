@@ -104,6 +104,16 @@ fn models_dir() -> PathBuf {
     root().join("tools/workloads/models")
 }
 
+/// The emulator configuration the scenarios run on.
+fn device_config() -> PathBuf {
+    root().join("tools/bench/device.toml")
+}
+
+/// Its workgroup jitter, for `predict`.
+fn device_jitter() -> Result<f64, String> {
+    xhsa_emu::config::Config::from_file(&device_config()).map(|c| c.timing.wg_jitter).map_err(|e| e.to_string())
+}
+
 fn scenarios_dir() -> PathBuf {
     root().join("tools/bench/scenarios")
 }
@@ -220,6 +230,7 @@ fn go(cli: Cli) -> Result<(), String> {
                 tables.into_iter().map(|(k, (_, t))| (k, t)).collect();
             let host = sim::Host {
                 hop_ns: (hop_us * 1e3) as u64,
+                wg_jitter: device_jitter()?,
                 ..Default::default()
             };
             // Two device seconds of warm-up before the window, as flat-out jobs settle.
@@ -271,11 +282,13 @@ fn go(cli: Cli) -> Result<(), String> {
                 &dir.join("workloads"),
             )?;
             let work = std::env::temp_dir().join(format!("xhsa-bench-{}", std::process::id()));
+            let dev_cfg = device_config();
             let setup = |label: &'static str| Setup {
                 emu: &emu,
                 workload: &workload,
                 tables: &tables,
                 time_scale: scale,
+                device_config: &dev_cfg,
                 mode,
                 warmup_s: warmup,
                 seconds,

@@ -45,6 +45,8 @@ pub struct Setup<'a> {
     pub workload: &'a Path,
     pub tables: &'a HashMap<String, (PathBuf, Table)>,
     pub time_scale: f64,
+    /// The emulator configuration (`xhsa-emu run --config`).
+    pub device_config: &'a Path,
     pub mode: Mode,
     /// Wall-clock seconds after "go" before the window opens.
     pub warmup_s: f64,
@@ -118,6 +120,8 @@ pub fn phase(setup: &Setup, processes: &[Process]) -> Result<(PhaseResult, f64, 
         let logf = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
         let mut cmd = Command::new(setup.emu);
         cmd.arg("run")
+            .arg("--config")
+            .arg(setup.device_config)
             .arg("--time-scale")
             .arg(setup.time_scale.to_string())
             .arg("--")

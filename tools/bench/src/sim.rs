@@ -24,6 +24,8 @@ pub struct Host {
     pub hop_ns: u64,
     /// Queue priority every stream's hardware queue gets (native: all the same).
     pub priority: u8,
+    /// Workgroup run-time jitter of the device (`timing.wg_jitter` of tools/bench/device.toml).
+    pub wg_jitter: f64,
 }
 
 impl Default for Host {
@@ -31,6 +33,7 @@ impl Default for Host {
         Host {
             hop_ns: 0,
             priority: 7,
+            wg_jitter: 0.0,
         }
     }
 }
@@ -72,7 +75,7 @@ pub fn run(
     seconds: f64,
     host: Host,
 ) -> PhaseResult {
-    let mut hws = Hws::new(CuPool::new(CUS as usize, WAVES_PER_CU, LDS_PER_CU));
+    let mut hws = Hws::new(CuPool::new(CUS as usize, WAVES_PER_CU, LDS_PER_CU)).with_jitter(host.wg_jitter);
     let mut streams = Vec::new();
     let mut owner = Vec::new();
     for (pi, p) in processes.iter().enumerate() {
