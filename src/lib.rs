@@ -8,8 +8,10 @@
 //! What it is not: a HIP shim (it never touches HIP symbols), a daemon, or an emulator. It knows
 //! nothing of `xhsa-emu`; the code here is the code that runs on a real MI308X under ROCm 6.x.
 //!
-//! Status: the workspace foundation. Interception, rings and policy land with the libxhsa issue;
-//! see `docs/ARCHITECTURE.md` for what is built and what is planned.
+//! Status: the interception layer ([`entry`]: both loading modes, version-checked API tables,
+//! KFD queue ids from the thunk and from the ioctl) records what it sees and passes every call
+//! through; shadow queues and the scheduling that uses the safe core below come next (see
+//! `docs/ARCHITECTURE.md`).
 //!
 //! Built so far: the safe core that decides, tested without a runtime — [`packet`] (AQL packets
 //! as values), [`priority`], [`ring`] (per-partition priority rings), [`window`] (the level-1
@@ -18,15 +20,27 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod board;
+pub mod entry;
+pub mod intercept;
 pub mod packet;
 pub mod priority;
 pub mod ring;
 pub mod settings;
 pub mod stats;
+pub mod table;
 pub mod whitelist;
 pub mod window;
 
 /// The symbols `libxhsa.so` exports, and nothing else. `tests/exports.rs` checks the built
 /// library against this list, so a symbol can neither leak nor be hidden by accident (the way a
 /// linker version script broke the users' earlier HIP-level shim).
-pub const EXPORTED_SYMBOLS: &[&str] = &[];
+pub const EXPORTED_SYMBOLS: &[&str] = &[
+    "OnLoad",
+    "hsaKmtCreateQueue",
+    "hsa_amd_queue_set_priority",
+    "hsa_queue_create",
+    "hsa_queue_destroy",
+    "hsa_signal_store_relaxed",
+    "hsa_signal_store_screlease",
+    "ioctl",
+];

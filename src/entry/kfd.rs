@@ -1,0 +1,98 @@
+//! The KFD queue behind every hardware queue: `hsaKmtCreateQueue` (ROCm 5.x, thunk as a shared
+//! library; the real thunk's `QueueId` points at its queue record, whose first word is KFD's
+//! queue id) and `ioctl(AMDKFD_IOC_CREATE_QUEUE)` (ROCm 6.x, thunk linked into ROCr). Both
+//! forward first and record after a success.
+
+use std::sync::atomic::AtomicUsize;
+
+use hsa_sys::hsakmt::{HsaEvent, HsaQueueResource, HSAKMT_STATUS, HSAKMT_STATUS_ERROR, HSA_QUEUE_PRIORITY, HSA_QUEUE_TYPE};
+use xhsa_ioctl::abi::queue::CreateQueueArgs;
+
+use super::{next_symbol, record};
+use crate::intercept::KfdSource;
+
+type CreateQueueFn =
+    unsafe extern "C" fn(u32, HSA_QUEUE_TYPE, u32, HSA_QUEUE_PRIORITY, *mut libc::c_void, u64, *mut HsaEvent, *mut HsaQueueResource) -> HSAKMT_STATUS;
+type IoctlFn = unsafe extern "C" fn(libc::c_int, libc::c_ulong, *mut libc::c_void) -> libc::c_int;
+
+static NEXT_CREATE_QUEUE: AtomicUsize = AtomicUsize::new(0);
+static NEXT_IOCTL: AtomicUsize = AtomicUsize::new(0);
+
+/// Reads a u32 at `addr` without risking a fault (the thunk's record may not be readable).
+fn read_u32(addr: u64) -> Option<u32> {
+    let mut v = 0u32;
+    let local = libc::iovec { iov_base: (&mut v as *mut u32).cast(), iov_len: 4 };
+    let remote = libc::iovec { iov_base: addr as *mut libc::c_void, iov_len: 4 };
+    // SAFETY: `local` is our own 4-byte buffer; the kernel validates `remote`.
+    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    (n == 4).then_some(v)
+}
+
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn hsaKmtCreateQueue(
+    node: u32,
+    kind: HSA_QUEUE_TYPE,
+    percentage: u32,
+    priority: HSA_QUEUE_PRIORITY,
+    ring: *mut libc::c_void,
+    ring_bytes: u64,
+    event: *mut HsaEvent,
+    res: *mut HsaQueueResource,
+) -> HSAKMT_STATUS {
+    let p = next_symbol(&NEXT_CREATE_QUEUE, c"hsaKmtCreateQueue");
+    if p == 0 {
+        return HSAKMT_STATUS_ERROR;
+    }
+    // SAFETY: the next definition of hsaKmtCreateQueue (the thunk's), of this type.
+    let real: CreateQueueFn = unsafe { std::mem::transmute::<usize, CreateQueueFn>(p) };
+    // SAFETY: the caller's arguments, passed on unchanged.
+    let status = unsafe { real(node, kind, percentage, priority, ring, ring_bytes, event, res) };
+    if status == 0 && !res.is_null() {
+        record(|g| {
+            // SAFETY: on success the thunk filled the resource block the caller passed.
+            let (qid, doorbell) = unsafe { ((*res).QueueId, (*res).__bindgen_anon_1.QueueDoorBell) };
+            if let Some(id) = read_u32(qid) {
+                g.seen.kfd_queue(KfdSource::Thunk, ring as u64, id, Some(doorbell), None, None);
+            }
+        });
+    }
+    status
+}
+
+/// `AMDKFD_IOC_CREATE_QUEUE` by type and number, whatever the argument size (uapi versions
+/// differ in it).
+fn is_create_queue(request: libc::c_ulong) -> bool {
+    let r = request;
+    (r >> 8) & 0xff == u64::from(b'K') && r & 0xff == 0x02
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ioctl(fd: libc::c_int, request: libc::c_ulong, arg: *mut libc::c_void) -> libc::c_int {
+    let p = next_symbol(&NEXT_IOCTL, c"ioctl");
+    if p == 0 {
+        // SAFETY: errno of this thread.
+        unsafe { *libc::__errno_location() = libc::ENOSYS };
+        return -1;
+    }
+    // SAFETY: the next definition of ioctl (libc's, or another interposer's).
+    let real: IoctlFn = unsafe { std::mem::transmute::<usize, IoctlFn>(p) };
+    // SAFETY: the caller's arguments, passed on unchanged.
+    let r = unsafe { real(fd, request, arg) };
+    if r == 0 && !arg.is_null() && is_create_queue(request) {
+        // Save errno: recording must not disturb what the caller sees.
+        // SAFETY: errno of this thread.
+        let errno = unsafe { *libc::__errno_location() };
+        record(|g| {
+            let size = ((request >> 16) & 0x3fff) as usize;
+            let mut a = CreateQueueArgs::default();
+            let n = size.min(std::mem::size_of::<CreateQueueArgs>());
+            // SAFETY: the kernel (or KFD emulation) wrote `size` bytes of arguments at `arg`.
+            unsafe { std::ptr::copy_nonoverlapping(arg as *const u8, (&mut a as *mut CreateQueueArgs).cast::<u8>(), n) };
+            g.seen.kfd_queue(KfdSource::Ioctl, a.ring_base_address, a.queue_id, None, Some(a.doorbell_offset), Some(a.queue_type));
+        });
+        // SAFETY: as above.
+        unsafe { *libc::__errno_location() = errno };
+    }
+    r
+}
