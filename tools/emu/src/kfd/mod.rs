@@ -27,6 +27,7 @@ use crate::cp::sdma::SdmaQueue;
 use crate::cp::Cp;
 use crate::device::QueueKey;
 use crate::shared::client::{Connection, RemoteScheduler};
+use crate::sys::devmem::{DeviceMemory, HostMemory};
 use crate::sys::doorbell::TrappedArea;
 use crate::sys::mem;
 use events::Events;
@@ -56,8 +57,6 @@ struct QueueRec {
     /// The device-wide key of the queue on the shared device.
     key: QueueKey,
     slot: usize,
-    priority: u32,
-    percentage: u32,
 }
 
 /// The KFD state of this process.
@@ -193,8 +192,10 @@ impl Kfd {
             }
         };
         let id = self.next_queue.fetch_add(1, Ordering::Relaxed);
-        // The doorbell starts at zero, as a fresh hardware doorbell does.
-        HostDoorbell::store(gpu.doorbells + 8 * slot as u64, 0);
+        // The doorbell starts at zero, as a fresh hardware doorbell does. The page may be
+        // write-protected: this store then traps like an application's, which only wakes the
+        // device thread.
+        HostMemory.store_u64(gpu.doorbells + 8 * slot as u64, 0);
         {
             let mut cp = gpu.engine.cp();
             if sdma {
@@ -206,7 +207,7 @@ impl Kfd {
         }
         gpu.engine.notify();
         tracing::debug!(queue = id, key, sdma, ring = format_args!("{:#x}", a.ring_base_address), bytes = a.ring_size, priority = a.queue_priority, "xhsa-emu: queue created");
-        queues.insert(id, QueueRec { gpu: gi, key, slot, priority: a.queue_priority, percentage: a.queue_percentage });
+        queues.insert(id, QueueRec { gpu: gi, key, slot });
         a.queue_id = id;
         a.doorbell_offset = MMAP_TYPE_DOORBELL | (u64::from(a.gpu_id) << 32) | (8 * slot as u64);
         Ok(())
@@ -243,10 +244,6 @@ impl Kfd {
             .request(&format!("UPDATE key={} prio={} pct={}", rec.key, a.queue_priority, a.queue_percentage))
             .map_err(|r| r.errno)?;
         gpu.engine.cp().set_runnable(rec.key, a.queue_percentage > 0);
-        if let Some(q) = self.queues.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&a.queue_id) {
-            q.priority = a.queue_priority;
-            q.percentage = a.queue_percentage;
-        }
         gpu.engine.notify();
         Ok(())
     }
@@ -432,17 +429,5 @@ impl Kfd {
         for g in &self.gpus {
             g.engine.stop();
         }
-    }
-}
-
-/// Doorbell words written by the KFD side (reset at queue creation).
-struct HostDoorbell;
-
-impl HostDoorbell {
-    fn store(addr: u64, v: u64) {
-        use crate::sys::devmem::{DeviceMemory, HostMemory};
-        // The doorbell page is writable only between traps; a store here may trap like an
-        // application's, which is harmless (it just wakes the device thread).
-        HostMemory.store_u64(addr, v);
     }
 }
