@@ -16,7 +16,8 @@
 //! Built so far: the safe core that decides, tested without a runtime — [`packet`] (AQL packets
 //! as values), [`priority`], [`ring`] (per-partition priority rings), [`window`] (the level-1
 //! in-flight window), [`board`] (the cross-process board layout and summaries), [`stats`],
-//! [`settings`] (environment and config file) and [`whitelist`] (passthrough library matching).
+//! [`settings`] (environment and config file), [`whitelist`] (passthrough library matching) and
+//! [`shadow`] (taking packets from a shadow ring and writing them into a hardware ring).
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod board;
@@ -26,6 +27,7 @@ pub mod packet;
 pub mod priority;
 pub mod ring;
 pub mod settings;
+pub mod shadow;
 pub mod stats;
 pub mod table;
 pub mod whitelist;
