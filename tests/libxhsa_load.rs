@@ -79,3 +79,27 @@ fn hiprand_works_with_libxhsa_loaded() {
     let out = run("hiprand_gen", &[], &[("LD_PRELOAD", &l)]);
     assert!(summary(&out).0 >= 1);
 }
+
+/// HIP and ROCr loaded by `dlopen(RTLD_LOCAL)` (as Python loads PyTorch's extension): the
+/// application's calls still reach libxhsa's preloaded symbols, and libxhsa must find ROCr's
+/// definitions although `RTLD_NEXT` cannot see them.
+#[test]
+fn hip_loaded_with_dlopen_rtld_local_works_with_libxhsa_preloaded() {
+    let l = libxhsa();
+    let plugin = common::program_cache_dir().join("libhip_plugin.so");
+    let src = common::tests_dir().join("programs/hip_plugin.hip");
+    let hipcc = common::require_tool("hipcc", "hipcc");
+    let st = std::process::Command::new(hipcc)
+        .args(["--offload-arch=gfx90a", "-shared", "-fPIC", "-O2", "-w", "-o"])
+        .arg(&plugin)
+        .arg(&src)
+        .status()
+        .expect("run hipcc");
+    assert!(st.success(), "hipcc failed to build {}", src.display());
+    let host = common::program("dlopen_host");
+    let plugin_arg = plugin.display().to_string();
+    let mut env = vec![("LD_PRELOAD".to_string(), l), ("XHSA_LOG".to_string(), "info".to_string())];
+    let out = run_under_emu(&host, &[plugin_arg.as_str()], &RunOpts { env: std::mem::take(&mut env), ..RunOpts::default() });
+    assert_passed(&out);
+    assert!(summary(&out).0 >= 1, "libxhsa saw no queue\n{}", out.report());
+}

@@ -40,7 +40,7 @@ pub unsafe extern "C" fn hsaKmtCreateQueue(
     event: *mut HsaEvent,
     res: *mut HsaQueueResource,
 ) -> HSAKMT_STATUS {
-    let p = next_symbol(&NEXT_CREATE_QUEUE, c"hsaKmtCreateQueue");
+    let p = next_symbol(&NEXT_CREATE_QUEUE, c"libhsakmt.so.1", c"hsaKmtCreateQueue");
     if p == 0 {
         return HSAKMT_STATUS_ERROR;
     }
@@ -69,7 +69,7 @@ fn is_create_queue(request: libc::c_ulong) -> bool {
 
 #[no_mangle]
 pub unsafe extern "C" fn ioctl(fd: libc::c_int, request: libc::c_ulong, arg: *mut libc::c_void) -> libc::c_int {
-    let p = next_symbol(&NEXT_IOCTL, c"ioctl");
+    let p = next_symbol(&NEXT_IOCTL, c"libc.so.6", c"ioctl");
     if p == 0 {
         // SAFETY: errno of this thread.
         unsafe { *libc::__errno_location() = libc::ENOSYS };

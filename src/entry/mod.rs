@@ -119,15 +119,29 @@ pub(crate) fn inside<T>(f: impl FnOnce() -> T) -> T {
     r
 }
 
-/// The next definition of `name` after libxhsa (`RTLD_NEXT`), cached.
-pub(crate) fn next_symbol(cell: &AtomicUsize, name: &CStr) -> usize {
+/// The next definition of `name` after libxhsa (`RTLD_NEXT`), cached; when the library that
+/// defines it was loaded out of the global scope (a `dlopen(RTLD_LOCAL)` plugin, as Python
+/// loads PyTorch's extension and with it HIP and ROCr), `RTLD_NEXT` cannot see it, so `lib`,
+/// which must already be loaded, is asked directly. 0 when neither finds it.
+pub(crate) fn next_symbol(cell: &AtomicUsize, lib: &CStr, name: &CStr) -> usize {
     let p = cell.load(Ordering::Acquire);
     if p != 0 {
         return p;
     }
     // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT looks after this library.
-    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
-    cell.store(p, Ordering::Release);
+    let mut p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
+    if p == 0 {
+        // SAFETY: RTLD_NOLOAD only returns a handle to a library already loaded (or null);
+        // the extra reference it takes is kept for the life of the process, as the symbol is.
+        let h = unsafe { libc::dlopen(lib.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
+        if !h.is_null() {
+            // SAFETY: dlsym on a valid handle with a NUL-terminated name.
+            p = unsafe { libc::dlsym(h, name.as_ptr()) } as usize;
+        }
+    }
+    if p != 0 {
+        cell.store(p, Ordering::Release);
+    }
     p
 }
 

@@ -15,6 +15,9 @@ pub(crate) type QueueDestroyFn = unsafe extern "C" fn(*mut hsa_queue_t) -> hsa_s
 pub(crate) type SignalStoreFn = unsafe extern "C" fn(hsa_signal_t, hsa_signal_value_t);
 pub(crate) type SetPriorityFn = unsafe extern "C" fn(*mut hsa_queue_t, hsa_amd_queue_priority_t) -> hsa_status_t;
 
+/// The library that defines the HSA functions (ROCm 5.x and 6.x soname).
+const ROCR: &std::ffi::CStr = c"libhsa-runtime64.so.1";
+
 static NEXT_QUEUE_CREATE: AtomicUsize = AtomicUsize::new(0);
 static NEXT_QUEUE_DESTROY: AtomicUsize = AtomicUsize::new(0);
 static NEXT_STORE_RELAXED: AtomicUsize = AtomicUsize::new(0);
@@ -99,7 +102,7 @@ pub unsafe extern "C" fn hsa_queue_create(
     queue: *mut *mut hsa_queue_t,
 ) -> hsa_status_t {
     global().announce(Loading::Preload);
-    let real = as_fn(next_symbol(&NEXT_QUEUE_CREATE, c"hsa_queue_create"));
+    let real = as_fn(next_symbol(&NEXT_QUEUE_CREATE, ROCR, c"hsa_queue_create"));
     // SAFETY: the caller's arguments, passed on unchanged.
     unsafe { queue_create(real, agent, size, kind, callback, data, private_size, group_size, queue) }
 }
@@ -107,23 +110,23 @@ pub unsafe extern "C" fn hsa_queue_create(
 #[no_mangle]
 pub unsafe extern "C" fn hsa_queue_destroy(queue: *mut hsa_queue_t) -> hsa_status_t {
     // SAFETY: as above.
-    unsafe { queue_destroy(as_fn(next_symbol(&NEXT_QUEUE_DESTROY, c"hsa_queue_destroy")), queue) }
+    unsafe { queue_destroy(as_fn(next_symbol(&NEXT_QUEUE_DESTROY, ROCR, c"hsa_queue_destroy")), queue) }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn hsa_signal_store_relaxed(signal: hsa_signal_t, value: hsa_signal_value_t) {
     // SAFETY: as above.
-    unsafe { signal_store(as_fn(next_symbol(&NEXT_STORE_RELAXED, c"hsa_signal_store_relaxed")), signal, value) }
+    unsafe { signal_store(as_fn(next_symbol(&NEXT_STORE_RELAXED, ROCR, c"hsa_signal_store_relaxed")), signal, value) }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn hsa_signal_store_screlease(signal: hsa_signal_t, value: hsa_signal_value_t) {
     // SAFETY: as above.
-    unsafe { signal_store(as_fn(next_symbol(&NEXT_STORE_SCRELEASE, c"hsa_signal_store_screlease")), signal, value) }
+    unsafe { signal_store(as_fn(next_symbol(&NEXT_STORE_SCRELEASE, ROCR, c"hsa_signal_store_screlease")), signal, value) }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn hsa_amd_queue_set_priority(queue: *mut hsa_queue_t, priority: hsa_amd_queue_priority_t) -> hsa_status_t {
     // SAFETY: as above.
-    unsafe { set_priority(as_fn(next_symbol(&NEXT_SET_PRIORITY, c"hsa_amd_queue_set_priority")), queue, priority) }
+    unsafe { set_priority(as_fn(next_symbol(&NEXT_SET_PRIORITY, ROCR, c"hsa_amd_queue_set_priority")), queue, priority) }
 }

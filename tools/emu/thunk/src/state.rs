@@ -70,10 +70,21 @@ fn init_logging() {
     });
 }
 
-/// `_amdgpu_r_debug` of the loaded ROCr, for kernel names.
+/// `_amdgpu_r_debug` of the loaded ROCr, for kernel names: through the global scope, or, when
+/// ROCr was loaded out of it (`dlopen(RTLD_LOCAL)` of a library that needs it, as Python loads
+/// PyTorch), from ROCr's own handle.
 fn rocr_r_debug() -> Option<u64> {
-    // SAFETY: dlsym with a NUL-terminated name; RTLD_DEFAULT searches the loaded objects.
-    let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"_amdgpu_r_debug".as_ptr()) };
+    // SAFETY: dlsym with a NUL-terminated name; RTLD_DEFAULT searches the global scope.
+    let mut p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"_amdgpu_r_debug".as_ptr()) };
+    if p.is_null() {
+        // SAFETY: RTLD_NOLOAD returns a handle only to a library already loaded; its extra
+        // reference is kept for the life of the process.
+        let h = unsafe { libc::dlopen(c"libhsa-runtime64.so.1".as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
+        if !h.is_null() {
+            // SAFETY: dlsym on a valid handle with a NUL-terminated name.
+            p = unsafe { libc::dlsym(h, c"_amdgpu_r_debug".as_ptr()) };
+        }
+    }
     (!p.is_null()).then_some(p as u64)
 }
 
