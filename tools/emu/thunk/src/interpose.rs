@@ -246,11 +246,11 @@ fn kfd_ioctl(request: libc::c_ulong, arg: *mut libc::c_void) -> libc::c_int {
 }
 
 fn serve_ioctl(request: libc::c_ulong, arg: *mut libc::c_void) -> libc::c_int {
-    let Some(req) = Request::from_raw_lenient(request as u64) else { return set_errno(libc::ENOTTY) };
+    let Some(req) = Request::from_raw_lenient(request) else { return set_errno(libc::ENOTTY) };
     if arg.is_null() {
         return set_errno(libc::EFAULT);
     }
-    let size = ((request as u64 >> 16) & 0x3fff) as usize;
+    let size = ((request >> 16) & 0x3fff) as usize;
     let e = match crate::state::emu_or_open() {
         Ok(e) => e,
         Err(msg) => {
@@ -360,11 +360,9 @@ fn wait_events(e: &crate::state::Emu, arg: *mut libc::c_void, size: usize) -> li
     match e.kfd.wait_events(&ids, &mut a) {
         Ok(out) => {
             for (id, data) in out.memory_faults {
-                for i in 0..n {
-                    if ids[i] == id {
-                        // SAFETY: as above; writing the union's memory-exception member.
-                        unsafe { std::ptr::addr_of_mut!((*entries.add(i)).data.memory_exception_data).write_unaligned(data) };
-                    }
+                for (i, _) in ids.iter().enumerate().filter(|(_, &x)| x == id) {
+                    // SAFETY: as above; writing the union's memory-exception member.
+                    unsafe { std::ptr::addr_of_mut!((*entries.add(i)).data.memory_exception_data).write_unaligned(data) };
                 }
             }
             write_arg(arg, &a, size);
