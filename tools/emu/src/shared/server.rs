@@ -59,6 +59,8 @@ pub struct Device {
     dir: PathBuf,
     area: Shared<DeviceArea>,
     state: Mutex<State>,
+    /// Signalled when the last client leaves (or a new one arrives).
+    idle_changed: std::sync::Condvar,
 }
 
 impl Device {
@@ -100,6 +102,7 @@ pub fn serve(dir: &Path, cfg: Config, gpus: u32) -> io::Result<()> {
             idle_since: Some(Instant::now()),
         }),
         cfg: Arc::new(cfg),
+        idle_changed: std::sync::Condvar::new(),
     });
     tracing::info!(dir = %dir.display(), gpus, "xhsa-emu device serving");
     let s = dev.clone();
@@ -118,17 +121,21 @@ pub fn serve(dir: &Path, cfg: Config, gpus: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// Exits the process once it has had no client for [`IDLE_EXIT`]; sleeps on a condition
+/// variable meanwhile (woken when clients come and go), never polls.
 fn idle_watch(dev: &Device) {
+    let mut st = dev.lock();
     loop {
-        std::thread::sleep(Duration::from_millis(250));
-        let idle = dev.lock().idle_since;
-        if idle.is_some_and(|t| t.elapsed() >= IDLE_EXIT) {
-            let _ = std::fs::remove_file(paths::socket(&dev.dir));
-            let _ = std::fs::remove_file(paths::device_area(&dev.dir));
-            tracing::info!("xhsa-emu device: idle, exiting");
-            std::process::exit(0);
+        match st.idle_since {
+            None => st = dev.idle_changed.wait(st).unwrap_or_else(|p| p.into_inner()),
+            Some(t) if t.elapsed() >= IDLE_EXIT => break,
+            Some(t) => st = dev.idle_changed.wait_timeout(st, IDLE_EXIT - t.elapsed()).unwrap_or_else(|p| p.into_inner()).0,
         }
     }
+    let _ = std::fs::remove_file(paths::socket(&dev.dir));
+    let _ = std::fs::remove_file(paths::device_area(&dev.dir));
+    tracing::info!("xhsa-emu device: idle, exiting");
+    std::process::exit(0);
 }
 
 /// The scheduler thread: takes posted kernels, runs every GPU's HWS to the current device time
@@ -272,6 +279,7 @@ fn hello(dev: &Device, req: &Line) -> Result<(u64, String), String> {
     area.get().init();
     st.clients.insert(id, Client { pid, gpu, area, path: path.clone(), backlog: VecDeque::new() });
     st.idle_since = None;
+    dev.idle_changed.notify_all();
     let c = dev.clock;
     tracing::info!(client = id, pid, gpu, "xhsa-emu device: client connected");
     Ok((
@@ -294,6 +302,7 @@ fn disconnect(dev: &Device, id: u64) {
     }
     if st.clients.is_empty() {
         st.idle_since = Some(Instant::now());
+        dev.idle_changed.notify_all();
     }
     drop(st);
     dev.wake();
