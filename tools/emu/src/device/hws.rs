@@ -413,22 +413,23 @@ impl Hws {
         if self.now < self.paused_until {
             return;
         }
-        while let Some(key) = self.pick() {
+        // The mapped set is a property of the turn, not of each placement: computed once.
+        let mapped = self.mapped();
+        if mapped.is_some() && self.turn_ends <= self.now {
+            self.turn_ends = self.now + self.quantum_ns;
+        }
+        while let Some(key) = self.pick(mapped.as_ref()) {
             self.dispatch_turn(key);
         }
     }
 
     /// The queue served next: highest priority with a placeable workgroup, round robin after the
     /// queue served last at that priority.
-    fn pick(&mut self) -> Option<QueueKey> {
+    fn pick(&mut self, mapped: Option<&std::collections::HashSet<QueueKey>>) -> Option<QueueKey> {
         let mut best: Option<(u8, QueueKey)> = None;
         let mut candidates: Vec<(u8, QueueKey)> = Vec::new();
-        let mapped = self.mapped();
-        if mapped.is_some() && self.turn_ends <= self.now {
-            self.turn_ends = self.now + self.quantum_ns;
-        }
         for (&key, q) in self.queues.iter_mut() {
-            if !q.runnable || mapped.as_ref().is_some_and(|m| !m.contains(&key)) {
+            if !q.runnable || mapped.is_some_and(|m| !m.contains(&key)) {
                 continue;
             }
             let mask = q.mask;
