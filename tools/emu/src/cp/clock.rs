@@ -32,10 +32,6 @@ impl Clock {
         Duration::from_nanos(((t.saturating_sub(now)) as f64 * self.scale) as u64)
     }
 
-    pub fn scale(&self) -> f64 {
-        self.scale
-    }
-
     /// The host's `CLOCK_MONOTONIC` at the moment device time is `t`. Every timestamp the
     /// device shows the host (signal timestamps, SDMA timestamps, the clock counters) is on
     /// the host's clock, so it agrees with host-side timestamps the runtime takes; at time

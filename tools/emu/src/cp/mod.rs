@@ -21,7 +21,7 @@ use std::sync::Arc;
 use xhsa_ioctl::abi::event::{HsaMemoryExceptionData, MemoryExceptionFailure};
 
 use crate::config::Config;
-use crate::device::{CuMask, CuPool, Hws, KernelJob, QueueKey, Scheduler, WgNeed};
+use crate::device::{CuPool, Hws, KernelJob, QueueKey, Scheduler, WgNeed};
 use crate::kfd::events::Events;
 use crate::kfd::memory::Memory;
 use crate::sys::devmem::DeviceMemory;
@@ -93,19 +93,6 @@ impl Cp {
             q.runnable = runnable;
         }
         self.hws.set_runnable(key, runnable);
-    }
-
-    pub fn set_priority(&mut self, key: QueueKey, priority: u8) {
-        self.hws.set_priority(key, priority);
-    }
-
-    pub fn set_cu_mask(&mut self, key: QueueKey, mask: CuMask) {
-        self.hws.set_cu_mask(key, mask);
-    }
-
-    /// Packets fetched and not yet completed, per queue.
-    pub fn in_flight(&self, key: QueueKey) -> usize {
-        self.aql.get(&key).map_or(0, |q| q.inflight.len())
     }
 
     /// Whether the queue stopped on an error.

@@ -1,15 +1,14 @@
-//! What the packet processor needs from a hardware scheduler: the local [`Hws`] when the
+//! What the packet processor needs from a hardware scheduler (priorities and CU masks are set
+//! by KFD requests on the scheduler's owner, not through the packet processor): the local [`Hws`] when the
 //! device lives in this process (tests), or the shared device's scheduler in another process
 //! (`crate::shared::client::RemoteScheduler`), reached through shared memory.
 
-use super::{Completion, CuMask, Hws, KernelJob, QueueKey};
+use super::{Completion, Hws, KernelJob, QueueKey};
 
 pub trait Scheduler: Send {
     fn add_queue(&mut self, key: QueueKey, priority: u8);
     fn remove_queue(&mut self, key: QueueKey);
-    fn set_priority(&mut self, key: QueueKey, priority: u8);
     fn set_runnable(&mut self, key: QueueKey, runnable: bool);
-    fn set_cu_mask(&mut self, key: QueueKey, mask: CuMask);
     /// Queues a kernel whose packet was fetched at device time `now`.
     fn submit(&mut self, key: QueueKey, job: KernelJob, now: u64);
     /// The next group of completions due at or before `now`, with their time.
@@ -26,14 +25,8 @@ impl Scheduler for Hws {
     fn remove_queue(&mut self, key: QueueKey) {
         Hws::remove_queue(self, key);
     }
-    fn set_priority(&mut self, key: QueueKey, priority: u8) {
-        Hws::set_priority(self, key, priority)
-    }
     fn set_runnable(&mut self, key: QueueKey, runnable: bool) {
         Hws::set_runnable(self, key, runnable)
-    }
-    fn set_cu_mask(&mut self, key: QueueKey, mask: CuMask) {
-        Hws::set_cu_mask(self, key, mask)
     }
     fn submit(&mut self, key: QueueKey, job: KernelJob, now: u64) {
         Hws::submit(self, key, job, now)

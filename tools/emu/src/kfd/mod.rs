@@ -113,10 +113,6 @@ impl Kfd {
         })
     }
 
-    pub fn gpu_ids(&self) -> Vec<u32> {
-        self.gpus.iter().map(|g| g.gpu_id).collect()
-    }
-
     fn gpu_index(&self, gpu_id: u32) -> Result<usize, Errno> {
         self.gpus.iter().position(|g| g.gpu_id == gpu_id).ok_or(libc::EINVAL)
     }
@@ -183,12 +179,19 @@ impl Kfd {
             s
         };
         let gpu = &self.gpus[gi];
-        let key: QueueKey = match gpu.conn.request(&format!("CREATE gpu={gi} prio={} pct={}", a.queue_priority, a.queue_percentage)) {
-            Ok(l) => l.get("key").ok_or(libc::EIO)?,
-            Err(r) => {
+        let reply = gpu.conn.request(&format!("CREATE gpu={gi} prio={} pct={}", a.queue_priority, a.queue_percentage));
+        let key: QueueKey = match reply.as_ref().map(|l| l.get("key")) {
+            Ok(Some(k)) => k,
+            failed => {
+                // The doorbell slot goes back whatever went wrong.
                 self.slots.lock().unwrap_or_else(|p| p.into_inner())[gi][slot] = false;
-                tracing::warn!("xhsa-emu: {}", r.message);
-                return Err(r.errno);
+                return Err(match failed {
+                    Err(r) => {
+                        tracing::warn!("xhsa-emu: {}", r.message);
+                        r.errno
+                    }
+                    _ => libc::EIO,
+                });
             }
         };
         let id = self.next_queue.fetch_add(1, Ordering::Relaxed);

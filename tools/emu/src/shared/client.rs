@@ -18,7 +18,7 @@ use super::paths;
 use super::protocol::Line;
 use super::shm::{ClientArea, DeviceArea, JobEntry, Shared};
 use crate::cp::clock::Clock;
-use crate::device::{Completion, CuMask, KernelJob, QueueKey, Scheduler};
+use crate::device::{Completion, KernelJob, QueueKey, Scheduler};
 use crate::sys::futex;
 
 /// How long to wait for a device process that was just started.
@@ -196,9 +196,7 @@ impl RemoteScheduler {
 impl Scheduler for RemoteScheduler {
     fn add_queue(&mut self, _key: QueueKey, _priority: u8) {}
     fn remove_queue(&mut self, _key: QueueKey) {}
-    fn set_priority(&mut self, _key: QueueKey, _priority: u8) {}
     fn set_runnable(&mut self, _key: QueueKey, _runnable: bool) {}
-    fn set_cu_mask(&mut self, _key: QueueKey, _mask: CuMask) {}
 
     fn submit(&mut self, key: QueueKey, job: KernelJob, now: u64) {
         let e = JobEntry {
