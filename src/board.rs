@@ -24,15 +24,17 @@
 //! | 16     | `u32`      | `slot_size`      | 128                                            |
 //! | 20     | `u32`      | `stats_version`  | [`STATS_LAYOUT_VERSION`] of the embedded stats |
 //! | 24     | `u32`      | `header_size`    | 64                                             |
-//! | 28     | `u32`      | `gpu_id`         | KFD `gpu_id` of the device the board describes |
-//! | 32     | `[u64; 4]` | `reserved`       | zero                                           |
+//! | 28     | `u32`      | `gpu_id`         | the device: its KFD node id (see below)        |
+//! | 32     | `u32`      | `high_water`     | slots `0..high_water` have ever been claimed   |
+//! | 36     | `u32`      | `reserved0`      | zero                                           |
+//! | 40     | `[u64; 3]` | `reserved`       | zero                                           |
 //!
 //! Slot `i` ([`Slot`], 128 bytes at offset `64 + 128 * i`):
 //!
 //! | offset | type         | field         | meaning                                                        |
 //! |-------:|--------------|---------------|----------------------------------------------------------------|
 //! | 0      | `u32`        | `seq`         | seqlock word of the shared-memory edge (0 in plain data)       |
-//! | 4      | `u32`        | `state`       | [`SLOT_FREE`] (0) or [`SLOT_LIVE`] (1)                         |
+//! | 4      | `u32`        | `state`       | [`SLOT_FREE`] (0), [`SLOT_LIVE`] (1), [`SLOT_CLEARING`] (2)    |
 //! | 8      | `u32`        | `pid`         | owning process                                                 |
 //! | 12     | `u32`        | `partition`   | CU partition id of the queue                                   |
 //! | 16     | `u64`        | `owner_start` | owner's start time (`/proc/<pid>/stat` field 22), 0 if unknown |
@@ -71,6 +73,9 @@ pub const MAX_SLOT_COUNT: u32 = 65536;
 pub const SLOT_FREE: u32 = 0;
 /// `state` of a slot owned by a live queue.
 pub const SLOT_LIVE: u32 = 1;
+/// `state` of a slot being cleared (by its owner or by the process that found the owner dead);
+/// readers treat it as free, nobody may claim it until it is [`SLOT_FREE`] again.
+pub const SLOT_CLEARING: u32 = 2;
 
 /// Bytes of a board with `slot_count` slots.
 pub fn board_size(slot_count: u32) -> usize {
@@ -93,10 +98,15 @@ pub struct BoardHeader {
     pub stats_version: u32,
     /// [`HEADER_SIZE`].
     pub header_size: u32,
-    /// KFD `gpu_id` of the device.
+    /// The device: its KFD node id (`HSA_AMD_AGENT_INFO_DRIVER_NODE_ID`, the same in every
+    /// process of the machine).
     pub gpu_id: u32,
+    /// Slots `0..high_water` have ever been claimed; readers scan no further. Only grows.
+    pub high_water: u32,
     /// Zero.
-    pub reserved: [u64; 4],
+    pub reserved0: u32,
+    /// Zero.
+    pub reserved: [u64; 3],
 }
 
 /// Why a mapped board cannot be used.
@@ -166,7 +176,9 @@ impl BoardHeader {
             stats_version: STATS_LAYOUT_VERSION,
             header_size: HEADER_SIZE as u32,
             gpu_id,
-            reserved: [0; 4],
+            high_water: 0,
+            reserved0: 0,
+            reserved: [0; 3],
         })
     }
 
@@ -417,7 +429,9 @@ mod tests {
         assert_eq!(offset_of!(BoardHeader, stats_version), 20);
         assert_eq!(offset_of!(BoardHeader, header_size), 24);
         assert_eq!(offset_of!(BoardHeader, gpu_id), 28);
-        assert_eq!(offset_of!(BoardHeader, reserved), 32);
+        assert_eq!(offset_of!(BoardHeader, high_water), 32);
+        assert_eq!(offset_of!(BoardHeader, reserved0), 36);
+        assert_eq!(offset_of!(BoardHeader, reserved), 40);
 
         assert_eq!(size_of::<Slot>(), SLOT_SIZE);
         assert_eq!(align_of::<Slot>(), 8);

@@ -21,12 +21,14 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod board;
+pub mod board_shm;
 pub mod entry;
 pub mod intercept;
 pub mod packet;
 pub mod priority;
 pub mod ring;
 pub mod settings;
+pub mod shm;
 pub mod shadow;
 pub mod stats;
 pub mod table;

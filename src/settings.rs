@@ -16,6 +16,7 @@
 //! | `XHSA_PASSTHROUGH_LIBS` | `XSCHED_PASSTHROUGH_LIBS` | comma-separated library names ([`crate::whitelist`]), e.g. `libhipblas.so,librocblas.so.4` | none |
 //! | `XHSA_CONFIG` | | path of a TOML config file (below); no file is read unless it is set | none |
 //! | `XHSA_LOG` | | passed as is to `tracing`'s `EnvFilter` | none |
+//! | `XHSA_BOARD_DIR` | | directory of the per-GPU boards ([`crate::board_shm`]); every process that shares a GPU must use the same one | `/dev/shm` |
 //!
 //! When a variable and its alias are both set, the `XHSA_` one is used (and the alias reported
 //! if it differs). The passthrough list is the union of the environment's and the config file's.
@@ -26,6 +27,8 @@
 //! priority = 0                      # default level of every process, -256..=255
 //! window = 2                        # W, 1..=1024
 //! passthrough_libs = ["libhipblas.so", "librocblas.so.4"]   # or one comma-separated string
+//! board_group = "mlusers"           # share the per-GPU board with this group (name or gid);
+//!                                   #   without it each user's processes have their own board
 //!
 //! [[process]]                       # per-process-name rule; the first match wins
 //! name = "inference-server"         # the executable's file name or the process name (comm);
@@ -36,7 +39,7 @@
 //! priority = 20
 //! ```
 //!
-//! Top-level keys: `priority`, `window`, `passthrough_libs`, `process`, `library`; rule keys:
+//! Top-level keys: `priority`, `window`, `passthrough_libs`, `board_group`, `process`, `library`; rule keys:
 //! `name`, `priority`. An unknown key is reported with the accepted ones and ignored; a rule
 //! without a valid `name` and `priority` is reported and skipped; a file that is not TOML is
 //! reported and ignored as a whole.
@@ -82,11 +85,15 @@ pub const ENV_PASSTHROUGH_LIBS_ALIAS: &str = "XSCHED_PASSTHROUGH_LIBS";
 pub const ENV_CONFIG: &str = "XHSA_CONFIG";
 /// `XHSA_LOG`.
 pub const ENV_LOG: &str = "XHSA_LOG";
+/// `XHSA_BOARD_DIR`.
+pub const ENV_BOARD_DIR: &str = "XHSA_BOARD_DIR";
+/// Where boards live unless `XHSA_BOARD_DIR` says otherwise.
+pub const DEFAULT_BOARD_DIR: &str = "/dev/shm";
 
 const ACCEPTED_PRIORITY: &str = "an integer in -256..=255 (higher is more urgent)";
 const ACCEPTED_WINDOW: &str = "an integer in 1..=1024";
 const ACCEPTED_BOOL: &str = "one of 0, 1, true, false, yes, no";
-const CONFIG_KEYS: &[&str] = &["priority", "window", "passthrough_libs", "process", "library"];
+const CONFIG_KEYS: &[&str] = &["priority", "window", "passthrough_libs", "board_group", "process", "library"];
 const RULE_KEYS: &[&str] = &["name", "priority"];
 
 /// A setting that could not be used as given.
@@ -157,6 +164,8 @@ pub struct EnvSettings {
     pub config_path: Option<PathBuf>,
     /// `XHSA_LOG`.
     pub log: Option<String>,
+    /// `XHSA_BOARD_DIR`.
+    pub board_dir: Option<PathBuf>,
 }
 
 /// Reads one variable as text: `None` if unset or empty; an error if not UTF-8.
@@ -251,6 +260,7 @@ impl EnvSettings {
         // A path need not be UTF-8.
         env.config_path = lookup(ENV_CONFIG).filter(|p| !p.to_string_lossy().trim().is_empty()).map(PathBuf::from);
         env.log = text_var(&lookup, ENV_LOG, &mut errors, "using the default log filter");
+        env.board_dir = lookup(ENV_BOARD_DIR).filter(|p| !p.to_string_lossy().trim().is_empty()).map(PathBuf::from);
         (env, errors)
     }
 
@@ -282,6 +292,17 @@ pub struct Config {
     pub process_rules: Vec<Rule>,
     /// `[[library]]` rules, in file order.
     pub library_rules: Vec<Rule>,
+    /// `board_group`.
+    pub board_group: Option<GroupSpec>,
+}
+
+/// A group, as the config names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GroupSpec {
+    /// A numeric gid.
+    Id(u32),
+    /// A group name, resolved when the board is opened.
+    Name(String),
 }
 
 fn accepted(keys: &[&str]) -> String {
@@ -352,6 +373,21 @@ impl Config {
                         "using no passthrough libraries from the file",
                     )),
                 },
+                "board_group" => {
+                    config.board_group = match value {
+                        toml::Value::Integer(n) => u32::try_from(*n).ok().map(GroupSpec::Id),
+                        toml::Value::String(name) if !name.trim().is_empty() => Some(GroupSpec::Name(name.trim().to_string())),
+                        _ => None,
+                    };
+                    if config.board_group.is_none() {
+                        errors.push(SettingError::new(
+                            at(key),
+                            Some(value_text(value)),
+                            "expected a group name (string) or a numeric gid",
+                            "each user's processes share a board of their own (mode 0600)",
+                        ));
+                    }
+                }
                 "process" | "library" => {
                     let rules = parse_rules(key, value, origin, &mut errors);
                     if key == "process" {
@@ -568,6 +604,8 @@ pub struct Settings {
     pub config_path: Option<PathBuf>,
     /// `XHSA_LOG`.
     pub log: Option<String>,
+    /// `XHSA_BOARD_DIR`, else [`DEFAULT_BOARD_DIR`].
+    pub board_dir: PathBuf,
 }
 
 impl Settings {
@@ -583,6 +621,7 @@ impl Settings {
             config,
             config_path: env.config_path,
             log: env.log,
+            board_dir: env.board_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_BOARD_DIR)),
         }
     }
 
@@ -658,6 +697,27 @@ mod tests {
         assert_eq!(e.passthrough_libs.entries(), &["libhipblas.so", "librocblas.so.4"]);
         assert_eq!(e.config_path.as_deref(), Some(Path::new("/etc/xhsa.toml")));
         assert_eq!(e.log.as_deref(), Some("xhsa=debug"));
+    }
+
+    #[test]
+    fn board_place_settings() {
+        let (s, errors) = Settings::load(env(&[]), |_| panic!("no file"));
+        assert!(errors.is_empty());
+        assert_eq!(s.board_dir, PathBuf::from("/dev/shm"));
+        assert_eq!(s.config.board_group, None);
+        let (s, _) = Settings::load(env(&[("XHSA_BOARD_DIR", "/run/xhsa")]), |_| panic!("no file"));
+        assert_eq!(s.board_dir, PathBuf::from("/run/xhsa"));
+        let (c, errors) = Config::parse("board_group = \"mlusers\"", "f");
+        assert!(errors.is_empty());
+        assert_eq!(c.board_group, Some(GroupSpec::Name("mlusers".into())));
+        let (c, _) = Config::parse("board_group = 1001", "f");
+        assert_eq!(c.board_group, Some(GroupSpec::Id(1001)));
+        for bad in ["board_group = -1", "board_group = \"\"", "board_group = [1]"] {
+            let (c, errors) = Config::parse(bad, "f");
+            assert_eq!(c.board_group, None, "{bad}");
+            assert_eq!(errors.len(), 1, "{bad}");
+            assert!(errors[0].to_string().contains("group name (string) or a numeric gid"), "{}", errors[0]);
+        }
     }
 
     #[test]

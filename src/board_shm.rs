@@ -1,0 +1,566 @@
+//! The board in shared memory: one file per GPU that every libxhsa process using that GPU maps,
+//! so a batch process yields to a latency-critical one it never talks to. No daemon: whichever
+//! process comes first creates the file; a process that dies leaves entries the next reader
+//! clears (pid and start time checked in `/proc`).
+//!
+//! The layout and the pure functions are [`crate::board`]; this module is the concurrency
+//! protocol over the mapped words ([`crate::shm::SharedWords`]), in safe code:
+//!
+//! - **Creation.** `O_CREAT|O_EXCL` with mode 0600 (or 0660 and the configured group), sized
+//!   with `ftruncate`, header fields written, `magic` stored last with release. A process that
+//!   finds the file existing waits (up to [`INIT_WAIT`]) for the magic, then validates the
+//!   header ([`BoardHeader::validate`]); a board of another layout is not used (the caller
+//!   logs it and schedules with what it knows in-process).
+//! - **Claiming** a slot: compare-and-swap of `state` from [`SLOT_FREE`] to [`SLOT_LIVE`], then
+//!   raise `high_water`. A freed slot's other fields are zero, so a reader that sees a fresh
+//!   claim before its data sees an idle queue.
+//! - **Writing** (only the owner writes a live slot): seqlock — `seq` made odd, fields stored,
+//!   `seq` made even with release. **Reading**: copy the slot between two equal even `seq`
+//!   loads, else retry (bounded; a slot that never settles is skipped as idle).
+//! - **Clearing** (owner release, or a dead owner found by anyone): compare-and-swap of `state`
+//!   from [`SLOT_LIVE`] to [`SLOT_CLEARING`] (one clearer wins), re-check the owner, zero the
+//!   fields, store [`SLOT_FREE`].
+//!
+//! File names: `<dir>/xhsa-u<uid>-gpu<node>.board` with owner-only permissions, or
+//! `<dir>/xhsa-g<gid>-gpu<node>.board` shared with a group (`board_group` in the config). The
+//! directory is `XHSA_BOARD_DIR`, default `/dev/shm`. Processes in different pid namespaces
+//! must not share a board directory (liveness is checked by pid).
+
+#![forbid(unsafe_code)]
+
+use crate::board::{
+    board_size, summarize, BoardFull, BoardHeader, LayoutError, Owner, Slot, Summary, BOARD_MAGIC, HEADER_SIZE,
+    SLOT_CLEARING, SLOT_FREE, SLOT_LIVE, SLOT_SIZE,
+};
+use crate::priority::Priority;
+use crate::ring::{PartitionId, QueueId};
+use crate::shm::SharedWords;
+use crate::stats::QueueStats;
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{fence, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// Words per slot.
+const SLOT_WORDS: usize = SLOT_SIZE / 4;
+/// Words of the header.
+const HEADER_WORDS: usize = HEADER_SIZE / 4;
+/// Word index of `high_water` in the header.
+const HIGH_WATER_WORD: usize = 8;
+/// How long an opener waits for the creator to finish the header.
+pub const INIT_WAIT: Duration = Duration::from_secs(2);
+/// Seqlock read attempts before a slot is skipped.
+const READ_ATTEMPTS: usize = 64;
+
+/// Where boards live and who may share them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BoardPlace {
+    /// The directory (`XHSA_BOARD_DIR`, default `/dev/shm`).
+    pub dir: PathBuf,
+    /// Share with this group (mode 0660) instead of owner-only (0600).
+    pub group: Option<u32>,
+}
+
+impl BoardPlace {
+    /// The board file of KFD node `node`.
+    pub fn path(&self, node: u32, uid: u32) -> PathBuf {
+        match self.group {
+            Some(gid) => self.dir.join(format!("xhsa-g{gid}-gpu{node}.board")),
+            None => self.dir.join(format!("xhsa-u{uid}-gpu{node}.board")),
+        }
+    }
+}
+
+/// Why a board could not be opened.
+#[derive(Debug)]
+pub enum BoardError {
+    /// Creating, opening, sizing or mapping the file failed.
+    Io { path: PathBuf, what: &'static str, err: io::Error },
+    /// The file is not a board this libxhsa can use.
+    Layout { path: PathBuf, err: LayoutError },
+    /// The creator never finished the header.
+    NotInitialized { path: PathBuf },
+}
+
+impl fmt::Display for BoardError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BoardError::Io { path, what, err } => write!(f, "board {}: {what}: {err}", path.display()),
+            BoardError::Layout { path, err } => write!(f, "board {}: {err}", path.display()),
+            BoardError::NotInitialized { path } => {
+                write!(f, "board {}: its creator did not finish initializing it within {:?}", path.display(), INIT_WAIT)
+            }
+        }
+    }
+}
+
+impl std::error::Error for BoardError {}
+
+/// A claimed slot.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct SlotHandle {
+    index: usize,
+    owner: Owner,
+}
+
+impl SlotHandle {
+    /// The slot's index.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+}
+
+/// A mapped board.
+pub struct SharedBoard {
+    words: SharedWords,
+    path: PathBuf,
+    slot_count: usize,
+}
+
+fn header_to_words(h: &BoardHeader) -> [u32; HEADER_WORDS] {
+    let mut w = [0u32; HEADER_WORDS];
+    w[0] = h.magic as u32;
+    w[1] = (h.magic >> 32) as u32;
+    w[2] = h.layout_version;
+    w[3] = h.slot_count;
+    w[4] = h.slot_size;
+    w[5] = h.stats_version;
+    w[6] = h.header_size;
+    w[7] = h.gpu_id;
+    w[HIGH_WATER_WORD] = h.high_water;
+    w[9] = h.reserved0;
+    for (i, r) in h.reserved.iter().enumerate() {
+        w[10 + 2 * i] = *r as u32;
+        w[11 + 2 * i] = (*r >> 32) as u32;
+    }
+    w
+}
+
+fn header_from_words(w: &[u32; HEADER_WORDS]) -> BoardHeader {
+    let u64_at = |i: usize| u64::from(w[i]) | (u64::from(w[i + 1]) << 32);
+    BoardHeader {
+        magic: u64_at(0),
+        layout_version: w[2],
+        slot_count: w[3],
+        slot_size: w[4],
+        stats_version: w[5],
+        header_size: w[6],
+        gpu_id: w[7],
+        high_water: w[HIGH_WATER_WORD],
+        reserved0: w[9],
+        reserved: [u64_at(10), u64_at(12), u64_at(14)],
+    }
+}
+
+/// A slot as 32 words, in the layout of [`crate::board`].
+pub fn slot_to_words(s: &Slot) -> [u32; SLOT_WORDS] {
+    let mut w = [0u32; SLOT_WORDS];
+    let put64 = |w: &mut [u32; SLOT_WORDS], i: usize, v: u64| {
+        w[i] = v as u32;
+        w[i + 1] = (v >> 32) as u32;
+    };
+    w[0] = s.seq;
+    w[1] = s.state;
+    w[2] = s.pid;
+    w[3] = s.partition;
+    put64(&mut w, 4, s.owner_start);
+    put64(&mut w, 6, s.queue_id);
+    let st = &s.stats;
+    w[8] = st.priority as u32;
+    w[9] = st.flags;
+    w[10] = st.pending;
+    w[11] = st.in_flight;
+    put64(&mut w, 12, st.submitted);
+    put64(&mut w, 14, st.forwarded);
+    put64(&mut w, 16, st.completed);
+    put64(&mut w, 18, st.throttle_ns);
+    put64(&mut w, 20, st.throttle_events);
+    put64(&mut w, 22, st.reserved);
+    for (i, r) in s.reserved.iter().enumerate() {
+        put64(&mut w, 24 + 2 * i, *r);
+    }
+    w
+}
+
+/// The inverse of [`slot_to_words`].
+pub fn slot_from_words(w: &[u32; SLOT_WORDS]) -> Slot {
+    let u64_at = |i: usize| u64::from(w[i]) | (u64::from(w[i + 1]) << 32);
+    Slot {
+        seq: w[0],
+        state: w[1],
+        pid: w[2],
+        partition: w[3],
+        owner_start: u64_at(4),
+        queue_id: u64_at(6),
+        stats: QueueStats {
+            priority: w[8] as i32,
+            flags: w[9],
+            pending: w[10],
+            in_flight: w[11],
+            submitted: u64_at(12),
+            forwarded: u64_at(14),
+            completed: u64_at(16),
+            throttle_ns: u64_at(18),
+            throttle_events: u64_at(20),
+            reserved: u64_at(22),
+        },
+        reserved: [u64_at(24), u64_at(26), u64_at(28), u64_at(30)],
+    }
+}
+
+impl SharedBoard {
+    /// Opens the board of KFD node `node` in `place`, creating it with `slot_count` slots if it
+    /// does not exist.
+    pub fn open(place: &BoardPlace, node: u32, slot_count: u32) -> Result<SharedBoard, BoardError> {
+        let path = place.path(node, uid());
+        let io_err = |what: &'static str| {
+            let path = path.clone();
+            move |err: io::Error| BoardError::Io { path, what, err }
+        };
+        let mode = if place.group.is_some() { 0o660 } else { 0o600 };
+        match OpenOptions::new().read(true).write(true).create_new(true).mode(mode).open(&path) {
+            Ok(file) => Self::create(file, path.clone(), place, node, slot_count).inspect_err(|_| {
+                let _ = std::fs::remove_file(&path);
+            }),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                let file = OpenOptions::new().read(true).write(true).open(&path).map_err(io_err("open"))?;
+                Self::attach(file, path)
+            }
+            Err(e) => Err(io_err("create")(e)),
+        }
+    }
+
+    fn create(file: File, path: PathBuf, place: &BoardPlace, node: u32, slot_count: u32) -> Result<SharedBoard, BoardError> {
+        let io_err = |what: &'static str| {
+            let path = path.clone();
+            move |err: io::Error| BoardError::Io { path, what, err }
+        };
+        if let Some(gid) = place.group {
+            std::os::unix::fs::fchown(&file, None, Some(gid)).map_err(io_err("set its group"))?;
+            // The umask may have narrowed the mode given at creation.
+            file.set_permissions(std::fs::Permissions::from_mode(0o660)).map_err(io_err("set its mode"))?;
+        }
+        let header = BoardHeader::new(slot_count, node)
+            .ok_or_else(|| BoardError::Layout { path: path.clone(), err: LayoutError::SlotCount(slot_count) })?;
+        file.set_len(board_size(slot_count) as u64).map_err(io_err("size"))?;
+        let words = SharedWords::map(&file).map_err(io_err("map"))?;
+        let hw = header_to_words(&header);
+        let w = words.words();
+        for (i, v) in hw.iter().enumerate().skip(2) {
+            w[i].store(*v, Ordering::Relaxed);
+        }
+        w[1].store(hw[1], Ordering::Relaxed);
+        // The magic's low word last: an opener that sees it sees the whole header.
+        w[0].store(hw[0], Ordering::Release);
+        Ok(SharedBoard { words, path, slot_count: slot_count as usize })
+    }
+
+    fn attach(file: File, path: PathBuf) -> Result<SharedBoard, BoardError> {
+        let deadline = Instant::now() + INIT_WAIT;
+        loop {
+            let len = file.metadata().map_err(|err| BoardError::Io { path: path.clone(), what: "stat", err })?.len();
+            if len as usize >= HEADER_SIZE {
+                let words = SharedWords::map(&file).map_err(|err| BoardError::Io { path: path.clone(), what: "map", err })?;
+                let w = words.words();
+                let magic = w[0].load(Ordering::Acquire);
+                if magic != 0 && magic != BOARD_MAGIC as u32 {
+                    let err = LayoutError::BadMagic(u64::from(magic) | (u64::from(w[1].load(Ordering::Relaxed)) << 32));
+                    return Err(BoardError::Layout { path, err });
+                }
+                if magic == BOARD_MAGIC as u32 {
+                    let mut hw = [0u32; HEADER_WORDS];
+                    for (i, v) in hw.iter_mut().enumerate() {
+                        *v = w[i].load(Ordering::Relaxed);
+                    }
+                    let header = header_from_words(&hw);
+                    header.validate(words.len()).map_err(|err| BoardError::Layout { path: path.clone(), err })?;
+                    return Ok(SharedBoard { slot_count: header.slot_count as usize, words, path });
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(BoardError::NotInitialized { path });
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Number of slots.
+    pub fn slot_count(&self) -> usize {
+        self.slot_count
+    }
+
+    fn slot_words(&self, index: usize) -> &[AtomicU32] {
+        let start = HEADER_WORDS + index * SLOT_WORDS;
+        &self.words.words()[start..start + SLOT_WORDS]
+    }
+
+    fn high_water(&self) -> usize {
+        (self.words.words()[HIGH_WATER_WORD].load(Ordering::Acquire) as usize).min(self.slot_count)
+    }
+
+    /// Takes a free slot for `queue` of `owner`, publishing `priority` with no work.
+    pub fn claim(&self, owner: Owner, partition: PartitionId, queue: QueueId, priority: Priority) -> Result<SlotHandle, BoardFull> {
+        for index in 0..self.slot_count {
+            let w = self.slot_words(index);
+            if w[1].compare_exchange(SLOT_FREE, SLOT_LIVE, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+                continue;
+            }
+            self.words.words()[HIGH_WATER_WORD].fetch_max(index as u32 + 1, Ordering::AcqRel);
+            let handle = SlotHandle { index, owner };
+            let slot = Slot {
+                seq: 0,
+                state: SLOT_LIVE,
+                pid: owner.pid,
+                partition: partition.0,
+                owner_start: owner.start_time,
+                queue_id: queue.0,
+                stats: QueueStats { priority: priority.rank(), ..QueueStats::default() },
+                reserved: [0; 4],
+            };
+            self.write(index, &slot);
+            return Ok(handle);
+        }
+        Err(BoardFull { slots: self.slot_count })
+    }
+
+    /// Seqlock write of every field but `seq` and `state` (the caller owns the slot).
+    fn write(&self, index: usize, slot: &Slot) {
+        let w = self.slot_words(index);
+        let seq = w[0].load(Ordering::Relaxed);
+        let odd = seq.wrapping_add(1) | 1;
+        w[0].store(odd, Ordering::Relaxed);
+        fence(Ordering::Release);
+        let words = slot_to_words(slot);
+        for (i, v) in words.iter().enumerate().skip(2) {
+            w[i].store(*v, Ordering::Relaxed);
+        }
+        w[0].store(odd.wrapping_add(1), Ordering::Release);
+    }
+
+    /// A consistent copy of slot `index`, or `None` if it kept changing.
+    pub fn read(&self, index: usize) -> Option<Slot> {
+        let w = self.slot_words(index);
+        for _ in 0..READ_ATTEMPTS {
+            let before = w[0].load(Ordering::Acquire);
+            if before & 1 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let mut words = [0u32; SLOT_WORDS];
+            for (i, v) in words.iter_mut().enumerate() {
+                *v = w[i].load(Ordering::Relaxed);
+            }
+            fence(Ordering::Acquire);
+            if w[0].load(Ordering::Relaxed) == before {
+                return Some(slot_from_words(&words));
+            }
+        }
+        None
+    }
+
+    /// Publishes the counters of the slot `handle` holds; `false` if it no longer holds it (a
+    /// reader took the owner for dead: the caller should claim again).
+    pub fn publish(&self, handle: &SlotHandle, stats: &QueueStats) -> bool {
+        let Some(mut slot) = self.read(handle.index) else { return false };
+        if !slot.is_live() || slot.owner() != handle.owner {
+            return false;
+        }
+        slot.stats = *stats;
+        self.write(handle.index, &slot);
+        // A clearer may have started between the check and the write; its zeroing wins.
+        self.slot_words(handle.index)[1].load(Ordering::Acquire) == SLOT_LIVE
+    }
+
+    /// Frees the slot `handle` holds.
+    pub fn release(&self, handle: SlotHandle) -> bool {
+        self.clear_if(handle.index, |s| s.owner() == handle.owner)
+    }
+
+    /// Clears slot `index` if it is live and `condition` holds for its contents.
+    fn clear_if(&self, index: usize, condition: impl Fn(&Slot) -> bool) -> bool {
+        let w = self.slot_words(index);
+        if w[1].compare_exchange(SLOT_LIVE, SLOT_CLEARING, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            return false;
+        }
+        match self.read(index) {
+            Some(slot) if condition(&slot) => {
+                self.write(index, &Slot { state: SLOT_CLEARING, ..Slot::default() });
+                w[1].store(SLOT_FREE, Ordering::Release);
+                true
+            }
+            _ => {
+                w[1].store(SLOT_LIVE, Ordering::Release);
+                false
+            }
+        }
+    }
+
+    /// Copies of the live slots.
+    pub fn snapshot(&self) -> Vec<Slot> {
+        (0..self.high_water()).filter_map(|i| self.read(i)).filter(Slot::is_live).collect()
+    }
+
+    /// What the board says, leaving out `exclude`'s own queues.
+    pub fn summary(&self, exclude: Option<Owner>) -> Summary {
+        summarize(&self.snapshot(), exclude)
+    }
+
+    /// Frees the slots of owners `is_alive` says are gone; returns how many.
+    pub fn cleanup_stale(&self, is_alive: impl Fn(Owner) -> bool) -> usize {
+        let mut n = 0;
+        for index in 0..self.high_water() {
+            let Some(slot) = self.read(index) else { continue };
+            if slot.is_live() && !is_alive(slot.owner()) && self.clear_if(index, |s| s.owner() == slot.owner()) {
+                n += 1;
+            }
+        }
+        n
+    }
+}
+
+fn uid() -> u32 {
+    nix::unistd::getuid().as_raw()
+}
+
+/// The start time of process `pid` (`/proc/<pid>/stat` field 22), if it exists.
+pub fn process_start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: fields resume after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// This process as the board identifies it.
+pub fn this_process() -> Owner {
+    let pid = std::process::id();
+    Owner { pid, start_time: process_start_time(pid).unwrap_or(0) }
+}
+
+/// Whether `owner` is still running (same pid, same start time when it recorded one).
+pub fn is_alive(owner: Owner) -> bool {
+    match process_start_time(owner.pid) {
+        Some(start) => owner.start_time == 0 || start == owner.start_time,
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::priority::Level;
+
+    fn place(name: &str) -> BoardPlace {
+        let dir = std::env::temp_dir().join(format!("xhsa-board-test-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        BoardPlace { dir, group: None }
+    }
+
+    fn p(level: i64) -> Priority {
+        Priority::at_level(Level::new(level).unwrap())
+    }
+
+    #[test]
+    fn slot_words_round_trip() {
+        let s = Slot {
+            seq: 4,
+            state: SLOT_LIVE,
+            pid: 77,
+            partition: 3,
+            owner_start: 0x1_0000_0002,
+            queue_id: 0xffff_0000_1234,
+            stats: QueueStats { priority: -1020, flags: 5, pending: 6, in_flight: 7, submitted: 1 << 40, forwarded: 9, completed: 10, throttle_ns: 11, throttle_events: 12, reserved: 0 },
+            reserved: [0; 4],
+        };
+        assert_eq!(slot_from_words(&slot_to_words(&s)), s);
+    }
+
+    #[test]
+    fn a_second_process_sees_the_first_ones_queues_and_its_exit() {
+        let place = place("two");
+        let a = SharedBoard::open(&place, 1, 16).unwrap();
+        let b = SharedBoard::open(&place, 1, 1024).unwrap();
+        assert_eq!(b.slot_count(), 16, "the creator's size wins");
+        assert_eq!(std::fs::metadata(a.path()).unwrap().permissions().mode() & 0o777, 0o600);
+        let me = this_process();
+        assert!(me.start_time > 0 && is_alive(me));
+        let other = Owner { pid: me.pid, start_time: me.start_time + 1 }; // a recycled pid: dead
+        let hp = a.claim(me, PartitionId(0), QueueId(1), p(5)).unwrap();
+        let lp = b.claim(other, PartitionId(0), QueueId(2), p(-5)).unwrap();
+        assert_ne!(hp.index(), lp.index());
+        assert_eq!(b.summary(None).highest_with_work, None, "no work yet");
+        assert!(a.publish(&hp, &QueueStats { priority: p(5).rank(), pending: 3, ..Default::default() }));
+        assert_eq!(b.summary(Some(other)).highest_with_work, Some(p(5)));
+        assert_eq!(b.summary(Some(me)).live, 1);
+        assert_eq!(a.summary(Some(me)).highest_with_work, None, "a process leaves itself out");
+        // `other` is dead (start time differs): cleared once, then gone.
+        assert_eq!(a.cleanup_stale(is_alive), 1);
+        assert_eq!(a.cleanup_stale(is_alive), 0);
+        assert!(!b.publish(&lp, &QueueStats::default()), "a cleared owner learns it lost the slot");
+        assert!(a.release(hp));
+        assert_eq!(b.summary(None).live, 0);
+        let again = b.claim(me, PartitionId(0), QueueId(3), p(0)).unwrap();
+        assert_eq!(again.index(), 0, "freed slots are reused");
+        std::fs::remove_dir_all(&place.dir).unwrap();
+    }
+
+    #[test]
+    fn full_board_and_foreign_files_are_reported() {
+        let place = place("full");
+        let a = SharedBoard::open(&place, 2, 2).unwrap();
+        let me = this_process();
+        a.claim(me, PartitionId(0), QueueId(1), p(0)).unwrap();
+        a.claim(me, PartitionId(0), QueueId(2), p(0)).unwrap();
+        assert_eq!(a.claim(me, PartitionId(0), QueueId(3), p(0)), Err(BoardFull { slots: 2 }));
+        // A file that is not a board (wrong magic) is never used.
+        let bogus = place.path(9, uid());
+        std::fs::write(&bogus, vec![0xabu8; 4096]).unwrap();
+        let err = SharedBoard::open(&place, 9, 16).err().expect("not a board");
+        assert!(matches!(err, BoardError::Layout { err: LayoutError::BadMagic(_), .. }), "{err}");
+        assert!(err.to_string().contains("not an xhsa board"), "{err}");
+        std::fs::remove_dir_all(&place.dir).unwrap();
+    }
+
+    #[test]
+    fn concurrent_claims_and_reads_stay_consistent() {
+        let place = place("threads");
+        let board = std::sync::Arc::new(SharedBoard::open(&place, 3, 64).unwrap());
+        let me = this_process();
+        let handles: Vec<_> = (0..4u64)
+            .map(|t| {
+                let board = board.clone();
+                std::thread::spawn(move || {
+                    let mut mine = Vec::new();
+                    for q in 0..8 {
+                        mine.push(board.claim(me, PartitionId(0), QueueId(t * 100 + q), p(t as i64)).unwrap());
+                    }
+                    for round in 0..200u32 {
+                        for h in &mine {
+                            let stats = QueueStats { priority: p(t as i64).rank(), pending: round, in_flight: round, ..Default::default() };
+                            assert!(board.publish(h, &stats));
+                        }
+                        for s in board.snapshot() {
+                            assert_eq!(s.stats.pending, s.stats.in_flight, "torn read");
+                        }
+                    }
+                    mine
+                })
+            })
+            .collect();
+        let all: Vec<SlotHandle> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
+        let mut indices: Vec<usize> = all.iter().map(|h| h.index()).collect();
+        indices.sort();
+        indices.dedup();
+        assert_eq!(indices.len(), 32, "every claim got its own slot");
+        assert_eq!(board.summary(None).highest_with_work, Some(p(3)));
+        std::fs::remove_dir_all(&place.dir).unwrap();
+    }
+}
