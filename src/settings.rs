@@ -873,7 +873,7 @@ mod tests {
         assert_eq!(
             text[1],
             "/etc/xhsa.toml: windw=\"3\": unknown key `windw`; accepted keys: `priority`, `window`, \
-             `passthrough_libs`, `process`, `library`; ignoring it"
+             `passthrough_libs`, `board_group`, `process`, `library`; ignoring it"
         );
         assert_eq!(
             text[0],
