@@ -6,11 +6,12 @@
 // workgroup size and dynamic LDS give each kernel its occupancy. On a real gfx90a the kernel
 // body busy-waits for the same time.
 //
-//   workload --table FILE [--time-scale X] [--null-stream] --stream ROLE[:RATE] ...
+//   workload --table FILE [--time-scale X] [--null-stream] --stream ROLE[:RATE[:PRIO]] ...
 //
 //   ROLE   hp | lp (only reported back); RATE requests per device-second, 0 or absent: back
 //          to back. One thread per stream. --null-stream: a single stream submits through
-//          HIP's default stream, as PyTorch does.
+//          HIP's default stream, as PyTorch does. PRIO high | normal | low: the stream is
+//          created with hipStreamCreateWithPriority (absent: hipStreamCreate).
 //
 // Protocol (the harness, xhsa-bench, drives it): after HIP init and two warm-up requests per
 // stream it prints {"ev":"warm","stream":S} and waits for a line "go" on stdin; requests then run until
@@ -57,6 +58,7 @@ struct Table {
 struct StreamSpec {
   std::string role;
   double rate = 0;  // requests per device-second; 0: back to back
+  std::string prio;  // high | normal | low; empty: a plain hipStreamCreate stream
 };
 
 std::mutex out_mutex;
@@ -151,7 +153,15 @@ void run_stream(int idx, const Table& t, StreamSpec spec, bool null_stream) {
   // Timed sleeps overshoot by ~50-80 us with the default 50 us slack; 1 ns narrows that.
   prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   hipStream_t s = nullptr;
-  if (!null_stream) CHECK(hipStreamCreate(&s));
+  if (!null_stream && spec.prio.empty()) {
+    CHECK(hipStreamCreate(&s));
+  } else if (!null_stream) {
+    // HIP: numerically lower is more urgent; the range is [greatest, least].
+    int least = 0, greatest = 0;
+    CHECK(hipDeviceGetStreamPriorityRange(&least, &greatest));
+    int p = spec.prio == "high" ? greatest : spec.prio == "low" ? least : (least + greatest) / 2;
+    CHECK(hipStreamCreateWithPriority(&s, hipStreamDefault, p));
+  }
   for (int w = 0; w < 2; w++) request(t, s, now_ns());
   emit("{\"ev\":\"warm\",\"stream\":" + std::to_string(idx) + "}");
   while (state.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -200,8 +210,14 @@ int main(int argc, char** argv) {
       StreamSpec s;
       auto colon = v.find(':');
       s.role = v.substr(0, colon);
-      if (colon != std::string::npos) s.rate = std::atof(v.c_str() + colon + 1);
-      if (s.role != "hp" && s.role != "lp") die("--stream ROLE[:RATE]: role is hp or lp, not " + s.role);
+      if (colon != std::string::npos) {
+        s.rate = std::atof(v.c_str() + colon + 1);
+        auto second = v.find(':', colon + 1);
+        if (second != std::string::npos) s.prio = v.substr(second + 1);
+      }
+      if (s.role != "hp" && s.role != "lp") die("--stream ROLE[:RATE[:PRIO]]: role is hp or lp, not " + s.role);
+      if (!s.prio.empty() && s.prio != "high" && s.prio != "normal" && s.prio != "low")
+        die("--stream ROLE[:RATE[:PRIO]]: priority is high, normal or low, not " + s.prio);
       specs.push_back(s);
     } else {
       die("unknown argument " + a + " (usage: workload --table FILE [--time-scale X] [--null-stream] --stream ROLE[:RATE] ...)");

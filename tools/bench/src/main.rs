@@ -24,7 +24,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run a scenario: its HP job alone, its LP job alone, then both together, each on a fresh
-    /// private emulated device; print a table and optionally write JSON.
+    /// private emulated device; print a table and optionally write JSON. With `--mode xhsa` the
+    /// alone phases stay native (the baseline) and the shared phase runs natively and with
+    /// libxhsa, side by side.
     Run {
         /// A scenario name (see `xhsa-bench list`) or a path to a scenario .toml file.
         scenario: String,
@@ -249,6 +251,7 @@ fn go(cli: Cli) -> Result<(), String> {
                 hp_alone: phase(Some(Role::Hp)),
                 lp_alone: has_lp.then(|| phase(Some(Role::Lp))),
                 together: has_lp.then(|| phase(None)),
+                native_together: None,
             };
             print!("{}", report.table());
             write_json(&json, &report)
@@ -281,15 +284,23 @@ fn go(cli: Cli) -> Result<(), String> {
                 &root().join("tests/kernels"),
                 &dir.join("workloads"),
             )?;
+            let libxhsa = dir.join("libxhsa.so");
+            if mode == Mode::Xhsa && !libxhsa.exists() {
+                return Err(format!(
+                    "{} not found: build libxhsa with `cargo build --release --workspace`",
+                    libxhsa.display()
+                ));
+            }
             let work = std::env::temp_dir().join(format!("xhsa-bench-{}", std::process::id()));
             let dev_cfg = device_config();
-            let setup = |label: &'static str| Setup {
+            let setup = |label: &'static str, mode: Mode| Setup {
                 emu: &emu,
                 workload: &workload,
                 tables: &tables,
                 time_scale: scale,
                 device_config: &dev_cfg,
                 mode,
+                libxhsa: Some(&libxhsa),
                 warmup_s: warmup,
                 seconds,
                 work_dir: &work,
@@ -297,19 +308,30 @@ fn go(cli: Cli) -> Result<(), String> {
                 progress: !quiet,
             };
             let has_lp = s.has(Role::Lp);
-            let phase = |label: &'static str, role: Option<Role>| -> Result<_, String> {
-                let (r, from, to) = run::phase(&setup(label), &s.phase(role))?;
+            // The alone phases are native in every mode: they are the baseline a scheduler is
+            // measured against. With a scheduler, the shared phase runs twice: native, then
+            // under the mode, so one invocation prints both side by side.
+            let phase = |label: &'static str, role: Option<Role>, mode: Mode| -> Result<_, String> {
+                let (r, from, to) = run::phase(&setup(label, mode), &s.phase(role))?;
                 Ok(r.summarize(from, to))
             };
             let result = (|| -> Result<Report, String> {
-                let hp_alone = phase("hp-alone", Some(Role::Hp))?;
+                let hp_alone = phase("hp-alone", Some(Role::Hp), Mode::Native)?;
                 let lp_alone = if has_lp {
-                    Some(phase("lp-alone", Some(Role::Lp))?)
+                    Some(phase("lp-alone", Some(Role::Lp), Mode::Native)?)
+                } else {
+                    None
+                };
+                let native_together = if has_lp && mode != Mode::Native {
+                    Some(phase("together-native", None, Mode::Native)?)
                 } else {
                     None
                 };
                 let together = if has_lp {
-                    Some(phase("together", None)?)
+                    Some(phase("together", None, mode)?)
+                } else if mode != Mode::Native {
+                    // No lp job: the scheduler's own cost on the hp job alone.
+                    Some(phase("hp-alone-mode", Some(Role::Hp), mode)?)
                 } else {
                     None
                 };
@@ -322,6 +344,7 @@ fn go(cli: Cli) -> Result<(), String> {
                     hp_alone,
                     lp_alone,
                     together,
+                    native_together,
                 })
             })();
             match result {

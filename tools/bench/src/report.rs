@@ -18,7 +18,11 @@ pub struct Report {
     pub time_scale: f64,
     pub hp_alone: Summary,
     pub lp_alone: Option<Summary>,
+    /// The shared phase under `mode` (for a scenario without an lp job and a scheduler mode:
+    /// the hp job alone under the scheduler).
     pub together: Option<Summary>,
+    /// With a scheduler mode: the shared phase run natively in the same invocation.
+    pub native_together: Option<Summary>,
 }
 
 fn lat(l: &Option<Latency>) -> Value {
@@ -40,9 +44,31 @@ impl Report {
     }
 
     pub fn hp_p99_ratio(&self) -> Option<f64> {
-        let a = self.hp_alone.hp.as_ref()?.p99_ms;
-        let b = self.hp().hp.as_ref()?.p99_ms;
+        Self::p99_ratio(&self.hp_alone, self.hp())
+    }
+
+    fn p99_ratio(alone: &Summary, with: &Summary) -> Option<f64> {
+        let a = alone.hp.as_ref()?.p99_ms;
+        let b = with.hp.as_ref()?.p99_ms;
         (a > 0.0).then(|| b / a)
+    }
+
+    /// The native comparison of a scheduler mode: (hp P99 ratio, lp throughput) of the native
+    /// shared phase.
+    fn native_json(&self) -> Value {
+        let Some(n) = &self.native_together else { return Value::Null };
+        let mut hp = lat(&n.hp);
+        hp["throughput_per_s"] = json!(n.hp_throughput_per_s);
+        let lp_ratio = match (self.together.as_ref().and_then(|t| t.lp_throughput_per_s), n.lp_throughput_per_s) {
+            (Some(x), Some(nat)) if nat > 0.0 => Some(x / nat),
+            _ => None,
+        };
+        json!({
+            "hp": hp,
+            "hp_p99_ratio": Self::p99_ratio(&self.hp_alone, n),
+            "lp": { "throughput_per_s": n.lp_throughput_per_s },
+            "lp_vs_native": lp_ratio,
+        })
     }
 
     pub fn json(&self) -> Value {
@@ -59,6 +85,9 @@ impl Report {
         }
         if let Some(s) = &self.together {
             phases["together"] = json!(s);
+        }
+        if let Some(s) = &self.native_together {
+            phases["together_native"] = json!(s);
         }
         json!({
             "scenario": self.scenario,
@@ -79,6 +108,7 @@ impl Report {
                 "throughput_per_s": self.lp_alone.as_ref().and_then(|s| s.lp_throughput_per_s),
                 "batch": lat(&self.lp_alone.as_ref().and_then(|s| s.lp_latency.clone())),
             },
+            "native": self.native_json(),
             "phases": phases,
         })
     }
@@ -101,7 +131,7 @@ impl Report {
         );
         let _ = writeln!(
             o,
-            "  {:<14} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}   {:>14}",
+            "  {:<21} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}   {:>14}",
             "", "n", "mean ms", "p50 ms", "p95 ms", "p99 ms", "max ms", "throughput"
         );
         let row = |o: &mut String,
@@ -113,7 +143,7 @@ impl Report {
             let l2 = l.as_ref();
             let _ = writeln!(
                 o,
-                "  {:<14} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}   {:>14}",
+                "  {:<21} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}   {:>14}",
                 name,
                 l2.map_or(0, |l| l.count),
                 f(l2.map(|l| l.mean_ms)),
@@ -134,14 +164,14 @@ impl Report {
             self.hp_alone.hp_throughput_per_s,
             &self.hp_alone.hp_unit,
         );
+        let native = self.native_together.is_some();
+        let with_mode = |what: &str| if native { format!("{what} ({})", self.mode) } else { what.to_string() };
+        if let Some(t) = &self.native_together {
+            row(&mut o, "hp with lp (native)", &t.hp, t.hp_throughput_per_s, &t.hp_unit);
+        }
         if let Some(t) = &self.together {
-            row(
-                &mut o,
-                "hp with lp",
-                &t.hp,
-                t.hp_throughput_per_s,
-                &t.hp_unit,
-            );
+            let name = if self.lp_alone.is_some() { with_mode("hp with lp") } else { format!("hp alone ({})", self.mode) };
+            row(&mut o, &name, &t.hp, t.hp_throughput_per_s, &t.hp_unit);
         }
         if let Some(s) = &self.lp_alone {
             row(
@@ -152,17 +182,27 @@ impl Report {
                 &s.lp_unit,
             );
         }
-        if let Some(t) = &self.together {
-            row(
-                &mut o,
-                "lp with hp",
-                &t.lp_latency,
-                t.lp_throughput_per_s,
-                &t.lp_unit,
-            );
+        if let Some(t) = &self.native_together {
+            row(&mut o, "lp with hp (native)", &t.lp_latency, t.lp_throughput_per_s, &t.lp_unit);
+        }
+        if let Some(t) = self.together.as_ref().filter(|_| self.lp_alone.is_some()) {
+            row(&mut o, &with_mode("lp with hp"), &t.lp_latency, t.lp_throughput_per_s, &t.lp_unit);
+        }
+        if let Some(n) = &self.native_together {
+            if let Some(r) = Self::p99_ratio(&self.hp_alone, n) {
+                let _ = writeln!(o, "  hp P99 ratio (with lp / alone), native: {r:.2}x");
+            }
         }
         if let Some(r) = self.hp_p99_ratio() {
-            let _ = writeln!(o, "  hp P99 ratio (with lp / alone): {r:.2}x");
+            if self.lp_alone.is_none() && self.together.is_some() {
+                let _ = writeln!(o, "  hp P99 ratio ({} / native): {r:.2}x", self.mode);
+            } else {
+                let what = if native { format!(", {}", self.mode) } else { String::new() };
+                let _ = writeln!(o, "  hp P99 ratio (with lp / alone){what}: {r:.2}x");
+            }
+        }
+        if let Some(x) = self.native_json().get("lp_vs_native").and_then(Value::as_f64) {
+            let _ = writeln!(o, "  lp throughput with {} / native: {:.0} %", self.mode, x * 100.0);
         }
         o
     }
@@ -195,6 +235,7 @@ mod tests {
             hp_alone: summary(2.0, 0.0),
             lp_alone: Some(summary(0.0, 100.0)),
             together: Some(summary(8.0, 90.0)),
+            native_together: None,
         };
         let j = r.json();
         for k in ["mean_ms", "p50_ms", "p95_ms", "p99_ms"] {
@@ -210,6 +251,29 @@ mod tests {
     }
 
     #[test]
+    fn a_scheduler_mode_is_compared_with_native_side_by_side() {
+        let r = Report {
+            scenario: "s".into(),
+            description: "d".into(),
+            mode: "xhsa".into(),
+            source: "run".into(),
+            time_scale: 2.0,
+            hp_alone: summary(2.0, 0.0),
+            lp_alone: Some(summary(0.0, 100.0)),
+            together: Some(summary(3.0, 95.0)),
+            native_together: Some(summary(15.0, 100.0)),
+        };
+        let j = r.json();
+        assert!((j["hp_p99_ratio"].as_f64().unwrap() - 1.5).abs() < 1e-9);
+        assert!((j["native"]["hp_p99_ratio"].as_f64().unwrap() - 7.5).abs() < 1e-9);
+        assert!((j["native"]["lp_vs_native"].as_f64().unwrap() - 0.95).abs() < 1e-9);
+        let t = r.table();
+        for needle in ["hp with lp (native)", "hp with lp (xhsa)", "lp with hp (native)", "lp with hp (xhsa)", "native: 7.50x", "xhsa: 1.50x", "/ native: 95 %"] {
+            assert!(t.contains(needle), "{needle:?} in\n{t}");
+        }
+    }
+
+    #[test]
     fn without_lp_the_hp_figures_are_the_alone_ones() {
         let r = Report {
             scenario: "s".into(),
@@ -220,6 +284,7 @@ mod tests {
             hp_alone: summary(3.0, 0.0),
             lp_alone: None,
             together: None,
+            native_together: None,
         };
         let j = r.json();
         assert_eq!(j["hp"]["p99_ms"], j["hp_alone"]["p99_ms"]);

@@ -12,29 +12,75 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use crate::phase::{PhaseResult, StreamResult};
-use crate::scenario::Process;
+use crate::scenario::{Priority, Process, Stream};
 use crate::table::Table;
 
-/// How processes reach the GPU. Native: as they are, each on its own HIP stream(s). The seam
-/// where libxhsa's modes come in (an `Xhsa` mode preloading libxhsa.so).
+/// How processes reach the GPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
-    /// No scheduler: HIP, ROCr and the (emulated) device as they are.
+    /// No scheduler: HIP, ROCr and the (emulated) device as they are; every stream a plain one,
+    /// as PyTorch creates them.
     Native,
+    /// libxhsa preloaded (`LD_PRELOAD`) into every workload process, with the scenario's
+    /// priorities: a process whose streams share one class gets it as `XHSA_PRIORITY`
+    /// ([`xhsa_level`]); a process with streams of different classes also creates each stream
+    /// with that HIP stream priority (`hipStreamCreateWithPriority`). All processes of a phase
+    /// share one board directory (`XHSA_BOARD_DIR`), private to the phase.
+    Xhsa,
+}
+
+/// The `XHSA_PRIORITY` level a scenario class maps to (XSched's range, higher is more urgent).
+pub fn xhsa_level(p: Priority) -> i32 {
+    match p {
+        Priority::High => 10,
+        Priority::Normal => 0,
+        Priority::Low => -10,
+    }
+}
+
+fn prio_name(p: Priority) -> &'static str {
+    match p {
+        Priority::High => "high",
+        Priority::Normal => "normal",
+        Priority::Low => "low",
+    }
 }
 
 impl Mode {
     pub fn as_str(self) -> &'static str {
         match self {
             Mode::Native => "native",
+            Mode::Xhsa => "xhsa",
         }
     }
 
-    /// Environment the mode adds to every workload process.
-    pub fn env(self) -> Vec<(String, String)> {
+    /// Environment the mode adds to a workload process.
+    pub fn env(self, p: &Process, libxhsa: Option<&Path>, board_dir: &Path) -> Vec<(String, String)> {
+        match (self, libxhsa) {
+            (Mode::Xhsa, Some(lib)) => {
+                let mut env = vec![
+                    ("LD_PRELOAD".to_string(), lib.display().to_string()),
+                    ("XHSA_BOARD_DIR".to_string(), board_dir.display().to_string()),
+                    ("XHSA_LOG".to_string(), "info".to_string()),
+                ];
+                let first = p.streams[0].priority;
+                if p.streams.iter().all(|s| s.priority == first) {
+                    env.push(("XHSA_PRIORITY".to_string(), xhsa_level(first).to_string()));
+                }
+                env
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// The workload's `--stream` argument for stream `s` of process `p`.
+    pub fn stream_arg(self, p: &Process, s: &Stream) -> String {
+        let base = format!("{}:{}", s.role.as_str(), s.rate.unwrap_or(0.0));
+        let mixed = p.streams.iter().any(|o| o.priority != s.priority);
         match self {
-            Mode::Native => Vec::new(),
+            Mode::Xhsa if mixed => format!("{base}:{}", prio_name(s.priority)),
+            _ => base,
         }
     }
 }
@@ -48,6 +94,8 @@ pub struct Setup<'a> {
     /// The emulator configuration (`xhsa-emu run --config`).
     pub device_config: &'a Path,
     pub mode: Mode,
+    /// `libxhsa.so`, for [`Mode::Xhsa`].
+    pub libxhsa: Option<&'a Path>,
     /// Wall-clock seconds after "go" before the window opens.
     pub warmup_s: f64,
     /// Wall-clock seconds of the window.
@@ -111,6 +159,9 @@ pub fn phase(setup: &Setup, processes: &[Process]) -> Result<(PhaseResult, f64, 
     let dev = dir.join("device");
     std::fs::create_dir_all(&dev).map_err(|e| format!("{}: {e}", dev.display()))?;
     set_private(&dev)?;
+    let board = dir.join("board");
+    std::fs::create_dir_all(&board).map_err(|e| format!("{}: {e}", board.display()))?;
+    set_private(&board)?;
     let (tx, rx) = mpsc::channel();
     let mut procs = Vec::new();
     let mut streams_total = 0;
@@ -134,11 +185,10 @@ pub fn phase(setup: &Setup, processes: &[Process]) -> Result<(PhaseResult, f64, 
             cmd.arg("--null-stream");
         }
         for s in &p.streams {
-            cmd.arg("--stream")
-                .arg(format!("{}:{}", s.role.as_str(), s.rate.unwrap_or(0.0)));
+            cmd.arg("--stream").arg(setup.mode.stream_arg(p, s));
         }
         cmd.env("XHSA_EMU_DEVICE_DIR", &dev);
-        for (k, v) in setup.mode.env() {
+        for (k, v) in setup.mode.env(p, setup.libxhsa, &board) {
             cmd.env(k, v);
         }
         cmd.stdin(Stdio::piped())
@@ -289,6 +339,7 @@ pub fn phase(setup: &Setup, processes: &[Process]) -> Result<(PhaseResult, f64, 
     let from = setup.warmup_s / scale;
     let to = (setup.warmup_s + setup.seconds) / scale;
     let _ = std::fs::remove_dir_all(&dev);
+    let _ = std::fs::remove_dir_all(&board);
     Ok((
         PhaseResult {
             streams,
@@ -371,6 +422,34 @@ pub fn build_workload(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::scenario::Role;
+
+    fn stream(role: Role, priority: Priority) -> Stream {
+        Stream { role, rate: Some(20.0), priority }
+    }
+
+    #[test]
+    fn xhsa_mode_gives_each_process_its_priority() {
+        let lib = Path::new("/x/libxhsa.so");
+        let board = Path::new("/tmp/b");
+        let hp = Process { model: "m".into(), streams: vec![stream(Role::Hp, Priority::High)] };
+        assert!(Mode::Native.env(&hp, Some(lib), board).is_empty());
+        let env = Mode::Xhsa.env(&hp, Some(lib), board);
+        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("LD_PRELOAD"), Some("/x/libxhsa.so"));
+        assert_eq!(get("XHSA_BOARD_DIR"), Some("/tmp/b"));
+        assert_eq!(get("XHSA_PRIORITY"), Some("10"));
+        assert_eq!(Mode::Xhsa.stream_arg(&hp, &hp.streams[0]), "hp:20", "one class: a plain stream");
+        // Mixed classes in one process: no process level, HIP stream priorities instead.
+        let mixed = Process { model: "m".into(), streams: vec![stream(Role::Hp, Priority::High), stream(Role::Lp, Priority::Low)] };
+        let env = Mode::Xhsa.env(&mixed, Some(lib), board);
+        assert!(!env.iter().any(|(k, _)| k == "XHSA_PRIORITY"));
+        assert_eq!(Mode::Xhsa.stream_arg(&mixed, &mixed.streams[0]), "hp:20:high");
+        assert_eq!(Mode::Xhsa.stream_arg(&mixed, &mixed.streams[1]), "lp:20:low");
+        assert_eq!(Mode::Native.stream_arg(&mixed, &mixed.streams[1]), "lp:20", "native streams are plain, as PyTorch's");
+        assert!(xhsa_level(Priority::High) > xhsa_level(Priority::Normal) && xhsa_level(Priority::Normal) > xhsa_level(Priority::Low));
+    }
 
     #[test]
     fn fnv_changes_with_any_part() {
