@@ -21,6 +21,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod board;
+pub mod board_link;
 pub mod board_shm;
 pub mod entry;
 pub mod intercept;

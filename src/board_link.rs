@@ -1,0 +1,170 @@
+//! This process's link to the board of one GPU: its queues' slots, what it publishes, and the
+//! other processes' contention as the level-1 window sees it.
+//!
+//! The link never fails the caller. A board that cannot be opened (no such directory, another
+//! layout version, permissions) or a full board leaves the process scheduling with what it
+//! knows in-process (the caller logs the reason once); a slot taken away because a reader
+//! thought this process dead is claimed again at the next publish. Dead processes' slots are
+//! cleared when the link opens and then at most every [`CLEANUP_PERIOD`] when contention is
+//! read, so a crashed process stops throttling others within that period.
+
+#![forbid(unsafe_code)]
+
+use crate::board::Owner;
+use crate::board_shm::{is_alive, this_process, BoardError, BoardPlace, SharedBoard, SlotHandle};
+use crate::priority::Priority;
+use crate::ring::{PartitionId, QueueId};
+use crate::stats::QueueStats;
+use crate::window::Contention;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How often contention reads also clear dead owners' slots.
+pub const CLEANUP_PERIOD: Duration = Duration::from_secs(1);
+
+/// The link to one GPU's board.
+pub struct BoardLink {
+    board: SharedBoard,
+    me: Owner,
+    slots: Mutex<HashMap<QueueId, SlotHandle>>,
+    last_cleanup: Mutex<Instant>,
+}
+
+impl BoardLink {
+    /// Opens (or creates) the board of KFD node `node` in `place`, clearing dead owners.
+    pub fn open(place: &BoardPlace, node: u32) -> Result<BoardLink, BoardError> {
+        let board = SharedBoard::open(place, node, crate::board::DEFAULT_SLOT_COUNT)?;
+        board.cleanup_stale(is_alive);
+        Ok(BoardLink { board, me: this_process(), slots: Mutex::new(HashMap::new()), last_cleanup: Mutex::new(Instant::now()) })
+    }
+
+    /// The board file.
+    pub fn path(&self) -> &std::path::Path {
+        self.board.path()
+    }
+
+    /// Gives `queue` a slot at `priority`; `false` if the board is full (the queue is then
+    /// invisible to other processes, which the caller logs).
+    pub fn join(&self, queue: QueueId, priority: Priority) -> bool {
+        match self.board.claim(self.me, PartitionId(0), queue, priority) {
+            Ok(handle) => {
+                self.slots.lock().unwrap_or_else(|e| e.into_inner()).insert(queue, handle);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Publishes `queue`'s counters (claiming a slot again if its slot was taken away).
+    pub fn publish(&self, queue: QueueId, stats: &QueueStats) {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(handle) = slots.get(&queue).copied() else { return };
+        if self.board.publish(&handle, stats) {
+            return;
+        }
+        slots.remove(&queue);
+        if let Some(priority) = stats.priority() {
+            if let Ok(handle) = self.board.claim(self.me, PartitionId(0), queue, priority) {
+                self.board.publish(&handle, stats);
+                slots.insert(queue, handle);
+            }
+        }
+    }
+
+    /// Frees `queue`'s slot.
+    pub fn leave(&self, queue: QueueId) {
+        if let Some(handle) = self.slots.lock().unwrap_or_else(|e| e.into_inner()).remove(&queue) {
+            self.board.release(handle);
+        }
+    }
+
+    /// Frees every slot of this process (at exit).
+    pub fn leave_all(&self) {
+        let handles: Vec<SlotHandle> = self.slots.lock().unwrap_or_else(|e| e.into_inner()).drain().map(|(_, h)| h).collect();
+        for h in handles {
+            self.board.release(h);
+        }
+    }
+
+    /// What the other processes' queues say: the highest priority with work.
+    pub fn contention(&self) -> Contention {
+        self.maybe_cleanup();
+        self.board.summary(Some(self.me)).contention()
+    }
+
+    fn maybe_cleanup(&self) {
+        let Ok(mut last) = self.last_cleanup.try_lock() else { return };
+        if last.elapsed() >= CLEANUP_PERIOD {
+            *last = Instant::now();
+            drop(last);
+            self.board.cleanup_stale(is_alive);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::board::{Slot, SLOT_LIVE};
+    use crate::priority::Level;
+
+    fn p(level: i64) -> Priority {
+        Priority::at_level(Level::new(level).unwrap())
+    }
+
+    fn place(name: &str) -> BoardPlace {
+        let dir = std::env::temp_dir().join(format!("xhsa-link-test-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        BoardPlace { dir, group: None }
+    }
+
+    #[test]
+    fn another_process_work_contends_and_own_work_does_not() {
+        let place = place("contend");
+        let link = BoardLink::open(&place, 0).unwrap();
+        assert!(link.join(QueueId(1), p(-10)));
+        link.publish(QueueId(1), &QueueStats { priority: p(-10).rank(), pending: 4, ..Default::default() });
+        assert_eq!(link.contention(), Contention::external(None), "its own queues are not external contention");
+        // A second process (same pid, other start time: only the board tells them apart; it is
+        // alive as far as this test's liveness check is concerned until cleanup runs).
+        let board = SharedBoard::open(&place, 0, 16).unwrap();
+        let other = Owner { pid: std::process::id(), start_time: this_process().start_time + 7 };
+        let h = board.claim(other, PartitionId(0), QueueId(9), p(10)).unwrap();
+        assert_eq!(link.contention(), Contention::external(None), "idle queues do not contend");
+        board.publish(&h, &QueueStats { priority: p(10).rank(), in_flight: 1, ..Default::default() });
+        assert_eq!(link.contention(), Contention::external(Some(p(10))));
+        // The other process is not really alive: the periodic cleanup removes it.
+        *link.last_cleanup.lock().unwrap() = Instant::now() - CLEANUP_PERIOD;
+        assert_eq!(link.contention(), Contention::external(None));
+        link.leave_all();
+        assert!(board.snapshot().is_empty());
+        std::fs::remove_dir_all(&place.dir).unwrap();
+    }
+
+    #[test]
+    fn a_slot_taken_away_is_claimed_again_at_the_next_publish() {
+        let place = place("reclaim");
+        let link = BoardLink::open(&place, 0).unwrap();
+        assert!(link.join(QueueId(1), p(3)));
+        let board = SharedBoard::open(&place, 0, 16).unwrap();
+        // Someone took this process for dead and cleared its slot.
+        assert_eq!(board.cleanup_stale(|_| false), 1);
+        assert!(board.snapshot().is_empty());
+        link.publish(QueueId(1), &QueueStats { priority: p(3).rank(), pending: 1, ..Default::default() });
+        let live: Vec<Slot> = board.snapshot();
+        assert_eq!(live.len(), 1);
+        assert_eq!((live[0].state, live[0].stats.pending), (SLOT_LIVE, 1));
+        link.leave(QueueId(1));
+        assert!(board.snapshot().is_empty());
+        std::fs::remove_dir_all(&place.dir).unwrap();
+    }
+
+    #[test]
+    fn an_unusable_place_is_an_error_not_a_panic() {
+        let place = BoardPlace { dir: "/nonexistent/xhsa".into(), group: None };
+        let err = BoardLink::open(&place, 0).err().expect("no such directory");
+        assert!(err.to_string().contains("/nonexistent/xhsa"), "{err}");
+    }
+}
