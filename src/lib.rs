@@ -20,12 +20,16 @@
 //! [`shadow`] (taking packets from a shadow ring and writing them into a hardware ring).
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod addr_map;
 pub mod board;
 pub mod entry;
+pub mod fault;
 pub mod intercept;
 pub mod packet;
 pub mod priority;
+pub mod queue;
 pub mod ring;
+pub mod scheduler;
 pub mod settings;
 pub mod shadow;
 pub mod stats;
@@ -39,10 +43,43 @@ pub mod window;
 pub const EXPORTED_SYMBOLS: &[&str] = &[
     "OnLoad",
     "hsaKmtCreateQueue",
-    "hsa_amd_queue_set_priority",
+    "ioctl",
     "hsa_queue_create",
     "hsa_queue_destroy",
+    "hsa_queue_inactivate",
+    "hsa_queue_load_read_index_scacquire",
+    "hsa_queue_load_read_index_acquire",
+    "hsa_queue_load_read_index_relaxed",
+    "hsa_queue_load_write_index_scacquire",
+    "hsa_queue_load_write_index_acquire",
+    "hsa_queue_load_write_index_relaxed",
+    "hsa_queue_store_write_index_relaxed",
+    "hsa_queue_store_write_index_screlease",
+    "hsa_queue_store_write_index_release",
+    "hsa_queue_cas_write_index_scacq_screl",
+    "hsa_queue_cas_write_index_acq_rel",
+    "hsa_queue_cas_write_index_scacquire",
+    "hsa_queue_cas_write_index_acquire",
+    "hsa_queue_cas_write_index_relaxed",
+    "hsa_queue_cas_write_index_screlease",
+    "hsa_queue_cas_write_index_release",
+    "hsa_queue_add_write_index_scacq_screl",
+    "hsa_queue_add_write_index_acq_rel",
+    "hsa_queue_add_write_index_scacquire",
+    "hsa_queue_add_write_index_acquire",
+    "hsa_queue_add_write_index_relaxed",
+    "hsa_queue_add_write_index_screlease",
+    "hsa_queue_add_write_index_release",
+    "hsa_queue_store_read_index_relaxed",
+    "hsa_queue_store_read_index_screlease",
+    "hsa_queue_store_read_index_release",
     "hsa_signal_store_relaxed",
     "hsa_signal_store_screlease",
-    "ioctl",
+    "hsa_signal_store_release",
+    "hsa_signal_silent_store_relaxed",
+    "hsa_signal_silent_store_screlease",
+    "hsa_amd_queue_set_priority",
+    "hsa_amd_queue_cu_set_mask",
+    "hsa_amd_queue_cu_get_mask",
+    "hsa_amd_profiling_set_profiler_enabled",
 ];
