@@ -341,6 +341,14 @@ fn destroy_shadow(real: QueueFn, shadow: u64, id: QueueId) -> hsa_status_t {
             }
         }
     }
+    // The last completion handler normally runs right after the final barrier; give it a moment,
+    // so that the tracking signal is not destroyed while ROCr's async thread still holds a
+    // handler on it (a signal with a pending handler is leaked instead, see below).
+    let armed = || with_sched(|s, _, _, _| s.queue(id).is_some_and(|q| q.tracking.armed && !q.failed)).unwrap_or(false);
+    let settle = Instant::now() + Duration::from_millis(200);
+    while armed() && Instant::now() < settle {
+        std::thread::sleep(Duration::from_millis(1));
+    }
     SHADOWS.remove(shadow);
     HW_OF.remove(shadow);
     DOORBELLS.remove(doorbell);
@@ -350,8 +358,14 @@ fn destroy_shadow(real: QueueFn, shadow: u64, id: QueueId) -> hsa_status_t {
     let status = inside(|| unsafe { real(hw as *mut hsa_queue_t) });
     inside(|| {
         r.signal_destroy(doorbell);
-        if let Some(q) = &removed {
-            r.signal_destroy(q.tracking.signal);
+        match &removed {
+            // Observed under ROCr 5.2.3 (xhsa-emu): destroying a signal that still has an async
+            // handler registered (the tracking barrier of a failed queue never completes) was
+            // followed, intermittently, by a later hsa_queue_destroy blocking forever in ROCr's
+            // queue teardown. Such a signal is leaked (one per failed or inactivated queue).
+            Some(q) if q.tracking.armed => tracing::debug!("xhsa: {id}: tracking signal kept (a completion handler is still registered)"),
+            Some(q) => r.signal_destroy(q.tracking.signal),
+            None => {}
         }
         r.free(shadow);
     });

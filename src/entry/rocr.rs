@@ -10,9 +10,9 @@ use std::sync::OnceLock;
 
 use hsa_sys::hsa::{
     hsa_agent_t, hsa_amd_memory_pool_t, hsa_amd_signal_handler, hsa_queue_t, hsa_signal_condition_t, hsa_signal_t, hsa_signal_value_t,
-    hsa_status_t, hsa_wait_state_t, HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED, HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS,
+    hsa_status_t, HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED, HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS,
     HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED, HSA_AMD_MEMORY_POOL_INFO_SEGMENT, HSA_AMD_SEGMENT_GLOBAL, HSA_AGENT_INFO_DEVICE,
-    HSA_DEVICE_TYPE_CPU, HSA_SIGNAL_CONDITION_LT, HSA_STATUS_SUCCESS, HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY, HSA_WAIT_STATE_BLOCKED,
+    HSA_DEVICE_TYPE_CPU, HSA_SIGNAL_CONDITION_LT, HSA_STATUS_SUCCESS,
 };
 
 use super::next_symbol;
@@ -28,7 +28,7 @@ type AddIndexFn = unsafe extern "C" fn(*const hsa_queue_t, u64) -> u64;
 type StoreFn = unsafe extern "C" fn(hsa_signal_t, hsa_signal_value_t);
 type SignalCreateFn = unsafe extern "C" fn(hsa_signal_value_t, u32, *const hsa_agent_t, *mut hsa_signal_t) -> hsa_status_t;
 type SignalDestroyFn = unsafe extern "C" fn(hsa_signal_t) -> hsa_status_t;
-type SignalWaitFn = unsafe extern "C" fn(hsa_signal_t, hsa_signal_condition_t, hsa_signal_value_t, u64, hsa_wait_state_t) -> hsa_signal_value_t;
+type SignalLoadFn = unsafe extern "C" fn(hsa_signal_t) -> hsa_signal_value_t;
 type AsyncHandlerFn = unsafe extern "C" fn(hsa_signal_t, hsa_signal_condition_t, hsa_signal_value_t, hsa_amd_signal_handler, *mut c_void) -> hsa_status_t;
 type AgentCallback = Option<unsafe extern "C" fn(hsa_agent_t, *mut c_void) -> hsa_status_t>;
 type IterateAgentsFn = unsafe extern "C" fn(AgentCallback, *mut c_void) -> hsa_status_t;
@@ -39,7 +39,6 @@ type PoolInfoFn = unsafe extern "C" fn(hsa_amd_memory_pool_t, u32, *mut c_void) 
 type PoolAllocateFn = unsafe extern "C" fn(hsa_amd_memory_pool_t, usize, u32, *mut *mut c_void) -> hsa_status_t;
 type PoolFreeFn = unsafe extern "C" fn(*mut c_void) -> hsa_status_t;
 type AllowAccessFn = unsafe extern "C" fn(u32, *const hsa_agent_t, *const u32, *const c_void) -> hsa_status_t;
-type SystemInfoFn = unsafe extern "C" fn(u32, *mut c_void) -> hsa_status_t;
 
 /// The ROCr functions libxhsa calls.
 pub(crate) struct Rocr {
@@ -49,7 +48,7 @@ pub(crate) struct Rocr {
     store_screlease: StoreFn,
     signal_create: SignalCreateFn,
     signal_destroy: SignalDestroyFn,
-    signal_wait: SignalWaitFn,
+    signal_load: SignalLoadFn,
     async_handler: AsyncHandlerFn,
     iterate_agents: IterateAgentsFn,
     agent_info: AgentInfoFn,
@@ -58,7 +57,6 @@ pub(crate) struct Rocr {
     pool_allocate: PoolAllocateFn,
     pool_free: PoolFreeFn,
     allow_access: AllowAccessFn,
-    system_info: SystemInfoFn,
 }
 
 /// A function of ROCr by name, or the saved original of the table entry libxhsa patched.
@@ -89,7 +87,7 @@ pub(crate) fn rocr() -> Option<&'static Rocr> {
                 store_screlease: resolve(c"hsa_signal_store_screlease", Some(Hook::SignalStoreScrelease))?,
                 signal_create: resolve(c"hsa_signal_create", None)?,
                 signal_destroy: resolve(c"hsa_signal_destroy", None)?,
-                signal_wait: resolve(c"hsa_signal_wait_scacquire", None)?,
+                signal_load: resolve(c"hsa_signal_load_scacquire", None)?,
                 async_handler: resolve(c"hsa_amd_signal_async_handler", None)?,
                 iterate_agents: resolve(c"hsa_iterate_agents", None)?,
                 agent_info: resolve(c"hsa_agent_get_info", None)?,
@@ -98,7 +96,6 @@ pub(crate) fn rocr() -> Option<&'static Rocr> {
                 pool_allocate: resolve(c"hsa_amd_memory_pool_allocate", None)?,
                 pool_free: resolve(c"hsa_amd_memory_pool_free", None)?,
                 allow_access: resolve(c"hsa_amd_agents_allow_access", None)?,
-                system_info: resolve(c"hsa_system_get_info", None)?,
             })
         })
         .as_ref()
@@ -158,12 +155,20 @@ impl Rocr {
         unsafe { (self.signal_destroy)(hsa_signal_t { handle: signal }) };
     }
 
-    /// Waits (blocked, not spinning) up to `ms` for `signal` to fall to `target` or below;
-    /// returns its value.
+    /// Waits up to `ms` for `signal` to fall to `target` or below, sleeping 1 ms between looks;
+    /// returns its value. (Not `hsa_signal_wait_*`: ROCr lets only the first waiter of a signal
+    /// sleep, and the async thread already waits on a tracking signal while its completion
+    /// handler is registered, so a second waiter would spin.)
     pub fn signal_wait_at_most(&self, signal: u64, target: i64, ms: u64) -> i64 {
-        let ticks = timestamp_frequency(self).saturating_mul(ms) / 1000;
-        // SAFETY: a live signal libxhsa created.
-        unsafe { (self.signal_wait)(hsa_signal_t { handle: signal }, HSA_SIGNAL_CONDITION_LT, target + 1, ticks, HSA_WAIT_STATE_BLOCKED) }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(ms);
+        loop {
+            // SAFETY: a live signal libxhsa created.
+            let v = unsafe { (self.signal_load)(hsa_signal_t { handle: signal }) };
+            if v <= target || std::time::Instant::now() >= deadline {
+                return v;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 
     /// `bytes` of fine-grained system memory the GPU `agent` may access; `None` on failure.
@@ -186,16 +191,6 @@ impl Rocr {
         // SAFETY: memory libxhsa allocated from a ROCr pool and no longer uses.
         unsafe { (self.pool_free)(p as *mut c_void) };
     }
-}
-
-fn timestamp_frequency(r: &Rocr) -> u64 {
-    static FREQ: OnceLock<u64> = OnceLock::new();
-    *FREQ.get_or_init(|| {
-        let mut f: u64 = 0;
-        // SAFETY: HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY writes a u64.
-        let st = unsafe { (r.system_info)(HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY, (&mut f as *mut u64).cast()) };
-        if st == HSA_STATUS_SUCCESS && f > 0 { f } else { 1_000_000_000 }
-    })
 }
 
 struct PoolSearch<'a> {
