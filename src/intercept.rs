@@ -5,9 +5,10 @@
 //! use these ids; nothing needs to guess them.
 #![forbid(unsafe_code)]
 
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::sync::Mutex;
+
+use crate::addr_map::AddrMap;
 
 /// How libxhsa was loaded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,7 +52,8 @@ pub struct Interception {
     pub queues_destroyed: AtomicU64,
     pub doorbell_stores: AtomicU64,
     pub priority_calls: AtomicU64,
-    doorbells: RwLock<HashSet<u64>>,
+    /// Doorbell handles of the queues the application holds (looked up on every signal store).
+    doorbells: AddrMap,
     kfd: Mutex<Vec<KfdQueue>>,
 }
 
@@ -59,17 +61,17 @@ impl Interception {
     /// An HSA queue was created; `doorbell` is its doorbell signal's handle.
     pub fn queue_created(&self, doorbell: u64) {
         self.queues_created.fetch_add(1, Ordering::Relaxed);
-        self.doorbells.write().unwrap_or_else(|p| p.into_inner()).insert(doorbell);
+        self.doorbells.insert(doorbell, 1);
     }
 
     pub fn queue_destroyed(&self, doorbell: u64) {
         self.queues_destroyed.fetch_add(1, Ordering::Relaxed);
-        self.doorbells.write().unwrap_or_else(|p| p.into_inner()).remove(&doorbell);
+        self.doorbells.remove(doorbell);
     }
 
     /// A signal store; counted when the signal is the doorbell of a queue seen created.
     pub fn signal_store(&self, handle: u64) {
-        if self.doorbells.read().unwrap_or_else(|p| p.into_inner()).contains(&handle) {
+        if self.doorbells.contains(handle) {
             self.doorbell_stores.fetch_add(1, Ordering::Relaxed);
         }
     }

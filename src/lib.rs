@@ -8,26 +8,39 @@
 //! What it is not: a HIP shim (it never touches HIP symbols), a daemon, or an emulator. It knows
 //! nothing of `xhsa-emu`; the code here is the code that runs on a real MI308X under ROCm 6.x.
 //!
-//! Status: the interception layer ([`entry`]: both loading modes, version-checked API tables,
-//! KFD queue ids from the thunk and from the ioctl) records what it sees and passes every call
-//! through; shadow queues and the scheduling that uses the safe core below come next (see
-//! `docs/ARCHITECTURE.md`).
+//! Status: shadow queues with level-1 forwarding work in both loading modes ([`entry`]):
+//! `hsa_queue_create` hands the application a shadow queue over a hardware queue libxhsa
+//! owns; every queue function (and the doorbell stores) is interposed; a doorbell store takes
+//! the published packets into the priority rings and runs a forwarding pass on the caller's
+//! thread ([`scheduler`]), with a tracking barrier per pass whose completion (ROCr's async
+//! thread) runs the next pass; destroy drains; an internal failure degrades that queue to
+//! passthrough after forwarding what it holds. Not yet: the cross-process board
+//! ([`scheduler::Scheduler::external_contention`] reports no external work), the passthrough
+//! whitelist and per-library priority rules (queues are not yet attributed to a library), and
+//! the hardware preemption levels 2-3 (see `docs/ARCHITECTURE.md`).
 //!
-//! Built so far: the safe core that decides, tested without a runtime — [`packet`] (AQL packets
-//! as values), [`priority`], [`ring`] (per-partition priority rings), [`window`] (the level-1
-//! in-flight window), [`board`] (the cross-process board layout and summaries), [`stats`],
-//! [`settings`] (environment and config file), [`whitelist`] (passthrough library matching) and
-//! [`shadow`] (taking packets from a shadow ring and writing them into a hardware ring).
+//! The safe core, tested without a runtime: [`packet`] (AQL packets as values), [`priority`],
+//! [`ring`] (per-partition priority rings), [`window`] (the level-1 in-flight window),
+//! [`shadow`] (taking packets from a shadow ring, writing them into a hardware ring), [`queue`]
+//! (a shadow queue's states and tracking bookkeeping), [`scheduler`] (forwarding passes,
+//! completions, degradation, drain), [`addr_map`] (lock-free lookup of shadow queues and
+//! doorbells), [`board`] (the cross-process board layout and summaries), [`stats`],
+//! [`settings`] (environment and config file), [`fault`] (`XHSA_FAULT_INJECT`, a test knob) and
+//! [`whitelist`] (passthrough library matching).
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod addr_map;
 pub mod board;
 pub mod board_link;
 pub mod board_shm;
 pub mod entry;
+pub mod fault;
 pub mod intercept;
 pub mod packet;
 pub mod priority;
+pub mod queue;
 pub mod ring;
+pub mod scheduler;
 pub mod settings;
 pub mod shm;
 pub mod shadow;
@@ -42,10 +55,43 @@ pub mod window;
 pub const EXPORTED_SYMBOLS: &[&str] = &[
     "OnLoad",
     "hsaKmtCreateQueue",
-    "hsa_amd_queue_set_priority",
+    "ioctl",
     "hsa_queue_create",
     "hsa_queue_destroy",
+    "hsa_queue_inactivate",
+    "hsa_queue_load_read_index_scacquire",
+    "hsa_queue_load_read_index_acquire",
+    "hsa_queue_load_read_index_relaxed",
+    "hsa_queue_load_write_index_scacquire",
+    "hsa_queue_load_write_index_acquire",
+    "hsa_queue_load_write_index_relaxed",
+    "hsa_queue_store_write_index_relaxed",
+    "hsa_queue_store_write_index_screlease",
+    "hsa_queue_store_write_index_release",
+    "hsa_queue_cas_write_index_scacq_screl",
+    "hsa_queue_cas_write_index_acq_rel",
+    "hsa_queue_cas_write_index_scacquire",
+    "hsa_queue_cas_write_index_acquire",
+    "hsa_queue_cas_write_index_relaxed",
+    "hsa_queue_cas_write_index_screlease",
+    "hsa_queue_cas_write_index_release",
+    "hsa_queue_add_write_index_scacq_screl",
+    "hsa_queue_add_write_index_acq_rel",
+    "hsa_queue_add_write_index_scacquire",
+    "hsa_queue_add_write_index_acquire",
+    "hsa_queue_add_write_index_relaxed",
+    "hsa_queue_add_write_index_screlease",
+    "hsa_queue_add_write_index_release",
+    "hsa_queue_store_read_index_relaxed",
+    "hsa_queue_store_read_index_screlease",
+    "hsa_queue_store_read_index_release",
     "hsa_signal_store_relaxed",
     "hsa_signal_store_screlease",
-    "ioctl",
+    "hsa_signal_store_release",
+    "hsa_signal_silent_store_relaxed",
+    "hsa_signal_silent_store_screlease",
+    "hsa_amd_queue_set_priority",
+    "hsa_amd_queue_cu_set_mask",
+    "hsa_amd_queue_cu_get_mask",
+    "hsa_amd_profiling_set_profiler_enabled",
 ];

@@ -99,6 +99,24 @@ pub fn forward(mem: &dyn QueueMemory, hw: &AqlRing, next_write: &mut u64, packet
     Some(*next_write - 1)
 }
 
+/// Writes `packets` into slots `first..` of a hardware ring whose write index the caller already
+/// moved past them (libxhsa reserves slots through ROCr's `add_write_index`, so whatever wraps the
+/// hardware queue stays consistent): each body first, then its header with release.
+pub fn write_reserved(mem: &dyn QueueMemory, hw: &AqlRing, first: u64, packets: &[Packet]) {
+    for (i, p) in packets.iter().enumerate() {
+        let slot = hw.slot(first + i as u64);
+        mem.write_body(slot, p);
+        mem.store_header(slot, p.header());
+    }
+}
+
+/// Packets published in `ring` and not yet taken (its write index is ahead of its read index).
+pub fn unconsumed(mem: &dyn QueueMemory, ring: &AqlRing) -> u64 {
+    let read = mem.load_u64(ring.amd_queue + READ_DISPATCH_ID);
+    let write = mem.load_u64(ring.amd_queue + WRITE_DISPATCH_ID);
+    write.saturating_sub(read)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -215,6 +233,20 @@ mod tests {
         assert_eq!(hw_room(&m, &HW, next), 3);
         assert_eq!(forward(&m, &HW, &mut next, &[barrier(0x200)]), Some(3));
         assert_eq!(forward(&m, &HW, &mut next, &[]), None);
+    }
+
+    #[test]
+    fn write_reserved_leaves_the_write_index_alone() {
+        let m = Fake::default();
+        let ps: Vec<Packet> = (0..3).map(|i| barrier(0x300 + i)).collect();
+        write_reserved(&m, &HW, 3, &ps);
+        assert_eq!(m.load_u64(HW.amd_queue + WRITE_DISPATCH_ID), 0);
+        assert_eq!(m.read_packet(HW.slot(3)), ps[0]);
+        assert_eq!(m.read_packet(HW.slot(0)), ps[1], "wraps");
+        assert_eq!(unconsumed(&m, &HW), 0);
+        m.store_u64(HW.amd_queue + WRITE_DISPATCH_ID, 5);
+        m.store_u64(HW.amd_queue + READ_DISPATCH_ID, 2);
+        assert_eq!(unconsumed(&m, &HW), 3);
     }
 
     proptest::proptest! {

@@ -16,14 +16,70 @@ pub struct TableVersion {
     pub minor: u32,
 }
 
-/// An entry libxhsa replaces.
+/// An entry libxhsa replaces (every function that takes a queue, and the signal stores that
+/// ring doorbells; docs/libxhsa-shadow-queues.md §5.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Hook {
     QueueCreate,
     QueueDestroy,
+    QueueInactivate,
+    LoadReadIndexScacquire,
+    LoadReadIndexRelaxed,
+    LoadWriteIndexScacquire,
+    LoadWriteIndexRelaxed,
+    StoreWriteIndexRelaxed,
+    StoreWriteIndexScrelease,
+    CasWriteIndexScacqScrel,
+    CasWriteIndexScacquire,
+    CasWriteIndexRelaxed,
+    CasWriteIndexScrelease,
+    AddWriteIndexScacqScrel,
+    AddWriteIndexScacquire,
+    AddWriteIndexRelaxed,
+    AddWriteIndexScrelease,
+    StoreReadIndexRelaxed,
+    StoreReadIndexScrelease,
     SignalStoreRelaxed,
     SignalStoreScrelease,
+    SignalSilentStoreRelaxed,
+    SignalSilentStoreScrelease,
+    ProfilingSetProfilerEnabled,
+    QueueCuSetMask,
+    QueueCuGetMask,
     QueueSetPriority,
+}
+
+impl Hook {
+    /// Every hook, in declaration order (`ALL[h as usize] == h`).
+    pub const ALL: [Hook; 27] = [
+        Hook::QueueCreate,
+        Hook::QueueDestroy,
+        Hook::QueueInactivate,
+        Hook::LoadReadIndexScacquire,
+        Hook::LoadReadIndexRelaxed,
+        Hook::LoadWriteIndexScacquire,
+        Hook::LoadWriteIndexRelaxed,
+        Hook::StoreWriteIndexRelaxed,
+        Hook::StoreWriteIndexScrelease,
+        Hook::CasWriteIndexScacqScrel,
+        Hook::CasWriteIndexScacquire,
+        Hook::CasWriteIndexRelaxed,
+        Hook::CasWriteIndexScrelease,
+        Hook::AddWriteIndexScacqScrel,
+        Hook::AddWriteIndexScacquire,
+        Hook::AddWriteIndexRelaxed,
+        Hook::AddWriteIndexScrelease,
+        Hook::StoreReadIndexRelaxed,
+        Hook::StoreReadIndexScrelease,
+        Hook::SignalStoreRelaxed,
+        Hook::SignalStoreScrelease,
+        Hook::SignalSilentStoreRelaxed,
+        Hook::SignalSilentStoreScrelease,
+        Hook::ProfilingSetProfilerEnabled,
+        Hook::QueueCuSetMask,
+        Hook::QueueCuGetMask,
+        Hook::QueueSetPriority,
+    ];
 }
 
 /// Which table an entry lives in.
@@ -43,14 +99,42 @@ pub struct Patch {
 
 const FN_PTR: usize = 8;
 
-/// Known core-table layouts by major version (ROCm 5.x: 1, ROCm 6.x: 2).
-pub const CORE_LAYOUTS: &[(u32, &[(Hook, usize)])] = &[
-    (1, &[(Hook::QueueCreate, 72), (Hook::QueueDestroy, 88), (Hook::SignalStoreRelaxed, 344), (Hook::SignalStoreScrelease, 352)]),
-    (2, &[(Hook::QueueCreate, 72), (Hook::QueueDestroy, 88), (Hook::SignalStoreRelaxed, 344), (Hook::SignalStoreScrelease, 352)]),
+/// The core-table entries, identical in major 1 (ROCm 5.x) and 2 (ROCm 6.x).
+const CORE_FIELDS: &[(Hook, usize)] = &[
+    (Hook::QueueCreate, 72),
+    (Hook::QueueDestroy, 88),
+    (Hook::QueueInactivate, 96),
+    (Hook::LoadReadIndexScacquire, 104),
+    (Hook::LoadReadIndexRelaxed, 112),
+    (Hook::LoadWriteIndexScacquire, 120),
+    (Hook::LoadWriteIndexRelaxed, 128),
+    (Hook::StoreWriteIndexRelaxed, 136),
+    (Hook::StoreWriteIndexScrelease, 144),
+    (Hook::CasWriteIndexScacqScrel, 152),
+    (Hook::CasWriteIndexScacquire, 160),
+    (Hook::CasWriteIndexRelaxed, 168),
+    (Hook::CasWriteIndexScrelease, 176),
+    (Hook::AddWriteIndexScacqScrel, 184),
+    (Hook::AddWriteIndexScacquire, 192),
+    (Hook::AddWriteIndexRelaxed, 200),
+    (Hook::AddWriteIndexScrelease, 208),
+    (Hook::StoreReadIndexRelaxed, 216),
+    (Hook::StoreReadIndexScrelease, 224),
+    (Hook::SignalStoreRelaxed, 344),
+    (Hook::SignalStoreScrelease, 352),
+    (Hook::SignalSilentStoreRelaxed, 832),
+    (Hook::SignalSilentStoreScrelease, 840),
 ];
 
-/// Known AMD-extension-table layouts by major version.
-pub const AMD_LAYOUTS: &[(u32, &[(Hook, usize)])] = &[(1, &[(Hook::QueueSetPriority, 312)]), (2, &[(Hook::QueueSetPriority, 328)])];
+/// Known core-table layouts by major version (ROCm 5.x: 1, ROCm 6.x: 2).
+pub const CORE_LAYOUTS: &[(u32, &[(Hook, usize)])] = &[(1, CORE_FIELDS), (2, CORE_FIELDS)];
+
+/// Known AMD-extension-table layouts by major version (major 2, ROCm 6.x, reordered the
+/// entries after `hsa_amd_queue_cu_set_mask`).
+pub const AMD_LAYOUTS: &[(u32, &[(Hook, usize)])] = &[
+    (1, &[(Hook::ProfilingSetProfilerEnabled, 32), (Hook::QueueCuSetMask, 96), (Hook::QueueSetPriority, 312), (Hook::QueueCuGetMask, 392)]),
+    (2, &[(Hook::ProfilingSetProfilerEnabled, 32), (Hook::QueueCuSetMask, 96), (Hook::QueueSetPriority, 328), (Hook::QueueCuGetMask, 432)]),
+];
 
 /// What to patch, and what to report about the tables that are not (fully) patched.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -102,15 +186,46 @@ mod tests {
         // Debian's ROCr 5.2 passes core 1.1016 and AMD extension 1.400.
         let p = plan(Some(TableVersion { major: 1, minor: 1016 }), Some(TableVersion { major: 1, minor: 400 }));
         assert!(p.notes.is_empty(), "{:?}", p.notes);
-        assert_eq!(p.patches.len(), 5);
+        assert_eq!(p.patches.len(), Hook::ALL.len());
+        for (i, h) in Hook::ALL.iter().enumerate() {
+            assert_eq!(*h as usize, i);
+        }
         if hsa_sys::hsa::HSA_CORE_API_TABLE_MAJOR_VERSION == 1 {
             // The transcribed offsets agree with the headers this crate was built against.
             let off = |h| p.patches.iter().find(|x| x.hook == h).unwrap().offset;
-            assert_eq!(off(Hook::QueueCreate), offset_of!(CoreApiTable, hsa_queue_create_fn));
-            assert_eq!(off(Hook::QueueDestroy), offset_of!(CoreApiTable, hsa_queue_destroy_fn));
-            assert_eq!(off(Hook::SignalStoreRelaxed), offset_of!(CoreApiTable, hsa_signal_store_relaxed_fn));
-            assert_eq!(off(Hook::SignalStoreScrelease), offset_of!(CoreApiTable, hsa_signal_store_screlease_fn));
-            assert_eq!(off(Hook::QueueSetPriority), offset_of!(AmdExtTable, hsa_amd_queue_set_priority_fn));
+            use Hook::*;
+            let core = [
+                (QueueCreate, offset_of!(CoreApiTable, hsa_queue_create_fn)),
+                (QueueDestroy, offset_of!(CoreApiTable, hsa_queue_destroy_fn)),
+                (QueueInactivate, offset_of!(CoreApiTable, hsa_queue_inactivate_fn)),
+                (LoadReadIndexScacquire, offset_of!(CoreApiTable, hsa_queue_load_read_index_scacquire_fn)),
+                (LoadReadIndexRelaxed, offset_of!(CoreApiTable, hsa_queue_load_read_index_relaxed_fn)),
+                (LoadWriteIndexScacquire, offset_of!(CoreApiTable, hsa_queue_load_write_index_scacquire_fn)),
+                (LoadWriteIndexRelaxed, offset_of!(CoreApiTable, hsa_queue_load_write_index_relaxed_fn)),
+                (StoreWriteIndexRelaxed, offset_of!(CoreApiTable, hsa_queue_store_write_index_relaxed_fn)),
+                (StoreWriteIndexScrelease, offset_of!(CoreApiTable, hsa_queue_store_write_index_screlease_fn)),
+                (CasWriteIndexScacqScrel, offset_of!(CoreApiTable, hsa_queue_cas_write_index_scacq_screl_fn)),
+                (CasWriteIndexScacquire, offset_of!(CoreApiTable, hsa_queue_cas_write_index_scacquire_fn)),
+                (CasWriteIndexRelaxed, offset_of!(CoreApiTable, hsa_queue_cas_write_index_relaxed_fn)),
+                (CasWriteIndexScrelease, offset_of!(CoreApiTable, hsa_queue_cas_write_index_screlease_fn)),
+                (AddWriteIndexScacqScrel, offset_of!(CoreApiTable, hsa_queue_add_write_index_scacq_screl_fn)),
+                (AddWriteIndexScacquire, offset_of!(CoreApiTable, hsa_queue_add_write_index_scacquire_fn)),
+                (AddWriteIndexRelaxed, offset_of!(CoreApiTable, hsa_queue_add_write_index_relaxed_fn)),
+                (AddWriteIndexScrelease, offset_of!(CoreApiTable, hsa_queue_add_write_index_screlease_fn)),
+                (StoreReadIndexRelaxed, offset_of!(CoreApiTable, hsa_queue_store_read_index_relaxed_fn)),
+                (StoreReadIndexScrelease, offset_of!(CoreApiTable, hsa_queue_store_read_index_screlease_fn)),
+                (SignalStoreRelaxed, offset_of!(CoreApiTable, hsa_signal_store_relaxed_fn)),
+                (SignalStoreScrelease, offset_of!(CoreApiTable, hsa_signal_store_screlease_fn)),
+                (SignalSilentStoreRelaxed, offset_of!(CoreApiTable, hsa_signal_silent_store_relaxed_fn)),
+                (SignalSilentStoreScrelease, offset_of!(CoreApiTable, hsa_signal_silent_store_screlease_fn)),
+                (ProfilingSetProfilerEnabled, offset_of!(AmdExtTable, hsa_amd_profiling_set_profiler_enabled_fn)),
+                (QueueCuSetMask, offset_of!(AmdExtTable, hsa_amd_queue_cu_set_mask_fn)),
+                (QueueCuGetMask, offset_of!(AmdExtTable, hsa_amd_queue_cu_get_mask_fn)),
+                (QueueSetPriority, offset_of!(AmdExtTable, hsa_amd_queue_set_priority_fn)),
+            ];
+            for (h, o) in core {
+                assert_eq!(off(h), o, "{h:?}");
+            }
             assert_eq!(size_of::<CoreApiTable>(), 1016);
         }
     }
@@ -123,14 +238,18 @@ mod tests {
         assert!(p.notes.is_empty());
         let pr = p.patches.iter().find(|x| x.hook == Hook::QueueSetPriority).unwrap();
         assert_eq!((pr.table, pr.offset), (Table::AmdExt, 328));
+        let gm = p.patches.iter().find(|x| x.hook == Hook::QueueCuGetMask).unwrap();
+        assert_eq!(gm.offset, 432);
     }
 
     #[test]
     fn unknown_or_short_tables_are_left_alone_and_reported() {
         let p = plan(Some(TableVersion { major: 3, minor: 2048 }), Some(TableVersion { major: 1, minor: 300 }));
-        assert!(p.patches.is_empty(), "{:?}", p.patches);
+        // Only the entries inside the short AMD table: the profiler and CU-mask hooks.
+        assert_eq!(p.patches.iter().map(|x| x.hook).collect::<Vec<_>>(), vec![Hook::ProfilingSetProfilerEnabled, Hook::QueueCuSetMask]);
         assert!(p.notes[0].contains("core API table version 3.2048 is unknown"), "{:?}", p.notes);
         assert!(p.notes[1].contains("too short for QueueSetPriority"), "{:?}", p.notes);
+        assert!(p.notes[2].contains("too short for QueueCuGetMask"), "{:?}", p.notes);
         let p = plan(None, None);
         assert_eq!(p.notes.len(), 2);
     }
@@ -138,6 +257,6 @@ mod tests {
     #[test]
     fn a_longer_table_of_a_known_major_is_patched() {
         let p = plan(Some(TableVersion { major: 1, minor: 4096 }), None);
-        assert_eq!(p.patches.len(), 4);
+        assert_eq!(p.patches.len(), CORE_FIELDS.len());
     }
 }

@@ -7,39 +7,55 @@
 //! - [`preload`]: the `hsa_*` functions interposed under `LD_PRELOAD`.
 //! - [`kfd`]: `hsaKmtCreateQueue` (ROCm 5.x) and `ioctl` (`AMDKFD_IOC_CREATE_QUEUE`, ROCm 6.x),
 //!   for the KFD queue ids.
+//! - [`queues`]: what each interposed queue function does (shadow queues), shared by both modes.
+//! - [`rocr`]: the ROCr functions libxhsa calls itself, and the scheduler's hardware through them.
+//! - [`memory`]: the only raw reads and writes of queue memory.
 //!
 //! Loaded both ways at once, an application call passes the preloaded symbol and then the
-//! patched table entry; a per-thread depth counter makes only the outer one count.
+//! patched table entry; a per-thread depth counter makes only the outer one act (a call on a
+//! shadow queue or doorbell is handled entirely by the first and never reaches the second).
 
 // The exported functions are called by C with C's contracts (valid pointers as the HSA, thunk
 // and libc APIs define them); each one's SAFETY comments say what it relies on.
 #![allow(clippy::missing_safety_doc)]
 
 pub mod kfd;
+mod memory;
 pub mod preload;
+pub(crate) mod queues;
+mod rocr;
 pub mod tools_lib;
 
 use std::cell::Cell;
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 
+use crate::fault::{FaultPlan, ENV_FAULT_INJECT};
 use crate::intercept::{Interception, Loading};
-use crate::settings::Settings;
+use crate::scheduler::Scheduler;
+use crate::settings::{ProcessIdentity, Settings};
 
 /// Process-wide state of libxhsa.
 pub(crate) struct Global {
     pub settings: Settings,
     pub seen: Interception,
-    /// An internal failure happened: pass everything through from now on.
+    /// An internal failure happened: create no more shadows, and existing ones pass through.
     pub degraded: AtomicBool,
+    /// The level-1 scheduler of the process's shadow queues.
+    pub sched: Mutex<Scheduler>,
+    /// `XHSA_FAULT_INJECT`.
+    pub faults: Arc<FaultPlan>,
+    /// This process, for `[[process]]` priority rules.
+    pub identity: ProcessIdentity,
     announced_preload: AtomicBool,
     /// Whether `info` is enabled: decides at start-up whether the exit summary is written.
     summary_at_exit: bool,
 }
 
 impl Global {
-    /// Whether libxhsa only forwards (XHSA_DISABLE=1, or after an internal failure).
+    /// Whether libxhsa creates no shadow queues and only forwards (XHSA_DISABLE=1, or after an
+    /// internal failure). Shadows that already exist keep being served, unscheduled.
     pub fn passthrough(&self) -> bool {
         self.settings.disable || self.degraded.load(Ordering::Relaxed)
     }
@@ -77,8 +93,29 @@ pub(crate) fn global() -> &'static Global {
         for e in errors {
             tracing::error!("xhsa: {e}");
         }
+        let (faults, errors) = FaultPlan::parse(&std::env::var(ENV_FAULT_INJECT).unwrap_or_default());
+        for e in errors {
+            tracing::error!("xhsa: {e}");
+        }
+        if !faults.is_empty() {
+            tracing::warn!("xhsa: {ENV_FAULT_INJECT} is set: internal failures will be injected (test knob)");
+        }
+        let faults = Arc::new(faults);
+        let identity = ProcessIdentity {
+            exe: std::fs::read_link("/proc/self/exe").ok().map(|p| p.display().to_string()),
+            comm: std::fs::read_to_string("/proc/self/comm").ok().map(|s| s.trim_end().to_string()),
+        };
         let summary_at_exit = tracing::enabled!(tracing::Level::INFO);
-        Global { settings, seen: Interception::default(), degraded: AtomicBool::new(false), announced_preload: AtomicBool::new(false), summary_at_exit }
+        Global {
+            sched: Mutex::new(Scheduler::new(settings.window, faults.clone())),
+            settings,
+            seen: Interception::default(),
+            degraded: AtomicBool::new(false),
+            faults,
+            identity,
+            announced_preload: AtomicBool::new(false),
+            summary_at_exit,
+        }
     })
 }
 
@@ -109,6 +146,11 @@ pub(crate) fn record(record: impl FnOnce(&Global)) {
     if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| record(g))).is_err() && !g.degraded.swap(true, Ordering::Relaxed) {
         tracing::error!("xhsa: internal error; passing everything through from now on");
     }
+}
+
+/// How many intercepted calls this thread is inside.
+pub(crate) fn depth() -> u32 {
+    DEPTH.with(|d| d.get())
 }
 
 /// Marks this thread as inside an intercepted call while `f` runs.
@@ -151,7 +193,18 @@ pub(crate) fn next_symbol(cell: &AtomicUsize, lib: &CStr, name: &CStr) -> usize 
 extern "C" fn at_exit() {
     let _ = std::panic::catch_unwind(|| {
         if let Some(g) = GLOBAL.get().filter(|g| g.summary_at_exit) {
-            let line = format!(" INFO xhsa: {}\n", g.seen.summary());
+            // The scheduler may be held by a thread the exit interrupted: then its part is left out.
+            let shadow = match g.sched.try_lock() {
+                Ok(s) => {
+                    let t = s.summary(queues::now_ns());
+                    format!(
+                        "; shadow queues: {} created, {} packets taken, {} packets forwarded, {} held, {} in flight, {} ns throttled, {} degraded",
+                        t.queues, t.taken, t.forwarded, t.held, t.in_flight, t.throttle_ns, t.degraded
+                    )
+                }
+                Err(_) => String::new(),
+            };
+            let line = format!(" INFO xhsa: {}{shadow}\n", g.seen.summary());
             // SAFETY: writing our own buffer to file descriptor 2.
             unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
         }

@@ -1,28 +1,21 @@
-//! `LD_PRELOAD`: the HSA functions HIP and the ROCm libraries call through the PLT. Each
-//! forwards to the next definition (ROCr's) exactly once.
+//! `LD_PRELOAD`: the HSA functions HIP and the ROCm libraries call through the PLT, including
+//! the deprecated alias names ROCr still exports (`_acquire`, `_release`, `_acq_rel`,
+//! `hsa_signal_store_release`). Each hands ROCr's next definition to [`super::queues`], which
+//! calls it at most once.
 
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use hsa_sys::hsa::{hsa_agent_t, hsa_amd_queue_priority_t, hsa_queue_t, hsa_queue_type32_t, hsa_signal_t, hsa_signal_value_t, hsa_status_t, HSA_STATUS_ERROR};
+use hsa_sys::hsa::{hsa_agent_t, hsa_amd_queue_priority_t, hsa_queue_t, hsa_queue_type32_t, hsa_signal_t, hsa_signal_value_t, hsa_status_t};
 
-use super::{global, inside, next_symbol, outermost};
+use super::queues::{
+    self, AddIndexFn, CasIndexFn, CuGetMaskFn, CuSetMaskFn, LoadIndexFn, ProfilerFn, QueueCallback, QueueCreateFn, QueueFn, SetPriorityFn,
+    SignalStoreFn, StoreIndexFn, READ_INDEX, WRITE_INDEX,
+};
+use super::{global, next_symbol};
 use crate::intercept::Loading;
-
-pub(crate) type QueueCallback = Option<unsafe extern "C" fn(hsa_status_t, *mut hsa_queue_t, *mut libc::c_void)>;
-pub(crate) type QueueCreateFn =
-    unsafe extern "C" fn(hsa_agent_t, u32, hsa_queue_type32_t, QueueCallback, *mut libc::c_void, u32, u32, *mut *mut hsa_queue_t) -> hsa_status_t;
-pub(crate) type QueueDestroyFn = unsafe extern "C" fn(*mut hsa_queue_t) -> hsa_status_t;
-pub(crate) type SignalStoreFn = unsafe extern "C" fn(hsa_signal_t, hsa_signal_value_t);
-pub(crate) type SetPriorityFn = unsafe extern "C" fn(*mut hsa_queue_t, hsa_amd_queue_priority_t) -> hsa_status_t;
 
 /// The library that defines the HSA functions (ROCm 5.x and 6.x soname).
 const ROCR: &std::ffi::CStr = c"libhsa-runtime64.so.1";
-
-static NEXT_QUEUE_CREATE: AtomicUsize = AtomicUsize::new(0);
-static NEXT_QUEUE_DESTROY: AtomicUsize = AtomicUsize::new(0);
-static NEXT_STORE_RELAXED: AtomicUsize = AtomicUsize::new(0);
-static NEXT_STORE_SCRELEASE: AtomicUsize = AtomicUsize::new(0);
-static NEXT_SET_PRIORITY: AtomicUsize = AtomicUsize::new(0);
 
 /// `transmute` of a looked-up address to its function type; `None` when not found.
 fn as_fn<T: Copy>(p: usize) -> Option<T> {
@@ -30,63 +23,23 @@ fn as_fn<T: Copy>(p: usize) -> Option<T> {
     (p != 0).then(|| unsafe { std::mem::transmute_copy::<usize, T>(&p) })
 }
 
-/// The doorbell signal handle of a created queue.
-fn doorbell_of(q: *const hsa_queue_t) -> Option<u64> {
-    // SAFETY: a queue pointer ROCr returned is valid until hsa_queue_destroy.
-    (!q.is_null()).then(|| unsafe { (*q).doorbell_signal.handle })
+/// ROCr's next definition of the symbol `$name`, as a `$ty` (cached per symbol).
+macro_rules! next {
+    ($name:expr, $ty:ty) => {{
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        as_fn::<$ty>(next_symbol(&NEXT, ROCR, $name))
+    }};
 }
 
-/// Shared by both loading modes: calls `real` once and records the new queue.
-#[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn queue_create(
-    real: Option<QueueCreateFn>,
-    agent: hsa_agent_t,
-    size: u32,
-    kind: hsa_queue_type32_t,
-    callback: QueueCallback,
-    data: *mut libc::c_void,
-    private_size: u32,
-    group_size: u32,
-    queue: *mut *mut hsa_queue_t,
-) -> hsa_status_t {
-    let Some(real) = real else { return HSA_STATUS_ERROR };
-    // SAFETY: forwarding the caller's arguments to the real function, unchanged.
-    let status = inside(|| unsafe { real(agent, size, kind, callback, data, private_size, group_size, queue) });
-    outermost(|g| {
-        if status == 0 && !queue.is_null() {
-            // SAFETY: on success ROCr wrote the new queue's pointer into `*queue`.
-            if let Some(db) = doorbell_of(unsafe { *queue }) {
-                g.seen.queue_created(db);
-            }
-        }
-    });
-    status
-}
-
-pub(crate) unsafe fn queue_destroy(real: Option<QueueDestroyFn>, queue: *mut hsa_queue_t) -> hsa_status_t {
-    let Some(real) = real else { return HSA_STATUS_ERROR };
-    outermost(|g| {
-        if let Some(db) = doorbell_of(queue) {
-            g.seen.queue_destroyed(db);
-        }
-    });
-    // SAFETY: forwarding unchanged.
-    inside(|| unsafe { real(queue) })
-}
-
-pub(crate) unsafe fn signal_store(real: Option<SignalStoreFn>, signal: hsa_signal_t, value: hsa_signal_value_t) {
-    outermost(|g| g.seen.signal_store(signal.handle));
-    if let Some(real) = real {
-        // SAFETY: forwarding unchanged.
-        inside(|| unsafe { real(signal, value) });
-    }
-}
-
-pub(crate) unsafe fn set_priority(real: Option<SetPriorityFn>, queue: *mut hsa_queue_t, priority: hsa_amd_queue_priority_t) -> hsa_status_t {
-    let Some(real) = real else { return HSA_STATUS_ERROR };
-    outermost(|g| g.seen.priority_call());
-    // SAFETY: forwarding unchanged.
-    inside(|| unsafe { real(queue, priority) })
+/// The name of function `$name` as a C string, at compile time.
+macro_rules! cname {
+    ($name:ident) => {{
+        const NAME: &std::ffi::CStr = match std::ffi::CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
+            Ok(c) => c,
+            Err(_) => panic!("a symbol name has no interior NUL"),
+        };
+        NAME
+    }};
 }
 
 #[no_mangle]
@@ -102,31 +55,158 @@ pub unsafe extern "C" fn hsa_queue_create(
     queue: *mut *mut hsa_queue_t,
 ) -> hsa_status_t {
     global().announce(Loading::Preload);
-    let real = as_fn(next_symbol(&NEXT_QUEUE_CREATE, ROCR, c"hsa_queue_create"));
-    // SAFETY: the caller's arguments, passed on unchanged.
-    unsafe { queue_create(real, agent, size, kind, callback, data, private_size, group_size, queue) }
+    let real = next!(c"hsa_queue_create", QueueCreateFn);
+    // SAFETY: the caller's arguments, passed on.
+    unsafe { queues::queue_create(real, agent, size, kind, callback, data, private_size, group_size, queue) }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn hsa_queue_destroy(queue: *mut hsa_queue_t) -> hsa_status_t {
     // SAFETY: as above.
-    unsafe { queue_destroy(as_fn(next_symbol(&NEXT_QUEUE_DESTROY, ROCR, c"hsa_queue_destroy")), queue) }
+    unsafe { queues::queue_destroy(next!(c"hsa_queue_destroy", QueueFn), queue) }
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn hsa_signal_store_relaxed(signal: hsa_signal_t, value: hsa_signal_value_t) {
+pub unsafe extern "C" fn hsa_queue_inactivate(queue: *mut hsa_queue_t) -> hsa_status_t {
     // SAFETY: as above.
-    unsafe { signal_store(as_fn(next_symbol(&NEXT_STORE_RELAXED, ROCR, c"hsa_signal_store_relaxed")), signal, value) }
+    unsafe { queues::queue_inactivate(next!(c"hsa_queue_inactivate", QueueFn), queue) }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn hsa_signal_store_screlease(signal: hsa_signal_t, value: hsa_signal_value_t) {
-    // SAFETY: as above.
-    unsafe { signal_store(as_fn(next_symbol(&NEXT_STORE_SCRELEASE, ROCR, c"hsa_signal_store_screlease")), signal, value) }
+macro_rules! load_index {
+    ($($name:ident, $field:expr, $order:expr;)*) => {$(
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(queue: *const hsa_queue_t) -> u64 {
+            let real = next!(cname!($name), LoadIndexFn);
+            // SAFETY: as above.
+            unsafe { queues::load_index(real, queue, $field, $order) }
+        }
+    )*};
+}
+
+macro_rules! store_write_index {
+    ($($name:ident, $order:expr;)*) => {$(
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(queue: *const hsa_queue_t, value: u64) {
+            let real = next!(cname!($name), StoreIndexFn);
+            // SAFETY: as above.
+            unsafe { queues::store_write_index(real, queue, value, $order) }
+        }
+    )*};
+}
+
+macro_rules! cas_write_index {
+    ($($name:ident, $order:expr;)*) => {$(
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(queue: *const hsa_queue_t, expected: u64, value: u64) -> u64 {
+            let real = next!(cname!($name), CasIndexFn);
+            // SAFETY: as above.
+            unsafe { queues::cas_write_index(real, queue, expected, value, $order) }
+        }
+    )*};
+}
+
+macro_rules! add_write_index {
+    ($($name:ident, $order:expr;)*) => {$(
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(queue: *const hsa_queue_t, value: u64) -> u64 {
+            let real = next!(cname!($name), AddIndexFn);
+            // SAFETY: as above.
+            unsafe { queues::add_write_index(real, queue, value, $order) }
+        }
+    )*};
+}
+
+macro_rules! store_read_index {
+    ($($name:ident;)*) => {$(
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(queue: *const hsa_queue_t, value: u64) {
+            let real = next!(cname!($name), StoreIndexFn);
+            // SAFETY: as above.
+            unsafe { queues::store_read_index(real, queue, value) }
+        }
+    )*};
+}
+
+macro_rules! signal_store {
+    ($($name:ident;)*) => {$(
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(signal: hsa_signal_t, value: hsa_signal_value_t) {
+            let real = next!(cname!($name), SignalStoreFn);
+            // SAFETY: as above.
+            unsafe { queues::signal_store(real, signal, value) }
+        }
+    )*};
+}
+
+load_index! {
+    hsa_queue_load_read_index_scacquire, READ_INDEX, Ordering::Acquire;
+    hsa_queue_load_read_index_acquire, READ_INDEX, Ordering::Acquire;
+    hsa_queue_load_read_index_relaxed, READ_INDEX, Ordering::Relaxed;
+    hsa_queue_load_write_index_scacquire, WRITE_INDEX, Ordering::Acquire;
+    hsa_queue_load_write_index_acquire, WRITE_INDEX, Ordering::Acquire;
+    hsa_queue_load_write_index_relaxed, WRITE_INDEX, Ordering::Relaxed;
+}
+
+store_write_index! {
+    hsa_queue_store_write_index_relaxed, Ordering::Relaxed;
+    hsa_queue_store_write_index_screlease, Ordering::Release;
+    hsa_queue_store_write_index_release, Ordering::Release;
+}
+
+cas_write_index! {
+    hsa_queue_cas_write_index_scacq_screl, Ordering::AcqRel;
+    hsa_queue_cas_write_index_acq_rel, Ordering::AcqRel;
+    hsa_queue_cas_write_index_scacquire, Ordering::Acquire;
+    hsa_queue_cas_write_index_acquire, Ordering::Acquire;
+    hsa_queue_cas_write_index_relaxed, Ordering::Relaxed;
+    hsa_queue_cas_write_index_screlease, Ordering::Release;
+    hsa_queue_cas_write_index_release, Ordering::Release;
+}
+
+add_write_index! {
+    hsa_queue_add_write_index_scacq_screl, Ordering::AcqRel;
+    hsa_queue_add_write_index_acq_rel, Ordering::AcqRel;
+    hsa_queue_add_write_index_scacquire, Ordering::Acquire;
+    hsa_queue_add_write_index_acquire, Ordering::Acquire;
+    hsa_queue_add_write_index_relaxed, Ordering::Relaxed;
+    hsa_queue_add_write_index_screlease, Ordering::Release;
+    hsa_queue_add_write_index_release, Ordering::Release;
+}
+
+store_read_index! {
+    hsa_queue_store_read_index_relaxed;
+    hsa_queue_store_read_index_screlease;
+    hsa_queue_store_read_index_release;
+}
+
+signal_store! {
+    hsa_signal_store_relaxed;
+    hsa_signal_store_screlease;
+    hsa_signal_store_release;
+    hsa_signal_silent_store_relaxed;
+    hsa_signal_silent_store_screlease;
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn hsa_amd_queue_set_priority(queue: *mut hsa_queue_t, priority: hsa_amd_queue_priority_t) -> hsa_status_t {
     // SAFETY: as above.
-    unsafe { set_priority(as_fn(next_symbol(&NEXT_SET_PRIORITY, ROCR, c"hsa_amd_queue_set_priority")), queue, priority) }
+    unsafe { queues::set_priority(next!(c"hsa_amd_queue_set_priority", SetPriorityFn), queue, priority) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hsa_amd_queue_cu_set_mask(queue: *const hsa_queue_t, count: u32, mask: *const u32) -> hsa_status_t {
+    // SAFETY: as above.
+    unsafe { queues::cu_set_mask(next!(c"hsa_amd_queue_cu_set_mask", CuSetMaskFn), queue, count, mask) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hsa_amd_queue_cu_get_mask(queue: *const hsa_queue_t, count: u32, mask: *mut u32) -> hsa_status_t {
+    // SAFETY: as above.
+    unsafe { queues::cu_get_mask(next!(c"hsa_amd_queue_cu_get_mask", CuGetMaskFn), queue, count, mask) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hsa_amd_profiling_set_profiler_enabled(queue: *mut hsa_queue_t, enable: libc::c_int) -> hsa_status_t {
+    // SAFETY: as above.
+    unsafe { queues::set_profiler_enabled(next!(c"hsa_amd_profiling_set_profiler_enabled", ProfilerFn), queue, enable) }
 }

@@ -7,19 +7,21 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use hsa_sys::hsa::{hsa_agent_t, hsa_amd_queue_priority_t, hsa_queue_t, hsa_queue_type32_t, hsa_signal_t, hsa_signal_value_t, hsa_status_t};
 
 use super::global;
-use super::preload::{self, QueueCallback};
+use super::queues::{self, QueueCallback, READ_INDEX, WRITE_INDEX};
 use crate::intercept::Loading;
 use crate::table::{plan, Hook, Table, TableVersion};
 
-static ORIG_QUEUE_CREATE: AtomicUsize = AtomicUsize::new(0);
-static ORIG_QUEUE_DESTROY: AtomicUsize = AtomicUsize::new(0);
-static ORIG_STORE_RELAXED: AtomicUsize = AtomicUsize::new(0);
-static ORIG_STORE_SCRELEASE: AtomicUsize = AtomicUsize::new(0);
-static ORIG_SET_PRIORITY: AtomicUsize = AtomicUsize::new(0);
+/// The original table entries libxhsa replaced, by [`Hook`] (0: not patched).
+static ORIGINALS: [AtomicUsize; Hook::ALL.len()] = [const { AtomicUsize::new(0) }; Hook::ALL.len()];
 
-fn orig<T: Copy>(cell: &AtomicUsize) -> Option<T> {
-    let p = cell.load(Ordering::Acquire);
-    // SAFETY: the cell holds the original table entry of exactly this function type.
+/// The original entry `h` libxhsa replaced in the API table (0 when it did not).
+pub(crate) fn original(h: Hook) -> usize {
+    ORIGINALS[h as usize].load(Ordering::Acquire)
+}
+
+fn orig<T: Copy>(h: Hook) -> Option<T> {
+    let p = original(h);
+    // SAFETY: the slot holds the original table entry of exactly this function type.
     (p != 0).then(|| unsafe { std::mem::transmute_copy::<usize, T>(&p) })
 }
 
@@ -34,38 +36,126 @@ unsafe extern "C" fn hook_queue_create(
     group_size: u32,
     queue: *mut *mut hsa_queue_t,
 ) -> hsa_status_t {
-    // SAFETY: ROCr's arguments, passed on to ROCr's own entry unchanged.
-    unsafe { preload::queue_create(orig(&ORIG_QUEUE_CREATE), agent, size, kind, callback, data, private_size, group_size, queue) }
+    // SAFETY: ROCr's arguments, passed on to ROCr's own entry.
+    unsafe { queues::queue_create(orig(Hook::QueueCreate), agent, size, kind, callback, data, private_size, group_size, queue) }
 }
 
 unsafe extern "C" fn hook_queue_destroy(queue: *mut hsa_queue_t) -> hsa_status_t {
     // SAFETY: as above.
-    unsafe { preload::queue_destroy(orig(&ORIG_QUEUE_DESTROY), queue) }
+    unsafe { queues::queue_destroy(orig(Hook::QueueDestroy), queue) }
 }
 
-unsafe extern "C" fn hook_store_relaxed(signal: hsa_signal_t, value: hsa_signal_value_t) {
+unsafe extern "C" fn hook_queue_inactivate(queue: *mut hsa_queue_t) -> hsa_status_t {
     // SAFETY: as above.
-    unsafe { preload::signal_store(orig(&ORIG_STORE_RELAXED), signal, value) }
+    unsafe { queues::queue_inactivate(orig(Hook::QueueInactivate), queue) }
 }
 
-unsafe extern "C" fn hook_store_screlease(signal: hsa_signal_t, value: hsa_signal_value_t) {
-    // SAFETY: as above.
-    unsafe { preload::signal_store(orig(&ORIG_STORE_SCRELEASE), signal, value) }
+macro_rules! hooks {
+    (load: [$($lname:ident, $lhook:ident, $lfield:expr, $lorder:ident;)*]
+     store: [$($sname:ident, $shook:ident, $sorder:ident;)*]
+     cas: [$($cname:ident, $chook:ident, $corder:ident;)*]
+     add: [$($aname:ident, $ahook:ident, $aorder:ident;)*]
+     store_read: [$($rname:ident, $rhook:ident;)*]
+     signal: [$($gname:ident, $ghook:ident;)*]) => {
+        $(unsafe extern "C" fn $lname(queue: *const hsa_queue_t) -> u64 {
+            // SAFETY: as above.
+            unsafe { queues::load_index(orig(Hook::$lhook), queue, $lfield, Ordering::$lorder) }
+        })*
+        $(unsafe extern "C" fn $sname(queue: *const hsa_queue_t, value: u64) {
+            // SAFETY: as above.
+            unsafe { queues::store_write_index(orig(Hook::$shook), queue, value, Ordering::$sorder) }
+        })*
+        $(unsafe extern "C" fn $cname(queue: *const hsa_queue_t, expected: u64, value: u64) -> u64 {
+            // SAFETY: as above.
+            unsafe { queues::cas_write_index(orig(Hook::$chook), queue, expected, value, Ordering::$corder) }
+        })*
+        $(unsafe extern "C" fn $aname(queue: *const hsa_queue_t, value: u64) -> u64 {
+            // SAFETY: as above.
+            unsafe { queues::add_write_index(orig(Hook::$ahook), queue, value, Ordering::$aorder) }
+        })*
+        $(unsafe extern "C" fn $rname(queue: *const hsa_queue_t, value: u64) {
+            // SAFETY: as above.
+            unsafe { queues::store_read_index(orig(Hook::$rhook), queue, value) }
+        })*
+        $(unsafe extern "C" fn $gname(signal: hsa_signal_t, value: hsa_signal_value_t) {
+            // SAFETY: as above.
+            unsafe { queues::signal_store(orig(Hook::$ghook), signal, value) }
+        })*
+
+        /// libxhsa's replacement for table entry `h`.
+        fn ours(h: Hook) -> usize {
+            match h {
+                Hook::QueueCreate => hook_queue_create as *const () as usize,
+                Hook::QueueDestroy => hook_queue_destroy as *const () as usize,
+                Hook::QueueInactivate => hook_queue_inactivate as *const () as usize,
+                Hook::QueueSetPriority => hook_set_priority as *const () as usize,
+                Hook::QueueCuSetMask => hook_cu_set_mask as *const () as usize,
+                Hook::QueueCuGetMask => hook_cu_get_mask as *const () as usize,
+                Hook::ProfilingSetProfilerEnabled => hook_profiler_enabled as *const () as usize,
+                $(Hook::$lhook => $lname as *const () as usize,)*
+                $(Hook::$shook => $sname as *const () as usize,)*
+                $(Hook::$chook => $cname as *const () as usize,)*
+                $(Hook::$ahook => $aname as *const () as usize,)*
+                $(Hook::$rhook => $rname as *const () as usize,)*
+                $(Hook::$ghook => $gname as *const () as usize,)*
+            }
+        }
+    };
+}
+
+hooks! {
+    load: [
+        hook_load_read_scacquire, LoadReadIndexScacquire, READ_INDEX, Acquire;
+        hook_load_read_relaxed, LoadReadIndexRelaxed, READ_INDEX, Relaxed;
+        hook_load_write_scacquire, LoadWriteIndexScacquire, WRITE_INDEX, Acquire;
+        hook_load_write_relaxed, LoadWriteIndexRelaxed, WRITE_INDEX, Relaxed;
+    ]
+    store: [
+        hook_store_write_relaxed, StoreWriteIndexRelaxed, Relaxed;
+        hook_store_write_screlease, StoreWriteIndexScrelease, Release;
+    ]
+    cas: [
+        hook_cas_scacq_screl, CasWriteIndexScacqScrel, AcqRel;
+        hook_cas_scacquire, CasWriteIndexScacquire, Acquire;
+        hook_cas_relaxed, CasWriteIndexRelaxed, Relaxed;
+        hook_cas_screlease, CasWriteIndexScrelease, Release;
+    ]
+    add: [
+        hook_add_scacq_screl, AddWriteIndexScacqScrel, AcqRel;
+        hook_add_scacquire, AddWriteIndexScacquire, Acquire;
+        hook_add_relaxed, AddWriteIndexRelaxed, Relaxed;
+        hook_add_screlease, AddWriteIndexScrelease, Release;
+    ]
+    store_read: [
+        hook_store_read_relaxed, StoreReadIndexRelaxed;
+        hook_store_read_screlease, StoreReadIndexScrelease;
+    ]
+    signal: [
+        hook_store_relaxed, SignalStoreRelaxed;
+        hook_store_screlease, SignalStoreScrelease;
+        hook_silent_store_relaxed, SignalSilentStoreRelaxed;
+        hook_silent_store_screlease, SignalSilentStoreScrelease;
+    ]
 }
 
 unsafe extern "C" fn hook_set_priority(queue: *mut hsa_queue_t, priority: hsa_amd_queue_priority_t) -> hsa_status_t {
     // SAFETY: as above.
-    unsafe { preload::set_priority(orig(&ORIG_SET_PRIORITY), queue, priority) }
+    unsafe { queues::set_priority(orig(Hook::QueueSetPriority), queue, priority) }
 }
 
-fn hook(h: Hook) -> (usize, &'static AtomicUsize) {
-    match h {
-        Hook::QueueCreate => (hook_queue_create as *const () as usize, &ORIG_QUEUE_CREATE),
-        Hook::QueueDestroy => (hook_queue_destroy as *const () as usize, &ORIG_QUEUE_DESTROY),
-        Hook::SignalStoreRelaxed => (hook_store_relaxed as *const () as usize, &ORIG_STORE_RELAXED),
-        Hook::SignalStoreScrelease => (hook_store_screlease as *const () as usize, &ORIG_STORE_SCRELEASE),
-        Hook::QueueSetPriority => (hook_set_priority as *const () as usize, &ORIG_SET_PRIORITY),
-    }
+unsafe extern "C" fn hook_cu_set_mask(queue: *const hsa_queue_t, count: u32, mask: *const u32) -> hsa_status_t {
+    // SAFETY: as above.
+    unsafe { queues::cu_set_mask(orig(Hook::QueueCuSetMask), queue, count, mask) }
+}
+
+unsafe extern "C" fn hook_cu_get_mask(queue: *const hsa_queue_t, count: u32, mask: *mut u32) -> hsa_status_t {
+    // SAFETY: as above.
+    unsafe { queues::cu_get_mask(orig(Hook::QueueCuGetMask), queue, count, mask) }
+}
+
+unsafe extern "C" fn hook_profiler_enabled(queue: *mut hsa_queue_t, enable: libc::c_int) -> hsa_status_t {
+    // SAFETY: as above.
+    unsafe { queues::set_profiler_enabled(orig(Hook::ProfilingSetProfilerEnabled), queue, enable) }
 }
 
 /// Reads a table's `ApiTableVersion` (major, minor) at `table`.
@@ -102,13 +192,12 @@ pub unsafe extern "C" fn OnLoad(table: *mut libc::c_void, runtime_version: u64, 
         }
         for patch in &p.patches {
             let base = if patch.table == Table::Core { core } else { amd };
-            let (ours, saved) = hook(patch.hook);
             // SAFETY: the plan keeps every field inside its table (offset + 8 <= size); the
             // tables are writable (tools patch them by design) and aligned to 8.
             unsafe {
                 let slot = base.add(patch.offset) as *mut usize;
-                saved.store(slot.read(), Ordering::Release);
-                slot.write(ours);
+                ORIGINALS[patch.hook as usize].store(slot.read(), Ordering::Release);
+                slot.write(ours(patch.hook));
             }
         }
         tracing::info!(runtime_version, core = ?cv, amd = ?av, patched = p.patches.len(), "xhsa: API tables patched");

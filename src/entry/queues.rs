@@ -1,0 +1,513 @@
+//! Shadow queues at the edge: what every interposed queue function does, shared by both loading
+//! modes ([`super::preload`] passes ROCr's next definition, [`super::tools_lib`] the saved table
+//! entry as `real`).
+//!
+//! - `hsa_queue_create` creates the hardware queue through `real` and hands the application a
+//!   shadow (its own `amd_queue_t`, ring and doorbell signal, in GPU-readable memory), unless
+//!   the queue type is one libxhsa does not schedule or building the shadow fails: then the
+//!   hardware queue itself (passthrough for that queue).
+//! - Index functions on a shadow act on the shadow's indices; everything else passes through.
+//! - A store to a shadow doorbell runs a forwarding pass on the caller's thread
+//!   ([`crate::scheduler::Scheduler::pass`]); any other signal store passes through after one
+//!   lock-free lookup.
+//! - CU mask, priority, profiling and inactivate apply to the hardware queue; destroy drains.
+//! - The hardware queue's errors reach the application's callback with the shadow pointer.
+
+use std::collections::BTreeMap;
+use std::ffi::c_void;
+use std::mem::offset_of;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{LazyLock, Mutex};
+use std::time::{Duration, Instant};
+
+use hsa_sys::hsa::{
+    amd_queue_t, hsa_agent_t, hsa_amd_queue_priority_t, hsa_queue_t, hsa_queue_type32_t, hsa_signal_t, hsa_signal_value_t, hsa_status_t,
+    HSA_QUEUE_TYPE_MULTI, HSA_QUEUE_TYPE_SINGLE, HSA_STATUS_ERROR, HSA_STATUS_SUCCESS,
+};
+
+use super::memory::{self, ProcessMemory};
+use super::rocr::{rocr, RocrHardware};
+use super::{depth, global, inside, outermost, Global};
+use crate::addr_map::AddrMap;
+use crate::fault::Point;
+use crate::priority::StreamPriority;
+use crate::queue::{HwQueue, ShadowQueue, TRACKING_START};
+use crate::ring::QueueId;
+use crate::scheduler::{Drain, Scheduler};
+use crate::shadow::AqlRing;
+use crate::window::Nanos;
+
+pub(crate) type QueueCallback = Option<unsafe extern "C" fn(hsa_status_t, *mut hsa_queue_t, *mut c_void)>;
+pub(crate) type QueueCreateFn =
+    unsafe extern "C" fn(hsa_agent_t, u32, hsa_queue_type32_t, QueueCallback, *mut c_void, u32, u32, *mut *mut hsa_queue_t) -> hsa_status_t;
+pub(crate) type QueueFn = unsafe extern "C" fn(*mut hsa_queue_t) -> hsa_status_t;
+pub(crate) type LoadIndexFn = unsafe extern "C" fn(*const hsa_queue_t) -> u64;
+pub(crate) type StoreIndexFn = unsafe extern "C" fn(*const hsa_queue_t, u64);
+pub(crate) type CasIndexFn = unsafe extern "C" fn(*const hsa_queue_t, u64, u64) -> u64;
+pub(crate) type AddIndexFn = unsafe extern "C" fn(*const hsa_queue_t, u64) -> u64;
+pub(crate) type SignalStoreFn = unsafe extern "C" fn(hsa_signal_t, hsa_signal_value_t);
+pub(crate) type SetPriorityFn = unsafe extern "C" fn(*mut hsa_queue_t, hsa_amd_queue_priority_t) -> hsa_status_t;
+pub(crate) type CuSetMaskFn = unsafe extern "C" fn(*const hsa_queue_t, u32, *const u32) -> hsa_status_t;
+pub(crate) type CuGetMaskFn = unsafe extern "C" fn(*const hsa_queue_t, u32, *mut u32) -> hsa_status_t;
+pub(crate) type ProfilerFn = unsafe extern "C" fn(*mut hsa_queue_t, libc::c_int) -> hsa_status_t;
+
+/// Offsets in `amd_queue_t` (its first member is the `hsa_queue_t`).
+pub(crate) const WRITE_INDEX: u64 = offset_of!(amd_queue_t, write_dispatch_id) as u64;
+pub(crate) const READ_INDEX: u64 = offset_of!(amd_queue_t, read_dispatch_id) as u64;
+const BASE_ADDRESS: u64 = offset_of!(hsa_queue_t, base_address) as u64;
+const DOORBELL: u64 = offset_of!(hsa_queue_t, doorbell_signal) as u64;
+const SIZE: u64 = offset_of!(hsa_queue_t, size) as u64;
+const QUEUE_PROPERTIES: u64 = offset_of!(amd_queue_t, queue_properties) as u64;
+const AMD_QUEUE_BYTES: usize = std::mem::size_of::<amd_queue_t>();
+/// ROCr's `SharedQueue` puts its `core::Queue*` right after the `amd_queue_t` (§6.6 of the
+/// design note): the shadow carries the hardware queue's, so a call libxhsa did not intercept
+/// acts on the hardware queue instead of crashing.
+const CORE_QUEUE_WORD: u64 = AMD_QUEUE_BYTES as u64;
+/// The shadow ring starts this far into the shadow's allocation.
+const RING_OFFSET: u64 = 4096;
+
+/// Shadow `hsa_queue_t` address → queue id.
+static SHADOWS: LazyLock<AddrMap> = LazyLock::new(AddrMap::new);
+/// Shadow doorbell signal handle → queue id.
+static DOORBELLS: LazyLock<AddrMap> = LazyLock::new(AddrMap::new);
+/// Shadow `hsa_queue_t` address → hardware `hsa_queue_t` address.
+static HW_OF: LazyLock<AddrMap> = LazyLock::new(AddrMap::new);
+/// Some queue waits for hardware room: the application's read-index polls retry a pass.
+static STALLED: AtomicBool = AtomicBool::new(false);
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The application's error callback of a queue libxhsa created.
+#[derive(Clone, Copy)]
+struct AppCallback {
+    callback: QueueCallback,
+    data: usize,
+    /// The shadow the application holds; 0 while it holds the hardware queue.
+    shadow: u64,
+}
+
+static CALLBACKS: LazyLock<Mutex<BTreeMap<u64, AppCallback>>> = LazyLock::new(Default::default);
+
+fn callbacks() -> std::sync::MutexGuard<'static, BTreeMap<u64, AppCallback>> {
+    CALLBACKS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub(crate) fn now_ns() -> Nanos {
+    static START: LazyLock<Instant> = LazyLock::new(Instant::now);
+    START.elapsed().as_nanos() as Nanos
+}
+
+/// Runs `f` on the scheduler (blocking for its lock, or only if it is free when `wait` is
+/// false), inside an intercepted call. A panic in `f` degrades every queue to passthrough,
+/// logged once. `None` when `f` did not run.
+fn run<R>(wait: bool, f: impl FnOnce(&mut Scheduler, &ProcessMemory, &RocrHardware, Nanos) -> R) -> Option<R> {
+    let g = global();
+    let hw = RocrHardware { rocr: rocr()?, on_tracking: tracking_done };
+    inside(|| {
+        let mut s = if wait {
+            g.sched.lock().unwrap_or_else(|p| p.into_inner())
+        } else {
+            match g.sched.try_lock() {
+                Ok(s) => s,
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return None,
+            }
+        };
+        let now = now_ns();
+        match catch_unwind(AssertUnwindSafe(|| f(&mut s, &ProcessMemory, &hw, now))) {
+            Ok(r) => {
+                STALLED.store(s.stalled(), Ordering::Relaxed);
+                Some(r)
+            }
+            Err(_) => {
+                if !g.degraded.swap(true, Ordering::Relaxed) {
+                    tracing::error!("xhsa: internal error in the scheduler; every queue passes through unscheduled from now on");
+                }
+                let _ = catch_unwind(AssertUnwindSafe(|| s.degrade_all("libxhsa failed internally", &ProcessMemory, &hw)));
+                None
+            }
+        }
+    })
+}
+
+fn with_sched<R>(f: impl FnOnce(&mut Scheduler, &ProcessMemory, &RocrHardware, Nanos) -> R) -> Option<R> {
+    run(true, f)
+}
+
+/// The completion handler of tracking signals (ROCr's async thread); `arg` is the queue id.
+unsafe extern "C" fn tracking_done(value: hsa_signal_value_t, arg: *mut c_void) -> bool {
+    let id = QueueId(arg as u64);
+    let _ = catch_unwind(|| with_sched(|s, m, hw, now| s.on_tracking(id, value, m, hw, now)));
+    // Re-registered by the scheduler with a new value while barriers are outstanding.
+    false
+}
+
+/// libxhsa's error callback on a hardware queue: the application's, with the queue pointer it
+/// holds and its own data.
+unsafe extern "C" fn hw_queue_error(status: hsa_status_t, source: *mut hsa_queue_t, data: *mut c_void) {
+    let id = data as u64;
+    let entry = catch_unwind(|| callbacks().get(&id).copied()).ok().flatten();
+    let Some(e) = entry else { return };
+    let shown = if e.shadow != 0 {
+        let _ = catch_unwind(|| with_sched(|s, _, _, _| s.fail(QueueId(id))));
+        e.shadow as *mut hsa_queue_t
+    } else {
+        source
+    };
+    if let Some(cb) = e.callback {
+        // SAFETY: the application's callback with the arguments ROCr would have given it, the
+        // queue being the one the application knows.
+        unsafe { cb(status, shown, e.data as *mut c_void) };
+    }
+}
+
+fn log_once(flag: &AtomicBool, f: impl FnOnce()) {
+    if !flag.swap(true, Ordering::Relaxed) {
+        f();
+    }
+}
+
+/// `hsa_queue_create`: see the module doc.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn queue_create(
+    real: Option<QueueCreateFn>,
+    agent: hsa_agent_t,
+    size: u32,
+    kind: hsa_queue_type32_t,
+    callback: QueueCallback,
+    data: *mut c_void,
+    private_size: u32,
+    group_size: u32,
+    queue: *mut *mut hsa_queue_t,
+) -> hsa_status_t {
+    let Some(real) = real else { return HSA_STATUS_ERROR };
+    let g = global();
+    let call = |cb: QueueCallback, d: *mut c_void, out: *mut *mut hsa_queue_t| {
+        // SAFETY: the caller's arguments, with libxhsa's callback when it shadows the queue.
+        inside(|| unsafe { real(agent, size, kind, cb, d, private_size, group_size, out) })
+    };
+    if g.passthrough() || depth() > 0 || queue.is_null() {
+        return call(callback, data, queue);
+    }
+    if kind != HSA_QUEUE_TYPE_MULTI && kind != HSA_QUEUE_TYPE_SINGLE {
+        static SAID: AtomicBool = AtomicBool::new(false);
+        log_once(&SAID, || tracing::info!("xhsa: queues of type {kind} (cooperative) are passed through unscheduled"));
+        let status = call(callback, data, queue);
+        outermost(|g| {
+            // SAFETY: on success ROCr wrote the queue's pointer.
+            if let (HSA_STATUS_SUCCESS, Some(q)) = (status, unsafe { queue.as_ref() }.filter(|q| !q.is_null())) {
+                g.seen.queue_created(memory::read_u64(*q as u64 + DOORBELL));
+            }
+        });
+        return status;
+    }
+    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    let (cb, cb_data): (QueueCallback, *mut c_void) = if callback.is_some() {
+        callbacks().insert(id, AppCallback { callback, data: data as usize, shadow: 0 });
+        (Some(hw_queue_error), id as *mut c_void)
+    } else {
+        (None, std::ptr::null_mut())
+    };
+    let mut hw: *mut hsa_queue_t = std::ptr::null_mut();
+    let status = call(cb, cb_data, &mut hw);
+    if status != HSA_STATUS_SUCCESS || hw.is_null() {
+        callbacks().remove(&id);
+        return status;
+    }
+    let built = catch_unwind(AssertUnwindSafe(|| build_shadow(g, id, agent, hw as u64, size))).unwrap_or_else(|_| Err("internal error".into()));
+    let handed = match built {
+        Ok(shadow) => {
+            if let Some(e) = callbacks().get_mut(&id) {
+                e.shadow = shadow;
+            }
+            shadow
+        }
+        Err(why) => {
+            static SAID: AtomicBool = AtomicBool::new(false);
+            log_once(&SAID, || tracing::error!("xhsa: could not build a shadow queue ({why}); such queues are passed through unscheduled"));
+            hw as u64
+        }
+    };
+    g.seen.queue_created(memory::read_u64(handed + DOORBELL));
+    // SAFETY: the caller's out-parameter, non-null (checked above).
+    unsafe { *queue = handed as *mut hsa_queue_t };
+    HSA_STATUS_SUCCESS
+}
+
+/// Builds and registers the shadow of hardware queue `hw`; returns its address.
+fn build_shadow(g: &Global, id: u64, agent: hsa_agent_t, hw: u64, size: u32) -> Result<u64, String> {
+    if g.faults.hit(Point::ShadowCreate) {
+        return Err("injected by XHSA_FAULT_INJECT".into());
+    }
+    let r = rocr().ok_or("a ROCr function libxhsa needs was not found")?;
+    if size == 0 || !size.is_power_of_two() {
+        return Err(format!("unexpected queue size {size}"));
+    }
+    let hw_size = memory::read_u32(hw + SIZE) as u64;
+    let hw_ring = AqlRing { base: memory::read_u64(hw + BASE_ADDRESS), slots: hw_size, amd_queue: hw };
+    let hwq = HwQueue { queue: hw, ring: hw_ring, doorbell: memory::read_u64(hw + DOORBELL) };
+    if hw_size == 0 || !hw_size.is_power_of_two() || hw_ring.base == 0 {
+        return Err(format!("the hardware queue has an unexpected ring ({hw_size} slots at {:#x})", hw_ring.base));
+    }
+    let bytes = RING_OFFSET as usize + size as usize * crate::packet::PACKET_SIZE;
+    let mem = inside(|| r.alloc_gpu_visible(agent, bytes)).ok_or("no GPU-readable fine-grained system memory")?;
+    let Some(doorbell) = inside(|| r.signal_create(0)) else {
+        inside(|| r.free(mem));
+        return Err("hsa_signal_create failed".into());
+    };
+    let Some(tracking) = inside(|| r.signal_create(TRACKING_START)) else {
+        inside(|| {
+            r.signal_destroy(doorbell);
+            r.free(mem);
+        });
+        return Err("hsa_signal_create failed".into());
+    };
+    // The hardware queue's amd_queue_t (type, features, id, apertures, max CU/wave ids,
+    // properties), then the shadow's own ring, doorbell, size and indices.
+    memory::copy(hw, mem, AMD_QUEUE_BYTES);
+    memory::write_u64(mem + CORE_QUEUE_WORD, memory::read_u64(hw + CORE_QUEUE_WORD));
+    memory::invalidate_ring(mem + RING_OFFSET, size as u64);
+    memory::write_u64(mem + BASE_ADDRESS, mem + RING_OFFSET);
+    memory::write_u64(mem + DOORBELL, doorbell);
+    memory::write_u32(mem + SIZE, size);
+    memory::write_u64(mem + WRITE_INDEX, 0);
+    memory::write_u64(mem + READ_INDEX, 0);
+    let shadow = AqlRing { base: mem + RING_OFFSET, slots: size as u64, amd_queue: mem };
+    let priority = g.settings.priority_for(StreamPriority::Normal, &g.identity, None);
+    let added = with_sched(|s, _, _, _| s.add(ShadowQueue::new(QueueId(id), shadow, hwq, tracking), priority)) == Some(true);
+    if added && SHADOWS.insert(mem, id) && HW_OF.insert(mem, hw) && DOORBELLS.insert(doorbell, id) {
+        tracing::debug!("xhsa: queue {id}: shadow {mem:#x} ({size} packets) over hardware queue {hw:#x} ({hw_size} packets), {priority:?}");
+        return Ok(mem);
+    }
+    SHADOWS.remove(mem);
+    HW_OF.remove(mem);
+    DOORBELLS.remove(doorbell);
+    with_sched(|s, _, _, now| s.remove(QueueId(id), now));
+    inside(|| {
+        r.signal_destroy(doorbell);
+        r.signal_destroy(tracking);
+        r.free(mem);
+    });
+    Err("too many queues".into())
+}
+
+/// How long `hsa_queue_destroy` waits for the hardware to take and complete what libxhsa held.
+const DESTROY_PATIENCE: Duration = Duration::from_secs(30);
+
+/// `hsa_queue_destroy`.
+pub(crate) unsafe fn queue_destroy(real: Option<QueueFn>, queue: *mut hsa_queue_t) -> hsa_status_t {
+    let Some(real) = real else { return HSA_STATUS_ERROR };
+    if let Some(id) = SHADOWS.get(queue as u64) {
+        let r = catch_unwind(AssertUnwindSafe(|| destroy_shadow(real, queue as u64, QueueId(id))));
+        return r.unwrap_or(HSA_STATUS_ERROR);
+    }
+    outermost(|g| {
+        if !queue.is_null() {
+            g.seen.queue_destroyed(memory::read_u64(queue as u64 + DOORBELL));
+        }
+    });
+    // SAFETY: forwarding unchanged.
+    inside(|| unsafe { real(queue) })
+}
+
+fn destroy_shadow(real: QueueFn, shadow: u64, id: QueueId) -> hsa_status_t {
+    let Some(r) = rocr() else { return HSA_STATUS_ERROR };
+    let hw = HW_OF.get(shadow).unwrap_or(0);
+    let doorbell = memory::read_u64(shadow + DOORBELL);
+    with_sched(|s, m, _, _| s.close(id, m));
+    let deadline = Instant::now() + DESTROY_PATIENCE;
+    let wait = loop {
+        match with_sched(|s, m, hw, _| s.drain_step(id, m, hw)) {
+            Some(Drain::Done { wait_for }) => break wait_for,
+            Some(Drain::NeedRoom) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(1)),
+            _ => {
+                tracing::warn!("xhsa: {id}: the hardware queue stayed full; destroying it with packets still held");
+                break None;
+            }
+        }
+    };
+    if let Some((signal, target)) = wait {
+        loop {
+            if inside(|| r.signal_wait_at_most(signal, target, 100)) <= target {
+                break;
+            }
+            let failed = with_sched(|s, _, _, _| s.queue(id).is_some_and(|q| q.failed)).unwrap_or(true);
+            if failed {
+                break;
+            }
+            if Instant::now() > deadline {
+                tracing::warn!("xhsa: {id}: its last packets did not complete within {DESTROY_PATIENCE:?}; destroying it anyway");
+                break;
+            }
+        }
+    }
+    // The last completion handler normally runs right after the final barrier; give it a moment,
+    // so that the tracking signal is not destroyed while ROCr's async thread still holds a
+    // handler on it (a signal with a pending handler is leaked instead, see below).
+    let armed = || with_sched(|s, _, _, _| s.queue(id).is_some_and(|q| q.tracking.armed && !q.failed)).unwrap_or(false);
+    let settle = Instant::now() + Duration::from_millis(200);
+    while armed() && Instant::now() < settle {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    SHADOWS.remove(shadow);
+    HW_OF.remove(shadow);
+    DOORBELLS.remove(doorbell);
+    callbacks().remove(&id.0);
+    let removed = with_sched(|s, _, _, now| s.remove(id, now)).flatten();
+    // SAFETY: the hardware queue libxhsa created for this shadow; nothing of libxhsa uses it now.
+    let status = inside(|| unsafe { real(hw as *mut hsa_queue_t) });
+    inside(|| {
+        r.signal_destroy(doorbell);
+        match &removed {
+            // Observed under ROCr 5.2.3 (xhsa-emu): destroying a signal that still has an async
+            // handler registered (the tracking barrier of a failed queue never completes) was
+            // followed, intermittently, by a later hsa_queue_destroy blocking forever in ROCr's
+            // queue teardown. Such a signal is leaked (one per failed or inactivated queue).
+            Some(q) if q.tracking.armed => tracing::debug!("xhsa: {id}: tracking signal kept (a completion handler is still registered)"),
+            Some(q) => r.signal_destroy(q.tracking.signal),
+            None => {}
+        }
+        r.free(shadow);
+    });
+    global().seen.queue_destroyed(doorbell);
+    status
+}
+
+/// `hsa_queue_inactivate`.
+pub(crate) unsafe fn queue_inactivate(real: Option<QueueFn>, queue: *mut hsa_queue_t) -> hsa_status_t {
+    let Some(real) = real else { return HSA_STATUS_ERROR };
+    let target = match SHADOWS.get(queue as u64) {
+        Some(id) => {
+            with_sched(|s, _, _, _| s.inactivate(QueueId(id)));
+            HW_OF.get(queue as u64).unwrap_or(0) as *mut hsa_queue_t
+        }
+        None => queue,
+    };
+    // SAFETY: the caller's queue, or the hardware queue behind its shadow.
+    inside(|| unsafe { real(target) })
+}
+
+/// The queue ROCr should see: the hardware queue behind a shadow, or the queue itself.
+fn hw_of(queue: u64) -> u64 {
+    HW_OF.get(queue).unwrap_or(queue)
+}
+
+/// A queue-index load.
+pub(crate) unsafe fn load_index(real: Option<LoadIndexFn>, queue: *const hsa_queue_t, field: u64, order: Ordering) -> u64 {
+    if SHADOWS.contains(queue as u64) {
+        let v = memory::index(queue as u64 + field).load(order);
+        if field == READ_INDEX && STALLED.load(Ordering::Relaxed) {
+            run(false, |s, m, hw, now| s.pass(m, hw, now));
+        }
+        return v;
+    }
+    // SAFETY: forwarding unchanged.
+    real.map_or(0, |f| unsafe { f(queue) })
+}
+
+/// `hsa_queue_store_write_index_*`.
+pub(crate) unsafe fn store_write_index(real: Option<StoreIndexFn>, queue: *const hsa_queue_t, value: u64, order: Ordering) {
+    if SHADOWS.contains(queue as u64) {
+        memory::index(queue as u64 + WRITE_INDEX).store(value, order);
+        return;
+    }
+    if let Some(f) = real {
+        // SAFETY: forwarding unchanged.
+        unsafe { f(queue, value) }
+    }
+}
+
+/// `hsa_queue_cas_write_index_*`: returns the value found.
+pub(crate) unsafe fn cas_write_index(real: Option<CasIndexFn>, queue: *const hsa_queue_t, expected: u64, value: u64, order: Ordering) -> u64 {
+    if SHADOWS.contains(queue as u64) {
+        let failure = match order {
+            Ordering::AcqRel | Ordering::Acquire => Ordering::Acquire,
+            _ => Ordering::Relaxed,
+        };
+        let r = memory::index(queue as u64 + WRITE_INDEX).compare_exchange(expected, value, order, failure);
+        return r.unwrap_or_else(|found| found);
+    }
+    // SAFETY: forwarding unchanged.
+    real.map_or(0, |f| unsafe { f(queue, expected, value) })
+}
+
+/// `hsa_queue_add_write_index_*`: returns the previous value.
+pub(crate) unsafe fn add_write_index(real: Option<AddIndexFn>, queue: *const hsa_queue_t, value: u64, order: Ordering) -> u64 {
+    if SHADOWS.contains(queue as u64) {
+        return memory::index(queue as u64 + WRITE_INDEX).fetch_add(value, order);
+    }
+    // SAFETY: forwarding unchanged.
+    real.map_or(0, |f| unsafe { f(queue, value) })
+}
+
+/// `hsa_queue_store_read_index_*`: illegal on hardware queues (ROCr asserts); on a shadow it is
+/// ignored with a warning.
+pub(crate) unsafe fn store_read_index(real: Option<StoreIndexFn>, queue: *const hsa_queue_t, value: u64) {
+    if SHADOWS.contains(queue as u64) {
+        static SAID: AtomicBool = AtomicBool::new(false);
+        log_once(&SAID, || tracing::warn!("xhsa: hsa_queue_store_read_index on a queue's read index is not allowed on hardware queues; ignored"));
+        return;
+    }
+    if let Some(f) = real {
+        // SAFETY: forwarding unchanged.
+        unsafe { f(queue, value) }
+    }
+}
+
+/// `hsa_signal_store_*` and `hsa_signal_silent_store_*`.
+pub(crate) unsafe fn signal_store(real: Option<SignalStoreFn>, signal: hsa_signal_t, value: hsa_signal_value_t) {
+    if let Some(id) = DOORBELLS.get(signal.handle) {
+        global().seen.doorbell_stores.fetch_add(1, Ordering::Relaxed);
+        with_sched(|s, m, hw, now| s.doorbell(QueueId(id), m, hw, now));
+        return;
+    }
+    outermost(|g| g.seen.signal_store(signal.handle));
+    if let Some(real) = real {
+        // SAFETY: forwarding unchanged.
+        inside(|| unsafe { real(signal, value) });
+    }
+}
+
+/// `hsa_amd_queue_set_priority`: the hardware queue gets it (KFD priority), and the shadow's
+/// stream priority in libxhsa's rings.
+pub(crate) unsafe fn set_priority(real: Option<SetPriorityFn>, queue: *mut hsa_queue_t, priority: hsa_amd_queue_priority_t) -> hsa_status_t {
+    let Some(real) = real else { return HSA_STATUS_ERROR };
+    outermost(|g| g.seen.priority_call());
+    let id = SHADOWS.get(queue as u64);
+    // SAFETY: the caller's queue or the hardware queue behind it.
+    let status = inside(|| unsafe { real(hw_of(queue as u64) as *mut hsa_queue_t, priority) });
+    if let (Some(id), HSA_STATUS_SUCCESS, Some(stream)) = (id, status, StreamPriority::from_hsa(priority)) {
+        let g = global();
+        let p = g.settings.priority_for(stream, &g.identity, None);
+        with_sched(|s, _, _, _| s.set_priority(QueueId(id), p));
+    }
+    status
+}
+
+/// `hsa_amd_queue_cu_set_mask`: on the hardware queue.
+pub(crate) unsafe fn cu_set_mask(real: Option<CuSetMaskFn>, queue: *const hsa_queue_t, count: u32, mask: *const u32) -> hsa_status_t {
+    let Some(real) = real else { return HSA_STATUS_ERROR };
+    // SAFETY: the caller's arguments, with the hardware queue behind a shadow.
+    inside(|| unsafe { real(hw_of(queue as u64) as *const hsa_queue_t, count, mask) })
+}
+
+/// `hsa_amd_queue_cu_get_mask`: from the hardware queue.
+pub(crate) unsafe fn cu_get_mask(real: Option<CuGetMaskFn>, queue: *const hsa_queue_t, count: u32, mask: *mut u32) -> hsa_status_t {
+    let Some(real) = real else { return HSA_STATUS_ERROR };
+    // SAFETY: as above.
+    inside(|| unsafe { real(hw_of(queue as u64) as *const hsa_queue_t, count, mask) })
+}
+
+/// `hsa_amd_profiling_set_profiler_enabled`: on the hardware queue (whose `amd_queue_t` the
+/// packet processor reads); the profiling bit is mirrored into the shadow.
+pub(crate) unsafe fn set_profiler_enabled(real: Option<ProfilerFn>, queue: *mut hsa_queue_t, enable: libc::c_int) -> hsa_status_t {
+    let Some(real) = real else { return HSA_STATUS_ERROR };
+    let shadow = queue as u64;
+    let hw = hw_of(shadow);
+    // SAFETY: as above.
+    let status = inside(|| unsafe { real(hw as *mut hsa_queue_t, enable) });
+    if hw != shadow && status == HSA_STATUS_SUCCESS {
+        memory::write_u32(shadow + QUEUE_PROPERTIES, memory::read_u32(hw + QUEUE_PROPERTIES));
+    }
+    status
+}

@@ -1,0 +1,242 @@
+//! The ROCr functions libxhsa itself calls (resolved at run time, never linked), and what is
+//! built on them: the [`Hardware`] of the scheduler, the memory of shadow queues.
+//!
+//! For an entry libxhsa patched in the API table, the saved original is used (it is ROCr's own
+//! implementation, or the next tool's); otherwise ROCr's exported symbol.
+
+use std::ffi::{c_void, CStr};
+use std::sync::atomic::AtomicUsize;
+use std::sync::OnceLock;
+
+use hsa_sys::hsa::{
+    hsa_agent_t, hsa_amd_memory_pool_t, hsa_amd_signal_handler, hsa_queue_t, hsa_signal_condition_t, hsa_signal_t, hsa_signal_value_t,
+    hsa_status_t, HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED, HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS,
+    HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED, HSA_AMD_MEMORY_POOL_INFO_SEGMENT, HSA_AMD_SEGMENT_GLOBAL, HSA_AGENT_INFO_DEVICE,
+    HSA_DEVICE_TYPE_CPU, HSA_SIGNAL_CONDITION_LT, HSA_STATUS_SUCCESS,
+};
+
+use super::next_symbol;
+use crate::queue::HwQueue;
+use crate::ring::QueueId;
+use crate::scheduler::Hardware;
+use crate::table::Hook;
+
+const ROCR: &CStr = c"libhsa-runtime64.so.1";
+
+type LoadIndexFn = unsafe extern "C" fn(*const hsa_queue_t) -> u64;
+type AddIndexFn = unsafe extern "C" fn(*const hsa_queue_t, u64) -> u64;
+type StoreFn = unsafe extern "C" fn(hsa_signal_t, hsa_signal_value_t);
+type SignalCreateFn = unsafe extern "C" fn(hsa_signal_value_t, u32, *const hsa_agent_t, *mut hsa_signal_t) -> hsa_status_t;
+type SignalDestroyFn = unsafe extern "C" fn(hsa_signal_t) -> hsa_status_t;
+type SignalLoadFn = unsafe extern "C" fn(hsa_signal_t) -> hsa_signal_value_t;
+type AsyncHandlerFn = unsafe extern "C" fn(hsa_signal_t, hsa_signal_condition_t, hsa_signal_value_t, hsa_amd_signal_handler, *mut c_void) -> hsa_status_t;
+type AgentCallback = Option<unsafe extern "C" fn(hsa_agent_t, *mut c_void) -> hsa_status_t>;
+type IterateAgentsFn = unsafe extern "C" fn(AgentCallback, *mut c_void) -> hsa_status_t;
+type AgentInfoFn = unsafe extern "C" fn(hsa_agent_t, u32, *mut c_void) -> hsa_status_t;
+type PoolCallback = Option<unsafe extern "C" fn(hsa_amd_memory_pool_t, *mut c_void) -> hsa_status_t>;
+type IteratePoolsFn = unsafe extern "C" fn(hsa_agent_t, PoolCallback, *mut c_void) -> hsa_status_t;
+type PoolInfoFn = unsafe extern "C" fn(hsa_amd_memory_pool_t, u32, *mut c_void) -> hsa_status_t;
+type PoolAllocateFn = unsafe extern "C" fn(hsa_amd_memory_pool_t, usize, u32, *mut *mut c_void) -> hsa_status_t;
+type PoolFreeFn = unsafe extern "C" fn(*mut c_void) -> hsa_status_t;
+type AllowAccessFn = unsafe extern "C" fn(u32, *const hsa_agent_t, *const u32, *const c_void) -> hsa_status_t;
+
+/// The ROCr functions libxhsa calls.
+pub(crate) struct Rocr {
+    add_write_index: AddIndexFn,
+    load_read_index: LoadIndexFn,
+    load_write_index: LoadIndexFn,
+    store_screlease: StoreFn,
+    signal_create: SignalCreateFn,
+    signal_destroy: SignalDestroyFn,
+    signal_load: SignalLoadFn,
+    async_handler: AsyncHandlerFn,
+    iterate_agents: IterateAgentsFn,
+    agent_info: AgentInfoFn,
+    iterate_pools: IteratePoolsFn,
+    pool_info: PoolInfoFn,
+    pool_allocate: PoolAllocateFn,
+    pool_free: PoolFreeFn,
+    allow_access: AllowAccessFn,
+}
+
+/// A function of ROCr by name, or the saved original of the table entry libxhsa patched.
+fn resolve<T: Copy>(name: &CStr, hook: Option<Hook>) -> Option<T> {
+    let saved = hook.map_or(0, super::tools_lib::original);
+    let p = if saved != 0 {
+        saved
+    } else {
+        // A private cache per call site is not needed: this runs once per process.
+        let cell = AtomicUsize::new(0);
+        next_symbol(&cell, ROCR, name)
+    };
+    // SAFETY: T is the C function-pointer type of the function named `name`.
+    (p != 0).then(|| unsafe { std::mem::transmute_copy::<usize, T>(&p) })
+}
+
+static ROCR_FNS: OnceLock<Option<Rocr>> = OnceLock::new();
+
+/// The functions, resolved on first use (after `hsa_init`, so after `OnLoad`); `None` if one is
+/// missing.
+pub(crate) fn rocr() -> Option<&'static Rocr> {
+    ROCR_FNS
+        .get_or_init(|| {
+            Some(Rocr {
+                add_write_index: resolve(c"hsa_queue_add_write_index_scacq_screl", Some(Hook::AddWriteIndexScacqScrel))?,
+                load_read_index: resolve(c"hsa_queue_load_read_index_scacquire", Some(Hook::LoadReadIndexScacquire))?,
+                load_write_index: resolve(c"hsa_queue_load_write_index_relaxed", Some(Hook::LoadWriteIndexRelaxed))?,
+                store_screlease: resolve(c"hsa_signal_store_screlease", Some(Hook::SignalStoreScrelease))?,
+                signal_create: resolve(c"hsa_signal_create", None)?,
+                signal_destroy: resolve(c"hsa_signal_destroy", None)?,
+                signal_load: resolve(c"hsa_signal_load_scacquire", None)?,
+                async_handler: resolve(c"hsa_amd_signal_async_handler", None)?,
+                iterate_agents: resolve(c"hsa_iterate_agents", None)?,
+                agent_info: resolve(c"hsa_agent_get_info", None)?,
+                iterate_pools: resolve(c"hsa_amd_agent_iterate_memory_pools", None)?,
+                pool_info: resolve(c"hsa_amd_memory_pool_get_info", None)?,
+                pool_allocate: resolve(c"hsa_amd_memory_pool_allocate", None)?,
+                pool_free: resolve(c"hsa_amd_memory_pool_free", None)?,
+                allow_access: resolve(c"hsa_amd_agents_allow_access", None)?,
+            })
+        })
+        .as_ref()
+}
+
+/// The tracking-barrier completion handler (ROCr's async thread); set by the queue layer.
+pub(crate) type TrackingHandler = unsafe extern "C" fn(hsa_signal_value_t, *mut c_void) -> bool;
+
+/// The scheduler's [`Hardware`], through ROCr.
+pub(crate) struct RocrHardware {
+    pub rocr: &'static Rocr,
+    pub on_tracking: TrackingHandler,
+}
+
+impl Hardware for RocrHardware {
+    fn reserve(&self, hw: &HwQueue, n: u64) -> u64 {
+        // SAFETY: a live hardware queue libxhsa created (destroyed only after its shadow).
+        unsafe { (self.rocr.add_write_index)(hw.queue as *const hsa_queue_t, n) }
+    }
+
+    fn read_index(&self, hw: &HwQueue) -> u64 {
+        // SAFETY: as above.
+        unsafe { (self.rocr.load_read_index)(hw.queue as *const hsa_queue_t) }
+    }
+
+    fn write_index(&self, hw: &HwQueue) -> u64 {
+        // SAFETY: as above.
+        unsafe { (self.rocr.load_write_index)(hw.queue as *const hsa_queue_t) }
+    }
+
+    fn ring(&self, hw: &HwQueue, index: u64) {
+        // SAFETY: the hardware queue's own doorbell signal.
+        unsafe { (self.rocr.store_screlease)(hsa_signal_t { handle: hw.doorbell }, index as hsa_signal_value_t) }
+    }
+
+    fn arm(&self, queue: QueueId, signal: u64, below: i64) -> bool {
+        // SAFETY: a signal libxhsa created; the handler only uses `arg` as a queue id.
+        let st = unsafe {
+            (self.rocr.async_handler)(hsa_signal_t { handle: signal }, HSA_SIGNAL_CONDITION_LT, below, Some(self.on_tracking), queue.0 as *mut c_void)
+        };
+        st == HSA_STATUS_SUCCESS
+    }
+}
+
+impl Rocr {
+    /// A new signal with `value` and no consumers (an interrupt signal in ROCr).
+    pub fn signal_create(&self, value: i64) -> Option<u64> {
+        let mut s = hsa_signal_t { handle: 0 };
+        // SAFETY: plain out-parameter call.
+        let st = unsafe { (self.signal_create)(value, 0, std::ptr::null(), &mut s) };
+        (st == HSA_STATUS_SUCCESS && s.handle != 0).then_some(s.handle)
+    }
+
+    pub fn signal_destroy(&self, signal: u64) {
+        // SAFETY: a signal libxhsa created and no longer uses; ROCr keeps it alive while an async
+        // handler is still registered on it (Retain/Release) and drops that handler.
+        unsafe { (self.signal_destroy)(hsa_signal_t { handle: signal }) };
+    }
+
+    /// Waits up to `ms` for `signal` to fall to `target` or below, sleeping 1 ms between looks;
+    /// returns its value. (Not `hsa_signal_wait_*`: ROCr lets only the first waiter of a signal
+    /// sleep, and the async thread already waits on a tracking signal while its completion
+    /// handler is registered, so a second waiter would spin.)
+    pub fn signal_wait_at_most(&self, signal: u64, target: i64, ms: u64) -> i64 {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(ms);
+        loop {
+            // SAFETY: a live signal libxhsa created.
+            let v = unsafe { (self.signal_load)(hsa_signal_t { handle: signal }) };
+            if v <= target || std::time::Instant::now() >= deadline {
+                return v;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    /// `bytes` of fine-grained system memory the GPU `agent` may access; `None` on failure.
+    pub fn alloc_gpu_visible(&self, agent: hsa_agent_t, bytes: usize) -> Option<u64> {
+        let pool = fine_grained_pool(self)?;
+        let mut p: *mut c_void = std::ptr::null_mut();
+        // SAFETY: a pool ROCr listed; out-parameter.
+        if unsafe { (self.pool_allocate)(hsa_amd_memory_pool_t { handle: pool }, bytes, 0, &mut p) } != HSA_STATUS_SUCCESS || p.is_null() {
+            return None;
+        }
+        // SAFETY: the memory just allocated, for the agent the queue was created on.
+        if unsafe { (self.allow_access)(1, &agent, std::ptr::null(), p) } != HSA_STATUS_SUCCESS {
+            self.free(p as u64);
+            return None;
+        }
+        Some(p as u64)
+    }
+
+    pub fn free(&self, p: u64) {
+        // SAFETY: memory libxhsa allocated from a ROCr pool and no longer uses.
+        unsafe { (self.pool_free)(p as *mut c_void) };
+    }
+}
+
+struct PoolSearch<'a> {
+    rocr: &'a Rocr,
+    found: u64,
+}
+
+unsafe extern "C" fn pick_pool(pool: hsa_amd_memory_pool_t, data: *mut c_void) -> hsa_status_t {
+    // SAFETY: `data` is the PoolSearch passed by fine_grained_pool, alive during the iteration.
+    let s = unsafe { &mut *(data as *mut PoolSearch) };
+    let mut segment: u32 = u32::MAX;
+    let mut flags: u32 = 0;
+    let mut alloc = false;
+    // SAFETY: each attribute writes the type ROCr documents for it.
+    unsafe {
+        (s.rocr.pool_info)(pool, HSA_AMD_MEMORY_POOL_INFO_SEGMENT, (&mut segment as *mut u32).cast());
+        (s.rocr.pool_info)(pool, HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS, (&mut flags as *mut u32).cast());
+        (s.rocr.pool_info)(pool, HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED, (&mut alloc as *mut bool).cast());
+    }
+    if s.found == 0 && segment == HSA_AMD_SEGMENT_GLOBAL && flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED != 0 && alloc {
+        s.found = pool.handle;
+    }
+    HSA_STATUS_SUCCESS
+}
+
+unsafe extern "C" fn pick_cpu(agent: hsa_agent_t, data: *mut c_void) -> hsa_status_t {
+    // SAFETY: as in pick_pool.
+    let s = unsafe { &mut *(data as *mut PoolSearch) };
+    let mut kind: u32 = u32::MAX;
+    // SAFETY: HSA_AGENT_INFO_DEVICE writes an hsa_device_type_t (u32).
+    unsafe { (s.rocr.agent_info)(agent, HSA_AGENT_INFO_DEVICE, (&mut kind as *mut u32).cast()) };
+    if kind == HSA_DEVICE_TYPE_CPU && s.found == 0 {
+        // SAFETY: iterating a listed agent's pools with the same search state.
+        unsafe { (s.rocr.iterate_pools)(agent, Some(pick_pool), data) };
+    }
+    HSA_STATUS_SUCCESS
+}
+
+/// ROCr's fine-grained system memory pool (of the first CPU agent), found once.
+fn fine_grained_pool(r: &Rocr) -> Option<u64> {
+    static POOL: OnceLock<u64> = OnceLock::new();
+    let p = *POOL.get_or_init(|| {
+        let mut s = PoolSearch { rocr: r, found: 0 };
+        // SAFETY: the callback gets `s` back as data, alive during the call.
+        unsafe { (r.iterate_agents)(Some(pick_cpu), (&mut s as *mut PoolSearch).cast()) };
+        s.found
+    });
+    (p != 0).then_some(p)
+}
