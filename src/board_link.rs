@@ -14,6 +14,8 @@ use crate::board::Owner;
 use crate::board_shm::{is_alive, this_process, BoardError, BoardPlace, SharedBoard, SlotHandle};
 use crate::priority::Priority;
 use crate::ring::{PartitionId, QueueId};
+use crate::scheduler::Board;
+use crate::settings::{GroupSpec, Settings};
 use crate::stats::QueueStats;
 use crate::window::Contention;
 use std::collections::HashMap;
@@ -22,6 +24,21 @@ use std::time::{Duration, Instant};
 
 /// How often contention reads also clear dead owners' slots.
 pub const CLEANUP_PERIOD: Duration = Duration::from_secs(1);
+
+/// Where the boards of this process live: `XHSA_BOARD_DIR` and the config's `board_group`
+/// (a group name is looked up in the group database).
+pub fn place_from_settings(settings: &Settings) -> Result<BoardPlace, String> {
+    let group = match &settings.config.board_group {
+        None => None,
+        Some(GroupSpec::Id(gid)) => Some(*gid),
+        Some(GroupSpec::Name(name)) => match nix::unistd::Group::from_name(name) {
+            Ok(Some(g)) => Some(g.gid.as_raw()),
+            Ok(None) => return Err(format!("board_group {name:?}: no such group (expected a group name or a numeric gid)")),
+            Err(e) => return Err(format!("board_group {name:?}: cannot look the group up: {e}")),
+        },
+    };
+    Ok(BoardPlace { dir: settings.board_dir.clone(), group })
+}
 
 /// The link to one GPU's board.
 pub struct BoardLink {
@@ -103,6 +120,30 @@ impl BoardLink {
     }
 }
 
+impl std::fmt::Debug for BoardLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BoardLink").field("path", &self.board.path()).field("me", &self.me).finish()
+    }
+}
+
+impl Board for BoardLink {
+    fn join(&self, queue: QueueId, priority: Priority) -> bool {
+        BoardLink::join(self, queue, priority)
+    }
+
+    fn publish(&self, queue: QueueId, stats: &QueueStats) {
+        BoardLink::publish(self, queue, stats)
+    }
+
+    fn leave(&self, queue: QueueId) {
+        BoardLink::leave(self, queue)
+    }
+
+    fn contention(&self) -> Contention {
+        BoardLink::contention(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,9 +203,21 @@ mod tests {
     }
 
     #[test]
+    fn the_place_comes_from_the_settings() {
+        let mut s = Settings { board_dir: "/run/x".into(), ..Settings::default() };
+        assert_eq!(place_from_settings(&s), Ok(BoardPlace { dir: "/run/x".into(), group: None }));
+        s.config.board_group = Some(GroupSpec::Id(1234));
+        assert_eq!(place_from_settings(&s).unwrap().group, Some(1234));
+        s.config.board_group = Some(GroupSpec::Name("root".into()));
+        assert_eq!(place_from_settings(&s).unwrap().group, Some(0));
+        s.config.board_group = Some(GroupSpec::Name("no-such-group-xhsa".into()));
+        assert!(place_from_settings(&s).unwrap_err().contains("no such group"));
+    }
+
+    #[test]
     fn an_unusable_place_is_an_error_not_a_panic() {
         let place = BoardPlace { dir: "/nonexistent/xhsa".into(), group: None };
-        let err = BoardLink::open(&place, 0).err().expect("no such directory");
+        let err = BoardLink::open(&place, 0).expect_err("no such directory");
         assert!(err.to_string().contains("/nonexistent/xhsa"), "{err}");
     }
 }

@@ -37,6 +37,36 @@ use crate::window::{Contention, Nanos, Seq, WindowSize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+/// The cross-process board as the scheduler uses it ([`crate::board_link::BoardLink`] in a
+/// process; a fake in tests): the queues of this process publish there, and the other
+/// processes' work is the *external* contention of the window.
+pub trait Board: Send + Sync + std::fmt::Debug {
+    /// Gives a queue a slot; false if it could not (the queue is then invisible to others).
+    fn join(&self, queue: QueueId, priority: Priority) -> bool;
+    /// Publishes a queue's counters.
+    fn publish(&self, queue: QueueId, stats: &QueueStats);
+    /// Frees a queue's slot.
+    fn leave(&self, queue: QueueId);
+    /// The highest priority with work in other processes.
+    fn contention(&self) -> Contention;
+}
+
+/// How long a read of the board is reused by later passes (device work is ms-scale; a pass runs
+/// on every doorbell and completion).
+pub const CONTENTION_CACHE_NS: Nanos = 20_000;
+/// A queue's counters are republished at least this often while they change (for `xhsa-top`);
+/// a change of priority or of whether it has work is published at once.
+pub const PUBLISH_PERIOD_NS: Nanos = 10_000_000;
+
+/// What was last published for a queue.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct Published {
+    priority: i32,
+    has_work: bool,
+    flags: u32,
+    at: Nanos,
+}
+
 /// What libxhsa does through the runtime for a hardware queue.
 pub trait Hardware {
     /// Reserves `n` slots (ROCr's `add_write_index`); returns the first index.
@@ -93,6 +123,13 @@ pub struct Scheduler {
     degraded: u64,
     /// A `Direct` queue could not take all its published packets for lack of hardware room.
     stalled: bool,
+    /// The GPU's board, once attached.
+    board: Option<Arc<dyn Board>>,
+    /// The board's last contention and when it was read.
+    external: (Contention, Option<Nanos>),
+    published: BTreeMap<QueueId, Published>,
+    /// The rings' last counters of queues being destroyed (out of the rings, not yet removed).
+    closed: BTreeMap<QueueId, QueueStats>,
 }
 
 fn add_stats(total: &mut Summary, q: &ShadowQueue, s: Option<&QueueStats>) {
@@ -117,13 +154,72 @@ impl Scheduler {
             created: 0,
             degraded: 0,
             stalled: false,
+            board: None,
+            external: (Contention::external(None), None),
+            published: BTreeMap::new(),
+            closed: BTreeMap::new(),
         }
     }
 
+    /// Attaches the GPU's board: the queues already there join it.
+    pub fn attach_board(&mut self, board: Arc<dyn Board>) {
+        for id in self.queue_ids() {
+            if let Some(p) = self.part.priority(id) {
+                board.join(id, p);
+            }
+        }
+        self.board = Some(board);
+    }
+
+    /// Frees every slot of this process's queues on the board (process exit).
+    pub fn leave_board(&mut self) {
+        if let Some(b) = &self.board {
+            for id in self.queues.keys() {
+                b.leave(*id);
+            }
+        }
+        self.published.clear();
+    }
+
+    /// Whether a board is attached.
+    pub fn has_board(&self) -> bool {
+        self.board.is_some()
+    }
+
     /// The source of *external* contention: the highest priority with work in other processes
-    /// on the same GPU. The cross-process board is not wired yet, so: none.
+    /// on the same GPU, as the board said at the last read (none without a board).
     pub fn external_contention(&self) -> Contention {
-        Contention::external(None)
+        self.external.0
+    }
+
+    /// Reads the board again unless the last read is younger than [`CONTENTION_CACHE_NS`].
+    fn refresh_external(&mut self, now: Nanos) {
+        let Some(board) = &self.board else { return };
+        if self.external.1.is_some_and(|t| now.saturating_sub(t) < CONTENTION_CACHE_NS) {
+            return;
+        }
+        self.external = (board.contention(), Some(now));
+    }
+
+    /// Publishes the queues whose priority or work changed, and the others' counters every
+    /// [`PUBLISH_PERIOD_NS`].
+    fn publish(&mut self, now: Nanos) {
+        let Some(board) = self.board.clone() else { return };
+        for id in self.queue_ids() {
+            let Some(stats) = self.stats(id, now) else { continue };
+            let new = Published { priority: stats.priority, has_work: stats.has_work(), flags: stats.flags, at: now };
+            let due = match self.published.get(&id) {
+                Some(old) => {
+                    (old.priority, old.has_work, old.flags) != (new.priority, new.has_work, new.flags)
+                        || now.saturating_sub(old.at) >= PUBLISH_PERIOD_NS
+                }
+                None => true,
+            };
+            if due {
+                board.publish(id, &stats);
+                self.published.insert(id, new);
+            }
+        }
     }
 
     /// Adds a new shadow queue at `priority`.
@@ -134,6 +230,9 @@ impl Scheduler {
         }
         self.queues.insert(id, queue);
         self.created += 1;
+        if let Some(b) = &self.board {
+            b.join(id, priority);
+        }
         true
     }
 
@@ -161,6 +260,9 @@ impl Scheduler {
             if q.mode == Mode::Scheduled {
                 let _ = self.part.set_priority(id, priority);
             }
+        }
+        if let (Some(board), Some(stats)) = (self.board.clone(), self.stats(id, 0)) {
+            board.publish(id, &stats);
         }
     }
 
@@ -214,6 +316,7 @@ impl Scheduler {
             let _ = self.part.set_capacity(id, Some(cap));
         }
         // 3. Selection.
+        self.refresh_external(now);
         let contention = self.external_contention();
         let mut batches: BTreeMap<QueueId, (Vec<Packet>, Seq)> = BTreeMap::new();
         for f in self.part.drain_forwardable(&contention) {
@@ -226,6 +329,7 @@ impl Scheduler {
             self.write_batch(id, packets, last, mem, hw);
         }
         self.part.observe(now, &contention);
+        self.publish(now);
     }
 
     /// Writes one queue's batch and its tracking barrier.
@@ -360,7 +464,11 @@ impl Scheduler {
     /// `hsa_queue_destroy`, first step: takes what is left in the shadow ring and everything
     /// libxhsa holds for the queue into its backlog, in order, and marks it `Closing`. False for
     /// an unknown queue.
-    pub fn close(&mut self, id: QueueId, mem: &dyn QueueMemory) -> bool {
+    pub fn close(&mut self, id: QueueId, mem: &dyn QueueMemory, now: Nanos) -> bool {
+        // The rings' counters of the queue (throttle time, completions) outlive its ring.
+        if let Some(st) = self.part.stats(id, now, &self.external_contention()) {
+            self.closed.insert(id, st);
+        }
         let Some(q) = self.queues.get_mut(&id) else { return false };
         match q.mode {
             Mode::Scheduled => {
@@ -422,8 +530,13 @@ impl Scheduler {
     /// Removes a queue (after its drain); its counters go into the totals.
     pub fn remove(&mut self, id: QueueId, now: Nanos) -> Option<ShadowQueue> {
         let q = self.queues.remove(&id)?;
-        let stats = self.part.stats(id, now, &self.external_contention());
+        let closed = self.closed.remove(&id);
+        let stats = self.part.stats(id, now, &self.external_contention()).or(closed);
         let _ = self.part.remove_queue(id);
+        if let Some(b) = &self.board {
+            b.leave(id);
+        }
+        self.published.remove(&id);
         add_stats(&mut self.retired, &q, stats.as_ref());
         self.retired.held = 0;
         self.retired.in_flight = 0;
@@ -433,7 +546,11 @@ impl Scheduler {
     /// The queue's counters at `now` (pending and in flight as the rings see them).
     pub fn stats(&self, id: QueueId, now: Nanos) -> Option<QueueStats> {
         let q = self.queues.get(&id)?;
-        let mut s = self.part.stats(id, now, &self.external_contention()).unwrap_or_default();
+        let mut s = self
+            .part
+            .stats(id, now, &self.external_contention())
+            .or_else(|| self.closed.get(&id).map(|c| QueueStats { pending: 0, in_flight: 0, flags: 0, ..*c }))
+            .unwrap_or_default();
         s.submitted = q.taken;
         s.forwarded = q.forwarded;
         s.pending = s.pending.saturating_add(q.backlog.len().min(u32::MAX as usize) as u32);
@@ -666,6 +783,67 @@ mod tests {
         w.check_executed(2, 4);
     }
 
+    /// The board as another process's work shows on it.
+    #[derive(Debug, Default)]
+    struct FakeBoard {
+        external: std::sync::Mutex<Option<Priority>>,
+        published: std::sync::Mutex<Vec<(QueueId, QueueStats)>>,
+        joined: std::sync::Mutex<Vec<QueueId>>,
+        left: std::sync::Mutex<Vec<QueueId>>,
+    }
+
+    impl Board for FakeBoard {
+        fn join(&self, queue: QueueId, _: Priority) -> bool {
+            self.joined.lock().unwrap().push(queue);
+            true
+        }
+        fn publish(&self, queue: QueueId, stats: &QueueStats) {
+            self.published.lock().unwrap().push((queue, *stats));
+        }
+        fn leave(&self, queue: QueueId) {
+            self.left.lock().unwrap().push(queue);
+        }
+        fn contention(&self) -> Contention {
+            Contention::external(*self.external.lock().unwrap())
+        }
+    }
+
+    impl FakeBoard {
+        fn last(&self, q: u64) -> QueueStats {
+            self.published.lock().unwrap().iter().rev().find(|(id, _)| *id == QueueId(q)).expect("published").1
+        }
+    }
+
+    #[test]
+    fn higher_work_of_another_process_on_the_board_holds_this_process_queue() {
+        let mut w = World::new(1, "");
+        let board = Arc::new(FakeBoard::default());
+        *board.external.lock().unwrap() = Some(prio(10));
+        w.add(1, prio(0));
+        w.sched.attach_board(board.clone());
+        w.add(2, prio(0));
+        assert_eq!(*board.joined.lock().unwrap(), vec![QueueId(1), QueueId(2)], "queues join whenever the board comes");
+        w.submit(2, 4);
+        let s = w.sched.stats(QueueId(2), 0).unwrap();
+        assert_eq!((s.in_flight, s.pending), (1, 3), "contended from outside: W = 1 in flight");
+        assert!(board.last(2).has_work() && board.last(2).has_flag(crate::stats::FLAG_CONTENDED));
+        // The other process finishes; the next pass after the cached read expires sees it.
+        *board.external.lock().unwrap() = None;
+        w.sched.pass(&w.mem, &w.hw, CONTENTION_CACHE_NS - 1);
+        assert_eq!(w.sched.stats(QueueId(2), 0).unwrap().pending, 3, "a read younger than the cache period is reused");
+        w.sched.pass(&w.mem, &w.hw, CONTENTION_CACHE_NS);
+        assert_eq!(w.sched.stats(QueueId(2), 0).unwrap().pending, 0, "uncontended: everything goes");
+        assert_eq!(w.sched.stats(QueueId(2), CONTENTION_CACHE_NS).unwrap().throttle_ns, CONTENTION_CACHE_NS, "held from 0 until the board cleared");
+        assert_eq!(w.sched.summary(CONTENTION_CACHE_NS).throttle_ns, CONTENTION_CACHE_NS);
+        w.gpu(2, 100);
+        w.check_executed(2, 4);
+        assert!(!board.last(2).has_work(), "the end of the work is published");
+        assert_eq!(board.last(2).completed, 4);
+        w.sched.remove(QueueId(2), 0);
+        w.sched.leave_board();
+        assert_eq!(*board.left.lock().unwrap(), vec![QueueId(2), QueueId(1)]);
+    }
+
     #[test]
     fn the_hardware_ring_is_never_overfilled_and_the_shadow_backs_up() {
         let mut w = World::new(2, "");
@@ -723,7 +901,7 @@ mod tests {
         w.add(2, prio(0));
         w.submit(1, 1);
         w.submit(2, 8); // one in flight, seven held by the window
-        assert!(w.sched.close(QueueId(2), &w.mem));
+        assert!(w.sched.close(QueueId(2), &w.mem, 0));
         assert_eq!(w.sched.queue(QueueId(2)).unwrap().backlog.len(), 7);
         let mut steps = 0;
         let wait = loop {
@@ -761,7 +939,7 @@ mod tests {
         w.sched.fail(QueueId(3));
         assert_eq!(w.submit(2, 1), 1);
         assert!(!w.sched.doorbell(QueueId(2), &w.mem, &w.hw, 0));
-        assert!(w.sched.close(QueueId(3), &w.mem));
+        assert!(w.sched.close(QueueId(3), &w.mem, 0));
         assert_eq!(w.sched.drain_step(QueueId(3), &w.mem, &w.hw), Drain::Done { wait_for: None });
     }
 
@@ -804,7 +982,7 @@ mod tests {
                 }
             }
             for q in 1..=3 {
-                proptest::prop_assert!(world.sched.close(QueueId(q), &world.mem));
+                proptest::prop_assert!(world.sched.close(QueueId(q), &world.mem, 0));
                 let mut guard = 0;
                 while world.sched.drain_step(QueueId(q), &world.mem, &world.hw) == Drain::NeedRoom {
                     for r in 1..=3 { world.gpu(r, 4); }

@@ -192,18 +192,22 @@ pub(crate) fn next_symbol(cell: &AtomicUsize, lib: &CStr, name: &CStr) -> usize 
 /// and nothing here may panic into the exit path.
 extern "C" fn at_exit() {
     let _ = std::panic::catch_unwind(|| {
-        if let Some(g) = GLOBAL.get().filter(|g| g.summary_at_exit) {
-            // The scheduler may be held by a thread the exit interrupted: then its part is left out.
-            let shadow = match g.sched.try_lock() {
-                Ok(s) => {
-                    let t = s.summary(queues::now_ns());
-                    format!(
-                        "; shadow queues: {} created, {} packets taken, {} packets forwarded, {} held, {} in flight, {} ns throttled, {} degraded",
-                        t.queues, t.taken, t.forwarded, t.held, t.in_flight, t.throttle_ns, t.degraded
-                    )
-                }
-                Err(_) => String::new(),
-            };
+        let Some(g) = GLOBAL.get() else { return };
+        // The scheduler may be held by a thread the exit interrupted: then its part is left out
+        // (and its board slots are cleared by the next reader that finds this process gone).
+        let shadow = match g.sched.try_lock() {
+            Ok(mut s) => {
+                // This process's queues stop counting as work for the others at once.
+                s.leave_board();
+                let t = s.summary(queues::now_ns());
+                format!(
+                    "; shadow queues: {} created, {} packets taken, {} packets forwarded, {} held, {} in flight, {} ns throttled, {} degraded",
+                    t.queues, t.taken, t.forwarded, t.held, t.in_flight, t.throttle_ns, t.degraded
+                )
+            }
+            Err(_) => String::new(),
+        };
+        if g.summary_at_exit {
             let line = format!(" INFO xhsa: {}{shadow}\n", g.seen.summary());
             // SAFETY: writing our own buffer to file descriptor 2.
             unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };

@@ -27,7 +27,7 @@ use hsa_sys::hsa::{
 };
 
 use super::memory::{self, ProcessMemory};
-use super::rocr::{rocr, RocrHardware};
+use super::rocr::{rocr, Rocr, RocrHardware};
 use super::{depth, global, inside, outermost, Global};
 use crate::addr_map::AddrMap;
 use crate::fault::Point;
@@ -234,6 +234,34 @@ pub(crate) unsafe fn queue_create(
     HSA_STATUS_SUCCESS
 }
 
+/// Attaches the board of `agent`'s GPU to the scheduler, once per process (the first GPU a
+/// shadow queue is created on; see docs/board.md). Without a board the process schedules its
+/// own queues only, after one log line saying why.
+fn attach_board(g: &Global, r: &Rocr, agent: hsa_agent_t) {
+    static TRIED: AtomicBool = AtomicBool::new(false);
+    if TRIED.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let Some(node) = inside(|| r.node_id(agent)) else {
+        tracing::warn!("xhsa: the GPU's KFD node id is unknown, so no board: only this process's queues are scheduled against each other");
+        return;
+    };
+    let place = match crate::board_link::place_from_settings(&g.settings) {
+        Ok(place) => place,
+        Err(e) => {
+            tracing::error!("xhsa: {e}; no board: only this process's queues are scheduled against each other");
+            return;
+        }
+    };
+    match crate::board_link::BoardLink::open(&place, node) {
+        Ok(link) => {
+            tracing::info!("xhsa: board {}", link.path().display());
+            with_sched(|s, _, _, _| s.attach_board(std::sync::Arc::new(link)));
+        }
+        Err(e) => tracing::warn!("xhsa: {e}; no board: only this process's queues are scheduled against each other"),
+    }
+}
+
 /// Builds and registers the shadow of hardware queue `hw`; returns its address.
 fn build_shadow(g: &Global, id: u64, agent: hsa_agent_t, hw: u64, size: u32) -> Result<u64, String> {
     if g.faults.hit(Point::ShadowCreate) {
@@ -273,6 +301,7 @@ fn build_shadow(g: &Global, id: u64, agent: hsa_agent_t, hw: u64, size: u32) -> 
     memory::write_u64(mem + WRITE_INDEX, 0);
     memory::write_u64(mem + READ_INDEX, 0);
     let shadow = AqlRing { base: mem + RING_OFFSET, slots: size as u64, amd_queue: mem };
+    attach_board(g, r, agent);
     let priority = g.settings.priority_for(StreamPriority::Normal, &g.identity, None);
     let added = with_sched(|s, _, _, _| s.add(ShadowQueue::new(QueueId(id), shadow, hwq, tracking), priority)) == Some(true);
     if added && SHADOWS.insert(mem, id) && HW_OF.insert(mem, hw) && DOORBELLS.insert(doorbell, id) {
@@ -314,7 +343,7 @@ fn destroy_shadow(real: QueueFn, shadow: u64, id: QueueId) -> hsa_status_t {
     let Some(r) = rocr() else { return HSA_STATUS_ERROR };
     let hw = HW_OF.get(shadow).unwrap_or(0);
     let doorbell = memory::read_u64(shadow + DOORBELL);
-    with_sched(|s, m, _, _| s.close(id, m));
+    with_sched(|s, m, _, now| s.close(id, m, now));
     let deadline = Instant::now() + DESTROY_PATIENCE;
     let wait = loop {
         match with_sched(|s, m, hw, _| s.drain_step(id, m, hw)) {

@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 use hsa_sys::hsa::{
     hsa_agent_t, hsa_amd_memory_pool_t, hsa_amd_signal_handler, hsa_queue_t, hsa_signal_condition_t, hsa_signal_t, hsa_signal_value_t,
-    hsa_status_t, HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED, HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS,
+    hsa_status_t, HSA_AMD_AGENT_INFO_DRIVER_NODE_ID, HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED, HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS,
     HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED, HSA_AMD_MEMORY_POOL_INFO_SEGMENT, HSA_AMD_SEGMENT_GLOBAL, HSA_AGENT_INFO_DEVICE,
     HSA_DEVICE_TYPE_CPU, HSA_SIGNAL_CONDITION_LT, HSA_STATUS_SUCCESS,
 };
@@ -141,6 +141,15 @@ impl Hardware for RocrHardware {
 }
 
 impl Rocr {
+    /// The KFD node id of `agent` (the same in every process of the machine): the key of its
+    /// board.
+    pub fn node_id(&self, agent: hsa_agent_t) -> Option<u32> {
+        let mut node: u32 = u32::MAX;
+        // SAFETY: HSA_AMD_AGENT_INFO_DRIVER_NODE_ID writes a uint32_t.
+        let st = unsafe { (self.agent_info)(agent, HSA_AMD_AGENT_INFO_DRIVER_NODE_ID, (&mut node as *mut u32).cast()) };
+        (st == HSA_STATUS_SUCCESS && node != u32::MAX).then_some(node)
+    }
+
     /// A new signal with `value` and no consumers (an interrupt signal in ROCr).
     pub fn signal_create(&self, value: i64) -> Option<u64> {
         let mut s = hsa_signal_t { handle: 0 };

@@ -1,0 +1,76 @@
+//! Two processes with libxhsa on one emulated GPU: the batch process yields to the
+//! latency-critical one it never talks to, through the per-GPU board alone.
+//!
+//! Busy (tests/programs/shared_hip.hip `busy`): a stream flooded with 4 ms kernels of one full
+//! round of the 80 CUs, 20-25 queued. Victim (`victim`): 10 kernels of 640 workgroups x 1 ms,
+//! five trials. Both preload libxhsa with the same `XHSA_BOARD_DIR`. The assertions are on what
+//! libxhsa reports at exit (its summary line): whether the busy process's queue was held back by
+//! the window while the victim had work, not on timings.
+mod common;
+
+use std::time::Duration;
+
+use common::{assert_passed, run_lock, spawn_under_emu, DeviceDir, RunOpts, RunOutput};
+
+fn libxhsa() -> String {
+    let p = common::artifact("libxhsa.so");
+    assert!(p.exists(), "{} not built (cargo build --release --workspace)", p.display());
+    p.display().to_string()
+}
+
+fn opts(dir: &DeviceDir, board: &std::path::Path, priority: &str) -> RunOpts {
+    let env = vec![
+        dir.env(),
+        ("LD_PRELOAD".into(), libxhsa()),
+        ("XHSA_BOARD_DIR".into(), board.display().to_string()),
+        ("XHSA_PRIORITY".into(), priority.into()),
+        ("XHSA_LOG".into(), "info".into()),
+    ];
+    RunOpts { env, timeout: Duration::from_secs(90), ..RunOpts::default() }
+}
+
+/// The `N ns throttled` figure of libxhsa's exit summary.
+fn throttled_ns(out: &RunOutput) -> u64 {
+    let line = out
+        .stderr
+        .lines()
+        .find(|l| l.contains("INFO xhsa:") && l.contains("ns throttled"))
+        .unwrap_or_else(|| panic!("no libxhsa summary with shadow queues\n{}", out.report()));
+    let head = line.split(" ns throttled").next().unwrap();
+    head.split_whitespace().last().unwrap().parse().unwrap_or_else(|_| panic!("bad summary line: {line}"))
+}
+
+/// Runs busy at `busy_prio` and, while it floods the device, the victim at `victim_prio`;
+/// returns (busy, victim) outputs.
+fn pair(tag: &str, busy_prio: &str, victim_prio: &str) -> (RunOutput, RunOutput) {
+    let prog = common::program("shared_hip");
+    let dir = DeviceDir::new(tag);
+    let board = dir.file("board");
+    std::fs::create_dir_all(&board).unwrap();
+    let stop = dir.file("stop");
+    let busy = spawn_under_emu(&prog, &["busy", stop.to_str().unwrap(), "40"], &opts(&dir, &board, busy_prio));
+    if busy.wait_for_line(|l| l == "BUSY_RUNNING", Duration::from_secs(30)).is_none() {
+        std::fs::write(&stop, b"").unwrap();
+        panic!("the busy program never reported BUSY_RUNNING\n{}", busy.wait().report());
+    }
+    let victim = spawn_under_emu(&prog, &["victim", "10", "640", "1000000", "3"], &opts(&dir, &board, victim_prio)).wait();
+    std::fs::write(&stop, b"").unwrap();
+    let busy = busy.wait();
+    assert_passed(&victim);
+    assert_passed(&busy);
+    eprintln!("{tag}: busy throttled {} ns, victim throttled {} ns", throttled_ns(&busy), throttled_ns(&victim));
+    (busy, victim)
+}
+
+#[test]
+fn a_batch_process_yields_to_a_higher_priority_process_through_the_board() {
+    let _lock = run_lock(true);
+    let (busy, victim) = pair("yield", "-10", "10");
+    assert!(throttled_ns(&busy) > 0, "the low-priority busy process was never held back\n{}", busy.report());
+    assert_eq!(throttled_ns(&victim), 0, "the high-priority victim must never be held back\n{}", victim.report());
+
+    // Same priority: nobody yields.
+    let (busy, victim) = pair("equal", "0", "0");
+    assert_eq!(throttled_ns(&busy), 0, "equal priorities: no throttling\n{}", busy.report());
+    assert_eq!(throttled_ns(&victim), 0);
+}
