@@ -128,6 +128,20 @@ impl Priority {
         Priority { stream, ..self }
     }
 
+    /// The priority libxhsa gives the *hardware* queue behind a shadow (through ROCr's
+    /// `hsa_amd_queue_set_priority`, i.e. KFD's queue priority, which the hardware scheduler
+    /// uses to pick whose workgroups take freed compute units first). Only three values exist
+    /// there, so the operator's level decides where it says something: a level above the
+    /// default makes the queue `High`, one below makes it `Low`, whatever the application asked;
+    /// at the default level the application's stream priority stands, as without libxhsa.
+    pub fn hardware(self) -> StreamPriority {
+        match self.level.get() {
+            l if l > 0 => StreamPriority::High,
+            l if l < 0 => StreamPriority::Low,
+            _ => self.stream,
+        }
+    }
+
     /// The board encoding, `level * 4 + stream`: ordered like `Priority`.
     pub fn rank(self) -> i32 {
         self.level.get() * 4 + self.stream as i32
@@ -155,6 +169,17 @@ impl fmt::Display for Priority {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_level_decides_the_hardware_priority_where_it_is_not_the_default() {
+        use super::*;
+        let at = |l: i64, s: StreamPriority| Priority::new(Level::new(l).unwrap(), s);
+        assert_eq!(at(10, StreamPriority::Low).hardware(), StreamPriority::High);
+        assert_eq!(at(-1, StreamPriority::High).hardware(), StreamPriority::Low);
+        for s in [StreamPriority::Low, StreamPriority::Normal, StreamPriority::High] {
+            assert_eq!(at(0, s).hardware(), s, "default level: the application's choice stands");
+        }
+    }
+
     use super::*;
     use proptest::prelude::*;
 

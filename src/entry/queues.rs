@@ -305,6 +305,10 @@ fn build_shadow(g: &Global, id: u64, agent: hsa_agent_t, hw: u64, size: u32) -> 
     let priority = g.settings.priority_for(StreamPriority::Normal, &g.identity, None);
     let added = with_sched(|s, _, _, _| s.add(ShadowQueue::new(QueueId(id), shadow, hwq, tracking), priority)) == Some(true);
     if added && SHADOWS.insert(mem, id) && HW_OF.insert(mem, hw) && DOORBELLS.insert(doorbell, id) {
+        let hw_priority = priority.hardware();
+        if hw_priority != StreamPriority::Normal && !inside(|| r.set_hw_priority(hw, hw_priority)) {
+            tracing::warn!("xhsa: queue {id}: ROCr refused hardware priority {hw_priority:?}; it keeps the default");
+        }
         tracing::debug!("xhsa: queue {id}: shadow {mem:#x} ({size} packets) over hardware queue {hw:#x} ({hw_size} packets), {priority:?}");
         return Ok(mem);
     }
@@ -503,11 +507,20 @@ pub(crate) unsafe fn set_priority(real: Option<SetPriorityFn>, queue: *mut hsa_q
     let Some(real) = real else { return HSA_STATUS_ERROR };
     outermost(|g| g.seen.priority_call());
     let id = SHADOWS.get(queue as u64);
+    // A shadow's hardware queue gets the hardware side of its effective priority (the operator's
+    // level can override the application's choice, `Priority::hardware`); a value HSA does not
+    // define goes to ROCr as it is, to be refused there.
+    let effective = match (id, StreamPriority::from_hsa(priority)) {
+        (Some(_), Some(stream)) => {
+            let g = global();
+            Some(g.settings.priority_for(stream, &g.identity, None))
+        }
+        _ => None,
+    };
+    let hw_priority = effective.map_or(priority, |p| p.hardware().to_hsa());
     // SAFETY: the caller's queue or the hardware queue behind it.
-    let status = inside(|| unsafe { real(hw_of(queue as u64) as *mut hsa_queue_t, priority) });
-    if let (Some(id), HSA_STATUS_SUCCESS, Some(stream)) = (id, status, StreamPriority::from_hsa(priority)) {
-        let g = global();
-        let p = g.settings.priority_for(stream, &g.identity, None);
+    let status = inside(|| unsafe { real(hw_of(queue as u64) as *mut hsa_queue_t, hw_priority) });
+    if let (Some(id), HSA_STATUS_SUCCESS, Some(p)) = (id, status, effective) {
         with_sched(|s, _, _, _| s.set_priority(QueueId(id), p));
     }
     status

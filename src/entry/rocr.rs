@@ -38,6 +38,7 @@ type IteratePoolsFn = unsafe extern "C" fn(hsa_agent_t, PoolCallback, *mut c_voi
 type PoolInfoFn = unsafe extern "C" fn(hsa_amd_memory_pool_t, u32, *mut c_void) -> hsa_status_t;
 type PoolAllocateFn = unsafe extern "C" fn(hsa_amd_memory_pool_t, usize, u32, *mut *mut c_void) -> hsa_status_t;
 type PoolFreeFn = unsafe extern "C" fn(*mut c_void) -> hsa_status_t;
+type SetPriorityFn = unsafe extern "C" fn(*mut hsa_queue_t, u32) -> hsa_status_t;
 type AllowAccessFn = unsafe extern "C" fn(u32, *const hsa_agent_t, *const u32, *const c_void) -> hsa_status_t;
 
 /// The ROCr functions libxhsa calls.
@@ -57,6 +58,8 @@ pub(crate) struct Rocr {
     pool_allocate: PoolAllocateFn,
     pool_free: PoolFreeFn,
     allow_access: AllowAccessFn,
+    /// Optional: without it hardware queues keep ROCr's default priority.
+    set_priority: Option<SetPriorityFn>,
 }
 
 /// A function of ROCr by name, or the saved original of the table entry libxhsa patched.
@@ -96,6 +99,7 @@ pub(crate) fn rocr() -> Option<&'static Rocr> {
                 pool_allocate: resolve(c"hsa_amd_memory_pool_allocate", None)?,
                 pool_free: resolve(c"hsa_amd_memory_pool_free", None)?,
                 allow_access: resolve(c"hsa_amd_agents_allow_access", None)?,
+                set_priority: resolve(c"hsa_amd_queue_set_priority", Some(Hook::QueueSetPriority)),
             })
         })
         .as_ref()
@@ -148,6 +152,13 @@ impl Rocr {
         // SAFETY: HSA_AMD_AGENT_INFO_DRIVER_NODE_ID writes a uint32_t.
         let st = unsafe { (self.agent_info)(agent, HSA_AMD_AGENT_INFO_DRIVER_NODE_ID, (&mut node as *mut u32).cast()) };
         (st == HSA_STATUS_SUCCESS && node != u32::MAX).then_some(node)
+    }
+
+    /// Gives hardware queue `hw` the priority `p` (KFD's queue priority); false if ROCr refused.
+    pub fn set_hw_priority(&self, hw: u64, p: crate::priority::StreamPriority) -> bool {
+        let Some(f) = self.set_priority else { return false };
+        // SAFETY: a live hardware queue libxhsa created; a valid hsa_amd_queue_priority_t.
+        unsafe { f(hw as *mut hsa_queue_t, p.to_hsa()) == HSA_STATUS_SUCCESS }
     }
 
     /// A new signal with `value` and no consumers (an interrupt signal in ROCr).
