@@ -19,6 +19,7 @@ use crate::settings::{GroupSpec, Settings};
 use crate::stats::QueueStats;
 use crate::window::Contention;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -46,6 +47,8 @@ pub struct BoardLink {
     me: Owner,
     slots: Mutex<HashMap<QueueId, SlotHandle>>,
     last_cleanup: Mutex<Instant>,
+    /// Other processes had live slots at the last [`BoardLink::contention`].
+    others: AtomicBool,
 }
 
 impl BoardLink {
@@ -53,7 +56,13 @@ impl BoardLink {
     pub fn open(place: &BoardPlace, node: u32) -> Result<BoardLink, BoardError> {
         let board = SharedBoard::open(place, node, crate::board::DEFAULT_SLOT_COUNT)?;
         board.cleanup_stale(is_alive);
-        Ok(BoardLink { board, me: this_process(), slots: Mutex::new(HashMap::new()), last_cleanup: Mutex::new(Instant::now()) })
+        Ok(BoardLink {
+            board,
+            me: this_process(),
+            slots: Mutex::new(HashMap::new()),
+            last_cleanup: Mutex::new(Instant::now()),
+            others: AtomicBool::new(false),
+        })
     }
 
     /// The board file.
@@ -107,7 +116,14 @@ impl BoardLink {
     /// What the other processes' queues say: the highest priority with work.
     pub fn contention(&self) -> Contention {
         self.maybe_cleanup();
-        self.board.summary(Some(self.me)).contention()
+        let summary = self.board.summary(Some(self.me));
+        self.others.store(summary.live > 0, Ordering::Relaxed);
+        summary.contention()
+    }
+
+    /// Whether other processes had queues on the board at the last [`BoardLink::contention`].
+    pub fn others_present(&self) -> bool {
+        self.others.load(Ordering::Relaxed)
     }
 
     fn maybe_cleanup(&self) {
@@ -142,6 +158,10 @@ impl Board for BoardLink {
     fn contention(&self) -> Contention {
         BoardLink::contention(self)
     }
+
+    fn others_present(&self) -> bool {
+        BoardLink::others_present(self)
+    }
 }
 
 #[cfg(test)]
@@ -174,6 +194,7 @@ mod tests {
         let other = Owner { pid: std::process::id(), start_time: this_process().start_time + 7 };
         let h = board.claim(other, PartitionId(0), QueueId(9), p(10)).unwrap();
         assert_eq!(link.contention(), Contention::external(None), "idle queues do not contend");
+        assert!(link.others_present());
         board.publish(&h, &QueueStats { priority: p(10).rank(), in_flight: 1, ..Default::default() });
         assert_eq!(link.contention(), Contention::external(Some(p(10))));
         // The other process is not really alive: the periodic cleanup removes it.

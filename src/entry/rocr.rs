@@ -142,6 +142,11 @@ impl Hardware for RocrHardware {
         };
         st == HSA_STATUS_SUCCESS
     }
+
+    fn signal_value(&self, signal: u64) -> i64 {
+        // SAFETY: a live signal libxhsa created.
+        unsafe { (self.rocr.signal_load)(hsa_signal_t { handle: signal }) }
+    }
 }
 
 impl Rocr {
