@@ -143,6 +143,10 @@ pub struct ShadowQueue {
     pub failed: bool,
     /// At destroy: whether libxhsa must forward what it holds and wait for it.
     pub drain: bool,
+    /// The sequence number of the last packet forwarded without a tracking barrier after it
+    /// (its completion, and that of the packets before it, is not observable until one is
+    /// written).
+    pub untracked: Option<crate::window::Seq>,
 }
 
 impl ShadowQueue {
@@ -160,6 +164,7 @@ impl ShadowQueue {
             forwarded: 0,
             failed: false,
             drain: false,
+            untracked: None,
         }
     }
 

@@ -375,29 +375,57 @@ impl Scheduler {
             b.0.push(f.packet);
             b.1 = f.seq;
         }
-        // 4. Writing.
+        // 4. Writing. A tracking barrier follows a batch only when completions matter now
+        // (`wants_wakeups`); otherwise the batch stays untracked until a later barrier.
+        let track = self.wants_wakeups();
         for (id, (packets, last)) in batches {
-            self.write_batch(id, packets, last, mem, hw);
+            self.write_batch(id, packets, last, track, mem, hw);
+        }
+        if track {
+            self.track_untracked(mem, hw);
         }
         self.part.observe(now, &contention);
         self.arm_where_needed(mem, hw);
         self.publish(now);
     }
 
-    /// Writes one queue's batch and its tracking barrier.
-    fn write_batch(&mut self, id: QueueId, packets: Vec<Packet>, last: Seq, mem: &dyn QueueMemory, hw: &dyn Hardware) {
+    /// Writes one queue's batch, and its tracking barrier if `track`.
+    fn write_batch(&mut self, id: QueueId, packets: Vec<Packet>, last: Seq, track: bool, mem: &dyn QueueMemory, hw: &dyn Hardware) {
         if self.faults.hit(Point::Forward) {
             self.degrade(id, packets, "forwarding failed (injected by XHSA_FAULT_INJECT)", mem, hw);
             return;
         }
         let Some(q) = self.queues.get_mut(&id) else { return };
         let n = packets.len() as u64;
-        let first = hw.reserve(&q.hw, n + 1);
+        let first = hw.reserve(&q.hw, n + u64::from(track));
         write_reserved(mem, &q.hw.ring, first, &packets);
-        write_reserved(mem, &q.hw.ring, first + n, &[Packet::tracking_barrier(q.tracking.signal)]);
-        hw.ring(&q.hw, first + n);
-        q.tracking.issue(Some(last));
+        if track {
+            write_reserved(mem, &q.hw.ring, first + n, &[Packet::tracking_barrier(q.tracking.signal)]);
+            hw.ring(&q.hw, first + n);
+            q.tracking.issue(Some(last));
+            q.untracked = None;
+        } else {
+            hw.ring(&q.hw, first + n - 1);
+            q.untracked = Some(last);
+        }
         q.forwarded += n;
+    }
+
+    /// Writes a tracking barrier after the untracked packets of every scheduled queue (room
+    /// permitting: the capacity rule always keeps a slot for it), so that their completions
+    /// are seen.
+    fn track_untracked(&mut self, mem: &dyn QueueMemory, hw: &dyn Hardware) {
+        for q in self.queues.values_mut() {
+            let Some(last) = q.untracked.filter(|_| q.mode == Mode::Scheduled) else { continue };
+            if Self::hw_free(q, hw) == 0 {
+                continue;
+            }
+            let first = hw.reserve(&q.hw, 1);
+            write_reserved(mem, &q.hw.ring, first, &[Packet::tracking_barrier(q.tracking.signal)]);
+            hw.ring(&q.hw, first);
+            q.tracking.issue(Some(last));
+            q.untracked = None;
+        }
     }
 
     /// Writes a `Direct` queue's backlog, then its newly published packets, as far as the
@@ -797,20 +825,31 @@ mod tests {
     }
 
     #[test]
-    fn alone_a_queue_forwards_everything_with_a_tracking_barrier_per_pass() {
-        let mut w = World::new(2, "");
+    fn alone_a_queue_forwards_everything_and_tracks_it_only_once_completions_matter() {
+        let mut w = World::new(1, "");
         w.add(1, prio(0));
         assert_eq!(w.submit(1, 3), 3);
-        assert_eq!(w.hw.write_index(&hw_queue(1)), 4, "three packets and a tracking barrier");
-        assert_eq!(*w.hw.rings.borrow(), vec![(hw_queue(1).queue, 3)], "one doorbell per pass");
-        assert!(w.hw.armed.borrow().is_empty(), "alone, holding nothing: no completion handler, no wake-up");
+        assert_eq!(w.hw.write_index(&hw_queue(1)), 3, "alone and holding nothing: no tracking barrier");
+        assert_eq!(*w.hw.rings.borrow(), vec![(hw_queue(1).queue, 2)], "one doorbell per pass, with the last packet's id");
+        assert!(w.hw.armed.borrow().is_empty(), "no completion handler, no wake-up");
         assert_eq!(w.mem.load_u64(shadow_ring(1).amd_queue + READ_DISPATCH_ID), 3, "the application sees its packets taken");
         w.gpu(1, 10);
         w.check_executed(1, 3);
-        assert_eq!(w.sched.stats(QueueId(1), 0).unwrap().completed, 0, "not counted until a pass looks");
-        w.sched.pass(&w.mem, &w.hw, 0);
+        // A higher queue arrives and queue 1 gets held: now completions matter, and a barrier
+        // after queue 1's untracked packets makes them observable.
+        w.add(2, prio(5));
+        w.submit(2, 1);
+        w.submit(1, 2);
+        assert_eq!(w.sched.stats(QueueId(1), 0).unwrap().pending, 2, "held: W = 1 and 3 packets count as in flight");
+        assert_eq!(w.hw.write_index(&hw_queue(1)), 4, "a tracking barrier after the untracked packets");
+        w.gpu(1, 10);
         let s = w.sched.stats(QueueId(1), 0).unwrap();
-        assert_eq!((s.submitted, s.forwarded, s.completed, s.in_flight, s.pending), (3, 3, 3, 0, 0));
+        assert_eq!((s.completed, s.pending), (3, 1), "the barrier's completion counts all three; one more may go");
+        w.gpu(2, 10);
+        w.gpu(1, 10);
+        w.gpu(1, 10);
+        w.check_executed(1, 5);
+        w.check_executed(2, 1);
     }
 
     #[test]
