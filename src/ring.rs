@@ -131,6 +131,9 @@ struct QueueState {
     fifo: VecDeque<Packet>,
     window: QueueWindow,
     capacity: u32,
+    /// The first `expedite` packets of `fifo` go unthrottled (a passthrough library's
+    /// dispatch and everything before it in the queue).
+    expedite: usize,
 }
 
 impl QueueState {
@@ -142,13 +145,22 @@ impl QueueState {
         self.window.forwarded() + self.fifo.len() as u64
     }
 
+    /// The limit that applies to the queue's next packet.
+    fn effective(&self, limit: Limit) -> Limit {
+        if self.expedite > 0 {
+            Limit::Unlimited
+        } else {
+            limit
+        }
+    }
+
     fn may_forward(&self, limit: Limit) -> bool {
-        !self.fifo.is_empty() && self.window.may_forward(limit, self.capacity)
+        !self.fifo.is_empty() && self.window.may_forward(self.effective(limit), self.capacity)
     }
 
     /// Held back by the window (not by capacity): packets waiting, and the window is full.
     fn held(&self, limit: Limit) -> bool {
-        !self.fifo.is_empty() && !limit.allows(saturate_u32(self.window.in_flight()))
+        !self.fifo.is_empty() && !self.effective(limit).allows(saturate_u32(self.window.in_flight()))
     }
 }
 
@@ -196,7 +208,7 @@ impl Partition {
         }
         self.queues.insert(
             queue,
-            QueueState { priority, fifo: VecDeque::new(), window: QueueWindow::new(), capacity: u32::MAX },
+            QueueState { priority, fifo: VecDeque::new(), window: QueueWindow::new(), capacity: u32::MAX, expedite: 0 },
         );
         self.levels.entry(priority).or_default().push_back(queue);
         Ok(())
@@ -227,6 +239,16 @@ impl Partition {
         let state = self.queues.get_mut(&queue).ok_or(RingError::UnknownQueue(queue))?;
         let seq = state.submitted();
         state.fifo.push_back(packet);
+        Ok(seq)
+    }
+
+    /// Appends a packet that must reach the hardware unthrottled (a dispatch of a passthrough
+    /// library's kernel): it and every packet before it in its queue are forwarded without
+    /// regard to the window, in order, as far as the hardware queue has room.
+    pub fn push_expedited(&mut self, queue: QueueId, packet: Packet) -> Result<Seq, RingError> {
+        let seq = self.push(queue, packet)?;
+        let state = self.queues.get_mut(&queue).ok_or(RingError::UnknownQueue(queue))?;
+        state.expedite = state.fifo.len();
         Ok(seq)
     }
 
@@ -319,6 +341,7 @@ impl Partition {
         ring.push_back(queue);
         let state = self.queues.get_mut(&queue)?;
         let packet = state.fifo.pop_front()?;
+        state.expedite = state.expedite.saturating_sub(1);
         let seq = state.window.on_forward();
         Some(Forward { queue, seq, packet })
     }
@@ -426,6 +449,26 @@ mod tests {
         assert_eq!(CuMask::all(64).words(), &[u32::MAX, u32::MAX]);
         assert_eq!(CuMask::all(0).count(), 0);
         assert_eq!(CuMask::from_words(vec![0b101]).count(), 2);
+    }
+
+    #[test]
+    fn an_expedited_packet_and_those_before_it_go_unthrottled_in_order() {
+        let mut r = part(1);
+        r.add_queue(QueueId(1), p(5)).unwrap();
+        r.add_queue(QueueId(2), p(0)).unwrap();
+        r.push(QueueId(1), pkt(1, 0)).unwrap();
+        for n in 0..3 {
+            r.push(QueueId(2), pkt(2, n)).unwrap();
+        }
+        // Queue 1 has work: queue 2 gets W = 1.
+        assert_eq!(order(&r.drain_forwardable(&Contention::NONE)), vec![(1, 0), (2, 0)]);
+        assert!(r.is_held(QueueId(2), &Contention::NONE).unwrap());
+        // A passthrough library's dispatch arrives on queue 2: it and the two before it go.
+        r.push_expedited(QueueId(2), pkt(2, 3)).unwrap();
+        assert!(!r.is_held(QueueId(2), &Contention::NONE).unwrap());
+        r.push(QueueId(2), pkt(2, 4)).unwrap();
+        assert_eq!(order(&r.drain_forwardable(&Contention::NONE)), vec![(2, 1), (2, 2), (2, 3)], "in order, and not the packet after it");
+        assert!(r.is_held(QueueId(2), &Contention::NONE).unwrap(), "throttled again after it");
     }
 
     #[test]

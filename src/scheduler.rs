@@ -61,6 +61,17 @@ pub const CONTENTION_CACHE_NS: Nanos = 20_000;
 /// a change of priority or of whether it has work is published at once.
 pub const PUBLISH_PERIOD_NS: Nanos = 10_000_000;
 
+/// Which dispatched kernels belong to a passthrough library (by kernel object): their
+/// packets, and everything before them in their queue, reach the hardware unthrottled.
+#[derive(Clone)]
+pub struct KernelFilter(pub Arc<dyn Fn(u64) -> bool + Send + Sync>);
+
+impl std::fmt::Debug for KernelFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KernelFilter")
+    }
+}
+
 /// What was last published for a queue.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 struct Published {
@@ -137,6 +148,10 @@ pub struct Scheduler {
     published: BTreeMap<QueueId, Published>,
     /// The rings' last counters of queues being destroyed (out of the rings, not yet removed).
     closed: BTreeMap<QueueId, QueueStats>,
+    /// Passthrough libraries' kernels, when the whitelist names any.
+    passthrough_kernels: Option<KernelFilter>,
+    /// Packets of passthrough libraries' kernels seen.
+    expedited: u64,
 }
 
 fn add_stats(total: &mut Summary, q: &ShadowQueue, s: Option<&QueueStats>) {
@@ -166,7 +181,20 @@ impl Scheduler {
             others: false,
             published: BTreeMap::new(),
             closed: BTreeMap::new(),
+            passthrough_kernels: None,
+            expedited: 0,
         }
+    }
+
+    /// Makes dispatches of the kernels `filter` accepts go unthrottled (the passthrough
+    /// whitelist by code object).
+    pub fn set_passthrough_kernels(&mut self, filter: KernelFilter) {
+        self.passthrough_kernels = Some(filter);
+    }
+
+    /// Packets of passthrough libraries' kernels seen so far.
+    pub fn expedited(&self) -> u64 {
+        self.expedited
     }
 
     /// Attaches the GPU's board: the queues already there join it.
@@ -352,7 +380,16 @@ impl Scheduler {
                     let taken = intake(mem, &q.shadow, room);
                     q.taken += taken.len() as u64;
                     for p in taken {
-                        let _ = self.part.push(id, p);
+                        let passthrough = match (&self.passthrough_kernels, p.kernel_object()) {
+                            (Some(f), Some(ko)) => (f.0)(ko),
+                            _ => false,
+                        };
+                        if passthrough {
+                            self.expedited += 1;
+                            let _ = self.part.push_expedited(id, p);
+                        } else {
+                            let _ = self.part.push(id, p);
+                        }
                     }
                 }
                 _ => {}

@@ -97,23 +97,70 @@ fn hiprand_works_with_libxhsa_loaded() {
 /// HIP and ROCr loaded by `dlopen(RTLD_LOCAL)` (as Python loads PyTorch's extension): the
 /// application's calls still reach libxhsa's preloaded symbols, and libxhsa must find ROCr's
 /// definitions although `RTLD_NEXT` cannot see them.
+/// Builds tests/programs/hip_plugin.hip into `libhip_plugin.so` (its kernels in its own
+/// embedded code object) and runs it through dlopen_host with `env`.
+fn run_plugin(env: &[(&str, &str)]) -> RunOutput {
+    static BUILD: std::sync::Once = std::sync::Once::new();
+    let plugin = common::program_cache_dir().join("libhip_plugin.so");
+    BUILD.call_once(|| {
+        let src = common::tests_dir().join("programs/hip_plugin.hip");
+        let hipcc = common::require_tool("hipcc", "hipcc");
+        let st = std::process::Command::new(hipcc)
+            .args(["--offload-arch=gfx90a", "-shared", "-fPIC", "-O2", "-w", "-o"])
+            .arg(&plugin)
+            .arg(&src)
+            .status()
+            .expect("run hipcc");
+        assert!(st.success(), "hipcc failed to build {}", src.display());
+    });
+    let host = common::program("dlopen_host");
+    let plugin_arg = plugin.display().to_string();
+    let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let out = run_under_emu(&host, &[plugin_arg.as_str()], &RunOpts { env, ..RunOpts::default() });
+    assert_passed(&out);
+    out
+}
+
 #[test]
 fn hip_loaded_with_dlopen_rtld_local_works_with_libxhsa_preloaded() {
     let l = libxhsa();
-    let plugin = common::program_cache_dir().join("libhip_plugin.so");
-    let src = common::tests_dir().join("programs/hip_plugin.hip");
-    let hipcc = common::require_tool("hipcc", "hipcc");
-    let st = std::process::Command::new(hipcc)
-        .args(["--offload-arch=gfx90a", "-shared", "-fPIC", "-O2", "-w", "-o"])
-        .arg(&plugin)
-        .arg(&src)
-        .status()
-        .expect("run hipcc");
-    assert!(st.success(), "hipcc failed to build {}", src.display());
-    let host = common::program("dlopen_host");
-    let plugin_arg = plugin.display().to_string();
-    let mut env = vec![("LD_PRELOAD".to_string(), l), ("XHSA_LOG".to_string(), "info".to_string())];
-    let out = run_under_emu(&host, &[plugin_arg.as_str()], &RunOpts { env: std::mem::take(&mut env), ..RunOpts::default() });
-    assert_passed(&out);
+    let out = run_plugin(&[("LD_PRELOAD", &l), ("XHSA_LOG", "info")]);
     assert!(summary(&out).0 >= 1, "libxhsa saw no queue\n{}", out.report());
+}
+
+/// The `passthrough libraries: Q queues, D dispatches` figures of the exit summary.
+fn passthrough_counts(out: &RunOutput) -> (u64, u64) {
+    let line = out.stderr.lines().find(|l| l.contains("passthrough libraries:")).unwrap_or_else(|| panic!("no summary\n{}", out.report()));
+    let tail = line.split("passthrough libraries:").nth(1).unwrap();
+    let nums: Vec<u64> = tail.split(|c: char| !c.is_ascii_digit()).filter(|t| !t.is_empty()).map(|t| t.parse().unwrap()).collect();
+    (nums[0], nums[1])
+}
+
+/// The whitelist by code object: the plugin's kernels live in libhip_plugin.so's embedded code
+/// object (URI `file://…/libhip_plugin.so#offset=…`), so naming the library sends its
+/// dispatches unthrottled; without the entry none is.
+#[test]
+fn dispatches_of_a_whitelisted_library_kernels_pass_unthrottled() {
+    let l = libxhsa();
+    let out = run_plugin(&[("LD_PRELOAD", &l), ("XHSA_LOG", "info")]);
+    assert_eq!(passthrough_counts(&out), (0, 0), "nothing whitelisted");
+    let out = run_plugin(&[("LD_PRELOAD", &l), ("XHSA_LOG", "info"), ("XHSA_PASSTHROUGH_LIBS", "libother.so, libhip_plugin.so")]);
+    let (queues, dispatches) = passthrough_counts(&out);
+    assert_eq!(queues, 0, "HIP, not the plugin, creates the queues");
+    assert!(dispatches >= 1, "the plugin's vadd dispatch was not recognised\n{}", out.report());
+}
+
+/// The whitelist by queue creator: hsa_queues creates its queues itself, so naming its
+/// executable hands it the hardware queues untouched (no shadow), with the same results.
+#[test]
+fn queues_created_by_a_whitelisted_library_are_untouched() {
+    let l = libxhsa();
+    let prog = common::program("hsa_queues");
+    let name = prog.file_name().unwrap().to_str().unwrap().to_string();
+    let co = common::code_object("xhsa_kernels");
+    let co = co.to_str().expect("UTF-8 path");
+    let out = run("hsa_queues", &["normal", co], &[("LD_PRELOAD", &l), ("XSCHED_PASSTHROUGH_LIBS", &name)]);
+    let (queues, _) = passthrough_counts(&out);
+    assert_eq!(queues, 2, "both queues passed through\n{}", out.report());
+    assert!(out.stderr.contains("shadow queues: 0 created"), "{}", out.report());
 }

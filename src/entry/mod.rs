@@ -21,6 +21,7 @@
 
 pub mod kfd;
 mod memory;
+mod origin;
 pub mod preload;
 pub(crate) mod queues;
 mod rocr;
@@ -201,8 +202,16 @@ extern "C" fn at_exit() {
                 s.leave_board();
                 let t = s.summary(queues::now_ns());
                 format!(
-                    "; shadow queues: {} created, {} packets taken, {} packets forwarded, {} held, {} in flight, {} ns throttled, {} degraded",
-                    t.queues, t.taken, t.forwarded, t.held, t.in_flight, t.throttle_ns, t.degraded
+                    "; shadow queues: {} created, {} packets taken, {} packets forwarded, {} held, {} in flight, {} ns throttled, {} degraded; passthrough libraries: {} queues, {} dispatches",
+                    t.queues,
+                    t.taken,
+                    t.forwarded,
+                    t.held,
+                    t.in_flight,
+                    t.throttle_ns,
+                    t.degraded,
+                    queues::WHITELISTED_QUEUES.load(std::sync::atomic::Ordering::Relaxed),
+                    s.expedited()
                 )
             }
             Err(_) => String::new(),

@@ -201,6 +201,19 @@ pub(crate) unsafe fn queue_create(
         });
         return status;
     }
+    if let Some((lib, entry)) = whitelisted_caller(g) {
+        // A passthrough library's own queue: the hardware queue itself, untouched.
+        let status = call(callback, data, queue);
+        outermost(|g| {
+            // SAFETY: on success ROCr wrote the queue's pointer.
+            if let (HSA_STATUS_SUCCESS, Some(q)) = (status, unsafe { queue.as_ref() }.filter(|q| !q.is_null())) {
+                g.seen.queue_created(memory::read_u64(*q as u64 + DOORBELL));
+                WHITELISTED_QUEUES.fetch_add(1, Ordering::Relaxed);
+                tracing::info!("xhsa: a queue created by {lib} passes through unscheduled (passthrough entry {entry:?})");
+            }
+        });
+        return status;
+    }
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     let (cb, cb_data): (QueueCallback, *mut c_void) = if callback.is_some() {
         callbacks().insert(id, AppCallback { callback, data: data as usize, shadow: 0 });
@@ -232,6 +245,32 @@ pub(crate) unsafe fn queue_create(
     // SAFETY: the caller's out-parameter, non-null (checked above).
     unsafe { *queue = handed as *mut hsa_queue_t };
     HSA_STATUS_SUCCESS
+}
+
+/// Queues handed to passthrough libraries unshadowed.
+pub(crate) static WHITELISTED_QUEUES: AtomicU64 = AtomicU64::new(0);
+
+/// The library calling `hsa_queue_create` and the passthrough entry it matches, if it does.
+fn whitelisted_caller(g: &Global) -> Option<(String, String)> {
+    if g.settings.passthrough.is_empty() {
+        return None;
+    }
+    let lib = super::origin::calling_library()?;
+    let entry = g.settings.passthrough.matches(&lib)?.to_string();
+    Some((lib, entry))
+}
+
+/// Sets up the passthrough whitelist by code object, once (when it names any library).
+fn init_kernel_filter() {
+    let g = global();
+    static DONE: AtomicBool = AtomicBool::new(false);
+    if g.settings.passthrough.is_empty() || DONE.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let filter = crate::scheduler::KernelFilter(std::sync::Arc::new(move |ko| {
+        super::origin::kernel_matches(ko, |uri| g.settings.passthrough.matches(uri).is_some())
+    }));
+    with_sched(|s, _, _, _| s.set_passthrough_kernels(filter));
 }
 
 /// Attaches the board of `agent`'s GPU to the scheduler, once per process (the first GPU a
@@ -302,6 +341,7 @@ fn build_shadow(g: &Global, id: u64, agent: hsa_agent_t, hw: u64, size: u32) -> 
     memory::write_u64(mem + READ_INDEX, 0);
     let shadow = AqlRing { base: mem + RING_OFFSET, slots: size as u64, amd_queue: mem };
     attach_board(g, r, agent);
+    init_kernel_filter();
     let priority = g.settings.priority_for(StreamPriority::Normal, &g.identity, None);
     let added = with_sched(|s, _, _, _| s.add(ShadowQueue::new(QueueId(id), shadow, hwq, tracking), priority)) == Some(true);
     if added && SHADOWS.insert(mem, id) && HW_OF.insert(mem, hw) && DOORBELLS.insert(doorbell, id) {

@@ -63,7 +63,7 @@ pub(crate) struct Rocr {
 }
 
 /// A function of ROCr by name, or the saved original of the table entry libxhsa patched.
-fn resolve<T: Copy>(name: &CStr, hook: Option<Hook>) -> Option<T> {
+pub(crate) fn resolve<T: Copy>(name: &CStr, hook: Option<Hook>) -> Option<T> {
     let saved = hook.map_or(0, super::tools_lib::original);
     let p = if saved != 0 {
         saved
