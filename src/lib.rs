@@ -12,19 +12,22 @@
 //! `hsa_queue_create` hands the application a shadow queue over a hardware queue libxhsa
 //! owns; every queue function (and the doorbell stores) is interposed; a doorbell store takes
 //! the published packets into the priority rings and runs a forwarding pass on the caller's
-//! thread ([`scheduler`]), with a tracking barrier per pass whose completion (ROCr's async
-//! thread) runs the next pass; destroy drains; an internal failure degrades that queue to
-//! passthrough after forwarding what it holds. Not yet: the cross-process board
-//! ([`scheduler::Scheduler::external_contention`] reports no external work), the passthrough
-//! whitelist and per-library priority rules (queues are not yet attributed to a library), and
-//! the hardware preemption levels 2-3 (see `docs/ARCHITECTURE.md`).
+//! thread ([`scheduler`]); completions are tracked with libxhsa's own barrier packets while
+//! they matter; destroy drains; an internal failure degrades that queue to passthrough after
+//! forwarding what it holds. Processes on one GPU see each other through the board
+//! ([`board_shm`], [`board_link`], `docs/board.md`); the passthrough whitelist works by queue
+//! creator and by kernel code object; hardware queues get the KFD priority of the effective
+//! priority ([`priority::Priority::hardware`]). Not yet: per-library priority rules, several
+//! partitions, and the hardware preemption levels 2-3 (see `docs/ARCHITECTURE.md`).
 //!
 //! The safe core, tested without a runtime: [`packet`] (AQL packets as values), [`priority`],
 //! [`ring`] (per-partition priority rings), [`window`] (the level-1 in-flight window),
 //! [`shadow`] (taking packets from a shadow ring, writing them into a hardware ring), [`queue`]
 //! (a shadow queue's states and tracking bookkeeping), [`scheduler`] (forwarding passes,
 //! completions, degradation, drain), [`addr_map`] (lock-free lookup of shadow queues and
-//! doorbells), [`board`] (the cross-process board layout and summaries), [`stats`],
+//! doorbells), [`board`] (the cross-process board layout and summaries), [`board_shm`] (its
+//! shared-memory protocol, over [`shm`]'s atomic view of the mapping), [`board_link`] (a
+//! process's slots and contention), [`stats`],
 //! [`settings`] (environment and config file), [`fault`] (`XHSA_FAULT_INJECT`, a test knob) and
 //! [`whitelist`] (passthrough library matching).
 #![deny(unsafe_op_in_unsafe_fn)]
