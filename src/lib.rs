@@ -17,7 +17,7 @@
 //! forwarding what it holds. Processes on one GPU see each other through the board
 //! ([`board_shm`], [`board_link`], `docs/board.md`); the passthrough whitelist works by queue
 //! creator and by kernel code object; hardware queues get the KFD priority of the effective
-//! priority ([`priority::Priority::hardware`]). Not yet: per-library priority rules, several
+//! priority ([`priority::Priority::hardware`]). `[[library]]` priority rules use the queue's creating library. Not yet: several
 //! partitions, and the hardware preemption levels 2-3 (see `docs/ARCHITECTURE.md`).
 //!
 //! The safe core, tested without a runtime: [`packet`] (AQL packets as values), [`priority`],

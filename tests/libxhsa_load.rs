@@ -164,3 +164,26 @@ fn queues_created_by_a_whitelisted_library_are_untouched() {
     assert_eq!(queues, 2, "both queues passed through\n{}", out.report());
     assert!(out.stderr.contains("shadow queues: 0 created"), "{}", out.report());
 }
+
+/// A config file's `[[library]]` rule gives the queues a library creates its level (here the
+/// executable itself creates them): seen in libxhsa's debug line for each shadow queue.
+#[test]
+fn a_library_rule_sets_the_priority_of_the_queues_it_creates() {
+    let l = libxhsa();
+    let prog = common::program("hsa_queues");
+    let name = prog.file_name().unwrap().to_str().unwrap().to_string();
+    let dir = std::env::temp_dir().join(format!("xhsa-librule-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("xhsa.toml");
+    std::fs::write(&cfg, format!("priority = -3\n[[library]]\nname = \"{name}\"\npriority = 7\n")).unwrap();
+    let co = common::code_object("xhsa_kernels");
+    let co = co.to_str().expect("UTF-8 path");
+    let cfg_s = cfg.display().to_string();
+    let env = [("LD_PRELOAD", l.as_str()), ("XHSA_CONFIG", cfg_s.as_str()), ("XHSA_LOG", "xhsa=debug")];
+    let out = run_under_emu(&prog, &["normal", co], &RunOpts { env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), ..RunOpts::default() });
+    assert_passed(&out);
+    let shadows: Vec<&str> = out.stderr.lines().filter(|l| l.contains("shadow 0x")).collect();
+    assert_eq!(shadows.len(), 2, "{}", out.report());
+    assert!(shadows.iter().all(|l| l.contains("Level(7)")), "the library rule wins over the top-level priority: {shadows:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

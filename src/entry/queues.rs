@@ -247,6 +247,20 @@ pub(crate) unsafe fn queue_create(
     HSA_STATUS_SUCCESS
 }
 
+/// The library that created each shadow queue, when the config has `[[library]]` rules.
+static CREATORS: LazyLock<Mutex<BTreeMap<u64, String>>> = LazyLock::new(|| Mutex::new(BTreeMap::new()));
+
+/// The library creating queue `id` (for the config's `[[library]]` priority rules; only looked
+/// up when there are any), remembered for later priority changes.
+fn creating_library(g: &Global, id: u64) -> Option<String> {
+    if g.settings.config.library_rules.is_empty() {
+        return None;
+    }
+    let lib = super::origin::calling_library()?;
+    CREATORS.lock().unwrap_or_else(|e| e.into_inner()).insert(id, lib.clone());
+    Some(lib)
+}
+
 /// Queues handed to passthrough libraries unshadowed.
 pub(crate) static WHITELISTED_QUEUES: AtomicU64 = AtomicU64::new(0);
 
@@ -342,7 +356,8 @@ fn build_shadow(g: &Global, id: u64, agent: hsa_agent_t, hw: u64, size: u32) -> 
     let shadow = AqlRing { base: mem + RING_OFFSET, slots: size as u64, amd_queue: mem };
     attach_board(g, r, agent);
     init_kernel_filter();
-    let priority = g.settings.priority_for(StreamPriority::Normal, &g.identity, None);
+    let library = creating_library(g, id);
+    let priority = g.settings.priority_for(StreamPriority::Normal, &g.identity, library.as_deref());
     let added = with_sched(|s, _, _, _| s.add(ShadowQueue::new(QueueId(id), shadow, hwq, tracking), priority)) == Some(true);
     if added && SHADOWS.insert(mem, id) && HW_OF.insert(mem, hw) && DOORBELLS.insert(doorbell, id) {
         let hw_priority = priority.hardware();
@@ -553,7 +568,8 @@ pub(crate) unsafe fn set_priority(real: Option<SetPriorityFn>, queue: *mut hsa_q
     let effective = match (id, StreamPriority::from_hsa(priority)) {
         (Some(_), Some(stream)) => {
             let g = global();
-            Some(g.settings.priority_for(stream, &g.identity, None))
+            let library = id.and_then(|id| CREATORS.lock().unwrap_or_else(|e| e.into_inner()).get(&id).cloned());
+            Some(g.settings.priority_for(stream, &g.identity, library.as_deref()))
         }
         _ => None,
     };
