@@ -49,6 +49,16 @@ impl CuMask {
         m
     }
 
+    /// No CU.
+    pub fn none() -> Self {
+        CuMask([0; 4])
+    }
+
+    /// Whether the two masks share a CU.
+    pub fn intersects(&self, other: &CuMask) -> bool {
+        self.0.iter().zip(&other.0).any(|(a, b)| a & b != 0)
+    }
+
     pub fn set(&mut self, cu: usize) {
         self.0[cu / 64] |= 1 << (cu % 64);
     }
