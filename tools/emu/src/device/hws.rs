@@ -541,14 +541,17 @@ impl Hws {
         if mapped.is_some() && self.turn_ends <= self.now {
             self.turn_ends = self.now + self.quantum_ns;
         }
-        while let Some(key) = self.pick(mapped.as_ref()) {
+        // Resources only shrink while this loop places work, so a (need, mask) that found no
+        // room stays without room until the next event: remembered to spare the CU scan.
+        let mut no_room: Vec<(WgNeed, CuMask)> = Vec::new();
+        while let Some(key) = self.pick(mapped.as_ref(), &mut no_room) {
             self.dispatch_turn(key);
         }
     }
 
     /// The queue served next: highest priority with a placeable workgroup, round robin after the
     /// queue served last at that priority.
-    fn pick(&mut self, mapped: Option<&std::collections::HashSet<QueueKey>>) -> Option<QueueKey> {
+    fn pick(&mut self, mapped: Option<&std::collections::HashSet<QueueKey>>, no_room: &mut Vec<(WgNeed, CuMask)>) -> Option<QueueKey> {
         let mut best: Option<(u8, QueueKey)> = None;
         let mut candidates: Vec<(u8, QueueKey)> = Vec::new();
         for (&key, q) in self.queues.iter_mut() {
@@ -563,11 +566,16 @@ impl Hws {
                     None => continue,
                 },
             };
-            if (0..self.pool.len()).any(|cu| mask.contains(cu) && self.pool.room(cu, need) > 0) {
+            if no_room.contains(&(need, mask)) {
+                continue;
+            }
+            if (0..self.pool.len()).any(|cu| mask.contains(cu) && self.pool.fits(cu, need)) {
                 candidates.push((q.priority, key));
                 if best.is_none_or(|(p, _)| q.priority > p) {
                     best = Some((q.priority, key));
                 }
+            } else {
+                no_room.push((need, mask));
             }
         }
         let (prio, _) = best?;
@@ -584,7 +592,7 @@ impl Hws {
         let q = self.queues.get_mut(&key).expect("picked queue exists");
         let mask = q.mask;
         if let Some(&s) = q.saved.front() {
-            let mut cus: Vec<usize> = (0..self.pool.len()).filter(|&cu| mask.contains(cu) && self.pool.room(cu, s.need) > 0).collect();
+            let mut cus: Vec<usize> = (0..self.pool.len()).filter(|&cu| mask.contains(cu) && self.pool.fits(cu, s.need)).collect();
             cus.truncate(s.count as usize);
             let n = cus.len() as u64;
             if n == s.count {
@@ -602,7 +610,7 @@ impl Hws {
         let now = self.now;
         let job = q.next_job().expect("picked queue has a job");
         let need = job.kernel.need;
-        let mut cus: Vec<usize> = (0..self.pool.len()).filter(|&cu| mask.contains(cu) && self.pool.room(cu, need) > 0).collect();
+        let mut cus: Vec<usize> = (0..self.pool.len()).filter(|&cu| mask.contains(cu) && self.pool.fits(cu, need)).collect();
         if (cus.len() as u64) > job.remaining {
             cus.sort_by_key(|&cu| Reverse(self.pool.free_waves(cu)));
             cus.truncate(job.remaining as usize);
