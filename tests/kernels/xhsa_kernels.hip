@@ -2,7 +2,8 @@
 // (`xhsa_vadd`, descriptor `xhsa_vadd.kd`). The emulator has CPU models of exactly these
 // kernels (tools/emu/src/kernels/test_kernels.rs); the arguments below must keep the layout
 // those models read: pointers at kernarg offsets 0/8/16, the u32 `n` at 24 (the float `a` of
-// xhsa_saxpy at 0, the u64 `wg_ns` of xhsa_synthetic at 0).
+// xhsa_saxpy at 0, the u64 `wg_ns` of xhsa_synthetic at 0; xhsa_synthetic_p's three u64 at
+// 0/8/16).
 //
 // Used two ways:
 //   * included by the HIP test programs (`#include "xhsa_kernels.hip"`, -I tests/kernels);
@@ -45,6 +46,22 @@ extern "C" __global__ void xhsa_matmul(const float* A, const float* B, float* C,
 // busy-waits on the constant 100 MHz `s_memrealtime` counter, so the program measures the
 // same duration on real hardware.
 extern "C" __global__ void xhsa_synthetic(unsigned long long wg_ns) {
+    const unsigned long long ticks = wg_ns / 10;  // 100 MHz: 10 ns per tick
+    const unsigned long long start = __builtin_amdgcn_s_memrealtime();
+    while (__builtin_amdgcn_s_memrealtime() - start < ticks) {
+        __builtin_amdgcn_s_sleep(1);
+    }
+}
+
+// As xhsa_synthetic, with a contention profile for the emulator's timing model
+// (docs/timing-model-contention.md): each workgroup uses `util_permille` / 1000 of its CU's
+// pipe and moves `bytes_per_wg` bytes of HBM, so co-resident workgroups of other kernels may
+// slow it (and it them). Kernarg layout: wg_ns @0, util_permille @8, bytes_per_wg @16. On real
+// hardware the body only busy-waits, like xhsa_synthetic; the profile is a model input.
+extern "C" __global__ void xhsa_synthetic_p(unsigned long long wg_ns, unsigned long long util_permille,
+                                            unsigned long long bytes_per_wg) {
+    (void)util_permille;
+    (void)bytes_per_wg;
     const unsigned long long ticks = wg_ns / 10;  // 100 MHz: 10 ns per tick
     const unsigned long long start = __builtin_amdgcn_s_memrealtime();
     while (__builtin_amdgcn_s_memrealtime() - start < ticks) {

@@ -3,8 +3,10 @@
 //
 // Kernels are the emulator's synthetic kernel (tests/kernels/xhsa_kernels.hip): each
 // workgroup runs the `wg_ns` it is given, so timing follows from the device model; grid,
-// workgroup size and dynamic LDS give each kernel its occupancy. On a real gfx90a the kernel
-// body busy-waits for the same time.
+// workgroup size and dynamic LDS give each kernel its occupancy. A table line with a
+// contention profile (two trailing columns: CU pipe thousandths, HBM bytes per workgroup) is
+// launched as xhsa_synthetic_p, which hands the profile to the emulator's contention model.
+// On a real gfx90a the kernel body busy-waits for the same time.
 //
 //   workload --table FILE [--time-scale X] [--null-stream] --stream ROLE[:RATE[:PRIO]] ...
 //
@@ -47,6 +49,8 @@ struct Kernel {
   unsigned lds;
   unsigned long long wg_ns;
   unsigned long long host_ns;
+  unsigned long long util_permille = 0;  // contention profile (0 0: none)
+  unsigned long long bytes_per_wg = 0;
 };
 
 struct Table {
@@ -121,6 +125,10 @@ Table load(const std::string& path) {
       if (!(in >> k.label >> k.workgroups >> k.threads >> k.lds >> k.wg_ns) || k.threads == 0 || k.threads > 1024)
         die(path + ":" + std::to_string(n) + ": bad kernel line");
       if (!(in >> k.host_ns)) k.host_ns = 0;
+      if (in >> k.util_permille) {
+        if (!(in >> k.bytes_per_wg) || k.util_permille > 1000)
+          die(path + ":" + std::to_string(n) + ": bad contention profile (expected UTIL_PERMILLE 0-1000 and BYTES_PER_WG)");
+      }
       t.kernels.push_back(k);
     } else {
       die(path + ":" + std::to_string(n) + ": unknown line");
@@ -143,7 +151,11 @@ void request(const Table& t, hipStream_t s, long long start) {
       long long due = start + (long long)host;
       if (now_ns() < due) sleep_until(due);
     }
-    hipLaunchKernelGGL(xhsa_synthetic, dim3((unsigned)k.workgroups), dim3(k.threads), k.lds, s, k.wg_ns);
+    if (k.util_permille || k.bytes_per_wg)
+      hipLaunchKernelGGL(xhsa_synthetic_p, dim3((unsigned)k.workgroups), dim3(k.threads), k.lds, s, k.wg_ns,
+                         k.util_permille, k.bytes_per_wg);
+    else
+      hipLaunchKernelGGL(xhsa_synthetic, dim3((unsigned)k.workgroups), dim3(k.threads), k.lds, s, k.wg_ns);
   }
   CHECK(hipGetLastError());
   CHECK(hipStreamSynchronize(s));

@@ -60,6 +60,10 @@ enum Cmd {
         /// Device µs from a kernel's completion to its successor reaching the HWS (0: ideal).
         #[arg(long, default_value_t = 0.0)]
         hop_us: f64,
+        /// CU pipe capacity U the kernels' contention profiles share (default: the device's
+        /// `timing.cu_pipe_capacity`, tools/bench/device.toml); for sensitivity sweeps.
+        #[arg(long, value_name = "U", value_parser = positive)]
+        cu_pipe_capacity: Option<f64>,
     },
     /// List the scenarios and models.
     List,
@@ -111,9 +115,11 @@ fn device_config() -> PathBuf {
     root().join("tools/bench/device.toml")
 }
 
-/// Its workgroup jitter, for `predict`.
-fn device_jitter() -> Result<f64, String> {
-    xhsa_emu::config::Config::from_file(&device_config()).map(|c| c.timing.wg_jitter).map_err(|e| e.to_string())
+/// Its timing (workgroup jitter, contention capacities), for `predict`.
+fn device_timing() -> Result<xhsa_emu::config::Timing, String> {
+    xhsa_emu::config::Config::from_file(&device_config())
+        .map(|c| c.timing)
+        .map_err(|e| e.to_string())
 }
 
 fn scenarios_dir() -> PathBuf {
@@ -225,14 +231,21 @@ fn go(cli: Cli) -> Result<(), String> {
             seconds,
             json,
             hop_us,
+            cu_pipe_capacity,
         } => {
             let s = scenario::load(&scenarios_dir(), &scenario, &model_names())?;
             let tables = load_tables(&s)?;
             let tables: HashMap<String, Table> =
                 tables.into_iter().map(|(k, (_, t))| (k, t)).collect();
+            let timing = device_timing()?;
+            let mut capacity = timing.capacity();
+            if let Some(u) = cu_pipe_capacity {
+                capacity.cu_pipe = u;
+            }
             let host = sim::Host {
                 hop_ns: (hop_us * 1e3) as u64,
-                wg_jitter: device_jitter()?,
+                wg_jitter: timing.wg_jitter,
+                capacity,
                 ..Default::default()
             };
             // Two device seconds of warm-up before the window, as flat-out jobs settle.

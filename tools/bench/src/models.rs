@@ -6,12 +6,14 @@
 //!
 //! Three kinds of kernel:
 //! - **GEMM-class** (convolution as implicit GEMM, linear layers, batched matmul): workgroups of
-//!   256 work-items holding 32 KiB of LDS, so 2 per CU (the occupancy of MFMA GEMM kernels, which
-//!   VGPRs and LDS limit to about 8 waves per CU; the emulator counts only wave slots and LDS, so
-//!   the limit is expressed through LDS). The macro-tile is the largest of the usual
-//!   MIOpen/Tensile tiles that still gives two tiles per CU (else the smallest one), and a
-//!   workgroup computes `tm x tn x K` multiply-adds at a rate that grows with the tile's
-//!   arithmetic intensity.
+//!   256 work-items holding their macro-tile's LDS footprint: the A and B panels of one K-depth
+//!   stage, double-buffered, `(tm + tn) x depth x 4 B x 2` (64x64: 16 KiB, 4 per CU; 32x32:
+//!   8 KiB, 8 per CU by wave slots), capped at [`Params::gemm_lds_max`] (32 KiB, 2 per CU) for
+//!   the large tiles, which VGPRs/AGPRs limit to about 8 waves per CU (the emulator counts only
+//!   wave slots and LDS, so that limit is expressed through LDS). The macro-tile and split-K
+//!   factor are the ones with the shortest kernel in whole device rounds, and a workgroup
+//!   computes `tm x tn x K` multiply-adds at a rate that grows with the tile's arithmetic
+//!   intensity, divided among the workgroups of the kernel resident on its CU.
 //! - **memory-bound** (batch norm in inference, ReLU, residual add, pooling, softmax, layer norm,
 //!   GELU, copies): workgroups of 256 work-items, no LDS (8 per CU), moving their share of the
 //!   tensor bytes at the CU's share of HBM bandwidth; large tensors are cut into rounds of at
@@ -23,8 +25,15 @@
 //! Every kernel also carries a fixed cost (`kernel_fixed_ns`: dispatch, ramp-up and drain, the
 //! dependent-launch gap of an in-order stream), because the emulator has no launch cost of its
 //! own (see the model gaps in `docs/calibration.md`).
+//!
+//! GEMM-class and memory-bound kernels also get a contention profile
+//! (docs/timing-model-contention.md, 4.1): a GEMM workgroup uses the fraction of its CU's MFMA
+//! rate that its multiply-adds take over its run time (`MACs / (cu_macs_per_ns x wg_ns)`: the
+//! stall cycles and fixed costs are left to other workgroups); a memory-bound workgroup uses
+//! [`Params::ew_util`] of the pipe and moves its share of the kernel's bytes through HBM. GEMM
+//! panel reads are mostly L2 hits and are not counted against HBM.
 
-use crate::table::{Kernel, Table, CUS};
+use crate::table::{Kernel, Table, CUS, LDS_PER_CU, WAVES_PER_CU};
 
 /// Device and calibration figures. Defaults are the MI308X's; `eta_*` and `kernel_fixed_ns`
 /// are the calibrated ones (docs/calibration.md).
@@ -51,8 +60,12 @@ pub struct Params {
     pub host_aten_ns: u64,
     /// Host time of a PyTorch eager operator that calls MIOpen (convolution, batch norm).
     pub host_miopen_ns: u64,
-    /// GEMM-class workgroups resident per CU (occupancy; LDS per workgroup = 64 KiB / this).
-    pub gemm_per_cu: u64,
+    /// K-depth of one LDS stage of a GEMM tile (Tensile's DepthU); two stages are resident.
+    pub gemm_depth: u64,
+    /// Largest GEMM LDS footprint: large tiles are held to 2 per CU (VGPR/AGPR-limited).
+    pub gemm_lds_max: u64,
+    /// CU pipe utilisation of one memory-bound workgroup (its waves mostly wait on memory).
+    pub ew_util: f64,
 }
 
 impl Default for Params {
@@ -66,7 +79,9 @@ impl Default for Params {
             kernel_fixed_ns: 4000.0,
             gemm_wg_fixed_ns: 2000.0,
             ew_round_ns: 20_000.0,
-            gemm_per_cu: 2,
+            gemm_depth: 16,
+            gemm_lds_max: 32 * 1024,
+            ew_util: 0.02,
             host_aten_ns: 30_000,
             host_miopen_ns: 45_750,
         }
@@ -108,23 +123,21 @@ impl<'p> Builder<'p> {
     pub fn gemm(&mut self, label: &str, m: u64, n: u64, k: u64, batch: u64) {
         // The library's pick: the macro-tile and split-K factor with the shortest kernel (tuned
         // libraries time their candidates), counting rounds of the device.
-        let per_cu = self.p.gemm_per_cu;
-        let slots = CUS * per_cu;
         let plan = |(tm, tn): (u64, u64), split: u64| {
             let wgs = m.div_ceil(tm) * n.div_ceil(tn) * batch * split;
+            let (lds, per_cu) = self.tile_residency(tm, tn);
             let intensity = (tm * tn) as f64 / (tm + tn) as f64;
             let eta = self.p.eta_gemm * intensity / (intensity + self.p.i0);
-            // Workgroups sharing a CU share its MFMA rate; a kernel too small to put two on
-            // every CU gives each workgroup a CU of its own.
+            // Workgroups of the kernel sharing a CU share its MFMA rate; a kernel too small to
+            // fill its residency on every CU gives each workgroup a larger share.
             let share = wgs.div_ceil(CUS).clamp(1, per_cu) as f64;
             let rate = self.p.cu_macs_per_ns / share * eta;
-            let rounds = wgs.div_ceil(slots);
-            let wg = (tm * tn * k.div_ceil(split)) as f64 / rate
-                + self.p.gemm_wg_fixed_ns
-                + self.p.kernel_fixed_ns / rounds as f64;
-            (wgs, wg, rounds as f64 * wg)
+            let rounds = wgs.div_ceil(CUS * per_cu);
+            let macs = (tm * tn * k.div_ceil(split)) as f64;
+            let wg = macs / rate + self.p.gemm_wg_fixed_ns + self.p.kernel_fixed_ns / rounds as f64;
+            (wgs, wg, rounds as f64 * wg, macs, lds)
         };
-        let (wgs, wg, _) = TILES
+        let (wgs, wg, _, macs, lds) = TILES
             .iter()
             .flat_map(|&t| {
                 SPLIT_K
@@ -134,7 +147,15 @@ impl<'p> Builder<'p> {
             })
             .min_by(|a, b| a.2.total_cmp(&b.2))
             .unwrap_or_else(|| plan(TILES[TILES.len() - 1], 1));
-        self.push(label, wgs, GEMM_THREADS, (64 * 1024 / per_cu) as u32, wg);
+        let util = macs / (self.p.cu_macs_per_ns * wg);
+        self.push_profiled(label, wgs, GEMM_THREADS, lds as u32, wg, util, 0.0);
+    }
+
+    /// LDS bytes of a `tm x tn` GEMM workgroup and how many fit on one CU.
+    fn tile_residency(&self, tm: u64, tn: u64) -> (u64, u64) {
+        let lds = ((tm + tn) * self.p.gemm_depth * 4 * 2).min(self.p.gemm_lds_max);
+        let by_waves = u64::from(WAVES_PER_CU / GEMM_THREADS.div_ceil(64));
+        (lds, (u64::from(LDS_PER_CU) / lds).min(by_waves))
     }
 
     /// A convolution as implicit GEMM: batch `nb`, `cin -> cout`, `kh x kw` filter, output
@@ -164,11 +185,31 @@ impl<'p> Builder<'p> {
         let wgs = real.min(slots * rounds);
         let rounds = wgs.div_ceil(slots);
         let wg = busy / rounds as f64 + self.p.kernel_fixed_ns / rounds as f64;
-        self.push(label, wgs, EW_THREADS, 0, wg);
+        // HBM demand per workgroup: the kernel's bytes over its rounds at full residency, so
+        // that it streams at most bytes / (rounds x wg) = busy / (busy + fixed) of the
+        // bandwidth, as its calibrated time says. (bytes / wgs would oversubscribe HBM alone
+        // when the last round is partial: the full rounds would move more than their share.)
+        let per_wg = bytes as f64 / (rounds * wgs.min(slots)) as f64;
+        self.push_profiled(label, wgs, EW_THREADS, 0, wg, self.p.ew_util, per_wg);
     }
 
-    /// Any kernel, given directly.
+    /// Any kernel, given directly, without a contention profile.
     pub fn push(&mut self, label: &str, wgs: u64, threads: u32, lds: u32, wg_ns: f64) {
+        self.push_profiled(label, wgs, threads, lds, wg_ns, 0.0, 0.0);
+    }
+
+    /// A kernel whose workgroups each use `util` of their CU's pipe and move `bytes` of HBM.
+    #[allow(clippy::too_many_arguments)]
+    pub fn push_profiled(
+        &mut self,
+        label: &str,
+        wgs: u64,
+        threads: u32,
+        lds: u32,
+        wg_ns: f64,
+        util: f64,
+        bytes: f64,
+    ) {
         self.kernels.push(Kernel {
             label: label.to_string(),
             workgroups: wgs.max(1),
@@ -176,6 +217,8 @@ impl<'p> Builder<'p> {
             lds,
             wg_ns: (wg_ns.round() as u64).max(1),
             host_ns: 0,
+            util_permille: (util * 1000.0).round().clamp(0.0, 1000.0) as u32,
+            bytes_per_wg: bytes.round() as u64,
         });
     }
 
@@ -357,10 +400,12 @@ fn is_miopen(label: &str) -> bool {
 pub fn header(name: &str, p: &Params) -> String {
     format!(
         "{name}: generated by `xhsa-bench models --write` from tools/bench/src/models.rs; sources in docs/calibration.md.\n\
-         Device: 80 CUs x 32 wave slots, 64 KiB LDS per CU; GEMM workgroups 256 work-items + 32 KiB LDS (2 per CU),\n\
-         memory-bound workgroups 256 work-items (8 per CU). Params: fp32 MFMA {:.1} MAC/ns per CU, eta_gemm {}, I0 {},\n\
-         HBM {} B/ns x eta_bw {}, kernel fixed {} ns, GEMM workgroup fixed {} ns, memory-bound round <= {} ns.",
-        p.cu_macs_per_ns, p.eta_gemm, p.i0, p.hbm_bytes_per_ns, p.eta_bw, p.kernel_fixed_ns, p.gemm_wg_fixed_ns, p.ew_round_ns
+         Device: 80 CUs x 32 wave slots, 64 KiB LDS per CU; GEMM workgroups 256 work-items + their tile's LDS\n\
+         ((tm+tn) x depth {} x 4 B x 2, at most {} B), memory-bound workgroups 256 work-items (8 per CU).\n\
+         Params: fp32 MFMA {:.1} MAC/ns per CU, eta_gemm {}, I0 {},\n\
+         HBM {} B/ns x eta_bw {}, kernel fixed {} ns, GEMM workgroup fixed {} ns, memory-bound round <= {} ns.\n\
+         Contention profile (last two columns): GEMM util = MACs / (MFMA rate x wg_ns), memory-bound util {}, bytes per workgroup.",
+        p.gemm_depth, p.gemm_lds_max, p.cu_macs_per_ns, p.eta_gemm, p.i0, p.hbm_bytes_per_ns, p.eta_bw, p.kernel_fixed_ns, p.gemm_wg_fixed_ns, p.ew_round_ns, p.ew_util
     )
 }
 
@@ -380,6 +425,18 @@ mod tests {
         // embeddings 6 + 12 x 17 + pooler 2.
         assert_eq!(count("bert_base"), 212);
         assert_eq!(count("matmul2048_task"), 30);
+    }
+
+    #[test]
+    fn gemm_tiles_hold_their_footprint_of_lds() {
+        let p = Params::default();
+        let b = Builder::new(&p);
+        // (tm + tn) x 16 x 4 B x 2 stages; large tiles capped at 32 KiB (2 per CU).
+        assert_eq!(b.tile_residency(64, 64), (16384, 4));
+        assert_eq!(b.tile_residency(128, 64), (24576, 2));
+        assert_eq!(b.tile_residency(256, 128), (32768, 2));
+        // 32x32: 8 KiB, 8 per CU by LDS and by wave slots (4 waves each).
+        assert_eq!(b.tile_residency(32, 32), (8192, 8));
     }
 
     #[test]

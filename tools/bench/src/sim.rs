@@ -11,7 +11,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
-use xhsa_emu::device::{CuPool, Hws, KernelJob, WgNeed};
+use xhsa_emu::device::{Capacity, CuPool, Hws, KernelJob, Profile, WgNeed};
 
 use crate::phase::{PhaseResult, StreamResult};
 use crate::scenario::{Process, Role};
@@ -26,6 +26,9 @@ pub struct Host {
     pub priority: u8,
     /// Workgroup run-time jitter of the device (`timing.wg_jitter` of tools/bench/device.toml).
     pub wg_jitter: f64,
+    /// CU pipe and HBM capacities the kernels' contention profiles share
+    /// (`timing.cu_pipe_capacity`, `timing.hbm_bytes_per_ns`).
+    pub capacity: Capacity,
 }
 
 impl Default for Host {
@@ -34,6 +37,7 @@ impl Default for Host {
             hop_ns: 0,
             priority: 7,
             wg_jitter: 0.0,
+            capacity: Capacity::default(),
         }
     }
 }
@@ -75,7 +79,9 @@ pub fn run(
     seconds: f64,
     host: Host,
 ) -> PhaseResult {
-    let mut hws = Hws::new(CuPool::new(CUS as usize, WAVES_PER_CU, LDS_PER_CU)).with_jitter(host.wg_jitter);
+    let mut hws = Hws::new(CuPool::new(CUS as usize, WAVES_PER_CU, LDS_PER_CU))
+        .with_jitter(host.wg_jitter)
+        .with_capacity(host.capacity);
     let mut streams = Vec::new();
     let mut owner = Vec::new();
     for (pi, p) in processes.iter().enumerate() {
@@ -174,6 +180,10 @@ pub fn run(
                         lds: k.lds,
                     },
                     wg_ns: k.wg_ns,
+                    profile: Profile {
+                        cu_util: k.util_permille as f32 / 1000.0,
+                        hbm_bytes: k.bytes_per_wg,
+                    },
                 };
                 hws.submit(i as u32, job, t);
             }
@@ -222,6 +232,8 @@ mod tests {
             lds,
             wg_ns,
             host_ns,
+            util_permille: 0,
+            bytes_per_wg: 0,
         }
     }
 
@@ -261,6 +273,54 @@ mod tests {
             (l.mean_ms - want).abs() < 1e-6 && (l.p99_ms - want).abs() < 1e-6,
             "{l:?} vs {want}"
         );
+    }
+
+    /// docs/timing-model-contention.md 6.2: every shipped model alone gives, to the ns, what it
+    /// gives without contention profiles (the fixed-end model), with the scenarios' jitter.
+    #[test]
+    fn every_model_alone_is_unchanged_by_its_contention_profile() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/models");
+        let host = Host {
+            wg_jitter: 0.1,
+            ..Host::default()
+        };
+        for (name, seconds) in [
+            ("resnet18_bs8", 0.5),
+            ("resnet50_bs8", 0.5),
+            ("bert_base", 0.5),
+            ("resnet50_bs1024", 1.2),
+        ] {
+            let text = std::fs::read_to_string(dir.join(format!("{name}.kernels"))).unwrap();
+            let with = Table::parse(&text).unwrap();
+            assert!(with.kernels.iter().any(|k| k.profiled()), "{name}");
+            let mut without = with.clone();
+            for k in &mut without.kernels {
+                k.util_permille = 0;
+                k.bytes_per_wg = 0;
+            }
+            let go = |t: &Table| {
+                let tables = HashMap::from([(name.to_string(), t.clone())]);
+                let r = run(&[proc(name, Role::Hp, None)], &tables, seconds, host);
+                r.streams[0].requests.clone()
+            };
+            let (a, b) = (go(&with), go(&without));
+            assert!(!a.is_empty(), "{name}");
+            assert_eq!(a, b, "{name}");
+        }
+    }
+
+    #[test]
+    fn contention_slows_co_running_jobs() {
+        // Two jobs whose workgroups each use 0.6 of a CU's pipe: alone 1 ms per request,
+        // together on every CU at 1.2 x.
+        let mut kern = k(80, 0, 100_000, 0);
+        kern.util_permille = 600;
+        let t = table("a", vec![kern; 10]);
+        let tables = HashMap::from([("a".to_string(), t)]);
+        let procs = [proc("a", Role::Hp, None), proc("a", Role::Lp, None)];
+        let s = run(&procs, &tables, 1.0, Host::default()).summarize(0.1, 1.0);
+        let l = s.hp.unwrap();
+        assert!((l.mean_ms - 1.2).abs() < 0.05, "{l:?}");
     }
 
     #[test]

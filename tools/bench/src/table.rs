@@ -7,13 +7,19 @@
 //! model resnet18_bs8
 //! items 8                 # images (or sequences, tasks) per request
 //! unit img
-//! kernel conv1 392 256 32768 41230 45000  # label workgroups threads lds-bytes wg-ns host-ns
+//! kernel conv1 392 256 32768 41230 45000 165 0  # label workgroups threads lds-bytes wg-ns host-ns [util-permille bytes-per-wg]
 //! ```
 //!
 //! The workload launches each `kernel` line as `xhsa_synthetic<<<workgroups, threads, lds>>>(wg_ns)`
 //! on its stream, in order, issuing kernel `i` no earlier than the sum of the `host-ns` of
 //! kernels `0..=i` after the request began: the application's own CPU time per operation
 //! (PyTorch's Python, dispatcher and library call), in device ns.
+//!
+//! The two optional trailing columns are the kernel's contention profile
+//! (docs/timing-model-contention.md): the thousandths of its CU's pipe one workgroup uses and
+//! the HBM bytes one workgroup moves. A kernel with a non-zero profile is launched as
+//! `xhsa_synthetic_p(wg_ns, util_permille, bytes_per_wg)`; lines without them (six or seven
+//! columns) have a zero profile: never slowed, never slowing others.
 
 use std::fmt::Write as _;
 
@@ -27,12 +33,21 @@ pub struct Kernel {
     pub wg_ns: u64,
     /// Host time the application spends before issuing this kernel (device ns).
     pub host_ns: u64,
+    /// Thousandths of its CU's pipe one workgroup uses (0: none).
+    pub util_permille: u32,
+    /// HBM bytes one workgroup moves (0: none).
+    pub bytes_per_wg: u64,
 }
 
 impl Kernel {
     /// Wave slots one workgroup occupies (wave64).
     pub fn waves(&self) -> u32 {
         self.threads.div_ceil(64).max(1)
+    }
+
+    /// Whether it has a contention profile.
+    pub fn profiled(&self) -> bool {
+        self.util_permille > 0 || self.bytes_per_wg > 0
     }
 }
 
@@ -71,13 +86,17 @@ impl Table {
                     )
                 }
                 "unit" if f.len() == 2 => unit = Some(f[1].to_string()),
-                "kernel" if f.len() == 6 || f.len() == 7 => {
+                "kernel" if matches!(f.len(), 6 | 7 | 9) => {
                     let num = |i: usize| {
                         f[i].parse::<u64>().map_err(|_| {
-                            bad("expected `kernel LABEL WORKGROUPS THREADS LDS WG_NS [HOST_NS]`")
+                            bad("expected `kernel LABEL WORKGROUPS THREADS LDS WG_NS [HOST_NS [UTIL_PERMILLE BYTES_PER_WG]]`")
                         })
                     };
-                    let host_ns = if f.len() == 7 { num(6)? } else { 0 };
+                    let host_ns = if f.len() >= 7 { num(6)? } else { 0 };
+                    let (util, bytes) = if f.len() == 9 { (num(7)?, num(8)?) } else { (0, 0) };
+                    if util > 1000 {
+                        return Err(bad("util-permille out of range (0-1000)"));
+                    }
                     let k = Kernel {
                         label: f[1].to_string(),
                         workgroups: num(2)?,
@@ -85,6 +104,8 @@ impl Table {
                         lds: num(4)? as u32,
                         wg_ns: num(5)?,
                         host_ns,
+                        util_permille: util as u32,
+                        bytes_per_wg: bytes,
                     };
                     if k.workgroups == 0
                         || k.threads == 0
@@ -96,6 +117,7 @@ impl Table {
                     }
                     kernels.push(k);
                 }
+                "kernel" => return Err(bad("expected `kernel LABEL WORKGROUPS THREADS LDS WG_NS [HOST_NS [UTIL_PERMILLE BYTES_PER_WG]]` (6, 7 or 9 fields)")),
                 _ => return Err(bad("unknown line (expected model, items, unit or kernel)")),
             }
         }
@@ -122,17 +144,23 @@ impl Table {
             "model {}\nitems {}\nunit {}",
             self.model, self.items, self.unit
         );
-        let _ = writeln!(s, "# kernel LABEL WORKGROUPS THREADS LDS_BYTES WG_NS HOST_NS   # alone on the GPU: rounds x wg_ns");
+        let _ = writeln!(s, "# kernel LABEL WORKGROUPS THREADS LDS_BYTES WG_NS HOST_NS [UTIL_PERMILLE BYTES_PER_WG]   # alone on the GPU: rounds x wg_ns");
         for k in &self.kernels {
+            let profile = if k.profiled() {
+                format!(" {} {}", k.util_permille, k.bytes_per_wg)
+            } else {
+                String::new()
+            };
             let _ = writeln!(
                 s,
-                "kernel {} {} {} {} {} {}   # {:.1} us",
+                "kernel {} {} {} {} {} {}{}   # {:.1} us",
                 k.label,
                 k.workgroups,
                 k.threads,
                 k.lds,
                 k.wg_ns,
                 k.host_ns,
+                profile,
                 alone_ns(k) as f64 / 1e3
             );
         }
@@ -190,6 +218,8 @@ mod tests {
                 lds: 32768,
                 wg_ns: 1000,
                 host_ns: 500,
+                util_permille: 0,
+                bytes_per_wg: 0,
             }],
         };
         let back = Table::parse(&t.render("hello\nworld")).unwrap();
@@ -197,6 +227,20 @@ mod tests {
         // 2 workgroups per CU by LDS: 160 at once, so 2 rounds, after 500 ns of host time.
         assert_eq!(back.gpu_ns(), 2000);
         assert_eq!(back.alone_ns(), 2500);
+        let mut p = t.clone();
+        p.kernels[0].util_permille = 165;
+        p.kernels[0].bytes_per_wg = 4096;
+        assert_eq!(Table::parse(&p.render("")).unwrap(), p);
+    }
+
+    #[test]
+    fn old_lines_have_a_zero_profile() {
+        let t = Table::parse("model x\nkernel a 1 64 0 100\nkernel b 1 64 0 100 5\nkernel c 1 64 0 100 5 300 4096\n").unwrap();
+        let p: Vec<(u32, u64)> = t.kernels.iter().map(|k| (k.util_permille, k.bytes_per_wg)).collect();
+        assert_eq!(p, vec![(0, 0), (0, 0), (300, 4096)]);
+        let e = Table::parse("model x\nkernel a 1 64 0 100 5 300\n").unwrap_err();
+        assert!(e.contains("9 fields"), "{e}");
+        assert!(Table::parse("model x\nkernel a 1 64 0 100 5 1001 0\n").is_err());
     }
 
     #[test]

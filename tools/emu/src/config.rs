@@ -89,11 +89,32 @@ pub struct Timing {
     /// Workgroup run times vary uniformly by up to this fraction either way (0 to 0.9), so a
     /// kernel's workgroups do not all finish at one instant.
     pub wg_jitter: f64,
+    /// Capacity `U` of one CU's pipe that co-resident workgroups' utilisations share (their
+    /// contention profiles; docs/timing-model-contention.md). 0.1 to 10.
+    pub cu_pipe_capacity: f64,
+    /// Achievable HBM bandwidth that memory-bound workgroups share, bytes per ns (MI308X:
+    /// 5300 peak x 0.70 reached by streaming kernels). 1 to 100000.
+    pub hbm_bytes_per_ns: f64,
+}
+
+impl Timing {
+    /// The capacities contention profiles are measured against.
+    pub fn capacity(&self) -> crate::device::Capacity {
+        crate::device::Capacity { cu_pipe: self.cu_pipe_capacity, hbm_bytes_per_ns: self.hbm_bytes_per_ns }
+    }
 }
 
 impl Default for Timing {
     fn default() -> Self {
-        Timing { time_scale: 1.0, default_wg_ns: 2_000, sdma_bytes_per_us: 50_000, wg_jitter: 0.0 }
+        let cap = crate::device::Capacity::default();
+        Timing {
+            time_scale: 1.0,
+            default_wg_ns: 2_000,
+            sdma_bytes_per_us: 50_000,
+            wg_jitter: 0.0,
+            cu_pipe_capacity: cap.cu_pipe,
+            hbm_bytes_per_ns: cap.hbm_bytes_per_ns,
+        }
     }
 }
 
@@ -124,6 +145,20 @@ pub struct KernelProfile {
     pub name: String,
     /// Run time of one of its workgroups.
     pub wg_ns: u64,
+    /// Fraction of its CU's pipe one workgroup uses (0.0 to 1.0; default 0: never slowed by
+    /// other workgroups on its CU).
+    #[serde(default)]
+    pub util: f64,
+    /// HBM bytes one workgroup moves (default 0: never slowed by bandwidth contention).
+    #[serde(default)]
+    pub hbm_bytes_per_wg: u64,
+}
+
+impl KernelProfile {
+    /// Its contention profile.
+    pub fn contention(&self) -> crate::device::Profile {
+        crate::device::Profile { cu_util: self.util as f32, hbm_bytes: self.hbm_bytes_per_wg }
+    }
 }
 
 
@@ -186,12 +221,27 @@ impl Config {
         if !(0.0..=0.9).contains(&t.wg_jitter) {
             return Err(ConfigError(format!("timing.wg_jitter = {} is out of range; accepted: 0.0 to 0.9", t.wg_jitter)));
         }
+        if !(t.cu_pipe_capacity.is_finite() && (0.1..=10.0).contains(&t.cu_pipe_capacity)) {
+            return Err(ConfigError(format!(
+                "timing.cu_pipe_capacity = {} is out of range; accepted: 0.1 to 10.0 (workgroup utilisations one CU's pipe holds at full speed)",
+                t.cu_pipe_capacity
+            )));
+        }
+        if !(t.hbm_bytes_per_ns.is_finite() && (1.0..=100_000.0).contains(&t.hbm_bytes_per_ns)) {
+            return Err(ConfigError(format!(
+                "timing.hbm_bytes_per_ns = {} is out of range; accepted: 1.0 to 100000.0 (achievable HBM bytes per ns, e.g. 3710 = 5.3 TB/s x 0.70)",
+                t.hbm_bytes_per_ns
+            )));
+        }
         if t.sdma_bytes_per_us == 0 {
             return Err(ConfigError("timing.sdma_bytes_per_us must be at least 1".into()));
         }
         for k in &self.kernels {
             if k.name.is_empty() {
                 return Err(ConfigError("[[kernel]] entry without a name".into()));
+            }
+            if !(k.util.is_finite() && (0.0..=1.0).contains(&k.util)) {
+                return Err(ConfigError(format!("[[kernel]] {}: util = {} is out of range; accepted: 0.0 to 1.0", k.name, k.util)));
             }
         }
         Ok(())
@@ -257,5 +307,14 @@ mod tests {
         assert!(e.0.contains("unknown field") && e.0.contains("cus_per_xcc"), "{e}");
         let e = Config::from_toml("[timing]\ntime_scale = 0.5\n").unwrap_err();
         assert!(e.0.contains("timing.time_scale"), "{e}");
+        let e = Config::from_toml("[timing]\ncu_pipe_capacity = 0.0\n").unwrap_err();
+        assert!(e.0.contains("timing.cu_pipe_capacity") && e.0.contains("0.1 to 10.0"), "{e}");
+        let e = Config::from_toml("[timing]\nhbm_bytes_per_ns = -5.0\n").unwrap_err();
+        assert!(e.0.contains("timing.hbm_bytes_per_ns") && e.0.contains("1.0 to 100000.0"), "{e}");
+        let e = Config::from_toml("[[kernel]]\nname = \"k\"\nwg_ns = 7\nutil = 1.5\n").unwrap_err();
+        assert!(e.0.contains("util") && e.0.contains("0.0 to 1.0"), "{e}");
+        let c = Config::from_toml("[timing]\ncu_pipe_capacity = 1.2\nhbm_bytes_per_ns = 4000\n[[kernel]]\nname = \"k\"\nwg_ns = 7\nutil = 0.4\nhbm_bytes_per_wg = 65536\n").unwrap();
+        assert_eq!(c.timing.capacity(), crate::device::Capacity { cu_pipe: 1.2, hbm_bytes_per_ns: 4000.0 });
+        assert_eq!(c.profile("k").unwrap().contention(), crate::device::Profile { cu_util: 0.4, hbm_bytes: 65536 });
     }
 }

@@ -62,7 +62,8 @@ impl Cp {
     pub fn new(cfg: Arc<Config>, r_debug: Option<u64>) -> Self {
         let d = &cfg.device;
         let pool = CuPool::new(d.cus() as usize, d.waves_per_cu(), d.lds_kib * 1024);
-        Self::with_scheduler(cfg, r_debug, Box::new(Hws::new(pool)))
+        let hws = Hws::new(pool).with_capacity(cfg.timing.capacity());
+        Self::with_scheduler(cfg, r_debug, Box::new(hws))
     }
 
     /// A CP whose kernels run on `hws` (e.g. a device shared with other processes).
@@ -216,8 +217,9 @@ impl Cp {
             let entry = match d.packet {
                 Packet::Kernel(k) => {
                     let r = self.resolver.resolve(env.mem, env.memory, k.kernel_object);
-                    let wg_ns = match resolve::with_ctx(&k, env.mem, env.memory, |ctx| resolve::wg_ns(&self.cfg, &r, ctx)) {
-                        Ok(ns) => ns,
+                    let timing = resolve::with_ctx(&k, env.mem, env.memory, |ctx| -> Result<_, crate::kernels::Fault> { Ok((resolve::wg_ns(&self.cfg, &r, ctx)?, resolve::profile(&self.cfg, &r, ctx)?)) });
+                    let (wg_ns, profile) = match timing {
+                        Ok(t) => t,
                         Err(f) => {
                             self.memory_fault(key, env, f.addr, f.write);
                             return progress;
@@ -225,7 +227,7 @@ impl Cp {
                     };
                     let tag = self.next_tag;
                     self.next_tag += 1;
-                    let job = KernelJob { tag, workgroups: k.workgroups(), need: WgNeed::new(k.work_items_per_wg(), wave, k.group_segment), wg_ns };
+                    let job = KernelJob { tag, workgroups: k.workgroups(), need: WgNeed::new(k.work_items_per_wg(), wave, k.group_segment), wg_ns, profile };
                     self.hws.submit(key, job, t);
                     InFlight { id, tag: Some(tag), completion_signal: d.completion_signal, start: t, end: None, kernel: Some((k, r)) }
                 }

@@ -8,6 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::config::Config;
+use crate::device::Profile;
 use crate::kernels::naming::Namer;
 use crate::kernels::{blit, Dispatch, Fault, KernelCtx, Model, Registry};
 use crate::kfd::memory::Memory;
@@ -71,6 +72,18 @@ pub fn wg_ns(cfg: &Config, r: &Resolved, ctx: &KernelCtx) -> Result<u64, Fault> 
     match r.model {
         Some(m) => (m.wg_ns)(ctx),
         None => Ok(cfg.timing.default_wg_ns),
+    }
+}
+
+/// Contention profile of one workgroup: the config's profile for the name, else the model's,
+/// else zero (never slowed).
+pub fn profile(cfg: &Config, r: &Resolved, ctx: &KernelCtx) -> Result<Profile, Fault> {
+    if let Some(p) = cfg.profile(&r.name) {
+        return Ok(p.contention());
+    }
+    match r.model {
+        Some(m) => (m.profile)(ctx),
+        None => Ok(Profile::default()),
     }
 }
 

@@ -49,6 +49,16 @@ impl CuMask {
         m
     }
 
+    /// No CU.
+    pub fn none() -> Self {
+        CuMask([0; 4])
+    }
+
+    /// Whether the two masks share a CU.
+    pub fn intersects(&self, other: &CuMask) -> bool {
+        self.0.iter().zip(&other.0).any(|(a, b)| a & b != 0)
+    }
+
     pub fn set(&mut self, cu: usize) {
         self.0[cu / 64] |= 1 << (cu % 64);
     }
@@ -108,6 +118,13 @@ impl CuPool {
         by_waves.min(by_lds)
     }
 
+    /// Whether one more workgroup with this need fits on CU `cu` now (`room > 0`, without
+    /// divisions: the HWS asks this for every CU on every turn).
+    pub fn fits(&self, cu: usize, need: WgNeed) -> bool {
+        let c = self.cus[cu];
+        c.free_waves >= need.waves.max(1) && c.free_lds >= need.lds
+    }
+
     pub fn take(&mut self, cu: usize, need: WgNeed, count: u32) {
         let c = &mut self.cus[cu];
         c.free_waves -= need.waves * count;
@@ -152,6 +169,11 @@ mod tests {
         p.take(0, WgNeed { waves: 4, lds: 16384 }, 2);
         assert_eq!(p.room(0, WgNeed { waves: 4, lds: 16384 }), 2);
         assert_eq!(p.room(1, WgNeed { waves: 4, lds: 16384 }), 4);
+        for need in [WgNeed { waves: 4, lds: 16384 }, WgNeed { waves: 30, lds: 0 }, WgNeed { waves: 1, lds: 40000 }, WgNeed { waves: 0, lds: 0 }] {
+            for cu in 0..2 {
+                assert_eq!(p.fits(cu, need), p.room(cu, need) > 0, "{need:?} on {cu}");
+            }
+        }
         p.give(0, WgNeed { waves: 4, lds: 16384 }, 2);
         assert_eq!(p.busy_waves(), 0);
     }

@@ -7,13 +7,23 @@
 //! priority. A queue whose CU mask excludes a CU never runs there; a queue that is not runnable
 //! (`queue_percentage == 0`, evicted or suspended) is not fetched from.
 //!
+//! Once placed, a batch of workgroups progresses at a rate set by contention
+//! (docs/timing-model-contention.md): workgroups co-resident on a CU share its pipe, and
+//! memory-bound workgroups share HBM ([`super::contention`]). Every placement, completion or
+//! removal re-times the batches whose slowdown it changed (processor sharing); their old heap
+//! entries become stale (version counter) and are skipped. Kernels without a contention
+//! profile (the default) are never slowed, and a batch never slowed keeps the exact integer
+//! end time it was placed with.
+//!
 //! Time is device time in nanoseconds, supplied by the caller; the model is pure and
 //! deterministic, so it is tested without clocks or threads.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 
+use super::contention::{Capacity, Demand, Loads, Profile};
 use super::cu::{CuMask, CuPool, WgNeed};
+use super::progress::Progress;
 
 /// A device-wide hardware queue identifier.
 pub type QueueKey = u32;
@@ -22,14 +32,16 @@ pub type QueueKey = u32;
 pub const MAX_PRIORITY: u8 = 15;
 
 /// A kernel as the HWS sees it: how many workgroups, what each occupies and how long it runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct KernelJob {
     /// The caller's identifier, handed back on completion.
     pub tag: u64,
     pub workgroups: u64,
     pub need: WgNeed,
-    /// Run time of one workgroup once it is on a CU.
+    /// Run time of one workgroup once it is on a CU, uncontended (calibrated).
     pub wg_ns: u64,
+    /// What one workgroup demands of its CU's pipe and of HBM (zero: never slowed).
+    pub profile: Profile,
 }
 
 /// A kernel whose workgroups have all finished. Completions of one queue come in queue order.
@@ -46,6 +58,8 @@ pub struct Completion {
 #[derive(Debug)]
 struct Job {
     kernel: KernelJob,
+    /// One workgroup's demand, from the kernel's profile.
+    demand: Demand,
     remaining: u64,
     in_flight: u64,
     /// Workgroups preempted (waves saved by CWSR) and waiting to resume.
@@ -67,8 +81,19 @@ struct HwQueue {
     mask: CuMask,
     jobs: VecDeque<Job>,
     last_end: u64,
-    /// Preempted workgroups `(tag, need, count, remaining run time)`, resumed before new ones.
-    saved: VecDeque<(u64, WgNeed, u64, u64)>,
+    /// Preempted workgroups, resumed before new ones.
+    saved: VecDeque<Saved>,
+}
+
+/// Workgroups preempted with their progress saved (CWSR).
+#[derive(Clone, Copy, Debug)]
+struct Saved {
+    tag: u64,
+    need: WgNeed,
+    demand: Demand,
+    count: u64,
+    /// Calibrated ns each has left.
+    remaining: u64,
 }
 
 impl HwQueue {
@@ -84,16 +109,26 @@ struct Batch {
     queue: QueueKey,
     tag: u64,
     need: WgNeed,
+    demand: Demand,
     placements: Vec<(usize, u32)>,
+    /// The CUs of `placements` (to find the batches a load change concerns).
+    cus: CuMask,
+    progress: Progress,
 }
+
+/// A heap entry: when batch `id` ends, as of its re-timing `version`.
+type Entry = Reverse<(u64, u64, u32)>;
 
 /// The HWS model of one device.
 #[derive(Debug)]
 pub struct Hws {
     pool: CuPool,
     queues: BTreeMap<QueueKey, HwQueue>,
-    running: BinaryHeap<Reverse<(u64, u64)>>,
+    /// Batch ends; entries whose version is not the batch's current one are stale.
+    running: BinaryHeap<Entry>,
     batches: HashMap<u64, Batch>,
+    /// Pipe and HBM demand of the resident workgroups.
+    loads: Loads,
     next_batch: u64,
     last_served: [Option<QueueKey>; MAX_PRIORITY as usize + 1],
     now: u64,
@@ -111,15 +146,19 @@ pub struct Hws {
     jitter: f64,
     /// State of the deterministic generator behind the jitter.
     rng: u64,
+    /// Batches re-timed by contention so far.
+    retimed: u64,
 }
 
 impl Hws {
     pub fn new(pool: CuPool) -> Self {
+        let loads = Loads::new(pool.len(), Capacity::default());
         Hws {
             pool,
             queues: BTreeMap::new(),
             running: BinaryHeap::new(),
             batches: HashMap::new(),
+            loads,
             next_batch: 0,
             last_served: [None; MAX_PRIORITY as usize + 1],
             now: 0,
@@ -130,6 +169,7 @@ impl Hws {
             turn_ends: 0,
             jitter: 0.0,
             rng: 0x9e37_79b9_7f4a_7c15,
+            retimed: 0,
         }
     }
 
@@ -137,6 +177,13 @@ impl Hws {
     /// workgroups of a kernel do not all finish at the same instant (deterministic sequence).
     pub fn with_jitter(mut self, fraction: f64) -> Self {
         self.jitter = fraction.clamp(0.0, 0.9);
+        self
+    }
+
+    /// Sets the capacities of the CU pipe and of HBM that contention profiles are measured
+    /// against (before any kernel is submitted).
+    pub fn with_capacity(mut self, cap: Capacity) -> Self {
+        self.loads = Loads::new(self.pool.len(), cap);
         self
     }
 
@@ -201,10 +248,7 @@ impl Hws {
         let Some(q) = self.queues.remove(&key) else { return Vec::new() };
         let ids: Vec<u64> = self.batches.iter().filter(|(_, b)| b.queue == key).map(|(id, _)| *id).collect();
         for id in ids {
-            let b = self.batches.remove(&id).expect("batch listed above");
-            for (cu, n) in b.placements {
-                self.pool.give(cu, b.need, n);
-            }
+            self.release(id);
         }
         self.fill();
         q.jobs.iter().map(|j| j.kernel.tag).collect()
@@ -239,8 +283,11 @@ impl Hws {
     /// the queues are mapped again.
     pub fn preempt_all(&mut self, now: u64, cost_ns: u64) {
         self.now = self.now.max(now);
-        let shifted: Vec<Reverse<(u64, u64)>> = self.running.drain().map(|Reverse((t, id))| Reverse((t.max(self.now) + cost_ns, id))).collect();
-        self.running.extend(shifted);
+        self.running.clear();
+        for (&id, b) in self.batches.iter_mut() {
+            b.progress.pause(self.now, cost_ns);
+            self.running.push(Reverse((b.progress.end, id, b.progress.version)));
+        }
         self.paused_until = self.paused_until.max(self.now) + cost_ns;
     }
 
@@ -252,22 +299,20 @@ impl Hws {
         self.now = self.now.max(now);
         let Some(q) = self.queues.get_mut(&key) else { return false };
         q.runnable = false;
-        let ends: std::collections::HashMap<u64, u64> = self.running.iter().map(|Reverse((t, id))| (*id, *t)).collect();
         let deadline = self.now + grace_ns;
-        let ids: Vec<u64> =
-            self.batches.iter().filter(|(id, b)| b.queue == key && ends.get(id).is_some_and(|&t| t > deadline)).map(|(id, _)| *id).collect();
+        let mut ids: Vec<u64> = self.batches.iter().filter(|(_, b)| b.queue == key && b.progress.end > deadline).map(|(id, _)| *id).collect();
+        // In placement order, as they will resume.
+        ids.sort_unstable();
         for id in ids {
-            let b = self.batches.remove(&id).expect("listed above");
+            let b = self.release(id);
             let n: u64 = b.placements.iter().map(|&(_, k)| u64::from(k)).sum();
-            for (cu, k) in b.placements {
-                self.pool.give(cu, b.need, k);
-            }
-            let remaining = ends.get(&id).map_or(0, |&t| t.saturating_sub(self.now));
+            let remaining = b.progress.remaining(self.now);
+            let q = self.queues.get_mut(&key).expect("checked above");
             if let Some(job) = q.jobs.iter_mut().find(|j| j.kernel.tag == b.tag) {
                 job.in_flight -= n;
                 job.saved += n;
             }
-            q.saved.push_back((b.tag, b.need, n, remaining));
+            q.saved.push_back(Saved { tag: b.tag, need: b.need, demand: b.demand, count: n, remaining });
         }
         self.fill();
         true
@@ -287,6 +332,12 @@ impl Hws {
         self.queues.get(&key).map_or(0, |q| q.jobs.len())
     }
 
+    /// How many times contention has re-timed a batch (0: every time so far is exactly the
+    /// fixed-end model's).
+    pub fn retimed(&self) -> u64 {
+        self.retimed
+    }
+
     /// Wave slots busy over the device.
     pub fn busy_waves(&self) -> u64 {
         self.pool.busy_waves()
@@ -300,7 +351,8 @@ impl Hws {
             kernel.need = self.clamp(kernel.need);
         }
         let Some(q) = self.queues.get_mut(&key) else { return };
-        let job = Job { kernel, remaining: kernel.workgroups, in_flight: 0, saved: 0, start: None, last_end: 0 };
+        let demand = Demand::of(kernel.profile, kernel.wg_ns);
+        let job = Job { kernel, demand, remaining: kernel.workgroups, in_flight: 0, saved: 0, start: None, last_end: 0 };
         q.jobs.push_back(job);
         if kernel.workgroups == 0 {
             // Nothing to run: it completes at once, in order.
@@ -320,7 +372,7 @@ impl Hws {
 
     /// When the next workgroup batch finishes, if any runs.
     pub fn next_event(&self) -> Option<u64> {
-        let batch = self.running.peek().map(|Reverse((t, _))| *t);
+        let batch = self.running.peek().map(|Reverse((t, _, _))| *t);
         let resume = (self.paused_until > self.now).then_some(self.paused_until);
         let turn = self.oversubscribed().then_some(self.turn_ends.max(self.now));
         batch.into_iter().chain(resume).chain(turn).min()
@@ -336,7 +388,7 @@ impl Hws {
         if !done.is_empty() {
             return Some((self.now, done));
         }
-        if self.oversubscribed() && self.turn_ends <= now && self.running.peek().is_none_or(|Reverse((t, _))| *t >= self.turn_ends) {
+        if self.oversubscribed() && self.turn_ends <= now && self.running.peek().is_none_or(|Reverse((t, _, _))| *t >= self.turn_ends) {
             // The next set of queues is mapped.
             self.now = self.now.max(self.turn_ends);
             self.rotation = self.rotation.wrapping_add(self.slots);
@@ -344,31 +396,29 @@ impl Hws {
             self.fill();
             return Some((self.now, done));
         }
-        if self.paused_until > self.now && self.paused_until <= now && self.running.peek().is_none_or(|Reverse((t, _))| *t >= self.paused_until) {
+        if self.paused_until > self.now && self.paused_until <= now && self.running.peek().is_none_or(|Reverse((t, _, _))| *t >= self.paused_until) {
             // The queues are mapped again: dispatch resumes at the end of the pause.
             self.now = self.paused_until;
             self.fill();
             return Some((self.now, done));
         }
-        let &Reverse((t, _)) = self.running.peek()?;
+        let &Reverse((t, _, _)) = self.running.peek()?;
         if t > now {
             return None;
         }
-        while let Some(&Reverse((t2, id))) = self.running.peek() {
+        while let Some(&Reverse((t2, id, version))) = self.running.peek() {
             if t2 != t {
                 break;
             }
             self.running.pop();
-            if let Some(b) = self.batches.remove(&id) {
-                let mut n = 0u64;
-                for &(cu, k) in &b.placements {
-                    self.pool.give(cu, b.need, k);
-                    n += u64::from(k);
-                }
-                if let Some(job) = self.queues.get_mut(&b.queue).and_then(|q| q.jobs.iter_mut().find(|j| j.kernel.tag == b.tag)) {
-                    job.in_flight -= n;
-                    job.last_end = job.last_end.max(t);
-                }
+            if !self.current(id, version) {
+                continue;
+            }
+            let b = self.release(id);
+            let n: u64 = b.placements.iter().map(|&(_, k)| u64::from(k)).sum();
+            if let Some(job) = self.queues.get_mut(&b.queue).and_then(|q| q.jobs.iter_mut().find(|j| j.kernel.tag == b.tag)) {
+                job.in_flight -= n;
+                job.last_end = job.last_end.max(t);
             }
         }
         self.now = self.now.max(t);
@@ -379,7 +429,7 @@ impl Hws {
 
     /// Moves the model's clock to `now` once no batch ends before it.
     pub fn sync(&mut self, now: u64) {
-        if self.running.peek().is_none_or(|Reverse((t, _))| *t > now) {
+        if self.running.peek().is_none_or(|Reverse((t, _, _))| *t > now) {
             self.now = self.now.max(now);
         }
     }
@@ -408,8 +458,81 @@ impl Hws {
         }
     }
 
-    /// Dispatches pending workgroups into free CU slots at the current time.
+    /// Whether a heap entry is batch `id`'s current end.
+    fn current(&self, id: u64, version: u32) -> bool {
+        self.batches.get(&id).is_some_and(|b| b.progress.version == version)
+    }
+
+    /// Drops stale entries from the top of the heap, so that `next_event`, `step` and `sync`
+    /// see the earliest real end.
+    fn purge(&mut self) {
+        while let Some(&Reverse((_, id, version))) = self.running.peek() {
+            if self.current(id, version) {
+                break;
+            }
+            self.running.pop();
+        }
+    }
+
+    /// Takes batch `id` off its CUs (finished, removed or preempted); its heap entry goes
+    /// stale.
+    fn release(&mut self, id: u64) -> Batch {
+        let b = self.batches.remove(&id).expect("a running batch");
+        for &(cu, k) in &b.placements {
+            self.pool.give(cu, b.need, k);
+        }
+        self.loads.remove(b.demand, &b.placements);
+        b
+    }
+
+    /// Puts a batch on its CUs at the current time with `work_ns` calibrated ns to run.
+    fn place(&mut self, queue: QueueKey, tag: u64, need: WgNeed, demand: Demand, placements: Vec<(usize, u32)>, work_ns: u64) {
+        for &(cu, k) in &placements {
+            self.pool.take(cu, need, k);
+        }
+        let id = self.next_batch;
+        self.next_batch += 1;
+        let mut cus = CuMask::none();
+        if !demand.is_zero() {
+            self.loads.add(demand, &placements);
+            for &(cu, _) in &placements {
+                cus.set(cu);
+            }
+        }
+        let progress = Progress::new(self.now, work_ns);
+        self.running.push(Reverse((progress.end, id, progress.version)));
+        self.batches.insert(id, Batch { queue, tag, need, demand, placements, cus, progress });
+    }
+
+    /// Re-times the batches whose slowdown the loads' changes since the last call altered.
+    /// Changes under 0.5 % are ignored to bound heap churn, except a return to full speed.
+    fn retime(&mut self) {
+        let Some(dirty) = self.loads.take_dirty() else { return };
+        let now = self.now;
+        for (&id, b) in self.batches.iter_mut() {
+            if !dirty.concerns(b.demand, &b.cus) {
+                continue;
+            }
+            let slow = self.loads.slowdown(b.demand, &b.placements);
+            let old = b.progress.slowdown();
+            if slow == old || (slow != 1.0 && (slow / old - 1.0).abs() < 0.005) {
+                continue;
+            }
+            b.progress.retime(now, slow);
+            self.retimed += 1;
+            self.running.push(Reverse((b.progress.end, id, b.progress.version)));
+        }
+    }
+
+    /// Dispatches pending workgroups into free CU slots at the current time, then re-times
+    /// the batches whose contention changed.
     fn fill(&mut self) {
+        self.dispatch();
+        self.retime();
+        self.purge();
+    }
+
+    fn dispatch(&mut self) {
         if self.now < self.paused_until {
             return;
         }
@@ -418,14 +541,17 @@ impl Hws {
         if mapped.is_some() && self.turn_ends <= self.now {
             self.turn_ends = self.now + self.quantum_ns;
         }
-        while let Some(key) = self.pick(mapped.as_ref()) {
+        // Resources only shrink while this loop places work, so a (need, mask) that found no
+        // room stays without room until the next event: remembered to spare the CU scan.
+        let mut no_room: Vec<(WgNeed, CuMask)> = Vec::new();
+        while let Some(key) = self.pick(mapped.as_ref(), &mut no_room) {
             self.dispatch_turn(key);
         }
     }
 
     /// The queue served next: highest priority with a placeable workgroup, round robin after the
     /// queue served last at that priority.
-    fn pick(&mut self, mapped: Option<&std::collections::HashSet<QueueKey>>) -> Option<QueueKey> {
+    fn pick(&mut self, mapped: Option<&std::collections::HashSet<QueueKey>>, no_room: &mut Vec<(WgNeed, CuMask)>) -> Option<QueueKey> {
         let mut best: Option<(u8, QueueKey)> = None;
         let mut candidates: Vec<(u8, QueueKey)> = Vec::new();
         for (&key, q) in self.queues.iter_mut() {
@@ -434,17 +560,22 @@ impl Hws {
             }
             let mask = q.mask;
             let need = match q.saved.front() {
-                Some(&(_, need, _, _)) => need,
+                Some(s) => s.need,
                 None => match q.next_job() {
                     Some(job) => job.kernel.need,
                     None => continue,
                 },
             };
-            if (0..self.pool.len()).any(|cu| mask.contains(cu) && self.pool.room(cu, need) > 0) {
+            if no_room.contains(&(need, mask)) {
+                continue;
+            }
+            if (0..self.pool.len()).any(|cu| mask.contains(cu) && self.pool.fits(cu, need)) {
                 candidates.push((q.priority, key));
                 if best.is_none_or(|(p, _)| q.priority > p) {
                     best = Some((q.priority, key));
                 }
+            } else {
+                no_room.push((need, mask));
             }
         }
         let (prio, _) = best?;
@@ -458,52 +589,40 @@ impl Hws {
     /// One turn of queue `key`: one workgroup on each allowed CU with room (the least loaded
     /// CUs first when fewer workgroups remain than CUs have room).
     fn dispatch_turn(&mut self, key: QueueKey) {
-        let now = self.now;
         let q = self.queues.get_mut(&key).expect("picked queue exists");
         let mask = q.mask;
-        if let Some(&(tag, need, count, remaining)) = q.saved.front() {
-            let mut cus: Vec<usize> = (0..self.pool.len()).filter(|&cu| mask.contains(cu) && self.pool.room(cu, need) > 0).collect();
-            cus.truncate(count as usize);
+        if let Some(&s) = q.saved.front() {
+            let mut cus: Vec<usize> = (0..self.pool.len()).filter(|&cu| mask.contains(cu) && self.pool.fits(cu, s.need)).collect();
+            cus.truncate(s.count as usize);
             let n = cus.len() as u64;
-            for &cu in &cus {
-                self.pool.take(cu, need, 1);
-            }
-            if n == count {
+            if n == s.count {
                 q.saved.pop_front();
             } else if let Some(front) = q.saved.front_mut() {
-                front.2 -= n;
+                front.count -= n;
             }
-            if let Some(job) = q.jobs.iter_mut().find(|j| j.kernel.tag == tag) {
+            if let Some(job) = q.jobs.iter_mut().find(|j| j.kernel.tag == s.tag) {
                 job.saved -= n;
                 job.in_flight += n;
             }
-            let id = self.next_batch;
-            self.next_batch += 1;
-            self.batches.insert(id, Batch { queue: key, tag, need, placements: cus.into_iter().map(|cu| (cu, 1)).collect() });
-            self.running.push(Reverse((now + remaining, id)));
+            self.place(key, s.tag, s.need, s.demand, cus.into_iter().map(|cu| (cu, 1)).collect(), s.remaining);
             return;
         }
+        let now = self.now;
         let job = q.next_job().expect("picked queue has a job");
         let need = job.kernel.need;
-        let mut cus: Vec<usize> = (0..self.pool.len()).filter(|&cu| mask.contains(cu) && self.pool.room(cu, need) > 0).collect();
+        let mut cus: Vec<usize> = (0..self.pool.len()).filter(|&cu| mask.contains(cu) && self.pool.fits(cu, need)).collect();
         if (cus.len() as u64) > job.remaining {
             cus.sort_by_key(|&cu| Reverse(self.pool.free_waves(cu)));
             cus.truncate(job.remaining as usize);
         }
         let placements: Vec<(usize, u32)> = cus.into_iter().map(|cu| (cu, 1)).collect();
         let n = placements.len() as u64;
-        for &(cu, k) in &placements {
-            self.pool.take(cu, need, k);
-        }
         job.remaining -= n;
         job.in_flight += n;
         job.start.get_or_insert(now);
-        let (wg_ns, tag) = (job.kernel.wg_ns, job.kernel.tag);
-        let end = now + self.jittered(wg_ns);
-        let id = self.next_batch;
-        self.next_batch += 1;
-        self.batches.insert(id, Batch { queue: key, tag, need, placements });
-        self.running.push(Reverse((end, id)));
+        let (wg_ns, tag, demand) = (job.kernel.wg_ns, job.kernel.tag, job.demand);
+        let work = self.jittered(wg_ns);
+        self.place(key, tag, need, demand, placements, work);
     }
 }
 
@@ -516,7 +635,7 @@ mod tests {
     }
 
     fn job(tag: u64, workgroups: u64, waves: u32, wg_ns: u64) -> KernelJob {
-        KernelJob { tag, workgroups, need: WgNeed { waves, lds: 0 }, wg_ns }
+        KernelJob { tag, workgroups, need: WgNeed { waves, lds: 0 }, wg_ns, profile: Profile::default() }
     }
 
     fn run(h: &mut Hws) -> Vec<Completion> {
@@ -683,6 +802,124 @@ mod tests {
         let end = c[0].end_ns as f64;
         assert!((90_000.0..=125_000.0).contains(&end), "{end}");
         assert_eq!(h.busy_waves(), 0);
+    }
+
+    fn pjob(tag: u64, workgroups: u64, wg_ns: u64, cu_util: f32, hbm_bytes: u64) -> KernelJob {
+        KernelJob { profile: Profile { cu_util, hbm_bytes }, ..job(tag, workgroups, 4, wg_ns) }
+    }
+
+    fn end_of(c: &[Completion], tag: u64) -> u64 {
+        c.iter().find(|c| c.tag == tag).expect("completed").end_ns
+    }
+
+    #[test]
+    fn a_profiled_kernel_alone_keeps_its_exact_times() {
+        // Two workgroups per CU at u = 0.33 each (D_c = 0.66 < U) and memory demand under B:
+        // the same completions, to the ns, as without profiles, jitter included.
+        let go = |profile: Profile| {
+            let mut h = Hws::new(CuPool::new(8, 32, 65536)).with_jitter(0.1);
+            h.add_queue(1, 5);
+            let k = KernelJob { need: WgNeed { waves: 4, lds: 32768 }, profile, ..job(1, 100, 4, 10_000) };
+            h.submit(1, k, 0);
+            h.submit(1, KernelJob { tag: 2, ..k }, 0);
+            run(&mut h)
+        };
+        let plain = go(Profile::default());
+        assert_eq!(go(Profile { cu_util: 0.33, hbm_bytes: 10_000 }), plain);
+        assert_eq!(plain.len(), 2);
+    }
+
+    #[test]
+    fn workgroups_sharing_a_cu_pipe_slow_each_other() {
+        for (u, end) in [(0.6, 1200), (0.4, 1000)] {
+            let mut h = hws(1);
+            h.add_queue(1, 5);
+            h.add_queue(2, 5);
+            h.submit(1, pjob(1, 1, 1000, u, 0), 0);
+            h.submit(2, pjob(2, 1, 1000, u, 0), 0);
+            let c = run(&mut h);
+            assert_eq!((end_of(&c, 1), end_of(&c, 2)), (end, end), "u = {u}");
+        }
+        // Placed mid-run: both at 1/1.2 from 500 until the first ends, then full speed again.
+        let mut h = hws(1);
+        h.add_queue(1, 5);
+        h.add_queue(2, 5);
+        h.submit(1, pjob(1, 1, 1000, 0.6, 0), 0);
+        h.advance(500);
+        h.submit(2, pjob(2, 1, 1000, 0.6, 0), 500);
+        let c = run(&mut h);
+        assert_eq!((end_of(&c, 1), end_of(&c, 2)), (1100, 1600));
+        // A kernel without a profile is neither slowed nor slows.
+        let mut h = hws(1);
+        h.add_queue(1, 5);
+        h.add_queue(2, 5);
+        h.submit(1, pjob(1, 1, 1000, 0.9, 0), 0);
+        h.submit(2, job(2, 1, 4, 1000), 0);
+        let c = run(&mut h);
+        assert_eq!((end_of(&c, 1), end_of(&c, 2)), (1000, 1000));
+    }
+
+    #[test]
+    fn hbm_oversubscription_slows_memory_kernels_until_one_ends() {
+        let cap = Capacity { cu_pipe: 1.0, hbm_bytes_per_ns: 1000.0 };
+        let mut h = Hws::new(CuPool::new(2, 32, 65536)).with_capacity(cap);
+        h.add_queue(1, 5);
+        h.add_queue(2, 5);
+        // Each alone asks 0.75 B: together 1.5 B, so both run at 1/1.5.
+        h.submit(1, pjob(1, 1, 1000, 0.0, 750_000), 0);
+        h.submit(2, pjob(2, 1, 2000, 0.0, 1_500_000), 0);
+        let c = run(&mut h);
+        // The first needs 1000 ns of work: 1500 ns at 1/1.5. By then the second has done
+        // 1000 of its 2000 and runs the rest at full speed.
+        assert_eq!((end_of(&c, 1), end_of(&c, 2)), (1500, 2500));
+    }
+
+    #[test]
+    fn suspending_mid_slowdown_saves_the_work_left() {
+        let mut h = hws(1);
+        h.add_queue(1, 5);
+        h.add_queue(2, 5);
+        h.submit(1, pjob(1, 1, 1000, 0.6, 0), 0);
+        h.submit(2, pjob(2, 1, 1000, 0.6, 0), 0);
+        // At 600 each has done 500 (at 1/1.2); queue 1 saves its 500 left.
+        assert!(h.suspend(1, 600, 0));
+        let c = h.advance(10_000);
+        assert_eq!(c.len(), 1);
+        assert_eq!(end_of(&c, 2), 1100, "alone again from 600: 500 left at full speed");
+        assert!(h.resume(1, 10_000));
+        let c = run(&mut h);
+        assert_eq!(end_of(&c, 1), 10_500);
+        assert_eq!(h.busy_waves(), 0);
+    }
+
+    #[test]
+    fn a_preemption_pause_during_a_slowdown_delays_by_the_cost() {
+        let mut h = hws(1);
+        h.add_queue(1, 5);
+        h.add_queue(2, 5);
+        h.submit(1, pjob(1, 1, 1000, 0.6, 0), 0);
+        h.submit(2, pjob(2, 1, 1000, 0.6, 0), 0);
+        h.preempt_all(600, 450);
+        let c = run(&mut h);
+        assert_eq!((end_of(&c, 1), end_of(&c, 2)), (1650, 1650));
+    }
+
+    #[test]
+    fn contention_is_deterministic() {
+        let go = || {
+            let mut h = Hws::new(CuPool::new(8, 32, 65536)).with_jitter(0.2).with_capacity(Capacity { cu_pipe: 1.0, hbm_bytes_per_ns: 500.0 });
+            for q in 1..=3 {
+                h.add_queue(q, 5);
+            }
+            for i in 0..20u64 {
+                let q = (i % 3) as u32 + 1;
+                h.submit(q, pjob(i, 10 + 7 * i, 1000 + 130 * i, 0.1 * (i % 5) as f32, 2_000 * (i % 2)), 50 * i);
+            }
+            run(&mut h)
+        };
+        let a = go();
+        assert_eq!(a.len(), 20);
+        assert_eq!(a, go());
     }
 
     #[test]

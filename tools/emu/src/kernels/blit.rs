@@ -8,7 +8,7 @@
 //! - HIP's (ROCclr's) `__amd_rocclr_*` kernels are an ordinary code object, named through the
 //!   loader. Kernel-argument layouts: `docs/rocr-thunk-facts.md` §11.
 
-use super::{streaming_wg_ns, Fault, KernelCtx, Model};
+use super::{no_profile, streaming_wg_ns, Fault, KernelCtx, Model};
 use crate::sys::devmem::DeviceMemory;
 
 pub const ROCR_COPY_ALIGNED: &str = "rocr:CopyAligned";
@@ -171,14 +171,14 @@ fn hip_rect_ns(ctx: &KernelCtx) -> Result<u64, Fault> {
 }
 
 pub static MODELS: &[Model] = &[
-    Model { name: ROCR_COPY_ALIGNED, run: rocr_copy_aligned, wg_ns: rocr_copy_aligned_ns },
-    Model { name: ROCR_COPY_MISALIGNED, run: rocr_copy_misaligned, wg_ns: rocr_copy_misaligned_ns },
-    Model { name: ROCR_FILL, run: rocr_fill, wg_ns: rocr_fill_ns },
-    Model { name: "__amd_rocclr_copyBuffer", run: hip_copy_buffer, wg_ns: hip_copy_buffer_ns },
-    Model { name: "__amd_rocclr_copyBufferAligned", run: hip_copy_buffer_aligned, wg_ns: hip_copy_buffer_aligned_ns },
-    Model { name: "__amd_rocclr_fillBufferAligned", run: hip_fill_buffer, wg_ns: hip_fill_buffer_ns },
-    Model { name: "__amd_rocclr_copyBufferRect", run: hip_copy_rect, wg_ns: hip_rect_ns },
-    Model { name: "__amd_rocclr_copyBufferRectAligned", run: hip_copy_rect_aligned, wg_ns: hip_rect_ns },
+    Model { name: ROCR_COPY_ALIGNED, run: rocr_copy_aligned, wg_ns: rocr_copy_aligned_ns, profile: no_profile },
+    Model { name: ROCR_COPY_MISALIGNED, run: rocr_copy_misaligned, wg_ns: rocr_copy_misaligned_ns, profile: no_profile },
+    Model { name: ROCR_FILL, run: rocr_fill, wg_ns: rocr_fill_ns, profile: no_profile },
+    Model { name: "__amd_rocclr_copyBuffer", run: hip_copy_buffer, wg_ns: hip_copy_buffer_ns, profile: no_profile },
+    Model { name: "__amd_rocclr_copyBufferAligned", run: hip_copy_buffer_aligned, wg_ns: hip_copy_buffer_aligned_ns, profile: no_profile },
+    Model { name: "__amd_rocclr_fillBufferAligned", run: hip_fill_buffer, wg_ns: hip_fill_buffer_ns, profile: no_profile },
+    Model { name: "__amd_rocclr_copyBufferRect", run: hip_copy_rect, wg_ns: hip_rect_ns, profile: no_profile },
+    Model { name: "__amd_rocclr_copyBufferRectAligned", run: hip_copy_rect_aligned, wg_ns: hip_rect_ns, profile: no_profile },
 ];
 
 #[cfg(test)]

@@ -1,9 +1,11 @@
 //! Kernels: what a dispatch is, how it is named, and the CPU models of the kernels we know.
 //!
-//! A model has two parts: `run`, the kernel's memory effect computed on the CPU, and `wg_ns`,
-//! the run time of one workgroup (the timing model). A config `[[kernel]]` profile overrides
-//! `wg_ns`; a kernel without a model completes after the default workgroup time with no memory
-//! effect (logged once per name).
+//! A model has three parts: `run`, the kernel's memory effect computed on the CPU, `wg_ns`, the
+//! run time of one workgroup (the timing model), and `profile`, what one workgroup demands of
+//! its CU's pipe and of HBM (the contention model; zero for most kernels, see
+//! docs/timing-model-contention.md). A config `[[kernel]]` profile overrides `wg_ns` and the
+//! contention profile; a kernel without a model completes after the default workgroup time
+//! with no memory effect (logged once per name).
 
 pub mod blit;
 pub mod naming;
@@ -11,6 +13,7 @@ pub mod test_kernels;
 
 use std::collections::HashMap;
 
+use crate::device::Profile;
 use crate::sys::devmem::DeviceMemory;
 
 /// A kernel dispatch, as decoded from its AQL packet.
@@ -123,6 +126,13 @@ pub struct Model {
     pub run: fn(&KernelCtx) -> Result<(), Fault>,
     /// Run time of one workgroup, in device nanoseconds.
     pub wg_ns: fn(&KernelCtx) -> Result<u64, Fault>,
+    /// One workgroup's contention profile ([`no_profile`] for a kernel that is never slowed).
+    pub profile: fn(&KernelCtx) -> Result<Profile, Fault>,
+}
+
+/// The contention profile of a kernel that neither slows nor is slowed by others.
+pub fn no_profile(_: &KernelCtx) -> Result<Profile, Fault> {
+    Ok(Profile::default())
 }
 
 impl std::fmt::Debug for Model {
@@ -181,7 +191,7 @@ mod tests {
     #[test]
     fn builtin_registry_has_the_test_kernels() {
         let r = Registry::builtin();
-        for n in ["xhsa_vadd", "xhsa_saxpy", "xhsa_matmul", "xhsa_synthetic", "xhsa_null"] {
+        for n in ["xhsa_vadd", "xhsa_saxpy", "xhsa_matmul", "xhsa_synthetic", "xhsa_synthetic_p", "xhsa_null"] {
             assert!(r.get(n).is_some(), "{n}");
         }
     }

@@ -8,9 +8,13 @@
 //! - `xhsa_matmul(const float* A @0, const float* B @8, float* C @16, u32 n @24)`: C = A·B,
 //!   n×n row-major, one work-item per element of C (x = column, y = row)
 //! - `xhsa_synthetic(u64 wg_ns @0)`: no memory effect; each workgroup runs `wg_ns`
+//! - `xhsa_synthetic_p(u64 wg_ns @0, u64 util_permille @8, u64 bytes_per_wg @16)`: as
+//!   `xhsa_synthetic`, with a contention profile: each workgroup uses `util_permille` / 1000 of
+//!   its CU's pipe and moves `bytes_per_wg` bytes of HBM (docs/timing-model-contention.md)
 //! - `xhsa_null()`: no memory effect, shortest possible run
 
-use super::{streaming_wg_ns, Fault, KernelCtx, Model};
+use super::{no_profile, streaming_wg_ns, Fault, KernelCtx, Model};
+use crate::device::Profile;
 
 fn vadd(ctx: &KernelCtx) -> Result<(), Fault> {
     let (a, b, c, n) = (ctx.arg_u64(0)?, ctx.arg_u64(8)?, ctx.arg_u64(16)?, ctx.arg_u32(24)?);
@@ -65,16 +69,22 @@ fn synthetic_ns(ctx: &KernelCtx) -> Result<u64, Fault> {
     ctx.arg_u64(0)
 }
 
+fn synthetic_profile(ctx: &KernelCtx) -> Result<Profile, Fault> {
+    let util = ctx.arg_u64(8)?.min(1000) as f32 / 1000.0;
+    Ok(Profile { cu_util: util, hbm_bytes: ctx.arg_u64(16)? })
+}
+
 fn null_ns(_: &KernelCtx) -> Result<u64, Fault> {
     Ok(1_000)
 }
 
 pub static MODELS: &[Model] = &[
-    Model { name: "xhsa_vadd", run: vadd, wg_ns: elementwise_ns },
-    Model { name: "xhsa_saxpy", run: saxpy, wg_ns: elementwise_ns },
-    Model { name: "xhsa_matmul", run: matmul, wg_ns: matmul_ns },
-    Model { name: "xhsa_synthetic", run: none, wg_ns: synthetic_ns },
-    Model { name: "xhsa_null", run: none, wg_ns: null_ns },
+    Model { name: "xhsa_vadd", run: vadd, wg_ns: elementwise_ns, profile: no_profile },
+    Model { name: "xhsa_saxpy", run: saxpy, wg_ns: elementwise_ns, profile: no_profile },
+    Model { name: "xhsa_matmul", run: matmul, wg_ns: matmul_ns, profile: no_profile },
+    Model { name: "xhsa_synthetic", run: none, wg_ns: synthetic_ns, profile: no_profile },
+    Model { name: "xhsa_synthetic_p", run: none, wg_ns: synthetic_ns, profile: synthetic_profile },
+    Model { name: "xhsa_null", run: none, wg_ns: null_ns, profile: no_profile },
 ];
 
 #[cfg(test)]
@@ -122,6 +132,18 @@ mod tests {
         let ok = |_, _| true;
         matmul(&ctx(&d, &m, &ok)).unwrap();
         assert_eq!(ctx(&d, &m, &ok).read_f32s(0x3000, 4).unwrap(), vec![19.0, 22.0, 43.0, 50.0]);
+    }
+
+    #[test]
+    fn synthetic_p_reads_its_profile() {
+        let m = FakeMemory::default();
+        for (off, v) in [(0u64, 5000u64), (8, 400), (16, 65536)] {
+            m.write(0x100 + off, &v.to_le_bytes());
+        }
+        let d = Dispatch { kernel_object: 1, grid: [64, 1, 1], wg: [64, 1, 1], kernarg: 0x100, group_segment: 0, private_segment: 0 };
+        let ok = |_, _| true;
+        assert_eq!(synthetic_ns(&ctx(&d, &m, &ok)).unwrap(), 5000);
+        assert_eq!(synthetic_profile(&ctx(&d, &m, &ok)).unwrap(), Profile { cu_util: 0.4, hbm_bytes: 65536 });
     }
 
     #[test]

@@ -72,6 +72,8 @@ pub fn render(cfg: &Config, config_path: Option<&Path>, gpus: u32, host: &Host) 
     row(&mut o, "time scale", format!("{:?} (device time runs {}x slower than real time; `run --time-scale X` overrides)", t.time_scale, t.time_scale));
     row(&mut o, "default workgroup time", format!("{} ns (kernels without a model or profile)", t.default_wg_ns));
     row(&mut o, "workgroup jitter", format!("+-{:.0} %", t.wg_jitter * 100.0));
+    row(&mut o, "CU pipe capacity", format!("{} (utilisation co-resident workgroups share at full speed)", t.cu_pipe_capacity));
+    row(&mut o, "HBM bandwidth", format!("{} bytes/ns shared by memory-bound workgroups", t.hbm_bytes_per_ns));
     row(&mut o, "SDMA bandwidth", format!("{} bytes/us ({:.1} GB/s)", t.sdma_bytes_per_us, t.sdma_bytes_per_us as f64 / 1000.0));
     let _ = writeln!(o);
     let _ = writeln!(o, "KFD costs (whole device: HWS unmaps and remaps all queues):");
@@ -85,7 +87,7 @@ pub fn render(cfg: &Config, config_path: Option<&Path>, gpus: u32, host: &Host) 
     } else {
         let _ = writeln!(o, "Kernel profiles:");
         for p in &cfg.kernels {
-            row(&mut o, &p.name, format!("{} ns per workgroup", p.wg_ns));
+            row(&mut o, &p.name, format!("{} ns per workgroup, util {}, {} HBM bytes per workgroup", p.wg_ns, p.util, p.hbm_bytes_per_wg));
         }
     }
     let _ = writeln!(o);

@@ -61,7 +61,9 @@ impl Connection {
         };
         let area: Shared<ClientArea> = Shared::map(Path::new(&field("area")?), false)?;
         if !area.get().valid() {
-            return Err(io::Error::other("shared device area has the wrong layout"));
+            return Err(io::Error::other(
+                "shared device area has the wrong layout or protocol version (a device process from another xhsa-emu build serves this directory: let it exit, or use the same build everywhere)",
+            ));
         }
         let device = Shared::map(&paths::device_area(&dir), false)?;
         let client = field("client")?.parse().map_err(io::Error::other)?;
@@ -208,6 +210,9 @@ impl Scheduler for RemoteScheduler {
             workgroups: job.workgroups,
             wg_ns: job.wg_ns,
             submit_ns: now,
+            util_micro: (f64::from(job.profile.cu_util.clamp(0.0, 1.0)) * 1e6).round() as u32,
+            _pad2: 0,
+            hbm_bytes: job.profile.hbm_bytes,
         };
         let mut waited = Duration::ZERO;
         while !self.conn.area.get().post_job(e) {

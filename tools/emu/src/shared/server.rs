@@ -21,7 +21,7 @@ use super::protocol::{join, Line};
 use super::shm::{ClientArea, DeviceArea, DoneEntry, Shared};
 use crate::config::Config;
 use crate::cp::clock::Clock;
-use crate::device::{CuMask, CuPool, Hws, KernelJob, QueueKey, WgNeed};
+use crate::device::{CuMask, CuPool, Hws, KernelJob, Profile, QueueKey, WgNeed};
 use crate::sys::futex;
 
 /// How long the device outlives its last client.
@@ -86,7 +86,7 @@ pub fn serve(dir: &Path, cfg: Config, gpus: u32) -> io::Result<()> {
     let area: Shared<DeviceArea> = Shared::map(&paths::device_area(dir), true)?;
     let d = &cfg.device;
     let pools = (0..gpus.max(1))
-        .map(|_| Hws::new(CuPool::new(d.cus() as usize, d.waves_per_cu(), d.lds_kib * 1024)).with_slots(d.cp_queues as usize, cfg.kfd.hws_quantum_us * 1000).with_jitter(cfg.timing.wg_jitter))
+        .map(|_| Hws::new(CuPool::new(d.cus() as usize, d.waves_per_cu(), d.lds_kib * 1024)).with_slots(d.cp_queues as usize, cfg.kfd.hws_quantum_us * 1000).with_jitter(cfg.timing.wg_jitter).with_capacity(cfg.timing.capacity()))
         .collect();
     let clock = Clock::new(cfg.timing.time_scale);
     let dev = Arc::new(Device {
@@ -166,7 +166,8 @@ fn schedule(dev: &Device) {
                 if late > 0 {
                     tracing::debug!(key = j.key, late_ns = late, "xhsa-emu device: kernel placed after its fetch time");
                 }
-                let job = KernelJob { tag: j.tag, workgroups: j.workgroups, need: WgNeed { waves: j.waves, lds: j.lds }, wg_ns: j.wg_ns };
+                let profile = Profile { cu_util: (f64::from(j.util_micro) / 1e6) as f32, hbm_bytes: j.hbm_bytes };
+                let job = KernelJob { tag: j.tag, workgroups: j.workgroups, need: WgNeed { waves: j.waves, lds: j.lds }, wg_ns: j.wg_ns, profile };
                 st.gpus[g].submit(j.key, job, j.submit_ns);
             }
             // The HWS clock stays at its last event: a kernel posted later is placed at the

@@ -11,7 +11,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Entries per ring.
 pub const RING: usize = 8192;
-const MAGIC: u64 = 0x5848_5341_454d_5531; // "XHSAEMU1"
+/// Layout guard and protocol version of the shared areas: "XHSAEMU2" since job entries carry
+/// a contention profile (a device and clients of different versions refuse each other).
+const MAGIC: u64 = 0x5848_5341_454d_5532; // "XHSAEMU2"
 
 /// A kernel a client hands to the device's scheduler.
 #[repr(C)]
@@ -26,6 +28,10 @@ pub struct JobEntry {
     pub wg_ns: u64,
     /// Device time the client fetched the packet.
     pub submit_ns: u64,
+    /// Contention profile of one workgroup: pipe utilisation in millionths, HBM bytes.
+    pub util_micro: u32,
+    pub _pad2: u32,
+    pub hbm_bytes: u64,
 }
 
 /// A kernel the device has finished.
