@@ -19,9 +19,6 @@ pub const PROFILING: u32 = 1 << 3;
 
 pub const TYPE_VENDOR: u8 = 0;
 pub const TYPE_INVALID: u8 = 1;
-/// What a doorbell slot holds before its queue's first ring (the emulator's doorbell page is
-/// plain memory: a real doorbell register is write-only, so nobody else can tell).
-pub const DOORBELL_NEVER_RUNG: u64 = u64::MAX;
 pub const TYPE_KERNEL_DISPATCH: u8 = 2;
 pub const TYPE_BARRIER_AND: u8 = 3;
 pub const TYPE_AGENT_DISPATCH: u8 = 4;
@@ -164,12 +161,6 @@ pub struct AqlQueue {
     pub slots: u64,
     /// Address of the queue's `amd_queue_t`.
     pub amd_queue: u64,
-    /// Address of the queue's doorbell (a 64-bit slot of the GPU's doorbell page).
-    pub doorbell: u64,
-    /// Packets the doorbell has announced: one past the highest packet id written to it. The
-    /// CP never fetches beyond it (a slot past the last ring may still hold an older packet
-    /// that is in flight, with a valid header, when the ring wraps).
-    pub rung: u64,
     /// Next packet id to fetch.
     pub read: u64,
     /// Write index observed when the current CP run began.
@@ -184,14 +175,12 @@ pub struct AqlQueue {
 }
 
 impl AqlQueue {
-    pub fn new(key: QueueKey, ring: u64, ring_bytes: u64, read_ptr: u64, doorbell: u64) -> Self {
+    pub fn new(key: QueueKey, ring: u64, ring_bytes: u64, read_ptr: u64) -> Self {
         AqlQueue {
             key,
             ring,
             slots: (ring_bytes / 64).max(1),
             amd_queue: read_ptr.wrapping_sub(READ_DISPATCH_ID),
-            doorbell,
-            rung: 0,
             read: 0,
             visible: 0,
             runnable: true,
@@ -200,15 +189,6 @@ impl AqlQueue {
             inflight: VecDeque::new(),
             last_end: 0,
             packets: 0,
-        }
-    }
-
-    /// Takes in the doorbell's current value: with AQL semantics (ROCr's doorbell type 2,
-    /// gfx9 and later) it is the id of the last packet written, so packets up to it may be
-    /// fetched. [`DOORBELL_NEVER_RUNG`] announces nothing.
-    pub fn observe_doorbell(&mut self, value: u64) {
-        if value != DOORBELL_NEVER_RUNG {
-            self.rung = self.rung.max(value.saturating_add(1));
         }
     }
 

@@ -71,10 +71,8 @@ impl Cp {
         Cp { hws, aql: BTreeMap::new(), sdma: BTreeMap::new(), resolver: Resolver::new(r_debug), next_tag: 1, cfg }
     }
 
-    /// Adds an AQL queue whose doorbell slot is at `doorbell` (holding
-    /// [`aql::DOORBELL_NEVER_RUNG`] until the first ring).
-    pub fn add_aql(&mut self, key: QueueKey, ring: u64, ring_bytes: u64, read_ptr: u64, doorbell: u64, priority: u8) {
-        self.aql.insert(key, AqlQueue::new(key, ring, ring_bytes, read_ptr, doorbell));
+    pub fn add_aql(&mut self, key: QueueKey, ring: u64, ring_bytes: u64, read_ptr: u64, priority: u8) {
+        self.aql.insert(key, AqlQueue::new(key, ring, ring_bytes, read_ptr));
         self.hws.add_queue(key, priority);
     }
 
@@ -109,11 +107,8 @@ impl Cp {
         // Packets published by now may start at the time their predecessor ended; later ones
         // cannot start before they are seen.
         for q in self.aql.values_mut() {
-            // The doorbell says how far packets may be fetched (a store after this read traps
-            // and runs the CP again).
-            q.observe_doorbell(env.mem.load_u64(q.doorbell));
             if env.memory.device_accessible(q.amd_queue + aql::WRITE_DISPATCH_ID, 8) {
-                q.visible = env.mem.load_u64(q.amd_queue + aql::WRITE_DISPATCH_ID).min(q.rung);
+                q.visible = env.mem.load_u64(q.amd_queue + aql::WRITE_DISPATCH_ID);
             }
         }
         loop {
@@ -183,9 +178,7 @@ impl Cp {
                 self.fail(key, env, aql::error::MEMORY_VIOLATION, at);
                 return progress;
             }
-            // Only what the doorbell announced (the write index may already count a packet the
-            // application is still waiting to write, into a slot an older packet still holds).
-            let write = env.mem.load_u64(q.amd_queue + aql::WRITE_DISPATCH_ID).min(q.rung);
+            let write = env.mem.load_u64(q.amd_queue + aql::WRITE_DISPATCH_ID);
             if q.read >= write {
                 q.blocked = None;
                 return progress;

@@ -13,7 +13,6 @@ const RING: u64 = 0x20_0000;
 const SLOTS: u64 = 16;
 const SIG: u64 = 0x30_0000;
 const INACTIVE: u64 = 0x30_1000;
-const DOORBELL: u64 = 0x3f_f000;
 
 struct Rig {
     cp: Cp,
@@ -34,8 +33,7 @@ impl Rig {
             mem.store_u16(RING + 64 * i, u16::from(aql::TYPE_INVALID));
         }
         let mut cp = Cp::new(Arc::new(Config::default()), None);
-        mem.store_u64(DOORBELL, aql::DOORBELL_NEVER_RUNG);
-        cp.add_aql(1, RING, SLOTS * 64, AMD_QUEUE + aql::READ_DISPATCH_ID, DOORBELL, 7);
+        cp.add_aql(1, RING, SLOTS * 64, AMD_QUEUE + aql::READ_DISPATCH_ID, 7);
         Rig { cp, mem, events: Events::default(), memory, next: 0 }
     }
 
@@ -56,7 +54,6 @@ impl Rig {
         self.mem.store_u16(slot, header);
         self.next += 1;
         self.mem.store_u64(AMD_QUEUE + aql::WRITE_DISPATCH_ID, self.next);
-        self.mem.store_u64(DOORBELL, self.next - 1);
     }
 
     /// A one-dimensional dispatch of 640 workgroups of 64 work-items (one round on 80 CUs).
@@ -95,41 +92,6 @@ fn a_kernel_completes_after_its_modelled_time_with_timestamps() {
     assert_eq!(r.mem.load_u64(SIG + signal::END_TS), 1_000 + wg);
     // The consumed slot is invalid again.
     assert_eq!(r.mem.read_u32(RING) as u8, aql::TYPE_INVALID);
-}
-
-#[test]
-fn only_packets_the_doorbell_announced_are_fetched() {
-    let mut r = Rig::new();
-    r.mem.store_u64(SIG + signal::VALUE, 1);
-    r.kernel(false, SIG);
-    // Published in the ring and counted by the write index, but not rung yet.
-    r.mem.store_u64(DOORBELL, aql::DOORBELL_NEVER_RUNG);
-    assert_eq!(r.run(0), None, "nothing announced, nothing to do");
-    r.mem.store_u64(DOORBELL, 0);
-    let t = r.run(10).expect("the kernel runs once rung");
-    r.run(t);
-    assert_eq!(signal::value(&r.mem, SIG), 0);
-}
-
-/// The ring wraps while its oldest packets are still in flight: the application has reserved
-/// the next id (write index one ahead) but waits for its slot, which still holds the packet
-/// `SLOTS` ids earlier with a valid header. A CP bounded by the write index would run that old
-/// packet a second time and move the read index past the application's id, which then waits
-/// forever; the doorbell bound runs every packet exactly once.
-#[test]
-fn a_wrapped_slot_still_holding_an_older_packet_is_not_fetched_again() {
-    let mut r = Rig::new();
-    r.mem.store_u64(SIG + signal::VALUE, 1000);
-    for _ in 0..SLOTS {
-        r.kernel(false, SIG);
-    }
-    r.mem.store_u64(AMD_QUEUE + aql::WRITE_DISPATCH_ID, SLOTS + 1);
-    let mut t = 0;
-    while let Some(next) = r.run(t) {
-        t = next;
-    }
-    assert_eq!(signal::value(&r.mem, SIG), 1000 - SLOTS as i64, "each packet completed exactly once");
-    assert_eq!(r.read_index(), SLOTS, "the read index stops at what was announced");
 }
 
 #[test]

@@ -195,17 +195,16 @@ impl Kfd {
             }
         };
         let id = self.next_queue.fetch_add(1, Ordering::Relaxed);
-        // The doorbell starts "never rung" (a real doorbell register is write-only, so no
-        // program can tell). The page may be write-protected: this store then traps like an
-        // application's, which only wakes the device thread.
-        let doorbell = gpu.doorbells + 8 * slot as u64;
-        HostMemory.store_u64(doorbell, crate::cp::aql::DOORBELL_NEVER_RUNG);
+        // The doorbell starts at zero, as a fresh hardware doorbell does. The page may be
+        // write-protected: this store then traps like an application's, which only wakes the
+        // device thread.
+        HostMemory.store_u64(gpu.doorbells + 8 * slot as u64, 0);
         {
             let mut cp = gpu.engine.cp();
             if sdma {
                 cp.add_sdma(key, SdmaQueue::new(a.ring_base_address, ring, a.read_pointer_address, a.write_pointer_address));
             } else {
-                cp.add_aql(key, a.ring_base_address, ring, a.read_pointer_address, doorbell, a.queue_priority as u8);
+                cp.add_aql(key, a.ring_base_address, ring, a.read_pointer_address, a.queue_priority as u8);
             }
             cp.set_runnable(key, a.queue_percentage > 0);
         }
