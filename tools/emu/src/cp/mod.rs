@@ -178,7 +178,12 @@ impl Cp {
                 self.fail(key, env, aql::error::MEMORY_VIOLATION, at);
                 return progress;
             }
-            let write = env.mem.load_u64(q.amd_queue + aql::WRITE_DISPATCH_ID);
+            // A slot holds a new packet only once the packet `slots` ids before it completed
+            // (its header is invalidated then): when the ring wraps while that one is still in
+            // flight, the write index may already count an id whose slot still holds the old,
+            // valid packet. Never fetch past the completed ids plus one ring.
+            let completed = env.mem.load_u64(q.amd_queue + aql::READ_DISPATCH_ID);
+            let write = env.mem.load_u64(q.amd_queue + aql::WRITE_DISPATCH_ID).min(completed.saturating_add(q.slots));
             if q.read >= write {
                 q.blocked = None;
                 return progress;

@@ -94,6 +94,27 @@ fn a_kernel_completes_after_its_modelled_time_with_timestamps() {
     assert_eq!(r.mem.read_u32(RING) as u8, aql::TYPE_INVALID);
 }
 
+/// The ring wraps while its oldest packets are still in flight: the application has reserved
+/// the next id (write index one ahead) but waits for its slot, which still holds the packet
+/// `SLOTS` ids earlier with a valid header. A CP bounded by the write index alone would run
+/// that old packet a second time and move the read index past the application's id, which
+/// then waits forever (seen as a hang of the dispatch bench); each packet must run once.
+#[test]
+fn a_wrapped_slot_still_holding_an_older_packet_is_not_fetched_again() {
+    let mut r = Rig::new();
+    r.mem.store_u64(SIG + signal::VALUE, 1000);
+    for _ in 0..SLOTS {
+        r.kernel(false, SIG);
+    }
+    r.mem.store_u64(AMD_QUEUE + aql::WRITE_DISPATCH_ID, SLOTS + 1);
+    let mut t = 0;
+    while let Some(next) = r.run(t) {
+        t = next;
+    }
+    assert_eq!(signal::value(&r.mem, SIG), 1000 - SLOTS as i64, "each packet completed exactly once");
+    assert_eq!(r.read_index(), SLOTS, "the read index stops where the application's packets end");
+}
+
 #[test]
 fn a_barrier_and_waits_for_its_dependency() {
     let mut r = Rig::new();
