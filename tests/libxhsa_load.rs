@@ -90,8 +90,11 @@ fn a_malformed_setting_is_reported_once_and_the_app_succeeds() {
 #[test]
 fn hiprand_works_with_libxhsa_loaded() {
     let l = libxhsa();
-    let out = run("hiprand_gen", &[], &[("LD_PRELOAD", &l)]);
-    assert!(summary(&out).0 >= 1);
+    for var in ["LD_PRELOAD", "HSA_TOOLS_LIB"] {
+        let out = run("hiprand_gen", &[], &[(var, &l)]);
+        assert!(summary(&out).0 >= 1, "{var}: no queue seen\n{}", out.report());
+        assert!(!out.stderr.contains("shadow queues: 0 created"), "{var}: hipRAND's queues were not shadowed\n{}", out.report());
+    }
 }
 
 /// HIP and ROCr loaded by `dlopen(RTLD_LOCAL)` (as Python loads PyTorch's extension): the
