@@ -526,6 +526,8 @@ pub struct Running {
     rx: mpsc::Receiver<PipeText>,
     /// The run's own emulated device, when the caller did not name one.
     _device: Option<DeviceDir>,
+    /// The run's own libxhsa board directory, likewise.
+    _board: Option<DeviceDir>,
 }
 
 /// Starts `xhsa-emu run [emu_args] -- PROGRAM ARGS` in a process group of its own and returns
@@ -556,6 +558,16 @@ pub fn spawn_under_emu<S: AsRef<std::ffi::OsStr>>(program: &Path, args: &[S], op
         let d = DeviceDir::new("run");
         let (k, v) = d.env();
         cmd.env(k, v);
+        Some(d)
+    };
+    // Likewise libxhsa's board (one per GPU, by default in /dev/shm): a test that does not
+    // choose one gets its own, so that libxhsa processes of other tests running side by side
+    // neither throttle it nor change its tracking.
+    let board = if opts.env.iter().any(|(k, _)| k == "XHSA_BOARD_DIR") {
+        None
+    } else {
+        let d = DeviceDir::new("board");
+        cmd.env("XHSA_BOARD_DIR", &d.path);
         Some(d)
     };
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
@@ -609,7 +621,7 @@ pub fn spawn_under_emu<S: AsRef<std::ffi::OsStr>>(program: &Path, args: &[S], op
         let _ = err_pipe.read_to_end(&mut v);
         let _ = tx.send((false, String::from_utf8_lossy(&v).into_owned(), Vec::new()));
     });
-    Running { command, pid, started, timeout: opts.timeout, child: Some(child), out, rx, _device: device }
+    Running { command, pid, started, timeout: opts.timeout, child: Some(child), out, rx, _device: device, _board: board }
 }
 
 impl Running {
