@@ -176,12 +176,15 @@ fn schedule(dev: &Device) {
                 let (gpus, queues, clients) = (&mut st.gpus, &st.queues, &mut st.clients);
                 run_to(&mut gpus[g], queues, clients, now, &mut woken);
             }
-            for c in st.clients.values_mut() {
+            for (&cid, c) in st.clients.iter_mut() {
                 while let Some(&d) = c.backlog.front() {
                     if !c.area.get().post_done(d) {
                         break;
                     }
                     c.backlog.pop_front();
+                    // The client may have drained its ring and gone to sleep since these
+                    // completions were held back: it must be woken for them too.
+                    woken.push(cid);
                 }
             }
             woken.sort_unstable();
