@@ -39,6 +39,19 @@ struct Event {
     auto_reset: bool,
     signaled: bool,
     memory_fault: Option<HsaMemoryExceptionData>,
+    /// Threads blocked in [`Events::wait`] on this event.
+    waiters: u32,
+    /// Bumped by every set: a waiter that saw another value when it began is woken.
+    generation: u64,
+}
+
+impl Event {
+    /// KFD's `set_event`: every thread waiting now is woken; an auto-reset event stays
+    /// signaled only if nobody was waiting (otherwise the waiters consumed it).
+    fn fire(&mut self) {
+        self.generation = self.generation.wrapping_add(1);
+        self.signaled = !self.auto_reset || self.waiters == 0;
+    }
 }
 
 #[derive(Debug, Default)]
@@ -90,7 +103,7 @@ impl Events {
             t.next_nonsignal += 1;
             id
         };
-        t.events.insert(id, Event { kind, auto_reset, signaled: false, memory_fault: None });
+        t.events.insert(id, Event { kind, auto_reset, signaled: false, memory_fault: None, waiters: 0, generation: 0 });
         let slot = if kind == KFD_IOC_EVENT_SIGNAL { id } else { 0 };
         Ok((id, id, slot))
     }
@@ -104,7 +117,7 @@ impl Events {
     pub fn set(&self, id: u32) -> Result<(), EventError> {
         let mut t = self.lock();
         let e = t.events.get_mut(&id).ok_or(EventError::NoSuchEvent)?;
-        e.signaled = true;
+        e.fire();
         drop(t);
         self.changed.notify_all();
         Ok(())
@@ -126,7 +139,7 @@ impl Events {
     pub fn memory_fault(&self, data: HsaMemoryExceptionData) {
         let mut t = self.lock();
         for e in t.events.values_mut().filter(|e| e.kind == KFD_IOC_EVENT_MEMORY) {
-            e.signaled = true;
+            e.fire();
             e.memory_fault = Some(data);
         }
         drop(t);
@@ -137,27 +150,49 @@ impl Events {
     pub fn set_all_of_kind(&self, kind: u32) {
         let mut t = self.lock();
         for e in t.events.values_mut().filter(|e| e.kind == kind) {
-            e.signaled = true;
+            e.fire();
         }
         drop(t);
         self.changed.notify_all();
     }
 
     /// Waits until all (`wait_all`) or any of `ids` are signaled, or `timeout_ms` passes.
-    /// Auto-reset events that satisfied the wait are reset. Unknown ids fail the wait.
+    /// As in KFD, an event set while this thread waits wakes it (and every other waiter of that
+    /// event) even if the event is auto-reset; an auto-reset event found signaled is reset by
+    /// the wait it satisfies. Unknown ids fail the wait.
     pub fn wait(&self, ids: &[u32], wait_all: bool, timeout_ms: u32) -> Result<WaitOutcome, EventError> {
         let deadline = (timeout_ms != INFINITE).then(|| Instant::now() + Duration::from_millis(timeout_ms.into()));
         let mut t = self.lock();
+        let mut seen = Vec::with_capacity(ids.len());
+        for &id in ids {
+            seen.push(t.events.get(&id).ok_or(EventError::NoSuchEvent)?.generation);
+        }
+        for &id in ids {
+            if let Some(e) = t.events.get_mut(&id) {
+                e.waiters += 1;
+            }
+        }
+        let leave = |t: &mut Table| {
+            for &id in ids {
+                if let Some(e) = t.events.get_mut(&id) {
+                    e.waiters = e.waiters.saturating_sub(1);
+                }
+            }
+        };
         loop {
             let mut ready = Vec::new();
-            for &id in ids {
-                let e = t.events.get(&id).ok_or(EventError::NoSuchEvent)?;
-                if e.signaled {
+            for (i, &id) in ids.iter().enumerate() {
+                let Some(e) = t.events.get(&id) else {
+                    leave(&mut t);
+                    return Err(EventError::NoSuchEvent);
+                };
+                if e.signaled || e.generation != seen[i] {
                     ready.push(id);
                 }
             }
             let done = if wait_all { ready.len() == ids.len() } else { !ready.is_empty() };
             if done || ids.is_empty() {
+                leave(&mut t);
                 let mut faults = Vec::new();
                 for id in ready {
                     let e = t.events.get_mut(&id).expect("checked above");
@@ -175,6 +210,7 @@ impl Events {
                 Some(d) => {
                     let now = Instant::now();
                     if now >= d {
+                        leave(&mut t);
                         return Ok(WaitOutcome { result: KFD_IOC_WAIT_RESULT_TIMEOUT, memory_faults: Vec::new() });
                     }
                     t = self.changed.wait_timeout(t, d - now).unwrap_or_else(|p| p.into_inner()).0;
@@ -188,6 +224,35 @@ impl Events {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    /// KFD's set_event wakes every thread waiting at that moment, auto-reset or not; the
+    /// emulator once let the first waiter consume the event and left the others blocked
+    /// forever (HIP threads waiting on one signal: an intermittent hang).
+    #[test]
+    fn one_set_wakes_every_waiter_of_an_auto_reset_event() {
+        let ev = Arc::new(Events::default());
+        ev.set_page(0x1000);
+        let (id, _, _) = ev.create(KFD_IOC_EVENT_SIGNAL, true).unwrap();
+        let waiters: Vec<_> = (0..3)
+            .map(|_| {
+                let ev = ev.clone();
+                std::thread::spawn(move || ev.wait(&[id], false, 5_000).unwrap().result)
+            })
+            .collect();
+        // Let them block, then one set.
+        while ev.lock().events[&id].waiters < 3 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        ev.set(id).unwrap();
+        for w in waiters {
+            assert_eq!(w.join().unwrap(), KFD_IOC_WAIT_RESULT_COMPLETE, "every waiter is woken");
+        }
+        assert!(!ev.lock().events[&id].signaled, "consumed by the waiters it woke");
+        // With nobody waiting, a set stays until one wait consumes it.
+        ev.set(id).unwrap();
+        assert_eq!(ev.wait(&[id], false, 0).unwrap().result, KFD_IOC_WAIT_RESULT_COMPLETE);
+        assert_eq!(ev.wait(&[id], false, 0).unwrap().result, KFD_IOC_WAIT_RESULT_TIMEOUT);
+    }
 
     #[test]
     fn signal_events_need_the_page_and_take_slots() {
