@@ -685,40 +685,7 @@ mod tests {
     use std::cell::RefCell;
     use std::collections::HashMap;
 
-    /// Process memory as a byte map.
-    #[derive(Default)]
-    struct Mem(RefCell<HashMap<u64, u8>>);
-
-    impl Mem {
-        fn put(&self, addr: u64, bytes: &[u8]) {
-            let mut m = self.0.borrow_mut();
-            for (i, b) in bytes.iter().enumerate() {
-                m.insert(addr + i as u64, *b);
-            }
-        }
-        fn get(&self, addr: u64, n: usize) -> Vec<u8> {
-            let m = self.0.borrow();
-            (0..n).map(|i| *m.get(&(addr + i as u64)).unwrap_or(&0)).collect()
-        }
-    }
-
-    impl QueueMemory for Mem {
-        fn load_u64(&self, addr: u64) -> u64 {
-            u64::from_le_bytes(self.get(addr, 8).try_into().unwrap())
-        }
-        fn store_u64(&self, addr: u64, value: u64) {
-            self.put(addr, &value.to_le_bytes());
-        }
-        fn read_packet(&self, addr: u64) -> Packet {
-            Packet::from_bytes(self.get(addr, PACKET_SIZE).try_into().unwrap())
-        }
-        fn write_body(&self, addr: u64, packet: &Packet) {
-            self.put(addr + 2, &packet.as_bytes()[2..]);
-        }
-        fn store_header(&self, addr: u64, header: u16) {
-            self.put(addr, &header.to_le_bytes());
-        }
-    }
+    type Mem = crate::shadow::fake::Fake;
 
     /// A hardware model: write indices owned here, read indices moved by `consume`, doorbells
     /// and handler registrations recorded; every packet written is in `mem`.

@@ -117,24 +117,25 @@ pub fn unconsumed(mem: &dyn QueueMemory, ring: &AqlRing) -> u64 {
     write.saturating_sub(read)
 }
 
+/// Process memory as a byte map, for the tests of this module and of [`crate::scheduler`].
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::packet::FenceScope;
+pub(crate) mod fake {
+    use super::QueueMemory;
+    use crate::packet::{Packet, PACKET_SIZE};
     use std::cell::RefCell;
     use std::collections::HashMap;
 
     #[derive(Default)]
-    struct Fake(RefCell<HashMap<u64, u8>>);
+    pub(crate) struct Fake(RefCell<HashMap<u64, u8>>);
 
     impl Fake {
-        fn put(&self, addr: u64, bytes: &[u8]) {
+        pub(crate) fn put(&self, addr: u64, bytes: &[u8]) {
             let mut m = self.0.borrow_mut();
             for (i, b) in bytes.iter().enumerate() {
                 m.insert(addr + i as u64, *b);
             }
         }
-        fn get(&self, addr: u64, n: usize) -> Vec<u8> {
+        pub(crate) fn get(&self, addr: u64, n: usize) -> Vec<u8> {
             let m = self.0.borrow();
             (0..n).map(|i| *m.get(&(addr + i as u64)).unwrap_or(&0)).collect()
         }
@@ -157,6 +158,13 @@ mod tests {
             self.put(addr, &header.to_le_bytes());
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fake::Fake;
+    use super::*;
+    use crate::packet::FenceScope;
 
     const SHADOW: AqlRing = AqlRing { base: 0x10_000, slots: 4, amd_queue: 0x1000 };
     const HW: AqlRing = AqlRing { base: 0x20_000, slots: 4, amd_queue: 0x2000 };
