@@ -10,13 +10,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{assert_passed, run_lock, spawn_under_emu, DeviceDir, RunOpts, RunOutput};
-
-fn libxhsa() -> String {
-    let p = common::artifact("libxhsa.so");
-    assert!(p.exists(), "{} not built (cargo build --release --workspace)", p.display());
-    p.display().to_string()
-}
+use common::{assert_passed, libxhsa, run_lock, spawn_under_emu, DeviceDir, RunOpts, RunOutput};
 
 fn opts(dir: &DeviceDir, board: &std::path::Path, priority: &str) -> RunOpts {
     let env = vec![

@@ -4,22 +4,7 @@
 //! KFD id is recorded from both `hsaKmtCreateQueue` and the CREATE_QUEUE ioctl.
 mod common;
 
-use common::{assert_passed, run_under_emu, RunOpts, RunOutput};
-
-fn libxhsa() -> String {
-    let p = common::artifact("libxhsa.so");
-    assert!(p.exists(), "{} not built (cargo build --release --workspace)", p.display());
-    p.display().to_string()
-}
-
-fn run(program: &str, args: &[&str], env: &[(&str, &str)]) -> RunOutput {
-    let mut env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    env.push(("XHSA_LOG".into(), "info".into()));
-    let out = run_under_emu(&common::program(program), args, &RunOpts { env, ..RunOpts::default() });
-    eprintln!("{}", out.stderr.lines().filter(|l| l.contains("xhsa")).collect::<Vec<_>>().join("\n"));
-    assert_passed(&out);
-    out
-}
+use common::{assert_passed, libxhsa, run_under_emu, run_with_libxhsa_log as run, RunOpts, RunOutput};
 
 /// The counts of libxhsa's exit summary: (queues created, doorbell stores, KFD queues seen by
 /// both the thunk and the ioctl).

@@ -5,23 +5,8 @@
 //! passthrough without hurting the application.
 mod common;
 
-use common::{assert_passed, run_under_emu, RunOpts, RunOutput};
+use common::{libxhsa, run_with_libxhsa_log as run, RunOutput};
 use std::collections::BTreeSet;
-
-fn libxhsa() -> String {
-    let p = common::artifact("libxhsa.so");
-    assert!(p.exists(), "{} not built (cargo build --release --workspace)", p.display());
-    p.display().to_string()
-}
-
-fn run(program: &str, args: &[&str], env: &[(&str, &str)]) -> RunOutput {
-    let mut env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    env.push(("XHSA_LOG".into(), "info".into()));
-    let out = run_under_emu(&common::program(program), args, &RunOpts { env, ..RunOpts::default() });
-    eprintln!("{}", out.stderr.lines().filter(|l| l.contains("xhsa:")).collect::<Vec<_>>().join("\n"));
-    assert_passed(&out);
-    out
-}
 
 /// The names of the checks that passed (`PASS name` lines).
 fn passed_checks(out: &RunOutput) -> BTreeSet<String> {

@@ -829,3 +829,21 @@ pub fn process_cpu(pid: i32) -> Option<(Duration, Duration)> {
     }
     Some((sched, Duration::from_nanos(ticks * tick_ns)))
 }
+
+/// The built `libxhsa.so`, as a path string for `LD_PRELOAD` / `HSA_TOOLS_LIB`.
+pub fn libxhsa() -> String {
+    let p = artifact("libxhsa.so");
+    assert!(p.exists(), "{} not built (cargo build --release --workspace)", p.display());
+    p.display().to_string()
+}
+
+/// Runs test program `name` on the emulated GPU with `env` and `XHSA_LOG=info`, echoes
+/// libxhsa's log lines, and asserts that it passed.
+pub fn run_with_libxhsa_log(name: &str, args: &[&str], env: &[(&str, &str)]) -> RunOutput {
+    let mut env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    env.push(("XHSA_LOG".into(), "info".into()));
+    let out = run_under_emu(&program(name), args, &RunOpts { env, ..RunOpts::default() });
+    eprintln!("{}", out.stderr.lines().filter(|l| l.contains("xhsa:")).collect::<Vec<_>>().join("\n"));
+    assert_passed(&out);
+    out
+}
