@@ -240,6 +240,21 @@ pub struct Slot {
 }
 
 impl Slot {
+    /// A freshly claimed slot: live, owned by `owner` for `queue`, publishing `priority` with
+    /// no work (`seq` 0: the shared-memory edge keeps its own).
+    pub fn claimed(owner: Owner, partition: PartitionId, queue: QueueId, priority: Priority) -> Slot {
+        Slot {
+            seq: 0,
+            state: SLOT_LIVE,
+            pid: owner.pid,
+            partition: partition.0,
+            owner_start: owner.start_time,
+            queue_id: queue.0,
+            stats: QueueStats { priority: priority.rank(), ..QueueStats::default() },
+            reserved: [0; 4],
+        }
+    }
+
     /// Whether a live queue owns the slot.
     pub fn is_live(&self) -> bool {
         self.state == SLOT_LIVE
@@ -285,16 +300,7 @@ pub fn claim(
     priority: Priority,
 ) -> Result<usize, BoardFull> {
     let index = slots.iter().position(|s| s.state == SLOT_FREE).ok_or(BoardFull { slots: slots.len() })?;
-    slots[index] = Slot {
-        seq: slots[index].seq,
-        state: SLOT_LIVE,
-        pid: owner.pid,
-        partition: partition.0,
-        owner_start: owner.start_time,
-        queue_id: queue.0,
-        stats: QueueStats { priority: priority.rank(), ..QueueStats::default() },
-        reserved: [0; 4],
-    };
+    slots[index] = Slot { seq: slots[index].seq, ..Slot::claimed(owner, partition, queue, priority) };
     Ok(index)
 }
 

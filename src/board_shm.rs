@@ -315,17 +315,7 @@ impl SharedBoard {
             }
             self.words.words()[HIGH_WATER_WORD].fetch_max(index as u32 + 1, Ordering::AcqRel);
             let handle = SlotHandle { index, owner };
-            let slot = Slot {
-                seq: 0,
-                state: SLOT_LIVE,
-                pid: owner.pid,
-                partition: partition.0,
-                owner_start: owner.start_time,
-                queue_id: queue.0,
-                stats: QueueStats { priority: priority.rank(), ..QueueStats::default() },
-                reserved: [0; 4],
-            };
-            self.write(index, &slot);
+            self.write(index, &Slot::claimed(owner, partition, queue, priority));
             return Ok(handle);
         }
         Err(BoardFull { slots: self.slot_count })
