@@ -217,11 +217,6 @@ impl Scheduler {
         self.published.clear();
     }
 
-    /// Whether a board is attached.
-    pub fn has_board(&self) -> bool {
-        self.board.is_some()
-    }
-
     /// The source of *external* contention: the highest priority with work in other processes
     /// on the same GPU, as the board said at the last read (none without a board).
     pub fn external_contention(&self) -> Contention {
