@@ -9,7 +9,7 @@
 //! slot with a compare-and-swap on [`state`](Slot::state). Everything here assumes it was handed
 //! a consistent copy.
 //!
-//! # Layout, version 1
+//! # Layout, version 2
 //!
 //! All fields little endian and naturally aligned; the file is `64 + slot_count * 128` bytes
 //! ([`board_size`]).
@@ -26,8 +26,10 @@
 //! | 24     | `u32`      | `header_size`    | 64                                             |
 //! | 28     | `u32`      | `gpu_id`         | the device: its KFD node id (see below)        |
 //! | 32     | `u32`      | `high_water`     | slots `0..high_water` have ever been claimed   |
-//! | 36     | `u32`      | `reserved0`      | zero                                           |
-//! | 40     | `[u64; 3]` | `reserved`       | zero                                           |
+//! | 36     | `u32`      | `wake`           | futex word: bumped when a queue's priority or whether it has work changes |
+//! | 40     | `u32`      | `waiters`        | threads blocked on `wake` (wakers skip the syscall at 0) |
+//! | 44     | `u32`      | `reserved1`      | zero                                           |
+//! | 48     | `[u64; 2]` | `reserved`       | zero                                           |
 //!
 //! Slot `i` ([`Slot`], 128 bytes at offset `64 + 128 * i`):
 //!
@@ -41,6 +43,12 @@
 //! | 24     | `u64`        | `queue_id`    | the owner's [`QueueId`]                                        |
 //! | 32     | `QueueStats` | `stats`       | priority, pending, in flight, counters ([`crate::stats`])       |
 //! | 96     | `[u64; 4]`   | `reserved`    | zero                                                           |
+//!
+//! Version 2 added `wake` and `waiters` (version 1 had zeros there) and the stats' packet-time
+//! estimate (see [`crate::stats`]): each process's preemption watcher blocks on `wake`
+//! (`FUTEX_WAIT` on the shared mapping) and every publisher whose queue's priority or "has work"
+//! changed bumps it and wakes the waiters, so a batch process learns of a latency-critical
+//! request within a futex wake-up, without polling.
 //!
 //! A queue has work when `stats.pending + stats.in_flight > 0`. Entries of dead processes are
 //! removed by [`cleanup_stale`], which every process runs when it attaches and periodically, so
@@ -59,7 +67,7 @@ use std::fmt;
 /// `XHSABRD\0`, little endian.
 pub const BOARD_MAGIC: u64 = u64::from_le_bytes(*b"XHSABRD\0");
 /// Version of the board layout.
-pub const BOARD_LAYOUT_VERSION: u32 = 1;
+pub const BOARD_LAYOUT_VERSION: u32 = 2;
 /// Size of the header in bytes.
 pub const HEADER_SIZE: usize = 64;
 /// Size of one slot in bytes.
@@ -103,10 +111,14 @@ pub struct BoardHeader {
     pub gpu_id: u32,
     /// Slots `0..high_water` have ever been claimed; readers scan no further. Only grows.
     pub high_water: u32,
+    /// Futex word bumped on every change of a queue's priority or work (see the module doc).
+    pub wake: u32,
+    /// Threads blocked on `wake`.
+    pub waiters: u32,
     /// Zero.
-    pub reserved0: u32,
+    pub reserved1: u32,
     /// Zero.
-    pub reserved: [u64; 3],
+    pub reserved: [u64; 2],
 }
 
 /// Why a mapped board cannot be used.
@@ -177,8 +189,10 @@ impl BoardHeader {
             header_size: HEADER_SIZE as u32,
             gpu_id,
             high_water: 0,
-            reserved0: 0,
-            reserved: [0; 3],
+            wake: 0,
+            waiters: 0,
+            reserved1: 0,
+            reserved: [0; 2],
         })
     }
 
@@ -425,7 +439,7 @@ mod tests {
     const B: Owner = Owner { pid: 200, start_time: 7 };
 
     #[test]
-    fn layout_v1() {
+    fn layout_v2() {
         assert_eq!(size_of::<BoardHeader>(), HEADER_SIZE);
         assert_eq!(align_of::<BoardHeader>(), 8);
         assert_eq!(offset_of!(BoardHeader, magic), 0);
@@ -436,8 +450,10 @@ mod tests {
         assert_eq!(offset_of!(BoardHeader, header_size), 24);
         assert_eq!(offset_of!(BoardHeader, gpu_id), 28);
         assert_eq!(offset_of!(BoardHeader, high_water), 32);
-        assert_eq!(offset_of!(BoardHeader, reserved0), 36);
-        assert_eq!(offset_of!(BoardHeader, reserved), 40);
+        assert_eq!(offset_of!(BoardHeader, wake), 36);
+        assert_eq!(offset_of!(BoardHeader, waiters), 40);
+        assert_eq!(offset_of!(BoardHeader, reserved1), 44);
+        assert_eq!(offset_of!(BoardHeader, reserved), 48);
 
         assert_eq!(size_of::<Slot>(), SLOT_SIZE);
         assert_eq!(align_of::<Slot>(), 8);
@@ -466,8 +482,8 @@ mod tests {
         assert_eq!(BoardHeader::new(MAX_SLOT_COUNT + 1, 0), None);
         let bad = BoardHeader { magic: 0, ..h };
         assert_eq!(bad.validate(usize::MAX), Err(LayoutError::BadMagic(0)));
-        let bad = BoardHeader { layout_version: 2, ..h };
-        assert_eq!(bad.validate(usize::MAX), Err(LayoutError::Version { found: 2, expected: 1 }));
+        let bad = BoardHeader { layout_version: 1, ..h };
+        assert_eq!(bad.validate(usize::MAX), Err(LayoutError::Version { found: 1, expected: 2 }));
         let bad = BoardHeader { stats_version: 9, ..h };
         assert!(matches!(bad.validate(usize::MAX), Err(LayoutError::StatsVersion { found: 9, .. })));
         let bad = BoardHeader { slot_size: 64, ..h };

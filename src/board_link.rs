@@ -1,16 +1,22 @@
 //! This process's link to the board of one GPU: its queues' slots, what it publishes, and the
 //! other processes' contention as the level-1 window sees it.
 //!
+//! It is also what the process's preemption watcher watches ([`crate::preempt::Watch`]): the
+//! board's wake word, this process's queues and the other processes' work.
+//!
 //! The link never fails the caller. A board that cannot be opened (no such directory, another
 //! layout version, permissions) or a full board leaves the process scheduling with what it
 //! knows in-process (the caller logs the reason once); a slot taken away because a reader
 //! thought this process dead is claimed again at the next publish. Dead processes' slots are
-//! cleared when the link opens and then at most every [`CLEANUP_PERIOD`] when contention is
-//! read, so a crashed process stops throttling others within that period.
+//! cleared when the link opens and then by the watcher's housekeeping (every
+//! [`crate::preempt::watcher::HOUSEKEEPING_NS`], never on an application's thread: it reads
+//! `/proc`), so a crashed process stops throttling others within about a second.
 
 #![forbid(unsafe_code)]
 
 use crate::board::Owner;
+use crate::preempt::policy::Mine;
+use crate::preempt::Watch;
 use crate::board_shm::{is_alive, this_process, BoardError, BoardPlace, SharedBoard, SlotHandle};
 use crate::priority::Priority;
 use crate::ring::{PartitionId, QueueId};
@@ -21,10 +27,8 @@ use crate::window::Contention;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// How often contention reads also clear dead owners' slots.
-pub const CLEANUP_PERIOD: Duration = Duration::from_secs(1);
 
 /// Where the boards of this process live: `XHSA_BOARD_DIR` and the config's `board_group`
 /// (a group name is looked up in the group database).
@@ -46,7 +50,6 @@ pub struct BoardLink {
     board: SharedBoard,
     me: Owner,
     slots: Mutex<HashMap<QueueId, SlotHandle>>,
-    last_cleanup: Mutex<Instant>,
     /// Other processes had live slots at the last [`BoardLink::contention`].
     others: AtomicBool,
 }
@@ -60,7 +63,6 @@ impl BoardLink {
             board,
             me: this_process(),
             slots: Mutex::new(HashMap::new()),
-            last_cleanup: Mutex::new(Instant::now()),
             others: AtomicBool::new(false),
         })
     }
@@ -115,7 +117,6 @@ impl BoardLink {
 
     /// What the other processes' queues say: the highest priority with work.
     pub fn contention(&self) -> Contention {
-        self.maybe_cleanup();
         let summary = self.board.summary(Some(self.me));
         self.others.store(summary.live > 0, Ordering::Relaxed);
         summary.contention()
@@ -126,19 +127,57 @@ impl BoardLink {
         self.others.load(Ordering::Relaxed)
     }
 
-    fn maybe_cleanup(&self) {
-        let Ok(mut last) = self.last_cleanup.try_lock() else { return };
-        if last.elapsed() >= CLEANUP_PERIOD {
-            *last = Instant::now();
-            drop(last);
-            self.board.cleanup_stale(is_alive);
-        }
+    /// Clears the slots of processes that are gone (reads `/proc`: the watcher's job).
+    pub fn cleanup_dead(&self) -> usize {
+        self.board.cleanup_stale(is_alive)
+    }
+
+    /// Wakes every process's watcher: a queue's priority or work changed.
+    pub fn notify(&self) {
+        self.board.notify();
     }
 }
 
 impl std::fmt::Debug for BoardLink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BoardLink").field("path", &self.board.path()).field("me", &self.me).finish()
+    }
+}
+
+impl Watch for BoardLink {
+    fn wake_seq(&self) -> u32 {
+        self.board.wake_seq()
+    }
+
+    fn wait(&self, seen: u32, timeout: Option<Duration>) {
+        self.board.wait(seen, timeout)
+    }
+
+    fn view(&self) -> (Vec<Mine>, Vec<Priority>) {
+        let mut mine = Vec::new();
+        let mut others = Vec::new();
+        for slot in self.board.snapshot() {
+            if slot.owner() == self.me {
+                if let Some(priority) = slot.stats.priority() {
+                    let st = &slot.stats;
+                    mine.push(Mine {
+                        id: QueueId(slot.queue_id),
+                        priority,
+                        pending: st.pending,
+                        in_flight: st.in_flight,
+                        packet_ns: st.packet_ns,
+                        preemptable: false,
+                    });
+                }
+            } else if let Some(p) = slot.priority_with_work() {
+                others.push(p);
+            }
+        }
+        (mine, others)
+    }
+
+    fn housekeeping(&self) {
+        self.cleanup_dead();
     }
 }
 
@@ -197,8 +236,9 @@ mod tests {
         assert!(link.others_present());
         board.publish(&h, &QueueStats { priority: p(10).rank(), in_flight: 1, ..Default::default() });
         assert_eq!(link.contention(), Contention::external(Some(p(10))));
-        // The other process is not really alive: the periodic cleanup removes it.
-        *link.last_cleanup.lock().unwrap() = Instant::now() - CLEANUP_PERIOD;
+        // The other process is not really alive: the watcher's housekeeping removes it.
+        assert_eq!(link.contention(), Contention::external(Some(p(10))), "contention reads never scan /proc");
+        assert_eq!(link.cleanup_dead(), 1);
         assert_eq!(link.contention(), Contention::external(None));
         link.leave_all();
         assert!(board.snapshot().is_empty());

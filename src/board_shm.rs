@@ -50,6 +50,10 @@ const SLOT_WORDS: usize = SLOT_SIZE / 4;
 const HEADER_WORDS: usize = HEADER_SIZE / 4;
 /// Word index of `high_water` in the header.
 const HIGH_WATER_WORD: usize = 8;
+/// Word index of the `wake` futex word in the header.
+const WAKE_WORD: usize = 9;
+/// Word index of `waiters` in the header.
+const WAITERS_WORD: usize = 10;
 /// How long an opener waits for the creator to finish the header.
 pub const INIT_WAIT: Duration = Duration::from_secs(2);
 /// Seqlock read attempts before a slot is skipped.
@@ -131,10 +135,12 @@ fn header_to_words(h: &BoardHeader) -> [u32; HEADER_WORDS] {
     w[6] = h.header_size;
     w[7] = h.gpu_id;
     w[HIGH_WATER_WORD] = h.high_water;
-    w[9] = h.reserved0;
+    w[WAKE_WORD] = h.wake;
+    w[WAITERS_WORD] = h.waiters;
+    w[11] = h.reserved1;
     for (i, r) in h.reserved.iter().enumerate() {
-        w[10 + 2 * i] = *r as u32;
-        w[11 + 2 * i] = (*r >> 32) as u32;
+        w[12 + 2 * i] = *r as u32;
+        w[13 + 2 * i] = (*r >> 32) as u32;
     }
     w
 }
@@ -150,8 +156,10 @@ fn header_from_words(w: &[u32; HEADER_WORDS]) -> BoardHeader {
         header_size: w[6],
         gpu_id: w[7],
         high_water: w[HIGH_WATER_WORD],
-        reserved0: w[9],
-        reserved: [u64_at(10), u64_at(12), u64_at(14)],
+        wake: w[WAKE_WORD],
+        waiters: w[WAITERS_WORD],
+        reserved1: w[11],
+        reserved: [u64_at(12), u64_at(14)],
     }
 }
 
@@ -178,7 +186,7 @@ pub fn slot_to_words(s: &Slot) -> [u32; SLOT_WORDS] {
     put64(&mut w, 16, st.completed);
     put64(&mut w, 18, st.throttle_ns);
     put64(&mut w, 20, st.throttle_events);
-    put64(&mut w, 22, st.reserved);
+    put64(&mut w, 22, st.packet_ns);
     for (i, r) in s.reserved.iter().enumerate() {
         put64(&mut w, 24 + 2 * i, *r);
     }
@@ -205,7 +213,7 @@ pub fn slot_from_words(w: &[u32; SLOT_WORDS]) -> Slot {
             completed: u64_at(16),
             throttle_ns: u64_at(18),
             throttle_events: u64_at(20),
-            reserved: u64_at(22),
+            packet_ns: u64_at(22),
         },
         reserved: [u64_at(24), u64_at(26), u64_at(28), u64_at(30)],
     }
@@ -403,6 +411,32 @@ impl SharedBoard {
         summarize(&self.snapshot(), exclude)
     }
 
+    /// The current value of the `wake` word: pass it to [`SharedBoard::wait`].
+    pub fn wake_seq(&self) -> u32 {
+        self.words.words()[WAKE_WORD].load(Ordering::Acquire)
+    }
+
+    /// Tells every process waiting on the board that a queue's priority or work changed: bumps
+    /// `wake` and, only when someone waits, wakes them (one `FUTEX_WAKE`; never blocks).
+    pub fn notify(&self) {
+        let w = self.words.words();
+        w[WAKE_WORD].fetch_add(1, Ordering::SeqCst);
+        if w[WAITERS_WORD].load(Ordering::SeqCst) > 0 {
+            crate::shm::futex_wake(&w[WAKE_WORD]);
+        }
+    }
+
+    /// Blocks until `wake` differs from `seen` (a [`SharedBoard::notify`] since `seen` was
+    /// read), `timeout` passes, or a spurious wake-up; never spins.
+    pub fn wait(&self, seen: u32, timeout: Option<Duration>) {
+        let w = self.words.words();
+        w[WAITERS_WORD].fetch_add(1, Ordering::SeqCst);
+        if w[WAKE_WORD].load(Ordering::SeqCst) == seen {
+            crate::shm::futex_wait(&w[WAKE_WORD], seen, timeout);
+        }
+        w[WAITERS_WORD].fetch_sub(1, Ordering::SeqCst);
+    }
+
     /// Frees the slots of owners `is_alive` says are gone; returns how many.
     pub fn cleanup_stale(&self, is_alive: impl Fn(Owner) -> bool) -> usize {
         let mut n = 0;
@@ -467,7 +501,7 @@ mod tests {
             partition: 3,
             owner_start: 0x1_0000_0002,
             queue_id: 0xffff_0000_1234,
-            stats: QueueStats { priority: -1020, flags: 5, pending: 6, in_flight: 7, submitted: 1 << 40, forwarded: 9, completed: 10, throttle_ns: 11, throttle_events: 12, reserved: 0 },
+            stats: QueueStats { priority: -1020, flags: 5, pending: 6, in_flight: 7, submitted: 1 << 40, forwarded: 9, completed: 10, throttle_ns: 11, throttle_events: 12, packet_ns: 13 },
             reserved: [0; 4],
         };
         assert_eq!(slot_from_words(&slot_to_words(&s)), s);

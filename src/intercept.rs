@@ -5,7 +5,7 @@
 //! use these ids; nothing needs to guess them.
 #![forbid(unsafe_code)]
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crate::addr_map::AddrMap;
@@ -37,6 +37,18 @@ pub struct KfdQueue {
     pub doorbell_offset: Option<u64>,
     /// KFD queue type (`KFD_IOC_QUEUE_TYPE_*`), when seen through the ioctl.
     pub kfd_type: Option<u32>,
+    /// Ring size in bytes, queue percentage and KFD priority the runtime gave (ioctl).
+    pub ring_bytes: Option<u32>,
+    pub percentage: Option<u32>,
+    pub priority: Option<u32>,
+}
+
+/// What the CREATE_QUEUE ioctl said of a queue, besides its id.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct KfdCreate {
+    pub ring_bytes: u32,
+    pub percentage: u32,
+    pub priority: u32,
 }
 
 impl KfdQueue {
@@ -46,7 +58,7 @@ impl KfdQueue {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Interception {
     pub queues_created: AtomicU64,
     pub queues_destroyed: AtomicU64,
@@ -55,6 +67,22 @@ pub struct Interception {
     /// Doorbell handles of the queues the application holds (looked up on every signal store).
     doorbells: AddrMap,
     kfd: Mutex<Vec<KfdQueue>>,
+    /// The runtime's `/dev/kfd` descriptor (the one its CREATE_QUEUE ioctls use); -1 unseen.
+    kfd_fd: AtomicI32,
+}
+
+impl Default for Interception {
+    fn default() -> Interception {
+        Interception {
+            queues_created: AtomicU64::new(0),
+            queues_destroyed: AtomicU64::new(0),
+            doorbell_stores: AtomicU64::new(0),
+            priority_calls: AtomicU64::new(0),
+            doorbells: AddrMap::default(),
+            kfd: Mutex::new(Vec::new()),
+            kfd_fd: AtomicI32::new(-1),
+        }
+    }
 }
 
 impl Interception {
@@ -99,6 +127,29 @@ impl Interception {
         q.doorbell = q.doorbell.or(doorbell);
         q.doorbell_offset = q.doorbell_offset.or(doorbell_offset);
         q.kfd_type = q.kfd_type.or(kfd_type);
+    }
+
+    /// The CREATE_QUEUE ioctl's details of the queue at `ring`, and the descriptor it used.
+    pub fn kfd_created(&self, ring: u64, fd: i32, created: KfdCreate) {
+        if fd >= 0 {
+            self.kfd_fd.store(fd, Ordering::Relaxed);
+        }
+        let mut v = self.kfd.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(q) = v.iter_mut().find(|q| q.ring == ring) {
+            q.ring_bytes = Some(created.ring_bytes);
+            q.percentage = Some(created.percentage);
+            q.priority = Some(created.priority);
+        }
+    }
+
+    /// The runtime's `/dev/kfd` descriptor, once a CREATE_QUEUE ioctl was seen.
+    pub fn kfd_fd(&self) -> Option<i32> {
+        Some(self.kfd_fd.load(Ordering::Relaxed)).filter(|&fd| fd >= 0)
+    }
+
+    /// The KFD queue whose ring starts at `ring`.
+    pub fn kfd_queue_at(&self, ring: u64) -> Option<KfdQueue> {
+        self.kfd.lock().unwrap_or_else(|p| p.into_inner()).iter().find(|q| q.ring == ring).cloned()
     }
 
     pub fn kfd_queues(&self) -> Vec<KfdQueue> {

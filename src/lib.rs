@@ -40,6 +40,8 @@ pub mod entry;
 pub mod fault;
 pub mod intercept;
 pub mod packet;
+pub mod packet_time;
+pub mod preempt;
 pub mod priority;
 pub mod queue;
 pub mod ring;

@@ -147,6 +147,8 @@ pub struct ShadowQueue {
     /// (its completion, and that of the packets before it, is not observable until one is
     /// written).
     pub untracked: Option<crate::window::Seq>,
+    /// Time per packet on the hardware, from the completions seen.
+    pub timing: crate::packet_time::PacketTime,
 }
 
 impl ShadowQueue {
@@ -165,6 +167,7 @@ impl ShadowQueue {
             failed: false,
             drain: false,
             untracked: None,
+            timing: Default::default(),
         }
     }
 

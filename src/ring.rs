@@ -403,7 +403,7 @@ impl Partition {
             completed: state.window.completed(),
             throttle_ns: state.window.throttle_ns(now),
             throttle_events: state.window.throttle_events(),
-            reserved: 0,
+            packet_ns: 0,
         })
     }
 }

@@ -72,6 +72,16 @@ impl std::fmt::Debug for KernelFilter {
     }
 }
 
+/// What a scheduler calls when a queue's priority or work changed ([`Scheduler::set_notifier`]).
+#[derive(Clone)]
+pub struct Notifier(pub Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for Notifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Notifier")
+    }
+}
+
 /// What was last published for a queue.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 struct Published {
@@ -152,6 +162,8 @@ pub struct Scheduler {
     passthrough_kernels: Option<KernelFilter>,
     /// Packets of passthrough libraries' kernels seen.
     expedited: u64,
+    /// Called when a queue's priority or work changed.
+    notifier: Option<Notifier>,
 }
 
 fn add_stats(total: &mut Summary, q: &ShadowQueue, s: Option<&QueueStats>) {
@@ -183,6 +195,7 @@ impl Scheduler {
             closed: BTreeMap::new(),
             passthrough_kernels: None,
             expedited: 0,
+            notifier: None,
         }
     }
 
@@ -244,14 +257,16 @@ impl Scheduler {
     }
 
     /// Counts the completions of queues whose tracking signal has no handler registered.
-    fn reconcile(&mut self, hw: &dyn Hardware) {
+    fn reconcile(&mut self, hw: &dyn Hardware, now: Nanos) {
         for id in self.queue_ids() {
             let Some(q) = self.queues.get_mut(&id) else { continue };
             if q.mode != Mode::Scheduled || q.tracking.armed || q.tracking.outstanding() == 0 {
                 continue;
             }
             if let Some(seq) = q.tracking.observe(hw.signal_value(q.tracking.signal)) {
-                let _ = self.part.complete_through(id, seq);
+                if let Ok(n) = self.part.complete_through(id, seq) {
+                    q.timing.completed(now, n, self.part.in_flight(id).unwrap_or(0));
+                }
             }
         }
     }
@@ -275,24 +290,45 @@ impl Scheduler {
     }
 
     /// Publishes the queues whose priority or work changed, and the others' counters every
-    /// [`PUBLISH_PERIOD_NS`].
+    /// [`PUBLISH_PERIOD_NS`]; when a queue's priority or whether it has work changed, tells the
+    /// preemption watchers ([`Scheduler::set_notifier`]) once.
     fn publish(&mut self, now: Nanos) {
-        let Some(board) = self.board.clone() else { return };
+        let board = self.board.clone();
+        let mut changed = false;
         for id in self.queue_ids() {
             let Some(stats) = self.stats(id, now) else { continue };
             let new = Published { priority: stats.priority, has_work: stats.has_work(), flags: stats.flags, at: now };
-            let due = match self.published.get(&id) {
+            let (due, moved) = match self.published.get(&id) {
                 Some(old) => {
-                    (old.priority, old.has_work, old.flags) != (new.priority, new.has_work, new.flags)
-                        || now.saturating_sub(old.at) >= PUBLISH_PERIOD_NS
+                    let moved = (old.priority, old.has_work) != (new.priority, new.has_work);
+                    (moved || old.flags != new.flags || now.saturating_sub(old.at) >= PUBLISH_PERIOD_NS, moved)
                 }
-                None => true,
+                None => (true, new.has_work),
             };
             if due {
-                board.publish(id, &stats);
+                if let Some(b) = &board {
+                    b.publish(id, &stats);
+                }
                 self.published.insert(id, new);
             }
+            changed |= moved;
         }
+        if changed {
+            self.notify();
+        }
+    }
+
+    /// Tells the preemption watchers that a queue's priority or work changed.
+    fn notify(&self) {
+        if let Some(n) = &self.notifier {
+            (n.0)();
+        }
+    }
+
+    /// Sets what [`Scheduler::publish`] calls when a queue's priority or work changed (the
+    /// board's wake-up of every process's watcher, or this process's own).
+    pub fn set_notifier(&mut self, notifier: Notifier) {
+        self.notifier = Some(notifier);
     }
 
     /// Adds a new shadow queue at `priority`.
@@ -337,6 +373,10 @@ impl Scheduler {
         if let (Some(board), Some(stats)) = (self.board.clone(), self.stats(id, 0)) {
             board.publish(id, &stats);
         }
+        if let (Some(stats), Some(old)) = (self.stats(id, 0), self.published.get_mut(&id)) {
+            old.priority = stats.priority;
+        }
+        self.notify();
     }
 
     /// The queue's effective priority, while it is scheduled.
@@ -363,7 +403,7 @@ impl Scheduler {
     pub fn pass(&mut self, mem: &dyn QueueMemory, hw: &dyn Hardware, now: Nanos) {
         let ids = self.queue_ids();
         self.stalled = false;
-        self.reconcile(hw);
+        self.reconcile(hw, now);
         // 1. Intake; Direct queues forward at once.
         for &id in &ids {
             let Some(q) = self.queues.get_mut(&id) else { continue };
@@ -411,6 +451,10 @@ impl Scheduler {
         // (`wants_wakeups`); otherwise the batch stays untracked until a later barrier.
         let track = self.wants_wakeups();
         for (id, (packets, last)) in batches {
+            if let Some(q) = self.queues.get_mut(&id) {
+                let before = self.part.in_flight(id).unwrap_or(0).saturating_sub(packets.len() as u64);
+                q.timing.forwarded(now, before);
+            }
             self.write_batch(id, packets, last, track, mem, hw);
         }
         if track {
@@ -523,8 +567,9 @@ impl Scheduler {
         let scheduled = q.mode == Mode::Scheduled;
         let done = q.tracking.observe(value);
         if let (true, Some(seq)) = (scheduled, done) {
-            if let Err(e) = self.part.complete_through(id, seq) {
-                self.degrade(id, Vec::new(), &format!("completion report does not fit ({e})"), mem, hw);
+            match self.part.complete_through(id, seq) {
+                Ok(n) => q.timing.completed(now, n, self.part.in_flight(id).unwrap_or(0)),
+                Err(e) => self.degrade(id, Vec::new(), &format!("completion report does not fit ({e})"), mem, hw),
             }
         }
         // The pass registers the handler again where completions must still wake libxhsa.
@@ -635,6 +680,7 @@ impl Scheduler {
             b.leave(id);
         }
         self.published.remove(&id);
+        self.notify();
         add_stats(&mut self.retired, &q, stats.as_ref());
         self.retired.held = 0;
         self.retired.in_flight = 0;
@@ -651,6 +697,7 @@ impl Scheduler {
             .unwrap_or_default();
         s.submitted = q.taken;
         s.forwarded = q.forwarded;
+        s.packet_ns = q.timing.per_packet();
         s.pending = s.pending.saturating_add(q.backlog.len().min(u32::MAX as usize) as u32);
         if q.mode != Mode::Scheduled {
             s.flags |= crate::stats::FLAG_PASSTHROUGH;

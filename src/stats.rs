@@ -5,7 +5,7 @@
 //! versioned by [`STATS_LAYOUT_VERSION`], which the board header records next to its own version;
 //! a reader that finds another version must not interpret the bytes.
 //!
-//! Layout, version 1 (64 bytes, little endian, naturally aligned, no padding):
+//! Layout, version 2 (64 bytes, little endian, naturally aligned, no padding):
 //!
 //! | offset | type  | field             | meaning                                                   |
 //! |-------:|-------|-------------------|-----------------------------------------------------------|
@@ -18,13 +18,17 @@
 //! | 32     | `u64` | `completed`       | packets seen completed in total                           |
 //! | 40     | `u64` | `throttle_ns`     | total time held back by the window, nanoseconds           |
 //! | 48     | `u64` | `throttle_events` | how many times the queue started being held back          |
-//! | 56     | `u64` | `reserved`        | zero                                                      |
+//! | 56     | `u64` | `packet_ns`       | recent time per completed packet (ns), 0 if not measured  |
+//!
+//! Version 2 turned version 1's `reserved` word into `packet_ns`: what the owner measured from
+//! its completions (the preemption watchers of other processes estimate from it how long the
+//! work in flight would delay a higher priority).
 #![forbid(unsafe_code)]
 
 use crate::priority::Priority;
 
 /// Version of the [`QueueStats`] layout.
-pub const STATS_LAYOUT_VERSION: u32 = 1;
+pub const STATS_LAYOUT_VERSION: u32 = 2;
 
 /// `flags`: the queue was held back by the window at the last throttle observation
 /// ([`crate::ring::Partition::observe`]).
@@ -56,8 +60,8 @@ pub struct QueueStats {
     pub throttle_ns: u64,
     /// Number of times the queue started being held back.
     pub throttle_events: u64,
-    /// Zero.
-    pub reserved: u64,
+    /// Recent time per completed packet, nanoseconds; 0 while unmeasured.
+    pub packet_ns: u64,
 }
 
 impl QueueStats {
@@ -88,8 +92,8 @@ mod tests {
     use std::mem::{align_of, offset_of, size_of};
 
     #[test]
-    fn layout_v1() {
-        assert_eq!(STATS_LAYOUT_VERSION, 1);
+    fn layout_v2() {
+        assert_eq!(STATS_LAYOUT_VERSION, 2);
         assert_eq!(size_of::<QueueStats>(), 64);
         assert_eq!(align_of::<QueueStats>(), 8);
         assert_eq!(offset_of!(QueueStats, priority), 0);
@@ -101,7 +105,7 @@ mod tests {
         assert_eq!(offset_of!(QueueStats, completed), 32);
         assert_eq!(offset_of!(QueueStats, throttle_ns), 40);
         assert_eq!(offset_of!(QueueStats, throttle_events), 48);
-        assert_eq!(offset_of!(QueueStats, reserved), 56);
+        assert_eq!(offset_of!(QueueStats, packet_ns), 56);
     }
 
     #[test]

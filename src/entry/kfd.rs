@@ -6,10 +6,11 @@
 use std::sync::atomic::AtomicUsize;
 
 use hsa_sys::hsakmt::{HsaEvent, HsaQueueResource, HSAKMT_STATUS, HSAKMT_STATUS_ERROR, HSA_QUEUE_PRIORITY, HSA_QUEUE_TYPE};
-use xhsa_ioctl::abi::queue::CreateQueueArgs;
+use xhsa_ioctl::abi::queue::{CreateQueueArgs, UpdateQueueArgs};
+use std::cell::Cell;
 
 use super::{next_symbol, record};
-use crate::intercept::KfdSource;
+use crate::intercept::{KfdCreate, KfdSource};
 
 type CreateQueueFn =
     unsafe extern "C" fn(u32, HSA_QUEUE_TYPE, u32, HSA_QUEUE_PRIORITY, *mut libc::c_void, u64, *mut HsaEvent, *mut HsaQueueResource) -> HSAKMT_STATUS;
@@ -63,8 +64,43 @@ pub unsafe extern "C" fn hsaKmtCreateQueue(
 /// `AMDKFD_IOC_CREATE_QUEUE` by type and number, whatever the argument size (uapi versions
 /// differ in it).
 fn is_create_queue(request: libc::c_ulong) -> bool {
-    let r = request;
-    (r >> 8) & 0xff == u64::from(b'K') && r & 0xff == 0x02
+    is_kfd(request, 0x02)
+}
+
+/// A KFD ioctl of number `nr`, whatever its argument size.
+fn is_kfd(request: libc::c_ulong, nr: u64) -> bool {
+    (request >> 8) & 0xff == u64::from(b'K') && request & 0xff == nr
+}
+
+thread_local! {
+    /// This thread is making libxhsa's own KFD call (the preemption port): the interposer passes
+    /// it through untouched.
+    static OWN_CALL: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` (libxhsa's own KFD call) marked as such for the interposer.
+pub(crate) fn own_call<T>(f: impl FnOnce() -> T) -> T {
+    OWN_CALL.with(|c| c.set(true));
+    let r = f();
+    OWN_CALL.with(|c| c.set(false));
+    r
+}
+
+/// The runtime's `AMDKFD_IOC_UPDATE_QUEUE` (a priority change through ROCr): libxhsa keeps the
+/// queue's priority and percentage for when it puts a deactivated queue back, and keeps a
+/// queue it deactivated off (percentage 0) until then. Returns the arguments to pass on.
+fn runtime_update(request: libc::c_ulong, arg: *mut libc::c_void) -> Option<UpdateQueueArgs> {
+    let size = ((request >> 16) & 0x3fff) as usize;
+    if arg.is_null() || size != std::mem::size_of::<UpdateQueueArgs>() || OWN_CALL.with(|c| c.get()) {
+        return None;
+    }
+    let pre = super::global().preempt.get()?;
+    let mut a = UpdateQueueArgs::default();
+    // SAFETY: the caller passes `size` bytes of UPDATE_QUEUE arguments at `arg` (checked above to
+    // be the struct's size).
+    unsafe { std::ptr::copy_nonoverlapping(arg as *const u8, (&mut a as *mut UpdateQueueArgs).cast::<u8>(), size) };
+    let pct = pre.runtime_update(a.queue_id, a.queue_priority, a.queue_percentage);
+    (pct != a.queue_percentage).then_some(UpdateQueueArgs { queue_percentage: pct, ..a })
 }
 
 #[no_mangle]
@@ -77,6 +113,15 @@ pub unsafe extern "C" fn ioctl(fd: libc::c_int, request: libc::c_ulong, arg: *mu
     }
     // SAFETY: the next definition of ioctl (libc's, or another interposer's).
     let real: IoctlFn = unsafe { std::mem::transmute::<usize, IoctlFn>(p) };
+    if is_kfd(request, 0x07) {
+        let mut changed = None;
+        record(|_| changed = runtime_update(request, arg));
+        if let Some(mut a) = changed {
+            // SAFETY: the caller's request with our copy of its arguments (same size and type),
+            // which lives for the call.
+            return unsafe { real(fd, request, (&mut a as *mut UpdateQueueArgs).cast()) };
+        }
+    }
     // SAFETY: the caller's arguments, passed on unchanged.
     let r = unsafe { real(fd, request, arg) };
     if r == 0 && !arg.is_null() && is_create_queue(request) {
@@ -90,6 +135,7 @@ pub unsafe extern "C" fn ioctl(fd: libc::c_int, request: libc::c_ulong, arg: *mu
             // SAFETY: the kernel (or KFD emulation) wrote `size` bytes of arguments at `arg`.
             unsafe { std::ptr::copy_nonoverlapping(arg as *const u8, (&mut a as *mut CreateQueueArgs).cast::<u8>(), n) };
             g.seen.kfd_queue(KfdSource::Ioctl, a.ring_base_address, a.queue_id, None, Some(a.doorbell_offset), Some(a.queue_type));
+            g.seen.kfd_created(a.ring_base_address, fd, KfdCreate { ring_bytes: a.ring_size, percentage: a.queue_percentage, priority: a.queue_priority });
         });
         // SAFETY: as above.
         unsafe { *libc::__errno_location() = errno };

@@ -20,6 +20,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 pub mod kfd;
+mod kfd_port;
 mod memory;
 mod origin;
 pub mod preload;
@@ -34,6 +35,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::fault::{FaultPlan, ENV_FAULT_INJECT};
 use crate::intercept::{Interception, Loading};
+use crate::preempt::{PreemptSettings, Preemption};
 use crate::scheduler::Scheduler;
 use crate::settings::{ProcessIdentity, Settings};
 
@@ -49,6 +51,10 @@ pub(crate) struct Global {
     pub faults: Arc<FaultPlan>,
     /// This process, for `[[process]]` priority rules.
     pub identity: ProcessIdentity,
+    /// `XHSA_PREEMPT` and its bounds.
+    pub preempt_settings: PreemptSettings,
+    /// The process's preemption (levels 2-3), once its board and KFD descriptor are known.
+    pub preempt: OnceLock<Arc<Preemption>>,
     announced_preload: AtomicBool,
     /// Whether `info` is enabled: decides at start-up whether the exit summary is written.
     summary_at_exit: bool,
@@ -102,6 +108,10 @@ pub(crate) fn global() -> &'static Global {
             tracing::warn!("xhsa: {ENV_FAULT_INJECT} is set: internal failures will be injected (test knob)");
         }
         let faults = Arc::new(faults);
+        let (preempt_settings, errors) = PreemptSettings::from_process_env();
+        for e in errors {
+            tracing::error!("xhsa: {e}");
+        }
         let identity = ProcessIdentity {
             exe: std::fs::read_link("/proc/self/exe").ok().map(|p| p.display().to_string()),
             comm: std::fs::read_to_string("/proc/self/comm").ok().map(|s| s.trim_end().to_string()),
@@ -114,6 +124,8 @@ pub(crate) fn global() -> &'static Global {
             degraded: AtomicBool::new(false),
             faults,
             identity,
+            preempt_settings,
+            preempt: OnceLock::new(),
             announced_preload: AtomicBool::new(false),
             summary_at_exit,
         }
@@ -196,6 +208,12 @@ extern "C" fn at_exit() {
         let Some(g) = GLOBAL.get() else { return };
         // The scheduler may be held by a thread the exit interrupted: then its part is left out
         // (and its board slots are cleared by the next reader that finds this process gone).
+        // Never leave a queue off the GPU.
+        let preempt = g.preempt.get().map(|p| {
+            p.put_all_back();
+            let s = p.summary();
+            format!("; preemption: {} taken off, {} put back, {} off now, {} us off in all", s.preemptions, s.restores, s.off_now, s.off_ns / 1000)
+        });
         let shadow = match g.sched.try_lock() {
             Ok(mut s) => {
                 // This process's queues stop counting as work for the others at once.
@@ -217,7 +235,7 @@ extern "C" fn at_exit() {
             Err(_) => String::new(),
         };
         if g.summary_at_exit {
-            let line = format!(" INFO xhsa: {}{shadow}\n", g.seen.summary());
+            let line = format!(" INFO xhsa: {}{shadow}{}\n", g.seen.summary(), preempt.unwrap_or_default());
             // SAFETY: writing our own buffer to file descriptor 2.
             unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
         }

@@ -131,7 +131,38 @@ fn run<R>(wait: bool, f: impl FnOnce(&mut Scheduler, &ProcessMemory, &RocrHardwa
 }
 
 fn with_sched<R>(f: impl FnOnce(&mut Scheduler, &ProcessMemory, &RocrHardware, Nanos) -> R) -> Option<R> {
-    run(true, f)
+    let r = run(true, f);
+    passes_wanted();
+    r
+}
+
+/// A thread found the scheduler busy when it needed a forwarding pass: whoever holds the
+/// scheduler runs one more pass before it is done with it ([`passes_wanted`]).
+static PASS_WANTED: AtomicBool = AtomicBool::new(false);
+
+/// A doorbell's forwarding pass, never waiting: runs it if the scheduler is free, else leaves
+/// it to the thread holding the scheduler (ROCr's async thread, the watcher or another
+/// application thread), which runs it before letting go. The application's submission path
+/// thus never waits on a lock another thread holds.
+fn doorbell_pass() {
+    PASS_WANTED.store(true, Ordering::SeqCst);
+    passes_wanted();
+}
+
+/// Runs the passes asked for while the scheduler was busy, as long as it is free.
+fn passes_wanted() {
+    std::sync::atomic::fence(Ordering::SeqCst);
+    while PASS_WANTED.load(Ordering::SeqCst) {
+        let ran = run(false, |s, m, hw, now| {
+            PASS_WANTED.store(false, Ordering::SeqCst);
+            s.pass(m, hw, now)
+        });
+        if ran.is_none() {
+            // Busy: the holder sees the flag after it lets go (or rocr() is missing).
+            return;
+        }
+        std::sync::atomic::fence(Ordering::SeqCst);
+    }
 }
 
 /// The completion handler of tracking signals (ROCr's async thread); `arg` is the queue id.
@@ -309,9 +340,47 @@ fn attach_board(g: &Global, r: &Rocr, agent: hsa_agent_t) {
     match crate::board_link::BoardLink::open(&place, node) {
         Ok(link) => {
             tracing::info!("xhsa: board {}", link.path().display());
-            with_sched(|s, _, _, _| s.attach_board(std::sync::Arc::new(link)));
+            let link = std::sync::Arc::new(link);
+            let waker = link.clone();
+            with_sched(|s, _, _, _| {
+                s.attach_board(link.clone());
+                s.set_notifier(crate::scheduler::Notifier(std::sync::Arc::new(move || waker.notify())));
+            });
+            start_preemption(g, link);
         }
         Err(e) => tracing::warn!("xhsa: {e}; no board: only this process's queues are scheduled against each other"),
+    }
+}
+
+/// Starts the process's preemption watcher over the board, with the runtime's KFD descriptor.
+fn start_preemption(g: &Global, link: std::sync::Arc<crate::board_link::BoardLink>) {
+    let settings = g.preempt_settings;
+    if settings.mode == crate::preempt::PreemptMode::Off {
+        tracing::info!("xhsa: XHSA_PREEMPT=off: level 1 only");
+        return;
+    }
+    let Some(fd) = g.seen.kfd_fd() else {
+        tracing::warn!("xhsa: the runtime's KFD queue creation was not seen (libxhsa sees it when loaded with LD_PRELOAD), so its queues cannot be preempted: level 1 only");
+        return;
+    };
+    // SAFETY: `fd` is the descriptor the runtime's CREATE_QUEUE ioctl was made on, open while its
+    // queues exist; libxhsa never closes it.
+    let port = unsafe { super::kfd_port::RuntimeKfd::borrow(fd) };
+    let pre = std::sync::Arc::new(crate::preempt::Preemption::new(settings, Box::new(port), Box::new(now_ns)));
+    if g.preempt.set(pre.clone()).is_ok() && crate::preempt::watcher::spawn(pre, link) {
+        tracing::info!("xhsa: preemption {} (starvation bound {} ms, budget {} %)", settings.mode, settings.max_preempted_ns / 1_000_000, settings.budget_pct);
+    }
+}
+
+/// Lets the preemption watcher take the hardware queue of `id` off the GPU when it must.
+fn register_preemptable(g: &Global, id: u64, hw_ring: &AqlRing) {
+    let Some(pre) = g.preempt.get() else { return };
+    let Some(k) = g.seen.kfd_queue_at(hw_ring.base) else {
+        tracing::debug!("xhsa: queue {id}: no KFD queue seen at ring {:#x}; it cannot be preempted", hw_ring.base);
+        return;
+    };
+    if let (Some(kfd_id), Some(ring_bytes), Some(priority), Some(percentage)) = (k.id(), k.ring_bytes, k.priority, k.percentage) {
+        pre.add(crate::preempt::Target { queue: QueueId(id), kfd_id, ring_base: hw_ring.base, ring_bytes, priority, percentage });
     }
 }
 
@@ -360,6 +429,7 @@ fn build_shadow(g: &Global, id: u64, agent: hsa_agent_t, hw: u64, size: u32) -> 
     let priority = g.settings.priority_for(StreamPriority::Normal, &g.identity, library.as_deref());
     let added = with_sched(|s, _, _, _| s.add(ShadowQueue::new(QueueId(id), shadow, hwq, tracking), priority)) == Some(true);
     if added && SHADOWS.insert(mem, id) && HW_OF.insert(mem, hw) && DOORBELLS.insert(doorbell, id) {
+        register_preemptable(g, id, &hw_ring);
         let hw_priority = priority.hardware();
         if hw_priority != StreamPriority::Normal && !inside(|| r.set_hw_priority(hw, hw_priority)) {
             tracing::warn!("xhsa: queue {id}: ROCr refused hardware priority {hw_priority:?}; it keeps the default");
@@ -402,6 +472,11 @@ fn destroy_shadow(real: QueueFn, shadow: u64, id: QueueId) -> hsa_status_t {
     let Some(r) = rocr() else { return HSA_STATUS_ERROR };
     let hw = HW_OF.get(shadow).unwrap_or(0);
     let doorbell = memory::read_u64(shadow + DOORBELL);
+    // A queue off the GPU goes back first (its last packets must run; KFD blocks destroying a
+    // suspended queue) and is never taken off again.
+    if let Some(pre) = global().preempt.get() {
+        pre.forget(id);
+    }
     with_sched(|s, m, _, now| s.close(id, m, now));
     let deadline = Instant::now() + DESTROY_PATIENCE;
     let wait = loop {
@@ -485,7 +560,7 @@ pub(crate) unsafe fn load_index(real: Option<LoadIndexFn>, queue: *const hsa_que
     if SHADOWS.contains(queue as u64) {
         let v = memory::index(queue as u64 + field).load(order);
         if field == READ_INDEX && STALLED.load(Ordering::Relaxed) {
-            run(false, |s, m, hw, now| s.pass(m, hw, now));
+            doorbell_pass();
         }
         return v;
     }
@@ -544,9 +619,9 @@ pub(crate) unsafe fn store_read_index(real: Option<StoreIndexFn>, queue: *const 
 
 /// `hsa_signal_store_*` and `hsa_signal_silent_store_*`.
 pub(crate) unsafe fn signal_store(real: Option<SignalStoreFn>, signal: hsa_signal_t, value: hsa_signal_value_t) {
-    if let Some(id) = DOORBELLS.get(signal.handle) {
+    if DOORBELLS.contains(signal.handle) {
         global().seen.doorbell_stores.fetch_add(1, Ordering::Relaxed);
-        with_sched(|s, m, hw, now| s.doorbell(QueueId(id), m, hw, now));
+        doorbell_pass();
         return;
     }
     outermost(|g| g.seen.signal_store(signal.handle));

@@ -1,0 +1,78 @@
+//! How long a queue's packets take on the hardware, measured from its completions: the time the
+//! queue had work in flight, divided by the packets that completed in it, smoothed. The
+//! preemption watchers (this process's and, through the board's `packet_ns`, the other
+//! processes') use it to estimate how long a lower-priority queue's work in flight would delay
+//! a higher priority, and so whether a preemption is worth its cost.
+//!
+//! Time is passed in ([`Nanos`]); nothing here reads a clock. The estimate is an upper bound of
+//! the packets' own time when completions are observed late (a pass that counts them after the
+//! fact), which errs towards preempting.
+#![forbid(unsafe_code)]
+
+use crate::window::Nanos;
+
+/// The running estimate of one queue; see the module doc.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct PacketTime {
+    /// Since when the queue has had packets in flight (`None` while it has none).
+    busy_since: Option<Nanos>,
+    /// Smoothed nanoseconds per packet; 0 until the first completion.
+    ns: u64,
+}
+
+impl PacketTime {
+    /// Packets were forwarded; `in_flight_before` is how many were in flight before them.
+    pub fn forwarded(&mut self, now: Nanos, in_flight_before: u64) {
+        if in_flight_before == 0 || self.busy_since.is_none() {
+            self.busy_since = Some(now);
+        }
+    }
+
+    /// `n` packets completed at `now`; `in_flight_after` remain in flight.
+    pub fn completed(&mut self, now: Nanos, n: u64, in_flight_after: u64) {
+        if n == 0 {
+            return;
+        }
+        if let Some(since) = self.busy_since {
+            let sample = now.saturating_sub(since) / n;
+            // Exponential smoothing with weight 1/4 for the new sample.
+            self.ns = if self.ns == 0 { sample.max(1) } else { ((self.ns * 3 + sample) / 4).max(1) };
+        }
+        self.busy_since = (in_flight_after > 0).then_some(now);
+    }
+
+    /// Nanoseconds per packet, 0 while nothing completed.
+    pub fn per_packet(&self) -> u64 {
+        self.ns
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busy_time_is_divided_among_the_completed_packets() {
+        let mut t = PacketTime::default();
+        assert_eq!(t.per_packet(), 0);
+        t.forwarded(1_000, 0);
+        t.forwarded(1_500, 2); // more packets while busy: the busy period goes on
+        t.completed(5_000, 4, 0); // 4 packets in 4 us
+        assert_eq!(t.per_packet(), 1_000);
+        // Idle time between bursts does not count.
+        t.forwarded(100_000, 0);
+        t.completed(102_000, 1, 1);
+        assert_eq!(t.per_packet(), (1_000 * 3 + 2_000) / 4);
+        t.completed(104_000, 1, 0); // measured from the previous completion
+        assert_eq!(t.per_packet(), (1_250 * 3 + 2_000) / 4);
+        t.completed(200_000, 0, 0);
+        assert_eq!(t.per_packet(), 1_437, "no completion, no sample");
+    }
+
+    #[test]
+    fn completions_without_a_forward_seen_give_no_sample() {
+        let mut t = PacketTime::default();
+        t.completed(10, 3, 0);
+        assert_eq!(t.per_packet(), 0);
+    }
+}

@@ -1,0 +1,455 @@
+//! The process's preemption: its preemptable queues, the policy's state, the mechanisms, and
+//! the one watcher thread that acts on them.
+//!
+//! The watcher blocks on the board's wake word ([`Watch::wait`], a futex in the shared
+//! mapping: no spinning) and is woken whenever any process's queue changes priority or starts
+//! or stops having work; it then reads the board, asks the [`Policy`] and makes the KFD calls
+//! for this process's queues ([`Mechanisms`]). A process can only preempt its own queues (KFD
+//! needs ptrace for another's), so every process runs its own watcher. It also does the
+//! housekeeping that must not run on an application's thread: clearing the board slots of dead
+//! processes ([`Watch::housekeeping`], every [`HOUSEKEEPING_NS`]).
+//!
+//! Nothing here makes an application thread wait: the application's doorbell only publishes and
+//! wakes. Destroying a queue ([`Preemption::forget`]) puts it back first if it is off (KFD blocks
+//! the destroy of a suspended queue), under the preemption lock, which the watcher holds only
+//! for one decision and its KFD calls.
+#![forbid(unsafe_code)]
+
+use super::budget::Budget;
+use super::mechanism::{How, KfdPort, Mechanisms, Target};
+use super::policy::{Mine, Policy};
+use super::settings::{PreemptMode, PreemptSettings};
+use crate::priority::Priority;
+use crate::ring::QueueId;
+use crate::window::Nanos;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// How often the watcher clears dead processes' board slots (and re-evaluates) when nothing
+/// wakes it.
+pub const HOUSEKEEPING_NS: Nanos = 1_000_000_000;
+/// How soon a failed put-back is retried.
+pub const RETRY_NS: Nanos = 50_000_000;
+
+/// What the watcher reads and waits on: the board (or a fake).
+pub trait Watch: Send + Sync {
+    /// The wake word's value, read before looking at the board.
+    fn wake_seq(&self) -> u32;
+    /// Blocks until the wake word differs from `seen`, or `timeout`.
+    fn wait(&self, seen: u32, timeout: Option<Duration>);
+    /// This process's queues on the board, and the priorities of the other processes' queues
+    /// that have work.
+    fn view(&self) -> (Vec<Mine>, Vec<Priority>);
+    /// Periodic work off the application's threads (dead owners' slots).
+    fn housekeeping(&self);
+}
+
+/// A queue as KFD knows it, kept current from the runtime's own KFD calls.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct Known {
+    target: Target,
+}
+
+/// What the lock protects.
+struct Inner {
+    policy: Policy,
+    mech: Mechanisms,
+    budget: Budget,
+    /// Queues KFD knows, by libxhsa queue id.
+    known: BTreeMap<QueueId, Known>,
+    /// Queues off the GPU and how.
+    off: BTreeMap<QueueId, How>,
+    /// A put-back failed: retry.
+    retry_at: Option<Nanos>,
+    last_housekeeping: Option<Nanos>,
+    /// Counters for the log and the exit summary.
+    preemptions: u64,
+    restores: u64,
+    off_ns: u64,
+}
+
+/// The process's preemption; see the module doc.
+pub struct Preemption {
+    settings: PreemptSettings,
+    inner: Mutex<Inner>,
+    said_broken: AtomicBool,
+    clock: Box<dyn Fn() -> Nanos + Send + Sync>,
+}
+
+/// Totals for the exit summary.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct PreemptSummary {
+    pub preemptions: u64,
+    pub restores: u64,
+    pub off_now: u64,
+    pub off_ns: u64,
+}
+
+impl Preemption {
+    /// Preemption of this process's queues through `port`.
+    pub fn new(settings: PreemptSettings, port: Box<dyn KfdPort>, clock: Box<dyn Fn() -> Nanos + Send + Sync>) -> Preemption {
+        let inner = Inner {
+            policy: Policy::new(settings),
+            mech: Mechanisms::new(port, settings.mode),
+            budget: Budget::new(settings.budget_pct),
+            known: BTreeMap::new(),
+            off: BTreeMap::new(),
+            retry_at: None,
+            last_housekeeping: None,
+            preemptions: 0,
+            restores: 0,
+            off_ns: 0,
+        };
+        Preemption { settings, inner: Mutex::new(inner), said_broken: AtomicBool::new(false), clock }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> PreemptSettings {
+        self.settings
+    }
+
+    /// A queue KFD knows (its hardware queue was created).
+    pub fn add(&self, target: Target) {
+        self.lock().known.insert(target.queue, Known { target });
+    }
+
+    /// The runtime changed a queue's KFD priority or percentage (its own `UPDATE_QUEUE`, seen
+    /// by the interposer). Returns the percentage KFD must get: 0 while libxhsa keeps the
+    /// queue deactivated, so that the runtime's call does not bring it back early (the
+    /// runtime's percentage is restored when libxhsa puts it back).
+    pub fn runtime_update(&self, kfd_id: u32, priority: u32, percentage: u32) -> u32 {
+        let mut g = self.lock();
+        let Some((q, k)) = g.known.iter_mut().find(|(_, k)| k.target.kfd_id == kfd_id) else { return percentage };
+        k.target.priority = priority;
+        k.target.percentage = percentage;
+        let q = *q;
+        if g.off.get(&q) == Some(&How::Deactivate) {
+            0
+        } else {
+            percentage
+        }
+    }
+
+    /// A queue is being destroyed: put it back if it is off (KFD blocks destroying a
+    /// suspended queue), and forget it.
+    pub fn forget(&self, q: QueueId) {
+        let now = (self.clock)();
+        let mut g = self.lock();
+        if let Some(how) = g.off.remove(&q) {
+            if let Some(k) = g.known.get(&q).copied() {
+                if let Err(e) = g.mech.put_back(&[(k.target, how)]) {
+                    tracing::error!("xhsa: queue {q} could not be put back before its destroy: {e}");
+                }
+            }
+            g.restores += 1;
+        }
+        g.policy.forget(q);
+        g.known.remove(&q);
+        let _ = now;
+    }
+
+    /// Puts every queue back (process exit). Never blocks on the watcher for long: skipped if
+    /// the lock is busy.
+    pub fn put_all_back(&self) {
+        let Ok(mut g) = self.inner.try_lock() else { return };
+        let targets: Vec<(Target, How)> = g.off.iter().filter_map(|(q, h)| g.known.get(q).map(|k| (k.target, *h))).collect();
+        if !targets.is_empty() && g.mech.put_back(&targets).is_ok() {
+            g.off.clear();
+        }
+    }
+
+    /// The queues off the GPU now.
+    pub fn off(&self) -> Vec<QueueId> {
+        self.lock().off.keys().copied().collect()
+    }
+
+    /// Totals.
+    pub fn summary(&self) -> PreemptSummary {
+        let g = self.lock();
+        PreemptSummary { preemptions: g.preemptions, restores: g.restores, off_now: g.off.len() as u64, off_ns: g.off_ns }
+    }
+
+    /// The mechanisms' measured costs, for the log.
+    pub fn costs(&self) -> String {
+        let g = self.lock();
+        g.mech
+            .costs()
+            .iter()
+            .filter(|(_, off, _, n)| off.is_some() && *n > 0)
+            .map(|(h, off, back, n)| format!("{}: off {} us, back {} us ({n} times)", h.name(), off.unwrap_or(0) / 1000, back.unwrap_or(0) / 1000))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    /// One evaluation: reads `watch`, decides, makes the KFD calls. Returns when to look again
+    /// at the latest.
+    pub fn step(&self, watch: &dyn Watch) -> Nanos {
+        let now = (self.clock)();
+        let mut g = self.lock();
+        if g.last_housekeeping.is_none_or(|t| now.saturating_sub(t) >= HOUSEKEEPING_NS) {
+            g.last_housekeeping = Some(now);
+            drop(g);
+            watch.housekeeping();
+            g = self.lock();
+        }
+        let (mut mine, others) = watch.view();
+        for m in &mut mine {
+            m.preemptable = g.known.contains_key(&m.id);
+        }
+        let cost = g.mech.expected_cost();
+        let expected = cost.unwrap_or(0);
+        let budget_ok = g.mech.usable() && g.budget.allows(now, expected);
+        let budget_at = g.budget.next_allowed(now, expected);
+        let mut d = g.policy.decide(now, &mine, &others, cost, budget_ok, budget_at);
+        if !g.mech.usable() {
+            d.take_off.clear();
+        }
+        // Put back first (failed put-backs of earlier steps included).
+        let mut back: Vec<QueueId> = d.put_back.clone();
+        if g.retry_at.is_some_and(|t| now >= t) {
+            let more: Vec<QueueId> = g.off.keys().filter(|q| !back.contains(q)).copied().collect();
+            back.extend(more);
+        }
+        back.retain(|q| g.off.contains_key(q) || g.policy.is_off(*q));
+        if !back.is_empty() {
+            let targets: Vec<(Target, How)> =
+                back.iter().filter_map(|q| Some((g.known.get(q)?.target, *g.off.get(q)?))).collect();
+            let start = (self.clock)();
+            let r = g.mech.put_back(&targets);
+            let end = (self.clock)();
+            g.budget.record(start, end.saturating_sub(start));
+            match r {
+                Ok(_) => {
+                    for q in &back {
+                        if let State::Off { since } = g.policy.state(*q) {
+                            g.off_ns += now.saturating_sub(since);
+                        }
+                        g.off.remove(q);
+                    }
+                    g.restores += back.len() as u64;
+                    g.policy.put_back(&back, &d.starved, end);
+                    g.retry_at = None;
+                }
+                Err(e) => {
+                    tracing::error!("xhsa: putting queues back on the GPU failed ({e}); retrying");
+                    g.retry_at = Some(end + RETRY_NS);
+                }
+            }
+        }
+        if !d.take_off.is_empty() {
+            let targets: Vec<Target> = d.take_off.iter().filter_map(|q| g.known.get(q).map(|k| k.target)).collect();
+            let start = (self.clock)();
+            let r = g.mech.take_off(&targets);
+            let end = (self.clock)();
+            g.budget.record(start, end.saturating_sub(start));
+            let taken = match r {
+                Ok(t) => t,
+                Err((why, t)) => {
+                    if !self.said_broken.swap(true, Ordering::Relaxed) {
+                        tracing::error!("xhsa: preemption failed ({why}); this process goes on at level 1 (no preemption)");
+                    }
+                    // What was taken off before the failure goes back at once.
+                    let targets: Vec<(Target, How)> = t.queues.iter().filter_map(|(q, h)| Some((g.known.get(q)?.target, *h))).collect();
+                    if !targets.is_empty() && g.mech.put_back(&targets).is_err() {
+                        for (q, h) in &t.queues {
+                            g.off.insert(*q, *h);
+                        }
+                        let qs: Vec<QueueId> = t.queues.iter().map(|(q, _)| *q).collect();
+                        g.policy.taken_off(&qs, start);
+                        g.retry_at = Some(end + RETRY_NS);
+                    }
+                    Default::default()
+                }
+            };
+            let qs: Vec<QueueId> = taken.queues.iter().map(|(q, _)| *q).collect();
+            for (q, h) in &taken.queues {
+                g.off.insert(*q, *h);
+            }
+            g.preemptions += qs.len() as u64;
+            g.policy.taken_off(&qs, start);
+        }
+        let mut wake = now + HOUSEKEEPING_NS;
+        if let Some(t) = d.wake_at {
+            wake = wake.min(t);
+        }
+        if let Some(t) = g.retry_at {
+            wake = wake.min(t);
+        }
+        wake
+    }
+
+    /// The watcher thread's loop: step, then block on the board until something changes or
+    /// the step's deadline. Runs until `stop` is set.
+    pub fn run(&self, watch: &dyn Watch, stop: &AtomicBool) {
+        while !stop.load(Ordering::Acquire) {
+            let seen = watch.wake_seq();
+            let wake_at = self.step(watch);
+            let now = (self.clock)();
+            if wake_at > now {
+                watch.wait(seen, Some(Duration::from_nanos(wake_at - now)));
+            }
+        }
+    }
+}
+
+use super::policy::State;
+
+impl std::fmt::Debug for Preemption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Preemption").field("settings", &self.settings).finish()
+    }
+}
+
+/// Starts the watcher thread over `watch` (the board). Returns whether it started.
+pub fn spawn(pre: Arc<Preemption>, watch: Arc<dyn Watch>) -> bool {
+    if pre.settings.mode == PreemptMode::Off {
+        return false;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    std::thread::Builder::new()
+        .name("xhsa-watcher".into())
+        .spawn(move || {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pre.run(watch.as_ref(), &stop)));
+            if r.is_err() {
+                tracing::error!("xhsa: the preemption watcher failed internally; putting every queue back and going on at level 1");
+                pre.put_all_back();
+            }
+        })
+        .is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::mechanism::fake::FakeKfd;
+    use super::*;
+    use crate::priority::Level;
+    use std::sync::atomic::AtomicU64;
+
+    fn p(level: i64) -> Priority {
+        Priority::at_level(Level::new(level).unwrap())
+    }
+
+    #[derive(Default)]
+    struct FakeBoard {
+        view: Mutex<(Vec<Mine>, Vec<Priority>)>,
+        housekeeping: AtomicU64,
+    }
+
+    impl Watch for FakeBoard {
+        fn wake_seq(&self) -> u32 {
+            0
+        }
+        fn wait(&self, _: u32, _: Option<Duration>) {}
+        fn view(&self) -> (Vec<Mine>, Vec<Priority>) {
+            self.view.lock().unwrap().clone()
+        }
+        fn housekeeping(&self) {
+            self.housekeeping.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn target(q: u64, id: u32) -> Target {
+        Target { queue: QueueId(q), kfd_id: id, ring_base: 0x10000 * q, ring_bytes: 65536, priority: 7, percentage: 100 }
+    }
+
+    fn low(in_flight: u32) -> Mine {
+        Mine { id: QueueId(1), priority: p(-1), pending: 0, in_flight, packet_ns: 2_000_000, preemptable: false }
+    }
+
+    fn setup(mode: PreemptMode, k: &FakeKfd) -> (Preemption, Arc<AtomicU64>) {
+        let clock = Arc::new(AtomicU64::new(1_000));
+        let c = clock.clone();
+        let settings = PreemptSettings { mode, ..Default::default() };
+        let pre = Preemption::new(settings, Box::new(k.clone()), Box::new(move || c.load(Ordering::Relaxed)));
+        pre.add(target(1, 3));
+        (pre, clock)
+    }
+
+    #[test]
+    fn the_watcher_takes_a_low_queue_off_and_puts_it_back() {
+        let k = FakeKfd { cost_ns: 0, ..Default::default() };
+        let (pre, clock) = setup(PreemptMode::Suspend, &k);
+        let board = FakeBoard::default();
+        *board.view.lock().unwrap() = (vec![low(2)], vec![p(3)]);
+        pre.step(&board);
+        assert_eq!(pre.off(), vec![QueueId(1)]);
+        assert_eq!(board.housekeeping.load(Ordering::Relaxed), 1);
+        // The runtime changes the priority meanwhile: a suspended queue keeps its percentage.
+        assert_eq!(pre.runtime_update(3, 9, 100), 100);
+        clock.fetch_add(5_000_000, Ordering::Relaxed);
+        *board.view.lock().unwrap() = (vec![low(2)], vec![]);
+        pre.step(&board);
+        assert!(pre.off().is_empty());
+        let s = pre.summary();
+        assert_eq!((s.preemptions, s.restores, s.off_now), (1, 1, 0));
+        assert_eq!(s.off_ns, 5_000_000);
+        assert_eq!(*k.log.lock().unwrap(), vec!["enable", "suspend [3]", "resume [3]"]);
+    }
+
+    #[test]
+    fn a_deactivated_queue_stays_off_when_the_runtime_updates_it_and_gets_its_percentage_back() {
+        let k = FakeKfd::default();
+        let (pre, _) = setup(PreemptMode::Queue, &k);
+        let board = FakeBoard::default();
+        *board.view.lock().unwrap() = (vec![low(2)], vec![p(3)]);
+        pre.step(&board);
+        assert_eq!(pre.runtime_update(3, 11, 50), 0, "kept off");
+        *board.view.lock().unwrap() = (vec![low(2)], vec![]);
+        pre.step(&board);
+        assert_eq!(*k.log.lock().unwrap(), vec!["update 3 0", "update 3 50"]);
+        assert_eq!(pre.runtime_update(3, 11, 100), 100);
+    }
+
+    #[test]
+    fn a_failed_preemption_falls_back_to_level_1_and_nothing_stays_off() {
+        let k = FakeKfd { fail_suspend: true, ..Default::default() };
+        let (pre, _) = setup(PreemptMode::Suspend, &k);
+        let board = FakeBoard::default();
+        *board.view.lock().unwrap() = (vec![low(2)], vec![p(3)]);
+        pre.step(&board);
+        assert!(pre.off().is_empty());
+        pre.step(&board);
+        assert_eq!(k.log.lock().unwrap().iter().filter(|l| l.starts_with("suspend")).count(), 1, "no second try");
+    }
+
+    #[test]
+    fn a_failed_put_back_is_retried_and_stops_preemption() {
+        let k = FakeKfd::default();
+        let (pre, clock) = setup(PreemptMode::Suspend, &k);
+        let board = FakeBoard::default();
+        *board.view.lock().unwrap() = (vec![low(2)], vec![p(3)]);
+        pre.step(&board);
+        *k.fail_resume.lock().unwrap() = true;
+        *board.view.lock().unwrap() = (vec![low(2)], vec![]);
+        let wake = pre.step(&board);
+        assert_eq!(pre.off(), vec![QueueId(1)], "still off after the failed resume");
+        assert!(wake <= clock.load(Ordering::Relaxed) + RETRY_NS);
+        *k.fail_resume.lock().unwrap() = false;
+        clock.fetch_add(RETRY_NS, Ordering::Relaxed);
+        pre.step(&board);
+        assert!(pre.off().is_empty());
+        // A failed call stopped preemption for the process.
+        *board.view.lock().unwrap() = (vec![low(2)], vec![p(3)]);
+        pre.step(&board);
+        assert!(pre.off().is_empty());
+    }
+
+    #[test]
+    fn destroy_puts_a_queue_back_first() {
+        let k = FakeKfd::default();
+        let (pre, _) = setup(PreemptMode::Suspend, &k);
+        let board = FakeBoard::default();
+        *board.view.lock().unwrap() = (vec![low(2)], vec![p(3)]);
+        pre.step(&board);
+        assert_eq!(pre.off(), vec![QueueId(1)]);
+        pre.forget(QueueId(1));
+        assert!(pre.off().is_empty());
+        assert_eq!(k.log.lock().unwrap().last().unwrap(), "resume [3]");
+    }
+}
