@@ -1,0 +1,139 @@
+//! Levels 2-3 across processes on one emulated GPU: a low-priority batch process takes its own
+//! hardware queue off the GPU while a high-priority process has work, puts it back when that
+//! work is done (or when the high-priority process dies), and never leaves it off.
+//!
+//! Busy (tests/programs/shared_hip.hip `busy`): a stream flooded with 4 ms kernels filling the
+//! 80 CUs. Victim (`victim`): 10 kernels of 640 workgroups x 1 ms per trial. Both preload
+//! libxhsa with one `XHSA_BOARD_DIR`; the assertions are on libxhsa's exit summaries and on
+//! `xhsa-emu status` (which shows a queue deactivated or suspended), not on timings.
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{assert_passed, emu_status, libxhsa, run_lock, spawn_under_emu, DeviceDir, RunOpts, RunOutput, Running};
+
+fn opts(dir: &DeviceDir, board: &std::path::Path, priority: &str, extra: &[(&str, &str)]) -> RunOpts {
+    let mut env = vec![
+        dir.env(),
+        ("LD_PRELOAD".into(), libxhsa()),
+        ("XHSA_BOARD_DIR".into(), board.display().to_string()),
+        ("XHSA_PRIORITY".into(), priority.into()),
+        ("XHSA_LOG".into(), "info".into()),
+    ];
+    env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    RunOpts { env, timeout: Duration::from_secs(120), ..RunOpts::default() }
+}
+
+/// `(taken off, put back, off now)` from libxhsa's exit summary; `None` without a preemption
+/// part (preemption off or never started).
+fn preemptions(out: &RunOutput) -> Option<(u64, u64, u64)> {
+    let line = out.stderr.lines().find(|l| l.contains("INFO xhsa:") && l.contains("HSA queues created"))?;
+    let part = line.split("; preemption: ").nth(1)?;
+    let num = |before: &str| -> u64 { part.split(before).next().unwrap().split_whitespace().last().unwrap().trim_start_matches(',').parse().unwrap() };
+    Some((num(" taken off"), num(" put back"), num(" off now")))
+}
+
+/// Whether `xhsa-emu status` shows some queue deactivated or suspended.
+fn some_queue_off(dir: &DeviceDir) -> bool {
+    let s = emu_status(dir);
+    s.contains("suspended") || s.contains("inactive")
+}
+
+/// Waits up to `timeout` for `cond`.
+fn eventually(timeout: Duration, cond: impl Fn() -> bool) -> bool {
+    let end = Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() > end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+struct Scene {
+    dir: DeviceDir,
+    board: std::path::PathBuf,
+    stop: std::path::PathBuf,
+    busy: Option<Running>,
+}
+
+/// Starts the busy low-priority process and waits until it floods the device.
+fn busy_scene(tag: &str, extra: &[(&str, &str)]) -> Scene {
+    let dir = DeviceDir::new(tag);
+    let board = dir.file("board");
+    std::fs::create_dir_all(&board).unwrap();
+    let stop = dir.file("stop");
+    let prog = common::program("shared_hip");
+    let busy = spawn_under_emu(&prog, &["busy", stop.to_str().unwrap(), "60"], &opts(&dir, &board, "-10", extra));
+    if busy.wait_for_line(|l| l == "BUSY_RUNNING", Duration::from_secs(30)).is_none() {
+        std::fs::write(&stop, b"").unwrap();
+        panic!("the busy program never reported BUSY_RUNNING\n{}", busy.wait().report());
+    }
+    Scene { dir, board, stop, busy: Some(busy) }
+}
+
+impl Scene {
+    fn victim(&self, trials: &str, extra: &[(&str, &str)]) -> Running {
+        let prog = common::program("shared_hip");
+        spawn_under_emu(&prog, &["victim", "10", "640", "1000000", trials], &opts(&self.dir, &self.board, "10", extra))
+    }
+
+    fn finish(mut self) -> RunOutput {
+        std::fs::write(&self.stop, b"").unwrap();
+        let busy = self.busy.take().unwrap().wait();
+        assert_passed(&busy);
+        busy
+    }
+}
+
+#[test]
+fn a_batch_process_is_preempted_for_a_higher_priority_one_and_put_back() {
+    let _lock = run_lock(true);
+    let scene = busy_scene("preempt", &[]);
+    let victim = scene.victim("3", &[]).wait();
+    assert_passed(&victim);
+    // The victim's work is done: the busy queue is back on the GPU within a moment.
+    assert!(eventually(Duration::from_secs(3), || !some_queue_off(&scene.dir)), "a queue stayed off the GPU\n{}", emu_status(&scene.dir));
+    let busy = scene.finish();
+    let (off, back, now) = preemptions(&busy).unwrap_or_else(|| panic!("no preemption summary\n{}", busy.report()));
+    assert!(off >= 1, "the busy low-priority queue was never taken off\n{}", busy.report());
+    assert_eq!((back, now), (off, 0), "every preemption is undone\n{}", busy.report());
+    let (v_off, _, _) = preemptions(&victim).expect("victim summary");
+    assert_eq!(v_off, 0, "the high-priority process never preempts itself\n{}", victim.report());
+}
+
+#[test]
+fn with_preemption_off_only_the_window_acts() {
+    let _lock = run_lock(true);
+    let scene = busy_scene("preempt-off", &[("XHSA_PREEMPT", "off")]);
+    let victim = scene.victim("2", &[]).wait();
+    assert_passed(&victim);
+    assert!(!some_queue_off(&scene.dir));
+    let busy = scene.finish();
+    assert_eq!(preemptions(&busy), None, "XHSA_PREEMPT=off starts no preemption\n{}", busy.report());
+    assert!(busy.stderr.contains("XHSA_PREEMPT=off"), "{}", busy.report());
+}
+
+#[test]
+fn a_killed_high_priority_process_does_not_leave_the_batch_process_off_the_gpu() {
+    let _lock = run_lock(true);
+    let scene = busy_scene("preempt-kill", &[]);
+    let victim = scene.victim("50", &[]);
+    let off = eventually(Duration::from_secs(30), || some_queue_off(&scene.dir));
+    assert!(off, "the busy queue was never taken off while the victim ran\n{}", emu_status(&scene.dir));
+    let t = Instant::now();
+    victim.kill_group(libc::SIGKILL);
+    let _ = victim.wait();
+    assert!(
+        eventually(Duration::from_secs(5), || !some_queue_off(&scene.dir)),
+        "the busy queue stayed off after the high-priority process died\n{}",
+        emu_status(&scene.dir)
+    );
+    eprintln!("back on the GPU {:?} after the SIGKILL", t.elapsed());
+    let busy = scene.finish();
+    let (off, back, now) = preemptions(&busy).expect("busy summary");
+    assert!(off >= 1 && back == off && now == 0, "{}", busy.report());
+}
