@@ -68,3 +68,22 @@ fn a_batch_process_yields_to_a_higher_priority_process_through_the_board() {
     assert_eq!(throttled_ns(&busy), 0, "equal priorities: no throttling\n{}", busy.report());
     assert_eq!(throttled_ns(&victim), 0);
 }
+
+/// A process using two GPUs is scheduled per GPU: a low-priority stream on GPU 1 is never held
+/// back by high-priority work on GPU 0, and each GPU has its own board.
+#[test]
+fn each_gpu_of_a_process_is_scheduled_on_its_own() {
+    let prog = common::program("shared_hip");
+    let dir = DeviceDir::new("two-gpus");
+    let board = dir.file("board");
+    std::fs::create_dir_all(&board).unwrap();
+    let mut o = opts(&dir, &board, "0");
+    o.emu_args = vec!["--gpus".into(), "2".into()];
+    o.exclusive = true;
+    let out = common::run_under_emu(&prog, &["two_gpus", "12", "2000000"], &o);
+    assert_passed(&out);
+    let boards: std::collections::BTreeSet<&str> =
+        out.stderr.lines().filter_map(|l| l.split("xhsa: board ").nth(1)).map(|p| p.trim()).collect();
+    assert_eq!(boards.len(), 2, "one board per GPU\n{}", out.report());
+    assert_eq!(throttled_ns(&out), 0, "the low-priority queue of GPU 1 was held back by GPU 0's work\n{}", out.report());
+}

@@ -94,12 +94,16 @@ fn runtime_update(request: libc::c_ulong, arg: *mut libc::c_void) -> Option<Upda
     if arg.is_null() || size != std::mem::size_of::<UpdateQueueArgs>() || OWN_CALL.with(|c| c.get()) {
         return None;
     }
-    let pre = super::global().preempt.get()?;
     let mut a = UpdateQueueArgs::default();
     // SAFETY: the caller passes `size` bytes of UPDATE_QUEUE arguments at `arg` (checked above to
     // be the struct's size).
     unsafe { std::ptr::copy_nonoverlapping(arg as *const u8, (&mut a as *mut UpdateQueueArgs).cast::<u8>(), size) };
-    let pct = pre.runtime_update(a.queue_id, a.queue_priority, a.queue_percentage);
+    let mut pct = a.queue_percentage;
+    for (_, gpu) in super::global().gpus.iter() {
+        if let Some(pre) = gpu.preempt.get() {
+            pct = pct.min(pre.runtime_update(a.queue_id, a.queue_priority, a.queue_percentage));
+        }
+    }
     (pct != a.queue_percentage).then_some(UpdateQueueArgs { queue_percentage: pct, ..a })
 }
 

@@ -19,6 +19,7 @@
 // and libc APIs define them); each one's SAFETY comments say what it relies on.
 #![allow(clippy::missing_safety_doc)]
 
+mod gpus;
 pub mod kfd;
 mod kfd_port;
 mod memory;
@@ -31,12 +32,11 @@ pub mod tools_lib;
 use std::cell::Cell;
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use crate::fault::{FaultPlan, ENV_FAULT_INJECT};
 use crate::intercept::{Interception, Loading};
-use crate::preempt::{PreemptSettings, Preemption};
-use crate::scheduler::Scheduler;
+use crate::preempt::PreemptSettings;
 use crate::settings::{ProcessIdentity, Settings};
 
 /// Process-wide state of libxhsa.
@@ -45,16 +45,15 @@ pub(crate) struct Global {
     pub seen: Interception,
     /// An internal failure happened: create no more shadows, and existing ones pass through.
     pub degraded: AtomicBool,
-    /// The level-1 scheduler of the process's shadow queues.
-    pub sched: Mutex<Scheduler>,
+    /// The level-1 scheduler of the process's shadow queues, one per GPU.
+    pub gpus: gpus::Gpus,
     /// `XHSA_FAULT_INJECT`.
     pub faults: Arc<FaultPlan>,
     /// This process, for `[[process]]` priority rules.
     pub identity: ProcessIdentity,
     /// `XHSA_PREEMPT` and its bounds.
     pub preempt_settings: PreemptSettings,
-    /// The process's preemption (levels 2-3), once its board and KFD descriptor are known.
-    pub preempt: OnceLock<Arc<Preemption>>,
+
     announced_preload: AtomicBool,
     /// Whether `info` is enabled: decides at start-up whether the exit summary is written.
     summary_at_exit: bool,
@@ -118,14 +117,13 @@ pub(crate) fn global() -> &'static Global {
         };
         let summary_at_exit = tracing::enabled!(tracing::Level::INFO);
         Global {
-            sched: Mutex::new(Scheduler::new(settings.window, faults.clone())),
+            gpus: gpus::Gpus::new(settings.window, faults.clone()),
             settings,
             seen: Interception::default(),
             degraded: AtomicBool::new(false),
             faults,
             identity,
             preempt_settings,
-            preempt: OnceLock::new(),
             announced_preload: AtomicBool::new(false),
             summary_at_exit,
         }
@@ -209,30 +207,57 @@ extern "C" fn at_exit() {
         // The scheduler may be held by a thread the exit interrupted: then its part is left out
         // (and its board slots are cleared by the next reader that finds this process gone).
         // Never leave a queue off the GPU.
-        let preempt = g.preempt.get().map(|p| {
-            p.put_all_back();
-            let s = p.summary();
-            format!("; preemption: {} taken off, {} put back, {} off now, {} us off in all", s.preemptions, s.restores, s.off_now, s.off_ns / 1000)
-        });
-        let shadow = match g.sched.try_lock() {
-            Ok(mut s) => {
-                // This process's queues stop counting as work for the others at once.
-                s.leave_board();
-                let t = s.summary(queues::now_ns());
-                format!(
-                    "; shadow queues: {} created, {} packets taken, {} packets forwarded, {} held, {} in flight, {} ns throttled, {} degraded; passthrough libraries: {} queues, {} dispatches",
-                    t.queues,
-                    t.taken,
-                    t.forwarded,
-                    t.held,
-                    t.in_flight,
-                    t.throttle_ns,
-                    t.degraded,
-                    queues::WHITELISTED_QUEUES.load(std::sync::atomic::Ordering::Relaxed),
-                    s.expedited()
-                )
+        let mut pre = crate::preempt::watcher::PreemptSummary::default();
+        let mut total = crate::scheduler::Summary::default();
+        let mut expedited = 0;
+        let mut complete = true;
+        for (_, gpu) in g.gpus.iter() {
+            if let Some(p) = gpu.preempt.get() {
+                p.put_all_back();
+                let s = p.summary();
+                pre.preemptions += s.preemptions;
+                pre.restores += s.restores;
+                pre.off_now += s.off_now;
+                pre.off_ns += s.off_ns;
             }
-            Err(_) => String::new(),
+            // A scheduler held by a thread the exit interrupted is left out (its board slots
+            // are cleared by the next reader that finds this process gone).
+            match gpu.sched.try_lock() {
+                Ok(mut s) => {
+                    // This process's queues stop counting as work for the others at once.
+                    s.leave_board();
+                    let t = s.summary(queues::now_ns());
+                    total.queues += t.queues;
+                    total.taken += t.taken;
+                    total.forwarded += t.forwarded;
+                    total.held += t.held;
+                    total.in_flight += t.in_flight;
+                    total.throttle_ns += t.throttle_ns;
+                    total.degraded += t.degraded;
+                    expedited += s.expedited();
+                }
+                Err(_) => complete = false,
+            }
+        }
+        let preempt = g.gpus.iter().any(|(_, gpu)| gpu.preempt.get().is_some()).then(|| {
+            format!("; preemption: {} taken off, {} put back, {} off now, {} us off in all", pre.preemptions, pre.restores, pre.off_now, pre.off_ns / 1000)
+        });
+        let shadow = if complete || total.queues > 0 {
+            let t = total;
+            format!(
+                "; shadow queues: {} created, {} packets taken, {} packets forwarded, {} held, {} in flight, {} ns throttled, {} degraded; passthrough libraries: {} queues, {} dispatches",
+                t.queues,
+                t.taken,
+                t.forwarded,
+                t.held,
+                t.in_flight,
+                t.throttle_ns,
+                t.degraded,
+                queues::WHITELISTED_QUEUES.load(std::sync::atomic::Ordering::Relaxed),
+                expedited
+            )
+        } else {
+            String::new()
         };
         if g.summary_at_exit {
             let line = format!(" INFO xhsa: {}{shadow}{}\n", g.seen.summary(), preempt.unwrap_or_default());

@@ -27,7 +27,7 @@ use hsa_sys::hsa::{
 };
 
 use super::memory::{self, ProcessMemory};
-use super::rocr::{rocr, Rocr, RocrHardware};
+use super::rocr::{rocr, RocrHardware};
 use super::{depth, global, inside, outermost, Global};
 use crate::addr_map::AddrMap;
 use crate::fault::Point;
@@ -73,8 +73,6 @@ static SHADOWS: LazyLock<AddrMap> = LazyLock::new(AddrMap::new);
 static DOORBELLS: LazyLock<AddrMap> = LazyLock::new(AddrMap::new);
 /// Shadow `hsa_queue_t` address → hardware `hsa_queue_t` address.
 static HW_OF: LazyLock<AddrMap> = LazyLock::new(AddrMap::new);
-/// Some queue waits for hardware room: the application's read-index polls retry a pass.
-static STALLED: AtomicBool = AtomicBool::new(false);
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// The application's error callback of a queue libxhsa created.
@@ -97,17 +95,18 @@ pub(crate) fn now_ns() -> Nanos {
     START.elapsed().as_nanos() as Nanos
 }
 
-/// Runs `f` on the scheduler (blocking for its lock, or only if it is free when `wait` is
-/// false), inside an intercepted call. A panic in `f` degrades every queue to passthrough,
-/// logged once. `None` when `f` did not run.
-fn run<R>(wait: bool, f: impl FnOnce(&mut Scheduler, &ProcessMemory, &RocrHardware, Nanos) -> R) -> Option<R> {
+/// Runs `f` on the scheduler of GPU `gpu` (blocking for its lock, or only if it is free when
+/// `wait` is false), inside an intercepted call. A panic in `f` degrades every queue of that
+/// GPU to passthrough, logged once. `None` when `f` did not run.
+fn run<R>(gpu: usize, wait: bool, f: impl FnOnce(&mut Scheduler, &ProcessMemory, &RocrHardware, Nanos) -> R) -> Option<R> {
     let g = global();
+    let gpu = g.gpus.get(gpu)?;
     let hw = RocrHardware { rocr: rocr()?, on_tracking: tracking_done };
     inside(|| {
         let mut s = if wait {
-            g.sched.lock().unwrap_or_else(|p| p.into_inner())
+            gpu.sched.lock().unwrap_or_else(|p| p.into_inner())
         } else {
-            match g.sched.try_lock() {
+            match gpu.sched.try_lock() {
                 Ok(s) => s,
                 Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
                 Err(std::sync::TryLockError::WouldBlock) => return None,
@@ -116,7 +115,7 @@ fn run<R>(wait: bool, f: impl FnOnce(&mut Scheduler, &ProcessMemory, &RocrHardwa
         let now = now_ns();
         match catch_unwind(AssertUnwindSafe(|| f(&mut s, &ProcessMemory, &hw, now))) {
             Ok(r) => {
-                STALLED.store(s.stalled(), Ordering::Relaxed);
+                gpu.stalled.store(s.stalled(), Ordering::Relaxed);
                 Some(r)
             }
             Err(_) => {
@@ -130,31 +129,37 @@ fn run<R>(wait: bool, f: impl FnOnce(&mut Scheduler, &ProcessMemory, &RocrHardwa
     })
 }
 
-fn with_sched<R>(f: impl FnOnce(&mut Scheduler, &ProcessMemory, &RocrHardware, Nanos) -> R) -> Option<R> {
-    let r = run(true, f);
-    passes_wanted();
+/// Runs `f` on the scheduler of GPU `gpu`, waiting for it; then the passes other threads asked
+/// for meanwhile.
+fn with_gpu<R>(gpu: usize, f: impl FnOnce(&mut Scheduler, &ProcessMemory, &RocrHardware, Nanos) -> R) -> Option<R> {
+    let r = run(gpu, true, f);
+    passes_wanted(gpu);
     r
 }
 
-/// A thread found the scheduler busy when it needed a forwarding pass: whoever holds the
-/// scheduler runs one more pass before it is done with it ([`passes_wanted`]).
-static PASS_WANTED: AtomicBool = AtomicBool::new(false);
-
-/// A doorbell's forwarding pass, never waiting: runs it if the scheduler is free, else leaves
-/// it to the thread holding the scheduler (ROCr's async thread, the watcher or another
-/// application thread), which runs it before letting go. The application's submission path
-/// thus never waits on a lock another thread holds.
-fn doorbell_pass() {
-    PASS_WANTED.store(true, Ordering::SeqCst);
-    passes_wanted();
+/// Runs `f` on the scheduler of queue `id`'s GPU.
+fn with_queue<R>(id: u64, f: impl FnOnce(&mut Scheduler, &ProcessMemory, &RocrHardware, Nanos) -> R) -> Option<R> {
+    let (gpu, _) = global().gpus.of_queue(id)?;
+    with_gpu(gpu, f)
 }
 
-/// Runs the passes asked for while the scheduler was busy, as long as it is free.
-fn passes_wanted() {
+/// A doorbell's forwarding pass on GPU `gpu`, never waiting: runs it if the scheduler is free,
+/// else leaves it to the thread holding the scheduler (ROCr's async thread, the watcher or
+/// another application thread), which runs it before letting go ([`passes_wanted`]). The
+/// application's submission path thus never waits on a lock another thread holds.
+fn doorbell_pass(gpu: usize) {
+    let Some(g) = global().gpus.get(gpu) else { return };
+    g.pass_wanted.store(true, Ordering::SeqCst);
+    passes_wanted(gpu);
+}
+
+/// Runs the passes asked for while the scheduler of `gpu` was busy, as long as it is free.
+fn passes_wanted(gpu: usize) {
+    let Some(g) = global().gpus.get(gpu) else { return };
     std::sync::atomic::fence(Ordering::SeqCst);
-    while PASS_WANTED.load(Ordering::SeqCst) {
-        let ran = run(false, |s, m, hw, now| {
-            PASS_WANTED.store(false, Ordering::SeqCst);
+    while g.pass_wanted.load(Ordering::SeqCst) {
+        let ran = run(gpu, false, |s, m, hw, now| {
+            g.pass_wanted.store(false, Ordering::SeqCst);
             s.pass(m, hw, now)
         });
         if ran.is_none() {
@@ -168,7 +173,7 @@ fn passes_wanted() {
 /// The completion handler of tracking signals (ROCr's async thread); `arg` is the queue id.
 unsafe extern "C" fn tracking_done(value: hsa_signal_value_t, arg: *mut c_void) -> bool {
     let id = QueueId(arg as u64);
-    let _ = catch_unwind(|| with_sched(|s, m, hw, now| s.on_tracking(id, value, m, hw, now)));
+    let _ = catch_unwind(|| with_queue(id.0, |s, m, hw, now| s.on_tracking(id, value, m, hw, now)));
     // Re-registered by the scheduler with a new value while barriers are outstanding.
     false
 }
@@ -180,7 +185,7 @@ unsafe extern "C" fn hw_queue_error(status: hsa_status_t, source: *mut hsa_queue
     let entry = catch_unwind(|| callbacks().get(&id).copied()).ok().flatten();
     let Some(e) = entry else { return };
     let shown = if e.shadow != 0 {
-        let _ = catch_unwind(|| with_sched(|s, _, _, _| s.fail(QueueId(id))));
+        let _ = catch_unwind(|| with_queue(id, |s, _, _, _| s.fail(QueueId(id))));
         e.shadow as *mut hsa_queue_t
     } else {
         source
@@ -305,28 +310,30 @@ fn whitelisted_caller(g: &Global) -> Option<(String, String)> {
     Some((lib, entry))
 }
 
-/// Sets up the passthrough whitelist by code object, once (when it names any library).
-fn init_kernel_filter() {
+/// Sets up the passthrough whitelist by code object on GPU `gpu`'s scheduler (when it names
+/// any library).
+fn init_kernel_filter(gpu: usize) {
     let g = global();
-    static DONE: AtomicBool = AtomicBool::new(false);
-    if g.settings.passthrough.is_empty() || DONE.swap(true, Ordering::AcqRel) {
+    if g.settings.passthrough.is_empty() {
         return;
     }
     let filter = crate::scheduler::KernelFilter(std::sync::Arc::new(move |ko| {
         super::origin::kernel_matches(ko, |uri| g.settings.passthrough.matches(uri).is_some())
     }));
-    with_sched(|s, _, _, _| s.set_passthrough_kernels(filter));
+    with_gpu(gpu, |s, _, _, _| s.set_passthrough_kernels(filter));
 }
 
-/// Attaches the board of `agent`'s GPU to the scheduler, once per process (the first GPU a
-/// shadow queue is created on; see docs/board.md). Without a board the process schedules its
-/// own queues only, after one log line saying why.
-fn attach_board(g: &Global, r: &Rocr, agent: hsa_agent_t) {
-    static TRIED: AtomicBool = AtomicBool::new(false);
-    if TRIED.swap(true, Ordering::AcqRel) {
+/// Attaches the board of GPU `gpu` (KFD node `node`) to its scheduler and starts its
+/// preemption watcher, once per GPU (see docs/board.md); the whitelist by code object is set up
+/// there too. Without a board the GPU's scheduler schedules this process's queues only, after
+/// one log line saying why.
+fn attach_board(g: &Global, gpu: usize, node: Option<u32>) {
+    let Some(this) = g.gpus.get(gpu) else { return };
+    if this.board_tried.swap(true, Ordering::AcqRel) {
         return;
     }
-    let Some(node) = inside(|| r.node_id(agent)) else {
+    init_kernel_filter(gpu);
+    let Some(node) = node else {
         tracing::warn!("xhsa: the GPU's KFD node id is unknown, so no board: only this process's queues are scheduled against each other");
         return;
     };
@@ -342,18 +349,19 @@ fn attach_board(g: &Global, r: &Rocr, agent: hsa_agent_t) {
             tracing::info!("xhsa: board {}", link.path().display());
             let link = std::sync::Arc::new(link);
             let waker = link.clone();
-            with_sched(|s, _, _, _| {
+            with_gpu(gpu, |s, _, _, _| {
                 s.attach_board(link.clone());
                 s.set_notifier(crate::scheduler::Notifier(std::sync::Arc::new(move || waker.notify())));
             });
-            start_preemption(g, link);
+            start_preemption(g, gpu, link);
         }
         Err(e) => tracing::warn!("xhsa: {e}; no board: only this process's queues are scheduled against each other"),
     }
 }
 
 /// Starts the process's preemption watcher over the board, with the runtime's KFD descriptor.
-fn start_preemption(g: &Global, link: std::sync::Arc<crate::board_link::BoardLink>) {
+fn start_preemption(g: &Global, gpu: usize, link: std::sync::Arc<crate::board_link::BoardLink>) {
+    let Some(this) = g.gpus.get(gpu) else { return };
     let settings = g.preempt_settings;
     if settings.mode == crate::preempt::PreemptMode::Off {
         tracing::info!("xhsa: XHSA_PREEMPT=off: level 1 only");
@@ -367,14 +375,14 @@ fn start_preemption(g: &Global, link: std::sync::Arc<crate::board_link::BoardLin
     // queues exist; libxhsa never closes it.
     let port = unsafe { super::kfd_port::RuntimeKfd::borrow(fd) };
     let pre = std::sync::Arc::new(crate::preempt::Preemption::new(settings, Box::new(port), Box::new(now_ns)));
-    if g.preempt.set(pre.clone()).is_ok() && crate::preempt::watcher::spawn(pre, link) {
+    if this.preempt.set(pre.clone()).is_ok() && crate::preempt::watcher::spawn(pre, link) {
         tracing::info!("xhsa: preemption {} (starvation bound {} ms, budget {} %)", settings.mode, settings.max_preempted_ns / 1_000_000, settings.budget_pct);
     }
 }
 
 /// Lets the preemption watcher take the hardware queue of `id` off the GPU when it must.
-fn register_preemptable(g: &Global, id: u64, hw_ring: &AqlRing) {
-    let Some(pre) = g.preempt.get() else { return };
+fn register_preemptable(g: &Global, gpu: usize, id: u64, hw_ring: &AqlRing) {
+    let Some(pre) = g.gpus.get(gpu).and_then(|x| x.preempt.get()) else { return };
     let Some(k) = g.seen.kfd_queue_at(hw_ring.base) else {
         tracing::debug!("xhsa: queue {id}: no KFD queue seen at ring {:#x}; it cannot be preempted", hw_ring.base);
         return;
@@ -423,13 +431,19 @@ fn build_shadow(g: &Global, id: u64, agent: hsa_agent_t, hw: u64, size: u32) -> 
     memory::write_u64(mem + WRITE_INDEX, 0);
     memory::write_u64(mem + READ_INDEX, 0);
     let shadow = AqlRing { base: mem + RING_OFFSET, slots: size as u64, amd_queue: mem };
-    attach_board(g, r, agent);
-    init_kernel_filter();
+    let node = inside(|| r.node_id(agent));
+    let gpu = g.gpus.for_node(node).map(|(i, _)| i);
+    if let Some(gpu) = gpu {
+        attach_board(g, gpu, node);
+    }
     let library = creating_library(g, id);
     let priority = g.settings.priority_for(StreamPriority::Normal, &g.identity, library.as_deref());
-    let added = with_sched(|s, _, _, _| s.add(ShadowQueue::new(QueueId(id), shadow, hwq, tracking), priority)) == Some(true);
+    let added = gpu.is_some_and(|gpu| {
+        super::gpus::GPU_OF.insert(id, gpu as u64 + 1)
+            && with_gpu(gpu, |s, _, _, _| s.add(ShadowQueue::new(QueueId(id), shadow, hwq, tracking), priority)) == Some(true)
+    });
     if added && SHADOWS.insert(mem, id) && HW_OF.insert(mem, hw) && DOORBELLS.insert(doorbell, id) {
-        register_preemptable(g, id, &hw_ring);
+        register_preemptable(g, gpu.unwrap_or(0), id, &hw_ring);
         let hw_priority = priority.hardware();
         if hw_priority != StreamPriority::Normal && !inside(|| r.set_hw_priority(hw, hw_priority)) {
             tracing::warn!("xhsa: queue {id}: ROCr refused hardware priority {hw_priority:?}; it keeps the default");
@@ -440,7 +454,8 @@ fn build_shadow(g: &Global, id: u64, agent: hsa_agent_t, hw: u64, size: u32) -> 
     SHADOWS.remove(mem);
     HW_OF.remove(mem);
     DOORBELLS.remove(doorbell);
-    with_sched(|s, _, _, now| s.remove(QueueId(id), now));
+    with_queue(id, |s, _, _, now| s.remove(QueueId(id), now));
+    super::gpus::GPU_OF.remove(id);
     inside(|| {
         r.signal_destroy(doorbell);
         r.signal_destroy(tracking);
@@ -474,13 +489,13 @@ fn destroy_shadow(real: QueueFn, shadow: u64, id: QueueId) -> hsa_status_t {
     let doorbell = memory::read_u64(shadow + DOORBELL);
     // A queue off the GPU goes back first (its last packets must run; KFD blocks destroying a
     // suspended queue) and is never taken off again.
-    if let Some(pre) = global().preempt.get() {
+    if let Some(pre) = global().gpus.of_queue(id.0).and_then(|(_, g)| g.preempt.get()) {
         pre.forget(id);
     }
-    with_sched(|s, m, _, now| s.close(id, m, now));
+    with_queue(id.0, |s, m, _, now| s.close(id, m, now));
     let deadline = Instant::now() + DESTROY_PATIENCE;
     let wait = loop {
-        match with_sched(|s, m, hw, _| s.drain_step(id, m, hw)) {
+        match with_queue(id.0, |s, m, hw, _| s.drain_step(id, m, hw)) {
             Some(Drain::Done { wait_for }) => break wait_for,
             Some(Drain::NeedRoom) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(1)),
             _ => {
@@ -494,7 +509,7 @@ fn destroy_shadow(real: QueueFn, shadow: u64, id: QueueId) -> hsa_status_t {
             if inside(|| r.signal_wait_at_most(signal, target, 100)) <= target {
                 break;
             }
-            let failed = with_sched(|s, _, _, _| s.queue(id).is_some_and(|q| q.failed)).unwrap_or(true);
+            let failed = with_queue(id.0, |s, _, _, _| s.queue(id).is_some_and(|q| q.failed)).unwrap_or(true);
             if failed {
                 break;
             }
@@ -507,7 +522,7 @@ fn destroy_shadow(real: QueueFn, shadow: u64, id: QueueId) -> hsa_status_t {
     // The last completion handler normally runs right after the final barrier; give it a moment,
     // so that the tracking signal is not destroyed while ROCr's async thread still holds a
     // handler on it (a signal with a pending handler is leaked instead, see below).
-    let armed = || with_sched(|s, _, _, _| s.queue(id).is_some_and(|q| q.tracking.armed && !q.failed)).unwrap_or(false);
+    let armed = || with_queue(id.0, |s, _, _, _| s.queue(id).is_some_and(|q| q.tracking.armed && !q.failed)).unwrap_or(false);
     let settle = Instant::now() + Duration::from_millis(200);
     while armed() && Instant::now() < settle {
         std::thread::sleep(Duration::from_millis(1));
@@ -516,7 +531,8 @@ fn destroy_shadow(real: QueueFn, shadow: u64, id: QueueId) -> hsa_status_t {
     HW_OF.remove(shadow);
     DOORBELLS.remove(doorbell);
     callbacks().remove(&id.0);
-    let removed = with_sched(|s, _, _, now| s.remove(id, now)).flatten();
+    let removed = with_queue(id.0, |s, _, _, now| s.remove(id, now)).flatten();
+    super::gpus::GPU_OF.remove(id.0);
     // SAFETY: the hardware queue libxhsa created for this shadow; nothing of libxhsa uses it now.
     let status = inside(|| unsafe { real(hw as *mut hsa_queue_t) });
     inside(|| {
@@ -541,7 +557,7 @@ pub(crate) unsafe fn queue_inactivate(real: Option<QueueFn>, queue: *mut hsa_que
     let Some(real) = real else { return HSA_STATUS_ERROR };
     let target = match SHADOWS.get(queue as u64) {
         Some(id) => {
-            with_sched(|s, _, _, _| s.inactivate(QueueId(id)));
+            with_queue(id, |s, _, _, _| s.inactivate(QueueId(id)));
             HW_OF.get(queue as u64).unwrap_or(0) as *mut hsa_queue_t
         }
         None => queue,
@@ -559,8 +575,12 @@ fn hw_of(queue: u64) -> u64 {
 pub(crate) unsafe fn load_index(real: Option<LoadIndexFn>, queue: *const hsa_queue_t, field: u64, order: Ordering) -> u64 {
     if SHADOWS.contains(queue as u64) {
         let v = memory::index(queue as u64 + field).load(order);
-        if field == READ_INDEX && STALLED.load(Ordering::Relaxed) {
-            doorbell_pass();
+        if field == READ_INDEX {
+            if let Some((gpu, g)) = SHADOWS.get(queue as u64).and_then(|id| global().gpus.of_queue(id)) {
+                if g.stalled.load(Ordering::Relaxed) {
+                    doorbell_pass(gpu);
+                }
+            }
         }
         return v;
     }
@@ -619,9 +639,12 @@ pub(crate) unsafe fn store_read_index(real: Option<StoreIndexFn>, queue: *const 
 
 /// `hsa_signal_store_*` and `hsa_signal_silent_store_*`.
 pub(crate) unsafe fn signal_store(real: Option<SignalStoreFn>, signal: hsa_signal_t, value: hsa_signal_value_t) {
-    if DOORBELLS.contains(signal.handle) {
-        global().seen.doorbell_stores.fetch_add(1, Ordering::Relaxed);
-        doorbell_pass();
+    if let Some(id) = DOORBELLS.get(signal.handle) {
+        let g = global();
+        g.seen.doorbell_stores.fetch_add(1, Ordering::Relaxed);
+        if let Some((gpu, _)) = g.gpus.of_queue(id) {
+            doorbell_pass(gpu);
+        }
         return;
     }
     outermost(|g| g.seen.signal_store(signal.handle));
@@ -652,7 +675,7 @@ pub(crate) unsafe fn set_priority(real: Option<SetPriorityFn>, queue: *mut hsa_q
     // SAFETY: the caller's queue or the hardware queue behind it.
     let status = inside(|| unsafe { real(hw_of(queue as u64) as *mut hsa_queue_t, hw_priority) });
     if let (Some(id), HSA_STATUS_SUCCESS, Some(p)) = (id, status, effective) {
-        with_sched(|s, _, _, _| s.set_priority(QueueId(id), p));
+        with_queue(id, |s, _, _, _| s.set_priority(QueueId(id), p));
     }
     status
 }

@@ -16,6 +16,9 @@
 //       measures one kernel of WGS x WG_NS (hipEvents, behind a 20 ms one-workgroup gate):
 //       `alone_ms=`; with TRIGGER_FILE, then measures it again, creating TRIGGER_FILE 30 ms
 //       after the launch (past the gate, while the kernel runs): `with_ms=`.
+//   shared_hip two_gpus KERNELS WG_NS
+//       on GPU 0 a high-priority stream and on GPU 1 a low-priority one, each running KERNELS
+//       xhsa_synthetic kernels of one full round x WG_NS at the same time (needs 2 GPUs).
 //
 // Build: hipcc --offload-arch=gfx90a -I tests/kernels -I tests/programs -o shared_hip shared_hip.hip
 // Prints PASS/FAIL lines and `RESULT: PASS|FAIL` (tests/programs/common.h).
@@ -200,6 +203,41 @@ static int run_timed(unsigned wgs, unsigned long long wg_ns, const char* trigger
     return summary();
 }
 
+static int run_two_gpus(int kernels, unsigned long long wg_ns) {
+    int count = 0;
+    HIP_OK(hipGetDeviceCount(&count));
+    check(count >= 2, "two_gpus.count", "hipGetDeviceCount = %d, want >= 2", count);
+    if (count < 2) return summary();
+    int least = 0, greatest = 0;
+    HIP_OK(hipDeviceGetStreamPriorityRange(&least, &greatest));
+    hipStream_t s[2];
+    hipEvent_t done[2];
+    for (int d = 0; d < 2; d++) {
+        HIP_OK(hipSetDevice(d));
+        HIP_OK(hipStreamCreateWithPriority(&s[d], hipStreamNonBlocking, d == 0 ? greatest : least));
+        HIP_OK(hipEventCreateWithFlags(&done[d], hipEventBlockingSync | hipEventDisableTiming));
+    }
+    for (int k = 0; k < kernels; k++) {
+        for (int d = 0; d < 2; d++) {
+            HIP_OK(hipSetDevice(d));
+            hipLaunchKernelGGL(xhsa_synthetic, dim3(FULL_ROUND), dim3(64), 0, s[d], wg_ns);
+            HIP_OK(hipGetLastError());
+        }
+    }
+    for (int d = 0; d < 2; d++) {
+        HIP_OK(hipSetDevice(d));
+        HIP_OK(hipEventRecord(done[d], s[d]));
+    }
+    for (int d = 0; d < 2; d++) HIP_OK(wait_event(done[d]));
+    for (int d = 0; d < 2; d++) {
+        HIP_OK(hipSetDevice(d));
+        HIP_OK(hipEventDestroy(done[d]));
+        HIP_OK(hipStreamDestroy(s[d]));
+    }
+    check(true, "two_gpus.ran", "");
+    return summary();
+}
+
 int main(int argc, char** argv) {
     g_program = "shared_hip";
     setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -214,9 +252,10 @@ int main(int argc, char** argv) {
         return run_victim(atoi(argv[2]), (unsigned)atoi(argv[3]), strtoull(argv[4], nullptr, 10), atoi(argv[5]),
                           argc == 8 ? atoi(argv[6]) : -1, argc == 8 ? atoi(argv[7]) : -1);
     if (!strcmp(mode, "long") && argc == 3) return run_long(strtoull(argv[2], nullptr, 10));
+    if (!strcmp(mode, "two_gpus") && argc == 4) return run_two_gpus(atoi(argv[2]), strtoull(argv[3], nullptr, 10));
     if (!strcmp(mode, "timed") && (argc == 4 || argc == 5))
         return run_timed((unsigned)atoi(argv[2]), strtoull(argv[3], nullptr, 10), argc == 5 ? argv[4] : nullptr);
     fprintf(stderr, "usage: shared_hip busy STOP MAX_S [LO HI] | victim K WGS WG_NS TRIALS [LO HI] | long WG_NS | "
-                    "timed WGS WG_NS [TRIGGER]\n");
+                    "timed WGS WG_NS [TRIGGER] | two_gpus KERNELS WG_NS\n");
     return 2;
 }

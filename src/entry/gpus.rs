@@ -1,0 +1,86 @@
+//! One scheduler per GPU the process uses: each GPU has its own priority rings, its own board
+//! (the per-GPU table other processes on that GPU read) and its own preemption watcher, since
+//! work on one GPU never delays work on another. A queue belongs to the GPU of the agent it was
+//! created on (its KFD node id); [`GPU_OF`] finds it from the queue id without a lock.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
+
+use crate::addr_map::AddrMap;
+use crate::fault::FaultPlan;
+use crate::preempt::Preemption;
+use crate::scheduler::Scheduler;
+use crate::window::WindowSize;
+
+/// Most GPUs one process schedules (KFD nodes beyond are passed through).
+pub(crate) const MAX_GPUS: usize = 64;
+
+/// One GPU's scheduling state.
+pub(crate) struct Gpu {
+    /// Its KFD node id (`None` if the runtime did not say).
+    pub node: Option<u32>,
+    pub sched: Mutex<Scheduler>,
+    /// A pass was asked for while the scheduler was busy.
+    pub pass_wanted: AtomicBool,
+    /// Some queue waits for hardware room: the application's read-index polls retry a pass.
+    pub stalled: AtomicBool,
+    /// The board was tried (once).
+    pub board_tried: AtomicBool,
+    /// The GPU's preemption, once its board and the runtime's KFD descriptor are known.
+    pub preempt: OnceLock<Arc<Preemption>>,
+}
+
+/// The GPUs of the process, in the order they were first used.
+pub(crate) struct Gpus {
+    slots: [OnceLock<Gpu>; MAX_GPUS],
+    adding: Mutex<()>,
+    window: WindowSize,
+    faults: Arc<FaultPlan>,
+}
+
+/// libxhsa queue id → index of its GPU + 1.
+pub(crate) static GPU_OF: LazyLock<AddrMap> = LazyLock::new(AddrMap::new);
+
+impl Gpus {
+    pub fn new(window: WindowSize, faults: Arc<FaultPlan>) -> Gpus {
+        Gpus { slots: [const { OnceLock::new() }; MAX_GPUS], adding: Mutex::new(()), window, faults }
+    }
+
+    /// GPU `index`, if used.
+    pub fn get(&self, index: usize) -> Option<&Gpu> {
+        self.slots.get(index)?.get()
+    }
+
+    /// The GPU of queue `id`.
+    pub fn of_queue(&self, id: u64) -> Option<(usize, &Gpu)> {
+        let i = GPU_OF.get(id)?.checked_sub(1)? as usize;
+        Some((i, self.get(i)?))
+    }
+
+    /// The GPU with KFD node `node`, added on first use; `None` when [`MAX_GPUS`] are in use.
+    pub fn for_node(&self, node: Option<u32>) -> Option<(usize, &Gpu)> {
+        if let Some(found) = self.iter().find(|(_, g)| g.node == node) {
+            return Some(found);
+        }
+        let _adding = self.adding.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(found) = self.iter().find(|(_, g)| g.node == node) {
+            return Some(found);
+        }
+        let index = self.slots.iter().position(|s| s.get().is_none())?;
+        let gpu = Gpu {
+            node,
+            sched: Mutex::new(Scheduler::new(self.window, self.faults.clone())),
+            pass_wanted: AtomicBool::new(false),
+            stalled: AtomicBool::new(false),
+            board_tried: AtomicBool::new(false),
+            preempt: OnceLock::new(),
+        };
+        let _ = self.slots[index].set(gpu);
+        Some((index, self.slots[index].get()?))
+    }
+
+    /// The GPUs in use.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, &Gpu)> {
+        self.slots.iter().enumerate().map_while(|(i, s)| s.get().map(|g| (i, g)))
+    }
+}
