@@ -382,9 +382,12 @@ fn request(dev: &Device, id: u64, verb: &str, req: &Line) -> ReqResult {
             let key: QueueKey = need(req, "key")?;
             let prio: u8 = need(req, "prio")?;
             let pct: u32 = need(req, "pct")?;
+            // KFD's view of the queue's suspension (a suspend whose unmap failed left it
+            // running; this remap takes it off).
+            let susp: Option<bool> = req.get::<u8>("susp").map(|s| s != 0);
             owned(&st, key).ok_or((libc::EINVAL, format!("no queue {key}")))?;
             stall = preempt_all(dev, &mut st, gpu, k.update_queue_us);
-            update_queue(&mut st, key, prio, pct, dev.clock.now());
+            update_queue(&mut st, key, prio, pct, susp, dev.clock.now());
             "OK".into()
         }
         "CUMASK" => {
@@ -425,11 +428,12 @@ fn request(dev: &Device, id: u64, verb: &str, req: &Line) -> ReqResult {
 
 /// UPDATE of a queue's priority and percentage (after the device-wide unmap): a queue whose
 /// percentage drops to 0 leaves the runlist with its waves saved, one raised from 0 comes back.
-fn update_queue(st: &mut State, key: QueueKey, prio: u8, pct: u32, now: u64) {
+fn update_queue(st: &mut State, key: QueueKey, prio: u8, pct: u32, suspended: Option<bool>, now: u64) {
     let Some(q) = st.queues.get_mut(&key) else { return };
     let was = q.active();
     q.priority = prio;
     q.percentage = pct;
+    q.suspended = suspended.unwrap_or(q.suspended);
     let (is, gpu) = (q.active(), q.gpu);
     st.gpus[gpu].set_priority(key, prio);
     set_active(&mut st.gpus[gpu], key, was, is, now, 0);
@@ -529,13 +533,13 @@ mod tests {
         let mut st = state(&[1]);
         st.gpus[0].submit(1, full_cu(7, 1000), 0);
         st.gpus[0].advance(400);
-        update_queue(&mut st, 1, 5, 0, 400);
+        update_queue(&mut st, 1, 5, 0, None, 400);
         // Off the CU with 600 ns of work saved, not left to finish.
         assert_eq!((st.gpus[0].saved(1), st.gpus[0].busy_waves()), (1, 0));
         assert!(st.gpus[0].advance(10_000).is_empty());
         let line = queue_line(&st.gpus[0], 1, &st.queues[&1]);
         assert!(line.contains("inactive (percentage 0), 1 kernel(s) outstanding, 1 workgroups saved"), "{line}");
-        update_queue(&mut st, 1, 5, 100, 10_000);
+        update_queue(&mut st, 1, 5, 100, None, 10_000);
         let c = st.gpus[0].advance(20_000);
         assert_eq!((c[0].tag, c[0].end_ns), (7, 10_600));
         assert_eq!(st.gpus[0].saved(1), 0);
@@ -547,7 +551,7 @@ mod tests {
         let mut st = state(&[1]);
         st.gpus[0].submit(1, full_cu(7, 1000), 0);
         st.gpus[0].advance(400);
-        update_queue(&mut st, 1, 12, 100, 400);
+        update_queue(&mut st, 1, 12, 100, None, 400);
         assert_eq!((st.gpus[0].saved(1), st.gpus[0].busy_waves()), (0, 32));
         assert_eq!(st.gpus[0].advance(2000)[0].end_ns, 1000);
         assert_eq!(st.queues[&1].priority, 12);
@@ -559,7 +563,7 @@ mod tests {
         st.gpus[0].submit(1, full_cu(7, 1000), 0);
         st.gpus[0].advance(100);
         assert_eq!(suspend_queues(&mut st, 1, &[1], true, 100, 0), (1, vec![0]));
-        update_queue(&mut st, 1, 5, 0, 200);
+        update_queue(&mut st, 1, 5, 0, None, 200);
         assert_eq!(st.gpus[0].saved(1), 1);
         let line = queue_line(&st.gpus[0], 1, &st.queues[&1]);
         assert!(line.contains("suspended and inactive (percentage 0)") && line.ends_with("1 workgroups saved\n"), "{line}");
@@ -569,7 +573,7 @@ mod tests {
         assert_eq!(st.gpus[0].saved(1), 1);
         // Percentage back while suspended again: still off.
         suspend_queues(&mut st, 1, &[1], true, 5_000, 0);
-        update_queue(&mut st, 1, 5, 100, 5_000);
+        update_queue(&mut st, 1, 5, 100, None, 5_000);
         assert!(st.gpus[0].advance(9_000).is_empty());
         assert!(queue_line(&st.gpus[0], 1, &st.queues[&1]).contains("queue 1: priority 5, suspended, "));
         suspend_queues(&mut st, 1, &[1], false, 9_000, 0);
@@ -587,5 +591,17 @@ mod tests {
         assert_eq!(suspend_queues(&mut st, 1, &[1], false, 0, 0), (1, vec![0]));
         assert_eq!(suspend_queues(&mut st, 1, &[1], false, 0, 0), (1, vec![0]));
         assert!(!st.queues[&2].suspended);
+    }
+
+    #[test]
+    fn an_update_takes_the_kfd_view_of_suspension() {
+        let mut st = state(&[1]);
+        st.gpus[0].submit(1, full_cu(7, 1000), 0);
+        st.gpus[0].advance(100);
+        // KFD marked the queue suspended but its unmap failed: this remap takes it off.
+        update_queue(&mut st, 1, 5, 100, Some(true), 100);
+        assert_eq!((st.gpus[0].saved(1), st.queues[&1].suspended), (1, true));
+        update_queue(&mut st, 1, 5, 100, Some(false), 200);
+        assert_eq!(st.gpus[0].advance(5_000)[0].end_ns, 1100);
     }
 }
