@@ -222,10 +222,13 @@ impl Kfd {
     /// `grace_period` (units of 1K GPU clocks; 0 preempts at once) to finish, and clear the
     /// raised exceptions in `exception_mask`.
     ///
-    /// Returns how many queues were suspended. KFD rewrites `queue_ids`: each id it could not
-    /// suspend gets `KFD_DBG_QUEUE_INVALID_MASK` (no such queue, new, or being destroyed) or
-    /// `KFD_DBG_QUEUE_ERROR_MASK` (hardware failure) ORed in; read them with
-    /// [`queue_statuses`]. Needs debug trap enabled on the target and its runtime enabled.
+    /// Returns how many queues were suspended (one already suspended counts). KFD rewrites
+    /// `queue_ids`: each id it could not suspend gets `KFD_DBG_QUEUE_INVALID_MASK` (no such
+    /// queue, being destroyed, or new: every queue is created with EC_QUEUE_NEW raised until
+    /// [`Kfd::dbg_trap_query_exception_info`] or a snapshot clears it) or
+    /// `KFD_DBG_QUEUE_ERROR_MASK` (the unmap failed: not an errno; KFD keeps such a queue
+    /// marked suspended) ORed in; read them with [`queue_statuses`]. Needs debug trap enabled
+    /// on the target (else `EINVAL`) and its runtime enabled (else `EPERM`).
     pub fn dbg_trap_suspend_queues(
         &self,
         pid: u32,
