@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use xhsa_emu::shared::client;
 use xhsa_ioctl::abi::*;
@@ -38,31 +38,19 @@ fn target_dir() -> PathBuf {
     exe.parent().and_then(Path::parent).expect("the test binary lives in target/<profile>/deps").to_path_buf()
 }
 
-fn newest_source(dir: &Path, newest: &mut SystemTime) {
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            newest_source(&p, newest);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            if let Ok(t) = e.metadata().and_then(|m| m.modified()) {
-                *newest = (*newest).max(t);
-            }
-        }
-    }
-}
-
-/// The thunk, after checking that it was built from the sources as they are.
+/// The thunk, after checking that it is newer than every source it was built from (cargo's
+/// dep-info `libhsakmt.d` lists them): `cargo test -p xhsa-emu` does not build it.
 fn thunk() -> PathBuf {
     let so = target_dir().join("libhsakmt.so");
-    let built = std::fs::metadata(&so).and_then(|m| m.modified()).unwrap_or_else(|_| {
-        panic!("{} is missing: build the thunk first (`cargo build --release -p xhsa-emu-thunk`, or any workspace build)", so.display())
-    });
-    let emu = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let mut newest = SystemTime::UNIX_EPOCH;
-    for d in [emu.join("src"), emu.join("thunk/src"), emu.join("../../ioctl/src")] {
-        newest_source(&d, &mut newest);
+    let rebuild = "cargo build --release -p xhsa-emu-thunk (or any workspace build)";
+    let built = std::fs::metadata(&so).and_then(|m| m.modified()).unwrap_or_else(|_| panic!("{} is missing: build it first: {rebuild}", so.display()));
+    let deps = std::fs::read_to_string(target_dir().join("libhsakmt.d")).unwrap_or_default();
+    let sources = deps.lines().next().and_then(|l| l.split_once(": ")).map_or("", |(_, s)| s).replace("\\ ", "\u{0}");
+    for src in sources.split_whitespace().map(|p| PathBuf::from(p.replace('\u{0}', " "))) {
+        if let Ok(t) = std::fs::metadata(&src).and_then(|m| m.modified()) {
+            assert!(built >= t, "{} is older than {}: rebuild it: {rebuild}", so.display(), src.display());
+        }
     }
-    assert!(built >= newest, "{} is older than its sources: rebuild it (`cargo build --release -p xhsa-emu-thunk`)", so.display());
     so
 }
 
