@@ -132,6 +132,7 @@ fn ioctl_interposer_sees_rocr_create_queue_and_kfd_accepts_the_id() {
         "spy.ring_matches",
         "spy.update_queue_accepts_id",
         "spy.dbg_trap_enable",
+        "spy.clear_queue_new",
         "spy.dbg_trap_suspend_accepts_id",
         "spy.dbg_trap_resume_accepts_id",
         "spy.queue_works_after",
@@ -161,6 +162,8 @@ fn dbg_trap_suspend_and_resume_own_queue_and_refuse_other_processes() {
     assert_passed(&out);
     for c in [
         "suspend.dbg_trap_enable",
+        "suspend.new_queue_refused",
+        "suspend.clear_queue_new",
         "suspend.suspend_returns_1",
         "suspend.no_progress_50ms",
         "suspend.resume_returns_1",

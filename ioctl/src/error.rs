@@ -127,21 +127,35 @@ fn hint(request: Option<Request>, errno: Errno) -> &'static str {
         (ESRCH, DbgTrap) => "no such process, or it has not opened /dev/kfd",
         (EBUSY, DbgTrap) => "busy: PC sampling is active on the target",
         (EAGAIN, DbgTrap) => "no raised exception to report",
+        (EALREADY, DbgTrap) => {
+            "a debug session is already on for the target (ENABLE twice, or a debugger such as \
+             rocgdb attached)"
+        }
+        (ENODATA, DbgTrap) => "that exception is not raised on that queue or GPU",
         (ENODEV, DbgTrap) => "a GPU of the target does not support debugging, or no such gpu_id",
         (EBUSY, RuntimeEnable) => "busy: a runtime enable is already pending",
         (EEXIST, RuntimeEnable) => {
             "user queues already exist: runtime enable must come before the first queue"
         }
-        (EINVAL, SetCuMask) => {
-            "invalid: the mask bit count must be a non-zero multiple of 32, or no such queue"
-        }
+        (EINVAL, SetCuMask) => "invalid: the mask bit count must be a non-zero multiple of 32",
         (EINVAL, CreateQueue) => {
             "invalid: bad queue type, ring size or percentage/priority, a queue buffer that is \
              not a GPU mapping of this process, or an unknown gpu_id"
         }
         (EINVAL, UpdateQueue) => {
-            "invalid: no such queue, ring size not a power of two, percentage above 100 or \
-             priority above 15"
+            "invalid: ring size not a power of two, percentage above 100 or priority above 15"
+        }
+        (EFAULT, UpdateQueue) | (EFAULT, SetCuMask) => {
+            "no such queue (KFD reports an unknown queue id as EFAULT), or a ring that is not \
+             a GPU mapping of this process"
+        }
+        (EACCES, UpdateQueue) => {
+            "the process's queues were reset: a queue preemption timed out and KFD reset the \
+             GPU; the queue is lost"
+        }
+        (EIO, UpdateQueue) | (ETIME, UpdateQueue) => {
+            "the HWS could not unmap the queues (hung, or a GPU reset is under way); the queue \
+             is unchanged"
         }
         (EINVAL, _) => {
             "invalid argument: an unknown queue, gpu or event id, or a value this KFD rejects \

@@ -19,11 +19,13 @@ use std::os::unix::fs::OpenOptionsExt;
 use nix::errno::Errno;
 
 use crate::abi::{
-    CreateQueueArgs, DbgTrapArgs, DbgTrapEnableArgs, DbgTrapOp, DbgTrapResumeQueuesArgs,
+    CreateQueueArgs, DbgTrapArgs, DbgTrapEnableArgs, DbgTrapOp, DbgTrapQueryDebugEventArgs,
+    DbgTrapQueryExceptionInfoArgs, DbgTrapQueueSnapshotArgs, DbgTrapResumeQueuesArgs,
     DbgTrapSendRuntimeEventArgs, DbgTrapSetExceptionsEnabledArgs, DbgTrapSuspendQueuesArgs,
     DestroyQueueArgs, GetAvailableMemoryArgs, GetClockCountersArgs, GetQueueWaveStateArgs,
-    GetVersionArgs, IoctlArgs, QueueStatus, Request, RuntimeEnableArgs, RuntimeInfo, SetCuMaskArgs,
-    UpdateQueueArgs,
+    GetVersionArgs, IoctlArgs, QueueSnapshotEntry, QueueStatus, Request, RuntimeEnableArgs,
+    RuntimeInfo, SetCuMaskArgs, UpdateQueueArgs, KFD_IOC_DBG_TRAP_GET_QUEUE_SNAPSHOT,
+    KFD_IOC_DBG_TRAP_QUERY_EXCEPTION_INFO,
 };
 use crate::error::KfdError;
 
@@ -35,6 +37,31 @@ pub const KFD_DEVICE_PATH: &str = "/dev/kfd";
 #[derive(Debug)]
 pub struct Kfd {
     fd: OwnedFd,
+}
+
+/// What `DBG_TRAP QUERY_DEBUG_EVENT` reports: the source with a reported exception raised.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct DebugEvent {
+    /// Every exception raised on that source (`KFD_EC_MASK` bits), before the clear.
+    pub exception_status: u64,
+    /// The GPU of the queue or device (0 for a process event).
+    pub gpu_id: u32,
+    /// The queue (0 for a device or process event).
+    pub queue_id: u32,
+}
+
+/// The raw bytes of a `kfd_ioctl_dbg_trap_args`, aligned as the struct. DBG_TRAP is issued
+/// on these, so that the union KFD writes back is read with [`DbgTrapArgs::decode`] instead of
+/// reading a union field.
+#[repr(C, align(8))]
+#[derive(Clone, Copy)]
+struct DbgTrapBytes([u8; core::mem::size_of::<DbgTrapArgs>()]);
+
+const _: () = assert!(core::mem::size_of::<DbgTrapBytes>() == core::mem::size_of::<DbgTrapArgs>());
+const _: () = assert!(core::mem::align_of::<DbgTrapBytes>() == core::mem::align_of::<DbgTrapArgs>());
+
+impl IoctlArgs for DbgTrapBytes {
+    const REQUEST: Request = Request::DbgTrap;
 }
 
 /// The sizes `AMDKFD_IOC_GET_QUEUE_WAVE_STATE` reports.
@@ -195,10 +222,13 @@ impl Kfd {
     /// `grace_period` (units of 1K GPU clocks; 0 preempts at once) to finish, and clear the
     /// raised exceptions in `exception_mask`.
     ///
-    /// Returns how many queues were suspended. KFD rewrites `queue_ids`: each id it could not
-    /// suspend gets `KFD_DBG_QUEUE_INVALID_MASK` (no such queue, new, or being destroyed) or
-    /// `KFD_DBG_QUEUE_ERROR_MASK` (hardware failure) ORed in; read them with
-    /// [`queue_statuses`]. Needs debug trap enabled on the target and its runtime enabled.
+    /// Returns how many queues were suspended (one already suspended counts). KFD rewrites
+    /// `queue_ids`: each id it could not suspend gets `KFD_DBG_QUEUE_INVALID_MASK` (no such
+    /// queue, being destroyed, or new: every queue is created with EC_QUEUE_NEW raised until
+    /// [`Kfd::dbg_trap_query_exception_info`] or a snapshot clears it) or
+    /// `KFD_DBG_QUEUE_ERROR_MASK` (the unmap failed: not an errno; KFD keeps such a queue
+    /// marked suspended) ORed in; read them with [`queue_statuses`]. Needs debug trap enabled
+    /// on the target (else `EINVAL`) and its runtime enabled (else `EPERM`).
     pub fn dbg_trap_suspend_queues(
         &self,
         pid: u32,
@@ -226,6 +256,100 @@ impl Kfd {
             pad: 0,
         });
         self.dbg_trap(pid, op)
+    }
+
+    /// `DBG_TRAP QUERY_DEBUG_EVENT`: the first of the target's queues (newest first), else
+    /// GPUs, else the process itself, with a raised exception that the session reports (the
+    /// `exception_mask` of ENABLE or SET_EXCEPTIONS_ENABLED). The bits of
+    /// `exception_clear_mask` are cleared on that source only. Fails with `EAGAIN` when no
+    /// reported exception is raised. Needs debug trap enabled (`EINVAL`), not the runtime.
+    pub fn dbg_trap_query_debug_event(
+        &self,
+        pid: u32,
+        exception_clear_mask: u64,
+    ) -> Result<DebugEvent, KfdError> {
+        let op = DbgTrapOp::QueryDebugEvent(DbgTrapQueryDebugEventArgs {
+            exception_mask: exception_clear_mask,
+            ..Default::default()
+        });
+        match self.dbg_trap_call(pid, op)?.1 {
+            DbgTrapOp::QueryDebugEvent(a) => Ok(DebugEvent {
+                exception_status: a.exception_mask,
+                gpu_id: a.gpu_id,
+                queue_id: a.queue_id,
+            }),
+            _ => unreachable!("decoded with the op it was encoded with"),
+        }
+    }
+
+    /// `DBG_TRAP QUERY_EXCEPTION_INFO`: whether exception `exception_code` (an `EC_*` code) is
+    /// raised on `source_id` (a queue id for queue exceptions, a gpu_id for device ones);
+    /// `clear` clears it. KFD copies the exception's data, if it has any (device memory
+    /// violations, the process runtime event), into `info` (at most `info.len()` bytes) and
+    /// returns its full size; queue exceptions have none. Fails with `ENODATA` when the
+    /// exception is not raised, `EINVAL` for an unknown source or code.
+    ///
+    /// `(queue_id, EC_QUEUE_NEW, true, &mut [])` clears the new-queue flag every queue is
+    /// created with, after which the queue can be suspended.
+    pub fn dbg_trap_query_exception_info(
+        &self,
+        pid: u32,
+        source_id: u32,
+        exception_code: u32,
+        clear: bool,
+        info: &mut [u8],
+    ) -> Result<u32, KfdError> {
+        let Ok(info_size) = u32::try_from(info.len()) else {
+            return Err(KfdError::refused(
+                Request::DbgTrap,
+                Some(KFD_IOC_DBG_TRAP_QUERY_EXCEPTION_INFO),
+                "the info buffer is larger than 4 GiB",
+            ));
+        };
+        // KFD refuses a NULL info pointer; an empty slice's pointer is dangling but non-null,
+        // and then nothing is copied.
+        let op = DbgTrapOp::QueryExceptionInfo(DbgTrapQueryExceptionInfoArgs {
+            info_ptr: info.as_mut_ptr() as u64,
+            info_size,
+            source_id,
+            exception_code,
+            clear_exception: u32::from(clear),
+        });
+        match self.dbg_trap_call(pid, op)?.1 {
+            DbgTrapOp::QueryExceptionInfo(a) => Ok(a.info_size),
+            _ => unreachable!("decoded with the op it was encoded with"),
+        }
+    }
+
+    /// `DBG_TRAP GET_QUEUE_SNAPSHOT`: fills `entries` with the target's queues, newest first,
+    /// and clears `exception_clear_mask` on each queue written (`1 << (EC_QUEUE_NEW - 1)`
+    /// clears the new-queue flag). Returns how many queues the target has: more than
+    /// `entries.len()` means the slice was too short (an empty slice just counts them).
+    pub fn dbg_trap_get_queue_snapshot(
+        &self,
+        pid: u32,
+        exception_clear_mask: u64,
+        entries: &mut [QueueSnapshotEntry],
+    ) -> Result<u32, KfdError> {
+        let Ok(num_queues) = u32::try_from(entries.len()) else {
+            return Err(KfdError::refused(
+                Request::DbgTrap,
+                Some(KFD_IOC_DBG_TRAP_GET_QUEUE_SNAPSHOT),
+                "more than 2^32 snapshot entries",
+            ));
+        };
+        // KFD writes min(num_queues, queues) entries of min(entry_size, 64) bytes, strided by
+        // entry_size: all inside `entries`.
+        let op = DbgTrapOp::GetQueueSnapshot(DbgTrapQueueSnapshotArgs {
+            exception_mask: exception_clear_mask,
+            snapshot_buf_ptr: entries.as_mut_ptr() as u64,
+            num_queues,
+            entry_size: core::mem::size_of::<QueueSnapshotEntry>() as u32,
+        });
+        match self.dbg_trap_call(pid, op)?.1 {
+            DbgTrapOp::GetQueueSnapshot(a) => Ok(a.num_queues),
+            _ => unreachable!("decoded with the op it was encoded with"),
+        }
     }
 
     /// `DBG_TRAP SET_EXCEPTIONS_ENABLED`: the exceptions to raise to the debugger from now on.
@@ -291,9 +415,15 @@ impl Kfd {
     /// One `AMDKFD_IOC_DBG_TRAP`; returns the ioctl's return value (a queue count for
     /// suspend/resume).
     fn dbg_trap(&self, pid: u32, op: DbgTrapOp) -> Result<u32, KfdError> {
-        let mut args = DbgTrapArgs::new(pid, op);
-        let ret = call(self.fd.as_fd(), &mut args, Some(op.code()))?;
-        Ok(ret as u32)
+        self.dbg_trap_call(pid, op).map(|(ret, _)| ret)
+    }
+
+    /// One `AMDKFD_IOC_DBG_TRAP`: the return value and the op's arguments as KFD left them.
+    fn dbg_trap_call(&self, pid: u32, op: DbgTrapOp) -> Result<(u32, DbgTrapOp), KfdError> {
+        let mut bytes = DbgTrapBytes(DbgTrapArgs::encode(pid, &op));
+        let ret = call(self.fd.as_fd(), &mut bytes, Some(op.code()))?;
+        let back = DbgTrapArgs::decode(&bytes.0).op.unwrap_or(op);
+        Ok((ret as u32, back))
     }
 }
 
@@ -411,6 +541,20 @@ mod tests {
             (
                 "AMDKFD_IOC_DBG_TRAP(SEND_RUNTIME_EVENT)",
                 kfd.dbg_trap_send_runtime_event(1, 0, 0, 0).unwrap_err(),
+            ),
+            (
+                "AMDKFD_IOC_DBG_TRAP(QUERY_DEBUG_EVENT)",
+                kfd.dbg_trap_query_debug_event(1, !0).unwrap_err(),
+            ),
+            (
+                "AMDKFD_IOC_DBG_TRAP(QUERY_EXCEPTION_INFO)",
+                kfd.dbg_trap_query_exception_info(1, 3, 31, true, &mut [])
+                    .unwrap_err(),
+            ),
+            (
+                "AMDKFD_IOC_DBG_TRAP(GET_QUEUE_SNAPSHOT)",
+                kfd.dbg_trap_get_queue_snapshot(1, 0, &mut [QueueSnapshotEntry::default(); 2])
+                    .unwrap_err(),
             ),
             (
                 "AMDKFD_IOC_GET_CLOCK_COUNTERS",

@@ -8,7 +8,8 @@
 //!   into a typed request (for code that parses ioctls, such as an emulated KFD).
 //! - [`Kfd`]: an owned `/dev/kfd` fd with one method per ioctl the scheduler needs (version,
 //!   queue create/destroy/update, CU mask, wave state, runtime enable, debug-trap
-//!   enable/disable/suspend/resume, ...), each failure a [`KfdError`] that says which ioctl
+//!   enable/disable/suspend/resume, exception queries and queue snapshots, ...), each failure
+//!   a [`KfdError`] that says which ioctl
 //!   failed and what the errno means for it.
 //!
 //! What it is not: no policy (it never decides what to suspend or when), no device model (it
@@ -62,4 +63,4 @@ pub mod kfd;
 
 pub use abi::{IoctlArgs, RawRequest, Request, KFD_IOCTL_MAJOR_VERSION, KFD_IOCTL_MINOR_VERSION};
 pub use error::KfdError;
-pub use kfd::{queue_statuses, Kfd, QueueWaveState, KFD_DEVICE_PATH};
+pub use kfd::{queue_statuses, DebugEvent, Kfd, QueueWaveState, KFD_DEVICE_PATH};

@@ -433,6 +433,17 @@ fn key_layouts_spelled_out() {
     assert_eq!(size_of::<UpdateQueueArgs>(), 24);
     assert_eq!(size_of::<SetCuMaskArgs>(), 16);
     assert_eq!(size_of::<RuntimeEnableArgs>(), 16);
+    // The debug ops the emulator and libxhsa use, as the 1.17 header has them.
+    assert_eq!(size_of::<RuntimeInfo>(), 16);
+    assert_eq!(size_of::<DbgTrapQueryDebugEventArgs>(), 16);
+    assert_eq!(offset_of!(DbgTrapQueryDebugEventArgs, queue_id), 12);
+    assert_eq!(size_of::<DbgTrapQueryExceptionInfoArgs>(), 24);
+    assert_eq!(offset_of!(DbgTrapQueryExceptionInfoArgs, clear_exception), 20);
+    assert_eq!(size_of::<DbgTrapQueueSnapshotArgs>(), 24);
+    assert_eq!(offset_of!(DbgTrapQueueSnapshotArgs, entry_size), 20);
+    assert_eq!(size_of::<QueueSnapshotEntry>(), 64);
+    assert_eq!(offset_of!(QueueSnapshotEntry, queue_id), 40);
+    assert_eq!(offset_of!(QueueSnapshotEntry, queue_type), 52);
     // 52 bytes of fields, padded to 8.
     assert_eq!(size_of::<CriuArgs>(), 56);
     // The flexible array adds nothing.

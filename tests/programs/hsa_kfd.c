@@ -6,10 +6,11 @@
 //                                    UPDATE_QUEUE and DBG_TRAP accept the id
 //   hsa_kfd pct0 CODE_OBJECT         UPDATE_QUEUE percentage 0: a dispatched vadd makes no
 //                                    progress; percentage 100: it completes, results right
-//   hsa_kfd suspend CODE_OBJECT      DBG_TRAP SUSPEND_QUEUES / RESUME_QUEUES on the queue: no
-//                                    progress while suspended, completes after resume; an id
-//                                    that does not exist gets the invalid bit; another
-//                                    process's pid is refused with EPERM
+//   hsa_kfd suspend CODE_OBJECT      DBG_TRAP SUSPEND_QUEUES / RESUME_QUEUES on the queue: a
+//                                    new queue is refused until QUERY_EXCEPTION_INFO clears
+//                                    EC_QUEUE_NEW; no progress while suspended, completes
+//                                    after resume; an id that does not exist gets the invalid
+//                                    bit; another process's pid is refused with EPERM
 //   hsa_kfd suspend_cost CODE_OBJECT N TRIGGER_FILE
 //                                    prints READY, waits until TRIGGER_FILE exists, then does N
 //                                    SUSPEND+RESUME pairs on its (idle) queue as fast as it can
@@ -84,6 +85,22 @@ static int kfd_suspend(uint32_t pid, uint32_t* ids, uint32_t n, bool suspend) {
         a.resume_queues.queue_array_ptr = (uint64_t)(uintptr_t)ids;
         a.resume_queues.num_queues = n;
     }
+    return ioctl(g_kfd, KFD117_IOC_DBG_TRAP, &a);
+}
+
+// QUERY_EXCEPTION_INFO(queue, EC_QUEUE_NEW, clear): clears the new-queue flag KFD sets on every
+// queue it creates, after which SUSPEND_QUEUES accepts the queue. ENODATA: already clear.
+static int kfd_clear_new(uint32_t pid, uint32_t queue_id) {
+    static uint64_t scratch;
+    struct kfd117_dbg_trap_args a;
+    memset(&a, 0, sizeof a);
+    a.pid = pid;
+    a.op = KFD117_DBG_TRAP_QUERY_EXCEPTION_INFO;
+    a.query_exception_info.info_ptr = (uint64_t)(uintptr_t)&scratch;
+    a.query_exception_info.info_size = 0;
+    a.query_exception_info.source_id = queue_id;
+    a.query_exception_info.exception_code = KFD117_EC_QUEUE_NEW;
+    a.query_exception_info.clear_exception = 1;
     return ioctl(g_kfd, KFD117_IOC_DBG_TRAP, &a);
 }
 
@@ -287,6 +304,9 @@ static int run_spy(const char* path) {
           r ? strerror(errno) : "ok");
     r = kfd_dbg_enable(me, true);
     check(r == 0, "spy.dbg_trap_enable", "DBG_TRAP ENABLE(pid %u) returned %d (%s)", me, r, r ? strerror(errno) : "ok");
+    r = kfd_clear_new(me, s.kq.queue_id);
+    check(r == 0, "spy.clear_queue_new", "QUERY_EXCEPTION_INFO(id %u, EC_QUEUE_NEW, clear) returned %d (%s)", s.kq.queue_id, r,
+          r ? strerror(errno) : "ok");
     uint32_t ids[1] = {s.kq.queue_id};
     r = kfd_suspend(me, ids, 1, true);
     check(r == 1 && ids[0] == s.kq.queue_id, "spy.dbg_trap_suspend_accepts_id",
@@ -334,7 +354,18 @@ static int run_suspend(const char* path) {
     check(r == 0, "suspend.dbg_trap_enable", "DBG_TRAP ENABLE(pid %u) returned %d (%s)", me, r,
           r ? strerror(errno) : "ok");
 
+    // A queue is created new (EC_QUEUE_NEW): KFD refuses to suspend it, with the invalid bit,
+    // until a debug op clears the flag.
     uint32_t ids[1] = {s.kq.queue_id};
+    r = kfd_suspend(me, ids, 1, true);
+    check(r == 0 && ids[0] == (s.kq.queue_id | KFD117_DBG_QUEUE_INVALID_MASK), "suspend.new_queue_refused",
+          "SUSPEND_QUEUES(new queue %u) returned %d (%s), id slot %#x; want 0, %#x", s.kq.queue_id, r,
+          r < 0 ? strerror(errno) : "ok", ids[0], s.kq.queue_id | KFD117_DBG_QUEUE_INVALID_MASK);
+    r = kfd_clear_new(me, s.kq.queue_id);
+    check(r == 0, "suspend.clear_queue_new", "QUERY_EXCEPTION_INFO(id %u, EC_QUEUE_NEW, clear) returned %d (%s)",
+          s.kq.queue_id, r, r ? strerror(errno) : "ok");
+
+    ids[0] = s.kq.queue_id;
     r = kfd_suspend(me, ids, 1, true);
     check(r == 1 && (ids[0] & (KFD117_DBG_QUEUE_INVALID_MASK | KFD117_DBG_QUEUE_ERROR_MASK)) == 0,
           "suspend.suspend_returns_1", "SUSPEND_QUEUES(id %u) returned %d (%s), id slot %#x", s.kq.queue_id, r,
@@ -402,6 +433,9 @@ static int run_suspend_cost(const char* path, int pairs, const char* trigger) {
     int r = kfd_dbg_enable(me, true);
     check(r == 0, "cost.dbg_trap_enable", "DBG_TRAP ENABLE returned %d (%s)", r, r ? strerror(errno) : "ok");
     if (r != 0) return summary();
+    r = kfd_clear_new(me, s.kq.queue_id);
+    check(r == 0, "cost.clear_queue_new", "QUERY_EXCEPTION_INFO(EC_QUEUE_NEW, clear) returned %d (%s)", r,
+          r ? strerror(errno) : "ok");
 
     printf("READY\n");
     fflush(stdout);

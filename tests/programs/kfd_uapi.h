@@ -71,6 +71,11 @@ struct kfd117_runtime_info {
 #define KFD117_DBG_TRAP_DISABLE 1
 #define KFD117_DBG_TRAP_SUSPEND_QUEUES 6
 #define KFD117_DBG_TRAP_RESUME_QUEUES 7
+#define KFD117_DBG_TRAP_QUERY_EXCEPTION_INFO 12
+
+// enum kfd_dbg_trap_exception_code: every queue is created with EC_QUEUE_NEW raised, and
+// SUSPEND_QUEUES refuses it (invalid bit) until a debug op clears it.
+#define KFD117_EC_QUEUE_NEW 31
 
 // Per-queue status bits KFD ORs into the queue-id array of SUSPEND/RESUME_QUEUES.
 #define KFD117_DBG_QUEUE_ERROR_MASK (1u << 30)
@@ -96,6 +101,14 @@ struct kfd117_dbg_trap_resume_queues_args {
     uint32_t pad;
 };
 
+struct kfd117_dbg_trap_query_exception_info_args {
+    uint64_t info_ptr;  // must not be NULL
+    uint32_t info_size;
+    uint32_t source_id;  // queue id for queue exceptions
+    uint32_t exception_code;
+    uint32_t clear_exception;
+};
+
 // struct kfd_ioctl_dbg_trap_args: { pid, op, union of 24 bytes }
 struct kfd117_dbg_trap_args {
     uint32_t pid;
@@ -104,6 +117,7 @@ struct kfd117_dbg_trap_args {
         struct kfd117_dbg_trap_enable_args enable;
         struct kfd117_dbg_trap_suspend_queues_args suspend_queues;
         struct kfd117_dbg_trap_resume_queues_args resume_queues;
+        struct kfd117_dbg_trap_query_exception_info_args query_exception_info;
     };
 };
 
@@ -117,6 +131,7 @@ struct kfd117_dbg_trap_args {
 _Static_assert(sizeof(struct kfd117_create_queue_args) == 96, "create_queue_args");
 _Static_assert(offsetof(struct kfd117_create_queue_args, queue_id) == 52, "queue_id offset");
 _Static_assert(sizeof(struct kfd117_dbg_trap_args) == 32, "dbg_trap_args");
+_Static_assert(sizeof(struct kfd117_dbg_trap_query_exception_info_args) == 24, "query_exception_info_args");
 _Static_assert(KFD117_IOC_GET_VERSION == 0x80084B01u, "GET_VERSION");
 _Static_assert(KFD117_IOC_CREATE_QUEUE == 0xC0604B02u, "CREATE_QUEUE");
 _Static_assert(KFD117_IOC_UPDATE_QUEUE == 0x40184B07u, "UPDATE_QUEUE");

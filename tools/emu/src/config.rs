@@ -129,12 +129,16 @@ pub struct KfdCosts {
     /// With more queues holding work than the CP has queue slots, HWS maps them in turns of
     /// this length.
     pub hws_quantum_us: u64,
+    /// How long KFD waits for the HWS to confirm a preemption before it gives up (amdgpu's
+    /// `queue_preemption_timeout_ms`); only reached when `XHSA_EMU_FAULT` makes one time out.
+    pub preemption_timeout_ms: u64,
 }
 
 impl Default for KfdCosts {
     fn default() -> Self {
         // The users' MI308X measurements: suspend ~400-500 us, resume ~300-400 us.
-        KfdCosts { suspend_us: 450, resume_us: 350, update_queue_us: 450, set_cu_mask_us: 450, hws_quantum_us: 10_000 }
+        // The preemption timeout is amdgpu's module parameter default.
+        KfdCosts { suspend_us: 450, resume_us: 350, update_queue_us: 450, set_cu_mask_us: 450, hws_quantum_us: 10_000, preemption_timeout_ms: 9000 }
     }
 }
 
@@ -233,6 +237,10 @@ impl Config {
                 t.hbm_bytes_per_ns
             )));
         }
+        let k = &self.kfd;
+        if !(1..=3_600_000).contains(&k.preemption_timeout_ms) {
+            return Err(ConfigError(format!("kfd.preemption_timeout_ms = {} is out of range; accepted: 1..=3600000", k.preemption_timeout_ms)));
+        }
         if t.sdma_bytes_per_us == 0 {
             return Err(ConfigError("timing.sdma_bytes_per_us must be at least 1".into()));
         }
@@ -311,6 +319,10 @@ mod tests {
         assert!(e.0.contains("timing.cu_pipe_capacity") && e.0.contains("0.1 to 10.0"), "{e}");
         let e = Config::from_toml("[timing]\nhbm_bytes_per_ns = -5.0\n").unwrap_err();
         assert!(e.0.contains("timing.hbm_bytes_per_ns") && e.0.contains("1.0 to 100000.0"), "{e}");
+        let e = Config::from_toml("[kfd]\npreemption_timeout_ms = 0\n").unwrap_err();
+        assert!(e.0.contains("kfd.preemption_timeout_ms") && e.0.contains("1..=3600000"), "{e}");
+        assert_eq!(Config::from_toml("[kfd]\npreemption_timeout_ms = 50\n").unwrap().kfd.preemption_timeout_ms, 50);
+        assert_eq!(Config::default().kfd.preemption_timeout_ms, 9000);
         let e = Config::from_toml("[[kernel]]\nname = \"k\"\nwg_ns = 7\nutil = 1.5\n").unwrap_err();
         assert!(e.0.contains("util") && e.0.contains("0.0 to 1.0"), "{e}");
         let c = Config::from_toml("[timing]\ncu_pipe_capacity = 1.2\nhbm_bytes_per_ns = 4000\n[[kernel]]\nname = \"k\"\nwg_ns = 7\nutil = 0.4\nhbm_bytes_per_wg = 65536\n").unwrap();

@@ -42,7 +42,8 @@ fn launcher<I: IntoIterator<Item = S>, S: AsRef<OsStr>>(args: I) -> Command {
         .env_remove("LD_PRELOAD")
         .env_remove("XHSA_EMU_CONFIG")
         .env_remove("XHSA_EMU_TIME_SCALE")
-        .env_remove("XHSA_EMU_GPUS");
+        .env_remove("XHSA_EMU_GPUS")
+        .env_remove("XHSA_EMU_FAULT");
     c
 }
 
@@ -101,6 +102,15 @@ lsmod | grep amdgpu"#;
     assert_eq!((gpus, scale, config), ("2", "unset", "unset"));
     assert_eq!(lines[6], "libhsakmt.so.1", "{out}");
     assert!(lines[7].starts_with("amdgpu "), "{out}");
+}
+
+#[test]
+fn the_fault_knob_reaches_the_command_unchanged() {
+    let mut c = launcher(["run", "--", "sh", "-c", "printf '%s' \"$XHSA_EMU_FAULT\""]);
+    c.env("XHSA_EMU_FAULT", "preempt_timeout:2:50,preempt_fail:5");
+    let o = output(c);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "preempt_timeout:2:50,preempt_fail:5");
 }
 
 #[test]

@@ -327,6 +327,11 @@ impl Hws {
         true
     }
 
+    /// Workgroups of `key` preempted with their progress saved (CWSR) and not yet resumed.
+    pub fn saved(&self, key: QueueKey) -> u64 {
+        self.queues.get(&key).map_or(0, |q| q.saved.iter().map(|s| s.count).sum())
+    }
+
     /// Kernels of `key` not yet completed.
     pub fn outstanding(&self, key: QueueKey) -> usize {
         self.queues.get(&key).map_or(0, |q| q.jobs.len())
@@ -763,8 +768,10 @@ mod tests {
         let c = h.advance(10_000);
         assert_eq!(c.len(), 1);
         assert_eq!((c[0].tag, c[0].end_ns), (2, 500));
+        assert_eq!(h.saved(1), 1);
         assert!(h.resume(1, 10_000));
         let c = run(&mut h);
+        assert_eq!(h.saved(1), 0);
         // 600 ns of the workgroup were left when it was saved.
         assert_eq!((c[0].tag, c[0].end_ns), (1, 10_600));
     }

@@ -10,6 +10,9 @@
 //! | `XHSA_EMU_GPUS` | `N` (always) |
 //! | `XHSA_EMU_TIME_SCALE` | `X`, only when `--time-scale` is given |
 //! | `XHSA_EMU_CONFIG` | absolute path of the config, only when one is in effect |
+//!
+//! Nothing is filtered: `XHSA_EMU_FAULT` (injected preemption faults, `kfd::fault`),
+//! `XHSA_EMU_LOG` and `XHSA_EMU_DEVICE_DIR` reach CMD's processes as the user set them.
 
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;

@@ -81,6 +81,7 @@ pub fn render(cfg: &Config, config_path: Option<&Path>, gpus: u32, host: &Host) 
     row(&mut o, "resume queues", format!("{} us", k.resume_us));
     row(&mut o, "update queue", format!("{} us", k.update_queue_us));
     row(&mut o, "set CU mask", format!("{} us", k.set_cu_mask_us));
+    row(&mut o, "preemption timeout", format!("{} ms (reached only when XHSA_EMU_FAULT makes a preemption time out)", k.preemption_timeout_ms));
     let _ = writeln!(o);
     if cfg.kernels.is_empty() {
         let _ = writeln!(o, "Kernel profiles: none");

@@ -5,9 +5,14 @@
 //! Requests (keys are device-wide queue keys):
 //! - `HELLO pid=P gpus=N` → `OK client=C base_mono=NS base_dev=NS scale=X gpus=N`
 //! - `CREATE gpu=G prio=P pct=N` → `OK key=K`
-//! - `DESTROY key=K`, `UPDATE key=K prio=P pct=N`, `CUMASK key=K bits=N words=HEX,HEX..` → `OK`
-//! - `SUSPEND keys=K,K..` / `RESUME keys=K,K..` → `OK n=COUNT status=S,S..` (per key: 0 ok,
-//!   1 invalid)
+//! - `DESTROY key=K`, `UPDATE key=K prio=P pct=N [susp=0|1]`, `CUMASK key=K bits=N
+//!   words=HEX,HEX..` → `OK` (`susp`: KFD's suspension flag of the queue, which the remap
+//!   follows)
+//! - `SUSPEND keys=K,K.. grace_ns=NS` / `RESUME keys=K,K..` → `OK n=COUNT status=S,S..` (per
+//!   key: 0 handled, already in that state included; 1 no such queue). The device-wide cost is
+//!   charged only when `keys` is not empty.
+//! - `UPDATE` with `pct=0` takes an active queue off the runlist with its running workgroups
+//!   saved; a percentage above 0 brings it back (unless it is suspended), saved ones first.
 //! - `STATUS` → text lines, then `END`
 //!
 //! Errors: `ERR errno=N message`.

@@ -44,6 +44,29 @@ struct QueueInfo {
     suspended: bool,
 }
 
+impl QueueInfo {
+    /// On the runlist (KFD's `is_active` as far as the device is concerned): percentage > 0
+    /// and not suspended. Either one alone keeps the queue off.
+    fn active(&self) -> bool {
+        self.percentage > 0 && !self.suspended
+    }
+}
+
+/// A queue leaving or rejoining the runlist on the HWS. KFD unmaps the queues with the CP's
+/// preempt action, so a queue taken off has its running workgroups context-saved (CWSR; those
+/// that end within `grace_ns` finish), and a queue mapped again resumes them first.
+fn set_active(hws: &mut Hws, key: QueueKey, was: bool, is: bool, now: u64, grace_ns: u64) {
+    match (was, is) {
+        (true, false) => {
+            hws.suspend(key, now, grace_ns);
+        }
+        (false, true) => {
+            hws.resume(key, now);
+        }
+        _ => {}
+    }
+}
+
 struct State {
     gpus: Vec<Hws>,
     clients: HashMap<u64, Client>,
@@ -359,14 +382,12 @@ fn request(dev: &Device, id: u64, verb: &str, req: &Line) -> ReqResult {
             let key: QueueKey = need(req, "key")?;
             let prio: u8 = need(req, "prio")?;
             let pct: u32 = need(req, "pct")?;
-            let q = owned(&st, key).ok_or((libc::EINVAL, format!("no queue {key}")))?;
+            // KFD's view of the queue's suspension (a suspend whose unmap failed left it
+            // running; this remap takes it off).
+            let susp: Option<bool> = req.get::<u8>("susp").map(|s| s != 0);
+            owned(&st, key).ok_or((libc::EINVAL, format!("no queue {key}")))?;
             stall = preempt_all(dev, &mut st, gpu, k.update_queue_us);
-            st.gpus[gpu].set_priority(key, prio);
-            st.gpus[gpu].set_runnable(key, pct > 0 && !q.suspended);
-            if let Some(q) = st.queues.get_mut(&key) {
-                q.priority = prio;
-                q.percentage = pct;
-            }
+            update_queue(&mut st, key, prio, pct, susp, dev.clock.now());
             "OK".into()
         }
         "CUMASK" => {
@@ -388,29 +409,11 @@ fn request(dev: &Device, id: u64, verb: &str, req: &Line) -> ReqResult {
             let keys: Vec<QueueKey> = req.list("keys").ok_or((libc::EINVAL, "bad keys=".to_string()))?;
             let grace_ns: u64 = req.get("grace_ns").unwrap_or(0);
             let suspend = verb == "SUSPEND";
-            stall = preempt_all(dev, &mut st, gpu, if suspend { k.suspend_us } else { k.resume_us });
-            let now = dev.clock.now();
-            let mut n = 0;
-            let mut status = Vec::new();
-            for key in keys {
-                match owned(&st, key) {
-                    Some(q) if q.suspended != suspend => {
-                        if suspend {
-                            st.gpus[q.gpu].suspend(key, now, grace_ns);
-                        } else {
-                            st.gpus[q.gpu].resume(key, now);
-                            st.gpus[q.gpu].set_runnable(key, q.percentage > 0);
-                        }
-                        if let Some(q) = st.queues.get_mut(&key) {
-                            q.suspended = suspend;
-                        }
-                        n += 1;
-                        status.push(0);
-                    }
-                    Some(_) => status.push(0),
-                    None => status.push(1),
-                }
+            if !keys.is_empty() {
+                // KFD runs the unmap/remap only when it has a queue to act on.
+                stall = preempt_all(dev, &mut st, gpu, if suspend { k.suspend_us } else { k.resume_us });
             }
+            let (n, status) = suspend_queues(&mut st, id, &keys, suspend, dev.clock.now(), grace_ns);
             format!("OK n={n} status={}", join(&status))
         }
         other => return Err((libc::EINVAL, format!("unknown request {other}"))),
@@ -421,6 +424,57 @@ fn request(dev: &Device, id: u64, verb: &str, req: &Line) -> ReqResult {
         std::thread::sleep(stall);
     }
     Ok(out)
+}
+
+/// UPDATE of a queue's priority and percentage (after the device-wide unmap): a queue whose
+/// percentage drops to 0 leaves the runlist with its waves saved, one raised from 0 comes back.
+fn update_queue(st: &mut State, key: QueueKey, prio: u8, pct: u32, suspended: Option<bool>, now: u64) {
+    let Some(q) = st.queues.get_mut(&key) else { return };
+    let was = q.active();
+    q.priority = prio;
+    q.percentage = pct;
+    q.suspended = suspended.unwrap_or(q.suspended);
+    let (is, gpu) = (q.active(), q.gpu);
+    st.gpus[gpu].set_priority(key, prio);
+    set_active(&mut st.gpus[gpu], key, was, is, now, 0);
+}
+
+/// SUSPEND / RESUME of client `id`'s queues `keys` (after the device-wide unmap). A queue
+/// already in the asked state counts as handled, as in KFD's `suspend_single_queue` /
+/// `resume_single_queue`. Returns how many were handled and a status per key (0 handled,
+/// 1 no such queue).
+fn suspend_queues(st: &mut State, id: u64, keys: &[QueueKey], suspend: bool, now: u64, grace_ns: u64) -> (u32, Vec<u32>) {
+    let mut n = 0;
+    let mut status = Vec::with_capacity(keys.len());
+    for &key in keys {
+        match st.queues.get_mut(&key).filter(|q| q.client == id) {
+            Some(q) => {
+                let was = q.active();
+                q.suspended = suspend;
+                let (is, gpu) = (q.active(), q.gpu);
+                set_active(&mut st.gpus[gpu], key, was, is, now, if suspend { grace_ns } else { 0 });
+                n += 1;
+                status.push(0);
+            }
+            None => status.push(1),
+        }
+    }
+    (n, status)
+}
+
+/// One queue's line of `xhsa-emu status`.
+fn queue_line(hws: &Hws, key: QueueKey, q: &QueueInfo) -> String {
+    let state = match (q.suspended, q.percentage == 0) {
+        (true, true) => "suspended and inactive (percentage 0)",
+        (true, false) => "suspended",
+        (false, true) => "inactive (percentage 0)",
+        (false, false) => "active",
+    };
+    let saved = match hws.saved(key) {
+        0 => String::new(),
+        n => format!(", {n} workgroups saved"),
+    };
+    format!("    queue {key}: priority {}, {state}, {} kernel(s) outstanding{saved}\n", q.priority, hws.outstanding(key))
 }
 
 fn status(dev: &Device) -> String {
@@ -447,20 +501,107 @@ fn status(dev: &Device) -> String {
         let mut qs: Vec<_> = st.queues.iter().filter(|(_, q)| q.client == *id).collect();
         qs.sort_by_key(|(k, _)| **k);
         for (k, q) in qs {
-            let state = if q.suspended {
-                "suspended"
-            } else if q.percentage == 0 {
-                "inactive (percentage 0)"
-            } else {
-                "active"
-            };
-            out.push_str(&format!(
-                "    queue {k}: priority {}, {state}, {} kernel(s) outstanding\n",
-                q.priority,
-                st.gpus[q.gpu].outstanding(*k)
-            ));
+            out.push_str(&queue_line(&st.gpus[q.gpu], *k, q));
         }
     }
     out.push_str("END");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One GPU of one CU (32 wave slots), with queue `key` of client 1 at priority 5.
+    fn state(keys: &[QueueKey]) -> State {
+        let mut hws = Hws::new(CuPool::new(1, 32, 65536));
+        let mut queues = HashMap::new();
+        for &k in keys {
+            hws.add_queue(k, 5);
+            queues.insert(k, QueueInfo { client: 1, gpu: 0, priority: 5, percentage: 100, suspended: false });
+        }
+        State { gpus: vec![hws], clients: HashMap::new(), queues, next_key: 10, next_client: 2, idle_since: None }
+    }
+
+    /// One workgroup filling the CU for `wg_ns`.
+    fn full_cu(tag: u64, wg_ns: u64) -> KernelJob {
+        KernelJob { tag, workgroups: 1, need: WgNeed { waves: 32, lds: 0 }, wg_ns, profile: Profile::default() }
+    }
+
+    #[test]
+    fn percentage_0_saves_the_running_workgroups_and_a_percentage_back_resumes_them() {
+        let mut st = state(&[1]);
+        st.gpus[0].submit(1, full_cu(7, 1000), 0);
+        st.gpus[0].advance(400);
+        update_queue(&mut st, 1, 5, 0, None, 400);
+        // Off the CU with 600 ns of work saved, not left to finish.
+        assert_eq!((st.gpus[0].saved(1), st.gpus[0].busy_waves()), (1, 0));
+        assert!(st.gpus[0].advance(10_000).is_empty());
+        let line = queue_line(&st.gpus[0], 1, &st.queues[&1]);
+        assert!(line.contains("inactive (percentage 0), 1 kernel(s) outstanding, 1 workgroups saved"), "{line}");
+        update_queue(&mut st, 1, 5, 100, None, 10_000);
+        let c = st.gpus[0].advance(20_000);
+        assert_eq!((c[0].tag, c[0].end_ns), (7, 10_600));
+        assert_eq!(st.gpus[0].saved(1), 0);
+        assert!(queue_line(&st.gpus[0], 1, &st.queues[&1]).contains("active, 0 kernel(s) outstanding\n"));
+    }
+
+    #[test]
+    fn a_priority_update_leaves_an_active_queue_running() {
+        let mut st = state(&[1]);
+        st.gpus[0].submit(1, full_cu(7, 1000), 0);
+        st.gpus[0].advance(400);
+        update_queue(&mut st, 1, 12, 100, None, 400);
+        assert_eq!((st.gpus[0].saved(1), st.gpus[0].busy_waves()), (0, 32));
+        assert_eq!(st.gpus[0].advance(2000)[0].end_ns, 1000);
+        assert_eq!(st.queues[&1].priority, 12);
+    }
+
+    #[test]
+    fn a_queue_suspended_and_deactivated_runs_only_when_neither_holds() {
+        let mut st = state(&[1]);
+        st.gpus[0].submit(1, full_cu(7, 1000), 0);
+        st.gpus[0].advance(100);
+        assert_eq!(suspend_queues(&mut st, 1, &[1], true, 100, 0), (1, vec![0]));
+        update_queue(&mut st, 1, 5, 0, None, 200);
+        assert_eq!(st.gpus[0].saved(1), 1);
+        let line = queue_line(&st.gpus[0], 1, &st.queues[&1]);
+        assert!(line.contains("suspended and inactive (percentage 0)") && line.ends_with("1 workgroups saved\n"), "{line}");
+        // Resumed but still at percentage 0: stays off.
+        assert_eq!(suspend_queues(&mut st, 1, &[1], false, 300, 0), (1, vec![0]));
+        assert!(st.gpus[0].advance(5_000).is_empty());
+        assert_eq!(st.gpus[0].saved(1), 1);
+        // Percentage back while suspended again: still off.
+        suspend_queues(&mut st, 1, &[1], true, 5_000, 0);
+        update_queue(&mut st, 1, 5, 100, None, 5_000);
+        assert!(st.gpus[0].advance(9_000).is_empty());
+        assert!(queue_line(&st.gpus[0], 1, &st.queues[&1]).contains("queue 1: priority 5, suspended, "));
+        suspend_queues(&mut st, 1, &[1], false, 9_000, 0);
+        let c = st.gpus[0].advance(20_000);
+        // 900 ns were left when it was saved at 100.
+        assert_eq!((c[0].tag, c[0].end_ns), (7, 9_900));
+    }
+
+    #[test]
+    fn a_queue_already_in_the_asked_state_counts_and_a_foreign_key_does_not() {
+        let mut st = state(&[1, 2]);
+        st.queues.get_mut(&2).unwrap().client = 9;
+        assert_eq!(suspend_queues(&mut st, 1, &[1, 2, 3], true, 0, 0), (1, vec![0, 1, 1]));
+        assert_eq!(suspend_queues(&mut st, 1, &[1], true, 0, 0), (1, vec![0]));
+        assert_eq!(suspend_queues(&mut st, 1, &[1], false, 0, 0), (1, vec![0]));
+        assert_eq!(suspend_queues(&mut st, 1, &[1], false, 0, 0), (1, vec![0]));
+        assert!(!st.queues[&2].suspended);
+    }
+
+    #[test]
+    fn an_update_takes_the_kfd_view_of_suspension() {
+        let mut st = state(&[1]);
+        st.gpus[0].submit(1, full_cu(7, 1000), 0);
+        st.gpus[0].advance(100);
+        // KFD marked the queue suspended but its unmap failed: this remap takes it off.
+        update_queue(&mut st, 1, 5, 100, Some(true), 100);
+        assert_eq!((st.gpus[0].saved(1), st.queues[&1].suspended), (1, true));
+        update_queue(&mut st, 1, 5, 100, Some(false), 200);
+        assert_eq!(st.gpus[0].advance(5_000)[0].end_ns, 1100);
+    }
 }

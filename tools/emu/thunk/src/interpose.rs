@@ -15,7 +15,7 @@ use std::ffi::CStr;
 use std::sync::{Mutex, OnceLock};
 
 use xhsa_ioctl::abi::dbg_trap::{DbgTrapArgs, DbgTrapOp};
-use xhsa_ioctl::abi::debug::{RuntimeEnableArgs, KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK};
+use xhsa_ioctl::abi::debug::{QueueSnapshotEntry, RuntimeEnableArgs, RuntimeInfo, KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK, KFD_RUNTIME_ENABLE_MODE_TTMP_SAVE_MASK};
 use xhsa_ioctl::abi::event::{CreateEventArgs, DestroyEventArgs, EventData, ResetEventArgs, SetEventArgs, WaitEventsArgs};
 use xhsa_ioctl::abi::memory::{AllocMemoryOfGpuArgs, FreeMemoryOfGpuArgs, MapMemoryToGpuArgs};
 use xhsa_ioctl::abi::process::GetClockCountersArgs;
@@ -297,7 +297,7 @@ fn serve_ioctl(request: libc::c_ulong, arg: *mut libc::c_void) -> libc::c_int {
         }
         Request::RuntimeEnable => {
             let mut a: RuntimeEnableArgs = read_arg(arg, size);
-            let r = kfd.runtime_enable(a.mode_mask & KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK != 0);
+            let r = kfd.runtime_enable(a.mode_mask & KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK != 0, a.r_debug, a.mode_mask & KFD_RUNTIME_ENABLE_MODE_TTMP_SAVE_MASK != 0);
             a.capabilities_mask = 0;
             write_arg(arg, &a, size);
             done(r)
@@ -372,6 +372,24 @@ fn wait_events(e: &crate::state::Emu, arg: *mut libc::c_void, size: usize) -> li
     }
 }
 
+/// Copies `len` bytes of `v` to the caller's `ptr` (KFD's copy_to_user): EFAULT for NULL.
+fn copy_out<T: Copy>(ptr: u64, v: &T, len: usize) -> Result<(), i32> {
+    let len = len.min(std::mem::size_of::<T>());
+    if len == 0 {
+        return Ok(());
+    }
+    if ptr == 0 {
+        return Err(libc::EFAULT);
+    }
+    // SAFETY: the ioctl's caller passes a buffer of at least `len` bytes at `ptr` (the size it
+    // announced in the argument struct), as KFD's copy_to_user requires.
+    unsafe { std::ptr::copy_nonoverlapping((v as *const T).cast::<u8>(), ptr as *mut u8, len) };
+    Ok(())
+}
+
+/// DBG_TRAP: the caller's `kfd_ioctl_dbg_trap_args`, decoded by op, served by the emulated
+/// KFD, and written back (as KFD copies the whole argument back, failures included). Ops the
+/// emulator does not serve fail with EINVAL.
 fn dbg_trap(e: &crate::state::Emu, arg: *mut libc::c_void, size: usize) -> libc::c_int {
     let mut bytes = [0u8; std::mem::size_of::<DbgTrapArgs>()];
     let n = size.min(bytes.len());
@@ -379,25 +397,54 @@ fn dbg_trap(e: &crate::state::Emu, arg: *mut libc::c_void, size: usize) -> libc:
     unsafe { std::ptr::copy_nonoverlapping(arg as *const u8, bytes.as_mut_ptr(), n) };
     let d = DbgTrapArgs::decode(&bytes);
     let pid = d.pid;
-    let result = match d.op {
-        Some(DbgTrapOp::Enable(_)) => e.kfd.dbg_trap_enable(pid, true).map(|()| 0),
-        Some(DbgTrapOp::Disable) => e.kfd.dbg_trap_enable(pid, false).map(|()| 0),
+    let kfd = &e.kfd;
+    let mut back = d.op;
+    let result = match &mut back {
+        Some(DbgTrapOp::Enable(a)) => kfd.dbg_trap_enable(pid, a).and_then(|info: RuntimeInfo| {
+            // kfd_dbg_trap_enable: the runtime info goes to rinfo_ptr, its size to rinfo_size.
+            let copied = copy_out(a.rinfo_ptr, &info, a.rinfo_size as usize);
+            a.rinfo_size = std::mem::size_of::<RuntimeInfo>() as u32;
+            copied.map(|()| 0)
+        }),
+        Some(DbgTrapOp::Disable) => kfd.dbg_trap_disable(pid).map(|()| 0),
+        Some(DbgTrapOp::SetExceptionsEnabled(a)) => kfd.dbg_set_exceptions_enabled(pid, a.exception_mask).map(|()| 0),
         Some(DbgTrapOp::SuspendQueues(a)) => {
             let mut ids = read_u32s(a.queue_array_ptr, a.num_queues.min(4096) as usize);
-            // Grace period in units of 1K GPU clock cycles.
-            let grace_ns = u64::from(a.grace_period) * 1_000_000 / u64::from(e.kfd.cfg.device.max_engine_clock_mhz.max(1));
-            let r = e.kfd.dbg_trap_suspend(pid, &mut ids, true, grace_ns);
-            write_u32s(a.queue_array_ptr, &ids);
+            // Grace period in units of 1K GPU clock cycles; 0xffffffff is KFD's "default", which
+            // the emulator models as none.
+            let grace = if a.grace_period == u32::MAX { 0 } else { a.grace_period };
+            let grace_ns = u64::from(grace) * 1_000_000 / u64::from(e.kfd.cfg.device.max_engine_clock_mhz.max(1));
+            let r = kfd.dbg_trap_suspend(pid, &mut ids, a.exception_mask, grace_ns);
+            if r.is_ok() {
+                write_u32s(a.queue_array_ptr, &ids);
+            }
             r.map(|n| n as i32)
         }
         Some(DbgTrapOp::ResumeQueues(a)) => {
             let mut ids = read_u32s(a.queue_array_ptr, a.num_queues.min(4096) as usize);
-            let r = e.kfd.dbg_trap_suspend(pid, &mut ids, false, 0);
-            write_u32s(a.queue_array_ptr, &ids);
+            let r = kfd.dbg_trap_resume(pid, &mut ids);
+            if r.is_ok() {
+                write_u32s(a.queue_array_ptr, &ids);
+            }
             r.map(|n| n as i32)
+        }
+        Some(DbgTrapOp::QueryDebugEvent(a)) => kfd.dbg_query_debug_event(pid, a).map(|()| 0),
+        Some(DbgTrapOp::QueryExceptionInfo(a)) => kfd.dbg_query_exception_info(pid, a).map(|()| 0),
+        Some(DbgTrapOp::GetQueueSnapshot(a)) => {
+            let stride = a.entry_size as u64;
+            kfd.dbg_queue_snapshot(pid, a).and_then(|entries| {
+                for (i, entry) in entries.iter().enumerate() {
+                    copy_out::<QueueSnapshotEntry>(a.snapshot_buf_ptr.wrapping_add(i as u64 * stride), entry, a.entry_size as usize)?;
+                }
+                Ok(0)
+            })
         }
         _ => Err(libc::EINVAL),
     };
+    if let Some(op) = &back {
+        let out = DbgTrapArgs::encode(pid, op);
+        write_arg(arg, &out, size);
+    }
     match result {
         Ok(v) => v,
         Err(errno) => set_errno(errno),
