@@ -134,3 +134,32 @@ fn a_failed_forwarding_pass_degrades_the_queue_to_passthrough() {
         assert!(s.forwarded == s.taken && s.held == 0, "{program}: nothing lost: {s:?}");
     }
 }
+
+/// Under a ROCr whose private queue layout libxhsa does not know (a later release, reporting
+/// itself as ROCr 1.18 through a test interposer of `hsa_system_get_info`), no queue is
+/// shadowed: one warning names the version, the application works as natively, and the
+/// known-version case (the real ROCr 5.2.3, 1.5) shadows as usual.
+#[test]
+fn an_unknown_rocr_version_passes_queues_through_unshadowed() {
+    let l = libxhsa();
+    let spoof = common::shared_library("rocr_version_spoof");
+    let preload = format!("{l}:{}", spoof.display());
+    let co = common::code_object("xhsa_kernels");
+    let args = ["normal", co.to_str().unwrap()];
+    let out = run("hsa_queues", &args, &[("LD_PRELOAD", &preload), ("XHSA_TEST_ROCR_BUILD_ID", "1.18.70000-rocm-rel-7.0-1-abcdef")]);
+    let warnings: Vec<&str> = out.stderr.lines().filter(|l| l.contains("WARN") && l.contains("xhsa:")).collect();
+    assert_eq!(warnings.len(), 1, "one warning\n{}", out.report());
+    assert!(warnings[0].contains("ROCr 1.18") && warnings[0].contains("unshadowed"), "{}", warnings[0]);
+    assert!(!out.stderr.contains("ERROR"), "{}", out.report());
+    let s = shadow_summary(&out);
+    assert_eq!((s.created, s.taken), (0, 0), "{s:?}");
+    // The same interposer with a known version (quoted as ROCr quotes it), and the real ROCr
+    // 5.2.3 (1.5) behind it: the queues are shadowed.
+    for id in [Some("\"1.14.60200-rocm-rel-6.2-1-abcdef\""), None] {
+        let mut env = vec![("LD_PRELOAD", preload.as_str())];
+        env.extend(id.map(|id| ("XHSA_TEST_ROCR_BUILD_ID", id)));
+        let out = run("hsa_queues", &args, &env);
+        assert!(!out.stderr.contains("WARN"), "{id:?}\n{}", out.report());
+        assert_eq!(shadow_summary(&out).created, 2, "{id:?}");
+    }
+}
