@@ -31,7 +31,7 @@ use crate::packet::Packet;
 use crate::priority::Priority;
 use crate::queue::{HwQueue, Mode, ShadowQueue};
 use crate::ring::{CuMask, Partition, PartitionId, QueueId};
-use crate::shadow::{intake, unconsumed, write_reserved, QueueMemory};
+use crate::shadow::{intake, next_published, write_reserved, QueueMemory};
 use crate::stats::QueueStats;
 use crate::window::{Contention, Nanos, Seq, WindowSize};
 use std::collections::BTreeMap;
@@ -137,7 +137,8 @@ pub struct Scheduler {
     retired: Summary,
     created: u64,
     degraded: u64,
-    /// A `Direct` queue could not take all its published packets for lack of hardware room.
+    /// A `Direct` queue has packets left over for lack of hardware room and nothing will wake
+    /// libxhsa for them (see [`Scheduler::stalled`]).
     stalled: bool,
     /// The GPU's board, once attached.
     board: Option<Arc<dyn Board>>,
@@ -319,9 +320,10 @@ impl Scheduler {
         self.queues.keys().copied().collect()
     }
 
-    /// Whether some `Direct` queue left published packets in its shadow ring for lack of
-    /// hardware room at the last pass (the edge then retries from the application's read-index
-    /// polls).
+    /// Whether some `Direct` queue was left with packets for lack of hardware room at the last
+    /// pass and no completion will run the next pass (the runtime refused the completion
+    /// handler; normally a tracking barrier's completion does): the edge then retries from the
+    /// application's read-index polls.
     pub fn stalled(&self) -> bool {
         self.stalled
     }
@@ -461,30 +463,61 @@ impl Scheduler {
     }
 
     /// Writes a `Direct` queue's backlog, then its newly published packets, as far as the
-    /// hardware ring has room; rings the doorbell once. Returns whether published packets had
-    /// to stay in the shadow ring for lack of room.
+    /// hardware ring has room, keeping one slot for a tracking barrier; rings the doorbell once.
+    ///
+    /// When packets are left over (in the backlog, or published in the shadow ring), progress
+    /// must not wait for the application (an HSA program may just wait on a completion signal):
+    /// a tracking barrier follows what was written and a completion handler is registered on
+    /// it, so its completion runs the next pass ([`Scheduler::on_tracking`]). No barrier is
+    /// added while an armed one is outstanding: its completion frees at least its own slot and
+    /// runs the pass that writes the next. Untracked writes never take the last free slot, so
+    /// there is always room for that barrier. Returns whether packets are left over with nothing
+    /// to wake libxhsa (the runtime refused the handler): the edge then retries from the
+    /// application's doorbells and read-index polls.
     fn direct_flush(q: &mut ShadowQueue, mem: &dyn QueueMemory, hw: &dyn Hardware) -> bool {
         let free = Self::hw_free(q, hw) as usize;
+        let budget = free.saturating_sub(1);
         let mut out: Vec<Packet> = Vec::new();
-        while out.len() < free {
+        while out.len() < budget {
             match q.backlog.pop_front() {
                 Some(p) => out.push(p),
                 None => break,
             }
         }
         if q.backlog.is_empty() {
-            let taken = intake(mem, &q.shadow, free - out.len());
+            let taken = intake(mem, &q.shadow, budget - out.len());
             q.taken += taken.len() as u64;
             out.extend(taken);
+        }
+        let left = !q.backlog.is_empty() || next_published(mem, &q.shadow);
+        if left {
+            // Barriers the processor completed since the last look (no handler ran for them).
+            q.tracking.observe(hw.signal_value(q.tracking.signal));
+        }
+        let track = left && free >= 1 && !(q.tracking.armed && q.tracking.outstanding() > 0);
+        if track {
+            out.push(Packet::tracking_barrier(q.tracking.signal));
         }
         if !out.is_empty() {
             let n = out.len() as u64;
             let first = hw.reserve(&q.hw, n);
             write_reserved(mem, &q.hw.ring, first, &out);
             hw.ring(&q.hw, first + n - 1);
-            q.forwarded += n;
+            q.forwarded += n - u64::from(track);
+            if track {
+                q.tracking.issue(None);
+            }
         }
-        !q.backlog.is_empty() || (out.len() == free && unconsumed(mem, &q.shadow) > 0)
+        if !left {
+            return false;
+        }
+        if !q.tracking.armed && q.tracking.outstanding() > 0 {
+            q.tracking.armed = hw.arm(q.id, q.tracking.signal, q.tracking.arm_below());
+            if !q.tracking.armed {
+                tracing::debug!("xhsa: {}: the completion handler could not be registered; its remaining packets go at its next doorbell or read-index poll", q.id);
+            }
+        }
+        !q.tracking.armed
     }
 
     /// Takes the queue out of the rings after an internal failure: `drawn` (packets already
@@ -972,6 +1005,69 @@ mod tests {
         assert_eq!((s.taken, s.forwarded), (7, 7));
     }
 
+    /// Runs the GPU until nothing moves (completion handlers run as ROCr would run them); no
+    /// doorbell, no read-index poll: what the application leaves behind must still complete.
+    fn gpu_until_idle(w: &mut World, queues: &[u64]) {
+        for _ in 0..1000 {
+            let before: usize = w.executed.values().map(Vec::len).sum::<usize>() + w.barriers.values().sum::<i64>() as usize;
+            for &q in queues {
+                w.gpu(q, 1000);
+            }
+            let after: usize = w.executed.values().map(Vec::len).sum::<usize>() + w.barriers.values().sum::<i64>() as usize;
+            if after == before {
+                return;
+            }
+        }
+        panic!("the GPU never went idle");
+    }
+
+    /// A queue degraded to passthrough whose packets do not all fit in the hardware ring: a
+    /// tracking barrier after what was written, and its completion writes the rest. Before,
+    /// the rest waited for the application's next doorbell or read-index poll.
+    #[test]
+    fn a_degraded_queue_left_with_packets_drains_without_the_application() {
+        let mut w = World::new(1, "forward:1");
+        w.add(1, prio(0));
+        let mut submitted = 0;
+        // One doorbell per packet, the GPU busy (executing nothing) meanwhile; the application
+        // publishes as long as the shadow has room.
+        while w.submit(1, 1) == 1 {
+            submitted += 1;
+            let h = hw_queue(1);
+            assert!(w.hw.write_index(&h) - w.hw.read_index(&h) <= SLOTS);
+        }
+        assert!(w.sched.queue(QueueId(1)).unwrap().is_direct());
+        assert_eq!(submitted, 15, "7 written untracked, a barrier in the last slot, 8 in the shadow ring");
+        assert!(!w.sched.stalled(), "a completion will run the next pass");
+        assert_eq!(w.hw.armed.borrow().len(), 1, "one handler, on the barrier");
+        gpu_until_idle(&mut w, &[1]);
+        w.check_executed(1, 15);
+        let s = w.sched.summary(0);
+        assert_eq!((s.taken, s.forwarded, s.held), (15, 15, 0));
+        // The queue goes on normally afterwards.
+        assert_eq!(w.submit(1, 3), 3);
+        gpu_until_idle(&mut w, &[1]);
+        w.check_executed(1, 18);
+    }
+
+    /// Without a completion handler (the runtime refused it) the leftover waits for the
+    /// application's next doorbell or read-index poll, as the edge retries when `stalled`.
+    #[test]
+    fn a_degraded_queue_without_a_handler_is_reported_stalled() {
+        let mut w = World::new(1, "forward:1");
+        w.hw.refuse_arm = true;
+        w.add(1, prio(0));
+        while w.submit(1, 1) == 1 {}
+        assert!(w.sched.stalled());
+        gpu_until_idle(&mut w, &[1]);
+        w.sched.pass(&w.mem, &w.hw, 0); // the application polls its read index
+        gpu_until_idle(&mut w, &[1]);
+        w.sched.pass(&w.mem, &w.hw, 0);
+        gpu_until_idle(&mut w, &[1]);
+        w.check_executed(1, 15);
+        assert!(!w.sched.stalled());
+    }
+
     #[test]
     fn a_refused_completion_handler_degrades_the_queue() {
         let mut w = World::new(1, "");
@@ -1076,6 +1172,11 @@ mod tests {
                     let h = hw_queue(q);
                     proptest::prop_assert!(world.hw.write_index(&h) - world.hw.read_index(&h) <= SLOTS);
                 }
+            }
+            // Whatever the application left behind completes without it: no doorbell, no poll.
+            gpu_until_idle(&mut world, &[1, 2, 3]);
+            for q in 1..=3 {
+                world.check_executed(q, *submitted.get(&q).unwrap_or(&0));
             }
             for q in 1..=3 {
                 proptest::prop_assert!(world.sched.close(QueueId(q), &world.mem, 0));

@@ -110,6 +110,13 @@ pub fn write_reserved(mem: &dyn QueueMemory, hw: &AqlRing, first: u64, packets: 
     }
 }
 
+/// Whether the packet at `ring`'s read index is published (reserved by the write index and its
+/// header valid): what [`intake`] would take next.
+pub fn next_published(mem: &dyn QueueMemory, ring: &AqlRing) -> bool {
+    let read = mem.load_u64(ring.amd_queue + READ_DISPATCH_ID);
+    read < mem.load_u64(ring.amd_queue + WRITE_DISPATCH_ID) && mem.read_packet(ring.slot(read)).packet_type() != PacketType::Invalid
+}
+
 /// Packets published in `ring` and not yet taken (its write index is ahead of its read index).
 pub fn unconsumed(mem: &dyn QueueMemory, ring: &AqlRing) -> u64 {
     let read = mem.load_u64(ring.amd_queue + READ_DISPATCH_ID);

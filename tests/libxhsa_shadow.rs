@@ -163,3 +163,22 @@ fn an_unknown_rocr_version_passes_queues_through_unshadowed() {
         assert_eq!(shadow_summary(&out).created, 2, "{id:?}");
     }
 }
+
+/// A queue degraded to passthrough (the first forwarding batch fails) whose packets do not all
+/// fit in the hardware ring makes progress by itself: `hsa_queues fill` fills it twice over
+/// behind a 1 s kernel and then only waits on the last packet's completion signal, never
+/// reading the read index again. libxhsa's tracking barrier after what fitted, and its
+/// completion, forward the rest; every packet runs exactly once (`fill.counts`).
+#[test]
+fn a_degraded_queue_drains_without_the_application() {
+    let l = libxhsa();
+    let co = common::code_object("xhsa_kernels");
+    let out = run("hsa_queues", &["fill", co.to_str().unwrap()], &[("LD_PRELOAD", &l), ("XHSA_FAULT_INJECT", "forward:1")]);
+    common::assert_check_passed(&out, "fill.counts");
+    let errors: Vec<&str> = out.stderr.lines().filter(|l| l.contains("ERROR")).collect();
+    assert_eq!(errors.len(), 1, "{}", out.report());
+    assert!(errors[0].contains("passes through unscheduled"), "{}", errors[0]);
+    let s = shadow_summary(&out);
+    assert_eq!(s.degraded, 1, "{s:?}");
+    assert!(s.taken == 512 && s.forwarded == 512 && s.held == 0, "{s:?}");
+}
