@@ -133,9 +133,13 @@ pub(crate) mod fake {
     use std::collections::HashMap;
 
     #[derive(Default)]
-    pub(crate) struct Fake(RefCell<HashMap<u64, u8>>);
+    pub(crate) struct Fake(RefCell<HashMap<u64, u8>>, RefCell<Option<u64>>);
 
     impl Fake {
+        /// The next `write_body` at `addr` panics (once): a failure in the middle of a write.
+        pub(crate) fn panic_on_write_at(&self, addr: u64) {
+            *self.1.borrow_mut() = Some(addr);
+        }
         pub(crate) fn put(&self, addr: u64, bytes: &[u8]) {
             let mut m = self.0.borrow_mut();
             for (i, b) in bytes.iter().enumerate() {
@@ -159,6 +163,10 @@ pub(crate) mod fake {
             Packet::from_bytes(self.get(addr, PACKET_SIZE).try_into().unwrap())
         }
         fn write_body(&self, addr: u64, packet: &Packet) {
+            if *self.1.borrow() == Some(addr) {
+                self.1.borrow_mut().take();
+                panic!("fake memory: write at {addr:#x} fails");
+            }
             self.put(addr + 2, &packet.as_bytes()[2..]);
         }
         fn store_header(&self, addr: u64, header: u16) {

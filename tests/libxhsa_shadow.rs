@@ -182,3 +182,33 @@ fn a_degraded_queue_drains_without_the_application() {
     assert_eq!(s.degraded, 1, "{s:?}");
     assert!(s.taken == 512 && s.forwarded == 512 && s.held == 0, "{s:?}");
 }
+
+/// A failure after a batch's hardware slots were reserved (`forward_after_reserve`: the write
+/// stops half way, as a panic would): the slots not written get no-op barriers (the last one
+/// libxhsa's tracking barrier), the packets not written follow them in order, the queue
+/// degrades, and the application completes with correct counts. In `hsa_queues fill` the 256th
+/// write is the 255-packet batch released by the first completion, so the failure lands in its
+/// middle; `hsa_queues normal` (two queues, a cross-queue barrier) gets it on its third write.
+#[test]
+fn a_failure_after_the_reserve_fills_the_slots_and_loses_nothing() {
+    let l = libxhsa();
+    let co = common::code_object("xhsa_kernels");
+    let co = co.to_str().unwrap();
+    let out = run("hsa_queues", &["fill", co], &[("LD_PRELOAD", &l), ("XHSA_FAULT_INJECT", "forward_after_reserve:256")]);
+    common::assert_check_passed(&out, "fill.counts");
+    let errors: Vec<&str> = out.stderr.lines().filter(|l| l.contains("ERROR")).collect();
+    assert_eq!(errors.len(), 1, "{}", out.report());
+    assert!(errors[0].contains("after its slots were reserved") && errors[0].contains("passes through unscheduled"), "{}", errors[0]);
+    let counts = errors[0].split('(').nth(1).and_then(|r| r.split(" packets written").next()).unwrap_or_default();
+    let (written, of) = counts.split_once(" of ").map(|(a, b)| (a.parse::<u64>().unwrap(), b.parse::<u64>().unwrap())).expect("N of M");
+    assert!(0 < written && written < of, "the failure is in the middle of a batch: {}", errors[0]);
+    let s = shadow_summary(&out);
+    assert_eq!(s.degraded, 1, "{s:?}");
+    assert!(s.taken == 512 && s.forwarded == 512 && s.held == 0, "{s:?}");
+
+    let native = passed_checks(&run("hsa_queues", &["normal", co], &[]));
+    let out = run("hsa_queues", &["normal", co], &[("LD_PRELOAD", &l), ("XHSA_FAULT_INJECT", "forward_after_reserve:3")]);
+    assert_eq!(passed_checks(&out), native, "{}", out.report());
+    let s = shadow_summary(&out);
+    assert!(s.degraded == 1 && s.forwarded == s.taken && s.held == 0, "{s:?}");
+}
