@@ -8,7 +8,8 @@
 //! | point | what fails |
 //! |---|---|
 //! | `shadow_create` | building the shadow of a newly created queue |
-//! | `forward` | a forwarding batch (the packets of one queue in one pass) |
+//! | `forward` | a forwarding batch (the packets of one queue in one pass), before its hardware slots are reserved |
+//! | `forward_after_reserve` | a write of packets into reserved hardware slots (a forwarding batch, a passthrough flush or a destroy's drain step, counted when it has packets): it stops, as a panic would, after half of them (rounded down) were written |
 //!
 //! An unknown point or a malformed count is reported once and ignored. Not meant for
 //! production use; an unset or empty variable injects nothing.
@@ -24,6 +25,7 @@ pub const ENV_FAULT_INJECT: &str = "XHSA_FAULT_INJECT";
 pub enum Point {
     ShadowCreate,
     Forward,
+    ForwardAfterReserve,
 }
 
 impl Point {
@@ -31,6 +33,7 @@ impl Point {
         match name {
             "shadow_create" => Some(Point::ShadowCreate),
             "forward" => Some(Point::Forward),
+            "forward_after_reserve" => Some(Point::ForwardAfterReserve),
             _ => None,
         }
     }
@@ -49,6 +52,7 @@ pub struct FaultPlan {
     rules: Vec<Rule>,
     shadow_create: AtomicU64,
     forward: AtomicU64,
+    forward_after_reserve: AtomicU64,
 }
 
 impl FaultPlan {
@@ -69,7 +73,7 @@ impl FaultPlan {
             };
             match Point::parse(name) {
                 Some(point) => plan.rules.push(Rule { point, nth }),
-                None => errors.push(format!("{ENV_FAULT_INJECT}: unknown point {name:?} (accepted: shadow_create, forward); ignored")),
+                None => errors.push(format!("{ENV_FAULT_INJECT}: unknown point {name:?} (accepted: shadow_create, forward, forward_after_reserve); ignored")),
             }
         }
         (plan, errors)
@@ -88,6 +92,7 @@ impl FaultPlan {
         let counter = match point {
             Point::ShadowCreate => &self.shadow_create,
             Point::Forward => &self.forward,
+            Point::ForwardAfterReserve => &self.forward_after_reserve,
         };
         let n = counter.fetch_add(1, Ordering::Relaxed) + 1;
         self.rules.iter().any(|r| r.point == point && r.nth.is_none_or(|k| k == n))
@@ -111,6 +116,14 @@ mod tests {
         assert!(e.is_empty(), "{e:?}");
         assert_eq!((0..5).map(|_| p.hit(Point::Forward)).collect::<Vec<_>>(), [false, false, true, false, false]);
         assert!(p.hit(Point::ShadowCreate) && p.hit(Point::ShadowCreate));
+    }
+
+    #[test]
+    fn points_count_separately() {
+        let (p, e) = FaultPlan::parse("forward_after_reserve:2");
+        assert!(e.is_empty(), "{e:?}");
+        assert!(!p.hit(Point::Forward) && !p.hit(Point::Forward));
+        assert_eq!((0..3).map(|_| p.hit(Point::ForwardAfterReserve)).collect::<Vec<_>>(), [false, true, false]);
     }
 
     #[test]

@@ -240,6 +240,14 @@ impl Packet {
         Packet::barrier_and([0; DEP_SIGNALS], signal, true, FenceScope::None, FenceScope::None)
     }
 
+    /// A BARRIER_AND without dependencies, fences or completion signal: it completes at once
+    /// and signals nothing. libxhsa writes it into a reserved hardware slot whose intended packet
+    /// could not be written, so that the packet processor moves on instead of stopping at an
+    /// invalid header.
+    pub fn no_op() -> Packet {
+        Packet::barrier_and([0; DEP_SIGNALS], 0, true, FenceScope::None, FenceScope::None)
+    }
+
     /// An `HSA_PACKET_TYPE_INVALID` packet (what an empty queue slot holds).
     pub fn invalid() -> Packet {
         let mut bytes = [0u8; PACKET_SIZE];

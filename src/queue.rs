@@ -15,7 +15,8 @@
 //! - `Scheduled`: packets go through the priority rings and the level-1 window; each forwarding
 //!   pass that writes packets of this queue appends a tracking barrier.
 //! - `Direct`: passthrough after an internal failure — packets are copied to the hardware ring as
-//!   they come (after the `backlog` libxhsa still held, so order is kept), without tracking.
+//!   they come (after the `backlog` libxhsa still held, so order is kept), without tracking
+//!   unless some do not fit: then a tracking barrier whose completion writes the rest.
 //! - `Inactive` / `Failed`: `hsa_queue_inactivate` or a hardware-queue error; doorbells are
 //!   ignored and held packets were dropped, as a real queue drops unprocessed packets.
 //! - `Closing`: `hsa_queue_destroy` is draining it.

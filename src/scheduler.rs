@@ -24,6 +24,12 @@
 //! be registered, a completion report does not fit) the queue **degrades** to `Direct`: what it
 //! holds is forwarded first, in order, then its packets pass straight through. Nothing is lost,
 //! duplicated or reordered, and every application completion signal is left to the hardware.
+//!
+//! Writing into reserved hardware slots is failure-safe ([`write_guarded`]): if it stops part
+//! way (a panic, or `XHSA_FAULT_INJECT=forward_after_reserve`), the slots not written get
+//! harmless no-op barriers, the last one libxhsa's tracking barrier, and the doorbell is rung, so
+//! the packet processor never stops at an invalid header; the application's packets not written
+//! go back, in order, ahead of everything else the queue holds, and the queue degrades.
 #![forbid(unsafe_code)]
 
 use crate::fault::{FaultPlan, Point};
@@ -31,10 +37,13 @@ use crate::packet::Packet;
 use crate::priority::Priority;
 use crate::queue::{HwQueue, Mode, ShadowQueue};
 use crate::ring::{CuMask, Partition, PartitionId, QueueId};
-use crate::shadow::{intake, unconsumed, write_reserved, QueueMemory};
+use crate::shadow::{intake, next_published, write_reserved, QueueMemory};
 use crate::stats::QueueStats;
 use crate::window::{Contention, Nanos, Seq, WindowSize};
+use std::cell::Cell;
 use std::collections::BTreeMap;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// The cross-process board as the scheduler uses it ([`crate::board_link::BoardLink`] in a
@@ -108,6 +117,77 @@ pub trait Hardware {
     fn signal_value(&self, signal: u64) -> i64;
 }
 
+/// How a write into reserved hardware slots ended ([`write_guarded`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct Written {
+    /// The leading application packets written as intended.
+    packets: usize,
+    /// A tracking barrier stands in the last reserved slot (the one asked for, or a filler): the
+    /// caller counts it issued.
+    barrier: bool,
+    /// Writing stopped early or the doorbell failed: the caller puts the packets after
+    /// `packets` back, in order, and degrades the queue.
+    failed: bool,
+}
+
+/// Writes `packets`, then a tracking barrier on `signal` if `barrier`, into the hardware slots
+/// of `q` reserved from `first` (one each; body first, header last), and rings its doorbell
+/// once.
+///
+/// Failure-safe: if anything panics once the slots are reserved (or `forward_after_reserve`
+/// injects that, after half the packets), every reserved slot still ends up holding something
+/// the packet processor can run — its intended packet, or, from the first one not written on,
+/// a no-op barrier ([`Packet::no_op`]), the last slot a tracking barrier on `signal` so that its
+/// completion runs the next pass — and the doorbell is rung. A slot whose header was not
+/// stored holds nothing published, and a filler overwrites it whole. The application's packets
+/// not written are the caller's to put back.
+#[allow(clippy::too_many_arguments)]
+fn write_guarded(faults: &FaultPlan, mem: &dyn QueueMemory, hw: &dyn Hardware, q: &HwQueue, signal: u64, first: u64, packets: &[Packet], barrier: bool) -> Written {
+    let slots = packets.len() + usize::from(barrier);
+    if slots == 0 {
+        return Written { packets: 0, barrier: false, failed: false };
+    }
+    let tracking = Packet::tracking_barrier(signal);
+    let fail_at = (!packets.is_empty() && faults.hit(Point::ForwardAfterReserve)).then_some(packets.len() / 2);
+    let done = Cell::new(0usize);
+    let whole = catch_unwind(AssertUnwindSafe(|| {
+        for i in 0..slots {
+            if fail_at == Some(i) {
+                // A panic without the panic hook's message: the test knob stays quiet.
+                resume_unwind(Box::new("xhsa: failure injected after the reserve (XHSA_FAULT_INJECT)"));
+            }
+            let p = packets.get(i).unwrap_or(&tracking);
+            write_reserved(mem, &q.ring, first + i as u64, std::slice::from_ref(p));
+            done.set(i + 1);
+        }
+    }))
+    .is_ok();
+    let done = done.get();
+    let mut barrier_written = barrier && done == slots;
+    for i in done..slots {
+        let last = i + 1 == slots;
+        let p = if last { tracking } else { Packet::no_op() };
+        let ok = catch_unwind(AssertUnwindSafe(|| write_reserved(mem, &q.ring, first + i as u64, std::slice::from_ref(&p)))).is_ok();
+        if last {
+            barrier_written = ok;
+        }
+        if !ok {
+            tracing::error!("xhsa: hardware queue {:#x}: slot {} could not be filled either; its packet processor will stop there", q.queue, first + i as u64);
+        }
+    }
+    let rang = catch_unwind(AssertUnwindSafe(|| hw.ring(q, first + slots as u64 - 1))).is_ok();
+    Written { packets: done.min(packets.len()), barrier: barrier_written, failed: !whole || !rang }
+}
+
+/// Logs, once per process, a failed write into reserved slots of a queue already passing
+/// through (`Direct`, `Closing`), where there is nothing further to degrade.
+fn log_write_failure(id: QueueId, written: usize, of: usize) {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if !SAID.swap(true, Ordering::Relaxed) {
+        tracing::error!("xhsa: {id}: writing into the hardware ring failed after its slots were reserved ({written} of {of} packets written; no-op barriers fill the other slots); the rest is retried after them");
+    }
+}
+
 /// What destroying a queue still has to do ([`Scheduler::drain_step`]).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Drain {
@@ -147,7 +227,8 @@ pub struct Scheduler {
     retired: Summary,
     created: u64,
     degraded: u64,
-    /// A `Direct` queue could not take all its published packets for lack of hardware room.
+    /// A `Direct` queue has packets left over for lack of hardware room and nothing will wake
+    /// libxhsa for them (see [`Scheduler::stalled`]).
     stalled: bool,
     /// The GPU's board, once attached.
     board: Option<Arc<dyn Board>>,
@@ -355,9 +436,10 @@ impl Scheduler {
         self.queues.keys().copied().collect()
     }
 
-    /// Whether some `Direct` queue left published packets in its shadow ring for lack of
-    /// hardware room at the last pass (the edge then retries from the application's read-index
-    /// polls).
+    /// Whether some `Direct` queue was left with packets for lack of hardware room at the last
+    /// pass and no completion will run the next pass (the runtime refused the completion
+    /// handler; normally a tracking barrier's completion does): the edge then retries from the
+    /// application's read-index polls.
     pub fn stalled(&self) -> bool {
         self.stalled
     }
@@ -408,7 +490,7 @@ impl Scheduler {
         for &id in &ids {
             let Some(q) = self.queues.get_mut(&id) else { continue };
             match q.mode {
-                Mode::Direct => self.stalled |= Self::direct_flush(q, mem, hw),
+                Mode::Direct => self.stalled |= Self::direct_flush(q, &self.faults, mem, hw),
                 Mode::Scheduled => {
                     let held = self.part.pending(id).unwrap_or(0);
                     let room = (q.shadow.slots as usize).saturating_sub(held);
@@ -472,63 +554,109 @@ impl Scheduler {
             return;
         }
         let Some(q) = self.queues.get_mut(&id) else { return };
-        let n = packets.len() as u64;
-        let first = hw.reserve(&q.hw, n + u64::from(track));
-        write_reserved(mem, &q.hw.ring, first, &packets);
-        if track {
-            write_reserved(mem, &q.hw.ring, first + n, &[Packet::tracking_barrier(q.tracking.signal)]);
-            hw.ring(&q.hw, first + n);
-            q.tracking.issue(Some(last));
-            q.untracked = None;
-        } else {
-            hw.ring(&q.hw, first + n - 1);
-            q.untracked = Some(last);
+        let n = packets.len();
+        let first = hw.reserve(&q.hw, n as u64 + u64::from(track));
+        let w = write_guarded(&self.faults, mem, hw, &q.hw, q.tracking.signal, first, &packets, track);
+        q.forwarded += w.packets as u64;
+        if w.barrier {
+            q.tracking.issue((!w.failed).then_some(last));
         }
-        q.forwarded += n;
+        if !w.failed {
+            q.untracked = if track { None } else { Some(last) };
+            return;
+        }
+        let why = format!(
+            "writing into the hardware ring failed after its slots were reserved ({} of {n} packets written; no-op barriers fill the other slots)",
+            w.packets
+        );
+        let mut packets = packets;
+        let rest = packets.split_off(w.packets);
+        self.degrade(id, rest, &why, mem, hw);
     }
 
     /// Writes a tracking barrier after the untracked packets of every scheduled queue (room
     /// permitting: the capacity rule always keeps a slot for it), so that their completions
     /// are seen.
     fn track_untracked(&mut self, mem: &dyn QueueMemory, hw: &dyn Hardware) {
+        let mut failed = Vec::new();
         for q in self.queues.values_mut() {
             let Some(last) = q.untracked.filter(|_| q.mode == Mode::Scheduled) else { continue };
             if Self::hw_free(q, hw) == 0 {
                 continue;
             }
             let first = hw.reserve(&q.hw, 1);
-            write_reserved(mem, &q.hw.ring, first, &[Packet::tracking_barrier(q.tracking.signal)]);
-            hw.ring(&q.hw, first);
-            q.tracking.issue(Some(last));
-            q.untracked = None;
+            let w = write_guarded(&self.faults, mem, hw, &q.hw, q.tracking.signal, first, &[], true);
+            if w.barrier {
+                q.tracking.issue(Some(last));
+                q.untracked = None;
+            }
+            if w.failed {
+                failed.push(q.id);
+            }
+        }
+        for id in failed {
+            self.degrade(id, Vec::new(), "writing a tracking barrier into the hardware ring failed", mem, hw);
         }
     }
 
     /// Writes a `Direct` queue's backlog, then its newly published packets, as far as the
-    /// hardware ring has room; rings the doorbell once. Returns whether published packets had
-    /// to stay in the shadow ring for lack of room.
-    fn direct_flush(q: &mut ShadowQueue, mem: &dyn QueueMemory, hw: &dyn Hardware) -> bool {
+    /// hardware ring has room, keeping one slot for a tracking barrier; rings the doorbell once.
+    ///
+    /// When packets are left over (in the backlog, or published in the shadow ring), progress
+    /// must not wait for the application (an HSA program may just wait on a completion signal):
+    /// a tracking barrier follows what was written and a completion handler is registered on
+    /// it, so its completion runs the next pass ([`Scheduler::on_tracking`]). No barrier is
+    /// added while an armed one is outstanding: its completion frees at least its own slot and
+    /// runs the pass that writes the next. Untracked writes never take the last free slot, so
+    /// there is always room for that barrier. Returns whether packets are left over with nothing
+    /// to wake libxhsa (the runtime refused the handler): the edge then retries from the
+    /// application's doorbells and read-index polls.
+    fn direct_flush(q: &mut ShadowQueue, faults: &FaultPlan, mem: &dyn QueueMemory, hw: &dyn Hardware) -> bool {
         let free = Self::hw_free(q, hw) as usize;
+        let budget = free.saturating_sub(1);
         let mut out: Vec<Packet> = Vec::new();
-        while out.len() < free {
+        while out.len() < budget {
             match q.backlog.pop_front() {
                 Some(p) => out.push(p),
                 None => break,
             }
         }
         if q.backlog.is_empty() {
-            let taken = intake(mem, &q.shadow, free - out.len());
+            let taken = intake(mem, &q.shadow, budget - out.len());
             q.taken += taken.len() as u64;
             out.extend(taken);
         }
-        if !out.is_empty() {
-            let n = out.len() as u64;
-            let first = hw.reserve(&q.hw, n);
-            write_reserved(mem, &q.hw.ring, first, &out);
-            hw.ring(&q.hw, first + n - 1);
-            q.forwarded += n;
+        let mut left = !q.backlog.is_empty() || next_published(mem, &q.shadow);
+        if left {
+            // Barriers the processor completed since the last look (no handler ran for them).
+            q.tracking.observe(hw.signal_value(q.tracking.signal));
         }
-        !q.backlog.is_empty() || (out.len() == free && unconsumed(mem, &q.shadow) > 0)
+        let track = left && free >= 1 && !(q.tracking.armed && q.tracking.outstanding() > 0);
+        if !out.is_empty() || track {
+            let first = hw.reserve(&q.hw, out.len() as u64 + u64::from(track));
+            let w = write_guarded(faults, mem, hw, &q.hw, q.tracking.signal, first, &out, track);
+            q.forwarded += w.packets as u64;
+            if w.barrier {
+                q.tracking.issue(None);
+            }
+            if w.failed {
+                log_write_failure(q.id, w.packets, out.len());
+                for p in out.drain(w.packets..).rev() {
+                    q.backlog.push_front(p);
+                }
+                left = !q.backlog.is_empty();
+            }
+        }
+        if !left {
+            return false;
+        }
+        if !q.tracking.armed && q.tracking.outstanding() > 0 {
+            q.tracking.armed = hw.arm(q.id, q.tracking.signal, q.tracking.arm_below());
+            if !q.tracking.armed {
+                tracing::debug!("xhsa: {}: the completion handler could not be registered; its remaining packets go at its next doorbell or read-index poll", q.id);
+            }
+        }
+        !q.tracking.armed
     }
 
     /// Takes the queue out of the rings after an internal failure: `drawn` (packets already
@@ -546,7 +674,7 @@ impl Scheduler {
         q.mode = Mode::Direct;
         self.degraded += 1;
         tracing::error!("xhsa: {id}: {why}; this queue passes through unscheduled from now on");
-        if Self::direct_flush(q, mem, hw) {
+        if Self::direct_flush(q, &self.faults, mem, hw) {
             self.stalled = true;
         }
     }
@@ -655,14 +783,20 @@ impl Scheduler {
             return Drain::NeedRoom;
         }
         let mut out: Vec<Packet> = q.backlog.drain(..n).collect();
-        q.forwarded += n as u64;
-        if last_chunk {
-            out.push(Packet::tracking_barrier(q.tracking.signal));
+        let first = hw.reserve(&q.hw, n as u64 + u64::from(last_chunk));
+        let w = write_guarded(&self.faults, mem, hw, &q.hw, q.tracking.signal, first, &out, last_chunk);
+        q.forwarded += w.packets as u64;
+        if w.barrier {
             q.tracking.issue(None);
         }
-        let first = hw.reserve(&q.hw, out.len() as u64);
-        write_reserved(mem, &q.hw.ring, first, &out);
-        hw.ring(&q.hw, first + out.len() as u64 - 1);
+        if w.failed {
+            // What was not written goes first again; the next step retries after the fillers.
+            log_write_failure(id, w.packets, n);
+            for p in out.drain(w.packets..).rev() {
+                q.backlog.push_front(p);
+            }
+            return Drain::NeedRoom;
+        }
         if last_chunk {
             Drain::Done { wait_for: Some((q.tracking.signal, q.tracking.target())) }
         } else {
@@ -780,6 +914,8 @@ mod tests {
         executed: HashMap<u64, Vec<Packet>>,
         /// Per queue: tracking barriers executed.
         barriers: HashMap<u64, i64>,
+        /// Per queue: no-op barriers executed (fillers of slots whose packet was not written).
+        fillers: HashMap<u64, u64>,
     }
 
     fn shadow_ring(q: u64) -> AqlRing {
@@ -804,12 +940,14 @@ mod tests {
         fn new(w: u64, faults: &str) -> World {
             let (plan, errs) = FaultPlan::parse(faults);
             assert!(errs.is_empty());
-            World { mem: Mem::default(), hw: Hw::default(), sched: Scheduler::new(WindowSize::new(w).unwrap(), Arc::new(plan)), app_next: HashMap::new(), executed: HashMap::new(), barriers: HashMap::new() }
+            World { mem: Mem::default(), hw: Hw::default(), sched: Scheduler::new(WindowSize::new(w).unwrap(), Arc::new(plan)), app_next: HashMap::new(), executed: HashMap::new(), barriers: HashMap::new(), fillers: HashMap::new() }
         }
         fn add(&mut self, q: u64, p: Priority) {
             let ring = shadow_ring(q);
             for i in 0..SLOTS {
+                // Both rings start INVALID, as ROCr's do.
                 self.mem.store_header(ring.slot(i), 1);
+                self.mem.store_header(hw_queue(q).ring.slot(i), 1);
             }
             assert!(self.sched.add(ShadowQueue::new(QueueId(q), ring, hw_queue(q), 0x5000 + q), p));
         }
@@ -849,6 +987,8 @@ mod tests {
                 if p.completion_signal() == 0x5000 + q && p.packet_type() == PacketType::BarrierAnd {
                     *self.barriers.entry(q).or_default() += 1;
                     completed_barrier = true;
+                } else if p == Packet::no_op() {
+                    *self.fillers.entry(q).or_default() += 1;
                 } else {
                     self.executed.entry(q).or_default().push(p);
                 }
@@ -1019,6 +1159,157 @@ mod tests {
         assert_eq!((s.taken, s.forwarded), (7, 7));
     }
 
+    /// A failure after the slots were reserved, half way through a batch: the slots not written
+    /// hold no-op barriers (the last one a tracking barrier), the doorbell is rung, the packets
+    /// not written follow them in order, and the queue degrades.
+    #[test]
+    fn an_injected_failure_after_the_reserve_fills_the_slots_and_degrades_in_order() {
+        let mut w = World::new(1, "forward_after_reserve:1");
+        w.add(1, prio(0));
+        assert_eq!(w.submit(1, 4), 4);
+        assert!(w.sched.queue(QueueId(1)).unwrap().is_direct());
+        let h = hw_queue(1);
+        // p0, p1, a no-op, a tracking barrier, then p2, p3 again.
+        assert_eq!(w.hw.write_index(&h), 6);
+        assert_eq!(w.mem.read_packet(h.ring.slot(2)), Packet::no_op());
+        assert_eq!(w.mem.read_packet(h.ring.slot(3)), Packet::tracking_barrier(0x5001));
+        assert_eq!(w.mem.read_packet(h.ring.slot(4)), app_packet(1, 2));
+        assert_eq!(w.hw.rings.borrow().first(), Some(&(h.queue, 3)), "the doorbell covers the filled slots");
+        gpu_until_idle(&mut w, &[1]);
+        w.check_executed(1, 4);
+        assert_eq!((w.fillers[&1], w.barriers[&1]), (1, 1));
+        let s = w.sched.summary(0);
+        assert_eq!((s.taken, s.forwarded, s.held, s.degraded), (4, 4, 0, 1));
+        // Destroy waits for every barrier issued, the filler included.
+        assert!(w.sched.close(QueueId(1), &w.mem, 0));
+        let Drain::Done { wait_for: Some((_, target)) } = w.sched.drain_step(QueueId(1), &w.mem, &w.hw) else { panic!("one step") };
+        gpu_until_idle(&mut w, &[1]);
+        assert_eq!(TRACKING_START - w.barriers[&1], target);
+    }
+
+    /// A real panic while writing a batch (the memory write fails half way), as the edge sees
+    /// it: nothing escapes the pass; no reserved slot is left invalid (the model GPU asserts
+    /// that); every packet runs once, in order, without the application's help.
+    #[test]
+    fn a_panic_while_writing_leaves_no_invalid_slot_and_loses_nothing() {
+        let mut w = World::new(1, "");
+        w.add(1, prio(5));
+        w.add(2, prio(0));
+        let h = hw_queue(2);
+        w.mem.panic_on_write_at(h.ring.slot(1));
+        // What the edge does (`run` in src/entry/queues.rs): catch, then degrade everything.
+        let edge = |w: &mut World, q: u64, n: u64| {
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.submit(q, n))).is_err() {
+                w.sched.degrade_all("libxhsa failed internally", &w.mem, &w.hw);
+            }
+        };
+        edge(&mut w, 2, 3); // a batch of three: the second one's write panics
+        edge(&mut w, 1, 2);
+        edge(&mut w, 2, 2);
+        gpu_until_idle(&mut w, &[1, 2]);
+        w.check_executed(1, 2);
+        w.check_executed(2, 5);
+        assert!(w.sched.queue(QueueId(2)).unwrap().is_direct(), "the queue whose write failed passes through");
+        assert!(!w.sched.queue(QueueId(1)).unwrap().is_direct(), "the others stay scheduled: the failure never left the pass");
+    }
+
+    /// The same failure in a passthrough flush and in a destroy's drain: the rest goes again
+    /// after the fillers (woken by their tracking barrier), nothing is lost.
+    #[test]
+    fn failures_after_the_reserve_in_passthrough_and_destroy_lose_nothing() {
+        // forward:1 degrades queue 1 at once; its second write fails half way.
+        let mut w = World::new(1, "forward:1,forward_after_reserve:2");
+        w.add(1, prio(0));
+        w.submit(1, 1);
+        assert_eq!(w.submit(1, 4), 4);
+        gpu_until_idle(&mut w, &[1]);
+        w.check_executed(1, 5);
+        assert!(w.fillers.get(&1).is_some_and(|&n| n >= 1));
+        // Destroy with six published and not taken: the drain's write fails once, then goes on.
+        let mut w = World::new(1, "forward_after_reserve:1");
+        w.add(1, prio(0));
+        let ring = shadow_ring(1);
+        for i in 0..6 {
+            let p = app_packet(1, i);
+            w.mem.write_body(ring.slot(i), &p);
+            w.mem.store_header(ring.slot(i), p.header());
+        }
+        w.mem.store_u64(ring.amd_queue + WRITE_DISPATCH_ID, 6);
+        assert!(w.sched.close(QueueId(1), &w.mem, 0));
+        let wait = loop {
+            match w.sched.drain_step(QueueId(1), &w.mem, &w.hw) {
+                Drain::NeedRoom => gpu_until_idle(&mut w, &[1]),
+                Drain::Done { wait_for } => break wait_for,
+            }
+        };
+        gpu_until_idle(&mut w, &[1]);
+        w.check_executed(1, 6);
+        assert_eq!(TRACKING_START - w.barriers[&1], wait.unwrap().1, "the final barrier covers the fillers' too");
+    }
+
+    /// Runs the GPU until nothing moves (completion handlers run as ROCr would run them); no
+    /// doorbell, no read-index poll: what the application leaves behind must still complete.
+    fn gpu_until_idle(w: &mut World, queues: &[u64]) {
+        for _ in 0..1000 {
+            let before: usize = w.executed.values().map(Vec::len).sum::<usize>() + w.barriers.values().sum::<i64>() as usize;
+            for &q in queues {
+                w.gpu(q, 1000);
+            }
+            let after: usize = w.executed.values().map(Vec::len).sum::<usize>() + w.barriers.values().sum::<i64>() as usize;
+            if after == before {
+                return;
+            }
+        }
+        panic!("the GPU never went idle");
+    }
+
+    /// A queue degraded to passthrough whose packets do not all fit in the hardware ring: a
+    /// tracking barrier after what was written, and its completion writes the rest. Before,
+    /// the rest waited for the application's next doorbell or read-index poll.
+    #[test]
+    fn a_degraded_queue_left_with_packets_drains_without_the_application() {
+        let mut w = World::new(1, "forward:1");
+        w.add(1, prio(0));
+        let mut submitted = 0;
+        // One doorbell per packet, the GPU busy (executing nothing) meanwhile; the application
+        // publishes as long as the shadow has room.
+        while w.submit(1, 1) == 1 {
+            submitted += 1;
+            let h = hw_queue(1);
+            assert!(w.hw.write_index(&h) - w.hw.read_index(&h) <= SLOTS);
+        }
+        assert!(w.sched.queue(QueueId(1)).unwrap().is_direct());
+        assert_eq!(submitted, 15, "7 written untracked, a barrier in the last slot, 8 in the shadow ring");
+        assert!(!w.sched.stalled(), "a completion will run the next pass");
+        assert_eq!(w.hw.armed.borrow().len(), 1, "one handler, on the barrier");
+        gpu_until_idle(&mut w, &[1]);
+        w.check_executed(1, 15);
+        let s = w.sched.summary(0);
+        assert_eq!((s.taken, s.forwarded, s.held), (15, 15, 0));
+        // The queue goes on normally afterwards.
+        assert_eq!(w.submit(1, 3), 3);
+        gpu_until_idle(&mut w, &[1]);
+        w.check_executed(1, 18);
+    }
+
+    /// Without a completion handler (the runtime refused it) the leftover waits for the
+    /// application's next doorbell or read-index poll, as the edge retries when `stalled`.
+    #[test]
+    fn a_degraded_queue_without_a_handler_is_reported_stalled() {
+        let mut w = World::new(1, "forward:1");
+        w.hw.refuse_arm = true;
+        w.add(1, prio(0));
+        while w.submit(1, 1) == 1 {}
+        assert!(w.sched.stalled());
+        gpu_until_idle(&mut w, &[1]);
+        w.sched.pass(&w.mem, &w.hw, 0); // the application polls its read index
+        gpu_until_idle(&mut w, &[1]);
+        w.sched.pass(&w.mem, &w.hw, 0);
+        gpu_until_idle(&mut w, &[1]);
+        w.check_executed(1, 15);
+        assert!(!w.sched.stalled());
+    }
+
     #[test]
     fn a_refused_completion_handler_degrades_the_queue() {
         let mut w = World::new(1, "");
@@ -1106,9 +1397,13 @@ mod tests {
         fn packets_are_never_lost_duplicated_or_reordered(
             w in 1u64..4,
             ops in proptest::collection::vec((0u8..3, 1u64..4, 1u64..6), 1..120),
-            fault in proptest::option::of(1u64..20),
+            fault in proptest::option::of((proptest::bool::ANY, 1u64..20)),
         ) {
-            let faults = fault.map(|n| format!("forward:{n}")).unwrap_or_default();
+            let faults = match fault {
+                Some((false, n)) => format!("forward:{n}"),
+                Some((true, n)) => format!("forward_after_reserve:{n}"),
+                None => String::new(),
+            };
             let mut world = World::new(w, &faults);
             for q in 1..=3 {
                 world.add(q, prio(q as i64));
@@ -1123,6 +1418,11 @@ mod tests {
                     let h = hw_queue(q);
                     proptest::prop_assert!(world.hw.write_index(&h) - world.hw.read_index(&h) <= SLOTS);
                 }
+            }
+            // Whatever the application left behind completes without it: no doorbell, no poll.
+            gpu_until_idle(&mut world, &[1, 2, 3]);
+            for q in 1..=3 {
+                world.check_executed(q, *submitted.get(&q).unwrap_or(&0));
             }
             for q in 1..=3 {
                 proptest::prop_assert!(world.sched.close(QueueId(q), &world.mem, 0));

@@ -15,7 +15,7 @@
 //! | `XHSA_DISABLE` | | `0`/`1`/`true`/`false`/`yes`/`no` (any case): `1` makes libxhsa a pure passthrough and skips the config file | `0` |
 //! | `XHSA_PASSTHROUGH_LIBS` | `XSCHED_PASSTHROUGH_LIBS` | comma-separated library names ([`crate::whitelist`]), e.g. `libhipblas.so,librocblas.so.4` | none |
 //! | `XHSA_CONFIG` | | path of a TOML config file (below); no file is read unless it is set | none |
-//! | `XHSA_LOG` | | passed as is to `tracing`'s `EnvFilter` | none |
+//! | `XHSA_LOG` | | a level (`off`, `error`, `warn`, `info`, `debug`, `trace`) or a comma-separated list of `LEVEL` and `TARGET=LEVEL` directives, `TARGET` being `xhsa` or a path under it ([`log_filter`]) | `warn` |
 //! | `XHSA_BOARD_DIR` | | directory of the per-GPU boards ([`crate::board_shm`]); every process that shares a GPU must use the same one | `/dev/shm` |
 //!
 //! When a variable and its alias are both set, the `XHSA_` one is used (and the alias reported
@@ -146,6 +146,68 @@ pub fn parse_bool(text: &str) -> Option<bool> {
         "1" | "true" | "yes" => Some(true),
         "0" | "false" | "no" => Some(false),
         _ => None,
+    }
+}
+
+/// The log filter used when `XHSA_LOG` is unset, empty or not accepted.
+pub const DEFAULT_LOG: &str = "warn";
+/// The levels `XHSA_LOG` accepts, alone or after `TARGET=` (any case).
+pub const LOG_LEVELS: &[&str] = &["off", "error", "warn", "info", "debug", "trace"];
+const ACCEPTED_LOG: &str = "accepted: a level (off, error, warn, info, debug, trace; any case), or a comma-separated list of \
+                            LEVEL and TARGET=LEVEL directives where TARGET is xhsa or a path under it such as \
+                            xhsa::scheduler (e.g. info, or warn,xhsa::scheduler=debug)";
+
+/// Why one `XHSA_LOG` directive is not accepted.
+fn log_directive_problem(directive: &str) -> Option<String> {
+    let is_level = |s: &str| LOG_LEVELS.iter().any(|l| l.eq_ignore_ascii_case(s));
+    let is_target = |s: &str| {
+        s == "xhsa"
+            || s.strip_prefix("xhsa::").is_some_and(|rest| {
+                rest.split("::").all(|part| !part.is_empty() && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+            })
+    };
+    match directive.split_once('=') {
+        None if is_level(directive) => None,
+        None => Some(format!("{directive:?} is not a level")),
+        Some((target, level)) => {
+            let (target, level) = (target.trim(), level.trim());
+            if !is_target(target) {
+                Some(format!("{directive:?}: {target:?} is not xhsa or a path under it (libxhsa logs nothing else)"))
+            } else if !is_level(level) {
+                Some(format!("{directive:?}: {level:?} is not a level"))
+            } else {
+                None
+            }
+        }
+    }
+}
+
+/// Validates `XHSA_LOG` (the variable's value, `None` when unset or not UTF-8) and returns the
+/// filter to install (`tracing`'s `EnvFilter` syntax): the value itself when every directive is
+/// accepted, otherwise [`DEFAULT_LOG`] with the error to report.
+///
+/// Accepted: a comma-separated list (empty items ignored, at least one left) of directives, each a level — `off`,
+/// `error`, `warn`, `info`, `debug` or `trace`, any case — or `TARGET=LEVEL` where `TARGET` is
+/// `xhsa` or a module path under it (`xhsa::scheduler`), the only targets libxhsa logs under.
+/// Everything else `EnvFilter` would take is refused: a bare word that is not a level (EnvFilter
+/// reads `infoo` as a target name and so silences libxhsa entirely, errors included), a target
+/// that is not libxhsa's (which would silence it the same way), numeric levels, span and field
+/// filters. Unset, empty or blank means [`DEFAULT_LOG`] without an error.
+pub fn log_filter(value: Option<&str>) -> (String, Option<SettingError>) {
+    let Some(text) = value.filter(|v| !v.trim().is_empty()) else { return (DEFAULT_LOG.to_string(), None) };
+    // Spaces around items and around `=` are dropped (EnvFilter refuses them).
+    let directives: Vec<String> = text
+        .split(',')
+        .map(|d| d.split('=').map(str::trim).collect::<Vec<_>>().join("="))
+        .filter(|d| !d.is_empty())
+        .collect();
+    let problem = if directives.is_empty() { Some("no directive".to_string()) } else { directives.iter().find_map(|d| log_directive_problem(d)) };
+    match problem {
+        None => (directives.join(","), None),
+        Some(problem) => {
+            let e = SettingError::new(ENV_LOG, Some(text.to_string()), format!("{problem} ({ACCEPTED_LOG})"), format!("using {DEFAULT_LOG}"));
+            (DEFAULT_LOG.to_string(), Some(e))
+        }
     }
 }
 
@@ -697,6 +759,53 @@ mod tests {
         assert_eq!(e.passthrough_libs.entries(), &["libhipblas.so", "librocblas.so.4"]);
         assert_eq!(e.config_path.as_deref(), Some(Path::new("/etc/xhsa.toml")));
         assert_eq!(e.log.as_deref(), Some("xhsa=debug"));
+    }
+
+    #[test]
+    fn log_filter_accepts_levels_and_xhsa_target_lists() {
+        assert_eq!(log_filter(None), ("warn".to_string(), None));
+        assert_eq!(log_filter(Some("  ")), ("warn".to_string(), None), "blank counts as unset");
+        for (given, installed) in [
+            ("info", "info"),
+            ("DEBUG", "DEBUG"),
+            ("off", "off"),
+            (" warn , xhsa::scheduler=debug ,", "warn,xhsa::scheduler=debug"),
+            ("xhsa=trace", "xhsa=trace"),
+            ("xhsa::entry::queues = Info", "xhsa::entry::queues=Info"),
+        ] {
+            let (filter, error) = log_filter(Some(given));
+            assert_eq!(error, None, "{given:?}");
+            assert_eq!(filter, installed);
+            assert!(tracing_subscriber::EnvFilter::try_new(&filter).is_ok(), "{filter:?} is a valid EnvFilter");
+        }
+    }
+
+    #[test]
+    fn log_filter_refuses_what_would_silence_libxhsa_and_falls_back_to_warn() {
+        // What EnvFilter itself takes (as a target name): the reason for this check.
+        assert!(tracing_subscriber::EnvFilter::try_new("infoo").is_ok());
+        for (given, problem) in [
+            ("infoo", "\"infoo\" is not a level"),
+            ("info,debugg", "\"debugg\" is not a level"),
+            ("xhsa", "\"xhsa\" is not a level"),
+            ("3", "\"3\" is not a level"),
+            ("xhsa=verbose", "\"verbose\" is not a level"),
+            ("xhs=debug", "\"xhs\" is not xhsa or a path under it"),
+            ("hip=info", "\"hip\" is not xhsa or a path under it"),
+            ("xhsa::=info", "is not xhsa or a path under it"),
+            ("xhsa[queue]=debug", "is not xhsa or a path under it"),
+            ("=info", "\"\" is not xhsa or a path under it"),
+            (" , ", "no directive"),
+        ] {
+            let (filter, error) = log_filter(Some(given));
+            assert_eq!(filter, "warn", "{given:?}");
+            let Some(e) = error else { panic!("{given:?} accepted") };
+            let text = e.to_string();
+            assert!(text.starts_with(&format!("XHSA_LOG={given:?}: ")), "names the variable and the value: {text}");
+            assert!(text.contains(problem), "{given:?}: {text}");
+            assert!(text.contains("accepted: a level (off, error, warn, info, debug, trace"), "names the accepted forms: {text}");
+            assert!(text.ends_with("; using warn"), "{text}");
+        }
     }
 
     #[test]

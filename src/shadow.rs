@@ -110,6 +110,13 @@ pub fn write_reserved(mem: &dyn QueueMemory, hw: &AqlRing, first: u64, packets: 
     }
 }
 
+/// Whether the packet at `ring`'s read index is published (reserved by the write index and its
+/// header valid): what [`intake`] would take next.
+pub fn next_published(mem: &dyn QueueMemory, ring: &AqlRing) -> bool {
+    let read = mem.load_u64(ring.amd_queue + READ_DISPATCH_ID);
+    read < mem.load_u64(ring.amd_queue + WRITE_DISPATCH_ID) && mem.read_packet(ring.slot(read)).packet_type() != PacketType::Invalid
+}
+
 /// Packets published in `ring` and not yet taken (its write index is ahead of its read index).
 pub fn unconsumed(mem: &dyn QueueMemory, ring: &AqlRing) -> u64 {
     let read = mem.load_u64(ring.amd_queue + READ_DISPATCH_ID);
@@ -126,9 +133,13 @@ pub(crate) mod fake {
     use std::collections::HashMap;
 
     #[derive(Default)]
-    pub(crate) struct Fake(RefCell<HashMap<u64, u8>>);
+    pub(crate) struct Fake(RefCell<HashMap<u64, u8>>, RefCell<Option<u64>>);
 
     impl Fake {
+        /// The next `write_body` at `addr` panics (once): a failure in the middle of a write.
+        pub(crate) fn panic_on_write_at(&self, addr: u64) {
+            *self.1.borrow_mut() = Some(addr);
+        }
         pub(crate) fn put(&self, addr: u64, bytes: &[u8]) {
             let mut m = self.0.borrow_mut();
             for (i, b) in bytes.iter().enumerate() {
@@ -152,6 +163,10 @@ pub(crate) mod fake {
             Packet::from_bytes(self.get(addr, PACKET_SIZE).try_into().unwrap())
         }
         fn write_body(&self, addr: u64, packet: &Packet) {
+            if *self.1.borrow() == Some(addr) {
+                self.1.borrow_mut().take();
+                panic!("fake memory: write at {addr:#x} fails");
+            }
             self.put(addr + 2, &packet.as_bytes()[2..]);
         }
         fn store_header(&self, addr: u64, header: u16) {

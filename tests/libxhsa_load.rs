@@ -72,6 +72,22 @@ fn a_malformed_setting_is_reported_once_and_the_app_succeeds() {
     assert!(errors[0].contains("1..=1024"), "the accepted forms are named: {}", errors[0]);
 }
 
+/// `XHSA_LOG=infoo` (a misspelt level, which tracing's EnvFilter takes as a target name and so
+/// silences libxhsa entirely) is reported as one error naming the variable, and libxhsa logs
+/// at `warn` instead; the application is unaffected.
+#[test]
+fn an_invalid_log_filter_is_reported_once_and_the_app_succeeds() {
+    let l = libxhsa();
+    let env = vec![("LD_PRELOAD".to_string(), l), ("XHSA_LOG".to_string(), "infoo".to_string())];
+    let out = run_under_emu(&common::program("hip_basic"), &["kernels"], &RunOpts { env, ..RunOpts::default() });
+    assert_passed(&out);
+    let errors: Vec<&str> = out.stderr.lines().filter(|l| l.contains("ERROR")).collect();
+    assert_eq!(errors.len(), 1, "exactly one error\n{}", out.report());
+    assert!(errors[0].contains("XHSA_LOG=\"infoo\"") && errors[0].contains("accepted: a level"), "names the variable, the value and the accepted forms: {}", errors[0]);
+    assert!(errors[0].contains("using warn"), "{}", errors[0]);
+    assert!(!out.stderr.contains(" INFO xhsa:"), "logging at warn: no info lines\n{}", out.report());
+}
+
 #[test]
 fn hiprand_works_with_libxhsa_loaded() {
     let l = libxhsa();

@@ -134,3 +134,81 @@ fn a_failed_forwarding_pass_degrades_the_queue_to_passthrough() {
         assert!(s.forwarded == s.taken && s.held == 0, "{program}: nothing lost: {s:?}");
     }
 }
+
+/// Under a ROCr whose private queue layout libxhsa does not know (a later release, reporting
+/// itself as ROCr 1.18 through a test interposer of `hsa_system_get_info`), no queue is
+/// shadowed: one warning names the version, the application works as natively, and the
+/// known-version case (the real ROCr 5.2.3, 1.5) shadows as usual.
+#[test]
+fn an_unknown_rocr_version_passes_queues_through_unshadowed() {
+    let l = libxhsa();
+    let spoof = common::shared_library("rocr_version_spoof");
+    let preload = format!("{l}:{}", spoof.display());
+    let co = common::code_object("xhsa_kernels");
+    let args = ["normal", co.to_str().unwrap()];
+    let out = run("hsa_queues", &args, &[("LD_PRELOAD", &preload), ("XHSA_TEST_ROCR_BUILD_ID", "1.18.70000-rocm-rel-7.0-1-abcdef")]);
+    let warnings: Vec<&str> = out.stderr.lines().filter(|l| l.contains("WARN") && l.contains("xhsa:")).collect();
+    assert_eq!(warnings.len(), 1, "one warning\n{}", out.report());
+    assert!(warnings[0].contains("ROCr 1.18") && warnings[0].contains("unshadowed"), "{}", warnings[0]);
+    assert!(!out.stderr.contains("ERROR"), "{}", out.report());
+    let s = shadow_summary(&out);
+    assert_eq!((s.created, s.taken), (0, 0), "{s:?}");
+    // The same interposer with a known version (quoted as ROCr quotes it), and the real ROCr
+    // 5.2.3 (1.5) behind it: the queues are shadowed.
+    for id in [Some("\"1.14.60200-rocm-rel-6.2-1-abcdef\""), None] {
+        let mut env = vec![("LD_PRELOAD", preload.as_str())];
+        env.extend(id.map(|id| ("XHSA_TEST_ROCR_BUILD_ID", id)));
+        let out = run("hsa_queues", &args, &env);
+        assert!(!out.stderr.contains("WARN"), "{id:?}\n{}", out.report());
+        assert_eq!(shadow_summary(&out).created, 2, "{id:?}");
+    }
+}
+
+/// A queue degraded to passthrough (the first forwarding batch fails) whose packets do not all
+/// fit in the hardware ring makes progress by itself: `hsa_queues fill` fills it twice over
+/// behind a 1 s kernel and then only waits on the last packet's completion signal, never
+/// reading the read index again. libxhsa's tracking barrier after what fitted, and its
+/// completion, forward the rest; every packet runs exactly once (`fill.counts`).
+#[test]
+fn a_degraded_queue_drains_without_the_application() {
+    let l = libxhsa();
+    let co = common::code_object("xhsa_kernels");
+    let out = run("hsa_queues", &["fill", co.to_str().unwrap()], &[("LD_PRELOAD", &l), ("XHSA_FAULT_INJECT", "forward:1")]);
+    common::assert_check_passed(&out, "fill.counts");
+    let errors: Vec<&str> = out.stderr.lines().filter(|l| l.contains("ERROR")).collect();
+    assert_eq!(errors.len(), 1, "{}", out.report());
+    assert!(errors[0].contains("passes through unscheduled"), "{}", errors[0]);
+    let s = shadow_summary(&out);
+    assert_eq!(s.degraded, 1, "{s:?}");
+    assert!(s.taken == 512 && s.forwarded == 512 && s.held == 0, "{s:?}");
+}
+
+/// A failure after a batch's hardware slots were reserved (`forward_after_reserve`: the write
+/// stops half way, as a panic would): the slots not written get no-op barriers (the last one
+/// libxhsa's tracking barrier), the packets not written follow them in order, the queue
+/// degrades, and the application completes with correct counts. In `hsa_queues fill` the 256th
+/// write is the 255-packet batch released by the first completion, so the failure lands in its
+/// middle; `hsa_queues normal` (two queues, a cross-queue barrier) gets it on its third write.
+#[test]
+fn a_failure_after_the_reserve_fills_the_slots_and_loses_nothing() {
+    let l = libxhsa();
+    let co = common::code_object("xhsa_kernels");
+    let co = co.to_str().unwrap();
+    let out = run("hsa_queues", &["fill", co], &[("LD_PRELOAD", &l), ("XHSA_FAULT_INJECT", "forward_after_reserve:256")]);
+    common::assert_check_passed(&out, "fill.counts");
+    let errors: Vec<&str> = out.stderr.lines().filter(|l| l.contains("ERROR")).collect();
+    assert_eq!(errors.len(), 1, "{}", out.report());
+    assert!(errors[0].contains("after its slots were reserved") && errors[0].contains("passes through unscheduled"), "{}", errors[0]);
+    let counts = errors[0].split('(').nth(1).and_then(|r| r.split(" packets written").next()).unwrap_or_default();
+    let (written, of) = counts.split_once(" of ").map(|(a, b)| (a.parse::<u64>().unwrap(), b.parse::<u64>().unwrap())).expect("N of M");
+    assert!(0 < written && written < of, "the failure is in the middle of a batch: {}", errors[0]);
+    let s = shadow_summary(&out);
+    assert_eq!(s.degraded, 1, "{s:?}");
+    assert!(s.taken == 512 && s.forwarded == 512 && s.held == 0, "{s:?}");
+
+    let native = passed_checks(&run("hsa_queues", &["normal", co], &[]));
+    let out = run("hsa_queues", &["normal", co], &[("LD_PRELOAD", &l), ("XHSA_FAULT_INJECT", "forward_after_reserve:3")]);
+    assert_eq!(passed_checks(&out), native, "{}", out.report());
+    let s = shadow_summary(&out);
+    assert!(s.degraded == 1 && s.forwarded == s.taken && s.held == 0, "{s:?}");
+}

@@ -84,16 +84,14 @@ static GLOBAL: OnceLock<Global> = OnceLock::new();
 /// setting reported once, by name, with the accepted forms and the value used instead.
 pub(crate) fn global() -> &'static Global {
     GLOBAL.get_or_init(|| {
-        let filter = std::env::var("XHSA_LOG").unwrap_or_else(|_| "warn".into());
-        let env_filter = tracing_subscriber::EnvFilter::try_new(&filter);
-        let bad_log = env_filter.is_err();
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(env_filter.unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")))
-            .with_writer(std::io::stderr)
-            .with_target(false)
-            .try_init();
-        if bad_log {
-            tracing::error!("xhsa: XHSA_LOG={filter:?} is not a valid filter (accepted: error, warn, info, debug, trace, or target=level lists); using warn");
+        // A filter EnvFilter would take but that names no level libxhsa logs at (`infoo` reads
+        // as a target name) would silence it entirely, errors included: validated first.
+        let (filter, bad_log) = crate::settings::log_filter(std::env::var(crate::settings::ENV_LOG).ok().as_deref());
+        let env_filter = tracing_subscriber::EnvFilter::try_new(&filter)
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(crate::settings::DEFAULT_LOG));
+        let _ = tracing_subscriber::fmt().with_env_filter(env_filter).with_writer(std::io::stderr).with_target(false).try_init();
+        if let Some(e) = bad_log {
+            tracing::error!("xhsa: {e}");
         }
         let (settings, errors) = Settings::from_process_env();
         for e in errors {

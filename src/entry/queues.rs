@@ -62,7 +62,8 @@ const QUEUE_PROPERTIES: u64 = offset_of!(amd_queue_t, queue_properties) as u64;
 const AMD_QUEUE_BYTES: usize = std::mem::size_of::<amd_queue_t>();
 /// ROCr's `SharedQueue` puts its `core::Queue*` right after the `amd_queue_t` (§6.6 of the
 /// design note): the shadow carries the hardware queue's, so a call libxhsa did not intercept
-/// acts on the hardware queue instead of crashing.
+/// acts on the hardware queue instead of crashing. Only in the ROCr versions whose layout is
+/// known ([`rocr_layout_known`]); under any other ROCr no queue is shadowed.
 const CORE_QUEUE_WORD: u64 = AMD_QUEUE_BYTES as u64;
 /// The shadow ring starts this far into the shadow's allocation.
 const RING_OFFSET: u64 = 4096;
@@ -225,9 +226,12 @@ pub(crate) unsafe fn queue_create(
     if g.passthrough() || depth() > 0 || queue.is_null() {
         return call(callback, data, queue);
     }
-    if kind != HSA_QUEUE_TYPE_MULTI && kind != HSA_QUEUE_TYPE_SINGLE {
+    let cooperative = kind != HSA_QUEUE_TYPE_MULTI && kind != HSA_QUEUE_TYPE_SINGLE;
+    if cooperative {
         static SAID: AtomicBool = AtomicBool::new(false);
         log_once(&SAID, || tracing::info!("xhsa: queues of type {kind} (cooperative) are passed through unscheduled"));
+    }
+    if cooperative || !rocr_layout_known() {
         let status = call(callback, data, queue);
         outermost(|g| {
             // SAFETY: on success ROCr wrote the queue's pointer.
@@ -281,6 +285,28 @@ pub(crate) unsafe fn queue_create(
     // SAFETY: the caller's out-parameter, non-null (checked above).
     unsafe { *queue = handed as *mut hsa_queue_t };
     HSA_STATUS_SUCCESS
+}
+
+/// Whether the running ROCr is a version whose private queue layout libxhsa knows (the shadow
+/// copies the word after `amd_queue_t`, [`CORE_QUEUE_WORD`]; `table::shared_queue_layout_known`),
+/// asked once. When it is not, one warning says so and every queue is passed through unshadowed.
+fn rocr_layout_known() -> bool {
+    static KNOWN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *KNOWN.get_or_init(|| {
+        // Without ROCr's functions no shadow can be built anyway; build_shadow says why.
+        let Some(r) = rocr() else { return true };
+        let id = inside(|| r.build_id());
+        match crate::table::shared_queue_layout_known(id.as_deref()) {
+            Ok(v) => {
+                tracing::debug!("xhsa: ROCr {v} (build {:?}): known queue layout", id.unwrap_or_default());
+                true
+            }
+            Err(why) => {
+                tracing::warn!("xhsa: {why}; its queues are passed through unshadowed and unscheduled");
+                false
+            }
+        }
+    })
 }
 
 /// The library that created each shadow queue, when the config has `[[library]]` rules.

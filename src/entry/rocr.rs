@@ -12,7 +12,7 @@ use hsa_sys::hsa::{
     hsa_agent_t, hsa_amd_memory_pool_t, hsa_amd_signal_handler, hsa_queue_t, hsa_signal_condition_t, hsa_signal_t, hsa_signal_value_t,
     hsa_status_t, HSA_AMD_AGENT_INFO_DRIVER_NODE_ID, HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED, HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS,
     HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED, HSA_AMD_MEMORY_POOL_INFO_SEGMENT, HSA_AMD_SEGMENT_GLOBAL, HSA_AGENT_INFO_DEVICE,
-    HSA_DEVICE_TYPE_CPU, HSA_SIGNAL_CONDITION_LT, HSA_STATUS_SUCCESS,
+    HSA_AMD_SYSTEM_INFO_BUILD_VERSION, HSA_DEVICE_TYPE_CPU, HSA_SIGNAL_CONDITION_LT, HSA_STATUS_SUCCESS,
 };
 
 use super::next_symbol;
@@ -40,6 +40,7 @@ type PoolAllocateFn = unsafe extern "C" fn(hsa_amd_memory_pool_t, usize, u32, *m
 type PoolFreeFn = unsafe extern "C" fn(*mut c_void) -> hsa_status_t;
 type SetPriorityFn = unsafe extern "C" fn(*mut hsa_queue_t, u32) -> hsa_status_t;
 type AllowAccessFn = unsafe extern "C" fn(u32, *const hsa_agent_t, *const u32, *const c_void) -> hsa_status_t;
+type SystemInfoFn = unsafe extern "C" fn(u32, *mut c_void) -> hsa_status_t;
 
 /// The ROCr functions libxhsa calls.
 pub(crate) struct Rocr {
@@ -60,6 +61,8 @@ pub(crate) struct Rocr {
     allow_access: AllowAccessFn,
     /// Optional: without it hardware queues keep ROCr's default priority.
     set_priority: Option<SetPriorityFn>,
+    /// Optional: without it ROCr's version is unknown (and no queue is shadowed).
+    system_info: Option<SystemInfoFn>,
 }
 
 /// A function of ROCr by name, or the saved original of the table entry libxhsa patched.
@@ -100,6 +103,7 @@ pub(crate) fn rocr() -> Option<&'static Rocr> {
                 pool_free: resolve(c"hsa_amd_memory_pool_free", None)?,
                 allow_access: resolve(c"hsa_amd_agents_allow_access", None)?,
                 set_priority: resolve(c"hsa_amd_queue_set_priority", Some(Hook::QueueSetPriority)),
+                system_info: resolve(c"hsa_system_get_info", None),
             })
         })
         .as_ref()
@@ -157,6 +161,20 @@ impl Rocr {
         // SAFETY: HSA_AMD_AGENT_INFO_DRIVER_NODE_ID writes a uint32_t.
         let st = unsafe { (self.agent_info)(agent, HSA_AMD_AGENT_INFO_DRIVER_NODE_ID, (&mut node as *mut u32).cast()) };
         (st == HSA_STATUS_SUCCESS && node != u32::MAX).then_some(node)
+    }
+
+    /// ROCr's build identifier (`HSA_AMD_SYSTEM_INFO_BUILD_VERSION`, e.g.
+    /// `"1.5.0-local-build-unknown"`), or `None` when ROCr gives none.
+    pub fn build_id(&self) -> Option<String> {
+        let f = self.system_info?;
+        let mut id: *const libc::c_char = std::ptr::null();
+        // SAFETY: for this attribute ROCr writes a `const char*` (a static string of its own).
+        let st = unsafe { f(HSA_AMD_SYSTEM_INFO_BUILD_VERSION, (&mut id as *mut *const libc::c_char).cast()) };
+        if st != HSA_STATUS_SUCCESS || id.is_null() {
+            return None;
+        }
+        // SAFETY: a NUL-terminated string ROCr keeps for the life of the process.
+        Some(unsafe { CStr::from_ptr(id) }.to_string_lossy().into_owned())
     }
 
     /// Gives hardware queue `hw` the priority `p` (KFD's queue priority); false if ROCr refused.

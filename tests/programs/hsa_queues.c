@@ -5,6 +5,10 @@
 //   hsa_queues badpacket CODE_OBJECT    a packet of invalid type on one queue: its error
 //                                       callback must report HSA_STATUS_ERROR_INVALID_PACKET_FORMAT,
 //                                       and other queues must keep working
+//   hsa_queues fill CODE_OBJECT         one queue filled twice over behind a 1 s kernel, then only
+//                                       a wait on the last packet's completion signal (the read
+//                                       index is never read after the last doorbell); every
+//                                       packet must run exactly once
 //
 // CODE_OBJECT is a raw gfx90a code object (ELF) of tests/kernels/xhsa_kernels.hip:
 //   hipcc --genco --no-gpu-bundle-output --offload-arch=gfx90a -o xhsa_kernels.hsaco xhsa_kernels.hip
@@ -336,9 +340,9 @@ static void publish(hsa_queue_t* q, uint64_t idx, void* pkt, uint16_t header, ui
     hsa_signal_store_screlease(q->doorbell_signal, (hsa_signal_value_t)idx);
 }
 
-static void dispatch(hsa_queue_t* q, const Kernel* k, void* kernarg, uint32_t grid_x, uint16_t wg_x,
-                     hsa_signal_t completion) {
-    uint64_t idx = reserve_slot(q);
+// Writes a dispatch into slot `idx` (already reserved, and free) and rings the doorbell.
+static void dispatch_at(hsa_queue_t* q, uint64_t idx, const Kernel* k, void* kernarg, uint32_t grid_x,
+                        uint16_t wg_x, hsa_signal_t completion) {
     hsa_kernel_dispatch_packet_t* p = (hsa_kernel_dispatch_packet_t*)slot_at(q, idx);
     // The body first; the header last (below), so the packet processor never sees half a packet.
     p->workgroup_size_x = wg_x;
@@ -358,14 +362,24 @@ static void dispatch(hsa_queue_t* q, const Kernel* k, void* kernarg, uint32_t gr
             (uint16_t)(1 << HSA_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS));
 }
 
-static void barrier_and(hsa_queue_t* q, const hsa_signal_t* deps, int ndeps, hsa_signal_t completion) {
-    uint64_t idx = reserve_slot(q);
+static void dispatch(hsa_queue_t* q, const Kernel* k, void* kernarg, uint32_t grid_x, uint16_t wg_x,
+                     hsa_signal_t completion) {
+    dispatch_at(q, reserve_slot(q), k, kernarg, grid_x, wg_x, completion);
+}
+
+// Writes a BARRIER_AND into slot `idx` (already reserved, and free) and rings the doorbell.
+static void barrier_and_at(hsa_queue_t* q, uint64_t idx, const hsa_signal_t* deps, int ndeps,
+                           hsa_signal_t completion) {
     hsa_barrier_and_packet_t* p = (hsa_barrier_and_packet_t*)slot_at(q, idx);
     p->reserved1 = 0;
     for (int i = 0; i < 5; i++) p->dep_signal[i].handle = i < ndeps ? deps[i].handle : 0;
     p->reserved2 = 0;
     p->completion_signal = completion;
     publish(q, idx, p, header_of(HSA_PACKET_TYPE_BARRIER_AND), 0);
+}
+
+static void barrier_and(hsa_queue_t* q, const hsa_signal_t* deps, int ndeps, hsa_signal_t completion) {
+    barrier_and_at(q, reserve_slot(q), deps, ndeps, completion);
 }
 
 // Rounds `n` up to whole workgroups (HIP-compiled kernels assume uniform workgroups).
@@ -668,6 +682,79 @@ static int run_badpacket(const char* path) {
     return summary();
 }
 
+// ---------------------------------------------------------------------------------------------
+// fill mode.
+//
+// One queue, 2 x size packets: packet 0 a 1 s synthetic kernel, the others BARRIER_ANDs without
+// dependencies, each rung at once; all but the last decrement one counting signal, the last has
+// its own. The application reuses a slot once the read index it last loaded is past it, and
+// loads the read index only when the ring looks full (once, at packet `size`). After the last
+// doorbell it only waits on the last packet's completion signal, as an HSA program may: the
+// queue must make progress by itself. Every packet runs exactly once: the counter ends at 0.
+static int run_fill(const char* path) {
+    if (!setup_runtime()) return summary();
+    CodeObject co;
+    if (!load_code_object(path, false, &co)) return summary();
+    Kernel synthetic;
+    if (!get_kernel(&co, "xhsa_synthetic", 8, &synthetic)) return summary();
+    QueueErrors e = {0};
+    hsa_queue_t* q = make_queue(&e, "fill");
+    if (!q) return summary();
+    const uint64_t total = 2ull * q->size;
+    hsa_signal_t counter, last;
+    HSA_OK(hsa_signal_create((hsa_signal_value_t)(total - 1), 0, NULL, &counter), summary());
+    HSA_OK(hsa_signal_create(1, 0, NULL, &last), summary());
+    SyntheticArgs syn = {1000000000ull};
+    void* k_syn = make_kernarg(&synthetic, &syn, sizeof syn);
+    if (!k_syn) return summary();
+
+    g_step = "fill: submit";
+    uint64_t seen_read = 0, read_loads = 0;
+    double t0 = now_s(), t_ring = 0;
+    for (uint64_t i = 0; i < total; i++) {
+        if (i == q->size) t_ring = now_s();
+        uint64_t idx = hsa_queue_add_write_index_scacq_screl(q, 1);
+        while (idx - seen_read >= q->size) {
+            seen_read = hsa_queue_load_read_index_scacquire(q);
+            read_loads++;
+            if (idx - seen_read >= q->size) sched_yield();
+        }
+        hsa_signal_t done = i + 1 == total ? last : counter;
+        if (i == 0)
+            // 80 CUs x 8 workgroups of 64 work-items: one round, 1 s.
+            dispatch_at(q, idx, &synthetic, k_syn, 80 * 8 * 64, 64, done);
+        else
+            barrier_and_at(q, idx, NULL, 0, done);
+    }
+    double t1 = now_s();
+    note("%llu packets submitted in %.1f ms (the first %u in %.1f ms), %llu read-index loads",
+         (unsigned long long)total, (t1 - t0) * 1e3, q->size, (t_ring - t0) * 1e3, (unsigned long long)read_loads);
+    // Natively the application then waits (loading the read index) until the kernel is done.
+    check(t_ring - t0 < 0.9, "fill.ring_filled_behind_the_kernel",
+          "filling the ring took %.2f s: the 1 s kernel may have ended before", t_ring - t0);
+
+    g_step = "fill: wait for the last packet";
+    if (wait_zero(last, 20, "fill.last_completed")) {
+        check(1, "fill.last_completed", "");
+        note("last packet completed %.1f ms after the last doorbell", (now_s() - t1) * 1e3);
+        hsa_signal_value_t v = hsa_signal_load_scacquire(counter);
+        check(v == 0, "fill.counts", "counter %lld after the last packet, want 0 (%llu packets, each once)",
+              (long long)v, (unsigned long long)(total - 1));
+    }
+    check(errors_seen(&e) == 0, "fill.no_errors", "error callback called %d times (status 0x%x)", errors_seen(&e),
+          (unsigned)e.status);
+
+    g_step = "fill: teardown";
+    HSA_OK(hsa_queue_destroy(q), summary());
+    hsa_signal_destroy(counter);
+    hsa_signal_destroy(last);
+    hsa_memory_free(k_syn);
+    unload_code_object(&co);
+    HSA_OK(hsa_shut_down(), summary());
+    check(1, "shutdown", "");
+    return summary();
+}
+
 int main(int argc, char** argv) {
     g_program = "hsa_queues";
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -680,8 +767,8 @@ int main(int argc, char** argv) {
         mode = argv[1];
         path = argv[2];
     }
-    if (!path || (strcmp(mode, "normal") && strcmp(mode, "badpacket"))) {
-        fprintf(stderr, "usage: hsa_queues [normal|badpacket] CODE_OBJECT\n");
+    if (!path || (strcmp(mode, "normal") && strcmp(mode, "badpacket") && strcmp(mode, "fill"))) {
+        fprintf(stderr, "usage: hsa_queues [normal|badpacket|fill] CODE_OBJECT\n");
         return 2;
     }
     struct stat st;
@@ -690,5 +777,6 @@ int main(int argc, char** argv) {
         return 2;
     }
     printf("hsa_queues %s, code object %s (%lld bytes)\n", mode, path, (long long)st.st_size);
+    if (strcmp(mode, "fill") == 0) return run_fill(path);
     return strcmp(mode, "badpacket") == 0 ? run_badpacket(path) : run_normal(path);
 }
