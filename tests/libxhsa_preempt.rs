@@ -137,3 +137,38 @@ fn a_killed_high_priority_process_does_not_leave_the_batch_process_off_the_gpu()
     let (off, back, now) = preemptions(&busy).expect("busy summary");
     assert!(off >= 1 && back == off && now == 0, "{}", busy.report());
 }
+
+/// Preemption by debug-trap suspend (`XHSA_PREEMPT=suspend`): KFD flags every new queue and
+/// refuses to suspend it until the flag is cleared; libxhsa clears it and suspends.
+#[test]
+fn suspend_mode_suspends_and_resumes() {
+    let _lock = run_lock(true);
+    let scene = busy_scene("preempt-suspend", &[("XHSA_PREEMPT", "suspend")]);
+    let victim = scene.victim("3", &[]).wait();
+    assert_passed(&victim);
+    assert!(eventually(Duration::from_secs(3), || !some_queue_off(&scene.dir)), "a queue stayed suspended\n{}", emu_status(&scene.dir));
+    let busy = scene.finish();
+    let (off, back, now) = preemptions(&busy).unwrap_or_else(|| panic!("no preemption summary\n{}", busy.report()));
+    assert!(off >= 1 && back == off && now == 0, "{}", busy.report());
+    assert!(!busy.stderr.contains("preemption failed"), "{}", busy.report());
+}
+
+/// An injected preemption failure (`XHSA_EMU_FAULT`, the emulated KFD's knob: the unmap fails, or
+/// times out as KFD's does): the application completes, libxhsa logs it once and goes on at
+/// level 1, and no queue is left off the GPU.
+#[test]
+fn an_injected_preemption_failure_is_logged_once_and_the_application_completes() {
+    let _lock = run_lock(true);
+    for (mode, fault) in [("queue", "preempt_fail"), ("queue", "preempt_timeout:0:300"), ("suspend", "preempt_fail")] {
+        let scene = busy_scene("preempt-fault", &[("XHSA_PREEMPT", mode), ("XHSA_EMU_FAULT", fault)]);
+        let victim = scene.victim("3", &[]).wait();
+        assert_passed(&victim);
+        assert!(!some_queue_off(&scene.dir), "{mode}/{fault}: a queue was left off\n{}", emu_status(&scene.dir));
+        let busy = scene.finish();
+        let failures = busy.stderr.lines().filter(|l| l.contains("preemption failed")).count();
+        assert_eq!(failures, 1, "{mode}/{fault}: the failure is reported exactly once\n{}", busy.report());
+        let (off, back, now) = preemptions(&busy).expect("busy summary");
+        assert_eq!(now, 0, "{mode}/{fault}: nothing stays off\n{}", busy.report());
+        assert_eq!(off, back, "{mode}/{fault}\n{}", busy.report());
+    }
+}

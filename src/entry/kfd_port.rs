@@ -65,7 +65,8 @@ impl KfdPort for RuntimeKfd {
             return Err(KfdFailure(format!("debug trap enabled but the runtime state is {} (not enabled)", info.runtime_state)));
         }
         self.debug_pipe = Some((read, write));
-        Ok(())
+        // Every queue KFD created is flagged new, and refused by SUSPEND until that is cleared.
+        self.clear_new()
     }
 
     fn suspend(&mut self, ids: &mut [u32]) -> Result<u32, KfdFailure> {
@@ -74,6 +75,12 @@ impl KfdPort for RuntimeKfd {
 
     fn resume(&mut self, ids: &mut [u32]) -> Result<u32, KfdFailure> {
         own_call(|| self.kfd.dbg_trap_resume_queues(self.pid, ids)).map_err(failure)
+    }
+
+    fn clear_new(&mut self) -> Result<(), KfdFailure> {
+        let mask = xhsa_ioctl::abi::exception::kfd_ec_mask(xhsa_ioctl::abi::exception::EC_QUEUE_NEW);
+        let mut entries = vec![xhsa_ioctl::abi::QueueSnapshotEntry::default(); 1024];
+        own_call(|| self.kfd.dbg_trap_get_queue_snapshot(self.pid, mask, &mut entries)).map(drop).map_err(failure)
     }
 
     fn now(&self) -> u64 {

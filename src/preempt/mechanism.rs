@@ -59,6 +59,9 @@ pub trait KfdPort: Send {
     fn suspend(&mut self, ids: &mut [u32]) -> Result<u32, KfdFailure>;
     /// `DBG_TRAP RESUME_QUEUES` of `ids`.
     fn resume(&mut self, ids: &mut [u32]) -> Result<u32, KfdFailure>;
+    /// Clears the "new queue" exception KFD sets on every queue it creates and until which it
+    /// refuses to suspend the queue (`GET_QUEUE_SNAPSHOT` with `EC_QUEUE_NEW` in the clear mask).
+    fn clear_new(&mut self) -> Result<(), KfdFailure>;
     /// Nanoseconds on a monotonic clock (the calls' costs are measured with it).
     fn now(&self) -> u64;
 }
@@ -206,23 +209,46 @@ impl Mechanisms {
                         return Err((self.fail(how, "enabling debug trap", e), out));
                     }
                 }
-                let mut ids: Vec<u32> = targets.iter().map(|t| t.kfd_id).collect();
-                let start = self.port.now();
-                let r = self.port.suspend(&mut ids);
-                let ns = self.port.now().saturating_sub(start);
-                out.ns = ns;
-                match r {
-                    Ok(_) => {
-                        self.off[idx(how)].record(ns);
-                        for (t, slot) in targets.iter().zip(&ids) {
-                            if slot & (INVALID_MASK | ERROR_MASK) == 0 {
-                                out.queues.push((t.queue, how));
-                            } else {
-                                tracing::debug!("xhsa: KFD did not suspend queue {} (status {slot:#x})", t.kfd_id);
+                // KFD refuses queues still flagged new: the first refusal clears the flag on every
+                // queue of the process and the refused ones are asked again, once.
+                let mut left: Vec<Target> = targets.to_vec();
+                for attempt in 0..2 {
+                    let mut ids: Vec<u32> = left.iter().map(|t| t.kfd_id).collect();
+                    let start = self.port.now();
+                    let r = self.port.suspend(&mut ids);
+                    let ns = self.port.now().saturating_sub(start);
+                    out.ns += ns;
+                    let mut refused = Vec::new();
+                    match r {
+                        Ok(_) => {
+                            self.off[idx(how)].record(ns);
+                            for (t, slot) in left.iter().zip(&ids) {
+                                if slot & ERROR_MASK != 0 {
+                                    // The unmap failed (KFD reports it per queue, not as an errno);
+                                    // KFD still counts the queue suspended: it must be resumed.
+                                    out.queues.push((t.queue, how));
+                                    let e = KfdFailure(format!("KFD reported a failed preemption of queue {} (status {slot:#x})", t.kfd_id));
+                                    return Err((self.fail(how, "suspending queues", e), out));
+                                } else if slot & INVALID_MASK != 0 {
+                                    refused.push(*t);
+                                } else {
+                                    out.queues.push((t.queue, how));
+                                }
                             }
                         }
+                        Err(e) => return Err((self.fail(how, "suspending queues", e), out)),
                     }
-                    Err(e) => return Err((self.fail(how, "suspending queues", e), out)),
+                    if refused.is_empty() || attempt == 1 {
+                        for t in &refused {
+                            tracing::debug!("xhsa: KFD did not suspend queue {} (new or being destroyed)", t.kfd_id);
+                        }
+                        break;
+                    }
+                    if let Err(e) = self.port.clear_new() {
+                        tracing::debug!("xhsa: clearing KFD's new-queue flags failed: {}", e.0);
+                        break;
+                    }
+                    left = refused;
                 }
             }
         }
@@ -288,6 +314,9 @@ pub(crate) mod fake {
         pub fail_update: bool,
         pub fail_resume: Arc<Mutex<bool>>,
         pub refuse: Vec<u32>,
+        /// Ids refused only until `clear_new` (new queues).
+        pub new: Arc<Mutex<Vec<u32>>>,
+        pub error: Vec<u32>,
     }
 
     impl KfdPort for FakeKfd {
@@ -313,14 +342,22 @@ pub(crate) mod fake {
                 return Err(KfdFailure("ETIME".into()));
             }
             let mut n = 0;
+            let new = self.new.lock().unwrap().clone();
             for id in ids.iter_mut() {
-                if self.refuse.contains(id) {
+                if self.error.contains(id) {
+                    *id |= ERROR_MASK;
+                } else if self.refuse.contains(id) || new.contains(id) {
                     *id |= INVALID_MASK;
                 } else {
                     n += 1;
                 }
             }
             Ok(n)
+        }
+        fn clear_new(&mut self) -> Result<(), KfdFailure> {
+            self.log.lock().unwrap().push("clear_new".into());
+            self.new.lock().unwrap().clear();
+            Ok(())
         }
         fn resume(&mut self, ids: &mut [u32]) -> Result<u32, KfdFailure> {
             *self.clock.lock().unwrap() += self.cost_ns / 2;
@@ -340,6 +377,7 @@ pub(crate) mod fake {
 mod tests {
     use super::fake::FakeKfd;
     use super::*;
+    use std::sync::{Arc, Mutex};
 
     fn t(q: u64, id: u32) -> Target {
         Target { queue: QueueId(q), kfd_id: id, ring_base: 0x1000 * q, ring_bytes: 4096, priority: 7, percentage: 100 }
@@ -366,7 +404,22 @@ mod tests {
         let off = m.take_off(&[t(2, 4)]).unwrap();
         assert!(off.queues.is_empty());
         m.put_back(&[(t(1, 3), How::Suspend)]).unwrap();
-        assert_eq!(*k.log.lock().unwrap(), vec!["enable", "suspend [3, 4]", "suspend [4]", "resume [3]"]);
+        assert_eq!(*k.log.lock().unwrap(), vec!["enable", "suspend [3, 4]", "clear_new", "suspend [4]", "suspend [4]", "clear_new", "suspend [4]", "resume [3]"]);
+    }
+
+    #[test]
+    fn new_queues_are_cleared_and_asked_again_and_a_reported_unmap_failure_stops_preemption() {
+        let k = FakeKfd { new: Arc::new(Mutex::new(vec![4])), ..Default::default() };
+        let mut m = Mechanisms::new(Box::new(k.clone()), PreemptMode::Suspend);
+        let off = m.take_off(&[t(1, 3), t(2, 4)]).unwrap();
+        assert_eq!(off.queues, vec![(QueueId(1), How::Suspend), (QueueId(2), How::Suspend)]);
+        assert_eq!(*k.log.lock().unwrap(), vec!["enable", "suspend [3, 4]", "clear_new", "suspend [4]"]);
+        let k = FakeKfd { error: vec![3], ..Default::default() };
+        let mut m = Mechanisms::new(Box::new(k), PreemptMode::Suspend);
+        let (why, taken) = m.take_off(&[t(1, 3)]).unwrap_err();
+        assert!(why.contains("failed preemption"), "{why}");
+        assert_eq!(taken.queues, vec![(QueueId(1), How::Suspend)], "KFD counts it suspended: it must be resumed");
+        assert!(!m.usable());
     }
 
     #[test]
