@@ -10,7 +10,7 @@ use xhsa_ioctl::abi::queue::{CreateQueueArgs, UpdateQueueArgs};
 use std::cell::Cell;
 
 use super::{next_symbol, record};
-use crate::intercept::{KfdCreate, KfdSource};
+use crate::entry::seen::{KfdCreate, KfdSource};
 
 type CreateQueueFn =
     unsafe extern "C" fn(u32, HSA_QUEUE_TYPE, u32, HSA_QUEUE_PRIORITY, *mut libc::c_void, u64, *mut HsaEvent, *mut HsaQueueResource) -> HSAKMT_STATUS;

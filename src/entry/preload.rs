@@ -12,7 +12,7 @@ use super::queues::{
     SignalStoreFn, StoreIndexFn, READ_INDEX, WRITE_INDEX,
 };
 use super::{global, next_symbol};
-use crate::intercept::Loading;
+use crate::entry::seen::Loading;
 
 /// The library that defines the HSA functions (ROCm 5.x and 6.x soname).
 const ROCR: &std::ffi::CStr = c"libhsa-runtime64.so.1";

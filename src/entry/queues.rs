@@ -8,7 +8,7 @@
 //!   hardware queue itself (passthrough for that queue).
 //! - Index functions on a shadow act on the shadow's indices; everything else passes through.
 //! - A store to a shadow doorbell runs a forwarding pass on the caller's thread
-//!   ([`crate::scheduler::Scheduler::pass`]); any other signal store passes through after one
+//!   ([`crate::path::scheduler::Scheduler::pass`]); any other signal store passes through after one
 //!   lock-free lookup.
 //! - CU mask, priority, profiling and inactivate apply to the hardware queue; destroy drains.
 //! - The hardware queue's errors reach the application's callback with the shadow pointer.
@@ -29,14 +29,14 @@ use hsa_sys::hsa::{
 use super::memory::{self, ProcessMemory};
 use super::rocr::{rocr, RocrHardware};
 use super::{depth, global, inside, outermost, Global};
-use crate::addr_map::AddrMap;
-use crate::fault::Point;
-use crate::priority::StreamPriority;
-use crate::queue::{HwQueue, ShadowQueue, TRACKING_START};
-use crate::ring::QueueId;
-use crate::scheduler::{Drain, Scheduler};
-use crate::shadow::AqlRing;
-use crate::window::Nanos;
+use crate::entry::addr_map::AddrMap;
+use crate::path::aql_ring::AqlRing;
+use crate::path::partition::QueueId;
+use crate::path::scheduler::{Drain, Scheduler};
+use crate::path::shadow_queue::{HwQueue, ShadowQueue, TRACKING_START};
+use crate::path::window::Nanos;
+use crate::settings::fault::Point;
+use crate::settings::priority::StreamPriority;
 
 pub(crate) type QueueCallback = Option<unsafe extern "C" fn(hsa_status_t, *mut hsa_queue_t, *mut c_void)>;
 pub(crate) type QueueCreateFn =
@@ -296,7 +296,7 @@ fn rocr_layout_known() -> bool {
         // Without ROCr's functions no shadow can be built anyway; build_shadow says why.
         let Some(r) = rocr() else { return true };
         let id = inside(|| r.build_id());
-        match crate::table::shared_queue_layout_known(id.as_deref()) {
+        match crate::entry::api_table::shared_queue_layout_known(id.as_deref()) {
             Ok(v) => {
                 tracing::debug!("xhsa: ROCr {v} (build {:?}): known queue layout", id.unwrap_or_default());
                 true
@@ -343,7 +343,7 @@ fn init_kernel_filter(gpu: usize) {
     if g.settings.passthrough.is_empty() {
         return;
     }
-    let filter = crate::scheduler::KernelFilter(std::sync::Arc::new(move |ko| {
+    let filter = crate::path::scheduler::KernelFilter(std::sync::Arc::new(move |ko| {
         super::origin::kernel_matches(ko, |uri| g.settings.passthrough.matches(uri).is_some())
     }));
     with_gpu(gpu, |s, _, _, _| s.set_passthrough_kernels(filter));
@@ -363,21 +363,21 @@ fn attach_board(g: &Global, gpu: usize, node: Option<u32>) {
         tracing::warn!("xhsa: the GPU's KFD node id is unknown, so no board: only this process's queues are scheduled against each other");
         return;
     };
-    let place = match crate::board_link::place_from_settings(&g.settings) {
+    let place = match crate::board::link::place_from_settings(&g.settings) {
         Ok(place) => place,
         Err(e) => {
             tracing::error!("xhsa: {e}; no board: only this process's queues are scheduled against each other");
             return;
         }
     };
-    match crate::board_link::BoardLink::open(&place, node) {
+    match crate::board::link::BoardLink::open(&place, node) {
         Ok(link) => {
             tracing::info!("xhsa: board {}", link.path().display());
             let link = std::sync::Arc::new(link);
             let waker = link.clone();
             with_gpu(gpu, |s, _, _, _| {
                 s.attach_board(link.clone());
-                s.set_notifier(crate::scheduler::Notifier(std::sync::Arc::new(move || waker.notify())));
+                s.set_notifier(crate::path::scheduler::Notifier(std::sync::Arc::new(move || waker.notify())));
             });
             start_preemption(g, gpu, link);
         }
@@ -386,7 +386,7 @@ fn attach_board(g: &Global, gpu: usize, node: Option<u32>) {
 }
 
 /// Starts the process's preemption watcher over the board, with the runtime's KFD descriptor.
-fn start_preemption(g: &Global, gpu: usize, link: std::sync::Arc<crate::board_link::BoardLink>) {
+fn start_preemption(g: &Global, gpu: usize, link: std::sync::Arc<crate::board::link::BoardLink>) {
     let Some(this) = g.gpus.get(gpu) else { return };
     let settings = g.preempt_settings;
     if settings.mode == crate::preempt::PreemptMode::Off {
@@ -433,7 +433,7 @@ fn build_shadow(g: &Global, id: u64, agent: hsa_agent_t, hw: u64, size: u32) -> 
     if hw_size == 0 || !hw_size.is_power_of_two() || hw_ring.base == 0 {
         return Err(format!("the hardware queue has an unexpected ring ({hw_size} slots at {:#x})", hw_ring.base));
     }
-    let bytes = RING_OFFSET as usize + size as usize * crate::packet::PACKET_SIZE;
+    let bytes = RING_OFFSET as usize + size as usize * crate::path::packet::PACKET_SIZE;
     let mem = inside(|| r.alloc_gpu_visible(agent, bytes)).ok_or("no GPU-readable fine-grained system memory")?;
     let Some(doorbell) = inside(|| r.signal_create(0)) else {
         inside(|| r.free(mem));

@@ -16,10 +16,10 @@ use hsa_sys::hsa::{
 };
 
 use super::next_symbol;
-use crate::queue::HwQueue;
-use crate::ring::QueueId;
-use crate::scheduler::Hardware;
-use crate::table::Hook;
+use crate::entry::api_table::Hook;
+use crate::path::partition::QueueId;
+use crate::path::scheduler::Hardware;
+use crate::path::shadow_queue::HwQueue;
 
 const ROCR: &CStr = c"libhsa-runtime64.so.1";
 
@@ -178,7 +178,7 @@ impl Rocr {
     }
 
     /// Gives hardware queue `hw` the priority `p` (KFD's queue priority); false if ROCr refused.
-    pub fn set_hw_priority(&self, hw: u64, p: crate::priority::StreamPriority) -> bool {
+    pub fn set_hw_priority(&self, hw: u64, p: crate::settings::priority::StreamPriority) -> bool {
         let Some(f) = self.set_priority else { return false };
         // SAFETY: a live hardware queue libxhsa created; a valid hsa_amd_queue_priority_t.
         unsafe { f(hw as *mut hsa_queue_t, p.to_hsa()) == HSA_STATUS_SUCCESS }

@@ -1,6 +1,6 @@
 //! `HSA_TOOLS_LIB`: ROCr calls `OnLoad` with its API tables during `hsa_init`; libxhsa replaces
-//! the entries of [`crate::table::plan`] (checked by version and size) with its own, which
-//! call the saved originals.
+//! the entries of [`crate::entry::api_table::plan`] (checked by version and size) with its own,
+//! which call the saved originals.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -8,8 +8,8 @@ use hsa_sys::hsa::{hsa_agent_t, hsa_amd_queue_priority_t, hsa_queue_t, hsa_queue
 
 use super::global;
 use super::queues::{self, QueueCallback, READ_INDEX, WRITE_INDEX};
-use crate::intercept::Loading;
-use crate::table::{plan, Hook, Table, TableVersion};
+use crate::entry::api_table::{plan, Hook, Table, TableVersion};
+use crate::entry::seen::Loading;
 
 /// The original table entries libxhsa replaced, by [`Hook`] (0: not patched).
 static ORIGINALS: [AtomicUsize; Hook::ALL.len()] = [const { AtomicUsize::new(0) }; Hook::ALL.len()];
