@@ -28,10 +28,6 @@
 //! patched table entry; a per-thread depth counter makes only the outer one act (a call on a
 //! shadow queue or doorbell is handled entirely by the first and never reaches the second).
 
-// The exported functions are called by C with C's contracts (valid pointers as the HSA, thunk
-// and libc APIs define them); each one's SAFETY comments say what it relies on.
-#![allow(clippy::missing_safety_doc)]
-
 pub mod addr_map;
 pub mod api_table;
 mod gpus;
