@@ -12,47 +12,48 @@
 //! `hsa_queue_create` hands the application a shadow queue over a hardware queue libxhsa
 //! owns; every queue function (and the doorbell stores) is interposed; a doorbell store takes
 //! the published packets into the priority rings and runs a forwarding pass on the caller's
-//! thread ([`scheduler`]); completions are tracked with libxhsa's own barrier packets while
+//! thread ([`path::scheduler`]); completions are tracked with libxhsa's own barrier packets while
 //! they matter; destroy drains; an internal failure degrades that queue to passthrough after
 //! forwarding what it holds. Processes on one GPU see each other through the board
-//! ([`board_shm`], [`board_link`], `docs/board.md`); the passthrough whitelist works by queue
+//! ([`board::shared`], [`board::link`], `docs/board.md`); the passthrough whitelist works by queue
 //! creator and by kernel code object; hardware queues get the KFD priority of the effective
-//! priority ([`priority::Priority::hardware`]). `[[library]]` priority rules use the queue's creating library. Not yet: several
-//! partitions, and the hardware preemption levels 2-3 (see `docs/ARCHITECTURE.md`).
+//! priority ([`settings::priority::Priority::hardware`]). `[[library]]` priority rules use the
+//! queue's creating library. Each GPU the process uses has its own scheduler, board and
+//! preemption watcher, which takes lower-priority hardware queues off the GPU through KFD while
+//! higher-priority work waits (levels 2-3, [`preempt`], `XHSA_PREEMPT`). Not yet: several
+//! partitions (see `docs/ARCHITECTURE.md`).
 //!
-//! The safe core, tested without a runtime: [`packet`] (AQL packets as values), [`priority`],
-//! [`ring`] (per-partition priority rings), [`window`] (the level-1 in-flight window),
-//! [`shadow`] (taking packets from a shadow ring, writing them into a hardware ring), [`queue`]
-//! (a shadow queue's states and tracking bookkeeping), [`scheduler`] (forwarding passes,
-//! completions, degradation, drain), [`addr_map`] (lock-free lookup of shadow queues and
-//! doorbells), [`board`] (the cross-process board layout and summaries), [`board_shm`] (its
-//! shared-memory protocol, over [`shm`]'s atomic view of the mapping), [`board_link`] (a
-//! process's slots and contention), [`stats`],
-//! [`settings`] (environment and config file), [`fault`] (`XHSA_FAULT_INJECT`, a test knob) and
-//! [`whitelist`] (passthrough library matching).
-#![deny(unsafe_op_in_unsafe_fn)]
+//! The modules follow the data path, from the application's doorbell to the hardware queue:
+//!
+//! - [`entry`]: the edge, where libxhsa's FFI lives: the exported entry points
+//!   of both loading modes, the ROCr and KFD calls, the raw queue memory; and its safe
+//!   bookkeeping: [`entry::seen`] (what the interception saw), [`entry::api_table`] (the
+//!   version- and size-checked API-table plan) and [`entry::addr_map`] (lock-free lookup of
+//!   shadow queues and doorbells).
+//! - [`path`]: the safe core of the data path: [`path::packet`] (AQL packets as values),
+//!   [`path::aql_ring`] (taking packets from a shadow ring, writing them into a hardware ring),
+//!   [`path::shadow_queue`] (a shadow queue's states and tracking bookkeeping),
+//!   [`path::partition`] (per-partition priority rings), [`path::window`] (the level-1 in-flight
+//!   window), [`path::packet_time`] (measured time per packet) and [`path::scheduler`]
+//!   (forwarding passes, completions, degradation, drain).
+//! - [`board`]: the cross-process board per GPU: [`board::layout`] (layout and summaries),
+//!   [`board::stats`] (the per-queue counters in each slot), [`board::shm`] (the atomic view of
+//!   the mapping), [`board::shared`] (the shared-memory protocol) and [`board::link`] (a
+//!   process's slots and contention).
+//! - [`preempt`]: levels 2-3, taking lower-priority hardware queues off the GPU and putting
+//!   them back.
+//! - [`settings`]: [`settings::config`] (environment and config file), [`settings::priority`],
+//!   [`settings::whitelist`] (passthrough library matching) and [`settings::fault`]
+//!   (`XHSA_FAULT_INJECT`, a test knob).
+//!
+//! `unsafe` lives in [`entry`]'s FFI modules and in [`board::shm`] (the cast of the mapped board
+//! to atomics); every other module is `#![forbid(unsafe_code)]` and tested without a runtime.
 
-pub mod addr_map;
 pub mod board;
-pub mod board_link;
-pub mod board_shm;
 pub mod entry;
-pub mod fault;
-pub mod intercept;
-pub mod packet;
-pub mod packet_time;
+pub mod path;
 pub mod preempt;
-pub mod priority;
-pub mod queue;
-pub mod ring;
-pub mod scheduler;
 pub mod settings;
-pub mod shm;
-pub mod shadow;
-pub mod stats;
-pub mod table;
-pub mod whitelist;
-pub mod window;
 
 /// The symbols `libxhsa.so` exports, and nothing else. `tests/exports.rs` checks the built
 /// library against this list, so a symbol can neither leak nor be hidden by accident (the way a

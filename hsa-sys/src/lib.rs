@@ -27,22 +27,28 @@
 #![no_std]
 
 /// ROCr: HSA core, AMD extensions, AMD queue/signal ABI, loader extension and API tables.
+// Generated code: bindgen writes its bitfield accessors' `unsafe` blocks without SAFETY
+// comments, so that workspace lint is allowed here and only here.
 #[allow(
     non_camel_case_types,
     non_snake_case,
     non_upper_case_globals,
-    clippy::all
+    clippy::all,
+    clippy::undocumented_unsafe_blocks
 )]
 pub mod hsa {
     include!(concat!(env!("OUT_DIR"), "/hsa.rs"));
 }
 
 /// The KFD thunk interface (`hsaKmt*` functions and their types).
+// Generated code: bindgen writes its bitfield accessors' `unsafe` blocks without SAFETY
+// comments, so that workspace lint is allowed here and only here.
 #[allow(
     non_camel_case_types,
     non_snake_case,
     non_upper_case_globals,
-    clippy::all
+    clippy::all,
+    clippy::undocumented_unsafe_blocks
 )]
 pub mod hsakmt {
     include!(concat!(env!("OUT_DIR"), "/hsakmt.rs"));

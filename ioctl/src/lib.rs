@@ -54,7 +54,6 @@
 //! let call = DbgTrapArgs::decode(&bytes);
 //! assert_eq!((call.pid, call.op), (42, Some(DbgTrapOp::Disable)));
 //! ```
-#![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_debug_implementations)]
 
 pub mod abi;

@@ -12,13 +12,17 @@
 mod common;
 
 #[cfg(system_kfd_header)]
+// Generated code: bindgen writes `unsafe` operations and blocks without the SAFETY comments and
+// blocks the workspace's unsafe lints ask for, so they are allowed here and only here.
 #[allow(
     non_camel_case_types,
     non_upper_case_globals,
     non_snake_case,
     dead_code,
     clippy::all,
-    clippy::pedantic
+    clippy::pedantic,
+    unsafe_op_in_unsafe_fn,
+    clippy::undocumented_unsafe_blocks
 )]
 mod sys {
     include!(concat!(env!("OUT_DIR"), "/kfd_sys.rs"));

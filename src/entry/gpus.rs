@@ -6,11 +6,11 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 
-use crate::addr_map::AddrMap;
-use crate::fault::FaultPlan;
+use crate::entry::addr_map::AddrMap;
+use crate::path::scheduler::Scheduler;
+use crate::path::window::WindowSize;
 use crate::preempt::Preemption;
-use crate::scheduler::Scheduler;
-use crate::window::WindowSize;
+use crate::settings::fault::FaultPlan;
 
 /// Most GPUs one process schedules (KFD nodes beyond are passed through).
 pub(crate) const MAX_GPUS: usize = 64;

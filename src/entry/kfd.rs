@@ -10,7 +10,7 @@ use xhsa_ioctl::abi::queue::{CreateQueueArgs, UpdateQueueArgs};
 use std::cell::Cell;
 
 use super::{next_symbol, record};
-use crate::intercept::{KfdCreate, KfdSource};
+use crate::entry::seen::{KfdCreate, KfdSource};
 
 type CreateQueueFn =
     unsafe extern "C" fn(u32, HSA_QUEUE_TYPE, u32, HSA_QUEUE_PRIORITY, *mut libc::c_void, u64, *mut HsaEvent, *mut HsaQueueResource) -> HSAKMT_STATUS;
@@ -29,7 +29,15 @@ fn read_u32(addr: u64) -> Option<u32> {
     (n == 4).then_some(v)
 }
 
+/// `hsaKmtCreateQueue` (ROCm 5.x): the thunk's, then the KFD queue id and doorbell recorded.
+///
+/// # Safety
+///
+/// The thunk's contract of `hsaKmtCreateQueue`: `ring` is the queue's ring of `ring_bytes`,
+/// `event` what the queue type needs, `res` null or valid for writing an `HsaQueueResource`;
+/// they are passed on unchanged.
 #[no_mangle]
+// The arity is hsaKmtCreateQueue's C signature.
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn hsaKmtCreateQueue(
     node: u32,
@@ -107,6 +115,13 @@ fn runtime_update(request: libc::c_ulong, arg: *mut libc::c_void) -> Option<Upda
     (pct != a.queue_percentage).then_some(UpdateQueueArgs { queue_percentage: pct, ..a })
 }
 
+/// `ioctl`: libc's, with KFD's CREATE_QUEUE recorded and UPDATE_QUEUE kept from putting back a
+/// queue libxhsa took off.
+///
+/// # Safety
+///
+/// `ioctl(2)`'s contract: `arg` is what `request` takes; for a KFD request, null or valid for
+/// reading and writing the argument size encoded in `request`.
 #[no_mangle]
 pub unsafe extern "C" fn ioctl(fd: libc::c_int, request: libc::c_ulong, arg: *mut libc::c_void) -> libc::c_int {
     let p = next_symbol(&NEXT_IOCTL, c"libc.so.6", c"ioctl");
@@ -141,7 +156,7 @@ pub unsafe extern "C" fn ioctl(fd: libc::c_int, request: libc::c_ulong, arg: *mu
             g.seen.kfd_queue(KfdSource::Ioctl, a.ring_base_address, a.queue_id, None, Some(a.doorbell_offset), Some(a.queue_type));
             g.seen.kfd_created(a.ring_base_address, fd, KfdCreate { ring_bytes: a.ring_size, percentage: a.queue_percentage, priority: a.queue_priority });
         });
-        // SAFETY: as above.
+        // SAFETY: errno of this thread (__errno_location never returns null).
         unsafe { *libc::__errno_location() = errno };
     }
     r

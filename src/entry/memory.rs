@@ -8,8 +8,8 @@
 
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 
-use crate::packet::{Packet, PACKET_SIZE};
-use crate::shadow::QueueMemory;
+use crate::path::aql_ring::QueueMemory;
+use crate::path::packet::{Packet, PACKET_SIZE};
 
 /// The process's own memory (see the module doc for which addresses it is given).
 pub(crate) struct ProcessMemory;

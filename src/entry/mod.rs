@@ -1,8 +1,9 @@
-//! The edge of libxhsa: the symbols the runtime and the dynamic linker call. Everything here
-//! is `unsafe` FFI (raw pointers from C, function pointers from `dlsym` and the API tables),
-//! kept thin: each entry point records what it saw through the safe [`crate::intercept`] state
-//! and calls the real function exactly once, whatever happens in libxhsa.
+//! The edge of libxhsa: the symbols the runtime and the dynamic linker call, and the
+//! bookkeeping they keep. The FFI here is `unsafe` (raw pointers from C, function pointers from
+//! `dlsym` and the API tables) and kept thin: each entry point records what it saw through the
+//! safe [`seen`] state and calls the real function exactly once, whatever happens in libxhsa.
 //!
+//! The FFI:
 //! - [`tools_lib`]: `OnLoad` for `HSA_TOOLS_LIB`, patching the version-checked API tables.
 //! - [`preload`]: the `hsa_*` functions interposed under `LD_PRELOAD`.
 //! - [`kfd`]: `hsaKmtCreateQueue` (ROCm 5.x) and `ioctl` (`AMDKFD_IOC_CREATE_QUEUE`, ROCm 6.x),
@@ -10,15 +11,25 @@
 //! - [`queues`]: what each interposed queue function does (shadow queues), shared by both modes.
 //! - [`rocr`]: the ROCr functions libxhsa calls itself, and the scheduler's hardware through them.
 //! - [`memory`]: the only raw reads and writes of queue memory.
+//! - `origin`: which library a queue's creator or a dispatched kernel comes from (`dladdr`).
+//! - `kfd_port`: libxhsa's own KFD calls for preemption, on the runtime's `/dev/kfd`.
+//! - `gpus`: one scheduler per GPU the process uses.
+//!
+//! The safe bookkeeping of the edge (each `#![forbid(unsafe_code)]`, unit-tested without a
+//! runtime):
+//! - [`seen`]: what the interception saw (queues, doorbell stores, priority calls, KFD queues).
+//! - [`api_table`]: the API tables `OnLoad` receives and which entries may be replaced.
+//! - [`addr_map`]: the lock-free lookup of shadow queues and doorbells on every call.
+//!
+//! What it is not: no scheduling decision (those are safe code in [`crate::path`],
+//! [`crate::board`] and [`crate::preempt`], which the edge drives).
 //!
 //! Loaded both ways at once, an application call passes the preloaded symbol and then the
 //! patched table entry; a per-thread depth counter makes only the outer one act (a call on a
 //! shadow queue or doorbell is handled entirely by the first and never reaches the second).
 
-// The exported functions are called by C with C's contracts (valid pointers as the HSA, thunk
-// and libc APIs define them); each one's SAFETY comments say what it relies on.
-#![allow(clippy::missing_safety_doc)]
-
+pub mod addr_map;
+pub mod api_table;
 mod gpus;
 pub mod kfd;
 mod kfd_port;
@@ -27,6 +38,7 @@ mod origin;
 pub mod preload;
 pub(crate) mod queues;
 mod rocr;
+pub mod seen;
 pub mod tools_lib;
 
 use std::cell::Cell;
@@ -34,10 +46,10 @@ use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use crate::fault::{FaultPlan, ENV_FAULT_INJECT};
-use crate::intercept::{Interception, Loading};
+use crate::entry::seen::{Interception, Loading};
 use crate::preempt::PreemptSettings;
-use crate::settings::{ProcessIdentity, Settings};
+use crate::settings::config::{ProcessIdentity, Settings};
+use crate::settings::fault::{FaultPlan, ENV_FAULT_INJECT};
 
 /// Process-wide state of libxhsa.
 pub(crate) struct Global {
@@ -86,9 +98,9 @@ pub(crate) fn global() -> &'static Global {
     GLOBAL.get_or_init(|| {
         // A filter EnvFilter would take but that names no level libxhsa logs at (`infoo` reads
         // as a target name) would silence it entirely, errors included: validated first.
-        let (filter, bad_log) = crate::settings::log_filter(std::env::var(crate::settings::ENV_LOG).ok().as_deref());
+        let (filter, bad_log) = crate::settings::config::log_filter(std::env::var(crate::settings::config::ENV_LOG).ok().as_deref());
         let env_filter = tracing_subscriber::EnvFilter::try_new(&filter)
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(crate::settings::DEFAULT_LOG));
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(crate::settings::config::DEFAULT_LOG));
         let _ = tracing_subscriber::fmt().with_env_filter(env_filter).with_writer(std::io::stderr).with_target(false).try_init();
         if let Some(e) = bad_log {
             tracing::error!("xhsa: {e}");
@@ -206,7 +218,7 @@ extern "C" fn at_exit() {
         // (and its board slots are cleared by the next reader that finds this process gone).
         // Never leave a queue off the GPU.
         let mut pre = crate::preempt::watcher::PreemptSummary::default();
-        let mut total = crate::scheduler::Summary::default();
+        let mut total = crate::path::scheduler::Summary::default();
         let mut expedited = 0;
         let mut complete = true;
         for (_, gpu) in g.gpus.iter() {

@@ -1,6 +1,6 @@
 //! Which library something comes from, for the passthrough whitelist
-//! ([`crate::whitelist`]): the library that called `hsa_queue_create` (the caller's return
-//! address, resolved with `dladdr`), and the library whose code object holds a dispatched
+//! ([`crate::settings::whitelist`]): the library that called `hsa_queue_create` (the caller's
+//! return address, resolved with `dladdr`), and the library whose code object holds a dispatched
 //! kernel (ROCr's loader extension: the executable of the kernel descriptor's address, its
 //! loaded code objects' load ranges and URIs, e.g.
 //! `file:///opt/rocm/lib/librocblas.so.4#offset=123&size=456`).
@@ -68,6 +68,12 @@ struct Search<'a> {
     uri: Option<String>,
 }
 
+/// Loaded-code-object iteration callback: takes the URI of the one holding `s.address`.
+///
+/// # Safety
+///
+/// `data` is the `Search` the iteration was started with, alive and not otherwise used for the
+/// call.
 unsafe extern "C" fn visit(_exe: hsa_executable_t, lco: hsa_loaded_code_object_t, data: *mut c_void) -> hsa_status_t {
     // SAFETY: `data` is the Search passed by kernel_library, alive during the iteration.
     let s = unsafe { &mut *(data as *mut Search) };
@@ -81,7 +87,7 @@ unsafe extern "C" fn visit(_exe: hsa_executable_t, lco: hsa_loaded_code_object_t
     if s.address < base || s.address >= base.saturating_add(size) {
         return HSA_STATUS_SUCCESS;
     }
-    // SAFETY: as above; the URI is written into a buffer of its reported length.
+    // SAFETY: URI_LENGTH writes a u32 into our variable.
     unsafe { info(lco, HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_URI_LENGTH, (&mut len as *mut u32).cast()) };
     let mut buf = vec![0u8; len as usize + 1];
     // SAFETY: `buf` has room for the URI and a NUL.

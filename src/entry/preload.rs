@@ -2,6 +2,11 @@
 //! the deprecated alias names ROCr still exports (`_acquire`, `_release`, `_acq_rel`,
 //! `hsa_signal_store_release`). Each hands ROCr's next definition to [`super::queues`], which
 //! calls it at most once.
+//!
+//! Every function here is `unsafe` with the contract of the HSA function it replaces (HSA
+//! runtime specification, ROCr's `hsa.h` / `hsa_ext_amd.h`): what the application passes is
+//! passed on unchanged to ROCr's definition, except on a shadow queue or doorbell, which libxhsa
+//! handles itself.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -12,7 +17,7 @@ use super::queues::{
     SignalStoreFn, StoreIndexFn, READ_INDEX, WRITE_INDEX,
 };
 use super::{global, next_symbol};
-use crate::intercept::Loading;
+use crate::entry::seen::Loading;
 
 /// The library that defines the HSA functions (ROCm 5.x and 6.x soname).
 const ROCR: &std::ffi::CStr = c"libhsa-runtime64.so.1";
@@ -42,7 +47,16 @@ macro_rules! cname {
     }};
 }
 
+/// `hsa_queue_create`: a shadow queue over a hardware queue ROCr creates, or the hardware queue
+/// itself (see `queues::queue_create`).
+///
+/// # Safety
+///
+/// `hsa_queue_create`'s contract: `queue` is null or valid for writing a queue pointer;
+/// `callback` is `None` or a function that may be called with the queue's errors and `data`
+/// (from any thread, until the queue is destroyed).
 #[no_mangle]
+// The arity is hsa_queue_create's C signature.
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn hsa_queue_create(
     agent: hsa_agent_t,
@@ -56,28 +70,47 @@ pub unsafe extern "C" fn hsa_queue_create(
 ) -> hsa_status_t {
     global().announce(Loading::Preload);
     let real = next!(c"hsa_queue_create", QueueCreateFn);
-    // SAFETY: the caller's arguments, passed on.
+    // SAFETY: ROCr's definition (or None), given the caller's arguments under its contract.
     unsafe { queues::queue_create(real, agent, size, kind, callback, data, private_size, group_size, queue) }
 }
 
+/// `hsa_queue_destroy`: a shadow is drained and freed with its hardware queue.
+///
+/// # Safety
+///
+/// `hsa_queue_destroy`'s contract: `queue` was returned by `hsa_queue_create`, is not yet
+/// destroyed, and no other thread uses it during or after the call.
 #[no_mangle]
 pub unsafe extern "C" fn hsa_queue_destroy(queue: *mut hsa_queue_t) -> hsa_status_t {
-    // SAFETY: as above.
+    // SAFETY: ROCr's definition (or None), given the caller's queue under its contract.
     unsafe { queues::queue_destroy(next!(c"hsa_queue_destroy", QueueFn), queue) }
 }
 
+/// `hsa_queue_inactivate`: on a shadow, its held packets are dropped and its hardware queue
+/// inactivated.
+///
+/// # Safety
+///
+/// `hsa_queue_inactivate`'s contract: `queue` was returned by `hsa_queue_create` and is not
+/// destroyed.
 #[no_mangle]
 pub unsafe extern "C" fn hsa_queue_inactivate(queue: *mut hsa_queue_t) -> hsa_status_t {
-    // SAFETY: as above.
+    // SAFETY: ROCr's definition (or None), given the caller's queue under its contract.
     unsafe { queues::queue_inactivate(next!(c"hsa_queue_inactivate", QueueFn), queue) }
 }
 
 macro_rules! load_index {
     ($($name:ident, $field:expr, $order:expr;)*) => {$(
+        #[doc = concat!("`", stringify!($name), "`: a shadow's own index, else ROCr's.")]
+        ///
+        /// # Safety
+        ///
+        /// The HSA contract of the function of that name: `queue` was returned by
+        /// `hsa_queue_create` and is not destroyed.
         #[no_mangle]
         pub unsafe extern "C" fn $name(queue: *const hsa_queue_t) -> u64 {
             let real = next!(cname!($name), LoadIndexFn);
-            // SAFETY: as above.
+            // SAFETY: ROCr's definition (or None), given the caller's queue under its contract.
             unsafe { queues::load_index(real, queue, $field, $order) }
         }
     )*};
@@ -85,10 +118,16 @@ macro_rules! load_index {
 
 macro_rules! store_write_index {
     ($($name:ident, $order:expr;)*) => {$(
+        #[doc = concat!("`", stringify!($name), "`: a shadow's own write index, else ROCr's.")]
+        ///
+        /// # Safety
+        ///
+        /// The HSA contract of the function of that name: `queue` was returned by
+        /// `hsa_queue_create` and is not destroyed.
         #[no_mangle]
         pub unsafe extern "C" fn $name(queue: *const hsa_queue_t, value: u64) {
             let real = next!(cname!($name), StoreIndexFn);
-            // SAFETY: as above.
+            // SAFETY: ROCr's definition (or None), given the caller's queue under its contract.
             unsafe { queues::store_write_index(real, queue, value, $order) }
         }
     )*};
@@ -96,10 +135,16 @@ macro_rules! store_write_index {
 
 macro_rules! cas_write_index {
     ($($name:ident, $order:expr;)*) => {$(
+        #[doc = concat!("`", stringify!($name), "`: a shadow's own write index, else ROCr's.")]
+        ///
+        /// # Safety
+        ///
+        /// The HSA contract of the function of that name: `queue` was returned by
+        /// `hsa_queue_create` and is not destroyed.
         #[no_mangle]
         pub unsafe extern "C" fn $name(queue: *const hsa_queue_t, expected: u64, value: u64) -> u64 {
             let real = next!(cname!($name), CasIndexFn);
-            // SAFETY: as above.
+            // SAFETY: ROCr's definition (or None), given the caller's queue under its contract.
             unsafe { queues::cas_write_index(real, queue, expected, value, $order) }
         }
     )*};
@@ -107,10 +152,16 @@ macro_rules! cas_write_index {
 
 macro_rules! add_write_index {
     ($($name:ident, $order:expr;)*) => {$(
+        #[doc = concat!("`", stringify!($name), "`: a shadow's own write index, else ROCr's.")]
+        ///
+        /// # Safety
+        ///
+        /// The HSA contract of the function of that name: `queue` was returned by
+        /// `hsa_queue_create` and is not destroyed.
         #[no_mangle]
         pub unsafe extern "C" fn $name(queue: *const hsa_queue_t, value: u64) -> u64 {
             let real = next!(cname!($name), AddIndexFn);
-            // SAFETY: as above.
+            // SAFETY: ROCr's definition (or None), given the caller's queue under its contract.
             unsafe { queues::add_write_index(real, queue, value, $order) }
         }
     )*};
@@ -118,10 +169,16 @@ macro_rules! add_write_index {
 
 macro_rules! store_read_index {
     ($($name:ident;)*) => {$(
+        #[doc = concat!("`", stringify!($name), "`: ignored on a shadow, else ROCr's.")]
+        ///
+        /// # Safety
+        ///
+        /// The HSA contract of the function of that name: `queue` was returned by
+        /// `hsa_queue_create` and is not destroyed.
         #[no_mangle]
         pub unsafe extern "C" fn $name(queue: *const hsa_queue_t, value: u64) {
             let real = next!(cname!($name), StoreIndexFn);
-            // SAFETY: as above.
+            // SAFETY: ROCr's definition (or None), given the caller's queue under its contract.
             unsafe { queues::store_read_index(real, queue, value) }
         }
     )*};
@@ -129,10 +186,16 @@ macro_rules! store_read_index {
 
 macro_rules! signal_store {
     ($($name:ident;)*) => {$(
+        #[doc = concat!("`", stringify!($name), "`: a forwarding pass on a shadow doorbell, else ROCr's.")]
+        ///
+        /// # Safety
+        ///
+        /// The HSA contract of the function of that name: `signal` is a signal created by the
+        /// runtime and not destroyed.
         #[no_mangle]
         pub unsafe extern "C" fn $name(signal: hsa_signal_t, value: hsa_signal_value_t) {
             let real = next!(cname!($name), SignalStoreFn);
-            // SAFETY: as above.
+            // SAFETY: ROCr's definition (or None), given the caller's signal under its contract.
             unsafe { queues::signal_store(real, signal, value) }
         }
     )*};
@@ -187,26 +250,54 @@ signal_store! {
     hsa_signal_silent_store_screlease;
 }
 
+/// `hsa_amd_queue_set_priority`: on the hardware queue behind a shadow, which also takes the
+/// stream priority into libxhsa's rings.
+///
+/// # Safety
+///
+/// `hsa_amd_queue_set_priority`'s contract: `queue` was returned by `hsa_queue_create` and is
+/// not destroyed.
 #[no_mangle]
 pub unsafe extern "C" fn hsa_amd_queue_set_priority(queue: *mut hsa_queue_t, priority: hsa_amd_queue_priority_t) -> hsa_status_t {
-    // SAFETY: as above.
+    // SAFETY: ROCr's definition (or None), given the caller's arguments under its contract.
     unsafe { queues::set_priority(next!(c"hsa_amd_queue_set_priority", SetPriorityFn), queue, priority) }
 }
 
+/// `hsa_amd_queue_cu_set_mask`: on the hardware queue behind a shadow.
+///
+/// # Safety
+///
+/// `hsa_amd_queue_cu_set_mask`'s contract: `queue` was returned by `hsa_queue_create` and is
+/// not destroyed; `mask` points to `count` bits (`count / 32` rounded up `u32`s) readable for
+/// the call.
 #[no_mangle]
 pub unsafe extern "C" fn hsa_amd_queue_cu_set_mask(queue: *const hsa_queue_t, count: u32, mask: *const u32) -> hsa_status_t {
-    // SAFETY: as above.
+    // SAFETY: ROCr's definition (or None), given the caller's arguments under its contract.
     unsafe { queues::cu_set_mask(next!(c"hsa_amd_queue_cu_set_mask", CuSetMaskFn), queue, count, mask) }
 }
 
+/// `hsa_amd_queue_cu_get_mask`: from the hardware queue behind a shadow.
+///
+/// # Safety
+///
+/// `hsa_amd_queue_cu_get_mask`'s contract: `queue` was returned by `hsa_queue_create` and is
+/// not destroyed; `mask` points to `count` bits (`count / 32` rounded up `u32`s) writable for
+/// the call.
 #[no_mangle]
 pub unsafe extern "C" fn hsa_amd_queue_cu_get_mask(queue: *const hsa_queue_t, count: u32, mask: *mut u32) -> hsa_status_t {
-    // SAFETY: as above.
+    // SAFETY: ROCr's definition (or None), given the caller's arguments under its contract.
     unsafe { queues::cu_get_mask(next!(c"hsa_amd_queue_cu_get_mask", CuGetMaskFn), queue, count, mask) }
 }
 
+/// `hsa_amd_profiling_set_profiler_enabled`: on the hardware queue behind a shadow, mirrored
+/// into the shadow.
+///
+/// # Safety
+///
+/// `hsa_amd_profiling_set_profiler_enabled`'s contract: `queue` was returned by
+/// `hsa_queue_create` and is not destroyed.
 #[no_mangle]
 pub unsafe extern "C" fn hsa_amd_profiling_set_profiler_enabled(queue: *mut hsa_queue_t, enable: libc::c_int) -> hsa_status_t {
-    // SAFETY: as above.
+    // SAFETY: ROCr's definition (or None), given the caller's arguments under its contract.
     unsafe { queues::set_profiler_enabled(next!(c"hsa_amd_profiling_set_profiler_enabled", ProfilerFn), queue, enable) }
 }

@@ -8,10 +8,15 @@
 //!   hardware queue itself (passthrough for that queue).
 //! - Index functions on a shadow act on the shadow's indices; everything else passes through.
 //! - A store to a shadow doorbell runs a forwarding pass on the caller's thread
-//!   ([`crate::scheduler::Scheduler::pass`]); any other signal store passes through after one
+//!   ([`crate::path::scheduler::Scheduler::pass`]); any other signal store passes through after one
 //!   lock-free lookup.
 //! - CU mask, priority, profiling and inactivate apply to the hardware queue; destroy drains.
 //! - The hardware queue's errors reach the application's callback with the shadow pointer.
+//!
+//! Each interposed function here takes `real`, the definition it replaces (`None` when it was
+//! not found: then it fails as the HSA function would, or does nothing), and is `unsafe` with
+//! the contract of the HSA function of its name (see [`super::preload`]): `real` must be that
+//! function, and the other arguments must meet that function's HSA contract.
 
 use std::collections::BTreeMap;
 use std::ffi::c_void;
@@ -29,14 +34,14 @@ use hsa_sys::hsa::{
 use super::memory::{self, ProcessMemory};
 use super::rocr::{rocr, RocrHardware};
 use super::{depth, global, inside, outermost, Global};
-use crate::addr_map::AddrMap;
-use crate::fault::Point;
-use crate::priority::StreamPriority;
-use crate::queue::{HwQueue, ShadowQueue, TRACKING_START};
-use crate::ring::QueueId;
-use crate::scheduler::{Drain, Scheduler};
-use crate::shadow::AqlRing;
-use crate::window::Nanos;
+use crate::entry::addr_map::AddrMap;
+use crate::path::aql_ring::AqlRing;
+use crate::path::partition::QueueId;
+use crate::path::scheduler::{Drain, Scheduler};
+use crate::path::shadow_queue::{HwQueue, ShadowQueue, TRACKING_START};
+use crate::path::window::Nanos;
+use crate::settings::fault::Point;
+use crate::settings::priority::StreamPriority;
 
 pub(crate) type QueueCallback = Option<unsafe extern "C" fn(hsa_status_t, *mut hsa_queue_t, *mut c_void)>;
 pub(crate) type QueueCreateFn =
@@ -172,6 +177,11 @@ fn passes_wanted(gpu: usize) {
 }
 
 /// The completion handler of tracking signals (ROCr's async thread); `arg` is the queue id.
+///
+/// # Safety
+///
+/// None beyond being called as an `hsa_amd_signal_async_handler`: `arg` is a queue id carried
+/// as a pointer, never dereferenced.
 unsafe extern "C" fn tracking_done(value: hsa_signal_value_t, arg: *mut c_void) -> bool {
     let id = QueueId(arg as u64);
     let _ = catch_unwind(|| with_queue(id.0, |s, m, hw, now| s.on_tracking(id, value, m, hw, now)));
@@ -181,6 +191,12 @@ unsafe extern "C" fn tracking_done(value: hsa_signal_value_t, arg: *mut c_void) 
 
 /// libxhsa's error callback on a hardware queue: the application's, with the queue pointer it
 /// holds and its own data.
+///
+/// # Safety
+///
+/// Called by ROCr as the queue error callback libxhsa registered: `data` is the queue id
+/// (never dereferenced), `source` the hardware queue. The application's callback is called as
+/// ROCr would have called it, which `hsa_queue_create`'s caller made safe.
 unsafe extern "C" fn hw_queue_error(status: hsa_status_t, source: *mut hsa_queue_t, data: *mut c_void) {
     let id = data as u64;
     let entry = catch_unwind(|| callbacks().get(&id).copied()).ok().flatten();
@@ -205,6 +221,13 @@ fn log_once(flag: &AtomicBool, f: impl FnOnce()) {
 }
 
 /// `hsa_queue_create`: see the module doc.
+///
+/// # Safety
+///
+/// `real` is `None` or `hsa_queue_create`; the other arguments meet `hsa_queue_create`'s
+/// contract: `queue` is null or valid for writing a queue pointer, `callback` is `None` or may
+/// be called with the queue's errors and `data`.
+// The arity is hsa_queue_create's C signature, plus `real`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn queue_create(
     real: Option<QueueCreateFn>,
@@ -220,7 +243,8 @@ pub(crate) unsafe fn queue_create(
     let Some(real) = real else { return HSA_STATUS_ERROR };
     let g = global();
     let call = |cb: QueueCallback, d: *mut c_void, out: *mut *mut hsa_queue_t| {
-        // SAFETY: the caller's arguments, with libxhsa's callback when it shadows the queue.
+        // SAFETY: `real` is hsa_queue_create and the caller's arguments meet its contract; a
+        // callback libxhsa substitutes (hw_queue_error, with a queue id as data) meets it too.
         inside(|| unsafe { real(agent, size, kind, cb, d, private_size, group_size, out) })
     };
     if g.passthrough() || depth() > 0 || queue.is_null() {
@@ -288,7 +312,7 @@ pub(crate) unsafe fn queue_create(
 }
 
 /// Whether the running ROCr is a version whose private queue layout libxhsa knows (the shadow
-/// copies the word after `amd_queue_t`, [`CORE_QUEUE_WORD`]; `table::shared_queue_layout_known`),
+/// copies the word after `amd_queue_t`, [`CORE_QUEUE_WORD`]; `api_table::shared_queue_layout_known`),
 /// asked once. When it is not, one warning says so and every queue is passed through unshadowed.
 fn rocr_layout_known() -> bool {
     static KNOWN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -296,7 +320,7 @@ fn rocr_layout_known() -> bool {
         // Without ROCr's functions no shadow can be built anyway; build_shadow says why.
         let Some(r) = rocr() else { return true };
         let id = inside(|| r.build_id());
-        match crate::table::shared_queue_layout_known(id.as_deref()) {
+        match crate::entry::api_table::shared_queue_layout_known(id.as_deref()) {
             Ok(v) => {
                 tracing::debug!("xhsa: ROCr {v} (build {:?}): known queue layout", id.unwrap_or_default());
                 true
@@ -343,7 +367,7 @@ fn init_kernel_filter(gpu: usize) {
     if g.settings.passthrough.is_empty() {
         return;
     }
-    let filter = crate::scheduler::KernelFilter(std::sync::Arc::new(move |ko| {
+    let filter = crate::path::scheduler::KernelFilter(std::sync::Arc::new(move |ko| {
         super::origin::kernel_matches(ko, |uri| g.settings.passthrough.matches(uri).is_some())
     }));
     with_gpu(gpu, |s, _, _, _| s.set_passthrough_kernels(filter));
@@ -363,21 +387,21 @@ fn attach_board(g: &Global, gpu: usize, node: Option<u32>) {
         tracing::warn!("xhsa: the GPU's KFD node id is unknown, so no board: only this process's queues are scheduled against each other");
         return;
     };
-    let place = match crate::board_link::place_from_settings(&g.settings) {
+    let place = match crate::board::link::place_from_settings(&g.settings) {
         Ok(place) => place,
         Err(e) => {
             tracing::error!("xhsa: {e}; no board: only this process's queues are scheduled against each other");
             return;
         }
     };
-    match crate::board_link::BoardLink::open(&place, node) {
+    match crate::board::link::BoardLink::open(&place, node) {
         Ok(link) => {
             tracing::info!("xhsa: board {}", link.path().display());
             let link = std::sync::Arc::new(link);
             let waker = link.clone();
             with_gpu(gpu, |s, _, _, _| {
                 s.attach_board(link.clone());
-                s.set_notifier(crate::scheduler::Notifier(std::sync::Arc::new(move || waker.notify())));
+                s.set_notifier(crate::path::scheduler::Notifier(std::sync::Arc::new(move || waker.notify())));
             });
             start_preemption(g, gpu, link);
         }
@@ -386,7 +410,7 @@ fn attach_board(g: &Global, gpu: usize, node: Option<u32>) {
 }
 
 /// Starts the process's preemption watcher over the board, with the runtime's KFD descriptor.
-fn start_preemption(g: &Global, gpu: usize, link: std::sync::Arc<crate::board_link::BoardLink>) {
+fn start_preemption(g: &Global, gpu: usize, link: std::sync::Arc<crate::board::link::BoardLink>) {
     let Some(this) = g.gpus.get(gpu) else { return };
     let settings = g.preempt_settings;
     if settings.mode == crate::preempt::PreemptMode::Off {
@@ -433,7 +457,7 @@ fn build_shadow(g: &Global, id: u64, agent: hsa_agent_t, hw: u64, size: u32) -> 
     if hw_size == 0 || !hw_size.is_power_of_two() || hw_ring.base == 0 {
         return Err(format!("the hardware queue has an unexpected ring ({hw_size} slots at {:#x})", hw_ring.base));
     }
-    let bytes = RING_OFFSET as usize + size as usize * crate::packet::PACKET_SIZE;
+    let bytes = RING_OFFSET as usize + size as usize * crate::path::packet::PACKET_SIZE;
     let mem = inside(|| r.alloc_gpu_visible(agent, bytes)).ok_or("no GPU-readable fine-grained system memory")?;
     let Some(doorbell) = inside(|| r.signal_create(0)) else {
         inside(|| r.free(mem));
@@ -494,6 +518,11 @@ fn build_shadow(g: &Global, id: u64, agent: hsa_agent_t, hw: u64, size: u32) -> 
 const DESTROY_PATIENCE: Duration = Duration::from_secs(30);
 
 /// `hsa_queue_destroy`.
+///
+/// # Safety
+///
+/// `real` is `None` or `hsa_queue_destroy`; `queue` was returned by `hsa_queue_create`, is not
+/// destroyed, and no other thread uses it during or after the call.
 pub(crate) unsafe fn queue_destroy(real: Option<QueueFn>, queue: *mut hsa_queue_t) -> hsa_status_t {
     let Some(real) = real else { return HSA_STATUS_ERROR };
     if let Some(id) = SHADOWS.get(queue as u64) {
@@ -505,7 +534,7 @@ pub(crate) unsafe fn queue_destroy(real: Option<QueueFn>, queue: *mut hsa_queue_
             g.seen.queue_destroyed(memory::read_u64(queue as u64 + DOORBELL));
         }
     });
-    // SAFETY: forwarding unchanged.
+    // SAFETY: the caller's arguments, unchanged, to the function they were meant for (# Safety).
     inside(|| unsafe { real(queue) })
 }
 
@@ -579,6 +608,11 @@ fn destroy_shadow(real: QueueFn, shadow: u64, id: QueueId) -> hsa_status_t {
 }
 
 /// `hsa_queue_inactivate`.
+///
+/// # Safety
+///
+/// `real` is `None` or `hsa_queue_inactivate`; `queue` was returned by `hsa_queue_create` and is
+/// not destroyed.
 pub(crate) unsafe fn queue_inactivate(real: Option<QueueFn>, queue: *mut hsa_queue_t) -> hsa_status_t {
     let Some(real) = real else { return HSA_STATUS_ERROR };
     let target = match SHADOWS.get(queue as u64) {
@@ -598,6 +632,11 @@ fn hw_of(queue: u64) -> u64 {
 }
 
 /// A queue-index load.
+///
+/// # Safety
+///
+/// `real` is `None` or the HSA function this call replaces; `queue` was returned by
+/// `hsa_queue_create` and is not destroyed.
 pub(crate) unsafe fn load_index(real: Option<LoadIndexFn>, queue: *const hsa_queue_t, field: u64, order: Ordering) -> u64 {
     if SHADOWS.contains(queue as u64) {
         let v = memory::index(queue as u64 + field).load(order);
@@ -610,23 +649,33 @@ pub(crate) unsafe fn load_index(real: Option<LoadIndexFn>, queue: *const hsa_que
         }
         return v;
     }
-    // SAFETY: forwarding unchanged.
+    // SAFETY: the caller's arguments, unchanged, to the function they were meant for (# Safety).
     real.map_or(0, |f| unsafe { f(queue) })
 }
 
 /// `hsa_queue_store_write_index_*`.
+///
+/// # Safety
+///
+/// `real` is `None` or the HSA function this call replaces; `queue` was returned by
+/// `hsa_queue_create` and is not destroyed.
 pub(crate) unsafe fn store_write_index(real: Option<StoreIndexFn>, queue: *const hsa_queue_t, value: u64, order: Ordering) {
     if SHADOWS.contains(queue as u64) {
         memory::index(queue as u64 + WRITE_INDEX).store(value, order);
         return;
     }
     if let Some(f) = real {
-        // SAFETY: forwarding unchanged.
+        // SAFETY: the caller's arguments, unchanged, to the function they were meant for (# Safety).
         unsafe { f(queue, value) }
     }
 }
 
 /// `hsa_queue_cas_write_index_*`: returns the value found.
+///
+/// # Safety
+///
+/// `real` is `None` or the HSA function this call replaces; `queue` was returned by
+/// `hsa_queue_create` and is not destroyed.
 pub(crate) unsafe fn cas_write_index(real: Option<CasIndexFn>, queue: *const hsa_queue_t, expected: u64, value: u64, order: Ordering) -> u64 {
     if SHADOWS.contains(queue as u64) {
         let failure = match order {
@@ -636,21 +685,31 @@ pub(crate) unsafe fn cas_write_index(real: Option<CasIndexFn>, queue: *const hsa
         let r = memory::index(queue as u64 + WRITE_INDEX).compare_exchange(expected, value, order, failure);
         return r.unwrap_or_else(|found| found);
     }
-    // SAFETY: forwarding unchanged.
+    // SAFETY: the caller's arguments, unchanged, to the function they were meant for (# Safety).
     real.map_or(0, |f| unsafe { f(queue, expected, value) })
 }
 
 /// `hsa_queue_add_write_index_*`: returns the previous value.
+///
+/// # Safety
+///
+/// `real` is `None` or the HSA function this call replaces; `queue` was returned by
+/// `hsa_queue_create` and is not destroyed.
 pub(crate) unsafe fn add_write_index(real: Option<AddIndexFn>, queue: *const hsa_queue_t, value: u64, order: Ordering) -> u64 {
     if SHADOWS.contains(queue as u64) {
         return memory::index(queue as u64 + WRITE_INDEX).fetch_add(value, order);
     }
-    // SAFETY: forwarding unchanged.
+    // SAFETY: the caller's arguments, unchanged, to the function they were meant for (# Safety).
     real.map_or(0, |f| unsafe { f(queue, value) })
 }
 
 /// `hsa_queue_store_read_index_*`: illegal on hardware queues (ROCr asserts); on a shadow it is
 /// ignored with a warning.
+///
+/// # Safety
+///
+/// `real` is `None` or the HSA function this call replaces; `queue` was returned by
+/// `hsa_queue_create` and is not destroyed.
 pub(crate) unsafe fn store_read_index(real: Option<StoreIndexFn>, queue: *const hsa_queue_t, value: u64) {
     if SHADOWS.contains(queue as u64) {
         static SAID: AtomicBool = AtomicBool::new(false);
@@ -658,12 +717,17 @@ pub(crate) unsafe fn store_read_index(real: Option<StoreIndexFn>, queue: *const 
         return;
     }
     if let Some(f) = real {
-        // SAFETY: forwarding unchanged.
+        // SAFETY: the caller's arguments, unchanged, to the function they were meant for (# Safety).
         unsafe { f(queue, value) }
     }
 }
 
 /// `hsa_signal_store_*` and `hsa_signal_silent_store_*`.
+///
+/// # Safety
+///
+/// `real` is `None` or the HSA function this call replaces; `signal` was created by the runtime
+/// and is not destroyed.
 pub(crate) unsafe fn signal_store(real: Option<SignalStoreFn>, signal: hsa_signal_t, value: hsa_signal_value_t) {
     if let Some(id) = DOORBELLS.get(signal.handle) {
         let g = global();
@@ -675,13 +739,18 @@ pub(crate) unsafe fn signal_store(real: Option<SignalStoreFn>, signal: hsa_signa
     }
     outermost(|g| g.seen.signal_store(signal.handle));
     if let Some(real) = real {
-        // SAFETY: forwarding unchanged.
+        // SAFETY: the caller's arguments, unchanged, to the function they were meant for (# Safety).
         inside(|| unsafe { real(signal, value) });
     }
 }
 
 /// `hsa_amd_queue_set_priority`: the hardware queue gets it (KFD priority), and the shadow's
 /// stream priority in libxhsa's rings.
+///
+/// # Safety
+///
+/// `real` is `None` or `hsa_amd_queue_set_priority`; `queue` was returned by `hsa_queue_create`
+/// and is not destroyed.
 pub(crate) unsafe fn set_priority(real: Option<SetPriorityFn>, queue: *mut hsa_queue_t, priority: hsa_amd_queue_priority_t) -> hsa_status_t {
     let Some(real) = real else { return HSA_STATUS_ERROR };
     outermost(|g| g.seen.priority_call());
@@ -707,6 +776,11 @@ pub(crate) unsafe fn set_priority(real: Option<SetPriorityFn>, queue: *mut hsa_q
 }
 
 /// `hsa_amd_queue_cu_set_mask`: on the hardware queue.
+///
+/// # Safety
+///
+/// `real` is `None` or `hsa_amd_queue_cu_set_mask`; `queue` was returned by `hsa_queue_create`
+/// and is not destroyed; `mask` holds `count` bits readable for the call.
 pub(crate) unsafe fn cu_set_mask(real: Option<CuSetMaskFn>, queue: *const hsa_queue_t, count: u32, mask: *const u32) -> hsa_status_t {
     let Some(real) = real else { return HSA_STATUS_ERROR };
     // SAFETY: the caller's arguments, with the hardware queue behind a shadow.
@@ -714,19 +788,31 @@ pub(crate) unsafe fn cu_set_mask(real: Option<CuSetMaskFn>, queue: *const hsa_qu
 }
 
 /// `hsa_amd_queue_cu_get_mask`: from the hardware queue.
+///
+/// # Safety
+///
+/// `real` is `None` or `hsa_amd_queue_cu_get_mask`; `queue` was returned by `hsa_queue_create`
+/// and is not destroyed; `mask` has room for `count` bits, writable for the call.
 pub(crate) unsafe fn cu_get_mask(real: Option<CuGetMaskFn>, queue: *const hsa_queue_t, count: u32, mask: *mut u32) -> hsa_status_t {
     let Some(real) = real else { return HSA_STATUS_ERROR };
-    // SAFETY: as above.
+    // SAFETY: the caller's arguments, with the hardware queue behind a shadow (alive while the
+    // shadow is).
     inside(|| unsafe { real(hw_of(queue as u64) as *const hsa_queue_t, count, mask) })
 }
 
 /// `hsa_amd_profiling_set_profiler_enabled`: on the hardware queue (whose `amd_queue_t` the
 /// packet processor reads); the profiling bit is mirrored into the shadow.
+///
+/// # Safety
+///
+/// `real` is `None` or `hsa_amd_profiling_set_profiler_enabled`; `queue` was returned by
+/// `hsa_queue_create` and is not destroyed.
 pub(crate) unsafe fn set_profiler_enabled(real: Option<ProfilerFn>, queue: *mut hsa_queue_t, enable: libc::c_int) -> hsa_status_t {
     let Some(real) = real else { return HSA_STATUS_ERROR };
     let shadow = queue as u64;
     let hw = hw_of(shadow);
-    // SAFETY: as above.
+    // SAFETY: the caller's queue, or the hardware queue behind its shadow (alive while the
+    // shadow is).
     let status = inside(|| unsafe { real(hw as *mut hsa_queue_t, enable) });
     if hw != shadow && status == HSA_STATUS_SUCCESS {
         memory::write_u32(shadow + QUEUE_PROPERTIES, memory::read_u32(hw + QUEUE_PROPERTIES));

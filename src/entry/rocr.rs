@@ -16,10 +16,10 @@ use hsa_sys::hsa::{
 };
 
 use super::next_symbol;
-use crate::queue::HwQueue;
-use crate::ring::QueueId;
-use crate::scheduler::Hardware;
-use crate::table::Hook;
+use crate::entry::api_table::Hook;
+use crate::path::partition::QueueId;
+use crate::path::scheduler::Hardware;
+use crate::path::shadow_queue::HwQueue;
 
 const ROCR: &CStr = c"libhsa-runtime64.so.1";
 
@@ -125,12 +125,12 @@ impl Hardware for RocrHardware {
     }
 
     fn read_index(&self, hw: &HwQueue) -> u64 {
-        // SAFETY: as above.
+        // SAFETY: a live hardware queue libxhsa created (destroyed only after its shadow).
         unsafe { (self.rocr.load_read_index)(hw.queue as *const hsa_queue_t) }
     }
 
     fn write_index(&self, hw: &HwQueue) -> u64 {
-        // SAFETY: as above.
+        // SAFETY: a live hardware queue libxhsa created (destroyed only after its shadow).
         unsafe { (self.rocr.load_write_index)(hw.queue as *const hsa_queue_t) }
     }
 
@@ -178,7 +178,7 @@ impl Rocr {
     }
 
     /// Gives hardware queue `hw` the priority `p` (KFD's queue priority); false if ROCr refused.
-    pub fn set_hw_priority(&self, hw: u64, p: crate::priority::StreamPriority) -> bool {
+    pub fn set_hw_priority(&self, hw: u64, p: crate::settings::priority::StreamPriority) -> bool {
         let Some(f) = self.set_priority else { return false };
         // SAFETY: a live hardware queue libxhsa created; a valid hsa_amd_queue_priority_t.
         unsafe { f(hw as *mut hsa_queue_t, p.to_hsa()) == HSA_STATUS_SUCCESS }
@@ -241,6 +241,13 @@ struct PoolSearch<'a> {
     found: u64,
 }
 
+/// `hsa_amd_agent_iterate_memory_pools` callback: remembers the first fine-grained global pool
+/// the runtime allocates from.
+///
+/// # Safety
+///
+/// `data` is the `PoolSearch` the iteration was started with, alive and not otherwise used for
+/// the call.
 unsafe extern "C" fn pick_pool(pool: hsa_amd_memory_pool_t, data: *mut c_void) -> hsa_status_t {
     // SAFETY: `data` is the PoolSearch passed by fine_grained_pool, alive during the iteration.
     let s = unsafe { &mut *(data as *mut PoolSearch) };
@@ -259,8 +266,13 @@ unsafe extern "C" fn pick_pool(pool: hsa_amd_memory_pool_t, data: *mut c_void) -
     HSA_STATUS_SUCCESS
 }
 
+/// `hsa_iterate_agents` callback: searches the pools of CPU agents with [`pick_pool`].
+///
+/// # Safety
+///
+/// As for [`pick_pool`]: `data` is the `PoolSearch` of the iteration.
 unsafe extern "C" fn pick_cpu(agent: hsa_agent_t, data: *mut c_void) -> hsa_status_t {
-    // SAFETY: as in pick_pool.
+    // SAFETY: `data` is the PoolSearch passed by fine_grained_pool, alive during the iteration.
     let s = unsafe { &mut *(data as *mut PoolSearch) };
     let mut kind: u32 = u32::MAX;
     // SAFETY: HSA_AGENT_INFO_DEVICE writes an hsa_device_type_t (u32).

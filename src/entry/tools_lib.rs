@@ -1,6 +1,10 @@
 //! `HSA_TOOLS_LIB`: ROCr calls `OnLoad` with its API tables during `hsa_init`; libxhsa replaces
-//! the entries of [`crate::table::plan`] (checked by version and size) with its own, which
-//! call the saved originals.
+//! the entries of [`crate::entry::api_table::plan`] (checked by version and size) with its own,
+//! which call the saved originals.
+//!
+//! Every replacement entry here is `unsafe` with the contract of the HSA function whose entry it
+//! replaces (as the preloaded functions of [`super::preload`]); it calls the original entry,
+//! saved by `OnLoad`, with the caller's arguments.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -8,8 +12,8 @@ use hsa_sys::hsa::{hsa_agent_t, hsa_amd_queue_priority_t, hsa_queue_t, hsa_queue
 
 use super::global;
 use super::queues::{self, QueueCallback, READ_INDEX, WRITE_INDEX};
-use crate::intercept::Loading;
-use crate::table::{plan, Hook, Table, TableVersion};
+use crate::entry::api_table::{plan, Hook, Table, TableVersion};
+use crate::entry::seen::Loading;
 
 /// The original table entries libxhsa replaced, by [`Hook`] (0: not patched).
 static ORIGINALS: [AtomicUsize; Hook::ALL.len()] = [const { AtomicUsize::new(0) }; Hook::ALL.len()];
@@ -25,6 +29,13 @@ fn orig<T: Copy>(h: Hook) -> Option<T> {
     (p != 0).then(|| unsafe { std::mem::transmute_copy::<usize, T>(&p) })
 }
 
+/// The `hsa_queue_create` entry.
+///
+/// # Safety
+///
+/// `hsa_queue_create`'s contract: `queue` is null or valid for writing a queue pointer;
+/// `callback` is `None` or may be called with the queue's errors and `data`.
+// The arity is hsa_queue_create's C signature.
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C" fn hook_queue_create(
     agent: hsa_agent_t,
@@ -36,17 +47,29 @@ unsafe extern "C" fn hook_queue_create(
     group_size: u32,
     queue: *mut *mut hsa_queue_t,
 ) -> hsa_status_t {
-    // SAFETY: ROCr's arguments, passed on to ROCr's own entry.
+    // SAFETY: the saved original entry (or None), given the caller's arguments under its contract.
     unsafe { queues::queue_create(orig(Hook::QueueCreate), agent, size, kind, callback, data, private_size, group_size, queue) }
 }
 
+/// The `hsa_queue_destroy` entry.
+///
+/// # Safety
+///
+/// `hsa_queue_destroy`'s contract: `queue` was returned by `hsa_queue_create`, is not yet
+/// destroyed, and no other thread uses it during or after the call.
 unsafe extern "C" fn hook_queue_destroy(queue: *mut hsa_queue_t) -> hsa_status_t {
-    // SAFETY: as above.
+    // SAFETY: the saved original entry (or None), given the caller's queue under its contract.
     unsafe { queues::queue_destroy(orig(Hook::QueueDestroy), queue) }
 }
 
+/// The `hsa_queue_inactivate` entry.
+///
+/// # Safety
+///
+/// `hsa_queue_inactivate`'s contract: `queue` was returned by `hsa_queue_create` and is not
+/// destroyed.
 unsafe extern "C" fn hook_queue_inactivate(queue: *mut hsa_queue_t) -> hsa_status_t {
-    // SAFETY: as above.
+    // SAFETY: the saved original entry (or None), given the caller's queue under its contract.
     unsafe { queues::queue_inactivate(orig(Hook::QueueInactivate), queue) }
 }
 
@@ -57,28 +80,76 @@ macro_rules! hooks {
      add: [$($aname:ident, $ahook:ident, $aorder:ident;)*]
      store_read: [$($rname:ident, $rhook:ident;)*]
      signal: [$($gname:ident, $ghook:ident;)*]) => {
-        $(unsafe extern "C" fn $lname(queue: *const hsa_queue_t) -> u64 {
-            // SAFETY: as above.
+        $(
+        /// A queue-index load entry.
+        ///
+        /// # Safety
+        ///
+        /// The HSA contract of the function whose entry it replaces: `queue` was returned by
+        /// `hsa_queue_create` and is not destroyed.
+        unsafe extern "C" fn $lname(queue: *const hsa_queue_t) -> u64 {
+            // SAFETY: the saved original entry (or None), given the caller's queue under its
+            // contract.
             unsafe { queues::load_index(orig(Hook::$lhook), queue, $lfield, Ordering::$lorder) }
         })*
-        $(unsafe extern "C" fn $sname(queue: *const hsa_queue_t, value: u64) {
-            // SAFETY: as above.
+        $(
+        /// A write-index store entry.
+        ///
+        /// # Safety
+        ///
+        /// The HSA contract of the function whose entry it replaces: `queue` was returned by
+        /// `hsa_queue_create` and is not destroyed.
+        unsafe extern "C" fn $sname(queue: *const hsa_queue_t, value: u64) {
+            // SAFETY: the saved original entry (or None), given the caller's queue under its
+            // contract.
             unsafe { queues::store_write_index(orig(Hook::$shook), queue, value, Ordering::$sorder) }
         })*
-        $(unsafe extern "C" fn $cname(queue: *const hsa_queue_t, expected: u64, value: u64) -> u64 {
-            // SAFETY: as above.
+        $(
+        /// A write-index compare-and-swap entry.
+        ///
+        /// # Safety
+        ///
+        /// The HSA contract of the function whose entry it replaces: `queue` was returned by
+        /// `hsa_queue_create` and is not destroyed.
+        unsafe extern "C" fn $cname(queue: *const hsa_queue_t, expected: u64, value: u64) -> u64 {
+            // SAFETY: the saved original entry (or None), given the caller's queue under its
+            // contract.
             unsafe { queues::cas_write_index(orig(Hook::$chook), queue, expected, value, Ordering::$corder) }
         })*
-        $(unsafe extern "C" fn $aname(queue: *const hsa_queue_t, value: u64) -> u64 {
-            // SAFETY: as above.
+        $(
+        /// A write-index add entry.
+        ///
+        /// # Safety
+        ///
+        /// The HSA contract of the function whose entry it replaces: `queue` was returned by
+        /// `hsa_queue_create` and is not destroyed.
+        unsafe extern "C" fn $aname(queue: *const hsa_queue_t, value: u64) -> u64 {
+            // SAFETY: the saved original entry (or None), given the caller's queue under its
+            // contract.
             unsafe { queues::add_write_index(orig(Hook::$ahook), queue, value, Ordering::$aorder) }
         })*
-        $(unsafe extern "C" fn $rname(queue: *const hsa_queue_t, value: u64) {
-            // SAFETY: as above.
+        $(
+        /// A read-index store entry.
+        ///
+        /// # Safety
+        ///
+        /// The HSA contract of the function whose entry it replaces: `queue` was returned by
+        /// `hsa_queue_create` and is not destroyed.
+        unsafe extern "C" fn $rname(queue: *const hsa_queue_t, value: u64) {
+            // SAFETY: the saved original entry (or None), given the caller's queue under its
+            // contract.
             unsafe { queues::store_read_index(orig(Hook::$rhook), queue, value) }
         })*
-        $(unsafe extern "C" fn $gname(signal: hsa_signal_t, value: hsa_signal_value_t) {
-            // SAFETY: as above.
+        $(
+        /// A signal store entry.
+        ///
+        /// # Safety
+        ///
+        /// The HSA contract of the function whose entry it replaces: `signal` was created by the
+        /// runtime and is not destroyed.
+        unsafe extern "C" fn $gname(signal: hsa_signal_t, value: hsa_signal_value_t) {
+            // SAFETY: the saved original entry (or None), given the caller's signal under its
+            // contract.
             unsafe { queues::signal_store(orig(Hook::$ghook), signal, value) }
         })*
 
@@ -138,27 +209,56 @@ hooks! {
     ]
 }
 
+/// The `hsa_amd_queue_set_priority` entry.
+///
+/// # Safety
+///
+/// `hsa_amd_queue_set_priority`'s contract: `queue` was returned by `hsa_queue_create` and is
+/// not destroyed.
 unsafe extern "C" fn hook_set_priority(queue: *mut hsa_queue_t, priority: hsa_amd_queue_priority_t) -> hsa_status_t {
-    // SAFETY: as above.
+    // SAFETY: the saved original entry (or None), given the caller's arguments under its contract.
     unsafe { queues::set_priority(orig(Hook::QueueSetPriority), queue, priority) }
 }
 
+/// The `hsa_amd_queue_cu_set_mask` entry.
+///
+/// # Safety
+///
+/// `hsa_amd_queue_cu_set_mask`'s contract: `queue` was returned by `hsa_queue_create` and is
+/// not destroyed; `mask` holds `count` bits readable for the call.
 unsafe extern "C" fn hook_cu_set_mask(queue: *const hsa_queue_t, count: u32, mask: *const u32) -> hsa_status_t {
-    // SAFETY: as above.
+    // SAFETY: the saved original entry (or None), given the caller's arguments under its contract.
     unsafe { queues::cu_set_mask(orig(Hook::QueueCuSetMask), queue, count, mask) }
 }
 
+/// The `hsa_amd_queue_cu_get_mask` entry.
+///
+/// # Safety
+///
+/// `hsa_amd_queue_cu_get_mask`'s contract: `queue` was returned by `hsa_queue_create` and is
+/// not destroyed; `mask` has room for `count` bits, writable for the call.
 unsafe extern "C" fn hook_cu_get_mask(queue: *const hsa_queue_t, count: u32, mask: *mut u32) -> hsa_status_t {
-    // SAFETY: as above.
+    // SAFETY: the saved original entry (or None), given the caller's arguments under its contract.
     unsafe { queues::cu_get_mask(orig(Hook::QueueCuGetMask), queue, count, mask) }
 }
 
+/// The `hsa_amd_profiling_set_profiler_enabled` entry.
+///
+/// # Safety
+///
+/// `hsa_amd_profiling_set_profiler_enabled`'s contract: `queue` was returned by
+/// `hsa_queue_create` and is not destroyed.
 unsafe extern "C" fn hook_profiler_enabled(queue: *mut hsa_queue_t, enable: libc::c_int) -> hsa_status_t {
-    // SAFETY: as above.
+    // SAFETY: the saved original entry (or None), given the caller's arguments under its contract.
     unsafe { queues::set_profiler_enabled(orig(Hook::ProfilingSetProfilerEnabled), queue, enable) }
 }
 
 /// Reads a table's `ApiTableVersion` (major, minor) at `table`.
+///
+/// # Safety
+///
+/// `table` is null or points to at least 8 readable bytes (an API table, which begins with its
+/// version).
 unsafe fn version(table: *const u32) -> Option<TableVersion> {
     // SAFETY: the caller passes the start of an API table, which begins with its version.
     (!table.is_null()).then(|| unsafe { TableVersion { major: table.read_unaligned(), minor: table.add(1).read_unaligned() } })
@@ -167,6 +267,13 @@ unsafe fn version(table: *const u32) -> Option<TableVersion> {
 /// Called by ROCr for every library named in `HSA_TOOLS_LIB`. Returns true (loaded) in every
 /// case: a table libxhsa cannot handle is left untouched and reported, never a failure of the
 /// application.
+///
+/// # Safety
+///
+/// ROCr's contract for tool libraries: `table` is null or ROCr's `HsaApiTable`, whose version
+/// gives its size and whose core and AMD extension tables (each null or starting with its
+/// version and as long as its minor version says) are writable and not called through by other
+/// threads while `OnLoad` runs (ROCr calls it inside `hsa_init`).
 #[no_mangle]
 pub unsafe extern "C" fn OnLoad(table: *mut libc::c_void, runtime_version: u64, _failed_tool_count: u64, _failed_tool_names: *const *const libc::c_char) -> bool {
     let g = global();

@@ -8,7 +8,7 @@
 //! never left off the GPU for want of budget); its time is counted all the same.
 #![forbid(unsafe_code)]
 
-use crate::window::Nanos;
+use crate::path::window::Nanos;
 use std::collections::VecDeque;
 
 /// The window of the rate limit.

@@ -28,7 +28,7 @@
 
 use super::budget::Cost;
 use super::settings::PreemptMode;
-use crate::ring::QueueId;
+use crate::path::partition::QueueId;
 
 /// What a KFD call failed with.
 #[derive(Clone, Debug, PartialEq, Eq)]

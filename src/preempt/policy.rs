@@ -6,7 +6,7 @@
 //!   the GPU, from the board) with a higher priority has packets pending or in flight;
 //! - `q` has packets in flight on the hardware (held packets are the level-1 window's business);
 //! - its work in flight would delay that work by more than a preemption costs: `in_flight ×
-//!   packet_ns` (measured, [`crate::packet_time`]) above the measured cost of taking it off
+//!   packet_ns` (measured, [`crate::path::packet_time`]) above the measured cost of taking it off
 //!   (either unknown counts as worth it);
 //! - `q` is not in its minimum run after the starvation bound put it back;
 //! - the device-wide preemption budget allows it ([`super::budget`]).
@@ -18,9 +18,9 @@
 #![forbid(unsafe_code)]
 
 use super::settings::PreemptSettings;
-use crate::priority::Priority;
-use crate::ring::QueueId;
-use crate::window::Nanos;
+use crate::path::partition::QueueId;
+use crate::path::window::Nanos;
+use crate::settings::priority::Priority;
 use std::collections::BTreeMap;
 
 /// One queue of this process as the board shows it.
@@ -164,7 +164,7 @@ impl Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::priority::Level;
+    use crate::settings::priority::Level;
 
     const MS: Nanos = 1_000_000;
 

@@ -12,8 +12,8 @@
 //! default is used; nothing else is disturbed.
 #![forbid(unsafe_code)]
 
-use crate::settings::SettingError;
-use crate::window::Nanos;
+use crate::path::window::Nanos;
+use crate::settings::config::SettingError;
 use std::ffi::OsString;
 use std::fmt;
 

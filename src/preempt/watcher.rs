@@ -19,9 +19,9 @@ use super::budget::Budget;
 use super::mechanism::{How, KfdPort, Mechanisms, Target};
 use super::policy::{Mine, Policy};
 use super::settings::{PreemptMode, PreemptSettings};
-use crate::priority::Priority;
-use crate::ring::QueueId;
-use crate::window::Nanos;
+use crate::path::partition::QueueId;
+use crate::path::window::Nanos;
+use crate::settings::priority::Priority;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -328,7 +328,7 @@ pub fn spawn(pre: Arc<Preemption>, watch: Arc<dyn Watch>) -> bool {
 mod tests {
     use super::super::mechanism::fake::FakeKfd;
     use super::*;
-    use crate::priority::Level;
+    use crate::settings::priority::Level;
     use std::sync::atomic::AtomicU64;
 
     fn p(level: i64) -> Priority {

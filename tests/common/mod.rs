@@ -435,6 +435,7 @@ fn timeval(t: libc::timeval) -> Duration {
 pub fn group_cpu(pgid: i32) -> GroupCpu {
     let mut total = Duration::ZERO;
     let (mut processes, mut threads) = (0, 0);
+    // SAFETY: sysconf takes no pointers and has no preconditions.
     let tick_ns = 1_000_000_000 / (unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64);
     let Ok(rd) = std::fs::read_dir("/proc") else { return GroupCpu { cpu: total, processes, threads } };
     for e in rd.flatten() {
@@ -661,9 +662,11 @@ impl Running {
         let command = self.command.clone();
         // Reap the launcher with wait4 (its rusage covers every descendant it waited for).
         let mut status: libc::c_int = 0;
+        // SAFETY: rusage is a plain C struct for which all-zero bytes are a valid value.
         let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
         let mut timed_out = false;
         loop {
+            // SAFETY: wait4 writes only into `status` and `ru`, locals we own.
             let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) };
             if r == pid {
                 break;
@@ -677,6 +680,7 @@ impl Running {
             }
             if !timed_out && self.started.elapsed() > self.timeout {
                 timed_out = true;
+                // SAFETY: kill takes no pointers; the group is the launcher's, which we started.
                 unsafe { libc::kill(-pid, libc::SIGKILL) };
             }
             std::thread::sleep(Duration::from_millis(if timed_out { 5 } else { 10 }));
@@ -686,6 +690,7 @@ impl Running {
         drop(self.child.take());
 
         // Anything of the group still alive (and holding the pipes) is left over: kill it.
+        // SAFETY: signal 0 sends nothing; kill only checks whether the group exists.
         let leftovers = unsafe { libc::kill(-pid, 0) } == 0;
         let mut stdout = None;
         let mut stderr = None;
@@ -700,6 +705,7 @@ impl Running {
                 }
                 Ok((false, text, _)) => stderr = Some(text),
                 Err(_) if !killed => {
+                    // SAFETY: kill takes no pointers; the group is the launcher's, which we started.
                     unsafe { libc::kill(-pid, libc::SIGKILL) };
                     killed = true;
                     deadline = Instant::now() + Duration::from_secs(5);
@@ -708,6 +714,7 @@ impl Running {
             }
         }
         if leftovers {
+            // SAFETY: kill takes no pointers; the group is the launcher's, which we started.
             unsafe { libc::kill(-pid, libc::SIGKILL) };
         }
         RunOutput {
@@ -730,6 +737,8 @@ impl Drop for Running {
     fn drop(&mut self) {
         if self.child.take().is_some() {
             let mut status: libc::c_int = 0;
+            // SAFETY: kill takes no pointers and the group is the launcher's, which we started;
+            // waitpid writes only into `status`, a local we own.
             unsafe {
                 libc::kill(-self.pid, libc::SIGKILL);
                 libc::waitpid(self.pid, &mut status, 0);
@@ -816,6 +825,7 @@ pub fn process_cpu(pid: i32) -> Option<(Duration, Duration)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
     let f: Vec<&str> = rest.split_whitespace().collect();
+    // SAFETY: sysconf takes no pointers and has no preconditions.
     let tick_ns = 1_000_000_000 / (unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64);
     let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
     let mut sched = Duration::ZERO;

@@ -184,6 +184,7 @@ fn a_termination_signal_is_forwarded() {
     let child = c.spawn().unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let t = Instant::now();
+    // SAFETY: kill takes no pointers; the child is ours and not yet reaped.
     assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
     let o = child.wait_with_output().unwrap();
     assert!(t.elapsed() < Duration::from_secs(10));

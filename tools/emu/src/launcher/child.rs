@@ -41,7 +41,10 @@ pub fn run(cmd: &[OsString], vars: &[(OsString, OsString)]) -> Result<u8, SpawnE
 /// forwarding stops.
 fn wait_exited(pid: libc::pid_t) {
     loop {
+        // SAFETY: siginfo_t is a plain C struct for which all-zero bytes are a valid value.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid writes only into `info`, a valid siginfo_t we own; WNOWAIT leaves the
+        // child unreaped.
         let r = unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOWAIT) };
         if r == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
             return;

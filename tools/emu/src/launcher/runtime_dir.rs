@@ -96,6 +96,7 @@ fn annotate(e: io::Error, path: &Path) -> io::Error {
 /// `$XDG_RUNTIME_DIR/xhsa-emu` (a per-user directory already), else `<tmp>/xhsa-emu-<uid>`;
 /// created 0700, and refused if it is not a directory of ours closed to others.
 fn base_dir() -> io::Result<PathBuf> {
+    // SAFETY: getuid has no preconditions and cannot fail.
     let uid = unsafe { libc::getuid() };
     let xdg = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|p| p.is_absolute() && p.is_dir());
     let base = match xdg {
@@ -125,6 +126,7 @@ fn sweep_stale(base: &Path) {
         if pid <= 0 || pid as u32 == std::process::id() {
             continue;
         }
+        // SAFETY: signal 0 sends nothing; kill only checks that `pid` exists.
         let gone = unsafe { libc::kill(pid, 0) } == -1 && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
         if gone {
             let _ = fs::remove_dir_all(e.path());

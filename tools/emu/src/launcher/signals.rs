@@ -20,6 +20,8 @@ static PENDING: AtomicI32 = AtomicI32::new(0);
 extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
     // si_code <= 0: sent by a process (SI_USER, SI_QUEUE, SI_TKILL); > 0: by the kernel, which
     // sends terminal signals to the whole foreground process group, CMD included.
+    // SAFETY: the kernel passes SA_SIGINFO handlers a valid siginfo_t for the signal's
+    // duration; it is only read after the null check.
     let from_process = info.is_null() || unsafe { (*info).si_code } <= 0;
     if CHILD.load(Ordering::SeqCst) == 0 || from_process {
         PENDING.store(sig, Ordering::SeqCst);
@@ -33,6 +35,7 @@ fn deliver() {
     if child > 0 {
         let sig = PENDING.swap(0, Ordering::SeqCst);
         if sig != 0 {
+            // SAFETY: kill(2) is async-signal-safe and takes no pointers.
             unsafe { libc::kill(child, sig) };
         }
     }
@@ -42,6 +45,9 @@ fn deliver() {
 /// CMD by exec.
 pub fn install() {
     for sig in FORWARDED {
+        // SAFETY: sigaction is a plain C struct (all-zero is valid); the handler installed has
+        // the SA_SIGINFO signature and only does async-signal-safe work (atomics and kill);
+        // sigemptyset and sigaction get pointers to that local struct.
         unsafe {
             let mut sa: libc::sigaction = std::mem::zeroed();
             sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) as usize;

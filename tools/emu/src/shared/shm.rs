@@ -77,7 +77,7 @@ pub struct DeviceArea {
 // SAFETY: the rings are single-producer/single-consumer with the slot ownership handed over by
 // the head/tail atomics (release/acquire); the other fields are atomics.
 unsafe impl Sync for ClientArea {}
-// SAFETY: as above; only atomics.
+// SAFETY: its fields are plain integers and atomics, each of them Sync.
 unsafe impl Sync for DeviceArea {}
 
 /// A shared file mapping of one `T`.
@@ -88,7 +88,7 @@ pub struct Shared<T: 'static> {
 
 // SAFETY: `T` is Sync (checked by the bound on `get`); the mapping is owned here.
 unsafe impl<T: Sync> Send for Shared<T> {}
-// SAFETY: as above.
+// SAFETY: `T` is Sync, so shared references to it may cross threads; the mapping is owned here.
 unsafe impl<T: Sync> Sync for Shared<T> {}
 
 impl<T: Sync + 'static> Shared<T> {

@@ -198,6 +198,7 @@ mod tests {
             // SAFETY: in-bounds aligned store into the mapping.
             unsafe { (*(addr as *const AtomicU64)).store(42, Ordering::Release) };
             // A second store does not trap: the area is unprotected until re-armed.
+            // SAFETY: in-bounds aligned store into the mapping (its second word).
             unsafe { (*(addr as *const AtomicU64).add(1)).store(7, Ordering::Release) };
         });
         while word.load(Ordering::Acquire) == 0 {
@@ -206,9 +207,11 @@ mod tests {
         writer.join().unwrap();
         // SAFETY: in-bounds aligned reads.
         assert_eq!(unsafe { *(p as *const u64) }, 42);
+        // SAFETY: in-bounds aligned read (the mapping's second word).
         assert_eq!(unsafe { *(p as *const u64).add(1) }, 7);
         assert_eq!(area.traps(), 1);
         area.arm().unwrap();
+        // SAFETY: in-bounds aligned store into the mapping.
         unsafe { (*(addr as *const AtomicU64)).store(43, Ordering::Release) };
         assert_eq!(area.traps(), 2);
         assert_eq!(word.load(Ordering::Acquire), 2);

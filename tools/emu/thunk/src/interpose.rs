@@ -90,11 +90,23 @@ fn open_common(cell: &OnceLock<usize>, name: &CStr, path: *const libc::c_char, f
     }
 }
 
+/// `open`, with `/dev/kfd` opened as an emulated KFD descriptor.
+///
+/// # Safety
+///
+/// libc's contract of `open`: `path` is null or a NUL-terminated string (and `mode` is read only
+/// when `flags` ask for it). Any path but `/dev/kfd` goes to libc's definition unchanged.
 #[no_mangle]
 pub unsafe extern "C" fn open(path: *const libc::c_char, flags: libc::c_int, mode: libc::c_uint) -> libc::c_int {
     open_common(&OPEN, c"open", path, flags, mode)
 }
 
+/// `open64`, with `/dev/kfd` opened as an emulated KFD descriptor.
+///
+/// # Safety
+///
+/// libc's contract of `open64`: `path` is null or a NUL-terminated string (and `mode` is read only
+/// when `flags` ask for it). Any path but `/dev/kfd` goes to libc's definition unchanged.
 #[no_mangle]
 pub unsafe extern "C" fn open64(path: *const libc::c_char, flags: libc::c_int, mode: libc::c_uint) -> libc::c_int {
     open_common(&OPEN64, c"open64", path, flags, mode)
@@ -113,16 +125,34 @@ fn openat_common(cell: &OnceLock<usize>, name: &CStr, dirfd: libc::c_int, path: 
     }
 }
 
+/// `openat`, with `/dev/kfd` opened as an emulated KFD descriptor.
+///
+/// # Safety
+///
+/// libc's contract of `openat`: `path` is null or a NUL-terminated string, `dirfd` as `openat`
+/// takes it. Any path but `/dev/kfd` goes to libc's definition unchanged.
 #[no_mangle]
 pub unsafe extern "C" fn openat(dirfd: libc::c_int, path: *const libc::c_char, flags: libc::c_int, mode: libc::c_uint) -> libc::c_int {
     openat_common(&OPENAT, c"openat", dirfd, path, flags, mode)
 }
 
+/// `openat64`, with `/dev/kfd` opened as an emulated KFD descriptor.
+///
+/// # Safety
+///
+/// libc's contract of `openat64`: `path` is null or a NUL-terminated string, `dirfd` as `openat64`
+/// takes it. Any path but `/dev/kfd` goes to libc's definition unchanged.
 #[no_mangle]
 pub unsafe extern "C" fn openat64(dirfd: libc::c_int, path: *const libc::c_char, flags: libc::c_int, mode: libc::c_uint) -> libc::c_int {
     openat_common(&OPENAT64, c"openat64", dirfd, path, flags, mode)
 }
 
+/// `close`, forgetting an emulated KFD descriptor.
+///
+/// # Safety
+///
+/// libc's contract of `close`: `fd` is not a descriptor some other code still owns and uses
+/// (closing it is the caller's decision, as with libc's `close`).
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: libc::c_int) -> libc::c_int {
     if let Some(s) = KFD_FDS.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
@@ -136,6 +166,13 @@ pub unsafe extern "C" fn close(fd: libc::c_int) -> libc::c_int {
     }
 }
 
+/// `ioctl`, served by the emulated KFD on a KFD descriptor.
+///
+/// # Safety
+///
+/// `ioctl(2)`'s contract: `arg` is what `request` takes; for a KFD request on a KFD
+/// descriptor, null or valid for reading and writing the argument size encoded in `request`,
+/// with any user pointers inside it valid as KFD requires.
 #[no_mangle]
 pub unsafe extern "C" fn ioctl(fd: libc::c_int, request: libc::c_ulong, arg: *mut libc::c_void) -> libc::c_int {
     if is_kfd_fd(fd) {
@@ -194,7 +231,7 @@ pub fn kfd_call<T>(fd: i32, request: u64, arg: &mut T) -> Result<i32, i32> {
     let e = unsafe { *libc::__errno_location() };
     if e == libc::ENOTTY && is_kfd_fd(fd) {
         let r = kfd_ioctl(request as libc::c_ulong, p);
-        // SAFETY: as above.
+        // SAFETY: reading this thread's errno right after the emulated call.
         return if r >= 0 { Ok(r) } else { Err(unsafe { *libc::__errno_location() }) };
     }
     Err(e)
@@ -361,7 +398,8 @@ fn wait_events(e: &crate::state::Emu, arg: *mut libc::c_void, size: usize) -> li
         Ok(out) => {
             for (id, data) in out.memory_faults {
                 for (i, _) in ids.iter().enumerate().filter(|(_, &x)| x == id) {
-                    // SAFETY: as above; writing the union's memory-exception member.
+                    // SAFETY: entry `i` of the `num_events` the caller passed at events_ptr; writing the
+                    // union's memory-exception member (KFD's layout of kfd_event_data).
                     unsafe { std::ptr::addr_of_mut!((*entries.add(i)).data.memory_exception_data).write_unaligned(data) };
                 }
             }

@@ -44,6 +44,13 @@ fn event_page(e: &Emu) -> Result<(u64, u64), HSAKMT_STATUS> {
     Ok((addr, a.handle))
 }
 
+/// `hsaKmtCreateEvent`, over the emulated KFD.
+///
+/// # Safety
+///
+/// The thunk's contract (`hsakmt.h`): `desc` is null or a readable `HsaEventDescriptor`; `out` is
+/// null or valid for writing an event pointer (the event is the caller's until
+/// `hsaKmtDestroyEvent`).
 #[no_mangle]
 pub unsafe extern "C" fn hsaKmtCreateEvent(desc: *mut HsaEventDescriptor, manual_reset: bool, signaled: bool, out: *mut *mut HsaEvent) -> HSAKMT_STATUS {
     guard("hsaKmtCreateEvent", || {
@@ -122,6 +129,12 @@ pub extern "C" fn hsaKmtResetEvent(ev: *mut HsaEvent) -> HSAKMT_STATUS {
     })
 }
 
+/// `hsaKmtWaitOnEvent`, over the emulated KFD.
+///
+/// # Safety
+///
+/// The thunk's contract (`hsakmt.h`): `ev` is null or an event from `hsaKmtCreateEvent`, not
+/// destroyed.
 #[no_mangle]
 pub unsafe extern "C" fn hsaKmtWaitOnEvent(ev: *mut HsaEvent, ms: u32) -> HSAKMT_STATUS {
     let mut one = ev;
@@ -129,6 +142,13 @@ pub unsafe extern "C" fn hsaKmtWaitOnEvent(ev: *mut HsaEvent, ms: u32) -> HSAKMT
     unsafe { hsaKmtWaitOnMultipleEvents(&mut one, 1, true, ms) }
 }
 
+/// `hsaKmtWaitOnMultipleEvents`, over the emulated KFD.
+///
+/// # Safety
+///
+/// The thunk's contract (`hsakmt.h`): `events` is null or points to `num` readable event pointers,
+/// each null or an event from `hsaKmtCreateEvent`, not destroyed (a memory event's data is written
+/// back into it).
 #[no_mangle]
 pub unsafe extern "C" fn hsaKmtWaitOnMultipleEvents(events: *mut *mut HsaEvent, num: u32, wait_all: bool, ms: u32) -> HSAKMT_STATUS {
     guard("hsaKmtWaitOnMultipleEvents", || {

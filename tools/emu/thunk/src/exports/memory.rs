@@ -26,6 +26,11 @@ fn flags_value(f: HsaMemFlags) -> u32 {
     unsafe { f.__bindgen_anon_1.Value }
 }
 
+/// `hsaKmtAllocMemory`, over the emulated KFD.
+///
+/// # Safety
+///
+/// The thunk's contract (`hsakmt.h`): `out` is null or valid for writing an address.
 #[no_mangle]
 pub unsafe extern "C" fn hsaKmtAllocMemory(node: u32, size: u64, flags: HsaMemFlags, out: *mut *mut libc::c_void) -> HSAKMT_STATUS {
     guard("hsaKmtAllocMemory", || {
@@ -112,6 +117,12 @@ pub extern "C" fn hsaKmtMapMemoryToGPU(addr: *mut libc::c_void, _size: u64, alt:
     guard("hsaKmtMapMemoryToGPU", || status(map_to_gpu(addr as u64, alt, None, true)))
 }
 
+/// `hsaKmtMapMemoryToGPUNodes`, over the emulated KFD.
+///
+/// # Safety
+///
+/// The thunk's contract (`hsakmt.h`): `nodes` is null or points to `num` readable node ids; `alt`
+/// is null or valid for writing a `u64`.
 #[no_mangle]
 pub unsafe extern "C" fn hsaKmtMapMemoryToGPUNodes(
     addr: *mut libc::c_void,
@@ -186,6 +197,11 @@ pub extern "C" fn hsaKmtDeregisterMemory(addr: *mut libc::c_void) -> HSAKMT_STAT
     })
 }
 
+/// `hsaKmtQueryPointerInfo`, over the emulated KFD.
+///
+/// # Safety
+///
+/// The thunk's contract (`hsakmt.h`): `info` is null or valid for writing an `HsaPointerInfo`.
 #[no_mangle]
 pub unsafe extern "C" fn hsaKmtQueryPointerInfo(ptr: *const libc::c_void, info: *mut HsaPointerInfo) -> HSAKMT_STATUS {
     guard("hsaKmtQueryPointerInfo", || {

@@ -37,6 +37,13 @@ fn record(id: HSA_QUEUEID) -> Result<&'static QueueRecord, HSAKMT_STATUS> {
     (id != 0).then(|| unsafe { &*(id as *const QueueRecord) }).ok_or(HSAKMT_STATUS_INVALID_PARAMETER)
 }
 
+/// `hsaKmtCreateQueue`, over the emulated KFD.
+///
+/// # Safety
+///
+/// The thunk's contract (`hsakmt.h`): `res` is null or a readable and writable `HsaQueueResource`
+/// (for an AQL queue, with the read and write pointer addresses filled in); `ring` is the queue's
+/// ring of `ring_bytes`.
 #[no_mangle]
 pub unsafe extern "C" fn hsaKmtCreateQueue(
     node: u32,
@@ -138,6 +145,12 @@ pub extern "C" fn hsaKmtUpdateQueue(id: HSA_QUEUEID, percentage: u32, priority: 
     })
 }
 
+/// `hsaKmtSetQueueCUMask`, over the emulated KFD.
+///
+/// # Safety
+///
+/// The thunk's contract (`hsakmt.h`): `id` is 0 or a queue id from `hsaKmtCreateQueue`, not
+/// destroyed; `mask` is null or points to `bits / 32` readable words.
 #[no_mangle]
 pub unsafe extern "C" fn hsaKmtSetQueueCUMask(id: HSA_QUEUEID, bits: u32, mask: *mut u32) -> HSAKMT_STATUS {
     guard("hsaKmtSetQueueCUMask", || {

@@ -28,6 +28,11 @@ pub extern "C" fn hsaKmtCloseKFD() -> HSAKMT_STATUS {
     guard("hsaKmtCloseKFD", || if state::close() { HSAKMT_STATUS_SUCCESS } else { HSAKMT_STATUS_KERNEL_IO_CHANNEL_NOT_OPENED })
 }
 
+/// `hsaKmtGetVersion`, over the emulated KFD.
+///
+/// # Safety
+///
+/// The thunk's contract (`hsakmt.h`): `info` is null or valid for writing an `HsaVersionInfo`.
 #[no_mangle]
 pub unsafe extern "C" fn hsaKmtGetVersion(info: *mut HsaVersionInfo) -> HSAKMT_STATUS {
     guard("hsaKmtGetVersion", || {
@@ -74,6 +79,12 @@ pub extern "C" fn hsaKmtRuntimeDisable() -> HSAKMT_STATUS {
     })
 }
 
+/// `hsaKmtAcquireSystemProperties`, over the emulated KFD.
+///
+/// # Safety
+///
+/// The thunk's contract (`hsakmt.h`): `props` is null or valid for writing an
+/// `HsaSystemProperties`.
 #[no_mangle]
 pub unsafe extern "C" fn hsaKmtAcquireSystemProperties(props: *mut HsaSystemProperties) -> HSAKMT_STATUS {
     guard("hsaKmtAcquireSystemProperties", || {
@@ -141,6 +152,11 @@ fn node_props(n: &Node, id: u32) -> HsaNodeProperties {
     p
 }
 
+/// `hsaKmtGetNodeProperties`, over the emulated KFD.
+///
+/// # Safety
+///
+/// The thunk's contract (`hsakmt.h`): `props` is null or valid for writing an `HsaNodeProperties`.
 #[no_mangle]
 pub unsafe extern "C" fn hsaKmtGetNodeProperties(node: u32, props: *mut HsaNodeProperties) -> HSAKMT_STATUS {
     guard("hsaKmtGetNodeProperties", || {
@@ -155,6 +171,12 @@ pub unsafe extern "C" fn hsaKmtGetNodeProperties(node: u32, props: *mut HsaNodeP
     })
 }
 
+/// `hsaKmtGetNodeMemoryProperties`, over the emulated KFD.
+///
+/// # Safety
+///
+/// The thunk's contract (`hsakmt.h`): `props` is null or valid for writing `num`
+/// `HsaMemoryProperties`.
 #[no_mangle]
 pub unsafe extern "C" fn hsaKmtGetNodeMemoryProperties(node: u32, num: u32, props: *mut HsaMemoryProperties) -> HSAKMT_STATUS {
     guard("hsaKmtGetNodeMemoryProperties", || {
@@ -178,6 +200,12 @@ pub unsafe extern "C" fn hsaKmtGetNodeMemoryProperties(node: u32, num: u32, prop
     })
 }
 
+/// `hsaKmtGetNodeCacheProperties`, over the emulated KFD.
+///
+/// # Safety
+///
+/// The thunk's contract (`hsakmt.h`): `props` is null or valid for writing `num`
+/// `HsaCacheProperties`.
 #[no_mangle]
 pub unsafe extern "C" fn hsaKmtGetNodeCacheProperties(node: u32, _processor_id: u32, num: u32, props: *mut HsaCacheProperties) -> HSAKMT_STATUS {
     guard("hsaKmtGetNodeCacheProperties", || {
@@ -208,6 +236,12 @@ pub unsafe extern "C" fn hsaKmtGetNodeCacheProperties(node: u32, _processor_id: 
     })
 }
 
+/// `hsaKmtGetNodeIoLinkProperties`, over the emulated KFD.
+///
+/// # Safety
+///
+/// The thunk's contract (`hsakmt.h`): `props` is null or valid for writing `num`
+/// `HsaIoLinkProperties`.
 #[no_mangle]
 pub unsafe extern "C" fn hsaKmtGetNodeIoLinkProperties(node: u32, num: u32, props: *mut HsaIoLinkProperties) -> HSAKMT_STATUS {
     guard("hsaKmtGetNodeIoLinkProperties", || {
@@ -240,6 +274,12 @@ pub unsafe extern "C" fn hsaKmtGetNodeIoLinkProperties(node: u32, num: u32, prop
     })
 }
 
+/// `hsaKmtGetClockCounters`, over the emulated KFD.
+///
+/// # Safety
+///
+/// The thunk's contract (`hsakmt.h`): `counters` is null or valid for writing an
+/// `HsaClockCounters`.
 #[no_mangle]
 pub unsafe extern "C" fn hsaKmtGetClockCounters(node: u32, counters: *mut HsaClockCounters) -> HSAKMT_STATUS {
     guard("hsaKmtGetClockCounters", || {
@@ -271,6 +311,12 @@ pub extern "C" fn hsaKmtSetTrapHandler(node: u32, _base: *mut libc::c_void, _siz
 /// A GB_ADDR_CONFIG value of a gfx9 part, for ROCr's image address library.
 const GB_ADDR_CONFIG: u32 = 0x2a11_4042;
 
+/// `hsaKmtGetTileConfig`, over the emulated KFD.
+///
+/// # Safety
+///
+/// The thunk's contract (`hsakmt.h`): `config` is null or a readable and writable
+/// `HsaGpuTileConfig` whose array pointers, when non-null, have room for the counts it gives.
 #[no_mangle]
 pub unsafe extern "C" fn hsaKmtGetTileConfig(node: u32, config: *mut HsaGpuTileConfig) -> HSAKMT_STATUS {
     guard("hsaKmtGetTileConfig", || {
@@ -290,6 +336,11 @@ pub unsafe extern "C" fn hsaKmtGetTileConfig(node: u32, config: *mut HsaGpuTileC
     })
 }
 
+/// `hsaKmtGetXNACKMode`, over the emulated KFD.
+///
+/// # Safety
+///
+/// The thunk's contract (`hsakmt.h`): `enable` is null or valid for writing an `i32`.
 #[no_mangle]
 pub unsafe extern "C" fn hsaKmtGetXNACKMode(enable: *mut i32) -> HSAKMT_STATUS {
     guard("hsaKmtGetXNACKMode", || {

@@ -1,9 +1,9 @@
 //! Per-queue counters, in the fixed `#[repr(C)]` layout `xhsa-top` reads.
 //!
-//! A [`QueueStats`] lives inside each board slot ([`crate::board::Slot::stats`]), so one mapping
-//! of the board gives a live view of every queue of every process on the GPU. The layout is
-//! versioned by [`STATS_LAYOUT_VERSION`], which the board header records next to its own version;
-//! a reader that finds another version must not interpret the bytes.
+//! A [`QueueStats`] lives inside each board slot ([`crate::board::layout::Slot::stats`]), so
+//! one mapping of the board gives a live view of every queue of every process on the GPU. The
+//! layout is versioned by [`STATS_LAYOUT_VERSION`], which the board header records next to its
+//! own version; a reader that finds another version must not interpret the bytes.
 //!
 //! Layout, version 2 (64 bytes, little endian, naturally aligned, no padding):
 //!
@@ -25,13 +25,13 @@
 //! work in flight would delay a higher priority).
 #![forbid(unsafe_code)]
 
-use crate::priority::Priority;
+use crate::settings::priority::Priority;
 
 /// Version of the [`QueueStats`] layout.
 pub const STATS_LAYOUT_VERSION: u32 = 2;
 
 /// `flags`: the queue was held back by the window at the last throttle observation
-/// ([`crate::ring::Partition::observe`]).
+/// ([`crate::path::partition::Partition::observe`]).
 pub const FLAG_HELD: u32 = 1 << 0;
 /// `flags`: higher-priority work exists, the queue runs under the window.
 pub const FLAG_CONTENDED: u32 = 1 << 1;

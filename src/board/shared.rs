@@ -3,8 +3,8 @@
 //! process comes first creates the file; a process that dies leaves entries the next reader
 //! clears (pid and start time checked in `/proc`).
 //!
-//! The layout and the pure functions are [`crate::board`]; this module is the concurrency
-//! protocol over the mapped words ([`crate::shm::SharedWords`]), in safe code:
+//! The layout and the pure functions are [`crate::board::layout`]; this module is the concurrency
+//! protocol over the mapped words ([`crate::board::shm::SharedWords`]), in safe code:
 //!
 //! - **Creation.** `O_CREAT|O_EXCL` with mode 0600 (or 0660 and the configured group), sized
 //!   with `ftruncate`, header fields written, `magic` stored last with release. A process that
@@ -28,14 +28,14 @@
 
 #![forbid(unsafe_code)]
 
-use crate::board::{
+use crate::board::layout::{
     board_size, summarize, BoardFull, BoardHeader, LayoutError, Owner, Slot, Summary, BOARD_MAGIC, HEADER_SIZE,
     SLOT_CLEARING, SLOT_FREE, SLOT_LIVE, SLOT_SIZE,
 };
-use crate::priority::Priority;
-use crate::ring::{PartitionId, QueueId};
-use crate::shm::SharedWords;
-use crate::stats::QueueStats;
+use crate::board::shm::SharedWords;
+use crate::board::stats::QueueStats;
+use crate::path::partition::{PartitionId, QueueId};
+use crate::settings::priority::Priority;
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -163,7 +163,7 @@ fn header_from_words(w: &[u32; HEADER_WORDS]) -> BoardHeader {
     }
 }
 
-/// A slot as 32 words, in the layout of [`crate::board`].
+/// A slot as 32 words, in the layout of [`crate::board::layout`].
 pub fn slot_to_words(s: &Slot) -> [u32; SLOT_WORDS] {
     let mut w = [0u32; SLOT_WORDS];
     let put64 = |w: &mut [u32; SLOT_WORDS], i: usize, v: u64| {
@@ -422,7 +422,7 @@ impl SharedBoard {
         let w = self.words.words();
         w[WAKE_WORD].fetch_add(1, Ordering::SeqCst);
         if w[WAITERS_WORD].load(Ordering::SeqCst) > 0 {
-            crate::shm::futex_wake(&w[WAKE_WORD]);
+            crate::board::shm::futex_wake(&w[WAKE_WORD]);
         }
     }
 
@@ -432,7 +432,7 @@ impl SharedBoard {
         let w = self.words.words();
         w[WAITERS_WORD].fetch_add(1, Ordering::SeqCst);
         if w[WAKE_WORD].load(Ordering::SeqCst) == seen {
-            crate::shm::futex_wait(&w[WAKE_WORD], seen, timeout);
+            crate::board::shm::futex_wait(&w[WAKE_WORD], seen, timeout);
         }
         w[WAITERS_WORD].fetch_sub(1, Ordering::SeqCst);
     }
@@ -479,7 +479,7 @@ pub fn is_alive(owner: Owner) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::priority::Level;
+    use crate::settings::priority::Level;
 
     fn place(name: &str) -> BoardPlace {
         let dir = std::env::temp_dir().join(format!("xhsa-board-test-{}-{name}", std::process::id()));

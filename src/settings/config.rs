@@ -10,13 +10,13 @@
 //!
 //! | variable | alias | accepted | default |
 //! |---|---|---|---|
-//! | `XHSA_PRIORITY` | `XSCHED_AUTO_XQUEUE_PRIORITY` | integer `-256..=255`, higher is more urgent (XSched's range and meaning, see [`crate::priority`]) | config, else 0 |
-//! | `XHSA_WINDOW` | | integer `1..=1024`: W of the level-1 window ([`crate::window`]) | config, else 2 |
+//! | `XHSA_PRIORITY` | `XSCHED_AUTO_XQUEUE_PRIORITY` | integer `-256..=255`, higher is more urgent (XSched's range and meaning, see [`crate::settings::priority`]) | config, else 0 |
+//! | `XHSA_WINDOW` | | integer `1..=1024`: W of the level-1 window ([`crate::path::window`]) | config, else 2 |
 //! | `XHSA_DISABLE` | | `0`/`1`/`true`/`false`/`yes`/`no` (any case): `1` makes libxhsa a pure passthrough and skips the config file | `0` |
-//! | `XHSA_PASSTHROUGH_LIBS` | `XSCHED_PASSTHROUGH_LIBS` | comma-separated library names ([`crate::whitelist`]), e.g. `libhipblas.so,librocblas.so.4` | none |
+//! | `XHSA_PASSTHROUGH_LIBS` | `XSCHED_PASSTHROUGH_LIBS` | comma-separated library names ([`crate::settings::whitelist`]), e.g. `libhipblas.so,librocblas.so.4` | none |
 //! | `XHSA_CONFIG` | | path of a TOML config file (below); no file is read unless it is set | none |
 //! | `XHSA_LOG` | | a level (`off`, `error`, `warn`, `info`, `debug`, `trace`) or a comma-separated list of `LEVEL` and `TARGET=LEVEL` directives, `TARGET` being `xhsa` or a path under it ([`log_filter`]) | `warn` |
-//! | `XHSA_BOARD_DIR` | | directory of the per-GPU boards ([`crate::board_shm`]); every process that shares a GPU must use the same one | `/dev/shm` |
+//! | `XHSA_BOARD_DIR` | | directory of the per-GPU boards ([`crate::board::shared`]); every process that shares a GPU must use the same one | `/dev/shm` |
 //!
 //! When a variable and its alias are both set, the `XHSA_` one is used (and the alias reported
 //! if it differs). The passthrough list is the union of the environment's and the config file's.
@@ -46,8 +46,8 @@
 //!
 //! # Priority precedence
 //!
-//! A queue's [`Priority`] is a level and a stream priority ([`crate::priority`]). The level comes
-//! from the first of:
+//! A queue's [`Priority`] is a level and a stream priority ([`crate::settings::priority`]). The
+//! level comes from the first of:
 //!
 //! 1. `XHSA_PRIORITY` (or its alias): whoever launched this process stated its priority outright;
 //! 2. the first `[[library]]` rule matching the library that created the queue (the most specific
@@ -62,9 +62,9 @@
 //! processes, and HIP stream priorities keep their meaning inside one.
 #![forbid(unsafe_code)]
 
-use crate::priority::{Level, Priority, StreamPriority};
-use crate::whitelist::{name_matches, Whitelist};
-use crate::window::WindowSize;
+use crate::path::window::WindowSize;
+use crate::settings::priority::{Level, Priority, StreamPriority};
+use crate::settings::whitelist::{name_matches, Whitelist};
 use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -629,7 +629,7 @@ pub fn resolve_level(inputs: &PriorityInputs<'_>) -> (Level, PrioritySource) {
     if let Some(level) = inputs.env {
         return (level, PrioritySource::Environment);
     }
-    if let Some(library) = inputs.library.and_then(crate::whitelist::library_file_name) {
+    if let Some(library) = inputs.library.and_then(crate::settings::whitelist::library_file_name) {
         if let Some(rule) = inputs.config.library_rules.iter().find(|r| name_matches(&r.name, &library)) {
             return (rule.priority, PrioritySource::LibraryRule(rule.name.clone()));
         }

@@ -6,8 +6,8 @@
 //!
 //! - queues of a higher [`Priority`] first;
 //! - round-robin, one packet at a time, among queues of the same priority;
-//! - only from a queue the level-1 window ([`crate::window`]) lets forward, and only while its
-//!   hardware queue has room ([`Partition::set_capacity`]).
+//! - only from a queue the level-1 window ([`crate::path::window`]) lets forward, and only
+//!   while its hardware queue has room ([`Partition::set_capacity`]).
 //!
 //! Guarantees (property-tested in `tests` below): packets are never lost, duplicated or
 //! reordered within a queue; a forwarded packet gets the sequence number it was pushed with; a
@@ -20,10 +20,10 @@
 //! [`Partition::stats`]; nothing here reads a clock or touches memory outside itself.
 #![forbid(unsafe_code)]
 
-use crate::packet::Packet;
-use crate::priority::Priority;
-use crate::stats::{saturate_u32, QueueStats, FLAG_CONTENDED, FLAG_HELD};
-use crate::window::{limit, CompletionError, Contention, Limit, Nanos, QueueWindow, Seq, WindowSize};
+use crate::board::stats::{saturate_u32, QueueStats, FLAG_CONTENDED, FLAG_HELD};
+use crate::path::packet::Packet;
+use crate::path::window::{limit, CompletionError, Contention, Limit, Nanos, QueueWindow, Seq, WindowSize};
+use crate::settings::priority::Priority;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 
@@ -411,8 +411,8 @@ impl Partition {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet::PACKET_SIZE;
-    use crate::priority::{Level, StreamPriority};
+    use crate::path::packet::PACKET_SIZE;
+    use crate::settings::priority::{Level, StreamPriority};
 
     fn p(level: i64) -> Priority {
         Priority::at_level(Level::new(level).unwrap())
@@ -636,8 +636,8 @@ mod tests {
 #[cfg(test)]
 mod properties {
     use super::*;
-    use crate::packet::PACKET_SIZE;
-    use crate::priority::{Level, StreamPriority};
+    use crate::path::packet::PACKET_SIZE;
+    use crate::settings::priority::{Level, StreamPriority};
     use proptest::prelude::*;
     use std::collections::BTreeMap;
 

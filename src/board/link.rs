@@ -14,16 +14,16 @@
 
 #![forbid(unsafe_code)]
 
-use crate::board::Owner;
+use crate::board::layout::Owner;
+use crate::board::shared::{is_alive, this_process, BoardError, BoardPlace, SharedBoard, SlotHandle};
+use crate::board::stats::QueueStats;
+use crate::path::partition::{PartitionId, QueueId};
+use crate::path::scheduler::Board;
+use crate::path::window::Contention;
 use crate::preempt::policy::Mine;
 use crate::preempt::Watch;
-use crate::board_shm::{is_alive, this_process, BoardError, BoardPlace, SharedBoard, SlotHandle};
-use crate::priority::Priority;
-use crate::ring::{PartitionId, QueueId};
-use crate::scheduler::Board;
-use crate::settings::{GroupSpec, Settings};
-use crate::stats::QueueStats;
-use crate::window::Contention;
+use crate::settings::config::{GroupSpec, Settings};
+use crate::settings::priority::Priority;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -57,7 +57,7 @@ pub struct BoardLink {
 impl BoardLink {
     /// Opens (or creates) the board of KFD node `node` in `place`, clearing dead owners.
     pub fn open(place: &BoardPlace, node: u32) -> Result<BoardLink, BoardError> {
-        let board = SharedBoard::open(place, node, crate::board::DEFAULT_SLOT_COUNT)?;
+        let board = SharedBoard::open(place, node, crate::board::layout::DEFAULT_SLOT_COUNT)?;
         board.cleanup_stale(is_alive);
         Ok(BoardLink {
             board,
@@ -206,8 +206,8 @@ impl Board for BoardLink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::board::{Slot, SLOT_LIVE};
-    use crate::priority::Level;
+    use crate::board::layout::{Slot, SLOT_LIVE};
+    use crate::settings::priority::Level;
 
     fn p(level: i64) -> Priority {
         Priority::at_level(Level::new(level).unwrap())

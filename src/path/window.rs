@@ -19,8 +19,8 @@
 //! XSched's `-256`, "no execute", is just the lowest priority here).
 //!
 //! **Completions** arrive in order per queue: libxhsa's tracking barrier (see
-//! [`crate::packet::Packet::tracking_barrier`]) follows the packets it covers on the same hardware
-//! queue, so its signal firing means every packet up to it completed.
+//! [`crate::path::packet::Packet::tracking_barrier`]) follows the packets it covers on the same
+//! hardware queue, so its signal firing means every packet up to it completed.
 //! [`QueueWindow::complete_through`] takes the sequence number of the last packet covered.
 //!
 //! **Throttle time** is the time a queue spent *held back*: holding pending packets while the
@@ -28,7 +28,7 @@
 //! nothing here reads a clock.
 #![forbid(unsafe_code)]
 
-use crate::priority::Priority;
+use crate::settings::priority::Priority;
 use std::fmt;
 
 /// Nanoseconds on a monotonic clock chosen by the caller.
@@ -74,8 +74,8 @@ impl fmt::Display for WindowSize {
 
 /// What the policy needs to know about work outside this process: the highest priority with
 /// packets pending or in flight in any *other* process on the GPU, as summarized from the board
-/// ([`crate::board::summarize`]). The process's own queues are known exactly and are not taken
-/// from the board.
+/// ([`crate::board::layout::summarize`]). The process's own queues are known exactly and are
+/// not taken from the board.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct Contention {
     /// Highest priority with work in other processes; `None` when they are idle.
@@ -258,7 +258,7 @@ impl QueueWindow {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::priority::{Level, StreamPriority};
+    use crate::settings::priority::{Level, StreamPriority};
 
     fn p(level: i64) -> Priority {
         Priority::at_level(Level::new(level).unwrap())

@@ -13,9 +13,9 @@
 //!    the priority rings, at most one ring's worth held per queue; `Direct` queues straight to
 //!    hardware);
 //! 2. bound every queue's packets in flight by the room in its hardware ring, keeping one slot
-//!    for the tracking barrier ([`crate::ring::Partition::set_capacity`]): the hardware ring is
-//!    never overfilled;
-//! 3. pick what the window lets go ([`crate::ring::Partition::drain_forwardable`]);
+//!    for the tracking barrier ([`crate::path::partition::Partition::set_capacity`]): the
+//!    hardware ring is never overfilled;
+//! 3. pick what the window lets go ([`crate::path::partition::Partition::drain_forwardable`]);
 //! 4. per queue: reserve `n + 1` hardware slots, write the `n` packets unchanged (body first,
 //!    header last) and a tracking barrier with libxhsa's signal, ring the hardware doorbell once;
 //!    make sure a completion handler is registered on the tracking signal.
@@ -32,21 +32,26 @@
 //! go back, in order, ahead of everything else the queue holds, and the queue degrades.
 #![forbid(unsafe_code)]
 
-use crate::fault::{FaultPlan, Point};
-use crate::packet::Packet;
-use crate::priority::Priority;
-use crate::queue::{HwQueue, Mode, ShadowQueue};
-use crate::ring::{CuMask, Partition, PartitionId, QueueId};
-use crate::shadow::{intake, next_published, write_reserved, QueueMemory};
-use crate::stats::QueueStats;
-use crate::window::{Contention, Nanos, Seq, WindowSize};
+use crate::board::stats::QueueStats;
+use crate::path::aql_ring::{intake, next_published, write_reserved, QueueMemory};
+use crate::path::packet::Packet;
+use crate::path::partition::{CuMask, Partition, PartitionId, QueueId};
+use crate::path::shadow_queue::{HwQueue, Mode, ShadowQueue};
+use crate::path::window::{Contention, Nanos, Seq, WindowSize};
+use crate::settings::fault::{FaultPlan, Point};
+use crate::settings::priority::Priority;
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// The cross-process board as the scheduler uses it ([`crate::board_link::BoardLink`] in a
+/// The `tracing` target of this module's logs: the module path it had before `src/` was sorted
+/// into folders, so that an `XHSA_LOG` directive such as `xhsa::scheduler=debug` (the example
+/// the settings give) keeps selecting them.
+const LOG_TARGET: &str = "xhsa::scheduler";
+
+/// The cross-process board as the scheduler uses it ([`crate::board::link::BoardLink`] in a
 /// process; a fake in tests): the queues of this process publish there, and the other
 /// processes' work is the *external* contention of the window.
 pub trait Board: Send + Sync + std::fmt::Debug {
@@ -172,7 +177,7 @@ fn write_guarded(faults: &FaultPlan, mem: &dyn QueueMemory, hw: &dyn Hardware, q
             barrier_written = ok;
         }
         if !ok {
-            tracing::error!("xhsa: hardware queue {:#x}: slot {} could not be filled either; its packet processor will stop there", q.queue, first + i as u64);
+            tracing::error!(target: LOG_TARGET, "xhsa: hardware queue {:#x}: slot {} could not be filled either; its packet processor will stop there", q.queue, first + i as u64);
         }
     }
     let rang = catch_unwind(AssertUnwindSafe(|| hw.ring(q, first + slots as u64 - 1))).is_ok();
@@ -184,7 +189,7 @@ fn write_guarded(faults: &FaultPlan, mem: &dyn QueueMemory, hw: &dyn Hardware, q
 fn log_write_failure(id: QueueId, written: usize, of: usize) {
     static SAID: AtomicBool = AtomicBool::new(false);
     if !SAID.swap(true, Ordering::Relaxed) {
-        tracing::error!("xhsa: {id}: writing into the hardware ring failed after its slots were reserved ({written} of {of} packets written; no-op barriers fill the other slots); the rest is retried after them");
+        tracing::error!(target: LOG_TARGET, "xhsa: {id}: writing into the hardware ring failed after its slots were reserved ({written} of {of} packets written; no-op barriers fill the other slots); the rest is retried after them");
     }
 }
 
@@ -653,7 +658,7 @@ impl Scheduler {
         if !q.tracking.armed && q.tracking.outstanding() > 0 {
             q.tracking.armed = hw.arm(q.id, q.tracking.signal, q.tracking.arm_below());
             if !q.tracking.armed {
-                tracing::debug!("xhsa: {}: the completion handler could not be registered; its remaining packets go at its next doorbell or read-index poll", q.id);
+                tracing::debug!(target: LOG_TARGET, "xhsa: {}: the completion handler could not be registered; its remaining packets go at its next doorbell or read-index poll", q.id);
             }
         }
         !q.tracking.armed
@@ -673,7 +678,7 @@ impl Scheduler {
         q.backlog.extend(pending);
         q.mode = Mode::Direct;
         self.degraded += 1;
-        tracing::error!("xhsa: {id}: {why}; this queue passes through unscheduled from now on");
+        tracing::error!(target: LOG_TARGET, "xhsa: {id}: {why}; this queue passes through unscheduled from now on");
         if Self::direct_flush(q, &self.faults, mem, hw) {
             self.stalled = true;
         }
@@ -834,7 +839,7 @@ impl Scheduler {
         s.packet_ns = q.timing.per_packet();
         s.pending = s.pending.saturating_add(q.backlog.len().min(u32::MAX as usize) as u32);
         if q.mode != Mode::Scheduled {
-            s.flags |= crate::stats::FLAG_PASSTHROUGH;
+            s.flags |= crate::board::stats::FLAG_PASSTHROUGH;
         }
         Some(s)
     }
@@ -854,14 +859,14 @@ impl Scheduler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet::{FenceScope, PacketType, PACKET_SIZE};
-    use crate::priority::{Level, StreamPriority};
-    use crate::queue::TRACKING_START;
-    use crate::shadow::{AqlRing, READ_DISPATCH_ID, WRITE_DISPATCH_ID};
+    use crate::path::aql_ring::{AqlRing, READ_DISPATCH_ID, WRITE_DISPATCH_ID};
+    use crate::path::packet::{FenceScope, PacketType, PACKET_SIZE};
+    use crate::path::shadow_queue::TRACKING_START;
+    use crate::settings::priority::{Level, StreamPriority};
     use std::cell::RefCell;
     use std::collections::HashMap;
 
-    type Mem = crate::shadow::fake::Fake;
+    type Mem = crate::path::aql_ring::fake::Fake;
 
     /// A hardware model: write indices owned here, read indices moved by `consume`, doorbells
     /// and handler registrations recorded; every packet written is in `mem`.
@@ -1103,7 +1108,7 @@ mod tests {
         w.submit(2, 4);
         let s = w.sched.stats(QueueId(2), 0).unwrap();
         assert_eq!((s.in_flight, s.pending), (1, 3), "contended from outside: W = 1 in flight");
-        assert!(board.last(2).has_work() && board.last(2).has_flag(crate::stats::FLAG_CONTENDED));
+        assert!(board.last(2).has_work() && board.last(2).has_flag(crate::board::stats::FLAG_CONTENDED));
         // The other process finishes; the next pass after the cached read expires sees it.
         *board.external.lock().unwrap() = None;
         w.sched.pass(&w.mem, &w.hw, CONTENTION_CACHE_NS - 1);

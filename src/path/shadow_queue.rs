@@ -26,11 +26,11 @@
 //! once per barrier, so `TRACKING_START - value` barriers completed, in order.
 #![forbid(unsafe_code)]
 
-use crate::packet::Packet;
-use crate::priority::StreamPriority;
-use crate::ring::QueueId;
-use crate::shadow::AqlRing;
-use crate::window::Seq;
+use crate::path::aql_ring::AqlRing;
+use crate::path::packet::Packet;
+use crate::path::partition::QueueId;
+use crate::path::window::Seq;
+use crate::settings::priority::StreamPriority;
 use std::collections::VecDeque;
 
 /// Initial value of a tracking signal (far from 0, so no count of barriers reaches it).
@@ -147,9 +147,9 @@ pub struct ShadowQueue {
     /// The sequence number of the last packet forwarded without a tracking barrier after it
     /// (its completion, and that of the packets before it, is not observable until one is
     /// written).
-    pub untracked: Option<crate::window::Seq>,
+    pub untracked: Option<crate::path::window::Seq>,
     /// Time per packet on the hardware, from the completions seen.
-    pub timing: crate::packet_time::PacketTime,
+    pub timing: crate::path::packet_time::PacketTime,
 }
 
 impl ShadowQueue {

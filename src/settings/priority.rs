@@ -7,14 +7,14 @@
 //!   `PRIORITY_DEFAULT = 0`, `PRIORITY_MAX = 255`, and `-256` is `PRIORITY_NO_EXECUTE`). libxhsa
 //!   accepts the whole `-256..=255` so that any XSched setting carries over; `-256` is simply the
 //!   lowest level (libxhsa's level-1 window never holds a queue back completely, see
-//!   [`crate::window`]), not "never execute".
+//!   [`crate::path::window`]), not "never execute".
 //! - The **stream priority** is what the application asked of the HSA queue through
 //!   `hsa_amd_queue_set_priority` (HIP does this for `hipStreamCreateWithPriority`):
 //!   `HSA_AMD_QUEUE_PRIORITY_LOW = 0`, `NORMAL = 1` (the default), `HIGH = 2`.
 //!
 //! Order: by level first, then by stream priority. The operator places processes relative to each
 //! other; the application orders its own streams within its level (see
-//! [`crate::settings::effective_priority`] for where the level comes from).
+//! [`crate::settings::config::effective_priority`] for where the level comes from).
 //!
 //! On the board a priority is stored as its [`rank`](Priority::rank), an `i32` that orders the same
 //! way: `level * 4 + stream` (stream 0..=2).

@@ -1,12 +1,12 @@
 //! A shared-memory file seen as an array of 32-bit atomics: the one place where libxhsa turns
-//! mapped bytes into Rust references. Everything above it ([`crate::board_shm`]) is safe code
+//! mapped bytes into Rust references. Everything above it ([`crate::board::shared`]) is safe code
 //! over `&[AtomicU32]`.
 //!
 //! It also holds the futex calls on such words ([`futex_wait`], [`futex_wake`]): shared
 //! (not process-private) futexes, so a thread of one process can block on a word of the
 //! mapping until a thread of another process changes it and wakes it.
 //!
-//! What it is not: a layout. The board's layout lives in [`crate::board`]; this module only
+//! What it is not: a layout. The board's layout lives in [`crate::board::layout`]; this module only
 //! knows that the mapping is page-aligned and a whole number of words.
 
 use memmap2::MmapMut;

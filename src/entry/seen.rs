@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use crate::addr_map::AddrMap;
+use crate::entry::addr_map::AddrMap;
 
 /// How libxhsa was loaded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

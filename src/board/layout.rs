@@ -1,6 +1,7 @@
 //! The board: one shared-memory table per GPU where every queue of every process using libxhsa
 //! publishes its priority and its work, so each process can tell whether higher-priority work
-//! exists elsewhere on the GPU ([`crate::window::Contention`]) and `xhsa-top` can show it all.
+//! exists elsewhere on the GPU ([`crate::path::window::Contention`]) and `xhsa-top` can show it
+//! all.
 //!
 //! This module is the data model and the pure functions over it: plain `#[repr(C)]` data, no
 //! atomics, no mapping. The shared-memory edge maps the file, checks the header with
@@ -41,11 +42,11 @@
 //! | 12     | `u32`        | `partition`   | CU partition id of the queue                                   |
 //! | 16     | `u64`        | `owner_start` | owner's start time (`/proc/<pid>/stat` field 22), 0 if unknown |
 //! | 24     | `u64`        | `queue_id`    | the owner's [`QueueId`]                                        |
-//! | 32     | `QueueStats` | `stats`       | priority, pending, in flight, counters ([`crate::stats`])       |
+//! | 32     | `QueueStats` | `stats`       | priority, pending, in flight, counters ([`crate::board::stats`])       |
 //! | 96     | `[u64; 4]`   | `reserved`    | zero                                                           |
 //!
 //! Version 2 added `wake` and `waiters` (version 1 had zeros there) and the stats' packet-time
-//! estimate (see [`crate::stats`]): each process's preemption watcher blocks on `wake`
+//! estimate (see [`crate::board::stats`]): each process's preemption watcher blocks on `wake`
 //! (`FUTEX_WAIT` on the shared mapping) and every publisher whose queue's priority or "has work"
 //! changed bumps it and wakes the waiters, so a batch process learns of a latency-critical
 //! request within a futex wake-up, without polling.
@@ -57,10 +58,10 @@
 
 #![forbid(unsafe_code)]
 
-use crate::priority::Priority;
-use crate::ring::{PartitionId, QueueId};
-use crate::stats::{QueueStats, STATS_LAYOUT_VERSION};
-use crate::window::Contention;
+use crate::board::stats::{QueueStats, STATS_LAYOUT_VERSION};
+use crate::path::partition::{PartitionId, QueueId};
+use crate::path::window::Contention;
+use crate::settings::priority::Priority;
 use std::collections::BTreeSet;
 use std::fmt;
 
@@ -427,7 +428,7 @@ pub fn priorities_with_work(slots: &[Slot], exclude: Option<Owner>) -> BTreeSet<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::priority::Level;
+    use crate::settings::priority::Level;
     use proptest::prelude::*;
     use std::mem::{align_of, offset_of, size_of};
 
@@ -597,10 +598,10 @@ mod tests {
 #[cfg(test)]
 mod cross_process {
     use super::*;
-    use crate::packet::Packet;
-    use crate::priority::Level;
-    use crate::ring::{CuMask, Partition};
-    use crate::window::WindowSize;
+    use crate::path::packet::Packet;
+    use crate::path::partition::{CuMask, Partition};
+    use crate::path::window::WindowSize;
+    use crate::settings::priority::Level;
     use proptest::prelude::*;
 
     const PROCS: usize = 3;

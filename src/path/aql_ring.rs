@@ -10,7 +10,7 @@
 //! hardware ring is never overfilled.
 #![forbid(unsafe_code)]
 
-use crate::packet::{Packet, PacketType, PACKET_SIZE};
+use crate::path::packet::{Packet, PacketType, PACKET_SIZE};
 
 /// Offsets in `amd_queue_t` (amd_hsa_queue.h).
 pub const WRITE_DISPATCH_ID: u64 = 56;
@@ -124,11 +124,11 @@ pub fn unconsumed(mem: &dyn QueueMemory, ring: &AqlRing) -> u64 {
     write.saturating_sub(read)
 }
 
-/// Process memory as a byte map, for the tests of this module and of [`crate::scheduler`].
+/// Process memory as a byte map, for the tests of this module and of [`crate::path::scheduler`].
 #[cfg(test)]
 pub(crate) mod fake {
     use super::QueueMemory;
-    use crate::packet::{Packet, PACKET_SIZE};
+    use crate::path::packet::{Packet, PACKET_SIZE};
     use std::cell::RefCell;
     use std::collections::HashMap;
 
@@ -179,7 +179,7 @@ pub(crate) mod fake {
 mod tests {
     use super::fake::Fake;
     use super::*;
-    use crate::packet::FenceScope;
+    use crate::path::packet::FenceScope;
 
     const SHADOW: AqlRing = AqlRing { base: 0x10_000, slots: 4, amd_queue: 0x1000 };
     const HW: AqlRing = AqlRing { base: 0x20_000, slots: 4, amd_queue: 0x2000 };

@@ -9,7 +9,7 @@
 //! fact), which errs towards preempting.
 #![forbid(unsafe_code)]
 
-use crate::window::Nanos;
+use crate::path::window::Nanos;
 
 /// The running estimate of one queue; see the module doc.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
