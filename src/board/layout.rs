@@ -30,7 +30,8 @@
 //! | 36     | `u32`      | `wake`           | futex word: bumped when a queue's priority or whether it has work changes |
 //! | 40     | `u32`      | `waiters`        | threads blocked on `wake` (wakers skip the syscall at 0) |
 //! | 44     | `u32`      | `reserved1`      | zero                                           |
-//! | 48     | `[u64; 2]` | `reserved`       | zero                                           |
+//! | 48     | `u64`      | `wake_ns`        | `CLOCK_MONOTONIC` ns of the last bump of `wake` (wake-up latency) |
+//! | 56     | `u64`      | `reserved`       | zero                                           |
 //!
 //! Slot `i` ([`Slot`], 128 bytes at offset `64 + 128 * i`):
 //!
@@ -118,8 +119,10 @@ pub struct BoardHeader {
     pub waiters: u32,
     /// Zero.
     pub reserved1: u32,
+    /// `CLOCK_MONOTONIC` nanoseconds of the last bump of `wake`.
+    pub wake_ns: u64,
     /// Zero.
-    pub reserved: [u64; 2],
+    pub reserved: u64,
 }
 
 /// Why a mapped board cannot be used.
@@ -193,7 +196,8 @@ impl BoardHeader {
             wake: 0,
             waiters: 0,
             reserved1: 0,
-            reserved: [0; 2],
+            wake_ns: 0,
+            reserved: 0,
         })
     }
 
@@ -454,7 +458,8 @@ mod tests {
         assert_eq!(offset_of!(BoardHeader, wake), 36);
         assert_eq!(offset_of!(BoardHeader, waiters), 40);
         assert_eq!(offset_of!(BoardHeader, reserved1), 44);
-        assert_eq!(offset_of!(BoardHeader, reserved), 48);
+        assert_eq!(offset_of!(BoardHeader, wake_ns), 48);
+        assert_eq!(offset_of!(BoardHeader, reserved), 56);
 
         assert_eq!(size_of::<Slot>(), SLOT_SIZE);
         assert_eq!(align_of::<Slot>(), 8);

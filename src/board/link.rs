@@ -52,6 +52,15 @@ pub struct BoardLink {
     slots: Mutex<HashMap<QueueId, SlotHandle>>,
     /// Other processes had live slots at the last [`BoardLink::contention`].
     others: AtomicBool,
+    /// This process's watcher is blocked on the board.
+    own_waiting: AtomicBool,
+    /// A change of this process's queues may concern its own watcher.
+    own_interest: AtomicBool,
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds: the same clock in every process of the machine.
+pub fn monotonic_ns() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).map_or(0, |t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
 }
 
 impl BoardLink {
@@ -64,6 +73,8 @@ impl BoardLink {
             me: this_process(),
             slots: Mutex::new(HashMap::new()),
             others: AtomicBool::new(false),
+            own_waiting: AtomicBool::new(false),
+            own_interest: AtomicBool::new(true),
         })
     }
 
@@ -132,9 +143,13 @@ impl BoardLink {
         self.board.cleanup_stale(is_alive)
     }
 
-    /// Wakes every process's watcher: a queue's priority or work changed.
+    /// Wakes the watchers a change of this process's queues can concern: every other process's,
+    /// and this process's own only when it has said the change may concern it
+    /// ([`Watch::set_interest`]: queues of several priorities, or queues off the GPU). A process
+    /// alone on the GPU with one priority thus pays no wake-up per transition.
     pub fn notify(&self) {
-        self.board.notify();
+        let skip = u32::from(self.own_waiting.load(Ordering::SeqCst) && !self.own_interest.load(Ordering::Relaxed));
+        self.board.notify(monotonic_ns(), skip);
     }
 }
 
@@ -150,7 +165,18 @@ impl Watch for BoardLink {
     }
 
     fn wait(&self, seen: u32, timeout: Option<Duration>) {
-        self.board.wait(seen, timeout)
+        self.own_waiting.store(true, Ordering::SeqCst);
+        self.board.wait(seen, timeout);
+        self.own_waiting.store(false, Ordering::SeqCst);
+    }
+
+    fn set_interest(&self, own_changes_matter: bool) {
+        self.own_interest.store(own_changes_matter, Ordering::Relaxed);
+    }
+
+    fn wake_age_ns(&self) -> Option<u64> {
+        let at = self.board.last_wake_ns();
+        (at != 0).then(|| monotonic_ns().saturating_sub(at))
     }
 
     fn view(&self) -> (Vec<Mine>, Vec<Priority>) {

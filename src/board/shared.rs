@@ -54,6 +54,8 @@ const HIGH_WATER_WORD: usize = 8;
 const WAKE_WORD: usize = 9;
 /// Word index of `waiters` in the header.
 const WAITERS_WORD: usize = 10;
+/// Word index of `wake_ns` (two words, low first) in the header.
+const WAKE_NS_WORD: usize = 12;
 /// How long an opener waits for the creator to finish the header.
 pub const INIT_WAIT: Duration = Duration::from_secs(2);
 /// Seqlock read attempts before a slot is skipped.
@@ -138,10 +140,10 @@ fn header_to_words(h: &BoardHeader) -> [u32; HEADER_WORDS] {
     w[WAKE_WORD] = h.wake;
     w[WAITERS_WORD] = h.waiters;
     w[11] = h.reserved1;
-    for (i, r) in h.reserved.iter().enumerate() {
-        w[12 + 2 * i] = *r as u32;
-        w[13 + 2 * i] = (*r >> 32) as u32;
-    }
+    w[WAKE_NS_WORD] = h.wake_ns as u32;
+    w[WAKE_NS_WORD + 1] = (h.wake_ns >> 32) as u32;
+    w[14] = h.reserved as u32;
+    w[15] = (h.reserved >> 32) as u32;
     w
 }
 
@@ -159,7 +161,8 @@ fn header_from_words(w: &[u32; HEADER_WORDS]) -> BoardHeader {
         wake: w[WAKE_WORD],
         waiters: w[WAITERS_WORD],
         reserved1: w[11],
-        reserved: [u64_at(12), u64_at(14)],
+        wake_ns: u64_at(WAKE_NS_WORD),
+        reserved: u64_at(14),
     }
 }
 
@@ -416,14 +419,25 @@ impl SharedBoard {
         self.words.words()[WAKE_WORD].load(Ordering::Acquire)
     }
 
-    /// Tells every process waiting on the board that a queue's priority or work changed: bumps
-    /// `wake` and, only when someone waits, wakes them (one `FUTEX_WAKE`; never blocks).
-    pub fn notify(&self) {
+    /// Tells every process waiting on the board that a queue's priority or work changed: records
+    /// the time (`now_ns`, `CLOCK_MONOTONIC`), bumps `wake` and, only when more than `skip`
+    /// threads wait (the caller's own watcher, when the change cannot concern it), wakes them
+    /// (one `FUTEX_WAKE`; never blocks).
+    pub fn notify(&self, now_ns: u64, skip: u32) {
         let w = self.words.words();
+        w[WAKE_NS_WORD].store(now_ns as u32, Ordering::Relaxed);
+        w[WAKE_NS_WORD + 1].store((now_ns >> 32) as u32, Ordering::Relaxed);
         w[WAKE_WORD].fetch_add(1, Ordering::SeqCst);
-        if w[WAITERS_WORD].load(Ordering::SeqCst) > 0 {
+        if w[WAITERS_WORD].load(Ordering::SeqCst) > skip {
             crate::board::shm::futex_wake(&w[WAKE_WORD]);
         }
+    }
+
+    /// `CLOCK_MONOTONIC` nanoseconds of the last [`SharedBoard::notify`] (0 if none; a value
+    /// read while a notify writes it may mix two times: it is only used for statistics).
+    pub fn last_wake_ns(&self) -> u64 {
+        let w = self.words.words();
+        u64::from(w[WAKE_NS_WORD].load(Ordering::Relaxed)) | (u64::from(w[WAKE_NS_WORD + 1].load(Ordering::Relaxed)) << 32)
     }
 
     /// Blocks until `wake` differs from `seen` (a [`SharedBoard::notify`] since `seen` was

@@ -221,6 +221,7 @@ extern "C" fn at_exit() {
         let mut total = crate::path::scheduler::Summary::default();
         let mut expedited = 0;
         let mut complete = true;
+        let mut costs: Vec<String> = Vec::new();
         for (_, gpu) in g.gpus.iter() {
             if let Some(p) = gpu.preempt.get() {
                 p.put_all_back();
@@ -229,6 +230,13 @@ extern "C" fn at_exit() {
                 pre.restores += s.restores;
                 pre.off_now += s.off_now;
                 pre.off_ns += s.off_ns;
+                if s.wake_to_call.is_some() {
+                    pre.wake_to_call = s.wake_to_call;
+                }
+                let c = p.costs();
+                if !c.is_empty() {
+                    costs.push(c);
+                }
             }
             // A scheduler held by a thread the exit interrupted is left out (its board slots
             // are cleared by the next reader that finds this process gone).
@@ -250,7 +258,9 @@ extern "C" fn at_exit() {
             }
         }
         let preempt = g.gpus.iter().any(|(_, gpu)| gpu.preempt.get().is_some()).then(|| {
-            format!("; preemption: {} taken off, {} put back, {} off now, {} us off in all", pre.preemptions, pre.restores, pre.off_now, pre.off_ns / 1000)
+            let lat = pre.wake_to_call.map_or(String::new(), |(p50, p99, n)| format!(", wake to KFD call P50 {} us P99 {} us ({n})", p50 / 1000, p99 / 1000));
+            let costs = if costs.is_empty() { String::new() } else { format!("; measured: {}", costs.join("; ")) };
+            format!("; preemption: {} taken off, {} put back, {} off now, {} us off in all{lat}{costs}", pre.preemptions, pre.restores, pre.off_now, pre.off_ns / 1000)
         });
         let shadow = if complete || total.queues > 0 {
             let t = total;

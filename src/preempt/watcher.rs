@@ -30,6 +30,8 @@ use std::time::Duration;
 /// How often the watcher clears dead processes' board slots (and re-evaluates) when nothing
 /// wakes it.
 pub const HOUSEKEEPING_NS: Nanos = 1_000_000_000;
+/// Wake-to-KFD-call latencies kept for the summary.
+pub const LATENCY_SAMPLES: usize = 4096;
 /// How soon a failed put-back is retried.
 pub const RETRY_NS: Nanos = 50_000_000;
 
@@ -44,6 +46,11 @@ pub trait Watch: Send + Sync {
     fn view(&self) -> (Vec<Mine>, Vec<Priority>);
     /// Periodic work off the application's threads (dead owners' slots).
     fn housekeeping(&self);
+    /// Whether changes of this process's own queues may concern its watcher (it then wants
+    /// to be woken by them too).
+    fn set_interest(&self, own_changes_matter: bool);
+    /// How long ago the last wake-up was published (for the wake-to-KFD-call latency).
+    fn wake_age_ns(&self) -> Option<u64>;
 }
 
 /// A queue as KFD knows it, kept current from the runtime's own KFD calls.
@@ -64,6 +71,8 @@ struct Inner {
     /// A put-back failed: retry.
     retry_at: Option<Nanos>,
     last_housekeeping: Option<Nanos>,
+    /// Wake-up to KFD call latencies of take-offs (ns), the most recent [`LATENCY_SAMPLES`].
+    wake_to_call: std::collections::VecDeque<u64>,
     /// Counters for the log and the exit summary.
     preemptions: u64,
     restores: u64,
@@ -85,6 +94,8 @@ pub struct PreemptSummary {
     pub restores: u64,
     pub off_now: u64,
     pub off_ns: u64,
+    /// Wake-up to KFD call of take-offs: (P50, P99, samples), nanoseconds.
+    pub wake_to_call: Option<(u64, u64, usize)>,
 }
 
 impl Preemption {
@@ -98,6 +109,7 @@ impl Preemption {
             off: BTreeMap::new(),
             retry_at: None,
             last_housekeeping: None,
+            wake_to_call: Default::default(),
             preemptions: 0,
             restores: 0,
             off_ns: 0,
@@ -172,7 +184,10 @@ impl Preemption {
     /// Totals.
     pub fn summary(&self) -> PreemptSummary {
         let g = self.lock();
-        PreemptSummary { preemptions: g.preemptions, restores: g.restores, off_now: g.off.len() as u64, off_ns: g.off_ns }
+        let mut lat: Vec<u64> = g.wake_to_call.iter().copied().collect();
+        lat.sort_unstable();
+        let wake_to_call = (!lat.is_empty()).then(|| (lat[lat.len() / 2], lat[(lat.len() * 99 / 100).min(lat.len() - 1)], lat.len()));
+        PreemptSummary { preemptions: g.preemptions, restores: g.restores, off_now: g.off.len() as u64, off_ns: g.off_ns, wake_to_call }
     }
 
     /// The mechanisms' measured costs, for the log.
@@ -202,6 +217,10 @@ impl Preemption {
         for m in &mut mine {
             m.preemptable = g.known.contains_key(&m.id);
         }
+        // Own changes concern this watcher when this process has queues of several priorities
+        // (one can preempt another) or queues off the GPU.
+        let distinct: std::collections::BTreeSet<Priority> = mine.iter().map(|m| m.priority).collect();
+        watch.set_interest(distinct.len() > 1 || !g.off.is_empty());
         let cost = g.mech.expected_cost();
         let expected = cost.unwrap_or(0);
         let budget_ok = g.mech.usable() && g.budget.allows(now, expected);
@@ -244,6 +263,12 @@ impl Preemption {
         }
         if !d.take_off.is_empty() {
             let targets: Vec<Target> = d.take_off.iter().filter_map(|q| g.known.get(q).map(|k| k.target)).collect();
+            if let Some(age) = watch.wake_age_ns() {
+                if g.wake_to_call.len() == LATENCY_SAMPLES {
+                    g.wake_to_call.pop_front();
+                }
+                g.wake_to_call.push_back(age);
+            }
             let start = (self.clock)();
             let r = g.mech.take_off(&targets);
             let end = (self.clock)();
@@ -273,6 +298,9 @@ impl Preemption {
             }
             g.preemptions += qs.len() as u64;
             g.policy.taken_off(&qs, start);
+            if !g.off.is_empty() {
+                watch.set_interest(true);
+            }
         }
         let mut wake = now + HOUSEKEEPING_NS;
         if let Some(t) = d.wake_at {
@@ -351,6 +379,10 @@ mod tests {
         }
         fn housekeeping(&self) {
             self.housekeeping.fetch_add(1, Ordering::Relaxed);
+        }
+        fn set_interest(&self, _: bool) {}
+        fn wake_age_ns(&self) -> Option<u64> {
+            Some(20_000)
         }
     }
 
