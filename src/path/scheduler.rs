@@ -101,6 +101,8 @@ impl std::fmt::Debug for Notifier {
 struct Published {
     priority: i32,
     has_work: bool,
+    /// Packets in flight on the hardware (what a preemption can take off).
+    busy: bool,
     flags: u32,
     at: Nanos,
 }
@@ -376,17 +378,17 @@ impl Scheduler {
     }
 
     /// Publishes the queues whose priority or work changed, and the others' counters every
-    /// [`PUBLISH_PERIOD_NS`]; when a queue's priority or whether it has work changed, tells the
+    /// [`PUBLISH_PERIOD_NS`]; when a queue's priority, whether it has work or whether it has packets in flight changed, tells the
     /// preemption watchers ([`Scheduler::set_notifier`]) once.
     fn publish(&mut self, now: Nanos) {
         let board = self.board.clone();
         let mut changed = false;
         for id in self.queue_ids() {
             let Some(stats) = self.stats(id, now) else { continue };
-            let new = Published { priority: stats.priority, has_work: stats.has_work(), flags: stats.flags, at: now };
+            let new = Published { priority: stats.priority, has_work: stats.has_work(), busy: stats.in_flight > 0, flags: stats.flags, at: now };
             let (due, moved) = match self.published.get(&id) {
                 Some(old) => {
-                    let moved = (old.priority, old.has_work) != (new.priority, new.has_work);
+                    let moved = (old.priority, old.has_work, old.busy) != (new.priority, new.has_work, new.busy);
                     (moved || old.flags != new.flags || now.saturating_sub(old.at) >= PUBLISH_PERIOD_NS, moved)
                 }
                 None => (true, new.has_work),

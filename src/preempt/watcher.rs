@@ -218,9 +218,12 @@ impl Preemption {
             m.preemptable = g.known.contains_key(&m.id);
         }
         // Own changes concern this watcher when this process has queues of several priorities
-        // (one can preempt another) or queues off the GPU.
+        // (one can preempt another), queues off the GPU, or queues below some other process's
+        // work (one of them starting to have packets in flight is then a reason to act).
         let distinct: std::collections::BTreeSet<Priority> = mine.iter().map(|m| m.priority).collect();
-        watch.set_interest(distinct.len() > 1 || !g.off.is_empty());
+        let lowest = distinct.iter().next().copied();
+        let below_others = lowest.is_some_and(|l| others.iter().any(|p| *p > l));
+        watch.set_interest(distinct.len() > 1 || !g.off.is_empty() || below_others);
         let cost = g.mech.expected_cost();
         let expected = cost.unwrap_or(0);
         let budget_ok = g.mech.usable() && g.budget.allows(now, expected);
@@ -228,6 +231,15 @@ impl Preemption {
         let mut d = g.policy.decide(now, &mine, &others, cost, budget_ok, budget_at);
         if !g.mech.usable() {
             d.take_off.clear();
+        }
+        if !d.take_off.is_empty() || !d.put_back.is_empty() || tracing::enabled!(tracing::Level::TRACE) {
+            tracing::debug!(
+                "xhsa: preemption step: mine {:?}, others with work {:?}, cost {cost:?}, budget {budget_ok}: take off {:?}, put back {:?}",
+                mine.iter().map(|m| (m.id.0, m.priority.rank(), m.pending, m.in_flight, m.packet_ns / 1000, m.preemptable)).collect::<Vec<_>>(),
+                others.iter().map(|p| p.rank()).collect::<Vec<_>>(),
+                d.take_off,
+                d.put_back
+            );
         }
         // Put back first (failed put-backs of earlier steps included).
         let mut back: Vec<QueueId> = d.put_back.clone();
