@@ -7,7 +7,7 @@ cd "$(dirname "$0")/../../.."
 out=target/bench
 mkdir -p "$out"
 n="${1:-20000}"
-rounds="${2:-3}"
+rounds="${2:-7}"
 cargo build --release -p xhsa -p xhsa-emu -p xhsa-emu-thunk >&2
 gcc -O2 -Wall -o "$out/dispatch" tools/emu/bench/dispatch.c -lhsa-runtime64
 hipcc --offload-arch=gfx90a --cuda-device-only -c --no-gpu-bundle-output -w -o "$out/xhsa_kernels.co" tests/kernels/xhsa_kernels.hip
