@@ -79,11 +79,6 @@ impl Policy {
         self.states.get(&q).copied().unwrap_or(State::Running { exempt_until: 0 })
     }
 
-    /// Whether `q` is off the GPU.
-    pub fn is_off(&self, q: QueueId) -> bool {
-        matches!(self.state(q), State::Off { .. })
-    }
-
     /// The queues off the GPU.
     pub fn off(&self) -> Vec<QueueId> {
         self.states.iter().filter(|(_, s)| matches!(s, State::Off { .. })).map(|(q, _)| *q).collect()

@@ -53,19 +53,13 @@ pub trait Watch: Send + Sync {
     fn wake_age_ns(&self) -> Option<u64>;
 }
 
-/// A queue as KFD knows it, kept current from the runtime's own KFD calls.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-struct Known {
-    target: Target,
-}
-
 /// What the lock protects.
 struct Inner {
     policy: Policy,
     mech: Mechanisms,
     budget: Budget,
-    /// Queues KFD knows, by libxhsa queue id.
-    known: BTreeMap<QueueId, Known>,
+    /// Queues KFD knows, by libxhsa queue id, kept current from the runtime's own KFD calls.
+    known: BTreeMap<QueueId, Target>,
     /// Queues off the GPU and how.
     off: BTreeMap<QueueId, How>,
     /// A put-back failed: retry.
@@ -121,14 +115,9 @@ impl Preemption {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The settings in force.
-    pub fn settings(&self) -> PreemptSettings {
-        self.settings
-    }
-
     /// A queue KFD knows (its hardware queue was created).
     pub fn add(&self, target: Target) {
-        self.lock().known.insert(target.queue, Known { target });
+        self.lock().known.insert(target.queue, target);
     }
 
     /// The runtime changed a queue's KFD priority or percentage (its own `UPDATE_QUEUE`, seen
@@ -137,9 +126,9 @@ impl Preemption {
     /// runtime's percentage is restored when libxhsa puts it back).
     pub fn runtime_update(&self, kfd_id: u32, priority: u32, percentage: u32) -> u32 {
         let mut g = self.lock();
-        let Some((q, k)) = g.known.iter_mut().find(|(_, k)| k.target.kfd_id == kfd_id) else { return percentage };
-        k.target.priority = priority;
-        k.target.percentage = percentage;
+        let Some((q, t)) = g.known.iter_mut().find(|(_, t)| t.kfd_id == kfd_id) else { return percentage };
+        t.priority = priority;
+        t.percentage = percentage;
         let q = *q;
         if g.off.get(&q) == Some(&How::Deactivate) {
             0
@@ -151,11 +140,10 @@ impl Preemption {
     /// A queue is being destroyed: put it back if it is off (KFD blocks destroying a
     /// suspended queue), and forget it.
     pub fn forget(&self, q: QueueId) {
-        let now = (self.clock)();
         let mut g = self.lock();
         if let Some(how) = g.off.remove(&q) {
-            if let Some(k) = g.known.get(&q).copied() {
-                if let Err(e) = g.mech.put_back(&[(k.target, how)]) {
+            if let Some(t) = g.known.get(&q).copied() {
+                if let Err(e) = g.mech.put_back(&[(t, how)]) {
                     tracing::error!("xhsa: queue {q} could not be put back before its destroy: {e}");
                 }
             }
@@ -163,14 +151,13 @@ impl Preemption {
         }
         g.policy.forget(q);
         g.known.remove(&q);
-        let _ = now;
     }
 
     /// Puts every queue back (process exit). Never blocks on the watcher for long: skipped if
     /// the lock is busy.
     pub fn put_all_back(&self) {
         let Ok(mut g) = self.inner.try_lock() else { return };
-        let targets: Vec<(Target, How)> = g.off.iter().filter_map(|(q, h)| g.known.get(q).map(|k| (k.target, *h))).collect();
+        let targets: Vec<(Target, How)> = g.off.iter().filter_map(|(q, h)| g.known.get(q).map(|t| (*t, *h))).collect();
         if !targets.is_empty() && g.mech.put_back(&targets).is_ok() {
             g.off.clear();
         }
@@ -247,10 +234,9 @@ impl Preemption {
             let more: Vec<QueueId> = g.off.keys().filter(|q| !back.contains(q)).copied().collect();
             back.extend(more);
         }
-        back.retain(|q| g.off.contains_key(q) || g.policy.is_off(*q));
+        back.retain(|q| g.off.contains_key(q));
         if !back.is_empty() {
-            let targets: Vec<(Target, How)> =
-                back.iter().filter_map(|q| Some((g.known.get(q)?.target, *g.off.get(q)?))).collect();
+            let targets: Vec<(Target, How)> = back.iter().filter_map(|q| Some((*g.known.get(q)?, *g.off.get(q)?))).collect();
             let start = (self.clock)();
             let r = g.mech.put_back(&targets);
             let end = (self.clock)();
@@ -274,7 +260,7 @@ impl Preemption {
             }
         }
         if !d.take_off.is_empty() {
-            let targets: Vec<Target> = d.take_off.iter().filter_map(|q| g.known.get(q).map(|k| k.target)).collect();
+            let targets: Vec<Target> = d.take_off.iter().filter_map(|q| g.known.get(q).copied()).collect();
             if let Some(age) = watch.wake_age_ns() {
                 if g.wake_to_call.len() == LATENCY_SAMPLES {
                     g.wake_to_call.pop_front();
@@ -292,7 +278,7 @@ impl Preemption {
                         tracing::error!("xhsa: preemption failed ({why}); this process goes on at level 1 (no preemption)");
                     }
                     // What was taken off before the failure goes back at once.
-                    let targets: Vec<(Target, How)> = t.queues.iter().filter_map(|(q, h)| Some((g.known.get(q)?.target, *h))).collect();
+                    let targets: Vec<(Target, How)> = t.queues.iter().filter_map(|(q, h)| Some((*g.known.get(q)?, *h))).collect();
                     if !targets.is_empty() && g.mech.put_back(&targets).is_err() {
                         for (q, h) in &t.queues {
                             g.off.insert(*q, *h);
