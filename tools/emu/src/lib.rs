@@ -13,6 +13,7 @@ pub mod config;
 pub mod device;
 pub mod sys;
 pub mod cp;
+pub mod isa;
 pub mod kernels;
 pub mod kfd;
 pub mod shared;

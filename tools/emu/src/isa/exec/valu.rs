@@ -1,0 +1,297 @@
+//! The vector ALU's operand machinery, shared by every VOP opcode: reading a source for a lane
+//! (register, scalar, inline constant or literal; SDWA selection; `abs`/`neg` on floats), the
+//! DPP lane permutation and write masks, output modifiers (`omod`, `clamp`) and writing the
+//! destination (32 or 64 bits, SDWA destination selection). An opcode's semantics is a pure
+//! function of its lanes' source values ([`vop`]).
+
+use super::{Ctx, ExecError, Step};
+use crate::isa::decode::{Dpp, Family, Inst, Sdwa};
+use crate::isa::operand::{self, Ty};
+use crate::isa::wave::{Wave, LANES};
+
+/// One source operand, resolved for the instruction.
+#[derive(Clone, Copy, Debug)]
+pub struct Src {
+    uniform: Option<u64>,
+    code: u16,
+    ty: Ty,
+    abs: bool,
+    neg: bool,
+    sel: Option<(u8, bool)>,
+}
+
+impl Src {
+    /// Source `k` of `i` read as `ty`.
+    pub fn new(w: &Wave, i: &Inst, k: usize, ty: Ty, ctx: &Ctx) -> Src {
+        let code = i.src[k];
+        let uniform = (code < operand::VGPR0).then(|| w.sread(code, i.literal, ty, &ctx.apertures));
+        let float = matches!(ty, Ty::F32 | Ty::F64 | Ty::F16);
+        let sel = i.sdwa.filter(|_| k < 2).map(|s: Sdwa| (s.src_sel[k], s.sext[k])).or_else(|| {
+            // VOP3 16-bit operands: op_sel picks a source's high half.
+            (i.family == Family::Vop3 && matches!(ty, Ty::F16 | Ty::B16) && i.op_sel >> k & 1 == 1).then_some((5, false))
+        });
+        Src { uniform, code, ty, abs: float && i.abs >> k & 1 == 1, neg: float && i.neg >> k & 1 == 1, sel }
+    }
+
+    /// The raw bits in lane `l`, before modifiers.
+    #[inline]
+    pub fn raw(&self, w: &Wave, l: usize) -> u64 {
+        match self.uniform {
+            Some(x) => x,
+            None if self.ty.is64() => u64::from(w.reg(self.code, l)) | u64::from(w.reg(self.code + 1, l)) << 32,
+            None => u64::from(w.reg(self.code, l)),
+        }
+    }
+
+    /// The value in lane `l`, with SDWA selection and float modifiers applied.
+    #[inline]
+    pub fn get(&self, w: &Wave, l: usize) -> u64 {
+        let mut v = self.raw(w, l);
+        if let Some((sel, sext)) = self.sel {
+            v = u64::from(select(v as u32, sel, sext));
+        }
+        self.modify(v)
+    }
+
+    #[inline]
+    fn modify(&self, mut v: u64) -> u64 {
+        let sign = match self.ty {
+            Ty::F32 => 1u64 << 31,
+            Ty::F64 => 1u64 << 63,
+            Ty::F16 => 1u64 << 15,
+            _ => return v,
+        };
+        if self.abs {
+            v &= !sign;
+        }
+        if self.neg {
+            v ^= sign;
+        }
+        v
+    }
+}
+
+/// SDWA source selection: byte 0-3, word 0-1, or the dword; sign- or zero-extended.
+pub fn select(v: u32, sel: u8, sext: bool) -> u32 {
+    let (shift, bits) = match sel {
+        0..=3 => (u32::from(sel) * 8, 8),
+        4 | 5 => (u32::from(sel - 4) * 16, 16),
+        _ => return v,
+    };
+    let x = (v >> shift) & ((1 << bits) - 1);
+    if sext {
+        (((x << (32 - bits)) as i32) >> (32 - bits)) as u32
+    } else {
+        x
+    }
+}
+
+/// Active lanes of a mask, lowest first.
+#[inline]
+pub fn lanes(mut m: u64) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        if m == 0 {
+            return None;
+        }
+        let l = m.trailing_zeros() as usize;
+        m &= m - 1;
+        Some(l)
+    })
+}
+
+/// The lane DPP reads src0 from for lane `l`, or None when out of range.
+pub fn dpp_source(d: &Dpp, l: usize) -> Option<usize> {
+    let row = l & !15;
+    let c = usize::from(d.ctrl);
+    match c {
+        0x000..=0x0ff => Some((l & !3) | ((c >> (2 * (l & 3))) & 3)),
+        0x101..=0x10f => {
+            let s = l + (c & 15);
+            (s < row + 16).then_some(s)
+        }
+        0x111..=0x11f => (l & 15).checked_sub(c & 15).map(|x| row + x),
+        0x121..=0x12f => Some(row + ((l & 15) + 16 - (c & 15)) % 16),
+        0x130 => (l + 1 < LANES).then_some(l + 1),
+        0x134 => Some((l + 1) % LANES),
+        0x138 => l.checked_sub(1),
+        0x13c => Some((l + LANES - 1) % LANES),
+        0x140 => Some(row + 15 - (l & 15)),
+        0x141 => Some((l & !7) + 7 - (l & 7)),
+        0x142 => (row >= 16).then(|| row - 1),
+        0x143 => (row >= 32).then_some(31),
+        _ => None,
+    }
+}
+
+/// Lanes DPP's row and bank masks let write.
+pub fn dpp_write_mask(d: &Dpp) -> u64 {
+    let mut m = 0u64;
+    for l in 0..LANES {
+        if d.row_mask >> (l / 16) & 1 == 1 && d.bank_mask >> ((l % 16) / 4) & 1 == 1 {
+            m |= 1 << l;
+        }
+    }
+    m
+}
+
+/// Output modifiers of a float result: `omod` (x2, x4, /2), then `clamp` to [0, 1].
+pub fn out_mod(i: &Inst, ty: Ty, v: u64) -> u64 {
+    if i.omod == 0 && !i.clamp {
+        return v;
+    }
+    match ty {
+        Ty::F32 => {
+            let mut x = f32::from_bits(v as u32);
+            x *= [1.0, 2.0, 4.0, 0.5][usize::from(i.omod & 3)];
+            if i.clamp {
+                x = if x.is_nan() { 0.0 } else { x.clamp(0.0, 1.0) };
+            }
+            u64::from(x.to_bits())
+        }
+        Ty::F64 => {
+            let mut x = f64::from_bits(v);
+            x *= [1.0, 2.0, 4.0, 0.5][usize::from(i.omod & 3)];
+            if i.clamp {
+                x = if x.is_nan() { 0.0 } else { x.clamp(0.0, 1.0) };
+            }
+            x.to_bits()
+        }
+        Ty::F16 => {
+            let mut x = crate::isa::fp16::f16_to_f32(v as u16);
+            x *= [1.0, 2.0, 4.0, 0.5][usize::from(i.omod & 3)];
+            if i.clamp {
+                x = if x.is_nan() { 0.0 } else { x.clamp(0.0, 1.0) };
+            }
+            u64::from(crate::isa::fp16::f32_to_f16(x))
+        }
+        _ => v,
+    }
+}
+
+/// Writes lane `l` of a vector destination: 64-bit values to a register pair, 32-bit ones
+/// through SDWA's destination selection when present.
+#[inline]
+pub fn write(w: &mut Wave, i: &Inst, ty: Ty, l: usize, v: u64) {
+    if ty.is64() {
+        w.set_reg(i.dst, l, v as u32);
+        w.set_reg(i.dst + 1, l, (v >> 32) as u32);
+        return;
+    }
+    let v = v as u32;
+    if matches!(ty, Ty::F16 | Ty::B16) && i.sdwa.is_none() {
+        // 16-bit results: the low half, the high half zeroed; VOP3 op_sel[3] writes the high
+        // half instead and keeps the low one.
+        let v = if i.family == Family::Vop3 && i.op_sel >> 3 & 1 == 1 { (w.reg(i.dst, l) & 0xffff) | (v << 16) } else { v & 0xffff };
+        w.set_reg(i.dst, l, v);
+        return;
+    }
+    let v = match i.sdwa {
+        Some(s) if s.dst_sel < 6 => {
+            let (shift, bits) = if s.dst_sel < 4 { (u32::from(s.dst_sel) * 8, 8) } else { (u32::from(s.dst_sel - 4) * 16, 16) };
+            let field = (v & ((1 << bits) - 1)) << shift;
+            let fmask = ((1u32 << bits) - 1) << shift;
+            match s.dst_unused {
+                2 => (w.reg(i.dst, l) & !fmask) | field,
+                1 => {
+                    // Sign-extend the field into the bits above it.
+                    let top = field >> (shift + bits - 1) & 1;
+                    let above = if shift + bits >= 32 { 0 } else { u32::MAX << (shift + bits) };
+                    field | if top == 1 { above } else { 0 }
+                }
+                _ => field,
+            }
+        }
+        _ => v,
+    };
+    w.set_reg(i.dst, l, v);
+}
+
+/// Runs a lane-wise operation: `f(sources, lane)` for every active lane (EXEC, and DPP's masks
+/// and source lanes), results written to the destination of type `dty` with output modifiers.
+/// All lanes are computed before any is written.
+pub fn vop(w: &mut Wave, i: &Inst, ctx: &Ctx, tys: &[Ty], dty: Ty, f: impl Fn(&[u64; 3], usize) -> u64) -> Result<Step, ExecError> {
+    let exec = w.exec();
+    let s: Vec<Src> = tys.iter().enumerate().map(|(k, &t)| Src::new(w, i, k, t, ctx)).collect();
+    let mut out = [0u64; LANES];
+    let mut mask = exec;
+    let dpp = i.dpp;
+    if let Some(d) = &dpp {
+        mask &= dpp_write_mask(d);
+    }
+    for l in lanes(mask) {
+        let mut a = [0u64; 3];
+        for (k, src) in s.iter().enumerate() {
+            a[k] = match (&dpp, k) {
+                (Some(d), 0) => match dpp_source(d, l).filter(|&sl| exec >> sl & 1 == 1) {
+                    Some(sl) => src.get(w, sl),
+                    None if d.bound_ctrl => src.modify(0),
+                    None => {
+                        mask &= !(1 << l);
+                        continue;
+                    }
+                },
+                _ => src.get(w, l),
+            };
+        }
+        out[l] = out_mod(i, dty, f(&a, l));
+    }
+    for l in lanes(mask) {
+        write(w, i, dty, l, out[l]);
+    }
+    Ok(Step::Next)
+}
+
+/// Float views of operand bits.
+#[inline]
+pub fn f(x: u64) -> f32 {
+    f32::from_bits(x as u32)
+}
+#[inline]
+pub fn fb(x: f32) -> u64 {
+    u64::from(x.to_bits())
+}
+#[inline]
+pub fn d(x: u64) -> f64 {
+    f64::from_bits(x)
+}
+#[inline]
+pub fn db(x: f64) -> u64 {
+    x.to_bits()
+}
+#[inline]
+pub fn h(x: u64) -> f32 {
+    crate::isa::fp16::f16_to_f32(x as u16)
+}
+#[inline]
+pub fn hb(x: f32) -> u64 {
+    u64::from(crate::isa::fp16::f32_to_f16(x))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dpp_permutations() {
+        let d = |ctrl| Dpp { ctrl, bound_ctrl: false, row_mask: 0xf, bank_mask: 0xf };
+        // quad_perm:[1,0,3,2]
+        let q = d(0b10_11_00_01);
+        assert_eq!((0..4).map(|l| dpp_source(&q, l).unwrap()).collect::<Vec<_>>(), [1, 0, 3, 2]);
+        assert_eq!(dpp_source(&d(0x111), 16), None); // row_shr:1 at a row start
+        assert_eq!(dpp_source(&d(0x111), 17), Some(16));
+        assert_eq!(dpp_source(&d(0x101), 15), None); // row_shl:1 at a row end
+        assert_eq!(dpp_source(&d(0x121), 16), Some(31)); // row_ror:1
+        assert_eq!(dpp_source(&d(0x142), 20), Some(15)); // row_bcast:15
+        assert_eq!(dpp_source(&d(0x143), 40), Some(31)); // row_bcast:31
+        assert_eq!(dpp_source(&d(0x140), 3), Some(12)); // row_mirror
+        assert_eq!(dpp_write_mask(&Dpp { ctrl: 0, bound_ctrl: false, row_mask: 0b1010, bank_mask: 0xf }), 0xffff_0000_ffff_0000);
+    }
+
+    #[test]
+    fn sdwa_selection() {
+        assert_eq!(select(0x8180_7f01, 1, false), 0x7f);
+        assert_eq!(select(0x8180_7f01, 2, true), 0xffff_ff80);
+        assert_eq!(select(0x8180_7f01, 5, false), 0x8180);
+        assert_eq!(select(0x8180_7f01, 6, true), 0x8180_7f01);
+    }
+}
