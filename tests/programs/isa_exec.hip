@@ -7,6 +7,7 @@
 // values through LDS with s_barrier between the steps, a warp shuffle (__shfl: ds_bpermute),
 // and an atomic add on global memory.
 #include <hip/hip_runtime.h>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -53,11 +54,12 @@ __global__ void isa_atomic_sum(const unsigned* in, unsigned* total, int n) {
     if (i < n) atomicAdd(total, in[i]);
 }
 
-// y[i] = sqrt(x[i]) * 2.5 + (double)i, in double precision, with a float-to-int round trip.
+// y[i] = fma(sqrt(x[i]), 2.5, i) in double precision (explicitly fused, so the host computes the
+// same), and a float-to-int conversion.
 __global__ void isa_fp64(const double* x, double* y, int* r, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
-        y[i] = sqrt(x[i]) * 2.5 + (double)i;
+        y[i] = fma(sqrt(x[i]), 2.5, (double)i);
         r[i] = (int)(x[i] * 0.5f) - i;
     }
 }
@@ -180,7 +182,7 @@ int main() {
         HIP_OK(hipMemcpy(r.data(), dr, n * sizeof(int), hipMemcpyDeviceToHost));
         int bad = -1;
         for (int i = 0; i < n && bad < 0; ++i) {
-            double want = __builtin_sqrt(x[i]) * 2.5 + (double)i;
+            double want = std::fma(std::sqrt(x[i]), 2.5, (double)i);
             int wr = (int)(x[i] * 0.5f) - i;
             if (y[i] != want || r[i] != wr) bad = i;
         }
