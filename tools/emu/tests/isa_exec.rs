@@ -237,3 +237,29 @@ fn an_access_outside_mapped_memory_is_a_fault() {
     let err = r.run("isa_vadd", &[da, 0x10, da, n as u64], [64, 1, 1], [64, 1, 1]).unwrap_err();
     assert!(matches!(err, IsaError::Fault(f) if f.addr == 0x10 && !f.write), "{err:?}");
 }
+
+/// The interpreter's rate on ALU code, in wave-instructions per second (printed; the assertion
+/// only guards against a pathological slowdown on a loaded 2-core machine).
+#[test]
+fn alu_rate() {
+    let Some(mut r) = Rig::new("tests/isa/alu_loop.hip") else { return };
+    let (n, iters) = (64 * 256usize, 200u32);
+    let out = r.alloc(n * 4);
+    let t = std::time::Instant::now();
+    let s = r.run("isa_alu_loop", &[out, u64::from(iters)], [n as u32, 1, 1], [256, 1, 1]).unwrap();
+    let secs = t.elapsed().as_secs_f64();
+    let got: Vec<u32> = r.download(out, n);
+    for (i, &g) in got.iter().enumerate() {
+        let mut x = i as u32 + 1;
+        for k in 0..iters {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x = x.wrapping_mul(2_654_435_761).wrapping_add(k);
+        }
+        assert_eq!(g, x, "out[{i}]");
+    }
+    let rate = s.instructions as f64 / secs;
+    eprintln!("ISA interpreter: {} wave-instructions in {:.3} s = {:.1} M wave-instructions/s", s.instructions, secs, rate / 1e6);
+    assert!(rate > 100_000.0, "{rate}");
+}

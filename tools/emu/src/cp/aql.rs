@@ -37,6 +37,9 @@ pub mod error {
     pub const WORKGROUP_TOO_LARGE: i64 = 64;
     pub const INVALID_VENDOR_PACKET: i64 = 256;
     pub const MEMORY_VIOLATION: i64 = 0x2000_0000;
+    /// A wave executed an illegal instruction (HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION); the
+    /// emulator also reports an instruction its ISA interpreter does not implement this way.
+    pub const ILLEGAL_INSTRUCTION: i64 = 0x4000_0000;
 }
 
 /// A decoded packet.

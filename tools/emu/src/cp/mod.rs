@@ -1,6 +1,7 @@
 //! The command processor: fetches packets from the process's AQL (and SDMA) queues, turns
 //! kernels into HWS jobs, and completes packets in queue order when the device model says
-//! their work is done: CPU model, profiling timestamps, signal decrement, interrupt.
+//! their work is done: the memory effect (CPU model, or the kernel's code on the ISA
+//! interpreter), profiling timestamps, signal decrement, interrupt.
 //!
 //! [`Cp`] is the state machine, driven with device time by [`engine::Engine`]'s thread; it
 //! touches memory only through [`DeviceMemory`] and KFD state through [`Env`], so it is tested
@@ -22,6 +23,7 @@ use xhsa_ioctl::abi::event::{HsaMemoryExceptionData, MemoryExceptionFailure};
 
 use crate::config::Config;
 use crate::device::{CuPool, Hws, KernelJob, QueueKey, Scheduler, WgNeed};
+use crate::isa::IsaError;
 use crate::kfd::events::Events;
 use crate::kfd::memory::Memory;
 use crate::sys::devmem::DeviceMemory;
@@ -294,7 +296,26 @@ impl Cp {
             let amd_queue = q.amd_queue;
             let slot = q.slot_addr(f.id);
             if let Some((k, r)) = &f.kernel {
-                if let Err(fault) = resolve::with_ctx(k, env.mem, env.memory, |ctx| resolve::run(r, ctx)) {
+                if resolve::interprets(&self.cfg, r) {
+                    match resolve::execute(k, r, slot, amd_queue, f.id, env.mem, env.memory, env.clock) {
+                        Ok(_) => {}
+                        Err(IsaError::Fault(fault)) => {
+                            self.memory_fault(key, env, fault.addr, fault.write);
+                            return;
+                        }
+                        Err(e) => {
+                            // As a wave's illegal instruction: the queue stops with the error
+                            // code ROCr reports as HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION.
+                            tracing::error!(kernel = %r.name, "xhsa-emu: {e}");
+                            let pc = match e {
+                                IsaError::Unimplemented { pc, .. } | IsaError::Decode { pc, .. } | IsaError::Illegal { pc, .. } => pc,
+                                IsaError::Fault(f) => f.addr,
+                            };
+                            self.fail(key, env, aql::error::ILLEGAL_INSTRUCTION, pc);
+                            return;
+                        }
+                    }
+                } else if let Err(fault) = resolve::with_ctx(k, env.mem, env.memory, |ctx| resolve::run(r, ctx)) {
                     self.memory_fault(key, env, fault.addr, fault.write);
                     return;
                 }

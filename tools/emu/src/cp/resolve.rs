@@ -1,8 +1,9 @@
 //! From a dispatch's `kernel_object` to a kernel name, its model and its workgroup time.
 //!
 //! Order: the loader's code objects (`_amdgpu_r_debug`), then ROCr's raw blit kernels, else
-//! an unknown kernel named by its address. Unknown kernels are logged once per name; they
-//! complete after the default workgroup time with no memory effect.
+//! an unknown kernel named by its address. A kernel without a CPU model runs on the ISA
+//! interpreter ([`execute`]) unless a config `[[kernel]]` profile makes it timing-only; either
+//! way it completes after its modelled time.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -58,7 +59,7 @@ impl Resolver {
 
     fn warn_unknown(&mut self, r: &Resolved) {
         if r.model.is_none() && self.warned.insert(r.name.clone()) {
-            tracing::warn!(kernel = %r.name, "xhsa-emu: no model for this kernel; it completes after its modelled time with no memory effect");
+            tracing::info!(kernel = %r.name, "xhsa-emu: no CPU model for this kernel; its code runs on the ISA interpreter unless a [[kernel]] profile makes it timing-only");
         }
     }
 }
@@ -85,6 +86,25 @@ pub fn profile(cfg: &Config, r: &Resolved, ctx: &KernelCtx) -> Result<Profile, F
         Some(m) => (m.profile)(ctx),
         None => Ok(Profile::default()),
     }
+}
+
+/// Whether the kernel's memory effect comes from executing its code: no CPU model, and no
+/// config `[[kernel]]` profile (profiled kernels are calibrated timing stand-ins, timing-only).
+pub fn interprets(cfg: &Config, r: &Resolved) -> bool {
+    r.model.is_none() && cfg.profile(&r.name).is_none()
+}
+
+/// Executes the kernel's code on the ISA interpreter for its memory effect; `packet` and
+/// `queue` are the addresses the dispatch and queue pointer SGPRs get.
+pub fn execute(d: &Dispatch, r: &Resolved, packet: u64, queue: u64, dispatch_id: u64, mem: &dyn DeviceMemory, memory: &Memory, clock: &dyn Fn() -> u64) -> Result<crate::isa::Stats, crate::isa::IsaError> {
+    let accessible = |a: u64, l: u64| memory.device_accessible(a, l);
+    let launch = crate::isa::Launch { dispatch: d, packet, queue, dispatch_id };
+    let started = std::time::Instant::now();
+    let res = crate::isa::run(&launch, mem, &accessible, clock);
+    if let Ok(s) = &res {
+        tracing::debug!(kernel = %r.name, workgroups = s.workgroups, waves = s.waves, instructions = s.instructions, us = started.elapsed().as_micros() as u64, "xhsa-emu: executed");
+    }
+    res
 }
 
 /// Runs the kernel's CPU model (its memory effect).

@@ -293,7 +293,7 @@ mod tests {
         let i = decode(&[0xD28F0000, 0x00020082]).unwrap();
         assert_eq!((i.name, i.dst, i.src[0], i.src[1]), ("v_lshlrev_b64", 256, 130, 256));
         let i = decode(&[0x38060303]).unwrap();
-        assert_eq!((i.name, i.dst, i.src[0], i.src[1], i.src[2]), ("v_addc_co_u32", 259, 3, 257, 106));
+        assert_eq!((i.name, i.dst, i.src[0], i.src[1], i.src[2]), ("v_addc_co_u32", 259, 259, 257, 106));
         let i = decode(&[0xDC508000, 0x067F0004]).unwrap();
         assert_eq!((i.family, i.name, i.dst, i.src[0], i.src[2]), (Family::Global, "global_load_dword", 262, 260, 0x7f));
         let i = decode(&[0xD8700200, 0x02000001]).unwrap();

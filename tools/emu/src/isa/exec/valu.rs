@@ -9,14 +9,23 @@ use crate::isa::decode::{Dpp, Family, Inst, Sdwa};
 use crate::isa::operand::{self, Ty};
 use crate::isa::wave::{Wave, LANES};
 
+/// Where a source's bits come from, resolved once per instruction.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Const(u64),
+    /// A 32-bit register: its lane 0 index in the VGPR (`false`) or AGPR (`true`) file.
+    Lo(usize, bool),
+    /// A 64-bit register pair.
+    Pair(usize, bool),
+}
+
 /// One source operand, resolved for the instruction.
 #[derive(Clone, Copy, Debug)]
 pub struct Src {
-    uniform: Option<u64>,
-    code: u16,
-    ty: Ty,
-    abs: bool,
-    neg: bool,
+    kind: Kind,
+    /// Float modifiers as masks: `(bits & and) ^ xor`.
+    and: u64,
+    xor: u64,
     sel: Option<(u8, bool)>,
 }
 
@@ -24,50 +33,92 @@ impl Src {
     /// Source `k` of `i` read as `ty`.
     pub fn new(w: &Wave, i: &Inst, k: usize, ty: Ty, ctx: &Ctx) -> Src {
         let code = i.src[k];
-        let uniform = (code < operand::VGPR0).then(|| w.sread(code, i.literal, ty, &ctx.apertures));
-        let float = matches!(ty, Ty::F32 | Ty::F64 | Ty::F16);
+        let kind = if code < operand::VGPR0 {
+            Kind::Const(w.sread(code, i.literal, ty, &ctx.apertures))
+        } else {
+            let agpr = operand::is_agpr(code);
+            let r = usize::from(code - if agpr { operand::AGPR0 } else { operand::VGPR0 });
+            let file = if agpr { w.a.len() } else { w.v.len() } / LANES;
+            let need = if ty.is64() { r + 2 } else { r + 1 };
+            if need > file {
+                Kind::Const(0) // a register the wave does not have reads 0
+            } else if ty.is64() {
+                Kind::Pair(r * LANES, agpr)
+            } else {
+                Kind::Lo(r * LANES, agpr)
+            }
+        };
+        let sign = match ty {
+            Ty::F32 => 1u64 << 31,
+            Ty::F64 => 1u64 << 63,
+            Ty::F16 => 1u64 << 15,
+            _ => 0,
+        };
+        let and = if i.abs >> k & 1 == 1 { !sign } else { u64::MAX };
+        let xor = if i.neg >> k & 1 == 1 { sign } else { 0 };
         let sel = i.sdwa.filter(|_| k < 2).map(|s: Sdwa| (s.src_sel[k], s.sext[k])).or_else(|| {
             // VOP3 16-bit operands: op_sel picks a source's high half.
             (i.family == Family::Vop3 && matches!(ty, Ty::F16 | Ty::B16) && i.op_sel >> k & 1 == 1).then_some((5, false))
         });
-        Src { uniform, code, ty, abs: float && i.abs >> k & 1 == 1, neg: float && i.neg >> k & 1 == 1, sel }
+        Src { kind, and, xor, sel }
     }
 
     /// The raw bits in lane `l`, before modifiers.
-    #[inline]
+    #[inline(always)]
     pub fn raw(&self, w: &Wave, l: usize) -> u64 {
-        match self.uniform {
-            Some(x) => x,
-            None if self.ty.is64() => u64::from(w.reg(self.code, l)) | u64::from(w.reg(self.code + 1, l)) << 32,
-            None => u64::from(w.reg(self.code, l)),
+        match self.kind {
+            Kind::Const(x) => x,
+            Kind::Lo(b, false) => u64::from(w.v[b + l]),
+            Kind::Lo(b, true) => u64::from(w.a[b + l]),
+            Kind::Pair(b, false) => u64::from(w.v[b + l]) | u64::from(w.v[b + LANES + l]) << 32,
+            Kind::Pair(b, true) => u64::from(w.a[b + l]) | u64::from(w.a[b + LANES + l]) << 32,
         }
     }
 
     /// The value in lane `l`, with SDWA selection and float modifiers applied.
-    #[inline]
+    #[inline(always)]
     pub fn get(&self, w: &Wave, l: usize) -> u64 {
         let mut v = self.raw(w, l);
         if let Some((sel, sext)) = self.sel {
             v = u64::from(select(v as u32, sel, sext));
         }
-        self.modify(v)
+        (v & self.and) ^ self.xor
     }
 
-    #[inline]
-    fn modify(&self, mut v: u64) -> u64 {
-        let sign = match self.ty {
-            Ty::F32 => 1u64 << 31,
-            Ty::F64 => 1u64 << 63,
-            Ty::F16 => 1u64 << 15,
-            _ => return v,
-        };
-        if self.abs {
-            v &= !sign;
+    #[inline(always)]
+    fn modify(&self, v: u64) -> u64 {
+        (v & self.and) ^ self.xor
+    }
+
+    /// All 64 lanes' values (inactive lanes too: they are computed and not written).
+    #[inline(always)]
+    fn fill(&self, w: &Wave, out: &mut [u64; LANES]) {
+        match self.kind {
+            Kind::Const(x) => out.fill(x),
+            Kind::Lo(b, agpr) => {
+                let f = if agpr { &w.a[b..b + LANES] } else { &w.v[b..b + LANES] };
+                for (o, x) in out.iter_mut().zip(f) {
+                    *o = u64::from(*x);
+                }
+            }
+            Kind::Pair(b, agpr) => {
+                let f = if agpr { &w.a[b..b + 2 * LANES] } else { &w.v[b..b + 2 * LANES] };
+                let (lo, hi) = f.split_at(LANES);
+                for ((o, x), y) in out.iter_mut().zip(lo).zip(hi) {
+                    *o = u64::from(*x) | u64::from(*y) << 32;
+                }
+            }
         }
-        if self.neg {
-            v ^= sign;
+        if let Some((sel, sext)) = self.sel {
+            for o in out.iter_mut() {
+                *o = u64::from(select(*o as u32, sel, sext));
+            }
         }
-        v
+        if self.and != u64::MAX || self.xor != 0 {
+            for o in out.iter_mut() {
+                *o = (*o & self.and) ^ self.xor;
+            }
+        }
     }
 }
 
@@ -208,10 +259,51 @@ pub fn write(w: &mut Wave, i: &Inst, ty: Ty, l: usize, v: u64) {
 
 /// Runs a lane-wise operation: `f(sources, lane)` for every active lane (EXEC, and DPP's masks
 /// and source lanes), results written to the destination of type `dty` with output modifiers.
-/// All lanes are computed before any is written.
+#[inline(always)]
 pub fn vop(w: &mut Wave, i: &Inst, ctx: &Ctx, tys: &[Ty], dty: Ty, f: impl Fn(&[u64; 3], usize) -> u64) -> Result<Step, ExecError> {
     let exec = w.exec();
-    let s: Vec<Src> = tys.iter().enumerate().map(|(k, &t)| Src::new(w, i, k, t, ctx)).collect();
+    let none = Src { kind: Kind::Const(0), and: u64::MAX, xor: 0, sel: None };
+    let mut s = [none; 3];
+    for (k, &t) in tys.iter().enumerate() {
+        s[k] = Src::new(w, i, k, t, ctx);
+    }
+    let n = tys.len();
+    let plain_out = i.omod == 0 && !i.clamp && i.sdwa.is_none();
+    if i.dpp.is_none() && plain_out && !matches!(dty, Ty::F16 | Ty::B16) && !operand::is_agpr(i.dst) {
+        // Fast path: whole-wave loops over each source, the operation and the write (inactive
+        // lanes are computed and dropped), which the compiler can vectorise.
+        let r = usize::from(i.dst.wrapping_sub(operand::VGPR0)) * LANES;
+        let wide = dty.is64();
+        if r + if wide { 2 * LANES } else { LANES } > w.v.len() {
+            return Ok(Step::Next);
+        }
+        let mut v = [[0u64; LANES]; 3];
+        for k in 0..n {
+            s[k].fill(w, &mut v[k]);
+        }
+        let mut out = [0u64; LANES];
+        for (l, o) in out.iter_mut().enumerate() {
+            *o = f(&[v[0][l], v[1][l], v[2][l]], l);
+        }
+        if exec == u64::MAX {
+            for (d, o) in w.v[r..r + LANES].iter_mut().zip(&out) {
+                *d = *o as u32;
+            }
+            if wide {
+                for (d, o) in w.v[r + LANES..r + 2 * LANES].iter_mut().zip(&out) {
+                    *d = (*o >> 32) as u32;
+                }
+            }
+        } else {
+            for l in lanes(exec) {
+                w.v[r + l] = out[l] as u32;
+                if wide {
+                    w.v[r + LANES + l] = (out[l] >> 32) as u32;
+                }
+            }
+        }
+        return Ok(Step::Next);
+    }
     let mut out = [0u64; LANES];
     let mut mask = exec;
     let dpp = i.dpp;
@@ -220,7 +312,7 @@ pub fn vop(w: &mut Wave, i: &Inst, ctx: &Ctx, tys: &[Ty], dty: Ty, f: impl Fn(&[
     }
     for l in lanes(mask) {
         let mut a = [0u64; 3];
-        for (k, src) in s.iter().enumerate() {
+        for (k, src) in s[..n].iter().enumerate() {
             a[k] = match (&dpp, k) {
                 (Some(d), 0) => match dpp_source(d, l).filter(|&sl| exec >> sl & 1 == 1) {
                     Some(sl) => src.get(w, sl),
