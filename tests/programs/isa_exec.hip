@@ -1,7 +1,8 @@
 // Kernels that the emulator has no CPU model of, so they only compute right results when the
 // emulator's ISA interpreter executes their gfx90a code (tools/emu/src/isa). Each part checks
-// its own results and prints `CHECK name ok|FAIL ...`; the program prints PASS at the end when
-// every check passed (exit status 0), else FAIL (exit status 1).
+// its own results and prints `PASS name` or `FAIL name: detail`; the program ends with
+// `RESULT: PASS` when every check passed (exit status 0), else `RESULT: FAIL` (exit status 1).
+// The device code is also built alone (hipcc --genco) by tools/emu/tests/isa_exec.rs.
 //
 // Parts: a vector add (global loads/stores, work-item ids), a reduction of each workgroup's
 // values through LDS with s_barrier between the steps, a warp shuffle (__shfl: ds_bpermute),
@@ -67,7 +68,10 @@ __global__ void isa_fp64(const double* x, double* y, int* r, int n) {
 static int failures = 0;
 
 static void check(const char* name, bool ok, const char* detail) {
-    std::printf("CHECK %s %s%s%s\n", name, ok ? "ok" : "FAIL", ok ? "" : " ", ok ? "" : detail);
+    if (ok)
+        std::printf("PASS %s\n", name);
+    else
+        std::printf("FAIL %s: %s\n", name, detail);
     if (!ok) ++failures;
 }
 
@@ -192,6 +196,6 @@ int main() {
         HIP_OK(hipFree(dy));
         HIP_OK(hipFree(dr));
     }
-    std::printf("%s\n", failures == 0 ? "PASS" : "FAIL");
+    std::printf("RESULT: %s\n", failures == 0 ? "PASS" : "FAIL");
     return failures == 0 ? 0 : 1;
 }

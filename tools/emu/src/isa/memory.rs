@@ -1,7 +1,8 @@
 //! The interpreter's view of device memory: the process's memory through [`DeviceMemory`],
 //! every access checked against the KFD memory table first (an access outside it is the GPU's
-//! memory fault, [`Fault`]). The last range found accessible is remembered, so the lanes of a
-//! wave touching one buffer cost one table look-up.
+//! memory fault, [`Fault`]). A few ranges found accessible are remembered (aligned windows of
+//! 1 MiB, 64 KiB or 4 KiB around the accesses), so the lanes of a wave touching a few buffers
+//! cost a table look-up only when they reach a new window.
 
 use std::cell::Cell;
 
@@ -11,30 +12,36 @@ use crate::sys::devmem::DeviceMemory;
 pub struct Memory<'a> {
     pub mem: &'a dyn DeviceMemory,
     accessible: &'a dyn Fn(u64, u64) -> bool,
-    /// A range known accessible: `[start, end)`.
-    known: Cell<(u64, u64)>,
+    /// Ranges known accessible: `[start, end)`, replaced round robin.
+    known: [Cell<(u64, u64)>; 8],
+    next: Cell<usize>,
 }
 
-/// Granule the accessible-range cache grows by: a check of one address also proves its whole
-/// 4 KiB page when the table says so.
-const PAGE: u64 = 4096;
+/// Windows tried around a missed access, largest first.
+const WINDOWS: [u64; 3] = [1 << 20, 1 << 16, 1 << 12];
 
 impl<'a> Memory<'a> {
     pub fn new(mem: &'a dyn DeviceMemory, accessible: &'a dyn Fn(u64, u64) -> bool) -> Self {
-        Memory { mem, accessible, known: Cell::new((0, 0)) }
+        Memory { mem, accessible, known: Default::default(), next: Cell::new(0) }
     }
 
     pub fn check(&self, addr: u64, len: u64, write: bool) -> Result<(), Fault> {
-        let (s, e) = self.known.get();
         let Some(end) = addr.checked_add(len) else { return Err(Fault { addr, write }) };
-        if addr >= s && end <= e {
+        if self.known.iter().any(|k| {
+            let (s, e) = k.get();
+            addr >= s && end <= e
+        }) {
             return Ok(());
         }
-        let page = addr & !(PAGE - 1);
-        let page_end = end.div_ceil(PAGE) * PAGE;
-        if (self.accessible)(page, page_end - page) {
-            self.known.set((page, page_end));
-            return Ok(());
+        for w in WINDOWS {
+            let start = addr & !(w - 1);
+            let stop = end.div_ceil(w) * w;
+            if (self.accessible)(start, stop - start) {
+                let n = self.next.get();
+                self.known[n % self.known.len()].set((start, stop));
+                self.next.set(n + 1);
+                return Ok(());
+            }
         }
         if (self.accessible)(addr, len) {
             return Ok(());

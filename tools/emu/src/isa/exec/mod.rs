@@ -62,6 +62,9 @@ pub struct Ctx<'a, 'm> {
     pub apertures: Apertures,
     /// Device nanoseconds for `s_memtime`/`s_memrealtime`.
     pub clock: &'a dyn Fn() -> u64,
+    /// Per-lane working space of the vector ALU (three sources and a result), kept between
+    /// instructions so that none has to clear it.
+    pub lanes: Box<[[u64; super::wave::LANES]; 4]>,
 }
 
 pub type Handler = fn(&mut Wave, &Inst, &mut Ctx) -> Result<Step, ExecError>;

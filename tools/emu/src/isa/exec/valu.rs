@@ -260,7 +260,7 @@ pub fn write(w: &mut Wave, i: &Inst, ty: Ty, l: usize, v: u64) {
 /// Runs a lane-wise operation: `f(sources, lane)` for every active lane (EXEC, and DPP's masks
 /// and source lanes), results written to the destination of type `dty` with output modifiers.
 #[inline(always)]
-pub fn vop(w: &mut Wave, i: &Inst, ctx: &Ctx, tys: &[Ty], dty: Ty, f: impl Fn(&[u64; 3], usize) -> u64) -> Result<Step, ExecError> {
+pub fn vop(w: &mut Wave, i: &Inst, ctx: &mut Ctx, tys: &[Ty], dty: Ty, f: impl Fn(&[u64; 3], usize) -> u64) -> Result<Step, ExecError> {
     let exec = w.exec();
     let none = Src { kind: Kind::Const(0), and: u64::MAX, xor: 0, sel: None };
     let mut s = [none; 3];
@@ -277,20 +277,19 @@ pub fn vop(w: &mut Wave, i: &Inst, ctx: &Ctx, tys: &[Ty], dty: Ty, f: impl Fn(&[
         if r + if wide { 2 * LANES } else { LANES } > w.v.len() {
             return Ok(Step::Next);
         }
-        let mut v = [[0u64; LANES]; 3];
-        for k in 0..n {
-            s[k].fill(w, &mut v[k]);
+        let [v0, v1, v2, out] = &mut *ctx.lanes;
+        for (k, v) in [&mut *v0, &mut *v1, &mut *v2].into_iter().enumerate().take(n) {
+            s[k].fill(w, v);
         }
-        let mut out = [0u64; LANES];
         for (l, o) in out.iter_mut().enumerate() {
-            *o = f(&[v[0][l], v[1][l], v[2][l]], l);
+            *o = f(&[v0[l], v1[l], v2[l]], l);
         }
         if exec == u64::MAX {
-            for (d, o) in w.v[r..r + LANES].iter_mut().zip(&out) {
+            for (d, o) in w.v[r..r + LANES].iter_mut().zip(out.iter()) {
                 *d = *o as u32;
             }
             if wide {
-                for (d, o) in w.v[r + LANES..r + 2 * LANES].iter_mut().zip(&out) {
+                for (d, o) in w.v[r + LANES..r + 2 * LANES].iter_mut().zip(out.iter()) {
                     *d = (*o >> 32) as u32;
                 }
             }
