@@ -297,7 +297,8 @@ impl Cp {
             let slot = q.slot_addr(f.id);
             if let Some((k, r)) = &f.kernel {
                 if resolve::interprets(&self.cfg, r) {
-                    match resolve::execute(k, r, slot, amd_queue, f.id, env.mem, env.memory, env.clock) {
+                    let launch = crate::isa::Launch { dispatch: k, packet: slot, queue: amd_queue, dispatch_id: f.id };
+                    match resolve::execute(&launch, r, env.mem, env.memory, env.clock) {
                         Ok(_) => {}
                         Err(IsaError::Fault(fault)) => {
                             self.memory_fault(key, env, fault.addr, fault.write);

@@ -94,13 +94,11 @@ pub fn interprets(cfg: &Config, r: &Resolved) -> bool {
     r.model.is_none() && cfg.profile(&r.name).is_none()
 }
 
-/// Executes the kernel's code on the ISA interpreter for its memory effect; `packet` and
-/// `queue` are the addresses the dispatch and queue pointer SGPRs get.
-pub fn execute(d: &Dispatch, r: &Resolved, packet: u64, queue: u64, dispatch_id: u64, mem: &dyn DeviceMemory, memory: &Memory, clock: &dyn Fn() -> u64) -> Result<crate::isa::Stats, crate::isa::IsaError> {
+/// Executes the kernel's code on the ISA interpreter for its memory effect.
+pub fn execute(launch: &crate::isa::Launch, r: &Resolved, mem: &dyn DeviceMemory, memory: &Memory, clock: &dyn Fn() -> u64) -> Result<crate::isa::Stats, crate::isa::IsaError> {
     let accessible = |a: u64, l: u64| memory.device_accessible(a, l);
-    let launch = crate::isa::Launch { dispatch: d, packet, queue, dispatch_id };
     let started = std::time::Instant::now();
-    let res = crate::isa::run(&launch, mem, &accessible, clock);
+    let res = crate::isa::run(launch, mem, &accessible, clock);
     if let Ok(s) = &res {
         tracing::debug!(kernel = %r.name, workgroups = s.workgroups, waves = s.waves, instructions = s.instructions, us = started.elapsed().as_micros() as u64, "xhsa-emu: executed");
     }

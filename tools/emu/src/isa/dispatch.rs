@@ -42,11 +42,14 @@ pub struct Stats {
     pub instructions: u64,
 }
 
+/// A decoded instruction with its handler (None: not implemented).
+type Decoded = (Inst, Option<Handler>);
+
 /// Decoded instructions by address, with their handlers.
 struct Code {
     base: u64,
-    near: Vec<Option<Box<(Inst, Option<Handler>)>>>,
-    far: HashMap<u64, Box<(Inst, Option<Handler>)>>,
+    near: Vec<Option<Box<Decoded>>>,
+    far: HashMap<u64, Box<Decoded>>,
 }
 
 /// Instructions within this many bytes after the entry are cached in a vector.
@@ -57,9 +60,9 @@ impl Code {
         Code { base, near: Vec::new(), far: HashMap::new() }
     }
 
-    fn fetch(&mut self, mem: &Memory, pc: u64) -> Result<&(Inst, Option<Handler>), IsaError> {
+    fn fetch(&mut self, mem: &Memory, pc: u64) -> Result<&Decoded, IsaError> {
         let off = pc.wrapping_sub(self.base);
-        let near = off < NEAR && pc % 4 == 0;
+        let near = off < NEAR && pc.is_multiple_of(4);
         let cached = if near { self.near.get((off / 4) as usize).is_some_and(Option::is_some) } else { self.far.contains_key(&pc) };
         if !cached {
             let mut words = [0u32; 3];

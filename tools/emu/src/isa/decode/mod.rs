@@ -273,6 +273,13 @@ pub(crate) fn sext(v: u32, bits: u32) -> i32 {
     ((v << (32 - bits)) as i32) >> (32 - bits)
 }
 
+impl Inst {
+    /// A blank instruction of `family` and `op` (for asking whether an opcode is implemented).
+    pub fn probe(family: Family, op: u16) -> Inst {
+        Inst::new(family, op, 4)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -301,12 +308,5 @@ mod tests {
         let i = decode(&[0xBF810000]).unwrap();
         assert_eq!(i.name, "s_endpgm");
         assert_eq!(decode(&[0x7E0202FA]), Err(DecodeError::Truncated));
-    }
-}
-
-impl Inst {
-    /// A blank instruction of `family` and `op` (for asking whether an opcode is implemented).
-    pub fn probe(family: Family, op: u16) -> Inst {
-        Inst::new(family, op, 4)
     }
 }

@@ -44,7 +44,7 @@ fn run(w: &mut Wave, i: &Inst, c: &mut Ctx) -> Result<Step, ExecError> {
                 vmem::flat_place(a.wrapping_add_signed(off), c)
             }
         };
-        vmem::access(w, c, l, place, op, i.dst, i.src[1], ret)?;
+        vmem::access(w, c, l, place, op, vmem::Regs { dst: i.dst, data: i.src[1], ret })?;
     }
     Ok(Step::Next)
 }

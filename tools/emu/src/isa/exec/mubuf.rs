@@ -57,7 +57,7 @@ fn run(w: &mut Wave, i: &Inst, c: &mut Ctx) -> Result<Step, ExecError> {
                 Place::Discard
             }
         };
-        vmem::access(w, c, l, place, op, i.dst, i.src[1], i.glc)?;
+        vmem::access(w, c, l, place, op, vmem::Regs { dst: i.dst, data: i.src[1], ret: i.glc })?;
     }
     Ok(Step::Next)
 }

@@ -185,9 +185,18 @@ pub fn write(w: &mut Wave, c: &mut Ctx, l: usize, p: Place, data: &[u8]) -> Resu
     }
 }
 
-/// Performs `op` for lane `l` at `p`: loads into `dst`, stores from `data`, atomics from `data`
-/// (returning the old value into `dst` when `ret`).
-pub fn access(w: &mut Wave, c: &mut Ctx, l: usize, p: Place, op: MemOp, dst: u16, data: u16, ret: bool) -> Result<(), ExecError> {
+/// The registers of a memory instruction: loads write `dst`, stores and atomics read `data`,
+/// atomics return the old value into `dst` when `ret` (glc).
+#[derive(Clone, Copy, Debug)]
+pub struct Regs {
+    pub dst: u16,
+    pub data: u16,
+    pub ret: bool,
+}
+
+/// Performs `op` for lane `l` at `p`.
+pub fn access(w: &mut Wave, c: &mut Ctx, l: usize, p: Place, op: MemOp, r: Regs) -> Result<(), ExecError> {
+    let Regs { dst, data, ret } = r;
     match op {
         MemOp::Load { bytes, sign, d16 } => {
             let mut b = [0u8; 16];

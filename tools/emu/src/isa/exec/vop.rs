@@ -574,7 +574,17 @@ pub fn vop3p(op: u16) -> Option<Handler> {
         p::V_PK_FMA_F32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| pk_f32(w, i, c, 3, |a| a[0].mul_add(a[1], a[2]))),
         p::V_PK_MUL_F32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| pk_f32(w, i, c, 2, |a| a[0] * a[1])),
         p::V_PK_ADD_F32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| pk_f32(w, i, c, 2, |a| a[0] + a[1])),
-        p::V_PK_MOV_B32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| pk_f32(w, i, c, 2, |a| if a[0].is_nan() { a[0] } else { a[0] })),
+        // D.lo = src0's dword op_sel[0], D.hi = src1's dword op_sel[1] (bits moved unchanged).
+        p::V_PK_MOV_B32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            let s0 = super::valu::Src::new(w, i, 0, B64, c);
+            let s1 = super::valu::Src::new(w, i, 1, B64, c);
+            for l in lanes(w.exec()) {
+                let lo = s0.raw(w, l) >> (32 * u32::from(i.op_sel & 1)) & 0xffff_ffff;
+                let hi = s1.raw(w, l) >> (32 * u32::from(i.op_sel >> 1 & 1)) & 0xffff_ffff;
+                super::valu::write(w, i, B64, l, lo | hi << 32);
+            }
+            Ok(Step::Next)
+        }),
         p::V_PK_ADD_U16 => pk!(2, false, |a| a[0].wrapping_add(a[1])),
         p::V_PK_SUB_U16 => pk!(2, false, |a| a[0].wrapping_sub(a[1])),
         p::V_PK_ADD_I16 => pk!(2, false, |a| a[0].wrapping_add(a[1])),
