@@ -95,6 +95,12 @@ impl Descriptor {
         (self.rsrc2 >> 11) & 3
     }
 
+    /// The MODE register a wave starts with: rsrc1's FLOAT_ROUND_MODE_32/16_64 [15:12] and
+    /// FLOAT_DENORM_MODE_32/16_64 [19:16] as FP_ROUND/FP_DENORM, DX10_CLAMP [21], IEEE_MODE [23].
+    pub fn initial_mode(&self) -> u32 {
+        ((self.rsrc1 >> 12) & 0xff) | ((self.rsrc1 >> 21) & 1) << 8 | ((self.rsrc1 >> 23) & 1) << 9
+    }
+
     pub fn has(&self, prop: u16) -> bool {
         self.properties & prop != 0
     }

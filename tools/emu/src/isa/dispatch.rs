@@ -150,6 +150,7 @@ fn setup_workgroup(waves: &mut [Wave], kd: &Descriptor, launch: &Launch, id: [u3
         w.executed = 0;
         w.id = k as u32;
         w.pc = kd.entry;
+        w.mode = kd.initial_mode();
         let mut s = 0u16;
         let mut push = |w: &mut Wave, v: u32| {
             w.set_s32(s, v);

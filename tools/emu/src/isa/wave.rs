@@ -32,6 +32,10 @@ pub struct Wave {
     pub private_size: u32,
     /// Instructions this wave executed.
     pub executed: u64,
+    /// The MODE hardware register (`s_getreg`/`s_setreg` id 1): FP_ROUND [3:0], FP_DENORM
+    /// [7:4], DX10_CLAMP [8], IEEE [9]; set from the descriptor's rsrc1. Kept for readers; the
+    /// arithmetic always rounds to nearest even and keeps denormals.
+    pub mode: u32,
 }
 
 impl Wave {
@@ -47,6 +51,7 @@ impl Wave {
             private: Vec::new(),
             private_size,
             executed: 0,
+            mode: 0,
         }
     }
 

@@ -260,7 +260,9 @@ pub fn decode(words: &[u32]) -> Result<Inst, DecodeError> {
         Family::Vop1 | Family::Vop2 | Family::Vopc => 1,
         _ => 0,
     };
-    if inst.wants_literal(nsrc) || vector::madmk_literal(&inst) {
+    // s_setreg_imm32_b32 carries its 32-bit immediate as a literal too.
+    let setreg_imm = inst.family == Family::Sopk && inst.op == names::sopk::S_SETREG_IMM32_B32;
+    if inst.wants_literal(nsrc) || vector::madmk_literal(&inst) || setreg_imm {
         inst.literal = word(usize::from(inst.len / 4))?;
         inst.len += 4;
     }
@@ -307,6 +309,9 @@ mod tests {
         assert_eq!((i.name, i.dst, i.src[0], i.imm, i.offset1), ("ds_read2st64_b32", 258, 257, 0, 2));
         let i = decode(&[0xBF810000]).unwrap();
         assert_eq!(i.name, "s_endpgm");
+        // s_setreg_imm32_b32 hwreg(HW_REG_MODE, 4, 4), 0xf (llvm-mc-15 -show-encoding)
+        let i = decode(&[0xBA001901, 0x0000000F]).unwrap();
+        assert_eq!((i.name, i.len, i.literal, i.imm), ("s_setreg_imm32_b32", 8, 0xf, 0x1901));
         assert_eq!(decode(&[0x7E0202FA]), Err(DecodeError::Truncated));
     }
 }

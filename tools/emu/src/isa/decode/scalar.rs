@@ -6,7 +6,7 @@
 //! imm[17] glc[16] nv[15] soe[14] sdata[12:6] sbase[5:0]` (sbase in SGPR pairs), second word
 //! `soffset[31:25] offset[20:0]`.
 
-use super::{names, sext, Family, Inst};
+use super::{sext, Family, Inst};
 
 pub fn sop(w: u32) -> Inst {
     let simm = sext(w & 0xffff, 16);
@@ -30,9 +30,7 @@ pub fn sop(w: u32) -> Inst {
         }
         _ if w >> 28 == 0xb => {
             let op = ((w >> 23) & 0x1f) as u16;
-            // s_setreg_imm32_b32 carries a 32-bit immediate after its word.
-            let len = if op == names::sopk::S_SETREG_IMM32_B32 { 8 } else { 4 };
-            let mut i = Inst::new(Family::Sopk, op, len);
+            let mut i = Inst::new(Family::Sopk, op, 4);
             i.dst = ((w >> 16) & 0x7f) as u16;
             i.imm = simm;
             i

@@ -346,6 +346,15 @@ pub fn sop1(op: u16) -> Option<Handler> {
     }
 }
 
+/// `hwreg(id, offset, size)` of `s_getreg`/`s_setreg`: id [5:0], offset [10:6], size - 1
+/// [15:11].
+fn hwreg(simm: i32) -> (u32, u32, u32) {
+    let s = simm as u32 & 0xffff;
+    (s & 0x3f, (s >> 6) & 0x1f, ((s >> 11) & 0x1f) + 1)
+}
+
+const HW_REG_MODE: u32 = 1;
+
 /// SOPK: the 16-bit immediate is sign-extended for signed ops, zero-extended for unsigned.
 pub fn sopk(op: u16) -> Option<Handler> {
     fn cmp(w: &mut Wave, i: &Inst, f: fn(u32, u32) -> bool, signed: bool) -> Result<Step, ExecError> {
@@ -389,13 +398,23 @@ pub fn sopk(op: u16) -> Option<Handler> {
             w.set_s32(i.dst, a.wrapping_mul(i.imm) as u32);
             Ok(Step::Next)
         }),
-        // Hardware registers: reads give 0 (no mode, trap or status state is modelled);
-        // writes (FP modes set by the compiler's prologues) are accepted and ignored.
+        // Hardware registers: MODE (id 1) is kept per wave; the others read 0 (no trap,
+        // status or ID state is modelled) and writes to them are dropped.
         sk::S_GETREG_B32 => Some(|w: &mut Wave, i: &Inst, _: &mut Ctx| {
-            w.set_s32(i.dst, 0);
+            let (id, offset, size) = hwreg(i.imm);
+            let v = if id == HW_REG_MODE { (u64::from(w.mode) >> offset) & ((1u64 << size) - 1) } else { 0 };
+            w.set_s32(i.dst, v as u32);
             Ok(Step::Next)
         }),
-        sk::S_SETREG_B32 | sk::S_SETREG_IMM32_B32 => Some(|_: &mut Wave, _: &Inst, _: &mut Ctx| Ok(Step::Next)),
+        sk::S_SETREG_B32 | sk::S_SETREG_IMM32_B32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            let (id, offset, size) = hwreg(i.imm);
+            let v = if i.op == sk::S_SETREG_IMM32_B32 { i.literal } else { w.sread(i.dst, 0, Ty::B32, &c.apertures) as u32 };
+            if id == HW_REG_MODE {
+                let mask = (((1u64 << size) - 1) << offset) as u32;
+                w.mode = (w.mode & !mask) | ((v << offset) & mask);
+            }
+            Ok(Step::Next)
+        }),
         sk::S_CALL_B64 => Some(|w: &mut Wave, i: &Inst, _: &mut Ctx| {
             let ret = w.pc + u64::from(i.len);
             w.set_s64(i.dst, ret);
@@ -434,5 +453,17 @@ pub fn sopc(op: u16) -> Option<Handler> {
         sc::S_CMP_EQ_U64 => c!(B64, |a, b| a == b),
         sc::S_CMP_LG_U64 => c!(B64, |a, b| a != b),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hwreg_fields() {
+        // hwreg(HW_REG_MODE, 4, 4)
+        assert_eq!(hwreg(0x1901), (HW_REG_MODE, 4, 4));
+        assert_eq!(hwreg(0xf801), (HW_REG_MODE, 0, 32));
     }
 }
