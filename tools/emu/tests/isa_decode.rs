@@ -1,7 +1,8 @@
 //! The decoder against LLVM's disassembler (llvm-mc-15 -mcpu=gfx90a): for random instruction
-//! words of every encoding family, whenever LLVM accepts the words, the decoder must name the
-//! same instruction with the same length (literal, DPP and SDWA words included). Skipped, with
-//! a message, when llvm-mc-15 is not installed.
+//! words of every encoding family (a fixed seed: about 6500 of the 21000 probes are valid
+//! instructions), whenever LLVM accepts the words, the decoder must name the same instruction
+//! with the same length (literal, DPP and SDWA words included). Skipped, with a message, when
+//! llvm-mc-15 is not installed.
 
 use std::process::Command;
 
@@ -61,8 +62,13 @@ fn llvm(probes: &[Vec<u32>]) -> Vec<Option<(String, usize)>> {
         blocks.last_mut().unwrap().push((m, enc));
     }
     if blocks.len() != probes.len() + 1 {
-        // A probe swallowed its marker: ask one at a time.
-        return if probes.len() == 1 { vec![None] } else { probes.iter().map(|p| llvm(std::slice::from_ref(p))[0].clone()).collect() };
+        // Some probe's output did not split at its marker: ask each half apart, down to the
+        // probe, which is then left out.
+        if probes.len() == 1 {
+            return vec![None];
+        }
+        let (a, b) = probes.split_at(probes.len() / 2);
+        return llvm(a).into_iter().chain(llvm(b)).collect();
     }
     (0..probes.len())
         .map(|k| {
@@ -128,6 +134,6 @@ fn decoder_agrees_with_llvm_on_random_words_of_every_family() {
         }
     }
     assert!(checked > 5000, "only {checked} probes were valid instructions");
-    assert!(mismatches.len() <= checked / 1000, "{} of {checked} differ:\n{}", mismatches.len(), mismatches.iter().take(40).cloned().collect::<Vec<_>>().join("\n"));
+    assert!(mismatches.is_empty(), "{} of {checked} differ:\n{}", mismatches.len(), mismatches.iter().take(40).cloned().collect::<Vec<_>>().join("\n"));
     eprintln!("{checked} instructions decoded as llvm-mc-15 does ({} differ)", mismatches.len());
 }
