@@ -116,6 +116,7 @@ pub fn run(launch: &Launch, mem: &Memory, clock: &dyn Fn() -> u64) -> Result<Sta
     let mut lds = Lds::new((kd.group_segment_fixed_size.max(d.group_segment)) as usize);
     let counts: [u64; 3] = std::array::from_fn(|k| u64::from(d.grid[k]).div_ceil(u64::from(d.wg[k].max(1))));
     let mut stats = Stats::default();
+    let mut progress = Progress { started: std::time::Instant::now(), next_report: REPORT_EVERY, kernel: d.kernel_object };
     for wz in 0..counts[2] {
         for wy in 0..counts[1] {
             for wx in 0..counts[0] {
@@ -123,7 +124,7 @@ pub fn run(launch: &Launch, mem: &Memory, clock: &dyn Fn() -> u64) -> Result<Sta
                 lds = Lds::new(lds.len());
                 setup_workgroup(&mut waves, &kd, launch, id, &apertures);
                 let mut ctx = Ctx { mem, lds: &mut lds, apertures, clock, lanes: Box::new([[0; LANES]; 4]) };
-                run_workgroup(&mut waves, &mut code, &mut ctx)?;
+                run_workgroup(&mut waves, &mut code, &mut ctx, &mut progress)?;
                 stats.workgroups += 1;
                 stats.waves += waves.iter().filter(|w| w.executed > 0).count() as u64;
                 stats.instructions += waves.iter().map(|w| w.executed).sum::<u64>();
@@ -218,11 +219,41 @@ fn setup_workgroup(waves: &mut [Wave], kd: &Descriptor, launch: &Launch, id: [u3
     }
 }
 
-fn run_workgroup(waves: &mut [Wave], code: &mut Code, ctx: &mut Ctx) -> Result<(), IsaError> {
+/// A dispatch that runs long says so (a kernel waiting for memory the host or another
+/// workgroup writes never ends here: workgroups run one after another).
+struct Progress {
+    started: std::time::Instant,
+    next_report: std::time::Duration,
+    kernel: u64,
+}
+
+const REPORT_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Instructions between two looks at the clock.
+const CLOCK_EVERY: u64 = 1 << 22;
+
+impl Progress {
+    /// Called every `CLOCK_EVERY` instructions of a wave.
+    fn check(&mut self, w: &Wave) {
+        if self.started.elapsed() >= self.next_report {
+            self.next_report += REPORT_EVERY;
+            tracing::warn!(
+                kernel_object = format_args!("{:#x}", self.kernel),
+                wave = w.id,
+                pc = format_args!("{:#x}", w.pc),
+                wave_instructions = w.executed,
+                secs = self.started.elapsed().as_secs(),
+                "xhsa-emu: the ISA interpreter is still running this dispatch"
+            );
+        }
+    }
+}
+
+fn run_workgroup(waves: &mut [Wave], code: &mut Code, ctx: &mut Ctx, progress: &mut Progress) -> Result<(), IsaError> {
     loop {
         for w in waves.iter_mut() {
             if w.state == WaveState::Running {
-                run_wave(w, code, ctx)?;
+                run_wave(w, code, ctx, progress)?;
             }
         }
         if waves.iter().all(|w| w.state == WaveState::Ended) {
@@ -236,7 +267,7 @@ fn run_workgroup(waves: &mut [Wave], code: &mut Code, ctx: &mut Ctx) -> Result<(
 }
 
 /// Runs one wave until it ends or waits at a barrier.
-fn run_wave(w: &mut Wave, code: &mut Code, ctx: &mut Ctx) -> Result<(), IsaError> {
+fn run_wave(w: &mut Wave, code: &mut Code, ctx: &mut Ctx, progress: &mut Progress) -> Result<(), IsaError> {
     loop {
         let pc = w.pc;
         let (inst, h) = code.fetch(ctx.mem, pc)?;
@@ -244,6 +275,9 @@ fn run_wave(w: &mut Wave, code: &mut Code, ctx: &mut Ctx) -> Result<(), IsaError
             return Err(IsaError::Unimplemented { pc, name: inst.name, family: inst.family, op: inst.op });
         };
         w.executed += 1;
+        if w.executed.is_multiple_of(CLOCK_EVERY) {
+            progress.check(w);
+        }
         let step = h(w, inst, ctx).map_err(|e| match e {
             ExecError::Fault(f) => IsaError::Fault(f),
             ExecError::Unimplemented => IsaError::Unimplemented { pc, name: inst.name, family: inst.family, op: inst.op },
