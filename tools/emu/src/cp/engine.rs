@@ -23,7 +23,7 @@ pub struct Shared {
     pub memory: Arc<Memory>,
     pub gpu_id: u32,
     stop: AtomicBool,
-    doorbells: Mutex<Option<Arc<TrappedArea>>>,
+    doorbells: Mutex<Vec<Arc<TrappedArea>>>,
 }
 
 /// A running device thread.
@@ -42,7 +42,7 @@ impl Engine {
             memory,
             gpu_id,
             stop: AtomicBool::new(false),
-            doorbells: Mutex::new(None),
+            doorbells: Mutex::new(Vec::new()),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
@@ -52,10 +52,22 @@ impl Engine {
         Engine { shared, thread: Mutex::new(Some(thread)) }
     }
 
-    /// Registers the doorbell area the thread arms before it sleeps.
+    /// Registers a doorbell area the thread arms before it sleeps (the GPU's doorbell pages, or
+    /// another mapping of them: a ROCm 6.x thunk maps them where it chose).
     pub fn set_doorbells(&self, area: Arc<TrappedArea>) {
-        *self.shared.doorbells.lock().unwrap_or_else(|p| p.into_inner()) = Some(area);
+        self.shared.doorbells.lock().unwrap_or_else(|p| p.into_inner()).push(area);
         self.notify();
+    }
+
+    /// Stops arming the doorbell areas inside `[start, start + len)` (about to be unmapped).
+    pub fn remove_doorbells(&self, start: usize, len: usize) -> Vec<Arc<TrappedArea>> {
+        let mut v = self.shared.doorbells.lock().unwrap_or_else(|p| p.into_inner());
+        let (gone, keep): (Vec<_>, Vec<_>) = v.drain(..).partition(|a| {
+            let (s, l) = a.range();
+            s < start + len && start < s + l
+        });
+        *v = keep;
+        gone
     }
 
     /// Locks the CP (queue creation, priority, masks); the thread re-runs afterwards.
@@ -87,8 +99,8 @@ fn run(s: &Shared) {
         let seen = s.wake.load(Ordering::Acquire);
         // Arm before looking at the queues: a doorbell store after this traps and bumps
         // `wake`; one before it is seen by the run below.
-        let area = s.doorbells.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        if let Some(a) = area {
+        let areas = s.doorbells.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        for a in areas {
             if let Err(e) = a.arm() {
                 tracing::error!("xhsa-emu: {e}");
             }
