@@ -171,8 +171,10 @@ cat >"$root/etc/apt/apt.conf.d/99xhsa" <<'EOF'
 // Written by xhsa's tools/rocm64/setup.sh.
 Acquire::Check-Valid-Until "false";
 Acquire::Retries "3";
+// No pseudo-terminal for dpkg's log: the root has no /dev/pts mounted.
+Dpkg::Use-Pty "0";
 EOF
-install -m 644 "$here/preferences" "$root/etc/apt/preferences.d/xhsa-rocm-6.4"
+install -m 644 "$here/preferences" "$root/etc/apt/preferences.d/xhsa-rocm64.pref"
 # Name resolution as on the host (it may have changed since debootstrap copied it).
 if [ -f /etc/resolv.conf ]; then cp -L /etc/resolv.conf "$root/etc/resolv.conf"; fi
 
@@ -193,13 +195,14 @@ if [[ ! $hsa =~ ^([0-9]+:)?6\.4\. ]]; then
         "cannot be built from today's sid (left unfinished at $root; tools/rocm64/packages.txt" \
         "and the project's ROCm 6.4 support need revisiting)"
 fi
-# Other pinned ROCm packages that are not 6.4.x: said, not fatal.
+# Other pinned ROCm packages that are not 6.4.x: said, not fatal (libhipblas-common-dev, headers,
+# is versioned on its own).
 while read -r p v; do
     log "warning: $p is $v in this root, not 6.4.x"
 done < <(in_root dpkg-query -W -f='${db:Status-Abbrev} ${Package} ${Version}\n' \
     'libhsa-runtime*' 'libamdhip64*' 'libhiprtc*' 'libhipblas*' 'librocblas*' 'libmiopen*' \
     'librocfft*' 'libhipsparse*' 'librocsparse*' 'libhiprand*' 'librocrand*' 'librocm-smi64*' 'rocm-smi' 2>/dev/null |
-    awk '$1 == "ii" && $3 !~ /^([0-9]+:)?6\.4\./ { print $2, $3 }')
+    awk '$1 == "ii" && $2 != "libhipblas-common-dev" && $3 !~ /^([0-9]+:)?6\.4\./ { print $2, $3 }')
 
 # The ROCm packages (Debian ROCm Team's), and what they run on: clang 21, libdrm_amdgpu, glibc, libstdc++.
 {
@@ -213,6 +216,6 @@ cat "$versions"
 
 echo "$expected_marker" >"$ready.new"
 mv "$ready.new" "$ready"
+if [ -n "${debootstrap_s:-}" ]; then debootstrap="debootstrap $debootstrap_s s"; else debootstrap="debootstrap done earlier"; fi
 log "ROCm 6.4 root ready at $root in $((SECONDS - start)) s" \
-    "(debootstrap ${debootstrap_s:-0} s, apt ${apt_s} s; $(du -sh --one-file-system "$root" | cut -f1) on disk;" \
-    "versions in $versions)"
+    "($debootstrap, apt $apt_s s; $(du -sh --one-file-system "$root" | cut -f1) on disk; versions in $versions)"
