@@ -70,6 +70,10 @@ if [ -e "$root" ] && [ ! -f "$root/.xhsa-root" ] && { [ ! -d "$root" ] || [ -n "
         "remove it, or set XHSA_ROCM64_ROOT to another place"
 fi
 
+if [ -e "$partial" ] && [ ! -f "$partial/.xhsa-partial" ]; then
+    die "$partial exists and is not an interrupted debootstrap of this set-up (no .xhsa-partial in it): remove it"
+fi
+
 # One set-up at a time per root; the one that waited finds the root ready.
 mkdir -p "$(dirname "$root")"
 exec 9>"$root.lock"
@@ -145,6 +149,7 @@ run_debootstrap() {
         unmount_under "$partial"
         rm -rf --one-file-system "$partial" || die "cannot remove $partial"
     fi
+    mkdir "$partial" && touch "$partial/.xhsa-partial" || return 1
     DEBOOTSTRAP_DIR=$tmp/debootstrap/usr/share/debootstrap \
         "$tmp/debootstrap/usr/sbin/debootstrap" --variant=minbase --keyring="$keyring" sid "$partial" "$mirror"
 }
@@ -157,6 +162,7 @@ else
     retry "downloading debootstrap" fetch_debootstrap
     log "debootstrap: a minbase sid root in $partial"
     retry "debootstrap of sid" run_debootstrap
+    rm "$partial/.xhsa-partial"
     touch "$partial/.xhsa-root"
     mv "$partial" "$root"
     debootstrap_s=$((SECONDS - t))
