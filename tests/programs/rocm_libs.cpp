@@ -2,8 +2,8 @@
 // application does and checks that every status is a success (results need kernel execution,
 // which the emulator does not have yet). Built with the ROCm 6.4 root's hipcc:
 //   hipcc --offload-arch=gfx90a rocm_libs.cpp -lhipblas -lrocblas -lMIOpen -lrocfft -lhipsparse -lhiprand
-// Subcommands: sgemm (hipBLAS then rocBLAS), conv (MIOpen find + forward), fft (rocFFT),
-// spmv (hipSPARSE), rand (hipRAND), all.
+// Usage: rocm_libs SUBCOMMAND...  with sgemm (hipBLAS then rocBLAS), conv (MIOpen find +
+// forward), fft (rocFFT), spmv (hipSPARSE), rand (hipRAND), all.
 #include <hip/hip_runtime.h>
 #include <hipblas/hipblas.h>
 #include <hiprand/hiprand.h>
@@ -158,23 +158,30 @@ static void rand_gen() {
     hipFree(out);
 }
 
-int main(int argc, char** argv) {
-    std::string what = argc > 1 ? argv[1] : "all";
-    hipDeviceProp_t p;
-    if (hipGetDeviceProperties(&p, 0) != hipSuccess) {
-        printf("FAIL hip.properties\nRESULT: FAIL\n");
-        return 1;
-    }
-    printf("device %s (%s), %d CUs\n", p.name, p.gcnArchName, p.multiProcessorCount);
+static bool run(const std::string& what) {
     bool any = false;
     if (what == "sgemm" || what == "all") sgemm(), any = true;
     if (what == "conv" || what == "all") conv(), any = true;
     if (what == "fft" || what == "all") fft(), any = true;
     if (what == "spmv" || what == "all") spmv(), any = true;
     if (what == "rand" || what == "all") rand_gen(), any = true;
-    if (!any) {
-        fprintf(stderr, "rocm_libs: unknown subcommand '%s'; accepted: sgemm, conv, fft, spmv, rand, all\n", what.c_str());
-        return 2;
+    return any;
+}
+
+int main(int argc, char** argv) {
+    hipDeviceProp_t p;
+    if (hipGetDeviceProperties(&p, 0) != hipSuccess) {
+        printf("FAIL hip.properties\nRESULT: FAIL\n");
+        return 1;
+    }
+    printf("device %s (%s), %d CUs\n", p.name, p.gcnArchName, p.multiProcessorCount);
+    std::vector<std::string> what(argv + 1, argv + argc);
+    if (what.empty()) what.push_back("all");
+    for (const auto& w : what) {
+        if (!run(w)) {
+            fprintf(stderr, "rocm_libs: unknown subcommand '%s'; accepted: sgemm, conv, fft, spmv, rand, all\n", w.c_str());
+            return 2;
+        }
     }
     printf("RESULT: %s\n", failures ? "FAIL" : "PASS");
     return failures ? 1 : 0;

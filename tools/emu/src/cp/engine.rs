@@ -10,7 +10,7 @@ use super::clock::Clock;
 use super::{Cp, Env};
 use crate::kfd::events::Events;
 use crate::kfd::memory::Memory;
-use crate::sys::devmem::HostMemory;
+use crate::kfd::memory::GpuView;
 use crate::sys::doorbell::TrappedArea;
 use crate::sys::futex;
 
@@ -94,7 +94,8 @@ fn run(s: &Shared) {
     // Timed sleeps overshoot by ~50 µs with the default slack; 1 ns slack narrows that.
     // SAFETY: prctl with PR_SET_TIMERSLACK takes a plain integer.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0u64, 0u64, 0u64) };
-    let mem = HostMemory;
+    // Device addresses: host addresses, except in userptr ranges a ROCm 6.x thunk placed elsewhere.
+    let mem = GpuView::new(&s.memory);
     while !s.stop.load(Ordering::Acquire) {
         let seen = s.wake.load(Ordering::Acquire);
         // Arm before looking at the queues: a doorbell store after this traps and bumps

@@ -53,6 +53,8 @@ pub const VERSION: (u32, u32) = (1, 17);
 pub const DOORBELLS: usize = 1024;
 /// `KFD_MMAP_TYPE_DOORBELL` in the mmap offsets KFD hands out.
 pub const MMAP_TYPE_DOORBELL: u64 = 3 << 62;
+/// `KFD_MMAP_TYPE_EVENTS`: the event page's mmap offset.
+pub const MMAP_TYPE_EVENTS: u64 = 2 << 62;
 
 /// An errno KFD would return.
 pub type Errno = i32;
@@ -924,6 +926,12 @@ impl Kfd {
         a.event_id = id;
         a.event_trigger_data = trigger;
         a.event_slot_index = slot;
+        // kfd_event_create: a signal event reports its slot in the event page, which is named
+        // by the KFD_MMAP_TYPE_EVENTS offset (the thunk takes a non-zero offset as "this event
+        // has a slot" and points the signal's mailbox at it); other events leave it as passed.
+        if a.event_type == KFD_IOC_EVENT_SIGNAL {
+            a.event_page_offset = MMAP_TYPE_EVENTS;
+        }
         Ok(())
     }
 
@@ -966,7 +974,11 @@ impl Kfd {
         }
         let handle = u64::from(self.next_handle.fetch_add(1, Ordering::Relaxed)) | u64::from(a.gpu_id) << 32;
         let node = if kind == MemKind::Vram { gi as u32 + 1 } else { 0 };
-        self.memory.insert(Range { start: a.va_addr, size: a.size, kind, node, flags: 0, mapped_nodes: Vec::new(), user_data: 0, handle });
+        // A userptr buffer's bytes are the user's, at the CPU address passed in mmap_offset
+        // (kfd_ioctl_alloc_memory_of_gpu); its GPU address may differ (a ROCm 6.x thunk picks
+        // one in its own aperture).
+        let userptr_host = if kind == MemKind::Userptr { a.mmap_offset } else { 0 };
+        self.memory.insert(Range { host: userptr_host, start: a.va_addr, size: a.size, kind, node, flags: 0, mapped_nodes: Vec::new(), user_data: 0, handle });
         a.handle = handle;
         a.mmap_offset = a.va_addr;
         Ok(())
@@ -980,7 +992,7 @@ impl Kfd {
     /// A range the thunk reserves without a KFD buffer (the scratch aperture): known for
     /// pointer queries, never accessible to the device.
     pub fn reserve(&self, start: u64, size: u64, node: u32, hsa_flags: u32) {
-        self.memory.insert(Range { start, size, kind: MemKind::Reserved, node, flags: hsa_flags, mapped_nodes: Vec::new(), user_data: 0, handle: 0 });
+        self.memory.insert(Range { host: 0, start, size, kind: MemKind::Reserved, node, flags: hsa_flags, mapped_nodes: Vec::new(), user_data: 0, handle: 0 });
     }
 
     /// A KFD buffer that is address space only for the device model (a doorbell or MMIO-remap
@@ -988,7 +1000,7 @@ impl Kfd {
     pub fn reserve_buffer(&self, start: u64, size: u64, gpu_id: u32) -> Result<u64, Errno> {
         let gi = self.gpu_index(gpu_id)?;
         let handle = self.next_handle(gpu_id);
-        self.memory.insert(Range { start, size, kind: MemKind::Reserved, node: gi as u32 + 1, flags: 0, mapped_nodes: Vec::new(), user_data: 0, handle });
+        self.memory.insert(Range { host: 0, start, size, kind: MemKind::Reserved, node: gi as u32 + 1, flags: 0, mapped_nodes: Vec::new(), user_data: 0, handle });
         Ok(handle)
     }
 

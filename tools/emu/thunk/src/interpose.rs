@@ -428,7 +428,10 @@ fn wait_events(e: &crate::state::Emu, arg: *mut libc::c_void, size: usize) -> li
     let entries = a.events_ptr as *mut EventData;
     // SAFETY: the caller passes `num_events` kfd_event_data entries at events_ptr.
     let ids: Vec<u32> = (0..n).map(|i| unsafe { std::ptr::addr_of!((*entries.add(i)).event_id).read_unaligned() }).collect();
-    match e.kfd.wait_events(&ids, &mut a) {
+    let t0 = std::time::Instant::now();
+    let r = e.kfd.wait_events(&ids, &mut a);
+    tracing::trace!(ids = ?ids, timeout_ms = a.timeout, all = a.wait_for_all, result = a.wait_result, took_us = t0.elapsed().as_micros() as u64, "xhsa-emu: WAIT_EVENTS");
+    match r {
         Ok(out) => {
             for (id, data) in out.memory_faults {
                 for (i, _) in ids.iter().enumerate().filter(|(_, &x)| x == id) {
