@@ -4,16 +4,19 @@
 //! Busy (tests/programs/shared_hip.hip `busy`): a stream flooded with 4 ms kernels of one full
 //! round of the 80 CUs, 20-25 queued. Victim (`victim`): 10 kernels of 640 workgroups x 1 ms,
 //! five trials. Both preload libxhsa with the same `XHSA_BOARD_DIR`. The assertions are on what
-//! libxhsa reports at exit (its summary line): whether the busy process's queue was held back by
-//! the window while the victim had work, not on timings.
+//! libxhsa reports at exit (its summary line): whether the busy process's queue was held back
+//! while the victim had work — by the window (packets held) or by preemption (its hardware queue
+//! taken off; then the app, waiting on completions, may submit nothing the window could hold) —
+//! not on timings.
 mod common;
 
 use std::time::Duration;
 
 use common::{assert_passed, libxhsa, run_lock, spawn_under_emu, DeviceDir, RunOpts, RunOutput};
 
-fn opts(dir: &DeviceDir, board: &std::path::Path, priority: &str) -> RunOpts {
+fn opts(dir: &DeviceDir, board: &std::path::Path, priority: &str, preempt: &str) -> RunOpts {
     let env = vec![
+        ("XHSA_PREEMPT".into(), preempt.into()),
         dir.env(),
         ("LD_PRELOAD".into(), libxhsa()),
         ("XHSA_BOARD_DIR".into(), board.display().to_string()),
@@ -34,39 +37,71 @@ fn throttled_ns(out: &RunOutput) -> u64 {
     head.split_whitespace().last().unwrap().parse().unwrap_or_else(|_| panic!("bad summary line: {line}"))
 }
 
+/// The `N us off in all` figure of libxhsa's exit summary (0 when the process never preempted).
+fn preempted_us(out: &RunOutput) -> u64 {
+    let Some(line) = out.stderr.lines().find(|l| l.contains("INFO xhsa:") && l.contains("us off in all")) else {
+        return 0;
+    };
+    let head = line.split(" us off in all").next().unwrap();
+    head.split_whitespace().last().unwrap().parse().unwrap_or_else(|_| panic!("bad summary line: {line}"))
+}
+
 /// Runs busy at `busy_prio` and, while it floods the device, the victim at `victim_prio`;
 /// returns (busy, victim) outputs.
-fn pair(tag: &str, busy_prio: &str, victim_prio: &str) -> (RunOutput, RunOutput) {
+fn pair(tag: &str, busy_prio: &str, victim_prio: &str, preempt: &str) -> (RunOutput, RunOutput) {
     let prog = common::program("shared_hip");
     let dir = DeviceDir::new(tag);
     let board = dir.file("board");
     std::fs::create_dir_all(&board).unwrap();
     let stop = dir.file("stop");
-    let busy = spawn_under_emu(&prog, &["busy", stop.to_str().unwrap(), "40"], &opts(&dir, &board, busy_prio));
+    let busy = spawn_under_emu(&prog, &["busy", stop.to_str().unwrap(), "40"], &opts(&dir, &board, busy_prio, preempt));
     if busy.wait_for_line(|l| l == "BUSY_RUNNING", Duration::from_secs(30)).is_none() {
         std::fs::write(&stop, b"").unwrap();
         panic!("the busy program never reported BUSY_RUNNING\n{}", busy.wait().report());
     }
-    let victim = spawn_under_emu(&prog, &["victim", "10", "640", "1000000", "3"], &opts(&dir, &board, victim_prio)).wait();
+    let victim = spawn_under_emu(&prog, &["victim", "10", "640", "1000000", "3"], &opts(&dir, &board, victim_prio, preempt)).wait();
     std::fs::write(&stop, b"").unwrap();
     let busy = busy.wait();
     assert_passed(&victim);
     assert_passed(&busy);
-    eprintln!("{tag}: busy throttled {} ns, victim throttled {} ns", throttled_ns(&busy), throttled_ns(&victim));
+    eprintln!(
+        "{tag}: busy throttled {} ns, preempted {} us; victim throttled {} ns, preempted {} us",
+        throttled_ns(&busy),
+        preempted_us(&busy),
+        throttled_ns(&victim),
+        preempted_us(&victim)
+    );
     (busy, victim)
 }
 
 #[test]
 fn a_batch_process_yields_to_a_higher_priority_process_through_the_board() {
     let _lock = run_lock(true);
-    let (busy, victim) = pair("yield", "-10", "10");
-    assert!(throttled_ns(&busy) > 0, "the low-priority busy process was never held back\n{}", busy.report());
+    let (busy, victim) = pair("yield", "-10", "10", "auto");
+    assert!(
+        throttled_ns(&busy) > 0 || preempted_us(&busy) > 0,
+        "the low-priority busy process was never held back (neither throttled nor preempted)\n{}",
+        busy.report()
+    );
     assert_eq!(throttled_ns(&victim), 0, "the high-priority victim must never be held back\n{}", victim.report());
+    assert_eq!(preempted_us(&victim), 0, "the high-priority victim must never be preempted\n{}", victim.report());
 
     // Same priority: nobody yields.
-    let (busy, victim) = pair("equal", "0", "0");
-    assert_eq!(throttled_ns(&busy), 0, "equal priorities: no throttling\n{}", busy.report());
-    assert_eq!(throttled_ns(&victim), 0);
+    let (busy, victim) = pair("equal", "0", "0", "auto");
+    for (who, out) in [("busy", &busy), ("victim", &victim)] {
+        assert_eq!(throttled_ns(out), 0, "equal priorities: {who} throttled\n{}", out.report());
+        assert_eq!(preempted_us(out), 0, "equal priorities: {who} preempted\n{}", out.report());
+    }
+}
+
+/// With preemption off (level 1 only), the window alone holds the batch process's packets back.
+#[test]
+fn without_preemption_the_window_holds_the_batch_process_back() {
+    let _lock = run_lock(true);
+    let (busy, victim) = pair("yield-l1", "-10", "10", "off");
+    assert!(throttled_ns(&busy) > 0, "the low-priority busy process was never throttled\n{}", busy.report());
+    assert_eq!(preempted_us(&busy), 0, "XHSA_PREEMPT=off, yet the busy process preempted\n{}", busy.report());
+    assert_eq!(throttled_ns(&victim), 0, "the high-priority victim must never be held back\n{}", victim.report());
 }
 
 /// A process using two GPUs is scheduled per GPU: a low-priority stream on GPU 1 is never held
@@ -77,7 +112,7 @@ fn each_gpu_of_a_process_is_scheduled_on_its_own() {
     let dir = DeviceDir::new("two-gpus");
     let board = dir.file("board");
     std::fs::create_dir_all(&board).unwrap();
-    let mut o = opts(&dir, &board, "0");
+    let mut o = opts(&dir, &board, "0", "auto");
     o.emu_args = vec!["--gpus".into(), "2".into()];
     o.exclusive = true;
     let out = common::run_under_emu(&prog, &["two_gpus", "12", "2000000"], &o);

@@ -261,6 +261,72 @@ pub fn program_with_inputs(name: &str, extra: &[PathBuf]) -> PathBuf {
     build_cached(name, &tool, &args, &inputs)
 }
 
+/// The `xhsa-emu run` options that put a command on the ROCm 6.4 userland (its root built by
+/// `./x setup`), with the ISA the emulated GPU reports.
+pub fn rocm64_args(isa: &str) -> Vec<String> {
+    vec!["--rocm".into(), "6.4".into(), "--isa".into(), isa.into()]
+}
+
+/// Builds test program `tests/programs/NAME.{hip,cpp,c}` (cached) with the ROCm 6.4 root's
+/// compilers, run through `xhsa-emu run --rocm 6.4`: `.hip` and `.cpp` with its `hipcc
+/// --offload-arch=ARCH` (`.cpp` linked with `libs`), `.c` with its `clang-21` against its
+/// `libhsa-runtime64`.
+pub fn program64(name: &str, arch: &str, libs: &[&str]) -> PathBuf {
+    let dir = tests_dir().join("programs");
+    let src = ["hip", "cpp", "c"]
+        .iter()
+        .map(|e| dir.join(format!("{name}.{e}")))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("no test program {name}.hip/.cpp/.c in {}", dir.display()));
+    let c = src.extension().is_some_and(|e| e == "c");
+    let kernels = tests_dir().join("kernels");
+    let mut args: Vec<OsString> = ["run", "--rocm", "6.4", "--"].iter().map(OsString::from).collect();
+    if c {
+        for a in ["clang-21", "-std=gnu11", "-O2", "-g", "-Wall", "-Wno-unused-but-set-variable"] {
+            args.push(a.into());
+        }
+    } else {
+        args.push("hipcc".into());
+        for a in [format!("--offload-arch={arch}").as_str(), "-O2", "-g", "-Wall", "-Wno-unused-result", "-Wno-unused-value"] {
+            args.push(a.into());
+        }
+        args.push(OsString::from("-I"));
+        args.push(kernels.into_os_string());
+    }
+    args.push(OsString::from("-I"));
+    args.push(dir.clone().into_os_string());
+    args.push("-o".into());
+    args.push("{OUT}".into());
+    args.push(src.clone().into_os_string());
+    if c {
+        for a in ["-lhsa-runtime64", "-lm", "-lpthread"] {
+            args.push(a.into());
+        }
+    }
+    for l in libs {
+        args.push(format!("-l{l}").into());
+    }
+    let mut inputs = vec![src];
+    inputs.extend(shared_sources());
+    build_cached(&format!("{name}-rocm64-{arch}"), &emu_launcher(), &args, &inputs)
+}
+
+/// Builds `tests/kernels/NAME.hip` into a raw code object for `arch` with the ROCm 6.4 root's
+/// hipcc (cached), for the HSA loader API of ROCr 6.4.
+pub fn code_object64(name: &str, arch: &str) -> PathBuf {
+    let src = tests_dir().join("kernels").join(format!("{name}.hip"));
+    assert!(src.exists(), "no kernel source {}", src.display());
+    let offload = format!("--offload-arch={arch}");
+    let args: Vec<OsString> = ["run", "--rocm", "6.4", "--", "hipcc", "--genco", "--no-gpu-bundle-output", offload.as_str(), "-O2", "-o", "{OUT}"]
+        .iter()
+        .map(OsString::from)
+        .chain([src.clone().into_os_string()])
+        .collect();
+    let mut inputs = vec![src];
+    inputs.extend(shared_sources());
+    build_cached(&format!("{name}-rocm64-{arch}.hsaco"), &emu_launcher(), &args, &inputs)
+}
+
 /// Builds `tests/programs/NAME.c` into a shared library `libNAME.so` (cached; `cc -shared
 /// -fPIC`, with tests/programs on the include path, linked with `-ldl`) and returns its path,
 /// e.g. an `LD_PRELOAD` interposer.

@@ -152,12 +152,13 @@ static bool setup_runtime(void) {
     HSA_OK(hsa_agent_get_info(g_gpu, HSA_AGENT_INFO_PROFILE, &profile), false);
     note("GPU agent: name '%s', product '%s', %u compute units, max queue size %u, profile %s", name,
          product, cus, qmax, profile == HSA_PROFILE_FULL ? "FULL" : "BASE");
-    check(strncmp(name, "gfx90a", 6) == 0, "gpu.name", "agent name '%s', want gfx90a", name);
+    // The emulated MI308X: gfx90a under ROCm 5.2, gfx942 under 6.4.
+    check(strncmp(name, "gfx90a", 6) == 0 || strncmp(name, "gfx942", 6) == 0, "gpu.name", "agent name '%s', want gfx90a or gfx942", name);
     check(cus == 80, "gpu.compute_units", "HSA_AMD_AGENT_INFO_COMPUTE_UNIT_COUNT = %u, want 80", cus);
     check(qmax >= 256, "gpu.queue_max_size", "HSA_AGENT_INFO_QUEUE_MAX_SIZE = %u, want >= 256", qmax);
     char isa[256] = {0};
     HSA_OK(hsa_agent_iterate_isas(g_gpu, print_isa, isa), false);
-    check(strstr(isa, "gfx90a") != NULL, "gpu.isa", "first ISA '%s', want amdgcn-amd-amdhsa--gfx90a*", isa);
+    check(strstr(isa, name) != NULL, "gpu.isa", "first ISA '%s', want amdgcn-amd-amdhsa--%s*", isa, name);
 
     // Kernel arguments: the classic region API (ROCr lists the system regions on the GPU agent
     // too; fall back to the CPU agent's own).

@@ -48,6 +48,11 @@ enum Cmd {
         /// No progress line.
         #[arg(long)]
         quiet: bool,
+        /// The ROCm userland the workloads run on: 5.2 (the host's, gfx90a; default) or 6.4
+        /// (the ROCm 6.4 root `./x setup` builds; workloads built by its hipcc for gfx942 and
+        /// run with `xhsa-emu run --rocm 6.4`).
+        #[arg(long, value_name = "VERSION", default_value = "5.2", value_parser = ["5.2", "6.4"])]
+        rocm: String,
     },
     /// Predict a scenario's figures from the emulator's HWS model in virtual time (ideal host).
     Predict {
@@ -277,7 +282,9 @@ fn go(cli: Cli) -> Result<(), String> {
             time_scale,
             warmup,
             quiet,
+            rocm,
         } => {
+            let rocm64 = rocm == "6.4";
             let s = scenario::load(&scenarios_dir(), &scenario, &model_names())?;
             let tables = load_tables(&s)?;
             let scale = time_scale.unwrap_or(s.time_scale);
@@ -296,6 +303,7 @@ fn go(cli: Cli) -> Result<(), String> {
                 &root().join("tools/workloads"),
                 &root().join("tests/kernels"),
                 &dir.join("workloads"),
+                rocm64.then_some(emu.as_path()),
             )?;
             let libxhsa = dir.join("libxhsa.so");
             if mode == Mode::Xhsa && !libxhsa.exists() {
@@ -319,6 +327,7 @@ fn go(cli: Cli) -> Result<(), String> {
                 work_dir: &work,
                 label,
                 progress: !quiet,
+                rocm64,
             };
             let has_lp = s.has(Role::Lp);
             // The alone phases are native in every mode: they are the baseline a scheduler is

@@ -104,6 +104,8 @@ pub struct Setup<'a> {
     pub work_dir: &'a Path,
     pub label: &'a str,
     pub progress: bool,
+    /// Run on the ROCm 6.4 userland (`xhsa-emu run --rocm 6.4`, gfx942).
+    pub rocm64: bool,
 }
 
 #[derive(Deserialize)]
@@ -170,8 +172,15 @@ pub fn phase(setup: &Setup, processes: &[Process]) -> Result<(PhaseResult, f64, 
         let log = dir.join(format!("process{i}.log"));
         let logf = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
         let mut cmd = Command::new(setup.emu);
-        cmd.arg("run")
-            .arg("--config")
+        cmd.arg("run");
+        if setup.rocm64 {
+            cmd.args(["--rocm", "6.4"]);
+            // The workload reads its model table from the host's tree.
+            if let Some(d) = table_path.parent() {
+                cmd.arg("--bind").arg(d);
+            }
+        }
+        cmd.arg("--config")
             .arg(setup.device_config)
             .arg("--time-scale")
             .arg(setup.time_scale.to_string())
@@ -371,29 +380,42 @@ pub fn fnv1a(parts: &[&[u8]]) -> u64 {
 }
 
 /// Builds the workload program with hipcc into `out_dir` (cached by the sources' hash) and
-/// returns its path.
+/// returns its path: the host's hipcc for gfx90a, or with `rocm64_emu` (the `xhsa-emu`
+/// launcher) the ROCm 6.4 root's hipcc for gfx942 (`xhsa-emu run --rocm 6.4 -- hipcc`).
 pub fn build_workload(
     workloads: &Path,
     kernels_dir: &Path,
     out_dir: &Path,
+    rocm64_emu: Option<&Path>,
 ) -> Result<PathBuf, String> {
     let src = workloads.join("workload.hip");
     let inc = kernels_dir.join("xhsa_kernels.hip");
     let a = std::fs::read(&src).map_err(|e| format!("{}: {e}", src.display()))?;
     let b = std::fs::read(&inc).map_err(|e| format!("{}: {e}", inc.display()))?;
-    let bin = out_dir.join(format!("workload-{:016x}", fnv1a(&[&a, &b])));
+    let tag = if rocm64_emu.is_some() { "rocm64-" } else { "" };
+    let bin = out_dir.join(format!("workload-{tag}{:016x}", fnv1a(&[&a, &b])));
     if bin.exists() {
         return Ok(bin);
     }
     std::fs::create_dir_all(out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
+    let arch = if rocm64_emu.is_some() { "gfx942" } else { "gfx90a" };
     eprintln!(
-        "xhsa-bench: building {} with hipcc --offload-arch=gfx90a",
-        src.display()
+        "xhsa-bench: building {} with hipcc --offload-arch={arch}{}",
+        src.display(),
+        if rocm64_emu.is_some() { " (ROCm 6.4)" } else { "" }
     );
     let tmp = out_dir.join(format!("workload.tmp{}", std::process::id()));
-    let out = Command::new("hipcc")
+    let mut cmd = match rocm64_emu {
+        Some(emu) => {
+            let mut c = Command::new(emu);
+            c.args(["run", "--rocm", "6.4", "--bind"]).arg(workloads).arg("--bind").arg(kernels_dir).arg("--bind").arg(out_dir).args(["--", "hipcc"]);
+            c
+        }
+        None => Command::new("hipcc"),
+    };
+    let out = cmd
         .args([
-            "--offload-arch=gfx90a",
+            format!("--offload-arch={arch}").as_str(),
             "-O2",
             "-w",
             "-std=c++17",

@@ -10,7 +10,7 @@ use super::clock::Clock;
 use super::{Cp, Env};
 use crate::kfd::events::Events;
 use crate::kfd::memory::Memory;
-use crate::sys::devmem::HostMemory;
+use crate::kfd::memory::GpuView;
 use crate::sys::doorbell::TrappedArea;
 use crate::sys::futex;
 
@@ -23,7 +23,7 @@ pub struct Shared {
     pub memory: Arc<Memory>,
     pub gpu_id: u32,
     stop: AtomicBool,
-    doorbells: Mutex<Option<Arc<TrappedArea>>>,
+    doorbells: Mutex<Vec<Arc<TrappedArea>>>,
 }
 
 /// A running device thread.
@@ -42,7 +42,7 @@ impl Engine {
             memory,
             gpu_id,
             stop: AtomicBool::new(false),
-            doorbells: Mutex::new(None),
+            doorbells: Mutex::new(Vec::new()),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
@@ -52,10 +52,22 @@ impl Engine {
         Engine { shared, thread: Mutex::new(Some(thread)) }
     }
 
-    /// Registers the doorbell area the thread arms before it sleeps.
+    /// Registers a doorbell area the thread arms before it sleeps (the GPU's doorbell pages, or
+    /// another mapping of them: a ROCm 6.x thunk maps them where it chose).
     pub fn set_doorbells(&self, area: Arc<TrappedArea>) {
-        *self.shared.doorbells.lock().unwrap_or_else(|p| p.into_inner()) = Some(area);
+        self.shared.doorbells.lock().unwrap_or_else(|p| p.into_inner()).push(area);
         self.notify();
+    }
+
+    /// Stops arming the doorbell areas inside `[start, start + len)` (about to be unmapped).
+    pub fn remove_doorbells(&self, start: usize, len: usize) -> Vec<Arc<TrappedArea>> {
+        let mut v = self.shared.doorbells.lock().unwrap_or_else(|p| p.into_inner());
+        let (gone, keep): (Vec<_>, Vec<_>) = v.drain(..).partition(|a| {
+            let (s, l) = a.range();
+            s < start + len && start < s + l
+        });
+        *v = keep;
+        gone
     }
 
     /// Locks the CP (queue creation, priority, masks); the thread re-runs afterwards.
@@ -82,13 +94,14 @@ fn run(s: &Shared) {
     // Timed sleeps overshoot by ~50 µs with the default slack; 1 ns slack narrows that.
     // SAFETY: prctl with PR_SET_TIMERSLACK takes a plain integer.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0u64, 0u64, 0u64) };
-    let mem = HostMemory;
+    // Device addresses: host addresses, except in userptr ranges a ROCm 6.x thunk placed elsewhere.
+    let mem = GpuView::new(&s.memory);
     while !s.stop.load(Ordering::Acquire) {
         let seen = s.wake.load(Ordering::Acquire);
         // Arm before looking at the queues: a doorbell store after this traps and bumps
         // `wake`; one before it is seen by the run below.
-        let area = s.doorbells.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        if let Some(a) = area {
+        let areas = s.doorbells.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        for a in areas {
             if let Err(e) = a.arm() {
                 tracing::error!("xhsa-emu: {e}");
             }

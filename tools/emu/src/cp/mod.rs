@@ -225,6 +225,7 @@ impl Cp {
                             return progress;
                         }
                     };
+                    tracing::trace!(kernel = %r.name, grid = ?k.grid, wg = ?k.wg, wg_ns, "xhsa-emu: dispatch");
                     let tag = self.next_tag;
                     self.next_tag += 1;
                     let job = KernelJob { tag, workgroups: k.workgroups(), need: WgNeed::new(k.work_items_per_wg(), wave, k.group_segment), wg_ns, profile };

@@ -43,7 +43,7 @@ struct Rig {
 impl Rig {
     fn new() -> Rig {
         let memory = Memory::default();
-        memory.insert(Range { start: 0x10_0000, size: 0x30_0000, kind: MemKind::System, node: 0, flags: 0, mapped_nodes: vec![1], user_data: 0, handle: 1 });
+        memory.insert(Range { host: 0, start: 0x10_0000, size: 0x30_0000, kind: MemKind::System, node: 0, flags: 0, mapped_nodes: vec![1], user_data: 0, handle: 1 });
         let mem = FakeMemory::default();
         mem.store_u64(AMD_QUEUE + aql::QUEUE_INACTIVE_SIGNAL, INACTIVE);
         mem.write(AMD_QUEUE + aql::QUEUE_PROPERTIES, &aql::PROFILING.to_le_bytes());

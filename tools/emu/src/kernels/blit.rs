@@ -83,14 +83,34 @@ fn copy_buffer_bytes(size: u64, remain: u32) -> u64 {
     }
 }
 
+/// Which `__amd_rocclr_copyBuffer` a dispatch runs. ROCm 5.x: `(srcI, dstI, srcOrigin,
+/// dstOrigin, size, remain)`. ROCm 6.x (clr's blitcl.cpp since 6.2): `(src, dst, size,
+/// remainder, aligned_size, end_ptr, next_chunk)`, where `end_ptr` (at +32) is an address past
+/// `dst` (at +8); in the 5.x layout +32 holds a work-item count, far below any address.
+fn copy_buffer_v6(ctx: &KernelCtx) -> Result<bool, Fault> {
+    let (dst, at32) = (ctx.arg_u64(8)?, ctx.arg_u64(32)?);
+    Ok(dst != 0 && at32 >= dst)
+}
+
+/// Bytes and (dst, src) of a `__amd_rocclr_copyBuffer` dispatch, either layout. The 6.x kernel
+/// copies `size` bytes: the aligned part up to `end_ptr`, then the `remainder` tail.
+fn copy_buffer_args(ctx: &KernelCtx) -> Result<(u64, u64, u64), Fault> {
+    if copy_buffer_v6(ctx)? {
+        Ok((ctx.arg_u64(8)?, ctx.arg_u64(0)?, ctx.arg_u64(16)?))
+    } else {
+        let (src, dst, so, d_o, size, remain) = (ctx.arg_u64(0)?, ctx.arg_u64(8)?, ctx.arg_u64(16)?, ctx.arg_u64(24)?, ctx.arg_u64(32)?, ctx.arg_u32(40)?);
+        let size = size.min(ctx.dispatch.work_items());
+        Ok((dst + d_o, src + so, copy_buffer_bytes(size, remain)))
+    }
+}
+
 fn hip_copy_buffer(ctx: &KernelCtx) -> Result<(), Fault> {
-    let (src, dst, so, d_o, size, remain) = (ctx.arg_u64(0)?, ctx.arg_u64(8)?, ctx.arg_u64(16)?, ctx.arg_u64(24)?, ctx.arg_u64(32)?, ctx.arg_u32(40)?);
-    let size = size.min(ctx.dispatch.work_items());
-    ctx.copy(dst + d_o, src + so, copy_buffer_bytes(size, remain))
+    let (dst, src, bytes) = copy_buffer_args(ctx)?;
+    ctx.copy(dst, src, bytes)
 }
 
 fn hip_copy_buffer_ns(ctx: &KernelCtx) -> Result<u64, Fault> {
-    Ok(per_wg(ctx, copy_buffer_bytes(ctx.arg_u64(32)?, ctx.arg_u32(40)?)))
+    Ok(per_wg(ctx, copy_buffer_args(ctx)?.2))
 }
 
 fn hip_copy_buffer_aligned(ctx: &KernelCtx) -> Result<(), Fault> {
@@ -118,7 +138,33 @@ fn fill_width(ctx: &KernelCtx) -> Result<(u64, u64), Fault> {
     Ok((0, 1))
 }
 
+/// Which `__amd_rocclr_fillBufferAligned` a dispatch runs. ROCm 5.x: four views of the buffer
+/// (uchar, ushort, uint, ulong: one non-null), then `pattern, patternSize, offset, size`. ROCm
+/// 6.x: `(buf, pattern, pattern_size, alignment, end_ptr, next_chunk)`: the buffer, the pattern
+/// and end_ptr are all non-null.
+fn fill_buffer_v6(ctx: &KernelCtx) -> Result<bool, Fault> {
+    Ok(ctx.arg_u64(0)? != 0 && ctx.arg_u64(8)? != 0 && ctx.arg_u64(24)? != 0)
+}
+
+/// The 6.x fill: `[buf, end_ptr)` gets the pattern of `pattern_size` elements of `alignment`
+/// bytes, repeated.
+fn fill_v6_args(ctx: &KernelCtx) -> Result<(u64, u64, u64, u64), Fault> {
+    let (buf, pattern, n, align, end) = (ctx.arg_u64(0)?, ctx.arg_u64(8)?, u64::from(ctx.arg_u32(16)?), u64::from(ctx.arg_u32(20)?), ctx.arg_u64(24)?);
+    Ok((buf, pattern, (n * align.max(1)).max(1), end.saturating_sub(buf)))
+}
+
 fn hip_fill_buffer(ctx: &KernelCtx) -> Result<(), Fault> {
+    if fill_buffer_v6(ctx)? {
+        let (buf, pattern, pat_bytes, total) = fill_v6_args(ctx)?;
+        let mut pat = vec![0u8; pat_bytes as usize];
+        ctx.read_bytes(pattern, &mut pat)?;
+        let mut out = Vec::with_capacity(total as usize);
+        while (out.len() as u64) < total {
+            out.extend_from_slice(&pat);
+        }
+        out.truncate(total as usize);
+        return ctx.write_bytes(buf, &out);
+    }
     let (base, width) = fill_width(ctx)?;
     let (pattern, pattern_size, offset, size) = (ctx.arg_u64(32)?, u64::from(ctx.arg_u32(40)?), ctx.arg_u64(48)?, ctx.arg_u64(56)?);
     let size = size.min(ctx.dispatch.work_items());
@@ -135,6 +181,9 @@ fn hip_fill_buffer(ctx: &KernelCtx) -> Result<(), Fault> {
 }
 
 fn hip_fill_buffer_ns(ctx: &KernelCtx) -> Result<u64, Fault> {
+    if fill_buffer_v6(ctx)? {
+        return Ok(per_wg(ctx, fill_v6_args(ctx)?.3 / 2));
+    }
     let (_, width) = fill_width(ctx)?;
     Ok(per_wg(ctx, ctx.arg_u64(56)? * u64::from(ctx.arg_u32(40)?) * width / 2))
 }

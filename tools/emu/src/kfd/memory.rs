@@ -2,10 +2,16 @@
 //! reserved-only ranges such as the scratch aperture) and registered user memory (userptr).
 //!
 //! The device reads and writes at the same virtual addresses as the host; this table is how it
-//! tells an access to mapped memory from a fault.
+//! tells an access to mapped memory from a fault. One exception: user memory a ROCm 6.x thunk
+//! registers (userptr) has a GPU virtual address of the thunk's choosing, apart from the user's
+//! CPU address; such a range records its host address, and [`GpuView`] turns device addresses
+//! inside it into host ones.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::RwLock;
+
+use crate::sys::devmem::{DeviceMemory, HostMemory};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MemKind {
@@ -33,6 +39,9 @@ pub struct Range {
     pub user_data: u64,
     /// KFD's buffer handle (0 for ranges the thunk only reserved).
     pub handle: u64,
+    /// Where the range's bytes are in this process when that is not `start` (a userptr range
+    /// at a GPU address of the thunk's choosing); 0 = at `start`.
+    pub host: u64,
 }
 
 impl Range {
@@ -44,16 +53,48 @@ impl Range {
 #[derive(Debug, Default)]
 pub struct Memory {
     ranges: RwLock<BTreeMap<u64, Range>>,
+    /// Ranges whose bytes live elsewhere (`host != 0`): 0 in the common case, where
+    /// [`Memory::to_host`] costs nothing.
+    elsewhere: AtomicUsize,
+}
+
+fn moved(r: &Range) -> bool {
+    r.host != 0 && r.host != r.start
 }
 
 impl Memory {
     pub fn insert(&self, r: Range) {
-        self.ranges.write().unwrap_or_else(|p| p.into_inner()).insert(r.start, r);
+        let mut g = self.ranges.write().unwrap_or_else(|p| p.into_inner());
+        if moved(&r) {
+            self.elsewhere.fetch_add(1, Ordering::AcqRel);
+        }
+        if let Some(old) = g.insert(r.start, r) {
+            if moved(&old) {
+                self.elsewhere.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
     }
 
     /// Removes the range starting exactly at `start`.
     pub fn remove(&self, start: u64) -> Option<Range> {
-        self.ranges.write().unwrap_or_else(|p| p.into_inner()).remove(&start)
+        let r = self.ranges.write().unwrap_or_else(|p| p.into_inner()).remove(&start);
+        if r.as_ref().is_some_and(moved) {
+            self.elsewhere.fetch_sub(1, Ordering::AcqRel);
+        }
+        r
+    }
+
+    /// The host address of device address `addr` (itself, except inside a range whose bytes
+    /// live elsewhere).
+    pub fn to_host(&self, addr: u64) -> u64 {
+        if self.elsewhere.load(Ordering::Acquire) == 0 {
+            return addr;
+        }
+        let g = self.ranges.read().unwrap_or_else(|p| p.into_inner());
+        match g.range(..=addr).next_back() {
+            Some((_, r)) if addr < r.end() && moved(r) => r.host + (addr - r.start),
+            _ => addr,
+        }
     }
 
     /// The range containing `addr`.
@@ -109,12 +150,52 @@ impl Memory {
     }
 }
 
+/// Device memory as the GPU sees it: host memory at the same addresses, except inside ranges
+/// whose bytes live elsewhere ([`Memory::to_host`]). An access is expected to lie in one range
+/// (the callers check [`Memory::device_accessible`] first).
+pub struct GpuView<'a> {
+    memory: &'a Memory,
+}
+
+impl<'a> GpuView<'a> {
+    pub fn new(memory: &'a Memory) -> Self {
+        GpuView { memory }
+    }
+}
+
+impl DeviceMemory for GpuView<'_> {
+    fn read(&self, addr: u64, buf: &mut [u8]) {
+        HostMemory.read(self.memory.to_host(addr), buf)
+    }
+    fn write(&self, addr: u64, buf: &[u8]) {
+        HostMemory.write(self.memory.to_host(addr), buf)
+    }
+    fn copy(&self, dst: u64, src: u64, len: u64) {
+        HostMemory.copy(self.memory.to_host(dst), self.memory.to_host(src), len)
+    }
+    fn fill32(&self, dst: u64, value: u32, count: u64) {
+        HostMemory.fill32(self.memory.to_host(dst), value, count)
+    }
+    fn load_u64(&self, addr: u64) -> u64 {
+        HostMemory.load_u64(self.memory.to_host(addr))
+    }
+    fn store_u64(&self, addr: u64, value: u64) {
+        HostMemory.store_u64(self.memory.to_host(addr), value)
+    }
+    fn store_u16(&self, addr: u64, value: u16) {
+        HostMemory.store_u16(self.memory.to_host(addr), value)
+    }
+    fn fetch_add_i64(&self, addr: u64, delta: i64) -> i64 {
+        HostMemory.fetch_add_i64(self.memory.to_host(addr), delta)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn r(start: u64, size: u64, kind: MemKind) -> Range {
-        Range { start, size, kind, node: 1, flags: 0, mapped_nodes: vec![], user_data: 0, handle: start }
+        Range { host: 0, start, size, kind, node: 1, flags: 0, mapped_nodes: vec![], user_data: 0, handle: start }
     }
 
     #[test]
@@ -143,5 +224,24 @@ mod tests {
         m.insert(r(0x100000, 0x100000, MemKind::Reserved));
         assert!(m.find(0x100010).is_some());
         assert!(!m.device_accessible(0x100010, 4));
+    }
+
+    #[test]
+    fn a_range_living_elsewhere_is_read_through_its_host_address() {
+        let m = Memory::default();
+        let mut host = [0u8; 64];
+        host[8] = 0x5a;
+        let gpu_va = 0x7000_0000_0000u64;
+        let mut rr = r(gpu_va, 64, MemKind::Userptr);
+        rr.host = host.as_ptr() as u64;
+        m.insert(rr);
+        assert_eq!(m.to_host(gpu_va + 8), host.as_ptr() as u64 + 8);
+        assert_eq!(m.to_host(0x1000), 0x1000);
+        let v = GpuView::new(&m);
+        assert_eq!(v.read_u32(gpu_va + 8) & 0xff, 0x5a);
+        v.store_u64(gpu_va + 16, 7);
+        assert_eq!(host[16], 7);
+        m.remove(gpu_va);
+        assert_eq!(m.to_host(gpu_va + 8), gpu_va + 8);
     }
 }

@@ -6,6 +6,7 @@
 pub mod events;
 pub mod fault;
 pub mod memory;
+pub mod sysfs;
 pub mod topology;
 
 use std::collections::HashMap;
@@ -52,6 +53,8 @@ pub const VERSION: (u32, u32) = (1, 17);
 pub const DOORBELLS: usize = 1024;
 /// `KFD_MMAP_TYPE_DOORBELL` in the mmap offsets KFD hands out.
 pub const MMAP_TYPE_DOORBELL: u64 = 3 << 62;
+/// `KFD_MMAP_TYPE_EVENTS`: the event page's mmap offset.
+pub const MMAP_TYPE_EVENTS: u64 = 2 << 62;
 
 /// An errno KFD would return.
 pub type Errno = i32;
@@ -62,6 +65,8 @@ struct Gpu {
     conn: Arc<Connection>,
     doorbells: u64,
     _area: Arc<TrappedArea>,
+    /// Other mappings of the doorbell pages, where a ROCm 6.x thunk mapped them.
+    aliases: Mutex<Vec<Arc<TrappedArea>>>,
 }
 
 /// `KFD_EC_MASK(EC_QUEUE_NEW)`: set on every queue KFD creates (`init_user_queue`) until a
@@ -222,7 +227,7 @@ impl Kfd {
             let cp = Cp::with_scheduler(cfg.clone(), r_debug, Box::new(RemoteScheduler::new(conn.clone())));
             let engine = Engine::start(cp, conn.clock, events.clone(), memory.clone(), gpu_id, wake);
             engine.set_doorbells(area.clone());
-            list.push(Gpu { gpu_id, engine, conn, doorbells, _area: area });
+            list.push(Gpu { gpu_id, engine, conn, doorbells, _area: area, aliases: Mutex::new(Vec::new()) });
         }
         let faults = FaultPlan::from_env();
         if !faults.is_empty() {
@@ -385,6 +390,54 @@ impl Kfd {
         a.queue_id = id;
         a.doorbell_offset = MMAP_TYPE_DOORBELL | (u64::from(a.gpu_id) << 32) | (8 * slot as u64);
         Ok(())
+    }
+
+    /// mmap of `/dev/kfd` at a doorbell offset (CREATE_QUEUE's `doorbell_offset` without its
+    /// in-page part) by a thunk that chose the address: maps the GPU's doorbell pages a second
+    /// time at `addr` (MAP_FIXED: whatever was there is replaced, as mmap does) and arms that
+    /// mapping too, so a store through it reaches the packet processor.
+    pub fn map_doorbells(&self, doorbell_offset: u64, addr: u64, len: u64) -> Result<(), Errno> {
+        let gpu_id = (doorbell_offset >> 32 & 0x3fff_ffff) as u32;
+        let gi = self.gpu_index(gpu_id)?;
+        let g = &self.gpus[gi];
+        let area_len = (DOORBELLS * 8) as u64;
+        let within = doorbell_offset & 0xffff_ffff;
+        if len == 0 || !addr.is_multiple_of(4096) || within + len > area_len {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: the source is the GPU's shared doorbell mapping (MAP_SHARED: old size 0 makes
+        // a second mapping of the same pages); the destination is the caller's own range, which
+        // mmap(MAP_FIXED) would replace too.
+        let p = unsafe {
+            libc::mremap((g.doorbells + within) as *mut libc::c_void, 0, len as usize, libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED, addr as *mut libc::c_void)
+        };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOMEM));
+        }
+        let wake: &'static AtomicU32 = &g.conn.area.get().wake;
+        // SAFETY: the mapping was just made at `addr`, holds only doorbells, and is unregistered
+        // by `unmap_doorbells` before the thunk unmaps it.
+        let area = Arc::new(unsafe { TrappedArea::register(addr as *mut u8, len as usize, wake) }.map_err(|e| {
+            tracing::error!("xhsa-emu: {e}");
+            libc::ENOMEM
+        })?);
+        g.aliases.lock().unwrap_or_else(|p| p.into_inner()).push(area.clone());
+        g.engine.set_doorbells(area);
+        Ok(())
+    }
+
+    /// Forgets doorbell mappings made by [`Kfd::map_doorbells`] inside `[addr, addr + len)`
+    /// (the caller is about to unmap them). Returns whether there were any.
+    pub fn unmap_doorbells(&self, addr: u64, len: u64) -> bool {
+        let mut any = false;
+        for g in &self.gpus {
+            let gone = g.engine.remove_doorbells(addr as usize, len as usize);
+            if !gone.is_empty() {
+                any = true;
+                g.aliases.lock().unwrap_or_else(|p| p.into_inner()).retain(|a| !gone.iter().any(|x| Arc::ptr_eq(a, x)));
+            }
+        }
+        any
     }
 
     /// The host address of the doorbell a `doorbell_offset` names (what the thunk's mmap of
@@ -859,7 +912,10 @@ impl Kfd {
     /// AMDKFD_IOC_CREATE_EVENT. On the first signal event `event_page_offset` is the handle of
     /// the buffer the thunk allocated for the event page, as with the real thunk.
     pub fn create_event(&self, a: &mut CreateEventArgs) -> Result<(), Errno> {
-        if a.event_type == KFD_IOC_EVENT_SIGNAL && self.events.page().is_none() {
+        // As kfd_ioctl_create_event: a non-zero event_page_offset sets up the event page,
+        // whatever the event's type (a ROCm 6.x thunk passes it with its first event, a memory
+        // event); a signal event needs the page to be there.
+        if self.events.page().is_none() && (a.event_page_offset != 0 || a.event_type == KFD_IOC_EVENT_SIGNAL) {
             let page = self.memory.find_handle(a.event_page_offset).ok_or(libc::EINVAL)?;
             self.events.set_page(page.start);
         }
@@ -870,6 +926,12 @@ impl Kfd {
         a.event_id = id;
         a.event_trigger_data = trigger;
         a.event_slot_index = slot;
+        // kfd_event_create: a signal event reports its slot in the event page, which is named
+        // by the KFD_MMAP_TYPE_EVENTS offset (the thunk takes a non-zero offset as "this event
+        // has a slot" and points the signal's mailbox at it); other events leave it as passed.
+        if a.event_type == KFD_IOC_EVENT_SIGNAL {
+            a.event_page_offset = MMAP_TYPE_EVENTS;
+        }
         Ok(())
     }
 
@@ -912,16 +974,34 @@ impl Kfd {
         }
         let handle = u64::from(self.next_handle.fetch_add(1, Ordering::Relaxed)) | u64::from(a.gpu_id) << 32;
         let node = if kind == MemKind::Vram { gi as u32 + 1 } else { 0 };
-        self.memory.insert(Range { start: a.va_addr, size: a.size, kind, node, flags: 0, mapped_nodes: Vec::new(), user_data: 0, handle });
+        // A userptr buffer's bytes are the user's, at the CPU address passed in mmap_offset
+        // (kfd_ioctl_alloc_memory_of_gpu); its GPU address may differ (a ROCm 6.x thunk picks
+        // one in its own aperture).
+        let userptr_host = if kind == MemKind::Userptr { a.mmap_offset } else { 0 };
+        self.memory.insert(Range { host: userptr_host, start: a.va_addr, size: a.size, kind, node, flags: 0, mapped_nodes: Vec::new(), user_data: 0, handle });
         a.handle = handle;
         a.mmap_offset = a.va_addr;
         Ok(())
     }
 
+    /// A new buffer handle for a GPU (KFD's IDR handle with the gpu_id in the top half).
+    pub fn next_handle(&self, gpu_id: u32) -> u64 {
+        u64::from(self.next_handle.fetch_add(1, Ordering::Relaxed)) | u64::from(gpu_id) << 32
+    }
+
     /// A range the thunk reserves without a KFD buffer (the scratch aperture): known for
     /// pointer queries, never accessible to the device.
     pub fn reserve(&self, start: u64, size: u64, node: u32, hsa_flags: u32) {
-        self.memory.insert(Range { start, size, kind: MemKind::Reserved, node, flags: hsa_flags, mapped_nodes: Vec::new(), user_data: 0, handle: 0 });
+        self.memory.insert(Range { host: 0, start, size, kind: MemKind::Reserved, node, flags: hsa_flags, mapped_nodes: Vec::new(), user_data: 0, handle: 0 });
+    }
+
+    /// A KFD buffer that is address space only for the device model (a doorbell or MMIO-remap
+    /// buffer): it has a handle, can be mapped to GPUs and freed, and is never device memory.
+    pub fn reserve_buffer(&self, start: u64, size: u64, gpu_id: u32) -> Result<u64, Errno> {
+        let gi = self.gpu_index(gpu_id)?;
+        let handle = self.next_handle(gpu_id);
+        self.memory.insert(Range { host: 0, start, size, kind: MemKind::Reserved, node: gi as u32 + 1, flags: 0, mapped_nodes: Vec::new(), user_data: 0, handle });
+        Ok(handle)
     }
 
     /// AMDKFD_IOC_FREE_MEMORY_OF_GPU: frees the buffer `handle` names (see [`Kfd::free_memory`]).

@@ -30,6 +30,9 @@ pub const IOLINK_PCIE: u32 = 2;
 pub const GFX_VERSION: (u32, u32, u32) = (9, 0, 10);
 /// MEC firmware version reported in `EngineId.uCode` (only gfx7/8 logic reads it).
 pub const MEC_UCODE: u32 = 0x4a;
+/// MEC firmware version in the sysfs `fw_version` a ROCm 6.x thunk reads (recent enough that
+/// no firmware workaround of ROCr applies).
+pub const MEC_FW_VERSION: u32 = 185;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemBank {
@@ -97,8 +100,21 @@ pub fn gpu_id(index: u32) -> u32 {
     0x4e50 + index
 }
 
-/// The nodes: CPU node 0, then `gpus` GPU nodes.
+/// `gfx90a` from (9, 0, 10).
+pub fn gfx_name((major, minor, step): (u32, u32, u32)) -> String {
+    format!("gfx{major}{minor}{step:x}")
+}
+
+/// The gfx942 target (9.4.2): the MI308X's own ISA, reported under ROCm 6.x.
+pub const GFX942: (u32, u32, u32) = (9, 4, 2);
+
+/// The nodes: CPU node 0, then `gpus` GPU nodes reporting gfx90a (what ROCm 5.2 can target).
 pub fn nodes(cfg: &Config, gpus: u32, host_ram: u64, cpu_cores: u32) -> Vec<Node> {
+    nodes_for(cfg, gpus, host_ram, cpu_cores, GFX_VERSION)
+}
+
+/// [`nodes`] with the GPUs reporting the ISA `gfx` (major, minor, stepping).
+pub fn nodes_for(cfg: &Config, gpus: u32, host_ram: u64, cpu_cores: u32, gfx: (u32, u32, u32)) -> Vec<Node> {
     let d = &cfg.device;
     let mut out = Vec::new();
     let cpu_links = (0..gpus).map(|g| IoLink { kind: IOLINK_PCIE, from: 0, to: g + 1, weight: 20 }).collect();
@@ -131,7 +147,7 @@ pub fn nodes(cfg: &Config, gpus: u32, host_ram: u64, cpu_cores: u32) -> Vec<Node
             arrays: 1,
             cus_per_array: d.cus_per_xcc,
             scratch_slots_per_cu: d.waves_per_cu(),
-            gfx: GFX_VERSION,
+            gfx,
             vendor_id: 0x1002,
             device_id: 0x74a2,
             location_id: 0x0c00 + g * 0x100,
@@ -139,7 +155,7 @@ pub fn nodes(cfg: &Config, gpus: u32, host_ram: u64, cpu_cores: u32) -> Vec<Node
             max_clock_mhz: d.max_engine_clock_mhz,
             drm_minor: 128 + g as i32,
             marketing_name: d.marketing_name.clone(),
-            amd_name: "GFX90A".into(),
+            amd_name: gfx_name(gfx).to_uppercase(),
             sdma_engines: d.sdma_engines,
             sdma_queues_per_engine: d.sdma_queues_per_engine,
             cp_queues: d.cp_queues,

@@ -18,13 +18,21 @@ pub struct SpawnError {
 
 /// Runs `cmd` (program and arguments) with `vars` added to the inherited environment; returns
 /// its exit status (128+signal if a signal killed it).
-pub fn run(cmd: &[OsString], vars: &[(OsString, OsString)]) -> Result<u8, SpawnError> {
+pub fn run(cmd: &[OsString], vars: &[(OsString, OsString)], sandbox: Option<&super::sandbox::Sandbox>) -> Result<u8, SpawnError> {
     let Some((program, args)) = cmd.split_first() else {
         return Err(SpawnError { code: 2, message: "no command to run".into() });
     };
     signals::install();
     let mut c = Command::new(program);
     c.args(args).envs(vars.iter().map(|(k, v)| (k, v)));
+    if let Some(sb) = sandbox.cloned() {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: the closure runs between fork and exec and makes only async-signal-safe
+        // calls (chroot, chdir) on data prepared before the fork.
+        unsafe {
+            c.pre_exec(move || sb.apply());
+        }
+    }
     let mut child = c.spawn().map_err(|e| {
         let code = if e.kind() == io::ErrorKind::NotFound { 127 } else { 126 };
         SpawnError { code, message: format!("cannot run {}: {e}", program.to_string_lossy()) }

@@ -26,8 +26,8 @@ impl Host {
 }
 
 /// `gfx90a` from (9, 0, 10).
-pub fn gfx_name((major, minor, step): (u32, u32, u32)) -> String {
-    format!("gfx{major}{minor}{step:x}")
+pub fn gfx_name(gfx: (u32, u32, u32)) -> String {
+    topology::gfx_name(gfx)
 }
 
 fn bytes(n: u64) -> String {

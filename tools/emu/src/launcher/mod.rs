@@ -12,7 +12,9 @@ pub mod child;
 pub mod cli;
 pub mod env;
 pub mod info;
+pub mod rocm;
 pub mod runtime_dir;
+pub mod sandbox;
 pub mod signals;
 pub mod thunk;
 
@@ -116,6 +118,34 @@ fn info(args: cli::InfoArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// Prepares the ROCm 6.4 world (see [`sandbox`]) for a command run with `--rocm 6.4`.
+fn enter_rocm64(args: &cli::RunArgs, cfg: &Config, gfx: (u32, u32, u32), rt: &runtime_dir::RuntimeDir, thunk: &Path, me: Option<&Path>) -> Result<sandbox::Sandbox, String> {
+    let root = rocm::root(std::env::var_os(rocm::ROOT_VAR))?;
+    let host = info::Host::detect();
+    let nodes = crate::kfd::topology::nodes_for(cfg, args.device.gpus, host.ram, host.cpus, gfx);
+    // gfx942 parts report their XCCs (MI308X: 4); a gfx90a part has one.
+    let num_xcc = if gfx == crate::kfd::topology::GFX942 { cfg.device.xccs } else { 1 };
+    let gen = sandbox::generate(&nodes, num_xcc, crate::kfd::topology::MEC_FW_VERSION);
+    let mut binds: Vec<PathBuf> = vec![rt.path().to_path_buf()];
+    binds.extend(std::env::current_dir().ok());
+    binds.extend(std::env::var_os("HOME").map(PathBuf::from));
+    binds.extend(std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from));
+    binds.extend(thunk.parent().map(Path::to_path_buf));
+    binds.extend(me.and_then(Path::parent).map(Path::to_path_buf));
+    for var in ["LD_PRELOAD", "HSA_TOOLS_LIB"] {
+        if let Some(v) = std::env::var_os(var) {
+            for part in v.to_string_lossy().split([':', ' ']).filter(|p| p.starts_with('/')) {
+                binds.extend(Path::new(part).parent().map(Path::to_path_buf));
+            }
+        }
+    }
+    if let Some(c) = args.device.config.as_deref().and_then(|c| std::path::absolute(c).ok()) {
+        binds.extend(c.parent().map(Path::to_path_buf));
+    }
+    binds.extend(args.bind.iter().filter_map(|b| std::path::absolute(b).ok()));
+    sandbox::Sandbox::enter(&root, &binds, &gen)
+}
+
 fn run(args: cli::RunArgs) -> ExitCode {
     // The config is checked here, before CMD starts, so a bad value is reported once, by name,
     // instead of by every process the command starts.
@@ -135,13 +165,32 @@ fn run(args: cli::RunArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail(format_args!("cannot set up the runtime directory: {e}")),
     };
-    let settings = env::Settings { gpus: args.device.gpus, time_scale: args.time_scale, config: config_abs };
+    let stack = args.rocm.unwrap_or(rocm::Rocm::V5_2);
+    let gfx = match rocm::isa(stack, args.isa) {
+        Ok(g) => g,
+        Err(e) => return fail(e),
+    };
+    let settings = env::Settings { gpus: args.device.gpus, time_scale: args.time_scale, config: config_abs.clone() };
     let mut vars = env::child_env(&rt, &settings, |k| std::env::var_os(k));
     // The thunk starts the shared device with this binary when none is running.
-    if let Ok(me) = std::env::current_exe() {
-        vars.push(("XHSA_EMU_BIN".into(), me.into_os_string()));
+    let me = std::env::current_exe().ok();
+    if let Some(me) = &me {
+        vars.push(("XHSA_EMU_BIN".into(), me.clone().into_os_string()));
     }
-    let status = child::run(&args.command, &vars);
+    let sandbox = match stack {
+        rocm::Rocm::V5_2 => None,
+        rocm::Rocm::V6_4 => {
+            let cfg = load_config(config_abs.as_deref()).unwrap_or_default();
+            match enter_rocm64(&args, &cfg, gfx, &rt, &thunk, me.as_deref()) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    let _ = rt.remove();
+                    return fail(e);
+                }
+            }
+        }
+    };
+    let status = child::run(&args.command, &vars, sandbox.as_ref());
     // Removed before exiting: `ExitCode` is returned, so `rt` is dropped on every path, but an
     // explicit close reports a failure to remove it.
     if let Err(e) = rt.remove() {

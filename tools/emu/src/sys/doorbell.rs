@@ -97,6 +97,11 @@ impl TrappedArea {
         Ok(())
     }
 
+    /// The registered range: (start address, length in bytes).
+    pub fn range(&self) -> (usize, usize) {
+        (self.start, self.len)
+    }
+
     /// Stores that trapped so far.
     pub fn traps(&self) -> u64 {
         AREAS[self.index].traps.load(Ordering::Relaxed)

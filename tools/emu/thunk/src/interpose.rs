@@ -3,16 +3,20 @@
 //! (rocminfo checks it can; ROCm 6.x's ROCr, with the thunk linked in, issues its ioctls
 //! directly; libxhsa suspends queues with DBG_TRAP) reaches the same emulated KFD. When this
 //! library is preloaded its `open`, `open64`, `openat`, `openat64`, `close` and `ioctl` come
-//! first: opening `/dev/kfd` yields a
-//! descriptor (of `/dev/null`) that is remembered as a KFD descriptor, and ioctls on it reach
-//! the emulated KFD. Every other call goes to the next definition (libc) unchanged.
+//! first: opening `/dev/kfd` or a render node `/dev/dri/renderD<128+N>` of an emulated GPU
+//! yields an emulated descriptor (see `fds`), and ioctls on it reach the emulated KFD or the
+//! render node (`drm`); `mmap` of one maps what KFD or amdgpu would (`bo`, the doorbells),
+//! `fstat` of one reports the character device, and `close`/`dup2`/`dup3` keep the registry
+//! right. Every other call goes to the next definition (libc) unchanged.
 //!
 //! The libc functions are variadic; on x86-64 the optional argument travels in the same
 //! register as a fixed one, so they are declared with it as a fixed parameter.
 
-use std::collections::HashSet;
+use std::cell::Cell;
 use std::ffi::CStr;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
+
+use crate::fds::{self, Device};
 
 use xhsa_ioctl::abi::dbg_trap::{DbgTrapArgs, DbgTrapOp};
 use xhsa_ioctl::abi::debug::{QueueSnapshotEntry, RuntimeEnableArgs, RuntimeInfo, KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK, KFD_RUNTIME_ENABLE_MODE_TTMP_SAVE_MASK};
@@ -22,8 +26,6 @@ use xhsa_ioctl::abi::process::GetClockCountersArgs;
 use xhsa_ioctl::abi::queue::{CreateQueueArgs, DestroyQueueArgs, SetCuMaskArgs, UpdateQueueArgs};
 use xhsa_ioctl::abi::request::Request;
 use xhsa_ioctl::abi::version::GetVersionArgs;
-
-static KFD_FDS: Mutex<Option<HashSet<i32>>> = Mutex::new(None);
 
 type OpenFn = unsafe extern "C" fn(*const libc::c_char, libc::c_int, libc::c_uint) -> libc::c_int;
 type OpenAtFn = unsafe extern "C" fn(libc::c_int, *const libc::c_char, libc::c_int, libc::c_uint) -> libc::c_int;
@@ -52,23 +54,32 @@ fn global<T: Copy>(cell: &OnceLock<usize>, name: &CStr) -> Option<T> {
 static GLOBAL_IOCTL: OnceLock<usize> = OnceLock::new();
 static GLOBAL_OPEN: OnceLock<usize> = OnceLock::new();
 
-fn is_kfd_path(path: *const libc::c_char) -> bool {
-    // SAFETY: callers of open pass a NUL-terminated path (or NULL, rejected first).
-    !path.is_null() && unsafe { CStr::from_ptr(path) }.to_bytes() == b"/dev/kfd"
+/// The emulated device a path opens: `/dev/kfd`, or the render node of an emulated GPU.
+/// Another render minor is not ours (its open reaches the system, where it fails).
+fn emulated_path(path: *const libc::c_char) -> Option<Device> {
+    if path.is_null() {
+        return None;
+    }
+    // SAFETY: callers of open pass a NUL-terminated path (NULL rejected above).
+    let p = unsafe { CStr::from_ptr(path) }.to_bytes();
+    if p == b"/dev/kfd" {
+        return Some(Device::Kfd);
+    }
+    let minor = fds::render_minor(p)?;
+    let gpus = crate::state::configured_gpus();
+    (minor >= 128 && minor < 128 + gpus).then_some(Device::Render(minor))
 }
 
 fn is_kfd_fd(fd: i32) -> bool {
-    KFD_FDS.lock().unwrap_or_else(|p| p.into_inner()).as_ref().is_some_and(|s| s.contains(&fd))
+    fds::device(fd) == Some(Device::Kfd)
 }
 
-fn open_kfd(real: Option<OpenFn>, flags: libc::c_int) -> libc::c_int {
-    let Some(f) = real else { return -1 };
-    // SAFETY: the real open with a static path.
-    let fd = unsafe { f(c"/dev/null".as_ptr(), (flags & libc::O_CLOEXEC) | libc::O_RDWR, 0) };
-    if fd >= 0 {
-        KFD_FDS.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashSet::new).insert(fd);
-    }
-    fd
+fn open_device(dev: Device, flags: libc::c_int) -> libc::c_int {
+    fds::create(dev, flags & libc::O_CLOEXEC != 0)
+}
+
+fn open_kfd(_real: Option<OpenFn>, flags: libc::c_int) -> libc::c_int {
+    open_device(Device::Kfd, flags)
 }
 
 static OPEN: OnceLock<usize> = OnceLock::new();
@@ -80,8 +91,8 @@ static IOCTL: OnceLock<usize> = OnceLock::new();
 
 fn open_common(cell: &OnceLock<usize>, name: &CStr, path: *const libc::c_char, flags: libc::c_int, mode: libc::c_uint) -> libc::c_int {
     let real: Option<OpenFn> = next(cell, name);
-    if is_kfd_path(path) {
-        return open_kfd(real, flags);
+    if let Some(dev) = emulated_path(path) {
+        return open_device(dev, flags);
     }
     match real {
         // SAFETY: forwarding the caller's arguments unchanged.
@@ -114,9 +125,8 @@ pub unsafe extern "C" fn open64(path: *const libc::c_char, flags: libc::c_int, m
 
 fn openat_common(cell: &OnceLock<usize>, name: &CStr, dirfd: libc::c_int, path: *const libc::c_char, flags: libc::c_int, mode: libc::c_uint) -> libc::c_int {
     let real: Option<OpenAtFn> = next(cell, name);
-    if is_kfd_path(path) {
-        let plain: Option<OpenFn> = next(&OPEN, c"open");
-        return open_kfd(plain, flags);
+    if let Some(dev) = emulated_path(path) {
+        return open_device(dev, flags);
     }
     match real {
         // SAFETY: forwarding the caller's arguments unchanged.
@@ -155,9 +165,7 @@ pub unsafe extern "C" fn openat64(dirfd: libc::c_int, path: *const libc::c_char,
 /// (closing it is the caller's decision, as with libc's `close`).
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: libc::c_int) -> libc::c_int {
-    if let Some(s) = KFD_FDS.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
-        s.remove(&fd);
-    }
+    fds::forget(fd);
     let real: Option<CloseFn> = next(&CLOSE, c"close");
     match real {
         // SAFETY: forwarding the caller's argument unchanged.
@@ -175,8 +183,10 @@ pub unsafe extern "C" fn close(fd: libc::c_int) -> libc::c_int {
 /// with any user pointers inside it valid as KFD requires.
 #[no_mangle]
 pub unsafe extern "C" fn ioctl(fd: libc::c_int, request: libc::c_ulong, arg: *mut libc::c_void) -> libc::c_int {
-    if is_kfd_fd(fd) {
-        return kfd_ioctl(request, arg);
+    match fds::device(fd) {
+        Some(Device::Kfd) => return kfd_ioctl(request, arg),
+        Some(Device::Render(minor)) => return crate::devices::render_ioctl(minor, request, arg),
+        None => {}
     }
     let real: Option<IoctlFn> = next(&IOCTL, c"ioctl");
     match real {
@@ -186,7 +196,7 @@ pub unsafe extern "C" fn ioctl(fd: libc::c_int, request: libc::c_ulong, arg: *mu
     }
 }
 
-fn set_errno(e: i32) -> libc::c_int {
+pub(crate) fn set_errno(e: i32) -> libc::c_int {
     // SAFETY: __errno_location returns this thread's errno slot.
     unsafe { *libc::__errno_location() = e };
     -1
@@ -222,8 +232,10 @@ pub fn kfd_call<T>(fd: i32, request: u64, arg: &mut T) -> Result<i32, i32> {
     // a plain call would bind to this library's own definition and bypass interposers.
     let first: Option<IoctlFn> = global(&GLOBAL_IOCTL, c"ioctl");
     let Some(ioctl_fn) = first else { return Err(libc::ENOSYS) };
+    OWN_CALL.with(|c| c.set(true));
     // SAFETY: `arg` is a valid, writable argument struct of the request's type.
     let r = unsafe { ioctl_fn(fd, request as libc::c_ulong, p) };
+    OWN_CALL.with(|c| c.set(false));
     if r >= 0 {
         return Ok(r);
     }
@@ -237,8 +249,14 @@ pub fn kfd_call<T>(fd: i32, request: u64, arg: &mut T) -> Result<i32, i32> {
     Err(e)
 }
 
+thread_local! {
+    /// Set while this library's own hsaKmt* functions (the ROCm 5.x thunk) issue an ioctl:
+    /// they map buffers themselves, a ROCm 6.x thunk leaves that to KFD and mmap.
+    static OWN_CALL: Cell<bool> = const { Cell::new(false) };
+}
+
 /// Reads an argument struct from the caller's pointer (unaligned; the caller's layout).
-fn read_arg<T: Copy + Default>(arg: *mut libc::c_void, size: usize) -> T {
+pub(crate) fn read_arg<T: Copy + Default>(arg: *mut libc::c_void, size: usize) -> T {
     let mut v = T::default();
     let n = size.min(std::mem::size_of::<T>());
     // SAFETY: the caller passes a buffer of the request's size (`size`, encoded in the request
@@ -247,7 +265,7 @@ fn read_arg<T: Copy + Default>(arg: *mut libc::c_void, size: usize) -> T {
     v
 }
 
-fn write_arg<T: Copy>(arg: *mut libc::c_void, v: &T, size: usize) {
+pub(crate) fn write_arg<T: Copy>(arg: *mut libc::c_void, v: &T, size: usize) {
     let n = size.min(std::mem::size_of::<T>());
     // SAFETY: as in `read_arg`, writing back at most the caller's size.
     unsafe { std::ptr::copy_nonoverlapping((v as *const T).cast::<u8>(), arg as *mut u8, n) };
@@ -274,7 +292,15 @@ fn write_u32s(ptr: u64, v: &[u32]) {
 fn kfd_ioctl(request: libc::c_ulong, arg: *mut libc::c_void) -> libc::c_int {
     // A panic must never unwind into the C caller: report it as an I/O error.
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| serve_ioctl(request, arg))) {
-        Ok(r) => r,
+        Ok(r) => {
+            if r < 0 && tracing::enabled!(tracing::Level::DEBUG) {
+                // SAFETY: reading this thread's errno right after the emulated call.
+                let e = unsafe { *libc::__errno_location() };
+                let name = Request::from_raw_lenient(request).map_or("an unknown KFD request", |r| r.name());
+                tracing::debug!("xhsa-emu: {name} failed: errno {e}");
+            }
+            r
+        }
         Err(_) => {
             tracing::error!("xhsa-emu: internal error serving KFD ioctl {request:#x}");
             set_errno(libc::EIO)
@@ -342,13 +368,17 @@ fn serve_ioctl(request: libc::c_ulong, arg: *mut libc::c_void) -> libc::c_int {
         Request::DbgTrap => dbg_trap(&e, arg, size),
         Request::AllocMemoryOfGpu => {
             let mut a: AllocMemoryOfGpuArgs = read_arg(arg, size);
-            let r = kfd.alloc_memory(&mut a);
+            let r = if OWN_CALL.with(Cell::get) { kfd.alloc_memory(&mut a) } else { crate::devices::alloc_buffer(&e, &mut a) };
             write_arg(arg, &a, size);
             done(r)
         }
         Request::FreeMemoryOfGpu => {
             let a: FreeMemoryOfGpuArgs = read_arg(arg, size);
-            done(kfd.free_memory_handle(a.handle).map(|_| ()))
+            let r = kfd.free_memory_handle(a.handle).map(|_| ());
+            if r.is_ok() {
+                crate::bo::free(a.handle);
+            }
+            done(r)
         }
         Request::MapMemoryToGpu | Request::UnmapMemoryFromGpu => {
             let mut a: MapMemoryToGpuArgs = read_arg(arg, size);
@@ -362,6 +392,7 @@ fn serve_ioctl(request: libc::c_ulong, arg: *mut libc::c_void) -> libc::c_int {
         }
         Request::CreateEvent => {
             let mut a: CreateEventArgs = read_arg(arg, size);
+            tracing::debug!("xhsa-emu: CREATE_EVENT type {} page {:#x}", a.event_type, a.event_page_offset);
             let r = kfd.create_event(&mut a);
             write_arg(arg, &a, size);
             done(r)
@@ -379,7 +410,10 @@ fn serve_ioctl(request: libc::c_ulong, arg: *mut libc::c_void) -> libc::c_int {
             done(kfd.events.reset(a.event_id).map_err(|_| libc::EINVAL))
         }
         Request::WaitEvents => wait_events(&e, arg, size),
-        _ => set_errno(libc::EINVAL),
+        other => match crate::devices::process_ioctl(&e, other, arg, size) {
+            Ok(v) => v,
+            Err(errno) => set_errno(errno),
+        },
     }
 }
 
@@ -394,7 +428,10 @@ fn wait_events(e: &crate::state::Emu, arg: *mut libc::c_void, size: usize) -> li
     let entries = a.events_ptr as *mut EventData;
     // SAFETY: the caller passes `num_events` kfd_event_data entries at events_ptr.
     let ids: Vec<u32> = (0..n).map(|i| unsafe { std::ptr::addr_of!((*entries.add(i)).event_id).read_unaligned() }).collect();
-    match e.kfd.wait_events(&ids, &mut a) {
+    let t0 = std::time::Instant::now();
+    let r = e.kfd.wait_events(&ids, &mut a);
+    tracing::trace!(ids = ?ids, timeout_ms = a.timeout, all = a.wait_for_all, result = a.wait_result, took_us = t0.elapsed().as_micros() as u64, "xhsa-emu: WAIT_EVENTS");
+    match r {
         Ok(out) => {
             for (id, data) in out.memory_faults {
                 for (i, _) in ids.iter().enumerate().filter(|(_, &x)| x == id) {
@@ -486,5 +523,201 @@ fn dbg_trap(e: &crate::state::Emu, arg: *mut libc::c_void, size: usize) -> libc:
     match result {
         Ok(v) => v,
         Err(errno) => set_errno(errno),
+    }
+}
+
+type MmapFn = unsafe extern "C" fn(*mut libc::c_void, libc::size_t, libc::c_int, libc::c_int, libc::c_int, libc::off_t) -> *mut libc::c_void;
+type MunmapFn = unsafe extern "C" fn(*mut libc::c_void, libc::size_t) -> libc::c_int;
+type FstatFn = unsafe extern "C" fn(libc::c_int, *mut libc::stat) -> libc::c_int;
+type FstatatFn = unsafe extern "C" fn(libc::c_int, *const libc::c_char, *mut libc::stat, libc::c_int) -> libc::c_int;
+type Dup2Fn = unsafe extern "C" fn(libc::c_int, libc::c_int) -> libc::c_int;
+type Dup3Fn = unsafe extern "C" fn(libc::c_int, libc::c_int, libc::c_int) -> libc::c_int;
+
+static MMAP: OnceLock<usize> = OnceLock::new();
+static MMAP64: OnceLock<usize> = OnceLock::new();
+static MUNMAP: OnceLock<usize> = OnceLock::new();
+static FSTAT: OnceLock<usize> = OnceLock::new();
+static FSTAT64: OnceLock<usize> = OnceLock::new();
+static FSTATAT: OnceLock<usize> = OnceLock::new();
+static FSTATAT64: OnceLock<usize> = OnceLock::new();
+static DUP2: OnceLock<usize> = OnceLock::new();
+static DUP3: OnceLock<usize> = OnceLock::new();
+
+#[allow(clippy::too_many_arguments)] // mmap's six, and which libc symbol to forward to
+fn mmap_common(cell: &OnceLock<usize>, name: &CStr, addr: *mut libc::c_void, len: libc::size_t, prot: libc::c_int, flags: libc::c_int, fd: libc::c_int, off: libc::off_t) -> *mut libc::c_void {
+    if fd >= 0 {
+        if let Some(dev) = fds::device(fd) {
+            return match std::panic::catch_unwind(|| crate::devices::mmap(dev, addr as u64, len as u64, prot, flags, off as u64)) {
+                Ok(Ok(a)) => a as *mut libc::c_void,
+                Ok(Err(errno)) => {
+                    set_errno(errno);
+                    libc::MAP_FAILED
+                }
+                Err(_) => {
+                    tracing::error!("xhsa-emu: internal error serving an mmap of an emulated device");
+                    set_errno(libc::EIO);
+                    libc::MAP_FAILED
+                }
+            };
+        }
+    }
+    let real: Option<MmapFn> = next(cell, name);
+    match real {
+        // SAFETY: forwarding the caller's arguments unchanged.
+        Some(f) => unsafe { f(addr, len, prot, flags, fd, off) },
+        None => libc::MAP_FAILED,
+    }
+}
+
+/// `mmap`, served for emulated `/dev/kfd` and render-node descriptors (doorbells, buffers).
+///
+/// # Safety
+///
+/// `mmap(2)`'s contract: with MAP_FIXED the caller gives up whatever `[addr, addr + len)` held.
+/// Any other descriptor goes to libc's definition unchanged.
+#[no_mangle]
+pub unsafe extern "C" fn mmap(addr: *mut libc::c_void, len: libc::size_t, prot: libc::c_int, flags: libc::c_int, fd: libc::c_int, off: libc::off_t) -> *mut libc::c_void {
+    mmap_common(&MMAP, c"mmap", addr, len, prot, flags, fd, off)
+}
+
+/// `mmap64`: as [`mmap`] (the same function on 64-bit Linux).
+///
+/// # Safety
+///
+/// As [`mmap`].
+#[no_mangle]
+pub unsafe extern "C" fn mmap64(addr: *mut libc::c_void, len: libc::size_t, prot: libc::c_int, flags: libc::c_int, fd: libc::c_int, off: libc::off_t) -> *mut libc::c_void {
+    mmap_common(&MMAP64, c"mmap64", addr, len, prot, flags, fd, off)
+}
+
+/// `munmap`, forgetting emulated doorbell mappings in the range first.
+///
+/// # Safety
+///
+/// `munmap(2)`'s contract: the caller no longer uses the range.
+#[no_mangle]
+pub unsafe extern "C" fn munmap(addr: *mut libc::c_void, len: libc::size_t) -> libc::c_int {
+    crate::devices::before_munmap(addr as u64, len as u64);
+    let real: Option<MunmapFn> = next(&MUNMAP, c"munmap");
+    match real {
+        // SAFETY: forwarding the caller's arguments unchanged.
+        Some(f) => unsafe { f(addr, len) },
+        None => -1,
+    }
+}
+
+fn fstat_common(cell: &OnceLock<usize>, name: &CStr, fd: libc::c_int, buf: *mut libc::stat) -> libc::c_int {
+    if let Some(dev) = fds::device(fd) {
+        // SAFETY: the caller passes a writable stat buffer (fstat's contract); null is EFAULT.
+        return match unsafe { buf.as_mut() } {
+            Some(st) => {
+                crate::devices::fill_stat(dev, st);
+                0
+            }
+            None => set_errno(libc::EFAULT),
+        };
+    }
+    let real: Option<FstatFn> = next(cell, name);
+    match real {
+        // SAFETY: forwarding the caller's arguments unchanged.
+        Some(f) => unsafe { f(fd, buf) },
+        None => -1,
+    }
+}
+
+/// `fstat`: an emulated descriptor is the character device it stands for.
+///
+/// # Safety
+///
+/// `fstat(2)`'s contract: `buf` is valid for writing a `struct stat`.
+#[no_mangle]
+pub unsafe extern "C" fn fstat(fd: libc::c_int, buf: *mut libc::stat) -> libc::c_int {
+    fstat_common(&FSTAT, c"fstat", fd, buf)
+}
+
+/// `fstat64`: as [`fstat`].
+///
+/// # Safety
+///
+/// As [`fstat`].
+#[no_mangle]
+pub unsafe extern "C" fn fstat64(fd: libc::c_int, buf: *mut libc::stat) -> libc::c_int {
+    fstat_common(&FSTAT64, c"fstat64", fd, buf)
+}
+
+fn fstatat_common(cell: &OnceLock<usize>, name: &CStr, dirfd: libc::c_int, path: *const libc::c_char, buf: *mut libc::stat, flags: libc::c_int) -> libc::c_int {
+    // SAFETY: a non-null path is NUL-terminated (fstatat's contract).
+    let empty = !path.is_null() && unsafe { *path } == 0;
+    if empty && flags & libc::AT_EMPTY_PATH != 0 {
+        if let Some(dev) = fds::device(dirfd) {
+            // SAFETY: as in fstat.
+            return match unsafe { buf.as_mut() } {
+                Some(st) => {
+                    crate::devices::fill_stat(dev, st);
+                    0
+                }
+                None => set_errno(libc::EFAULT),
+            };
+        }
+    }
+    let real: Option<FstatatFn> = next(cell, name);
+    match real {
+        // SAFETY: forwarding the caller's arguments unchanged.
+        Some(f) => unsafe { f(dirfd, path, buf, flags) },
+        None => -1,
+    }
+}
+
+/// `fstatat` with `AT_EMPTY_PATH` on an emulated descriptor: as [`fstat`].
+///
+/// # Safety
+///
+/// `fstatat(2)`'s contract: `path` is NUL-terminated, `buf` writable.
+#[no_mangle]
+pub unsafe extern "C" fn fstatat(dirfd: libc::c_int, path: *const libc::c_char, buf: *mut libc::stat, flags: libc::c_int) -> libc::c_int {
+    fstatat_common(&FSTATAT, c"fstatat", dirfd, path, buf, flags)
+}
+
+/// `fstatat64`: as [`fstatat`].
+///
+/// # Safety
+///
+/// As [`fstatat`].
+#[no_mangle]
+pub unsafe extern "C" fn fstatat64(dirfd: libc::c_int, path: *const libc::c_char, buf: *mut libc::stat, flags: libc::c_int) -> libc::c_int {
+    fstatat_common(&FSTATAT64, c"fstatat64", dirfd, path, buf, flags)
+}
+
+/// `dup2`: `newfd` stops being whatever emulated device it was.
+///
+/// # Safety
+///
+/// `dup2(2)`'s contract.
+#[no_mangle]
+pub unsafe extern "C" fn dup2(oldfd: libc::c_int, newfd: libc::c_int) -> libc::c_int {
+    if oldfd != newfd {
+        fds::forget(newfd);
+    }
+    let real: Option<Dup2Fn> = next(&DUP2, c"dup2");
+    match real {
+        // SAFETY: forwarding the caller's arguments unchanged.
+        Some(f) => unsafe { f(oldfd, newfd) },
+        None => -1,
+    }
+}
+
+/// `dup3`: as [`dup2`].
+///
+/// # Safety
+///
+/// `dup3(2)`'s contract.
+#[no_mangle]
+pub unsafe extern "C" fn dup3(oldfd: libc::c_int, newfd: libc::c_int, flags: libc::c_int) -> libc::c_int {
+    fds::forget(newfd);
+    let real: Option<Dup3Fn> = next(&DUP3, c"dup3");
+    match real {
+        // SAFETY: forwarding the caller's arguments unchanged.
+        Some(f) => unsafe { f(oldfd, newfd, flags) },
+        None => -1,
     }
 }

@@ -9,7 +9,11 @@
 //! What it is not: a KFD client. It never touches a real `/dev/kfd`.
 #![allow(non_snake_case)]
 
+mod bo;
+mod devices;
+mod drm;
 mod exports;
+mod fds;
 mod interpose;
 mod state;
 

@@ -44,6 +44,11 @@ struct Slot {
 static STATE: Mutex<Slot> = Mutex::new(Slot { emu: None, opens: 0 });
 static LOG: OnceLock<()> = OnceLock::new();
 
+/// GPUs configured for this process (`XHSA_EMU_GPUS`, 1 to 8; 1 when unset or invalid).
+pub fn configured_gpus() -> u32 {
+    std::env::var("XHSA_EMU_GPUS").ok().and_then(|s| s.parse().ok()).filter(|n| (1..=8).contains(n)).unwrap_or(1)
+}
+
 /// The open emulator, if `hsaKmtOpenKFD` succeeded.
 pub fn emu() -> Option<Arc<Emu>> {
     STATE.lock().unwrap_or_else(|p| p.into_inner()).emu.clone()
