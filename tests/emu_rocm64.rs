@@ -173,3 +173,26 @@ fn rocm52_and_rocm64_processes_share_one_emulated_gpu() {
         assert!(text.contains(&format!("process {pid} ")), "the shared device does not list pid {pid}\n{text}");
     }
 }
+
+/// The whitelist by code object through ROCr 6.4's loader: rocSPARSE's kernels live in
+/// librocsparse.so's embedded code objects, so naming the library sends hipSPARSE's SpMV
+/// dispatches unthrottled; without the entry none is.
+#[test]
+fn the_whitelist_recognises_a_rocm64_library_by_its_code_objects() {
+    let prog = rocm_libs();
+    let counts = |wl: &str| {
+        let mut o = with_env(with_env(opts("gfx90a"), "LD_PRELOAD", libxhsa()), "XHSA_LOG", "info".into());
+        o.env.push(("XHSA_PASSTHROUGH_LIBS".into(), wl.into()));
+        o.timeout = Duration::from_secs(300);
+        let out = run_under_emu(&prog, &["spmv"], &o);
+        assert_passed(&out);
+        let line = out.stderr.lines().find_map(|l| l.split("passthrough libraries: ").nth(1)).unwrap_or_else(|| panic!("no libxhsa summary\n{}", out.report())).to_string();
+        let nums: Vec<u64> = line.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).take(2).map(|s| s.parse().unwrap()).collect();
+        (nums[0], nums[1], out)
+    };
+    let (q, d, out) = counts("");
+    assert_eq!((q, d), (0, 0), "nothing whitelisted\n{}", out.report());
+    let (q, d, out) = counts("libother.so, librocsparse.so.1");
+    assert_eq!(q, 0, "HIP, not rocSPARSE, creates the queues\n{}", out.report());
+    assert!(d >= 1, "rocSPARSE's dispatches were not recognised\n{}", out.report());
+}
