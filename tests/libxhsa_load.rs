@@ -47,7 +47,10 @@ fn tools_lib_and_both_modes_intercept_once() {
 
     let hip_pre = summary(&run("hip_basic", SUBSETS, &[("LD_PRELOAD", &l)]));
     let tools_out = run("hip_basic", SUBSETS, &[("HSA_TOOLS_LIB", &l)]);
-    assert!(tools_out.stderr.contains("API tables patched") && tools_out.stderr.contains(&format!("patched={}", xhsa::entry::api_table::Hook::ALL.len())), "{}", tools_out.report());
+    // Every hook but hsa_amd_queue_get_info, which ROCr 5.2's AMD extension table does not have.
+    let hooks_in_5_2 = xhsa::entry::api_table::Hook::ALL.len() - 1;
+    let patched = format!("patched={hooks_in_5_2}");
+    assert!(tools_out.stderr.lines().any(|l| l.contains("API tables patched") && l.trim_end().ends_with(&patched)), "{}", tools_out.report());
     let hip_both = summary(&run("hip_basic", SUBSETS, &[("LD_PRELOAD", &l), ("HSA_TOOLS_LIB", &l)]));
     for (mode, got) in [("HSA_TOOLS_LIB", summary(&tools_out)), ("both", hip_both)] {
         assert_eq!(got.0, hip_pre.0, "{mode}: HIP queues seen");
