@@ -200,3 +200,44 @@ fn the_whitelist_recognises_a_rocm64_library_by_its_code_objects() {
     assert_eq!(q, 0, "HIP, not rocSPARSE, creates the queues\n{}", out.report());
     assert!(d >= 1, "rocSPARSE's dispatches were not recognised\n{}", out.report());
 }
+
+/// Preemption on ROCm 6.4: a low-priority process flooding the GPU is taken off it (queue
+/// deactivation through ROCr 6.4's own `/dev/kfd` descriptor) while a high-priority process has
+/// work, and put back; the high-priority one is never held back.
+#[test]
+fn a_batch_process_on_rocm64_is_preempted_for_a_higher_priority_one() {
+    let _lock = common::run_lock(true);
+    let prog = common::program64("shared_hip", "gfx942", &[]);
+    let dir = DeviceDir::new("preempt64");
+    let board = dir.file("board");
+    std::fs::create_dir_all(&board).unwrap();
+    let stop = dir.file("stop");
+    let o = |prio: &str| {
+        let mut o = with_env(with_env(opts("gfx942"), "LD_PRELOAD", libxhsa()), "XHSA_LOG", "info".into());
+        o.env.push(dir.env());
+        o.env.push(("XHSA_BOARD_DIR".into(), board.display().to_string()));
+        o.env.push(("XHSA_PRIORITY".into(), prio.into()));
+        o
+    };
+    let busy = common::spawn_under_emu(&prog, &["busy", stop.to_str().unwrap(), "40"], &o("-10"));
+    if busy.wait_for_line(|l| l == "BUSY_RUNNING", Duration::from_secs(60)).is_none() {
+        std::fs::write(&stop, b"").unwrap();
+        panic!("the busy program never reported BUSY_RUNNING\n{}", busy.wait().report());
+    }
+    // spawn + wait, not run_under_emu: that takes the run lock this test already holds.
+    let victim = common::spawn_under_emu(&prog, &["victim", "10", "640", "1000000", "3"], &o("10")).wait();
+    std::fs::write(&stop, b"").unwrap();
+    let busy = busy.wait();
+    assert_passed(&victim);
+    assert_passed(&busy);
+    let taken = |out: &RunOutput| -> (u64, u64) {
+        let Some(line) = out.stderr.lines().find(|l| l.contains("preemption: ")) else { return (0, 0) };
+        let tail = line.split("preemption: ").nth(1).unwrap();
+        let nums: Vec<u64> = tail.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).take(2).map(|s| s.parse().unwrap()).collect();
+        (nums[0], nums[1])
+    };
+    let (off, back) = taken(&busy);
+    assert!(off >= 1 && back == off, "the busy process was not taken off and put back ({off} off, {back} back)\n{}", busy.report());
+    assert!(busy.stderr.contains("UPDATE_QUEUE percentage 0"), "deactivation is the mechanism\n{}", busy.report());
+    assert_eq!(taken(&victim).0, 0, "the high-priority process must never be preempted\n{}", victim.report());
+}
