@@ -190,8 +190,7 @@ fn the_whitelist_recognises_a_rocm64_library_by_its_code_objects() {
         o.timeout = Duration::from_secs(300);
         let out = run_under_emu(&prog, &["spmv"], &o);
         assert_passed(&out);
-        let line = out.stderr.lines().find_map(|l| l.split("passthrough libraries: ").nth(1)).unwrap_or_else(|| panic!("no libxhsa summary\n{}", out.report())).to_string();
-        let nums: Vec<u64> = line.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).take(2).map(|s| s.parse().unwrap()).collect();
+        let nums = common::numbers_after(&out, "passthrough libraries: ").unwrap_or_else(|| panic!("no libxhsa summary\n{}", out.report()));
         (nums[0], nums[1], out)
     };
     let (q, d, out) = counts("");
@@ -230,12 +229,7 @@ fn a_batch_process_on_rocm64_is_preempted_for_a_higher_priority_one() {
     let busy = busy.wait();
     assert_passed(&victim);
     assert_passed(&busy);
-    let taken = |out: &RunOutput| -> (u64, u64) {
-        let Some(line) = out.stderr.lines().find(|l| l.contains("preemption: ")) else { return (0, 0) };
-        let tail = line.split("preemption: ").nth(1).unwrap();
-        let nums: Vec<u64> = tail.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).take(2).map(|s| s.parse().unwrap()).collect();
-        (nums[0], nums[1])
-    };
+    let taken = |out: &RunOutput| -> (u64, u64) { common::numbers_after(out, "preemption: ").map_or((0, 0), |n| (n[0], n[1])) };
     let (off, back) = taken(&busy);
     assert!(off >= 1 && back == off, "the busy process was not taken off and put back ({off} off, {back} back)\n{}", busy.report());
     assert!(busy.stderr.contains("UPDATE_QUEUE percentage 0"), "deactivation is the mechanism\n{}", busy.report());

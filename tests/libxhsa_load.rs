@@ -137,9 +137,7 @@ fn hip_loaded_with_dlopen_rtld_local_works_with_libxhsa_preloaded() {
 
 /// The `passthrough libraries: Q queues, D dispatches` figures of the exit summary.
 fn passthrough_counts(out: &RunOutput) -> (u64, u64) {
-    let line = out.stderr.lines().find(|l| l.contains("passthrough libraries:")).unwrap_or_else(|| panic!("no summary\n{}", out.report()));
-    let tail = line.split("passthrough libraries:").nth(1).unwrap();
-    let nums: Vec<u64> = tail.split(|c: char| !c.is_ascii_digit()).filter(|t| !t.is_empty()).map(|t| t.parse().unwrap()).collect();
+    let nums = common::numbers_after(out, "passthrough libraries:").unwrap_or_else(|| panic!("no summary\n{}", out.report()));
     (nums[0], nums[1])
 }
 
