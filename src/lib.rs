@@ -99,5 +99,6 @@ pub const EXPORTED_SYMBOLS: &[&str] = &[
     "hsa_amd_queue_set_priority",
     "hsa_amd_queue_cu_set_mask",
     "hsa_amd_queue_cu_get_mask",
+    "hsa_amd_queue_get_info",
     "hsa_amd_profiling_set_profiler_enabled",
 ];

@@ -93,7 +93,8 @@ fn hip_basic_built_by_the_rocm64_hipcc_passes_natively_and_under_libxhsa() {
     }
 }
 
-/// The HSA-level test program (queues, packets, signals), built against ROCr 6.4.
+/// The HSA-level test program (queues, packets, signals, `hsa_amd_queue_get_info`), built
+/// against ROCr 6.4.
 #[test]
 fn hsa_queues_built_against_rocr64_passes_natively_and_under_libxhsa() {
     let prog = common::program64("hsa_queues", "gfx942", &[]);
@@ -101,6 +102,9 @@ fn hsa_queues_built_against_rocr64_passes_natively_and_under_libxhsa() {
     for (mode, o) in modes("gfx942") {
         let out = run_under_emu(&prog, &["normal", co.to_str().unwrap()], &o);
         assert_passed(&out);
+        // ROCm 6.x's hsa_amd_queue_get_info on a queue libxhsa shadows answers for its hardware
+        // queue (ROCr itself refuses a shadow: HSA_STATUS_ERROR_INVALID_QUEUE).
+        assert_check_passed(&out, "queues.get_info_agent");
         assert_libxhsa_ran(mode, &out);
     }
 }
@@ -172,4 +176,62 @@ fn rocm52_and_rocm64_processes_share_one_emulated_gpu() {
     for pid in [pid_a.expect("5.2 pid"), pid_b.expect("6.4 pid")] {
         assert!(text.contains(&format!("process {pid} ")), "the shared device does not list pid {pid}\n{text}");
     }
+}
+
+/// The whitelist by code object through ROCr 6.4's loader: rocSPARSE's kernels live in
+/// librocsparse.so's embedded code objects, so naming the library sends hipSPARSE's SpMV
+/// dispatches unthrottled; without the entry none is.
+#[test]
+fn the_whitelist_recognises_a_rocm64_library_by_its_code_objects() {
+    let prog = rocm_libs();
+    let counts = |wl: &str| {
+        let mut o = with_env(with_env(opts("gfx90a"), "LD_PRELOAD", libxhsa()), "XHSA_LOG", "info".into());
+        o.env.push(("XHSA_PASSTHROUGH_LIBS".into(), wl.into()));
+        o.timeout = Duration::from_secs(300);
+        let out = run_under_emu(&prog, &["spmv"], &o);
+        assert_passed(&out);
+        let nums = common::numbers_after(&out, "passthrough libraries: ").unwrap_or_else(|| panic!("no libxhsa summary\n{}", out.report()));
+        (nums[0], nums[1], out)
+    };
+    let (q, d, out) = counts("");
+    assert_eq!((q, d), (0, 0), "nothing whitelisted\n{}", out.report());
+    let (q, d, out) = counts("libother.so, librocsparse.so.1");
+    assert_eq!(q, 0, "HIP, not rocSPARSE, creates the queues\n{}", out.report());
+    assert!(d >= 1, "rocSPARSE's dispatches were not recognised\n{}", out.report());
+}
+
+/// Preemption on ROCm 6.4: a low-priority process flooding the GPU is taken off it (queue
+/// deactivation through ROCr 6.4's own `/dev/kfd` descriptor) while a high-priority process has
+/// work, and put back; the high-priority one is never held back.
+#[test]
+fn a_batch_process_on_rocm64_is_preempted_for_a_higher_priority_one() {
+    let _lock = common::run_lock(true);
+    let prog = common::program64("shared_hip", "gfx942", &[]);
+    let dir = DeviceDir::new("preempt64");
+    let board = dir.file("board");
+    std::fs::create_dir_all(&board).unwrap();
+    let stop = dir.file("stop");
+    let o = |prio: &str| {
+        let mut o = with_env(with_env(opts("gfx942"), "LD_PRELOAD", libxhsa()), "XHSA_LOG", "info".into());
+        o.env.push(dir.env());
+        o.env.push(("XHSA_BOARD_DIR".into(), board.display().to_string()));
+        o.env.push(("XHSA_PRIORITY".into(), prio.into()));
+        o
+    };
+    let busy = common::spawn_under_emu(&prog, &["busy", stop.to_str().unwrap(), "40"], &o("-10"));
+    if busy.wait_for_line(|l| l == "BUSY_RUNNING", Duration::from_secs(60)).is_none() {
+        std::fs::write(&stop, b"").unwrap();
+        panic!("the busy program never reported BUSY_RUNNING\n{}", busy.wait().report());
+    }
+    // spawn + wait, not run_under_emu: that takes the run lock this test already holds.
+    let victim = common::spawn_under_emu(&prog, &["victim", "10", "640", "1000000", "3"], &o("10")).wait();
+    std::fs::write(&stop, b"").unwrap();
+    let busy = busy.wait();
+    assert_passed(&victim);
+    assert_passed(&busy);
+    let taken = |out: &RunOutput| -> (u64, u64) { common::numbers_after(out, "preemption: ").map_or((0, 0), |n| (n[0], n[1])) };
+    let (off, back) = taken(&busy);
+    assert!(off >= 1 && back == off, "the busy process was not taken off and put back ({off} off, {back} back)\n{}", busy.report());
+    assert!(busy.stderr.contains("UPDATE_QUEUE percentage 0"), "deactivation is the mechanism\n{}", busy.report());
+    assert_eq!(taken(&victim).0, 0, "the high-priority process must never be preempted\n{}", victim.report());
 }

@@ -26,24 +26,22 @@ fn opts(dir: &DeviceDir, board: &std::path::Path, priority: &str, preempt: &str)
     RunOpts { env, timeout: Duration::from_secs(90), ..RunOpts::default() }
 }
 
+/// The number just before `unit` (e.g. " ns throttled") on libxhsa's exit summary, if it
+/// holds one.
+fn figure_before(out: &RunOutput, unit: &str) -> Option<u64> {
+    let line = out.stderr.lines().find(|l| l.contains("INFO xhsa:") && l.contains(unit))?;
+    let head = line.split(unit).next().unwrap();
+    Some(head.split_whitespace().last().unwrap().parse().unwrap_or_else(|_| panic!("bad summary line: {line}")))
+}
+
 /// The `N ns throttled` figure of libxhsa's exit summary.
 fn throttled_ns(out: &RunOutput) -> u64 {
-    let line = out
-        .stderr
-        .lines()
-        .find(|l| l.contains("INFO xhsa:") && l.contains("ns throttled"))
-        .unwrap_or_else(|| panic!("no libxhsa summary with shadow queues\n{}", out.report()));
-    let head = line.split(" ns throttled").next().unwrap();
-    head.split_whitespace().last().unwrap().parse().unwrap_or_else(|_| panic!("bad summary line: {line}"))
+    figure_before(out, " ns throttled").unwrap_or_else(|| panic!("no libxhsa summary with shadow queues\n{}", out.report()))
 }
 
 /// The `N us off in all` figure of libxhsa's exit summary (0 when the process never preempted).
 fn preempted_us(out: &RunOutput) -> u64 {
-    let Some(line) = out.stderr.lines().find(|l| l.contains("INFO xhsa:") && l.contains("us off in all")) else {
-        return 0;
-    };
-    let head = line.split(" us off in all").next().unwrap();
-    head.split_whitespace().last().unwrap().parse().unwrap_or_else(|_| panic!("bad summary line: {line}"))
+    figure_before(out, " us off in all").unwrap_or(0)
 }
 
 /// Runs busy at `busy_prio` and, while it floods the device, the victim at `victim_prio`;

@@ -47,7 +47,10 @@ fn tools_lib_and_both_modes_intercept_once() {
 
     let hip_pre = summary(&run("hip_basic", SUBSETS, &[("LD_PRELOAD", &l)]));
     let tools_out = run("hip_basic", SUBSETS, &[("HSA_TOOLS_LIB", &l)]);
-    assert!(tools_out.stderr.contains("API tables patched") && tools_out.stderr.contains(&format!("patched={}", xhsa::entry::api_table::Hook::ALL.len())), "{}", tools_out.report());
+    // Every hook but hsa_amd_queue_get_info, which ROCr 5.2's AMD extension table does not have.
+    let hooks_in_5_2 = xhsa::entry::api_table::Hook::ALL.len() - 1;
+    let patched = format!("patched={hooks_in_5_2}");
+    assert!(tools_out.stderr.lines().any(|l| l.contains("API tables patched") && l.trim_end().ends_with(&patched)), "{}", tools_out.report());
     let hip_both = summary(&run("hip_basic", SUBSETS, &[("LD_PRELOAD", &l), ("HSA_TOOLS_LIB", &l)]));
     for (mode, got) in [("HSA_TOOLS_LIB", summary(&tools_out)), ("both", hip_both)] {
         assert_eq!(got.0, hip_pre.0, "{mode}: HIP queues seen");
@@ -134,9 +137,7 @@ fn hip_loaded_with_dlopen_rtld_local_works_with_libxhsa_preloaded() {
 
 /// The `passthrough libraries: Q queues, D dispatches` figures of the exit summary.
 fn passthrough_counts(out: &RunOutput) -> (u64, u64) {
-    let line = out.stderr.lines().find(|l| l.contains("passthrough libraries:")).unwrap_or_else(|| panic!("no summary\n{}", out.report()));
-    let tail = line.split("passthrough libraries:").nth(1).unwrap();
-    let nums: Vec<u64> = tail.split(|c: char| !c.is_ascii_digit()).filter(|t| !t.is_empty()).map(|t| t.parse().unwrap()).collect();
+    let nums = common::numbers_after(out, "passthrough libraries:").unwrap_or_else(|| panic!("no summary\n{}", out.report()));
     (nums[0], nums[1])
 }
 

@@ -47,11 +47,13 @@ pub enum Hook {
     QueueCuSetMask,
     QueueCuGetMask,
     QueueSetPriority,
+    /// `hsa_amd_queue_get_info` (ROCm 6.x only: the AMD extension table of major 2).
+    QueueGetInfo,
 }
 
 impl Hook {
     /// Every hook, in declaration order (`ALL[h as usize] == h`).
-    pub const ALL: [Hook; 27] = [
+    pub const ALL: [Hook; 28] = [
         Hook::QueueCreate,
         Hook::QueueDestroy,
         Hook::QueueInactivate,
@@ -79,6 +81,7 @@ impl Hook {
         Hook::QueueCuSetMask,
         Hook::QueueCuGetMask,
         Hook::QueueSetPriority,
+        Hook::QueueGetInfo,
     ];
 }
 
@@ -133,7 +136,8 @@ pub const CORE_LAYOUTS: &[(u32, &[(Hook, usize)])] = &[(1, CORE_FIELDS), (2, COR
 /// entries after `hsa_amd_queue_cu_set_mask`).
 pub const AMD_LAYOUTS: &[(u32, &[(Hook, usize)])] = &[
     (1, &[(Hook::ProfilingSetProfilerEnabled, 32), (Hook::QueueCuSetMask, 96), (Hook::QueueSetPriority, 312), (Hook::QueueCuGetMask, 392)]),
-    (2, &[(Hook::ProfilingSetProfilerEnabled, 32), (Hook::QueueCuSetMask, 96), (Hook::QueueSetPriority, 328), (Hook::QueueCuGetMask, 432)]),
+    // hsa_amd_queue_get_info_fn at 560: offsetof in ROCm 6.4.3's hsa_api_trace.h (table 592 bytes).
+    (2, &[(Hook::ProfilingSetProfilerEnabled, 32), (Hook::QueueCuSetMask, 96), (Hook::QueueSetPriority, 328), (Hook::QueueCuGetMask, 432), (Hook::QueueGetInfo, 560)]),
 ];
 
 /// What to patch, and what to report about the tables that are not (fully) patched.
@@ -242,7 +246,9 @@ mod tests {
         // Debian's ROCr 5.2 passes core 1.1016 and AMD extension 1.400.
         let p = plan(Some(TableVersion { major: 1, minor: 1016 }), Some(TableVersion { major: 1, minor: 400 }));
         assert!(p.notes.is_empty(), "{:?}", p.notes);
-        assert_eq!(p.patches.len(), Hook::ALL.len());
+        // Every hook but hsa_amd_queue_get_info, which 5.x's AMD extension table does not have.
+        assert_eq!(p.patches.len(), Hook::ALL.len() - 1);
+        assert!(p.patches.iter().all(|x| x.hook != Hook::QueueGetInfo));
         for (i, h) in Hook::ALL.iter().enumerate() {
             assert_eq!(*h as usize, i);
         }
@@ -296,6 +302,11 @@ mod tests {
         assert_eq!((pr.table, pr.offset), (Table::AmdExt, 328));
         let gm = p.patches.iter().find(|x| x.hook == Hook::QueueCuGetMask).unwrap();
         assert_eq!(gm.offset, 432);
+        // 576 bytes hold hsa_amd_queue_get_info_fn (560..568); 6.4.3's table is 592.
+        let gi = p.patches.iter().find(|x| x.hook == Hook::QueueGetInfo).unwrap();
+        assert_eq!((gi.table, gi.offset), (Table::AmdExt, 560));
+        let p = plan(Some(TableVersion { major: 2, minor: 1024 }), Some(TableVersion { major: 2, minor: 560 }));
+        assert!(p.patches.iter().all(|x| x.hook != Hook::QueueGetInfo) && p.notes.iter().any(|n| n.contains("too short for QueueGetInfo")), "{:?}", p.notes);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use hsa_sys::hsa::{hsa_agent_t, hsa_amd_queue_priority_t, hsa_queue_t, hsa_queue_type32_t, hsa_signal_t, hsa_signal_value_t, hsa_status_t};
 
 use super::queues::{
-    self, AddIndexFn, CasIndexFn, CuGetMaskFn, CuSetMaskFn, LoadIndexFn, ProfilerFn, QueueCallback, QueueCreateFn, QueueFn, SetPriorityFn,
+    self, AddIndexFn, CasIndexFn, CuGetMaskFn, CuSetMaskFn, QueueGetInfoFn, LoadIndexFn, ProfilerFn, QueueCallback, QueueCreateFn, QueueFn, SetPriorityFn,
     SignalStoreFn, StoreIndexFn, READ_INDEX, WRITE_INDEX,
 };
 use super::{global, next_symbol};
@@ -287,6 +287,19 @@ pub unsafe extern "C" fn hsa_amd_queue_cu_set_mask(queue: *const hsa_queue_t, co
 pub unsafe extern "C" fn hsa_amd_queue_cu_get_mask(queue: *const hsa_queue_t, count: u32, mask: *mut u32) -> hsa_status_t {
     // SAFETY: ROCr's definition (or None), given the caller's arguments under its contract.
     unsafe { queues::cu_get_mask(next!(c"hsa_amd_queue_cu_get_mask", CuGetMaskFn), queue, count, mask) }
+}
+
+/// `hsa_amd_queue_get_info` (ROCm 6.x; absent from 5.x's ROCr, then an error): from the
+/// hardware queue behind a shadow.
+///
+/// # Safety
+///
+/// `hsa_amd_queue_get_info`'s contract: `queue` was returned by `hsa_queue_create` and is not
+/// destroyed; `value` is writable for the attribute's type.
+#[no_mangle]
+pub unsafe extern "C" fn hsa_amd_queue_get_info(queue: *mut hsa_queue_t, attribute: u32, value: *mut libc::c_void) -> hsa_status_t {
+    // SAFETY: ROCr's definition (or None), given the caller's arguments under its contract.
+    unsafe { queues::queue_get_info(next!(c"hsa_amd_queue_get_info", QueueGetInfoFn), queue, attribute, value) }
 }
 
 /// `hsa_amd_profiling_set_profiler_enabled`: on the hardware queue behind a shadow, mirrored

@@ -55,6 +55,8 @@ pub(crate) type SignalStoreFn = unsafe extern "C" fn(hsa_signal_t, hsa_signal_va
 pub(crate) type SetPriorityFn = unsafe extern "C" fn(*mut hsa_queue_t, hsa_amd_queue_priority_t) -> hsa_status_t;
 pub(crate) type CuSetMaskFn = unsafe extern "C" fn(*const hsa_queue_t, u32, *const u32) -> hsa_status_t;
 pub(crate) type CuGetMaskFn = unsafe extern "C" fn(*const hsa_queue_t, u32, *mut u32) -> hsa_status_t;
+/// `hsa_amd_queue_get_info` (ROCm 6.x): queue, `hsa_queue_info_attribute_t`, value.
+pub(crate) type QueueGetInfoFn = unsafe extern "C" fn(*mut hsa_queue_t, u32, *mut libc::c_void) -> hsa_status_t;
 pub(crate) type ProfilerFn = unsafe extern "C" fn(*mut hsa_queue_t, libc::c_int) -> hsa_status_t;
 
 /// Offsets in `amd_queue_t` (its first member is the `hsa_queue_t`).
@@ -798,6 +800,20 @@ pub(crate) unsafe fn cu_get_mask(real: Option<CuGetMaskFn>, queue: *const hsa_qu
     // SAFETY: the caller's arguments, with the hardware queue behind a shadow (alive while the
     // shadow is).
     inside(|| unsafe { real(hw_of(queue as u64) as *const hsa_queue_t, count, mask) })
+}
+
+/// `hsa_amd_queue_get_info` (ROCm 6.x): asked of the hardware queue behind a shadow, whose agent
+/// and doorbell these are (ROCr would read a shadow as one of its own queues).
+///
+/// # Safety
+///
+/// `real` is `None` or `hsa_amd_queue_get_info`; `queue` was returned by `hsa_queue_create` and
+/// is not destroyed; `value` is writable for the attribute's type.
+pub(crate) unsafe fn queue_get_info(real: Option<QueueGetInfoFn>, queue: *mut hsa_queue_t, attribute: u32, value: *mut libc::c_void) -> hsa_status_t {
+    let Some(real) = real else { return HSA_STATUS_ERROR };
+    // SAFETY: the caller's arguments, with the hardware queue behind a shadow (alive while the
+    // shadow is).
+    inside(|| unsafe { real(hw_of(queue as u64) as *mut hsa_queue_t, attribute, value) })
 }
 
 /// `hsa_amd_profiling_set_profiler_enabled`: on the hardware queue (whose `amd_queue_t` the

@@ -162,6 +162,7 @@ macro_rules! hooks {
                 Hook::QueueSetPriority => hook_set_priority as *const () as usize,
                 Hook::QueueCuSetMask => hook_cu_set_mask as *const () as usize,
                 Hook::QueueCuGetMask => hook_cu_get_mask as *const () as usize,
+                Hook::QueueGetInfo => hook_queue_get_info as *const () as usize,
                 Hook::ProfilingSetProfilerEnabled => hook_profiler_enabled as *const () as usize,
                 $(Hook::$lhook => $lname as *const () as usize,)*
                 $(Hook::$shook => $sname as *const () as usize,)*
@@ -240,6 +241,17 @@ unsafe extern "C" fn hook_cu_set_mask(queue: *const hsa_queue_t, count: u32, mas
 unsafe extern "C" fn hook_cu_get_mask(queue: *const hsa_queue_t, count: u32, mask: *mut u32) -> hsa_status_t {
     // SAFETY: the saved original entry (or None), given the caller's arguments under its contract.
     unsafe { queues::cu_get_mask(orig(Hook::QueueCuGetMask), queue, count, mask) }
+}
+
+/// The `hsa_amd_queue_get_info` entry (ROCm 6.x).
+///
+/// # Safety
+///
+/// `hsa_amd_queue_get_info`'s contract: `queue` was returned by `hsa_queue_create` and is not
+/// destroyed; `value` is writable for the attribute's type.
+unsafe extern "C" fn hook_queue_get_info(queue: *mut hsa_queue_t, attribute: u32, value: *mut libc::c_void) -> hsa_status_t {
+    // SAFETY: the saved original entry (or None), given the caller's arguments under its contract.
+    unsafe { queues::queue_get_info(orig(Hook::QueueGetInfo), queue, attribute, value) }
 }
 
 /// The `hsa_amd_profiling_set_profiler_enabled` entry.

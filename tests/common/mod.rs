@@ -204,6 +204,17 @@ fn build_cached(output_name: &str, tool: &Path, args: &[OsString], inputs: &[Pat
     .clone()
 }
 
+/// The source of test program NAME, `tests/programs/NAME.{hip,cpp,c}`, with its directory.
+fn program_source(name: &str) -> (PathBuf, PathBuf) {
+    let dir = tests_dir().join("programs");
+    let src = ["hip", "cpp", "c"]
+        .iter()
+        .map(|e| dir.join(format!("{name}.{e}")))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("no test program {name}.hip/.cpp/.c in {}", dir.display()));
+    (dir, src)
+}
+
 /// Builds test program `tests/programs/NAME.{hip,cpp,c}` (cached) and returns the executable:
 /// `.hip` with `hipcc --offload-arch=gfx90a`, `.cpp` the same plus `-lhiprand` (the hipRAND
 /// program), `.c` with `cc` against `libhsa-runtime64`.
@@ -215,12 +226,7 @@ pub fn program(name: &str) -> PathBuf {
 /// `.c` file of tests/programs it `#include`s): `extra` are covered by the build-cache hash, so
 /// a change to them rebuilds the program.
 pub fn program_with_inputs(name: &str, extra: &[PathBuf]) -> PathBuf {
-    let dir = tests_dir().join("programs");
-    let src = ["hip", "cpp", "c"]
-        .iter()
-        .map(|e| dir.join(format!("{name}.{e}")))
-        .find(|p| p.exists())
-        .unwrap_or_else(|| panic!("no test program {name}.hip/.cpp/.c in {}", dir.display()));
+    let (dir, src) = program_source(name);
     let ext = src.extension().and_then(|e| e.to_str()).unwrap_or("");
     let kernels = tests_dir().join("kernels");
     let mut args: Vec<OsString> = Vec::new();
@@ -272,12 +278,7 @@ pub fn rocm64_args(isa: &str) -> Vec<String> {
 /// --offload-arch=ARCH` (`.cpp` linked with `libs`), `.c` with its `clang-21` against its
 /// `libhsa-runtime64`.
 pub fn program64(name: &str, arch: &str, libs: &[&str]) -> PathBuf {
-    let dir = tests_dir().join("programs");
-    let src = ["hip", "cpp", "c"]
-        .iter()
-        .map(|e| dir.join(format!("{name}.{e}")))
-        .find(|p| p.exists())
-        .unwrap_or_else(|| panic!("no test program {name}.hip/.cpp/.c in {}", dir.display()));
+    let (dir, src) = program_source(name);
     let c = src.extension().is_some_and(|e| e == "c");
     let kernels = tests_dir().join("kernels");
     let mut args: Vec<OsString> = ["run", "--rocm", "6.4", "--"].iter().map(OsString::from).collect();
@@ -481,6 +482,13 @@ pub fn assert_passed(out: &RunOutput) {
 }
 
 /// Panics unless standard output has the line `PASS NAME` (a check that must have run).
+/// The numbers after `marker` on the first stderr line holding it (e.g. libxhsa's exit summary:
+/// `numbers_after(out, "passthrough libraries: ")` gives queues then dispatches), or None.
+pub fn numbers_after(out: &RunOutput, marker: &str) -> Option<Vec<u64>> {
+    let tail = out.stderr.lines().find_map(|l| l.split_once(marker).map(|(_, t)| t))?;
+    Some(tail.split(|c: char| !c.is_ascii_digit()).filter(|t| !t.is_empty()).filter_map(|t| t.parse().ok()).collect())
+}
+
 pub fn assert_check_passed(out: &RunOutput, name: &str) {
     let want = format!("PASS {name}");
     assert!(out.stdout.lines().any(|l| l == want), "check `{name}` did not pass\n{}", out.report());

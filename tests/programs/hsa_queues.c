@@ -493,6 +493,13 @@ static int run_normal(const char* path) {
     if (!q1 || !q2) return summary();
     check(q1 != q2 && q1->doorbell_signal.handle != q2->doorbell_signal.handle, "queues.two_distinct",
           "q1 %p q2 %p", (void*)q1, (void*)q2);
+#if HSA_AMD_INTERFACE_VERSION_MINOR >= 7
+    // ROCm 6.x: hsa_amd_queue_get_info names the agent that owns the queue.
+    hsa_agent_t owner = {0};
+    HSA_OK(hsa_amd_queue_get_info(q1, HSA_AMD_QUEUE_INFO_AGENT, &owner), summary());
+    check(owner.handle == g_gpu.handle, "queues.get_info_agent", "owner %#llx, want the GPU %#llx",
+          (unsigned long long)owner.handle, (unsigned long long)g_gpu.handle);
+#endif
 
     const uint32_t n = 100000;
     const float alpha = 1.75f;

@@ -65,8 +65,6 @@ struct Gpu {
     conn: Arc<Connection>,
     doorbells: u64,
     _area: Arc<TrappedArea>,
-    /// Other mappings of the doorbell pages, where a ROCm 6.x thunk mapped them.
-    aliases: Mutex<Vec<Arc<TrappedArea>>>,
 }
 
 /// `KFD_EC_MASK(EC_QUEUE_NEW)`: set on every queue KFD creates (`init_user_queue`) until a
@@ -227,7 +225,7 @@ impl Kfd {
             let cp = Cp::with_scheduler(cfg.clone(), r_debug, Box::new(RemoteScheduler::new(conn.clone())));
             let engine = Engine::start(cp, conn.clock, events.clone(), memory.clone(), gpu_id, wake);
             engine.set_doorbells(area.clone());
-            list.push(Gpu { gpu_id, engine, conn, doorbells, _area: area, aliases: Mutex::new(Vec::new()) });
+            list.push(Gpu { gpu_id, engine, conn, doorbells, _area: area });
         }
         let faults = FaultPlan::from_env();
         if !faults.is_empty() {
@@ -421,7 +419,7 @@ impl Kfd {
             tracing::error!("xhsa-emu: {e}");
             libc::ENOMEM
         })?);
-        g.aliases.lock().unwrap_or_else(|p| p.into_inner()).push(area.clone());
+        // The engine holds the mapping's registration (it arms it) until unmap_doorbells.
         g.engine.set_doorbells(area);
         Ok(())
     }
@@ -431,11 +429,7 @@ impl Kfd {
     pub fn unmap_doorbells(&self, addr: u64, len: u64) -> bool {
         let mut any = false;
         for g in &self.gpus {
-            let gone = g.engine.remove_doorbells(addr as usize, len as usize);
-            if !gone.is_empty() {
-                any = true;
-                g.aliases.lock().unwrap_or_else(|p| p.into_inner()).retain(|a| !gone.iter().any(|x| Arc::ptr_eq(a, x)));
-            }
+            any |= !g.engine.remove_doorbells(addr as usize, len as usize).is_empty();
         }
         any
     }
@@ -972,7 +966,7 @@ impl Kfd {
         if kind == MemKind::Vram && self.memory.vram_used() + a.size > self.cfg.device.vram_gib << 30 {
             return Err(libc::ENOMEM);
         }
-        let handle = u64::from(self.next_handle.fetch_add(1, Ordering::Relaxed)) | u64::from(a.gpu_id) << 32;
+        let handle = self.next_handle(a.gpu_id);
         let node = if kind == MemKind::Vram { gi as u32 + 1 } else { 0 };
         // A userptr buffer's bytes are the user's, at the CPU address passed in mmap_offset
         // (kfd_ioctl_alloc_memory_of_gpu); its GPU address may differ (a ROCm 6.x thunk picks

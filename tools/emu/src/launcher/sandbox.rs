@@ -53,13 +53,10 @@ fn add(tree: &mut Tree, entries: Vec<Entry>, prefix: &str) {
         };
         let full = if prefix.is_empty() { p } else { format!("{prefix}/{p}") };
         // Parents are directories.
-        let mut acc = String::new();
-        for part in full.split('/').collect::<Vec<_>>().split_last().map(|(_, ps)| ps.to_vec()).unwrap_or_default() {
-            if !acc.is_empty() {
-                acc.push('/');
-            }
-            acc.push_str(part);
-            tree.entry(acc.clone()).or_insert(Item::Dir);
+        let mut parent = full.as_str();
+        while let Some((up, _)) = parent.rsplit_once('/') {
+            tree.entry(up.to_string()).or_insert(Item::Dir);
+            parent = up;
         }
         tree.insert(full, item);
     }

@@ -14,6 +14,8 @@ use std::sync::Mutex;
 
 use xhsa_emu::kfd::topology::Node;
 
+use crate::interpose::copy_out;
+
 /// `DRM_IOCTL_BASE`.
 const DRM_TYPE: u64 = b'd' as u64;
 /// `DRM_COMMAND_BASE`: driver-specific numbers start here.
@@ -203,20 +205,6 @@ fn unsupported(request: u64, query: u32, what: &str) {
 /// What a request made of a render node returns: Ok(value) or Err(errno).
 pub type Reply = Result<i32, i32>;
 
-/// Copies `v`'s first `len` bytes (at most its size) to user pointer `ptr` (copy_to_user).
-fn copy_out<T: Copy>(ptr: u64, v: &T, len: usize) -> Result<(), i32> {
-    let n = len.min(std::mem::size_of::<T>());
-    if n == 0 {
-        return Ok(());
-    }
-    if ptr == 0 {
-        return Err(libc::EFAULT);
-    }
-    // SAFETY: the caller of the ioctl passed a buffer of at least `len` bytes at `ptr` (the
-    // size it announced), as amdgpu's copy_to_user requires.
-    unsafe { std::ptr::copy_nonoverlapping((v as *const T).cast::<u8>(), ptr as *mut u8, n) };
-    Ok(())
-}
 
 fn copy_str(ptr: u64, cap: u64, s: &str) -> Result<(), i32> {
     let n = (cap as usize).min(s.len());

@@ -78,9 +78,6 @@ fn open_device(dev: Device, flags: libc::c_int) -> libc::c_int {
     fds::create(dev, flags & libc::O_CLOEXEC != 0)
 }
 
-fn open_kfd(_real: Option<OpenFn>, flags: libc::c_int) -> libc::c_int {
-    open_device(Device::Kfd, flags)
-}
 
 static OPEN: OnceLock<usize> = OnceLock::new();
 static OPEN64: OnceLock<usize> = OnceLock::new();
@@ -215,7 +212,7 @@ pub fn open_dev_kfd() -> i32 {
         // SAFETY: closing the descriptor we just opened (a real /dev/kfd is not ours to use).
         unsafe { libc::close(fd) };
     }
-    open_kfd(next(&OPEN, c"open"), libc::O_CLOEXEC)
+    open_device(Device::Kfd, libc::O_CLOEXEC)
 }
 
 pub fn close_dev_kfd(fd: i32) {
@@ -448,7 +445,7 @@ fn wait_events(e: &crate::state::Emu, arg: *mut libc::c_void, size: usize) -> li
 }
 
 /// Copies `len` bytes of `v` to the caller's `ptr` (KFD's copy_to_user): EFAULT for NULL.
-fn copy_out<T: Copy>(ptr: u64, v: &T, len: usize) -> Result<(), i32> {
+pub(crate) fn copy_out<T: Copy>(ptr: u64, v: &T, len: usize) -> Result<(), i32> {
     let len = len.min(std::mem::size_of::<T>());
     if len == 0 {
         return Ok(());
@@ -606,16 +603,21 @@ pub unsafe extern "C" fn munmap(addr: *mut libc::c_void, len: libc::size_t) -> l
     }
 }
 
+/// `fstat` of an emulated device into the caller's buffer: 0, or -1 with EFAULT for null.
+fn stat_device(dev: Device, buf: *mut libc::stat) -> libc::c_int {
+    // SAFETY: the caller passes a writable stat buffer (fstat's contract); null is EFAULT.
+    match unsafe { buf.as_mut() } {
+        Some(st) => {
+            crate::devices::fill_stat(dev, st);
+            0
+        }
+        None => set_errno(libc::EFAULT),
+    }
+}
+
 fn fstat_common(cell: &OnceLock<usize>, name: &CStr, fd: libc::c_int, buf: *mut libc::stat) -> libc::c_int {
     if let Some(dev) = fds::device(fd) {
-        // SAFETY: the caller passes a writable stat buffer (fstat's contract); null is EFAULT.
-        return match unsafe { buf.as_mut() } {
-            Some(st) => {
-                crate::devices::fill_stat(dev, st);
-                0
-            }
-            None => set_errno(libc::EFAULT),
-        };
+        return stat_device(dev, buf);
     }
     let real: Option<FstatFn> = next(cell, name);
     match real {
@@ -650,14 +652,7 @@ fn fstatat_common(cell: &OnceLock<usize>, name: &CStr, dirfd: libc::c_int, path:
     let empty = !path.is_null() && unsafe { *path } == 0;
     if empty && flags & libc::AT_EMPTY_PATH != 0 {
         if let Some(dev) = fds::device(dirfd) {
-            // SAFETY: as in fstat.
-            return match unsafe { buf.as_mut() } {
-                Some(st) => {
-                    crate::devices::fill_stat(dev, st);
-                    0
-                }
-                None => set_errno(libc::EFAULT),
-            };
+            return stat_device(dev, buf);
         }
     }
     let real: Option<FstatatFn> = next(cell, name);
