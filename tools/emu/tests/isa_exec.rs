@@ -25,7 +25,9 @@ fn code_object(src: &Path) -> PathBuf {
     }
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{}-{h:016x}.hsaco", src.file_stem().unwrap().to_string_lossy()));
     if !out.exists() {
-        let tmp = out.with_extension(format!("tmp{}", std::process::id()));
+        // Tests run in threads of one process: each build gets its own temporary name.
+        static BUILDS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let tmp = out.with_extension(format!("tmp{}-{}", std::process::id(), BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
         let st = Command::new("hipcc")
             .args(["--genco", "--no-gpu-bundle-output", "--offload-arch=gfx90a", "-O3", "-o"])
             .arg(&tmp)
@@ -262,4 +264,321 @@ fn alu_rate() {
     let rate = s.instructions as f64 / secs;
     eprintln!("ISA interpreter: {} wave-instructions in {:.3} s = {:.1} M wave-instructions/s", s.instructions, secs, rate / 1e6);
     assert!(rate > 100_000.0, "{rate}");
+}
+
+// ---- Matrix fused multiply-add (v_mfma_*) ----
+//
+// The layouts below are the CDNA2 ISA's, written out per shape as AMD's Matrix Instruction
+// Calculator (`matrix_calculator.py -a CDNA2 -i OPCODE -d`) states them; the check is a plain
+// matrix multiply of the matrices those layouts place in the registers.
+
+const MFMA: &str = "tests/isa/mfma.hip";
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum El {
+    F32,
+    F16,
+    Bf16,
+    I8,
+    F64,
+}
+
+impl El {
+    fn bits(self) -> usize {
+        match self {
+            El::F32 => 32,
+            El::F16 | El::Bf16 => 16,
+            El::I8 => 8,
+            El::F64 => 64,
+        }
+    }
+}
+
+/// An MFMA opcode: name, M (= N), K, blocks, input element type.
+#[derive(Clone, Copy, Debug)]
+struct Mm {
+    name: &'static str,
+    m: usize,
+    k: usize,
+    blocks: usize,
+    el: El,
+}
+
+const MFMAS: [Mm; 27] = [
+    Mm { name: "f32_32x32x1f32", m: 32, k: 1, blocks: 2, el: El::F32 },
+    Mm { name: "f32_16x16x1f32", m: 16, k: 1, blocks: 4, el: El::F32 },
+    Mm { name: "f32_4x4x1f32", m: 4, k: 1, blocks: 16, el: El::F32 },
+    Mm { name: "f32_32x32x2f32", m: 32, k: 2, blocks: 1, el: El::F32 },
+    Mm { name: "f32_16x16x4f32", m: 16, k: 4, blocks: 1, el: El::F32 },
+    Mm { name: "f32_32x32x4f16", m: 32, k: 4, blocks: 2, el: El::F16 },
+    Mm { name: "f32_16x16x4f16", m: 16, k: 4, blocks: 4, el: El::F16 },
+    Mm { name: "f32_4x4x4f16", m: 4, k: 4, blocks: 16, el: El::F16 },
+    Mm { name: "f32_32x32x8f16", m: 32, k: 8, blocks: 1, el: El::F16 },
+    Mm { name: "f32_16x16x16f16", m: 16, k: 16, blocks: 1, el: El::F16 },
+    Mm { name: "i32_32x32x4i8", m: 32, k: 4, blocks: 2, el: El::I8 },
+    Mm { name: "i32_16x16x4i8", m: 16, k: 4, blocks: 4, el: El::I8 },
+    Mm { name: "i32_4x4x4i8", m: 4, k: 4, blocks: 16, el: El::I8 },
+    Mm { name: "i32_32x32x8i8", m: 32, k: 8, blocks: 1, el: El::I8 },
+    Mm { name: "i32_16x16x16i8", m: 16, k: 16, blocks: 1, el: El::I8 },
+    Mm { name: "f32_32x32x4bf16_1k", m: 32, k: 4, blocks: 2, el: El::Bf16 },
+    Mm { name: "f32_16x16x4bf16_1k", m: 16, k: 4, blocks: 4, el: El::Bf16 },
+    Mm { name: "f32_4x4x4bf16_1k", m: 4, k: 4, blocks: 16, el: El::Bf16 },
+    Mm { name: "f32_32x32x8bf16_1k", m: 32, k: 8, blocks: 1, el: El::Bf16 },
+    Mm { name: "f32_16x16x16bf16_1k", m: 16, k: 16, blocks: 1, el: El::Bf16 },
+    Mm { name: "f32_32x32x2bf16", m: 32, k: 2, blocks: 2, el: El::Bf16 },
+    Mm { name: "f32_16x16x2bf16", m: 16, k: 2, blocks: 4, el: El::Bf16 },
+    Mm { name: "f32_4x4x2bf16", m: 4, k: 2, blocks: 16, el: El::Bf16 },
+    Mm { name: "f32_32x32x4bf16", m: 32, k: 4, blocks: 1, el: El::Bf16 },
+    Mm { name: "f32_16x16x8bf16", m: 16, k: 8, blocks: 1, el: El::Bf16 },
+    Mm { name: "f64_16x16x4f64", m: 16, k: 4, blocks: 1, el: El::F64 },
+    Mm { name: "f64_4x4x4f64", m: 4, k: 4, blocks: 4, el: El::F64 },
+];
+
+impl Mm {
+    fn get(name: &str) -> Mm {
+        *MFMAS.iter().find(|m| m.name == name).unwrap()
+    }
+
+    /// Elements of A per lane (E) and 32-bit words of A per lane.
+    fn per_lane(&self) -> usize {
+        self.m * self.k * self.blocks / 64
+    }
+
+    fn ab_words(&self) -> usize {
+        (self.per_lane() * self.el.bits()).div_ceil(32)
+    }
+
+    fn cd_words(&self) -> usize {
+        self.m * self.m * self.blocks / 64 * if self.el == El::F64 { 2 } else { 1 }
+    }
+
+    /// The lane of A[i][k] of block b (B[k][j] with j for i) and the element's bit offset in
+    /// the lane's words. The calculator's "A[i][k].block Lane" per shape.
+    fn ab(&self, i: usize, k: usize, b: usize) -> (usize, usize) {
+        let e = self.per_lane();
+        let lane = match (self.el, self.m, self.blocks) {
+            (El::F64, 16, 1) => 16 * k + i,
+            (El::F64, 4, 4) => 4 * b + 16 * k + i,
+            (_, 32, 2) => 32 * b + i,
+            (_, 16, 4) => 16 * b + i,
+            (_, 4, 16) => 4 * b + i,
+            (_, 32, 1) => 32 * (k / e) + i,
+            (_, 16, 1) => 16 * (k / e) + i,
+            s => panic!("{s:?}"),
+        };
+        (lane, (k % e) * self.el.bits())
+    }
+
+    /// The first word (register) and lane of C/D[i][j] of block b: the calculator's "C or
+    /// D[i][j].block GPR / Lane" per shape.
+    fn cd(&self, i: usize, j: usize, b: usize) -> (usize, usize) {
+        match (self.el, self.m) {
+            (El::F64, 16) => (2 * (i / 4), 16 * (i % 4) + j),
+            (El::F64, 4) => (0, 16 * (i % 4) + 4 * b + j),
+            (_, 32) => (16 * b + 4 * (i / 8) + i % 4, (32 * (i / 4)) % 64 + j),
+            (_, 16) => (4 * b + i % 4, 16 * (i / 4) + j),
+            (_, 4) => (i, 4 * b + j),
+            s => panic!("{s:?}"),
+        }
+    }
+
+    /// An element's bits as a number (inputs).
+    fn value(&self, bits: u64) -> f64 {
+        match self.el {
+            El::F32 => f64::from(f32::from_bits(bits as u32)),
+            El::F16 => f64::from(xhsa_emu::isa::fp16::f16_to_f32(bits as u16)),
+            El::Bf16 => f64::from(f32::from_bits((bits as u32) << 16)),
+            El::I8 => f64::from(bits as u8 as i8),
+            El::F64 => f64::from_bits(bits),
+        }
+    }
+
+    /// The bits of an input element holding `v` (exact for the small integers used).
+    fn encode(&self, v: i64) -> u64 {
+        match self.el {
+            El::F32 => u64::from((v as f32).to_bits()),
+            El::F16 => u64::from(xhsa_emu::isa::fp16::f32_to_f16(v as f32)),
+            El::Bf16 => u64::from((v as f32).to_bits() >> 16),
+            El::I8 => u64::from(v as i8 as u8),
+            El::F64 => (v as f64).to_bits(),
+        }
+    }
+}
+
+/// Reads `bits` bits at bit offset `off` of a lane's words.
+fn field(words: &[u32], off: usize, bits: usize) -> u64 {
+    let lo = u64::from(words[off / 32]) | words.get(off / 32 + 1).map_or(0, |w| u64::from(*w) << 32);
+    let v = lo >> (off % 32);
+    if bits == 64 {
+        v
+    } else {
+        v & ((1 << bits) - 1)
+    }
+}
+
+fn set_field(words: &mut [u32], off: usize, bits: usize, v: u64) {
+    for b in 0..bits {
+        let (w, s) = ((off + b) / 32, (off + b) % 32);
+        words[w] = (words[w] & !(1 << s)) | (((v >> b) & 1) as u32) << s;
+    }
+}
+
+/// The B lane `blgp` makes lane l read (the CDNA2 ISA's BLGP patterns).
+fn blgp_source(l: usize, blgp: u8) -> usize {
+    match blgp {
+        0 => l,
+        1 => l % 32,
+        2 => 32 + l % 32,
+        3 => (l + 16) % 64,
+        4 => l % 16,
+        5 => 16 + l % 16,
+        6 => 32 + l % 16,
+        _ => 48 + l % 16,
+    }
+}
+
+/// Runs kernel `kernel` (opcode `mm`, modifiers cbsz/abid/blgp) on inputs of small integers
+/// (i8: any byte) and checks every D element against C + A x B computed from the matrices the
+/// layouts put in the registers. `c_const`: the kernel's C is this constant, not the c buffer.
+fn check_mfma(r: &mut Rig, kernel: &str, mm: Mm, (cbsz, abid, blgp): (u8, u8, u8), c_const: Option<f64>, seed: u64) {
+    let mut rng = seed | 1;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let (e, bits, aw, cw) = (mm.per_lane(), mm.el.bits(), mm.ab_words(), mm.cd_words());
+    // A, B words: every element a small integer (any byte for i8).
+    let mut words = |_: ()| {
+        let mut w = vec![0u32; 64 * aw];
+        for l in 0..64 {
+            for x in 0..e {
+                let v = if mm.el == El::I8 { (next() % 256) as i64 - 128 } else { (next() % 9) as i64 - 4 };
+                set_field(&mut w[l * aw..(l + 1) * aw], x * bits, bits, mm.encode(v));
+            }
+        }
+        w
+    };
+    let (aw_, bw_) = (words(()), words(()));
+    let mut cwords = vec![0u32; 64 * cw];
+    let mut cval = vec![0f64; mm.blocks * mm.m * mm.m];
+    for b in 0..mm.blocks {
+        for i in 0..mm.m {
+            for j in 0..mm.m {
+                let v = (next() % 201) as i64 - 100;
+                let (reg, lane) = mm.cd(i, j, b);
+                let bitsv: u64 = match mm.el {
+                    El::I8 => u64::from(v as i32 as u32),
+                    El::F64 => (v as f64).to_bits(),
+                    _ => u64::from((v as f32).to_bits()),
+                };
+                cwords[lane * cw + reg] = bitsv as u32;
+                if mm.el == El::F64 {
+                    cwords[lane * cw + reg + 1] = (bitsv >> 32) as u32;
+                }
+                cval[(b * mm.m + i) * mm.m + j] = c_const.unwrap_or(v as f64);
+            }
+        }
+    }
+    let (da, db, dc) = (r.upload(&aw_), r.upload(&bw_), r.upload(&cwords));
+    let dd = r.alloc(64 * cw * 4);
+    r.run(kernel, &[da, db, dc, dd], [64, 1, 1], [64, 1, 1]).unwrap_or_else(|e| panic!("{kernel}: {e}"));
+    let got: Vec<u32> = r.download(dd, 64 * cw);
+    let a = |i: usize, k: usize, b: usize| {
+        let (l, off) = mm.ab(i, k, b);
+        mm.value(field(&aw_[l * aw..(l + 1) * aw], off, bits))
+    };
+    let bm = |k: usize, j: usize, b: usize| {
+        let (l, off) = mm.ab(j, k, b);
+        let l = blgp_source(l, blgp);
+        mm.value(field(&bw_[l * aw..(l + 1) * aw], off, bits))
+    };
+    for b in 0..mm.blocks {
+        let ab = (b >> cbsz << cbsz) + usize::from(abid);
+        for i in 0..mm.m {
+            for j in 0..mm.m {
+                let mut want = cval[(b * mm.m + i) * mm.m + j];
+                for k in 0..mm.k {
+                    want += a(i, k, ab) * bm(k, j, b);
+                }
+                let (reg, lane) = mm.cd(i, j, b);
+                let g = &got[lane * cw + reg..];
+                let have = match mm.el {
+                    El::I8 => f64::from(g[0] as i32),
+                    El::F64 => f64::from_bits(u64::from(g[0]) | u64::from(g[1]) << 32),
+                    _ => f64::from(f32::from_bits(g[0])),
+                };
+                assert_eq!(have, want, "{kernel}: D[{i}][{j}] of block {b} (register {reg}, lane {lane})");
+            }
+        }
+    }
+}
+
+#[test]
+fn mfma_every_gfx90a_opcode_multiplies_in_the_isa_layouts() {
+    let Some(mut r) = Rig::new(MFMA) else { return };
+    for (n, mm) in MFMAS.iter().enumerate() {
+        check_mfma(&mut r, &format!("mfma_{}_0_0_0", mm.name), *mm, (0, 0, 0), None, 0x1234 + n as u64);
+    }
+}
+
+#[test]
+fn mfma_broadcast_modifiers_cbsz_abid_blgp() {
+    let Some(mut r) = Rig::new(MFMA) else { return };
+    for (name, mods) in [
+        ("f32_32x32x1f32", (1, 1, 3)),
+        ("f32_16x16x1f32", (2, 3, 1)),
+        ("f32_4x4x4f16", (4, 9, 6)),
+        ("i32_16x16x4i8", (1, 0, 2)),
+        ("f32_16x16x4f32", (0, 0, 7)),
+        ("f32_32x32x2bf16", (0, 0, 5)),
+    ] {
+        let kernel = format!("mfma_{name}_{}_{}_{}", mods.0, mods.1, mods.2);
+        check_mfma(&mut r, &kernel, Mm::get(name), mods, None, 99);
+    }
+    // BLGP is not defined for gfx90a's f64 opcodes: refused, naming the instruction.
+    let (a, d) = (r.alloc(64 * 8), r.alloc(64 * 32));
+    match r.run("mfma_f64_16x16x4f64_0_0_1", &[a, a, d, d], [64, 1, 1], [64, 1, 1]) {
+        Err(IsaError::Unimplemented { name, .. }) => assert_eq!(name, "v_mfma_f64_16x16x4f64"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn mfma_with_accumulation_registers_and_a_constant_c() {
+    let Some(mut r) = Rig::new(MFMA) else { return };
+    check_mfma(&mut r, "mfma_agpr_16x16x4f32", Mm::get("f32_16x16x4f32"), (0, 0, 0), None, 7);
+    check_mfma(&mut r, "mfma_agpr_32x32x8f16", Mm::get("f32_32x32x8f16"), (0, 0, 0), None, 8);
+    check_mfma(&mut r, "mfma_const_c_4x4x1f32", Mm::get("f32_4x4x1f32"), (0, 0, 0), Some(1.0), 9);
+}
+
+/// Non-integer f32 inputs: each D element within f32 rounding of the exact product sum.
+#[test]
+fn mfma_f32_rounding_stays_within_an_ulp_per_step() {
+    let Some(mut r) = Rig::new(MFMA) else { return };
+    let mut x = 0x9e37_79b9u32;
+    let mut f = || {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        (x % 20001) as f32 / 10000.0 - 1.0
+    };
+    let (a, b, c): (Vec<f32>, Vec<f32>, Vec<f32>) = ((0..64).map(|_| f()).collect(), (0..64).map(|_| f()).collect(), (0..256).map(|_| f()).collect());
+    let (da, db, dc) = (r.upload(&a), r.upload(&b), r.upload(&c));
+    let dd = r.alloc(256 * 4);
+    r.run("mfma_f32_16x16x4f32_0_0_0", &[da, db, dc, dd], [64, 1, 1], [64, 1, 1]).unwrap();
+    let d: Vec<f32> = r.download(dd, 256);
+    let mm = Mm::get("f32_16x16x4f32");
+    for i in 0..16 {
+        for j in 0..16 {
+            let (reg, lane) = mm.cd(i, j, 0);
+            let mut want = f64::from(c[lane * 4 + reg]);
+            for k in 0..4 {
+                want += f64::from(a[mm.ab(i, k, 0).0]) * f64::from(b[mm.ab(j, k, 0).0]);
+            }
+            let have = f64::from(d[lane * 4 + reg]);
+            assert!((have - want).abs() <= 4.0 * f64::from(f32::EPSILON) * 4.0, "D[{i}][{j}] = {have}, want {want}");
+        }
+    }
 }

@@ -127,6 +127,16 @@ pub struct Sdwa {
     pub sext: [bool; 2],
 }
 
+/// The matrix (MAI) fields of a `v_mfma_*` instruction (VOP3P-MAI): `cbsz`/`abid` broadcast one
+/// block of A to 2^cbsz blocks, `blgp` remaps B's lanes. Whether C/D and A/B are AGPRs is in the
+/// operand codes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mai {
+    pub cbsz: u8,
+    pub abid: u8,
+    pub blgp: u8,
+}
+
 /// One decoded instruction. Register fields hold operand codes ([`operand`]); which fields an
 /// instruction uses is its family's layout:
 ///
@@ -140,6 +150,8 @@ pub struct Sdwa {
 ///   `imm` offset.
 /// - MUBUF/MTBUF: `dst` and `src[1]` vdata, `src[0]` vaddr, `src[2]` srsrc (first SGPR),
 ///   `src[3]` soffset, `imm` offset, `fmt` MTBUF's dfmt | nfmt << 4.
+/// - VOP3P-MAI (`v_mfma_*`): `dst` D, `src[0..3]` A, B, C (AGPR codes where the `acc`/`acc_cd`
+///   bits say), `mai` the broadcast fields.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Inst {
     pub family: Family,
@@ -175,6 +187,7 @@ pub struct Inst {
     pub fmt: u8,
     pub dpp: Option<Dpp>,
     pub sdwa: Option<Sdwa>,
+    pub mai: Option<Mai>,
 }
 
 impl Inst {
@@ -208,6 +221,7 @@ impl Inst {
             fmt: 0,
             dpp: None,
             sdwa: None,
+            mai: None,
         }
     }
 
@@ -313,5 +327,25 @@ mod tests {
         let i = decode(&[0xBA001901, 0x0000000F]).unwrap();
         assert_eq!((i.name, i.len, i.literal, i.imm), ("s_setreg_imm32_b32", 8, 0xf, 0x1901));
         assert_eq!(decode(&[0x7E0202FA]), Err(DecodeError::Truncated));
+    }
+
+    // VOP3P-MAI encodings from llvm-mc-15 -mcpu=gfx90a -show-encoding.
+    #[test]
+    fn decodes_matrix_instructions() {
+        use crate::isa::operand::{AGPR0, VGPR0};
+        // v_mfma_f64_16x16x4f64 a[0:7], v[0:1], v[2:3], a[0:7]
+        let i = decode(&[0xD3EE8000, 0x04020500]).unwrap();
+        assert_eq!((i.name, i.dst, i.src[0], i.src[1], i.src[2]), ("v_mfma_f64_16x16x4f64", AGPR0, VGPR0, VGPR0 + 2, AGPR0));
+        assert_eq!(i.mai, Some(Mai { cbsz: 0, abid: 0, blgp: 0 }));
+        // v_mfma_f32_32x32x1f32 a[0:31], a0, v1, a[0:31] cbsz:1 abid:1 blgp:2
+        let i = decode(&[0xD3C08900, 0x4C020300]).unwrap();
+        assert_eq!((i.name, i.dst, i.src[0], i.src[1], i.src[2]), ("v_mfma_f32_32x32x1f32", AGPR0, AGPR0, VGPR0 + 1, AGPR0));
+        assert_eq!(i.mai, Some(Mai { cbsz: 1, abid: 1, blgp: 2 }));
+        // v_mfma_f32_32x32x1f32 v[0:31], v0, a1, v[0:31]
+        let i = decode(&[0xD3C00000, 0x14020300]).unwrap();
+        assert_eq!((i.dst, i.src[0], i.src[1], i.src[2]), (VGPR0, VGPR0, AGPR0 + 1, VGPR0));
+        // v_mfma_f32_16x16x16f16 a[0:3], v[0:1], v[2:3], 1.0
+        let i = decode(&[0xD3CD8000, 0x03CA0500]).unwrap();
+        assert_eq!((i.name, i.dst, i.src[0], i.src[1], i.src[2]), ("v_mfma_f32_16x16x16f16", AGPR0, VGPR0, VGPR0 + 2, 242));
     }
 }

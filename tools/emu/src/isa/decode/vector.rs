@@ -6,10 +6,14 @@
 //! clamp[15] op_sel_hi2[14] op_sel[13:11] neg_hi[10:8] vdst[7:0]`, second word `neg[31:29]
 //! op_sel_hi[28:27] src2 src1 src0`.
 //!
+//! VOP3P-MAI (the `v_mfma_*` opcodes 0x40-0x7f but the two `v_accvgpr_*`) reuses the VOP3P
+//! layout: `abid[14:11] cbsz[10:8]` and `acc_cd[15]` (C and D are AGPRs) in the first word;
+//! `blgp[31:29] acc[28:27]` (A, B are AGPRs) in the second (LLVM's `VOP3Pe_MAI`).
+//!
 //! VOP3 numbers VOPC opcodes 0x000-0x0ff, VOP2 ones 0x100 + op, VOP1 ones 0x140 + op.
 
 use super::names::{vop1, vop2, vop3, vop3p};
-use super::{DecodeError, Dpp, Family, Inst, Sdwa};
+use super::{DecodeError, Dpp, Family, Inst, Mai, Sdwa};
 use crate::isa::operand::{AGPR0, DPP, SDWA, VCC_LO, VGPR0};
 
 /// The VOP3 opcode number of a VOP1/VOP2/VOPC opcode.
@@ -37,6 +41,11 @@ pub fn is_vop3b(op: u16) -> bool {
             | vop3::V_MAD_U64_U32
             | vop3::V_MAD_I64_I32
     )
+}
+
+/// VOP3P opcodes of the MAI encoding (`v_mfma_*`).
+pub fn is_mai(op: u16) -> bool {
+    op >= 0x40 && !matches!(op, vop3p::V_ACCVGPR_READ_B32 | vop3p::V_ACCVGPR_WRITE_B32)
 }
 
 /// VOP2's v_madmk/v_madak carry a literal constant K although no source field says 255.
@@ -124,6 +133,18 @@ pub fn vop3(w0: u32, w1: u32) -> Inst {
         let mut i = Inst::new(Family::Vop3p, op, 8);
         i.src = src;
         i.dst = VGPR0 + vdst;
+        if is_mai(op) {
+            // A 9-bit source of 256 + n is v_n, or a_n when its acc bit is set.
+            let acc = |k: usize, set: bool| if set && src[k] >= VGPR0 { src[k] - VGPR0 + AGPR0 } else { src[k] };
+            let acc_cd = w0 >> 15 & 1 == 1;
+            i.src[0] = acc(0, w1 >> 27 & 1 == 1);
+            i.src[1] = acc(1, w1 >> 28 & 1 == 1);
+            i.src[2] = acc(2, acc_cd);
+            i.dst = if acc_cd { AGPR0 + vdst } else { VGPR0 + vdst };
+            i.mai = Some(Mai { cbsz: ((w0 >> 8) & 7) as u8, abid: ((w0 >> 11) & 0xf) as u8, blgp: (w1 >> 29) as u8 });
+            i.e64 = true;
+            return i;
+        }
         match op {
             vop3p::V_ACCVGPR_READ_B32 => i.src[0] = AGPR0 + (src[0] & 0xff),
             vop3p::V_ACCVGPR_WRITE_B32 => i.dst = AGPR0 + vdst,

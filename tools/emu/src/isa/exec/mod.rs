@@ -5,11 +5,12 @@
 //!
 //! Groups, one file each: scalar ALU (`salu`), program control (`sopp`), scalar memory
 //! (`smem`), the vector ALU's operand machinery (`valu`: sources, modifiers, DPP, SDWA,
-//! destinations) and its opcodes (`vop`, `vcmp`, `vlane`), LDS (`ds`), flat/global/scratch
+//! destinations) and its opcodes (`vop`, `vcmp`, `vlane`), matrix multiply-add (`mfma`), LDS (`ds`), flat/global/scratch
 //! memory (`flat`) and buffer memory (`mubuf`).
 
 pub mod ds;
 pub mod flat;
+pub mod mfma;
 pub mod mubuf;
 pub mod salu;
 pub mod smem;
@@ -82,7 +83,7 @@ pub fn handler(i: &Inst) -> Option<Handler> {
             let op = super::decode::vector::vop3_number(i.family, i.op);
             vcmp::vopc(op).or_else(|| vlane::lane_op(op)).or_else(|| vop::valu(op))
         }
-        Family::Vop3p => vop::vop3p(i.op),
+        Family::Vop3p => vop::vop3p(i.op).or_else(|| mfma::mfma(i.op)),
         Family::Ds => ds::ds(i.op),
         Family::Flat | Family::Global | Family::Scratch => flat::flat(i.family, i.op),
         Family::Mubuf => mubuf::mubuf(i.op),
