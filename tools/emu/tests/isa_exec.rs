@@ -582,3 +582,260 @@ fn mfma_f32_rounding_stays_within_an_ulp_per_step() {
         }
     }
 }
+
+// ---- Dot products, mixed-precision FMA, packed f32 constants (tests/isa/vop3p.hip) ----
+
+fn f16(x: f32) -> u32 {
+    u32::from(xhsa_emu::isa::fp16::f32_to_f16(x))
+}
+
+fn h(bits: u32) -> f32 {
+    xhsa_emu::isa::fp16::f16_to_f32(bits as u16)
+}
+
+/// Runs a one-wave kernel of tests/isa/vop3p.hip on per-lane words a, b, c; returns `per`
+/// result words per lane.
+fn lanes3(r: &mut Rig, kernel: &str, a: &[u32], b: &[u32], c: &[u32], per: usize) -> Vec<u32> {
+    let (da, db, dc) = (r.upload(a), r.upload(b), r.upload(c));
+    let dd = r.alloc(64 * 4 * per);
+    r.run(kernel, &[da, db, dc, dd], [64, 1, 1], [64, 1, 1]).unwrap_or_else(|e| panic!("{kernel}: {e}"));
+    r.download(dd, 64 * per)
+}
+
+/// Deterministic words: xorshift32 from `seed`.
+fn words(seed: u32, n: usize) -> Vec<u32> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x
+        })
+        .collect()
+}
+
+/// Packed f16 pairs of small integers and halves (products and sums stay exact).
+fn f16_pairs(seed: u32) -> Vec<u32> {
+    words(seed, 64).iter().map(|w| f16((w % 17) as f32 / 2.0 - 4.0) | f16(((w >> 8) % 13) as f32 - 6.0) << 16).collect()
+}
+
+fn elems(v: u32, bits: u32, signed: bool) -> Vec<i64> {
+    (0..32 / bits)
+        .map(|k| {
+            let f = (v >> (k * bits)) & (((1u64 << bits) - 1) as u32);
+            if signed {
+                i64::from(((f << (32 - bits)) as i32) >> (32 - bits))
+            } else {
+                i64::from(f)
+            }
+        })
+        .collect()
+}
+
+fn dot(x: u32, y: u32, bits: u32, signed: bool) -> i64 {
+    elems(x, bits, signed).iter().zip(elems(y, bits, signed)).map(|(p, q)| p * q).sum()
+}
+
+#[test]
+fn dot_products_of_every_width() {
+    let Some(mut r) = Rig::new("tests/isa/vop3p.hip") else { return };
+    let (a, b) = (words(11, 64), words(12, 64));
+    // Accumulators near the i32/u32 limits in some lanes, so that clamp saturates.
+    let c: Vec<u32> = words(13, 64).iter().enumerate().map(|(l, w)| if l % 4 == 0 { 0x7fff_fff0 } else if l % 4 == 1 { 0x8000_0010 } else { w % 1000 }).collect();
+    for (kernel, bits, signed, clamp) in [
+        ("dot2_i32_i16", 16, true, false),
+        ("dot2_i32_i16_clamp", 16, true, true),
+        ("dot2_u32_u16", 16, false, false),
+        ("dot4_i32_i8", 8, true, false),
+        ("dot4_u32_u8", 8, false, false),
+        ("dot4_u32_u8_clamp", 8, false, true),
+        ("dot8_i32_i4", 4, true, false),
+        ("dot8_u32_u4", 4, false, false),
+        ("dot2c_i32_i16", 16, true, false),
+        ("dot4c_i32_i8", 8, true, false),
+        ("dot8c_i32_i4", 4, true, false),
+    ] {
+        let d = lanes3(&mut r, kernel, &a, &b, &c, 1);
+        for l in 0..64 {
+            let acc = if signed { i64::from(c[l] as i32) } else { i64::from(c[l]) };
+            let sum = dot(a[l], b[l], bits, signed) + acc;
+            let want = match (clamp, signed) {
+                (false, _) => sum as u32,
+                (true, true) => sum.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32 as u32,
+                (true, false) => sum.clamp(0, i64::from(u32::MAX)) as u32,
+            };
+            assert_eq!(d[l], want, "{kernel} lane {l}: {:#x} . {:#x} + {:#x}", a[l], b[l], c[l]);
+        }
+    }
+    let d = lanes3(&mut r, "dot4c_i32_i8_dpp", &a, &b, &c, 1);
+    for l in 0..64 {
+        assert_eq!(d[l], (dot(a[l ^ 1], b[l], 8, true) + i64::from(c[l] as i32)) as u32, "dpp lane {l}");
+    }
+}
+
+#[test]
+fn f16_dot_products_with_half_selection_and_negation() {
+    let Some(mut r) = Rig::new("tests/isa/vop3p.hip") else { return };
+    let (a, b) = (f16_pairs(21), f16_pairs(22));
+    let c: Vec<u32> = words(23, 64).iter().map(|w| ((w % 9) as f32 * 0.25 - 1.0).to_bits()).collect();
+    let lo = |x: u32| h(x & 0xffff);
+    let hi = |x: u32| h(x >> 16);
+    let cases: [(&str, &dyn Fn(usize) -> f32); 4] = [
+        ("dot2_f32_f16", &|l| lo(a[l]) * lo(b[l]) + hi(a[l]) * hi(b[l]) + f32::from_bits(c[l])),
+        // op_sel:[1,0,0] op_sel_hi:[0,1,1] neg_lo:[0,1,0]: low products from a's high half and
+        // b's low half negated, high ones from a's low half and b's high half.
+        ("dot2_f32_f16_mods", &|l| hi(a[l]) * -lo(b[l]) + lo(a[l]) * hi(b[l]) + f32::from_bits(c[l])),
+        ("dot2_f32_f16_clamp", &|l| (lo(a[l]) * lo(b[l]) + hi(a[l]) * hi(b[l]) + f32::from_bits(c[l])).clamp(0.0, 1.0)),
+        ("dot2c_f32_f16", &|l| lo(a[l]) * lo(b[l]) + hi(a[l]) * hi(b[l]) + f32::from_bits(c[l])),
+    ];
+    for (kernel, want) in cases {
+        let d = lanes3(&mut r, kernel, &a, &b, &c, 1);
+        for l in 0..64 {
+            assert_eq!(f32::from_bits(d[l]), want(l), "{kernel} lane {l}");
+        }
+    }
+}
+
+#[test]
+fn fma_mix_reads_f32_or_either_f16_half() {
+    let Some(mut r) = Rig::new("tests/isa/vop3p.hip") else { return };
+    let (a, b) = (f16_pairs(31), f16_pairs(32));
+    let fl: Vec<u32> = words(33, 64).iter().map(|w| ((w % 33) as f32 * 0.125 - 2.0).to_bits()).collect();
+    let c = f16_pairs(34);
+    let lo = |x: u32| h(x & 0xffff);
+    let hi = |x: u32| h(x >> 16);
+    let f = f32::from_bits;
+    let d = lanes3(&mut r, "fma_mix_f32", &fl, &fl, &fl, 1);
+    for l in 0..64 {
+        assert_eq!(f(d[l]), f(fl[l]).mul_add(f(fl[l]), f(fl[l])), "fma_mix_f32 lane {l}");
+    }
+    let d = lanes3(&mut r, "fma_mix_f32_f16s", &a, &b, &c, 1);
+    for l in 0..64 {
+        assert_eq!(f(d[l]), (-hi(a[l])).mul_add(lo(b[l]).abs(), hi(c[l])), "fma_mix_f32_f16s lane {l}");
+    }
+    let d = lanes3(&mut r, "fma_mix_f32_mixed", &fl, &b, &fl, 1);
+    for l in 0..64 {
+        assert_eq!(f(d[l]), f(fl[l]).mul_add(hi(b[l]), -f(fl[l])), "fma_mix_f32_mixed lane {l}");
+    }
+    // mixlo/mixhi: D is also the f32 addend; the other half of D is kept. Addends with a zero
+    // low half (small integers as f32) and results exact in f16.
+    let acc: Vec<u32> = words(35, 64).iter().map(|w| ((w % 16) as f32 - 8.0).to_bits()).collect();
+    let d = lanes3(&mut r, "fma_mixlo_f16", &a, &b, &acc, 1);
+    for l in 0..64 {
+        let want = f16(lo(a[l]).mul_add(lo(b[l]), f(acc[l])));
+        assert_eq!(d[l], (acc[l] & 0xffff_0000) | want, "fma_mixlo_f16 lane {l}");
+    }
+    let d = lanes3(&mut r, "fma_mixhi_f16", &a, &b, &acc, 1);
+    for l in 0..64 {
+        let want = f16(hi(a[l]).mul_add(hi(b[l]), f(acc[l])).clamp(0.0, 1.0));
+        assert_eq!(d[l], (acc[l] & 0xffff) | want << 16, "fma_mixhi_f16 lane {l}");
+    }
+}
+
+#[test]
+fn packed_f32_inline_constants_are_f32_in_the_low_dword() {
+    let Some(mut r) = Rig::new("tests/isa/vop3p.hip") else { return };
+    let a: Vec<u32> = (0..64).map(|l| (l as f32 * 0.75 - 3.0).to_bits()).collect();
+    let b: Vec<u32> = (0..64).map(|l| (l as f32 * -1.5 + 7.0).to_bits()).collect();
+    let f = f32::from_bits;
+    let d = lanes3(&mut r, "pk_fma_f32_const", &a, &b, &a, 2);
+    for l in 0..64 {
+        assert_eq!((f(d[2 * l]), f(d[2 * l + 1])), (f(a[l]).mul_add(2.0, -4.0), f(b[l]).mul_add(2.0, -4.0)), "lane {l}");
+    }
+    // op_sel:[1,0] op_sel_hi:[0,0] neg_hi:[1,0]: low = b + 0.5, high = -a + 0.5.
+    let d = lanes3(&mut r, "pk_add_f32_const_swap", &a, &b, &a, 2);
+    for l in 0..64 {
+        assert_eq!((f(d[2 * l]), f(d[2 * l + 1])), (f(b[l]) + 0.5, -f(a[l]) + 0.5), "lane {l}");
+    }
+}
+
+// ---- Typed buffers (MTBUF) and scalar atomics (tests/isa/buffer.hip) ----
+
+#[test]
+fn typed_buffer_loads_convert_each_format() {
+    let Some(mut r) = Rig::new("tests/isa/buffer.hip") else { return };
+    let f = f32::from_bits;
+    let src = words(41, 64 * 8);
+    let run = |r: &mut Rig, k: &str, out_words: usize| {
+        let (ds, dout) = (r.upload(&src), r.alloc(64 * 4 * out_words));
+        r.run(k, &[ds, dout], [64, 1, 1], [64, 1, 1]).unwrap_or_else(|e| panic!("{k}: {e}"));
+        r.download::<u32>(dout, 64 * out_words)
+    };
+    let d = run(&mut r, "tbuf_load_unorm8888", 4);
+    for l in 0..64 {
+        for k in 0..4 {
+            let want = if l < 48 { ((src[l] >> (8 * k)) & 0xff) as f32 / 255.0 } else { 0.0 };
+            assert_eq!(f(d[4 * l + k]), want, "unorm8888 lane {l} component {k}");
+        }
+    }
+    let d = run(&mut r, "tbuf_load_sint1616_idx", 2);
+    for l in 0..64 {
+        assert_eq!((d[2 * l], d[2 * l + 1]), (src[l] as u16 as i16 as i32 as u32, (src[l] >> 16) as u16 as i16 as i32 as u32), "sint1616 lane {l}");
+    }
+    let d = run(&mut r, "tbuf_load_float32_offsets", 1);
+    for l in 0..64 {
+        assert_eq!(d[l], src[8 * l + 6], "float32 lane {l}");
+    }
+    let d = run(&mut r, "tbuf_load_xyzw_from_f16x2", 4);
+    for l in 0..64 {
+        let want = [h(src[l] & 0xffff).to_bits(), h(src[l] >> 16).to_bits(), 0, 1.0f32.to_bits()];
+        // NaN payloads survive the f16 -> f32 conversion bit for bit.
+        assert_eq!(d[4 * l..4 * l + 4], want, "f16x2 as xyzw lane {l}");
+    }
+    let d = run(&mut r, "tbuf_load_d16_f16x4", 2);
+    for l in 0..64 {
+        assert_eq!((d[2 * l], d[2 * l + 1]), (src[2 * l], src[2 * l + 1]), "d16 lane {l}");
+    }
+}
+
+#[test]
+fn typed_buffer_stores_convert_each_format() {
+    let Some(mut r) = Rig::new("tests/isa/buffer.hip") else { return };
+    let vals: Vec<u32> = (0..256).map(|k| ((k % 23) as f32 / 10.0 - 1.1).to_bits()).collect();
+    let (ds, dout) = (r.upload(&vals), r.alloc(64 * 4));
+    r.run("tbuf_store_snorm8888", &[ds, dout], [64, 1, 1], [64, 1, 1]).unwrap();
+    let d: Vec<u32> = r.download(dout, 64);
+    for l in 0..64 {
+        for k in 0..4 {
+            let v = f64::from(f32::from_bits(vals[4 * l + k])).clamp(-1.0, 1.0) * 127.0;
+            let want = (v.round_ties_even() as i32 as u32) & 0xff;
+            assert_eq!((d[l] >> (8 * k)) & 0xff, want, "snorm8888 lane {l} component {k} ({v})");
+        }
+    }
+    let ints = words(51, 128);
+    let (ds, dout) = (r.upload(&ints), r.alloc(64 * 4));
+    r.run("tbuf_store_uint1616", &[ds, dout], [64, 1, 1], [64, 1, 1]).unwrap();
+    let d: Vec<u32> = r.download(dout, 64);
+    for l in 0..64 {
+        assert_eq!(d[l], (ints[2 * l] & 0xffff) | (ints[2 * l + 1] & 0xffff) << 16, "uint1616 lane {l}");
+    }
+}
+
+#[test]
+fn scalar_atomics_update_memory_and_return_old_values() {
+    let Some(mut r) = Rig::new("tests/isa/buffer.hip") else { return };
+    let n = 6u32;
+    let p = r.upload(&[100u32, 0, 0xffff_ffff, 0, 7, 0x100, 0, 0]);
+    let out = r.alloc(n as usize * 5 * 4);
+    r.run("s_atomics", &[p, out], [64 * n, 1, 1], [64, 1, 1]).unwrap();
+    let m: Vec<u32> = r.download(p, 6);
+    let o: Vec<u32> = r.download(out, n as usize * 5);
+    let total: u32 = (1..=n).sum();
+    assert_eq!(m[0], 100 + total, "s_atomic_add");
+    assert_eq!(m[1], (0..n).map(|wg| wg * 7 % 5).max().unwrap(), "s_atomic_umax");
+    let m64 = u64::from(m[2]) | u64::from(m[3]) << 32;
+    assert_eq!(m64, 0xffff_ffff + u64::from(n) * (1 << 32) + u64::from(total), "s_atomic_add_x2");
+    assert_eq!(m[5], 0x100 | ((1 << n) - 1), "s_buffer_atomic_or");
+    // Old values: every wave saw a distinct earlier state.
+    let mut olds: Vec<u32> = (0..n as usize).map(|w| o[5 * w]).collect();
+    olds.sort_unstable();
+    olds.dedup();
+    assert_eq!(olds.len(), n as usize);
+    assert!(olds.iter().all(|&x| (100..100 + total).contains(&x)), "{olds:?}");
+    // Exactly one compare-and-swap won (it saw 7); the others saw its value.
+    let winners: Vec<usize> = (0..n as usize).filter(|&w| o[5 * w + 3] == 7).collect();
+    assert_eq!(winners.len(), 1, "{o:?}");
+    assert_eq!(m[4], 1000 + winners[0] as u32);
+    assert!((0..n as usize).filter(|w| *w != winners[0]).all(|w| o[5 * w + 3] == m[4]));
+}

@@ -87,7 +87,7 @@ pub fn handler(i: &Inst) -> Option<Handler> {
         Family::Ds => ds::ds(i.op),
         Family::Flat | Family::Global | Family::Scratch => flat::flat(i.family, i.op),
         Family::Mubuf => mubuf::mubuf(i.op),
-        Family::Mtbuf => None,
+        Family::Mtbuf => mubuf::mtbuf(i.op),
     }
 }
 

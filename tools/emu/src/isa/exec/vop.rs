@@ -243,6 +243,49 @@ fn fixup64(q: f64, den: f64, num: f64) -> f64 {
     if neg { -q.abs() } else { q.abs() }
 }
 
+/// 2/pi's fraction bits, the most significant first: 1216 of them, of which the hardware's
+/// table for `v_trig_preop_f64` holds the first 1201 (computed with mpmath at 1500 bits; the
+/// first words are the well-known 0xa2f9836e_4e441529...).
+const TWO_OVER_PI: [u64; 19] = [
+    0xa2f9_836e_4e44_1529, 0xfc27_57d1_f534_ddc0, 0xdb62_9599_3c43_9041, 0xfe51_63ab_debb_c561,
+    0xb724_6e3a_424d_d2e0, 0x0649_2eea_09d1_921c, 0xfe1d_eb1c_b129_a73e, 0xe882_35f5_2ebb_4484,
+    0xe99c_7026_b45f_7e41, 0x3991_d639_8353_39f4, 0x9c84_5f8b_bdf9_283b, 0x1ff8_97ff_de05_980f,
+    0xef2f_118b_5a0a_6d1f, 0x6d36_7ecf_27cb_09b7, 0x4f46_3f66_9e5f_ea2d, 0x7527_bac7_ebe5_f17b,
+    0x3d07_39f7_8a52_92ea, 0x6bfb_5fb1_1f8d_5d08, 0x5603_3046_fc7b_6bab,
+];
+
+/// `v_trig_preop_f64` (the ISA's pseudocode): 53 bits of 2/pi starting `sel[4:0] * 53` bits
+/// into its fraction (further by the exponent of S0 above 1077), scaled to their place value
+/// (by 2^128 more when S0's exponent is at least 1968), for Payne-Hanek argument reduction.
+fn trig_preop(x: u64, sel: u32) -> f64 {
+    let exp = ((x >> 52) & 0x7ff) as u32;
+    let mut shift = (sel & 31) * 53;
+    if exp > 1077 {
+        shift += exp - 1077;
+    }
+    let mut bits = 0u64;
+    for p in shift..shift + 53 {
+        let bit = if p < 1201 { TWO_OVER_PI[p as usize / 64] >> (63 - p % 64) & 1 } else { 0 };
+        bits = bits << 1 | bit;
+    }
+    let mut scale = -53 - shift as i32;
+    if exp >= 1968 {
+        scale += 128;
+    }
+    ldexp64(bits as f64, scale)
+}
+
+/// `v_dot2c_i32_i16`, `v_dot4c_i32_i8`, `v_dot8c_i32_i4` (VOP2): signed dot product of S0 and
+/// S1 added to D.
+fn dot_c(w: &mut Wave, i: &Inst, c: &mut Ctx, bits: u32) -> Result<Step, ExecError> {
+    let mut j = i.clone();
+    j.src[2] = i.dst;
+    j.abs &= 3;
+    j.neg &= 3;
+    let plain = Inst::probe(crate::isa::decode::Family::Vop2, 0);
+    vop(w, &j, c, &[B32, B32, B32], B32, |a, _| dot_int(a, &plain, bits, true))
+}
+
 /// The add/sub family with a carry out (and for some a carry in).
 fn carry_op(w: &mut Wave, i: &Inst, c: &mut Ctx, kind: u8) -> Result<Step, ExecError> {
     let s0 = super::valu::Src::new(w, i, 0, B32, c);
@@ -325,6 +368,10 @@ pub fn valu(op: u16) -> Option<Handler> {
         o::V_OR_B32 => op!([B32, B32] -> B32, |a| a[0] | a[1]),
         o::V_XOR_B32 => op!([B32, B32] -> B32, |a| a[0] ^ a[1]),
         o::V_XNOR_B32 => op!([B32, B32] -> B32, |a| !(a[0] ^ a[1]) & 0xffff_ffff),
+        0x137 => acc!([B32, B32, F32] -> F32, |a| dot2_f16(a, None)),
+        0x138 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| dot_c(w, i, c, 16)),
+        0x139 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| dot_c(w, i, c, 8)),
+        0x13a => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| dot_c(w, i, c, 4)),
         o::V_MAC_F32 => acc!([F32, F32, F32] -> F32, |a| fb(f(a[0]) * f(a[1]) + f(a[2]))),
         o::V_FMAC_F32 => acc!([F32, F32, F32] -> F32, |a| fb(f(a[0]).mul_add(f(a[1]), f(a[2])))),
         // v_madmk_f32 (VOP2 0x17): D = S0 * K + S1; v_madak_f32 (0x18): D = S0 * S1 + K.
@@ -471,6 +518,7 @@ pub fn valu(op: u16) -> Option<Handler> {
         o::V_MUL_F64 => op!([F64, F64] -> F64, |a| db(d(a[0]) * d(a[1]))),
         o::V_MIN_F64 => op!([F64, F64] -> F64, |a| db(d(a[0]).min(d(a[1])))),
         o::V_MAX_F64 => op!([F64, F64] -> F64, |a| db(d(a[0]).max(d(a[1])))),
+        o::V_TRIG_PREOP_F64 => op!([F64, B32] -> F64, |a| db(trig_preop(a[0], u(a[1])))),
         o::V_LDEXP_F64 => op!([F64, B32] -> F64, |a| db(ldexp64(d(a[0]), i32_(a[1])))),
         o::V_LDEXP_F32 => op!([F32, B32] -> F32, |a| fb(ldexp64(f64::from(f(a[0])), i32_(a[1])) as f32)),
         o::V_MUL_LO_U32 => op!([B32, B32] -> B32, |a| (a[0] * a[1]) & 0xffff_ffff),
@@ -507,10 +555,19 @@ pub fn valu(op: u16) -> Option<Handler> {
     }
 }
 
+/// Source `k` of a packed 32-bit op: a register pair, or an inline constant as a 32-bit float in
+/// the low dword and zero in the high one (the compiler selects the low dword for both halves
+/// with `op_sel_hi` when it wants the constant in both: `v_pk_fma_f32 v[0:1], v[0:1], 2.0, 1.0
+/// op_sel_hi:[1,0,0]`).
+fn pk_src(w: &Wave, i: &Inst, k: usize, c: &Ctx) -> super::valu::Src {
+    let constant = crate::isa::operand::inline_constant(i.src[k], F32).is_some();
+    super::valu::Src::new(w, i, k, if constant { F32 } else { B64 }, c)
+}
+
 /// Packed 32-bit float ops (gfx90a `v_pk_*_f32`): each half picks its source registers of a
 /// pair by `op_sel` (low result) and `op_sel_hi` (high result).
 fn pk_f32(w: &mut Wave, i: &Inst, c: &mut Ctx, n: usize, g: fn(&[f32; 3]) -> f32) -> Result<Step, ExecError> {
-    let s: Vec<_> = (0..n).map(|k| super::valu::Src::new(w, i, k, B64, c)).collect();
+    let s: Vec<_> = (0..n).map(|k| pk_src(w, i, k, c)).collect();
     for l in lanes(w.exec()) {
         let mut r = 0u64;
         for half in 0..2 {
@@ -556,11 +613,107 @@ fn pk16(w: &mut Wave, i: &Inst, c: &mut Ctx, n: usize, float: bool, g: fn(&[u32;
     Ok(Step::Next)
 }
 
+/// The elements of a dot product's packed source (`n` of `bits` bits each, signed or not),
+/// after VOP3P's half selection for 16-bit elements: the low element from the half `op_sel`
+/// picks, the high one from the half `op_sel_hi` picks.
+fn dot_elems(v: u32, k: usize, i: &Inst, bits: u32, signed: bool) -> [i64; 8] {
+    let v = if bits == 16 && i.family == crate::isa::decode::Family::Vop3p {
+        let half = |sel: u8| (v >> (16 * u32::from(sel >> k & 1))) & 0xffff;
+        half(i.op_sel) | half(i.op_sel_hi) << 16
+    } else {
+        v
+    };
+    let mut e = [0i64; 8];
+    for (x, o) in e.iter_mut().enumerate().take((32 / bits) as usize) {
+        let f = (v >> (bits * x as u32)) & ((1u32 << (bits - 1)) << 1).wrapping_sub(1);
+        *o = if signed { i64::from(((f << (32 - bits)) as i32) >> (32 - bits)) } else { i64::from(f) };
+    }
+    e
+}
+
+/// An integer dot product `sum(S0[x] * S1[x]) + S2` of `bits`-bit elements; `clamp` saturates.
+fn dot_int(a: &[u64; 3], i: &Inst, bits: u32, signed: bool) -> u64 {
+    let (x, y) = (dot_elems(a[0] as u32, 0, i, bits, signed), dot_elems(a[1] as u32, 1, i, bits, signed));
+    let acc = if signed { i64::from(a[2] as u32 as i32) } else { i64::from(a[2] as u32) };
+    let sum = x.iter().zip(&y).map(|(p, q)| p * q).sum::<i64>() + acc;
+    let r = if !i.clamp {
+        sum
+    } else if signed {
+        sum.clamp(i64::from(i32::MIN), i64::from(i32::MAX))
+    } else {
+        sum.clamp(0, i64::from(u32::MAX))
+    };
+    u64::from(r as u32)
+}
+
+/// `v_dot2_f32_f16`/`v_dot2c_f32_f16`: `S0.f16[0] * S1.f16[0] + S0.f16[1] * S1.f16[1] + S2.f32`,
+/// rounded once to f32. `p`: the VOP3P instruction, whose `op_sel`/`op_sel_hi` pick the halves
+/// and `neg_lo`/`neg_hi` negate them (S2's `neg` is applied by its source); None for VOP2.
+fn dot2_f16(a: &[u64; 3], p: Option<&Inst>) -> u64 {
+    let half = |k: usize, hi: bool| {
+        let v = a[k] as u32;
+        let (sel, neg) = match p {
+            None => (u32::from(hi), false),
+            Some(i) if hi => (u32::from(i.op_sel_hi >> k & 1), i.abs >> k & 1 == 1),
+            Some(i) => (u32::from(i.op_sel >> k & 1), i.neg >> k & 1 == 1),
+        };
+        let x = f64::from(hf((v >> (16 * sel)) & 0xffff));
+        if neg { -x } else { x }
+    };
+    let r = (half(0, false) * half(1, false) + half(0, true) * half(1, true) + f64::from(f(a[2]))) as f32;
+    fb(if p.is_some_and(|i| i.clamp) { if r.is_nan() { 0.0 } else { r.clamp(0.0, 1.0) } } else { r })
+}
+
+/// `v_fma_mix*`: each source an f32 (op_sel_hi clear) or the f16 half op_sel picks (set),
+/// `neg_hi` as `|x|` and `neg_lo` as `-x`; D = fma in f32, then (`mixlo`/`mixhi`) rounded to
+/// f16 into one half of D, keeping the other.
+fn fma_mix(w: &mut Wave, i: &Inst, c: &mut Ctx, out: Option<bool>) -> Result<Step, ExecError> {
+    let f16 = |k: usize| i.op_sel_hi >> k & 1 == 1;
+    let s: Vec<_> = (0..3).map(|k| super::valu::Src::new(w, i, k, if f16(k) { F16 } else { F32 }, c)).collect();
+    for l in lanes(w.exec()) {
+        let mut x = [0f32; 3];
+        for k in 0..3 {
+            let v = s[k].raw(w, l) as u32;
+            let mut y = if f16(k) { hf((v >> (16 * u32::from(i.op_sel >> k & 1))) & 0xffff) } else { f32::from_bits(v) };
+            if i.abs >> k & 1 == 1 {
+                y = y.abs();
+            }
+            if i.neg >> k & 1 == 1 {
+                y = -y;
+            }
+            x[k] = y;
+        }
+        let mut r = x[0].mul_add(x[1], x[2]);
+        if i.clamp {
+            r = if r.is_nan() { 0.0 } else { r.clamp(0.0, 1.0) };
+        }
+        let v = match out {
+            None => r.to_bits(),
+            Some(hi) => {
+                let old = w.reg(i.dst, l);
+                let h = hbits(r);
+                if hi { (old & 0xffff) | h << 16 } else { (old & 0xffff_0000) | h }
+            }
+        };
+        super::valu::write(w, i, B32, l, u64::from(v));
+    }
+    Ok(Step::Next)
+}
+
 fn hf(x: u32) -> f32 {
     h(u64::from(x))
 }
 fn hbits(x: f32) -> u32 {
     hb(x) as u32
+}
+
+/// `v_dot4*`/`v_dot8*` (VOP3P): 8- and 4-bit elements take no half selection; an `op_sel` or
+/// `op_sel_hi` other than the defaults (0 and all set) has no defined meaning and is refused.
+fn dot_packed(w: &mut Wave, i: &Inst, c: &mut Ctx, bits: u32, signed: bool) -> Result<Step, ExecError> {
+    if i.op_sel & 7 != 0 || i.op_sel_hi != 7 || i.neg != 0 || i.abs != 0 {
+        return Err(ExecError::Unimplemented);
+    }
+    vop(w, i, c, &[B32, B32, B32], B32, |a, _| dot_int(a, i, bits, signed))
 }
 
 /// A VOP3P opcode's handler.
@@ -576,8 +729,8 @@ pub fn vop3p(op: u16) -> Option<Handler> {
         p::V_PK_ADD_F32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| pk_f32(w, i, c, 2, |a| a[0] + a[1])),
         // D.lo = src0's dword op_sel[0], D.hi = src1's dword op_sel[1] (bits moved unchanged).
         p::V_PK_MOV_B32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
-            let s0 = super::valu::Src::new(w, i, 0, B64, c);
-            let s1 = super::valu::Src::new(w, i, 1, B64, c);
+            let s0 = pk_src(w, i, 0, c);
+            let s1 = pk_src(w, i, 1, c);
             for l in lanes(w.exec()) {
                 let lo = s0.raw(w, l) >> (32 * u32::from(i.op_sel & 1)) & 0xffff_ffff;
                 let hi = s1.raw(w, l) >> (32 * u32::from(i.op_sel >> 1 & 1)) & 0xffff_ffff;
@@ -605,6 +758,34 @@ pub fn vop3p(op: u16) -> Option<Handler> {
         p::V_PK_MIN_F16 => pk!(2, true, |a| hbits(hf(a[0]).min(hf(a[1])))),
         p::V_PK_MAX_F16 => pk!(2, true, |a| hbits(hf(a[0]).max(hf(a[1])))),
         p::V_ACCVGPR_READ_B32 | p::V_ACCVGPR_WRITE_B32 => op!([B32] -> B32, |a| a[0]),
+        p::V_DOT2_F32_F16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop(w, i, c, &[B32, B32, F32], F32, |a, _| dot2_f16(a, Some(i)))),
+        p::V_DOT2_I32_I16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop(w, i, c, &[B32, B32, B32], B32, |a, _| dot_int(a, i, 16, true))),
+        p::V_DOT2_U32_U16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop(w, i, c, &[B32, B32, B32], B32, |a, _| dot_int(a, i, 16, false))),
+        p::V_DOT4_I32_I8 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| dot_packed(w, i, c, 8, true)),
+        p::V_DOT4_U32_U8 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| dot_packed(w, i, c, 8, false)),
+        p::V_DOT8_I32_I4 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| dot_packed(w, i, c, 4, true)),
+        p::V_DOT8_U32_U4 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| dot_packed(w, i, c, 4, false)),
+        p::V_FMA_MIX_F32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| fma_mix(w, i, c, None)),
+        p::V_FMA_MIXLO_F16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| fma_mix(w, i, c, Some(false))),
+        p::V_FMA_MIXHI_F16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| fma_mix(w, i, c, Some(true))),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Expected bits from mpmath (2/pi at 1500 bits, segments cut as the ISA's pseudocode says).
+    #[test]
+    fn trig_preop_takes_segments_of_two_over_pi() {
+        let one = 1.0f64.to_bits();
+        let big = 2f64.powi(100).to_bits(); // exponent 1123: 46 more bits in
+        let cases = [(one, 0, 0x3fe4_5f30_6dc9_c882u64), (one, 1, 0x3c94_a7f0_9d5f_47d4), (one, 2, 0x394a_6ee0_6db1_4acc), (big, 0, 0x3cb5_29fc_2757_d1e0), (big, 3, 0x32f6_3abd_ebbc_5618)];
+        for (x, sel, want) in cases {
+            assert_eq!(trig_preop(x, sel).to_bits(), want, "x {x:#x} sel {sel}");
+        }
+        // Past the table's 1201 bits only zeros remain.
+        assert_eq!(trig_preop(one, 31), 0.0);
     }
 }
