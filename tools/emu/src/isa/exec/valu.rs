@@ -110,8 +110,24 @@ impl Src {
             }
         }
         if let Some((sel, sext)) = self.sel {
-            for o in out.iter_mut() {
-                *o = u64::from(select(*o as u32, sel, sext));
+            // `select` with its field resolved once: one shift pair per lane.
+            let (shift, bits) = match sel {
+                0..=3 => (u32::from(sel) * 8, 8),
+                4 | 5 => (u32::from(sel - 4) * 16, 16),
+                _ => (0, 32),
+            };
+            if bits < 32 {
+                let up = 32 - shift - bits;
+                let down = 32 - bits;
+                if sext {
+                    for o in out.iter_mut() {
+                        *o = u64::from((((*o as u32) << up) as i32 >> down) as u32);
+                    }
+                } else {
+                    for o in out.iter_mut() {
+                        *o = u64::from(((*o as u32) << up) >> down);
+                    }
+                }
             }
         }
         if self.and != u64::MAX || self.xor != 0 {
@@ -259,6 +275,11 @@ pub fn write(w: &mut Wave, i: &Inst, ty: Ty, l: usize, v: u64) {
 
 /// Runs a lane-wise operation: `f(sources, lane)` for every active lane (EXEC, and DPP's masks
 /// and source lanes), results written to the destination of type `dty` with output modifiers.
+///
+/// Whole-wave loops: each source is read for all 64 lanes (SDWA selection and float modifiers
+/// applied), DPP permutes src0's lanes, the operation runs on every lane (inactive ones are
+/// computed and dropped), then the active lanes are written; the loops vectorise, and a plain
+/// 32- or 64-bit VGPR destination is written as a block.
 #[inline(always)]
 pub fn vop(w: &mut Wave, i: &Inst, ctx: &mut Ctx, tys: &[Ty], dty: Ty, f: impl Fn(&[u64; 3], usize) -> u64) -> Result<Step, ExecError> {
     let exec = w.exec();
@@ -268,66 +289,65 @@ pub fn vop(w: &mut Wave, i: &Inst, ctx: &mut Ctx, tys: &[Ty], dty: Ty, f: impl F
         s[k] = Src::new(w, i, k, t, ctx);
     }
     let n = tys.len();
-    let plain_out = i.omod == 0 && !i.clamp && i.sdwa.is_none();
-    if i.dpp.is_none() && plain_out && !matches!(dty, Ty::F16 | Ty::B16) && !operand::is_agpr(i.dst) {
-        // Fast path: whole-wave loops over each source, the operation and the write (inactive
-        // lanes are computed and dropped), which the compiler can vectorise.
-        let r = usize::from(i.dst.wrapping_sub(operand::VGPR0)) * LANES;
-        let wide = dty.is64();
-        if r + if wide { 2 * LANES } else { LANES } > w.v.len() {
-            return Ok(Step::Next);
-        }
-        let [v0, v1, v2, out] = &mut *ctx.lanes;
-        for (k, v) in [&mut *v0, &mut *v1, &mut *v2].into_iter().enumerate().take(n) {
-            s[k].fill(w, v);
-        }
-        for (l, o) in out.iter_mut().enumerate() {
-            *o = f(&[v0[l], v1[l], v2[l]], l);
-        }
-        if exec == u64::MAX {
-            for (d, o) in w.v[r..r + LANES].iter_mut().zip(out.iter()) {
-                *d = *o as u32;
+    let [v0, v1, v2, out] = &mut *ctx.lanes;
+    for (k, v) in [&mut *v0, &mut *v1, &mut *v2].into_iter().enumerate().take(n) {
+        s[k].fill(w, v);
+    }
+    let mut mask = exec;
+    if let Some(d) = &i.dpp {
+        // src0 from the lane DPP names, if that lane is active; else 0 (bound_ctrl) or the lane
+        // is not written.
+        mask &= dpp_write_mask(d);
+        let zero = s[0].modify(0);
+        let src = *v0;
+        for (l, x) in v0.iter_mut().enumerate() {
+            match dpp_source(d, l).filter(|&sl| exec >> sl & 1 == 1) {
+                Some(sl) => *x = src[sl],
+                None if d.bound_ctrl => *x = zero,
+                None => mask &= !(1 << l),
             }
-            if wide {
-                for (d, o) in w.v[r + LANES..r + 2 * LANES].iter_mut().zip(out.iter()) {
-                    *d = (*o >> 32) as u32;
-                }
-            }
-        } else {
-            for l in lanes(exec) {
-                w.v[r + l] = out[l] as u32;
-                if wide {
-                    w.v[r + LANES + l] = (out[l] >> 32) as u32;
-                }
-            }
+        }
+    }
+    for (l, o) in out.iter_mut().enumerate() {
+        *o = f(&[v0[l], v1[l], v2[l]], l);
+    }
+    if i.omod != 0 || i.clamp {
+        for o in out.iter_mut() {
+            *o = out_mod(i, dty, *o);
+        }
+    }
+    let half = matches!(dty, Ty::F16 | Ty::B16);
+    let block = match i.sdwa {
+        Some(sd) => sd.dst_sel == 6,
+        None => !half,
+    } && !operand::is_agpr(i.dst);
+    if !block {
+        for l in lanes(mask) {
+            write(w, i, dty, l, out[l]);
         }
         return Ok(Step::Next);
     }
-    let mut out = [0u64; LANES];
-    let mut mask = exec;
-    let dpp = i.dpp;
-    if let Some(d) = &dpp {
-        mask &= dpp_write_mask(d);
+    let r = usize::from(i.dst.wrapping_sub(operand::VGPR0)) * LANES;
+    let wide = dty.is64();
+    if r + if wide { 2 * LANES } else { LANES } > w.v.len() {
+        return Ok(Step::Next);
     }
-    for l in lanes(mask) {
-        let mut a = [0u64; 3];
-        for (k, src) in s[..n].iter().enumerate() {
-            a[k] = match (&dpp, k) {
-                (Some(d), 0) => match dpp_source(d, l).filter(|&sl| exec >> sl & 1 == 1) {
-                    Some(sl) => src.get(w, sl),
-                    None if d.bound_ctrl => src.modify(0),
-                    None => {
-                        mask &= !(1 << l);
-                        continue;
-                    }
-                },
-                _ => src.get(w, l),
-            };
+    if mask == u64::MAX {
+        for (d, o) in w.v[r..r + LANES].iter_mut().zip(out.iter()) {
+            *d = *o as u32;
         }
-        out[l] = out_mod(i, dty, f(&a, l));
-    }
-    for l in lanes(mask) {
-        write(w, i, dty, l, out[l]);
+        if wide {
+            for (d, o) in w.v[r + LANES..r + 2 * LANES].iter_mut().zip(out.iter()) {
+                *d = (*o >> 32) as u32;
+            }
+        }
+    } else {
+        for l in lanes(mask) {
+            w.v[r + l] = out[l] as u32;
+            if wide {
+                w.v[r + LANES + l] = (out[l] >> 32) as u32;
+            }
+        }
     }
     Ok(Step::Next)
 }
