@@ -92,7 +92,7 @@ impl Src {
 
     /// All 64 lanes' values (inactive lanes too: they are computed and not written).
     #[inline(always)]
-    fn fill(&self, w: &Wave, out: &mut [u64; LANES]) {
+    pub fn fill(&self, w: &Wave, out: &mut [u64; LANES]) {
         match self.kind {
             Kind::Const(x) => out.fill(x),
             Kind::Lo(b, agpr) => {

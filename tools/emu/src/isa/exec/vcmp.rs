@@ -4,11 +4,11 @@
 //! compares (16 conditions, cmpx at + 0x10), 0xa0/0xc0/0xe0 + cond the 16/32/64-bit integer
 //! ones (8 conditions, signed then unsigned at + 8, cmpx at + 0x10).
 
-use super::valu::{lanes, Src};
+use super::valu::Src;
 use super::{Ctx, ExecError, Handler, Step};
 use crate::isa::decode::Inst;
 use crate::isa::operand::Ty;
-use crate::isa::wave::Wave;
+use crate::isa::wave::{Wave, LANES};
 
 /// The handler of a VOPC opcode (VOP3 numbering: < 0x100).
 pub fn vopc(op: u16) -> Option<Handler> {
@@ -18,54 +18,78 @@ pub fn vopc(op: u16) -> Option<Handler> {
     }
 }
 
+/// The mask of lanes where `p` holds (bit l for lane l), over whole-wave source arrays.
+#[inline(always)]
+fn mask_of(a: &[u64; LANES], b: &[u64; LANES], p: impl Fn(u64, u64) -> bool) -> u64 {
+    let mut m = 0u64;
+    for l in 0..LANES {
+        m |= u64::from(p(a[l], b[l])) << l;
+    }
+    m
+}
+
 /// The 16 float conditions: F, LT, EQ, LE, GT, LG, GE, O, U, NGE, NLG, NGT, NLE, NEQ, NLT,
-/// TRU (the N forms are true when unordered).
-fn float_cond(cond: u16, a: f64, b: f64) -> bool {
-    use std::cmp::Ordering::{Equal, Greater, Less};
-    let o = a.partial_cmp(&b);
+/// TRU (the N forms are true when unordered); the condition is resolved once, outside the
+/// lane loop.
+fn float_mask(cond: u16, a: &[u64; LANES], b: &[u64; LANES], v: impl Fn(u64) -> f64 + Copy) -> u64 {
+    let unordered = |x: u64, y: u64| v(x).is_nan() || v(y).is_nan();
     match cond {
-        0 => false,
-        1 => o == Some(Less),
-        2 => o == Some(Equal),
-        3 => matches!(o, Some(Less | Equal)),
-        4 => o == Some(Greater),
-        5 => matches!(o, Some(Less | Greater)),
-        6 => matches!(o, Some(Greater | Equal)),
-        7 => o.is_some(),
-        8 => o.is_none(),
-        9 => !matches!(o, Some(Greater | Equal)),
-        10 => !matches!(o, Some(Less | Greater)),
-        11 => o != Some(Greater),
-        12 => !matches!(o, Some(Less | Equal)),
-        13 => o != Some(Equal),
-        14 => o != Some(Less),
-        _ => true,
+        0 => 0,
+        1 => mask_of(a, b, |x, y| v(x) < v(y)),
+        2 => mask_of(a, b, |x, y| v(x) == v(y)),
+        3 => mask_of(a, b, |x, y| v(x) <= v(y)),
+        4 => mask_of(a, b, |x, y| v(x) > v(y)),
+        5 => mask_of(a, b, |x, y| v(x) < v(y) || v(x) > v(y)),
+        6 => mask_of(a, b, |x, y| v(x) >= v(y)),
+        7 => mask_of(a, b, |x, y| !unordered(x, y)),
+        8 => mask_of(a, b, unordered),
+        9 => mask_of(a, b, |x, y| !(v(x) >= v(y))),
+        10 => mask_of(a, b, |x, y| !(v(x) < v(y) || v(x) > v(y))),
+        11 => mask_of(a, b, |x, y| !(v(x) > v(y))),
+        12 => mask_of(a, b, |x, y| !(v(x) <= v(y))),
+        13 => mask_of(a, b, |x, y| v(x) != v(y)),
+        14 => mask_of(a, b, |x, y| !(v(x) < v(y))),
+        _ => u64::MAX,
     }
 }
 
-fn int_cond<T: PartialOrd>(cond: u16, a: T, b: T) -> bool {
+/// The 8 integer conditions F, LT, EQ, LE, GT, NE, GE, T on values `v` reads.
+fn int_mask<T: PartialOrd>(cond: u16, a: &[u64; LANES], b: &[u64; LANES], v: impl Fn(u64) -> T + Copy) -> u64 {
     match cond & 7 {
-        0 => false,
-        1 => a < b,
-        2 => a == b,
-        3 => a <= b,
-        4 => a > b,
-        5 => a != b,
-        6 => a >= b,
-        _ => true,
+        0 => 0,
+        1 => mask_of(a, b, |x, y| v(x) < v(y)),
+        2 => mask_of(a, b, |x, y| v(x) == v(y)),
+        3 => mask_of(a, b, |x, y| v(x) <= v(y)),
+        4 => mask_of(a, b, |x, y| v(x) > v(y)),
+        5 => mask_of(a, b, |x, y| v(x) != v(y)),
+        6 => mask_of(a, b, |x, y| v(x) >= v(y)),
+        _ => u64::MAX,
     }
 }
 
-fn class(x: f64, is_snan: bool, mask: u32) -> bool {
-    let bit = if x.is_nan() {
-        if is_snan { 0 } else { 1 }
-    } else if x.is_infinite() {
-        if x < 0.0 { 2 } else { 9 }
-    } else if x == 0.0 {
-        if x.is_sign_negative() { 5 } else { 6 }
-    } else if x.is_subnormal() {
-        if x < 0.0 { 4 } else { 7 }
-    } else if x < 0.0 {
+/// `v_cmp_class`: bit 0 signalling NaN, 1 quiet NaN, 2 -inf, 3 -normal, 4 -denormal, 5 -0,
+/// 6 +0, 7 +denormal, 8 +normal, 9 +inf of the mask in S1, for the value's class in its own
+/// format (`exp_bits`/`man_bits`: 5/10 f16, 8/23 f32, 11/52 f64).
+fn class(bits: u64, exp_bits: u32, man_bits: u32, mask: u32) -> bool {
+    let neg = bits >> (exp_bits + man_bits) & 1 == 1;
+    let exp = (bits >> man_bits) & ((1 << exp_bits) - 1);
+    let man = bits & ((1 << man_bits) - 1);
+    let bit = if exp == (1 << exp_bits) - 1 {
+        if man == 0 {
+            if neg { 2 } else { 9 }
+        } else if man >> (man_bits - 1) & 1 == 1 {
+            1
+        } else {
+            0
+        }
+    } else if exp == 0 {
+        match (man == 0, neg) {
+            (true, true) => 5,
+            (true, false) => 6,
+            (false, true) => 4,
+            (false, false) => 7,
+        }
+    } else if neg {
         3
     } else {
         8
@@ -83,28 +107,57 @@ fn compare(w: &mut Wave, i: &Inst, c: &mut Ctx) -> Result<Step, ExecError> {
     let s0 = Src::new(w, i, 0, ty, c);
     let s1 = Src::new(w, i, 1, if cond == 0xff { Ty::B32 } else { ty }, c);
     let exec = w.exec();
-    let mut m = 0u64;
-    for l in lanes(exec) {
-        let (a, b) = (s0.get(w, l), s1.get(w, l));
-        let r = match (ty, cond) {
-            (Ty::F32, 0xff) => class(f64::from(f32::from_bits(a as u32)), (a as u32) & 0x7fc0_0000 == 0x7f80_0000 && (a as u32) & 0x3f_ffff != 0, b as u32),
-            (Ty::F64, 0xff) => class(f64::from_bits(a), a & 0x7ff8_0000_0000_0000 == 0x7ff0_0000_0000_0000 && a & 0xf_ffff_ffff_ffff != 0, b as u32),
-            (Ty::F16, 0xff) => class(f64::from(crate::isa::fp16::f16_to_f32(a as u16)), (a as u16) & 0x7e00 == 0x7c00 && (a as u16) & 0x1ff != 0, b as u32),
-            (Ty::F32, _) => float_cond(cond, f64::from(f32::from_bits(a as u32)), f64::from(f32::from_bits(b as u32))),
-            (Ty::F64, _) => float_cond(cond, f64::from_bits(a), f64::from_bits(b)),
-            (Ty::F16, _) => float_cond(cond, f64::from(crate::isa::fp16::f16_to_f32(a as u16)), f64::from(crate::isa::fp16::f16_to_f32(b as u16))),
-            (Ty::B16, _) if cond & 8 != 0 => int_cond(cond, a as u16, b as u16),
-            (Ty::B16, _) => int_cond(cond, a as u16 as i16, b as u16 as i16),
-            (Ty::B32, _) if cond & 8 != 0 => int_cond(cond, a as u32, b as u32),
-            (Ty::B32, _) => int_cond(cond, a as u32 as i32, b as u32 as i32),
-            (_, _) if cond & 8 != 0 => int_cond(cond, a, b),
-            (_, _) => int_cond(cond, a as i64, b as i64),
-        };
-        m |= u64::from(r) << l;
-    }
+    let [a, b, _, _] = &mut *c.lanes;
+    s0.fill(w, a);
+    s1.fill(w, b);
+    let (a, b) = (&*a, &*b);
+    let f16 = |x: u64| f64::from(crate::isa::fp16::f16_to_f32(x as u16));
+    let f32_ = |x: u64| f64::from(f32::from_bits(x as u32));
+    let f64_ = f64::from_bits;
+    let signed = cond & 8 == 0;
+    let m = match (ty, cond) {
+        (Ty::F32, 0xff) => mask_of(a, b, |x, y| class(x & 0xffff_ffff, 8, 23, y as u32)),
+        (Ty::F64, 0xff) => mask_of(a, b, |x, y| class(x, 11, 52, y as u32)),
+        (_, 0xff) => mask_of(a, b, |x, y| class(x & 0xffff, 5, 10, y as u32)),
+        (Ty::F32, _) => float_mask(cond, a, b, f32_),
+        (Ty::F64, _) => float_mask(cond, a, b, f64_),
+        (Ty::F16, _) => float_mask(cond, a, b, f16),
+        (Ty::B16, _) if signed => int_mask(cond, a, b, |x| x as u16 as i16),
+        (Ty::B16, _) => int_mask(cond, a, b, |x| x as u16),
+        (Ty::B32, _) if signed => int_mask(cond, a, b, |x| x as u32 as i32),
+        (Ty::B32, _) => int_mask(cond, a, b, |x| x as u32),
+        (_, _) if signed => int_mask(cond, a, b, |x| x as i64),
+        (_, _) => int_mask(cond, a, b, |x| x),
+    } & exec;
     w.set_s64(i.dst, m);
     if x {
         w.set_exec(m);
     }
     Ok(Step::Next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn class_sees_each_format_s_own_denormals() {
+        // f32 denormal 0x0000_0001: bit 7 (+denormal), not +normal as its f64 value would be.
+        assert!(class(0x0000_0001, 8, 23, 1 << 7));
+        assert!(class(0x8000_0001, 8, 23, 1 << 4));
+        assert!(class(0x0001, 5, 10, 1 << 7), "f16 denormal");
+        assert!(class(0x7fc0_0000, 8, 23, 1 << 1) && class(0x7f80_0001, 8, 23, 1 << 0));
+        assert!(class(0xfff0_0000_0000_0000, 11, 52, 1 << 2));
+        assert!(class(0x8000_0000, 8, 23, 1 << 5) && class(0x3f80_0000, 8, 23, 1 << 8));
+        let a = [1.0f32.to_bits() as u64; LANES];
+        let mut b = [2.0f32.to_bits() as u64; LANES];
+        b[3] = f32::NAN.to_bits() as u64;
+        let f = |x: u64| f64::from(f32::from_bits(x as u32));
+        assert_eq!(float_mask(1, &a, &b, f), !(1 << 3), "LT false where unordered");
+        let big = [3.0f32.to_bits() as u64; LANES];
+        assert_eq!(float_mask(9, &big, &b, f), 1 << 3, "3 NGE 2 only where unordered");
+        assert_eq!(float_mask(9, &a, &b, f), u64::MAX, "1 NGE 2");
+        assert_eq!(int_mask(3, &a, &b, |x| x as u32), u64::MAX, "LE on the bits");
+        assert_eq!(int_mask(4, &a, &b, |x| x as u32), 0, "GT on the bits");
+    }
 }
