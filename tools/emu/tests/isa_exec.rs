@@ -264,6 +264,14 @@ fn alu_rate() {
     let rate = s.instructions as f64 / secs;
     eprintln!("ISA interpreter: {} wave-instructions in {:.3} s = {:.1} M wave-instructions/s", s.instructions, secs, rate / 1e6);
     assert!(rate > 100_000.0, "{rate}");
+    // Per instruction class (scalar ALU, vector ALU, scalar loads), over more rounds.
+    let table = r.upload(&[1u32, 2, 3, 4]);
+    for (kernel, args) in [("isa_salu_loop", vec![out, 20_000]), ("isa_valu_loop", vec![out, 20_000]), ("isa_smem_loop", vec![out, table, 20_000])] {
+        let t = std::time::Instant::now();
+        let s = r.run(kernel, &args, [64 * 32, 1, 1], [64, 1, 1]).unwrap();
+        let secs = t.elapsed().as_secs_f64();
+        eprintln!("ISA interpreter, {kernel}: {} wave-instructions in {secs:.3} s = {:.1} M/s", s.instructions, s.instructions as f64 / secs / 1e6);
+    }
 }
 
 // ---- Matrix fused multiply-add (v_mfma_*) ----

@@ -123,7 +123,7 @@ pub fn run(launch: &Launch, mem: &Memory, clock: &dyn Fn() -> u64) -> Result<Sta
                 let id = [wx as u32, wy as u32, wz as u32];
                 lds = Lds::new(lds.len());
                 setup_workgroup(&mut waves, &kd, launch, id, &apertures);
-                let mut ctx = Ctx { mem, lds: &mut lds, apertures, clock, lanes: Box::new([[0; LANES]; 4]) };
+                let mut ctx = Ctx { mem, lds: &mut lds, apertures, clock, lanes: Box::new([[0; LANES]; 4]), lanes32: Box::new([[0; LANES]; 4]) };
                 run_workgroup(&mut waves, &mut code, &mut ctx, &mut progress)?;
                 stats.workgroups += 1;
                 stats.waves += waves.iter().filter(|w| w.executed > 0).count() as u64;

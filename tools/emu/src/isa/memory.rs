@@ -44,6 +44,10 @@ impl<'a> Memory<'a> {
             }
         }
         if (self.accessible)(addr, len) {
+            // A buffer smaller than the windows: remember the access's own range.
+            let n = self.next.get();
+            self.known[n % self.known.len()].set((addr, end));
+            self.next.set(n + 1);
             return Ok(());
         }
         Err(Fault { addr, write })

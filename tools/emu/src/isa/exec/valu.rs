@@ -289,6 +289,46 @@ pub fn vop(w: &mut Wave, i: &Inst, ctx: &mut Ctx, tys: &[Ty], dty: Ty, f: impl F
         s[k] = Src::new(w, i, k, t, ctx);
     }
     let n = tys.len();
+    if i.dpp.is_none() && i.sdwa.is_none() && i.omod == 0 && !i.clamp && matches!(dty, Ty::B32 | Ty::F32) && !operand::is_agpr(i.dst) {
+        let plain = s[..n].iter().all(|x| x.sel.is_none() && x.and == u64::MAX && x.xor == 0 && !matches!(x.kind, Kind::Pair(..)));
+        let r = usize::from(i.dst.wrapping_sub(operand::VGPR0)) * LANES;
+        if plain && r + LANES <= w.v.len() {
+            // The common case, 32-bit registers and constants in, a 32-bit VGPR out: the
+            // operation reads the register files in place (constants from a splat) and
+            // writes a 32-bit block, with no 64-bit staging of sources.
+            static ZERO: [u32; LANES] = [0; LANES];
+            let [c0, c1, c2, res] = &mut *ctx.lanes32;
+            let mut splat = [&mut *c0, &mut *c1, &mut *c2];
+            for (k, x) in s[..n].iter().enumerate() {
+                if let Kind::Const(c) = x.kind {
+                    splat[k].fill(c as u32);
+                }
+            }
+            {
+                let src = |k: usize| -> &[u32] {
+                    match s[k].kind {
+                        _ if k >= n => &ZERO,
+                        Kind::Lo(b, false) => &w.v[b..b + LANES],
+                        Kind::Lo(b, true) => &w.a[b..b + LANES],
+                        _ => &splat[k][..],
+                    }
+                };
+                let (x0, x1, x2) = (src(0), src(1), src(2));
+                for (l, o) in res.iter_mut().enumerate() {
+                    *o = f(&[u64::from(x0[l]), u64::from(x1[l]), u64::from(x2[l])], l) as u32;
+                }
+            }
+            let d = &mut w.v[r..r + LANES];
+            if exec == u64::MAX {
+                d.copy_from_slice(&res[..]);
+            } else {
+                for l in lanes(exec) {
+                    d[l] = res[l];
+                }
+            }
+            return Ok(Step::Next);
+        }
+    }
     let [v0, v1, v2, out] = &mut *ctx.lanes;
     for (k, v) in [&mut *v0, &mut *v1, &mut *v2].into_iter().enumerate().take(n) {
         s[k].fill(w, v);

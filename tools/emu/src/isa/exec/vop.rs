@@ -160,7 +160,7 @@ fn rndne64(x: f64) -> f64 {
 /// VCC set) only where the quotient of S2 / S1 would leave the range the refinement handles.
 fn div_scale(w: &mut Wave, i: &Inst, c: &mut Ctx, wide: bool) -> Result<Step, ExecError> {
     let ty = if wide { F64 } else { F32 };
-    let s: Vec<_> = (0..3).map(|k| super::valu::Src::new(w, i, k, ty, c)).collect();
+    let s: [super::valu::Src; 3] = std::array::from_fn(|k| super::valu::Src::new(w, i, k, ty, c));
     let exec = w.exec();
     let mut vcc = 0u64;
     for l in lanes(exec) {
@@ -567,7 +567,8 @@ fn pk_src(w: &Wave, i: &Inst, k: usize, c: &Ctx) -> super::valu::Src {
 /// Packed 32-bit float ops (gfx90a `v_pk_*_f32`): each half picks its source registers of a
 /// pair by `op_sel` (low result) and `op_sel_hi` (high result).
 fn pk_f32(w: &mut Wave, i: &Inst, c: &mut Ctx, n: usize, g: fn(&[f32; 3]) -> f32) -> Result<Step, ExecError> {
-    let s: Vec<_> = (0..n).map(|k| pk_src(w, i, k, c)).collect();
+    // Sources past `n` are resolved too (never read): an array, not a per-instruction Vec.
+    let s: [super::valu::Src; 3] = std::array::from_fn(|k| pk_src(w, i, k, c));
     for l in lanes(w.exec()) {
         let mut r = 0u64;
         for half in 0..2 {
@@ -591,7 +592,7 @@ fn pk_f32(w: &mut Wave, i: &Inst, c: &mut Ctx, n: usize, g: fn(&[f32; 3]) -> f32
 
 /// Packed 16-bit ops: each half of the result from the halves `op_sel`/`op_sel_hi` pick.
 fn pk16(w: &mut Wave, i: &Inst, c: &mut Ctx, n: usize, float: bool, g: fn(&[u32; 3]) -> u32) -> Result<Step, ExecError> {
-    let s: Vec<_> = (0..n).map(|k| super::valu::Src::new(w, i, k, if float { F16 } else { B16 }, c)).collect();
+    let s: [super::valu::Src; 3] = std::array::from_fn(|k| super::valu::Src::new(w, i, k, if float { F16 } else { B16 }, c));
     for l in lanes(w.exec()) {
         let mut r = 0u32;
         for half in 0..2 {
@@ -669,7 +670,7 @@ fn dot2_f16(a: &[u64; 3], p: Option<&Inst>) -> u64 {
 /// f16 into one half of D, keeping the other.
 fn fma_mix(w: &mut Wave, i: &Inst, c: &mut Ctx, out: Option<bool>) -> Result<Step, ExecError> {
     let f16 = |k: usize| i.op_sel_hi >> k & 1 == 1;
-    let s: Vec<_> = (0..3).map(|k| super::valu::Src::new(w, i, k, if f16(k) { F16 } else { F32 }, c)).collect();
+    let s: [super::valu::Src; 3] = std::array::from_fn(|k| super::valu::Src::new(w, i, k, if f16(k) { F16 } else { F32 }, c));
     for l in lanes(w.exec()) {
         let mut x = [0f32; 3];
         for k in 0..3 {
