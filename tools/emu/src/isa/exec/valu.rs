@@ -322,8 +322,9 @@ pub fn vop(w: &mut Wave, i: &Inst, ctx: &mut Ctx, tys: &[Ty], dty: Ty, f: impl F
             if exec == u64::MAX {
                 d.copy_from_slice(&res[..]);
             } else {
-                for l in lanes(exec) {
-                    d[l] = res[l];
+                // A blend over all lanes (vectorises) rather than a walk over the set bits.
+                for (l, (x, y)) in d.iter_mut().zip(res.iter()).enumerate() {
+                    *x = if exec >> l & 1 == 1 { *y } else { *x };
                 }
             }
             return Ok(Step::Next);
@@ -382,10 +383,12 @@ pub fn vop(w: &mut Wave, i: &Inst, ctx: &mut Ctx, tys: &[Ty], dty: Ty, f: impl F
             }
         }
     } else {
-        for l in lanes(mask) {
-            w.v[r + l] = out[l] as u32;
-            if wide {
-                w.v[r + LANES + l] = (out[l] >> 32) as u32;
+        for (l, (x, y)) in w.v[r..r + LANES].iter_mut().zip(out.iter()).enumerate() {
+            *x = if mask >> l & 1 == 1 { *y as u32 } else { *x };
+        }
+        if wide {
+            for (l, (x, y)) in w.v[r + LANES..r + 2 * LANES].iter_mut().zip(out.iter()).enumerate() {
+                *x = if mask >> l & 1 == 1 { (*y >> 32) as u32 } else { *x };
             }
         }
     }
