@@ -699,8 +699,8 @@ fn f16_dot_products_with_half_selection_and_negation() {
     ];
     for (kernel, want) in cases {
         let d = lanes3(&mut r, kernel, &a, &b, &c, 1);
-        for l in 0..64 {
-            assert_eq!(f32::from_bits(d[l]), want(l), "{kernel} lane {l}");
+        for (l, x) in d.iter().enumerate() {
+            assert_eq!(f32::from_bits(*x), want(l), "{kernel} lane {l}");
         }
     }
 }

@@ -298,7 +298,7 @@ pub fn vop(w: &mut Wave, i: &Inst, ctx: &mut Ctx, tys: &[Ty], dty: Ty, f: impl F
             // writes a 32-bit block, with no 64-bit staging of sources.
             static ZERO: [u32; LANES] = [0; LANES];
             let [c0, c1, c2, res] = &mut *ctx.lanes32;
-            let mut splat = [&mut *c0, &mut *c1, &mut *c2];
+            let splat = [&mut *c0, &mut *c1, &mut *c2];
             for (k, x) in s[..n].iter().enumerate() {
                 if let Kind::Const(c) = x.kind {
                     splat[k].fill(c as u32);

@@ -43,12 +43,12 @@ fn float_mask(cond: u16, a: &[u64; LANES], b: &[u64; LANES], v: impl Fn(u64) -> 
         6 => mask_of(a, b, |x, y| v(x) >= v(y)),
         7 => mask_of(a, b, |x, y| !unordered(x, y)),
         8 => mask_of(a, b, unordered),
-        9 => mask_of(a, b, |x, y| !(v(x) >= v(y))),
-        10 => mask_of(a, b, |x, y| !(v(x) < v(y) || v(x) > v(y))),
-        11 => mask_of(a, b, |x, y| !(v(x) > v(y))),
-        12 => mask_of(a, b, |x, y| !(v(x) <= v(y))),
+        9 => mask_of(a, b, |x, y| v(x) < v(y) || unordered(x, y)),
+        10 => mask_of(a, b, |x, y| v(x) == v(y) || unordered(x, y)),
+        11 => mask_of(a, b, |x, y| v(x) <= v(y) || unordered(x, y)),
+        12 => mask_of(a, b, |x, y| v(x) > v(y) || unordered(x, y)),
         13 => mask_of(a, b, |x, y| v(x) != v(y)),
-        14 => mask_of(a, b, |x, y| !(v(x) < v(y))),
+        14 => mask_of(a, b, |x, y| v(x) >= v(y) || unordered(x, y)),
         _ => u64::MAX,
     }
 }
