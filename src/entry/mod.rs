@@ -257,7 +257,7 @@ extern "C" fn at_exit() {
                 Err(_) => complete = false,
             }
         }
-        let preempt = g.gpus.iter().any(|(_, gpu)| gpu.preempt.get().is_some()).then(|| {
+        let preempt = g.gpus.iter().any(|(_, gpu)| gpu.preempt.get().is_some_and(|p| p.enabled())).then(|| {
             let lat = pre.wake_to_call.map_or(String::new(), |(p50, p99, n)| format!(", wake to KFD call P50 {} us P99 {} us ({n})", p50 / 1000, p99 / 1000));
             let costs = if costs.is_empty() { String::new() } else { format!("; measured: {}", costs.join("; ")) };
             format!("; preemption: {} taken off, {} put back, {} off now, {} us off in all{lat}{costs}", pre.preemptions, pre.restores, pre.off_now, pre.off_ns / 1000)

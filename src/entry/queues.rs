@@ -411,24 +411,77 @@ fn attach_board(g: &Global, gpu: usize, node: Option<u32>) {
     }
 }
 
-/// Starts the process's preemption watcher over the board, with the runtime's KFD descriptor.
+/// Starts the process's watcher over the board of GPU `gpu`: preemption through the runtime's KFD
+/// descriptor when it is on and that descriptor is known, and in every case the housekeeping and
+/// the controllers' requests (`xhsactl`).
 fn start_preemption(g: &Global, gpu: usize, link: std::sync::Arc<crate::board::link::BoardLink>) {
     let Some(this) = g.gpus.get(gpu) else { return };
-    let settings = g.preempt_settings;
-    if settings.mode == crate::preempt::PreemptMode::Off {
+    let mut settings = g.preempt_settings;
+    let port: Box<dyn crate::preempt::KfdPort> = if settings.mode == crate::preempt::PreemptMode::Off {
         tracing::info!("xhsa: XHSA_PREEMPT=off: level 1 only");
-        return;
-    }
-    let Some(fd) = g.seen.kfd_fd() else {
+        Box::new(crate::preempt::mechanism::NoKfd)
+    } else if let Some(fd) = g.seen.kfd_fd() {
+        // SAFETY: `fd` is the descriptor the runtime's CREATE_QUEUE ioctl was made on, open while
+        // its queues exist; libxhsa never closes it.
+        Box::new(unsafe { super::kfd_port::RuntimeKfd::borrow(fd) })
+    } else {
         tracing::warn!("xhsa: the runtime's KFD queue creation was not seen (libxhsa sees it when loaded with LD_PRELOAD), so its queues cannot be preempted: level 1 only");
-        return;
+        settings.mode = crate::preempt::PreemptMode::Off;
+        Box::new(crate::preempt::mechanism::NoKfd)
     };
-    // SAFETY: `fd` is the descriptor the runtime's CREATE_QUEUE ioctl was made on, open while its
-    // queues exist; libxhsa never closes it.
-    let port = unsafe { super::kfd_port::RuntimeKfd::borrow(fd) };
-    let pre = std::sync::Arc::new(crate::preempt::Preemption::new(settings, Box::new(port), Box::new(now_ns)));
-    if this.preempt.set(pre.clone()).is_ok() && crate::preempt::watcher::spawn(pre, link) {
+    let pre = std::sync::Arc::new(crate::preempt::Preemption::new(settings, port, Box::new(now_ns)));
+    pre.set_control(std::sync::Arc::new(move |q, c| control(gpu, q, c)));
+    if this.preempt.set(pre.clone()).is_ok() && crate::preempt::watcher::spawn(pre, link) && settings.mode != crate::preempt::PreemptMode::Off {
         tracing::info!("xhsa: preemption {} (starvation bound {} ms, budget {} %)", settings.mode, settings.max_preempted_ns / 1_000_000, settings.budget_pct);
+    }
+}
+
+/// Carries out a controller's request (`xhsactl`) for queue `q` of GPU `gpu`, on the watcher's
+/// thread; returns the `ACK_*` status and its detail.
+fn control(gpu: usize, q: QueueId, c: crate::board::layout::Control) -> (u32, i32) {
+    use crate::board::layout::{ACK_ABOVE_CAP, ACK_APPLIED, ACK_BAD_LEVEL, ACK_UNKNOWN_OP, OP_CLEAR_PRIORITY, OP_PAUSE, OP_RESUME, OP_SET_PRIORITY};
+    let g = global();
+    match c.op {
+        OP_SET_PRIORITY | OP_CLEAR_PRIORITY => {
+            let level = if c.op == OP_SET_PRIORITY {
+                let Some(level) = crate::settings::priority::Level::new(i64::from(c.level)) else { return (ACK_BAD_LEVEL, 0) };
+                let cap = g.settings.control_max_level();
+                if c.uid != 0 && level > cap {
+                    tracing::warn!("xhsa: queue {q}: uid {} asked for level {}, above control_max_level {}: refused", c.uid, c.level, cap.get());
+                    return (ACK_ABOVE_CAP, cap.get());
+                }
+                Some(level)
+            } else {
+                None
+            };
+            let changed = with_gpu(gpu, |s, _, _, _| s.set_override(q, level).map(|p| (p, s.queue(q).map(|x| x.hw.queue))));
+            match changed {
+                Some(Some((p, hw))) => {
+                    if let (Some(r), Some(hw)) = (rocr(), hw) {
+                        inside(|| r.set_hw_priority(hw, p.hardware()));
+                    }
+                    tracing::info!("xhsa: queue {q}: priority {p} set by uid {}", c.uid);
+                    (ACK_APPLIED, p.level().get())
+                }
+                _ => (ACK_UNKNOWN_OP, 0),
+            }
+        }
+        OP_PAUSE | OP_RESUME => {
+            let paused = c.op == OP_PAUSE;
+            let done = with_gpu(gpu, |s, m, hw, now| {
+                s.set_paused(q, paused, now);
+                if !paused {
+                    s.pass(m, hw, now);
+                }
+            });
+            tracing::info!("xhsa: queue {q}: {} by uid {}", if paused { "paused" } else { "resumed" }, c.uid);
+            if done.is_some() {
+                (ACK_APPLIED, 0)
+            } else {
+                (ACK_UNKNOWN_OP, 0)
+            }
+        }
+        _ => (ACK_UNKNOWN_OP, 0),
     }
 }
 

@@ -29,6 +29,9 @@
 //! passthrough_libs = ["libhipblas.so", "librocblas.so.4"]   # or one comma-separated string
 //! board_group = "mlusers"           # share the per-GPU board with this group (name or gid);
 //!                                   #   without it each user's processes have their own board
+//! control_max_level = 0             # the highest level `xhsactl set-priority` may give this
+//!                                   #   process's queues when a non-root user asks, -256..=255
+//!                                   #   (default 255: no cap); root is never capped
 //!
 //! [[process]]                       # per-process-name rule; the first match wins
 //! name = "inference-server"         # the executable's file name or the process name (comm);
@@ -39,7 +42,7 @@
 //! priority = 20
 //! ```
 //!
-//! Top-level keys: `priority`, `window`, `passthrough_libs`, `board_group`, `process`, `library`; rule keys:
+//! Top-level keys: `priority`, `window`, `passthrough_libs`, `board_group`, `control_max_level`, `process`, `library`; rule keys:
 //! `name`, `priority`. An unknown key is reported with the accepted ones and ignored; a rule
 //! without a valid `name` and `priority` is reported and skipped; a file that is not TOML is
 //! reported and ignored as a whole.
@@ -93,7 +96,7 @@ pub const DEFAULT_BOARD_DIR: &str = "/dev/shm";
 const ACCEPTED_PRIORITY: &str = "an integer in -256..=255 (higher is more urgent)";
 const ACCEPTED_WINDOW: &str = "an integer in 1..=1024";
 const ACCEPTED_BOOL: &str = "one of 0, 1, true, false, yes, no";
-const CONFIG_KEYS: &[&str] = &["priority", "window", "passthrough_libs", "board_group", "process", "library"];
+const CONFIG_KEYS: &[&str] = &["priority", "window", "passthrough_libs", "board_group", "control_max_level", "process", "library"];
 const RULE_KEYS: &[&str] = &["name", "priority"];
 
 /// A setting that could not be used as given.
@@ -356,6 +359,8 @@ pub struct Config {
     pub library_rules: Vec<Rule>,
     /// `board_group`.
     pub board_group: Option<GroupSpec>,
+    /// `control_max_level`.
+    pub control_max_level: Option<Level>,
 }
 
 /// A group, as the config names it.
@@ -447,6 +452,17 @@ impl Config {
                             Some(value_text(value)),
                             "expected a group name (string) or a numeric gid",
                             "each user's processes share a board of their own (mode 0600)",
+                        ));
+                    }
+                }
+                "control_max_level" => {
+                    config.control_max_level = value.as_integer().and_then(Level::new);
+                    if config.control_max_level.is_none() {
+                        errors.push(SettingError::new(
+                            at(key),
+                            Some(value_text(value)),
+                            format!("expected {ACCEPTED_PRIORITY}"),
+                            "non-root users' xhsactl set-priority is not capped (255)",
                         ));
                     }
                 }
@@ -671,6 +687,12 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// The highest level a non-root controller may give this process's queues
+    /// (`control_max_level`, default 255: no cap).
+    pub fn control_max_level(&self) -> Level {
+        self.config.control_max_level.unwrap_or(Level::MAX)
+    }
+
     /// Combines what the environment and the config file say.
     pub fn combine(env: EnvSettings, config: Config) -> Settings {
         let mut passthrough = env.passthrough_libs;
@@ -821,6 +843,14 @@ mod tests {
         assert_eq!(c.board_group, Some(GroupSpec::Name("mlusers".into())));
         let (c, _) = Config::parse("board_group = 1001", "f");
         assert_eq!(c.board_group, Some(GroupSpec::Id(1001)));
+        let (c, errors) = Config::parse("control_max_level = -3", "f");
+        assert!(errors.is_empty());
+        assert_eq!(c.control_max_level, Some(lvl(-3)));
+        for bad in ["control_max_level = 256", "control_max_level = \"high\""] {
+            let (c, errors) = Config::parse(bad, "f");
+            assert_eq!(c.control_max_level, None, "{bad}");
+            assert!(errors[0].to_string().contains("-256..=255") || errors[0].to_string().contains("expected"), "{}", errors[0]);
+        }
         for bad in ["board_group = -1", "board_group = \"\"", "board_group = [1]"] {
             let (c, errors) = Config::parse(bad, "f");
             assert_eq!(c.board_group, None, "{bad}");
@@ -982,7 +1012,7 @@ mod tests {
         assert_eq!(
             text[1],
             "/etc/xhsa.toml: windw=\"3\": unknown key `windw`; accepted keys: `priority`, `window`, \
-             `passthrough_libs`, `board_group`, `process`, `library`; ignoring it"
+             `passthrough_libs`, `board_group`, `control_max_level`, `process`, `library`; ignoring it"
         );
         assert_eq!(
             text[0],
