@@ -141,6 +141,26 @@ fn scene(board: &Path) {
     let out = ctl(board, &["set-priority", &bpid.to_string(), "300"]);
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("-256..=255"));
 
+    // Another user cannot change the owner-only board: refused, saying whose it is.
+    if let Some(setpriv) = common::find_in_path("setpriv") {
+        use std::os::unix::fs::PermissionsExt;
+        // Others may reach the board directory (the board itself stays 0600).
+        std::fs::set_permissions(board.parent().unwrap(), std::fs::Permissions::from_mode(0o711)).unwrap();
+        std::fs::set_permissions(board, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let out = Command::new(setpriv)
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(artifact("xhsactl"))
+            .arg("--board-dir")
+            .arg(board)
+            .args(["pause", &bpid.to_string()])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("Permission denied") && err.contains("only its owner (uid 0)"), "{err}");
+        let (_, bq) = process_at(&json(board), -5).unwrap();
+        assert!(bq.iter().all(|q| q["paused"] == Value::Bool(false)), "nothing changed");
+    }
+
     // list and --once name both pids.
     let out = ctl(board, &["list"]);
     let text = String::from_utf8_lossy(&out.stdout);
@@ -191,7 +211,7 @@ fn tmux(board: &Path, ipid: u64, bpid: u64) {
         std::thread::sleep(Duration::from_millis(200));
         screen = capture();
     }
-    let alive = |s: &str| Command::new(&tmux).args(["has-session", "-t", s]).status().map(|s| s.success()).unwrap_or(false);
+    let alive = |s: &str| Command::new(&tmux).args(["has-session", "-t", s]).output().map(|o| o.status.success()).unwrap_or(false);
     if !(screen.contains(&ipid.to_string()) && screen.contains(&bpid.to_string())) {
         let _ = Command::new(&tmux).args(["kill-session", "-t", &session]).status();
         panic!("xhsa-top at 80x24 never showed both pids:\n{screen}");

@@ -490,6 +490,11 @@ impl SharedBoard {
         }
     }
 
+    /// Copies of the live slots with their indices.
+    pub fn live_slots(&self) -> Vec<(usize, Slot)> {
+        (0..self.high_water()).filter_map(|i| Some((i, self.read(i)?))).filter(|(_, s)| s.is_live()).collect()
+    }
+
     /// Copies of the live slots.
     pub fn snapshot(&self) -> Vec<Slot> {
         (0..self.high_water()).filter_map(|i| self.read(i)).filter(Slot::is_live).collect()

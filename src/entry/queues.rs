@@ -445,8 +445,7 @@ fn control(gpu: usize, q: QueueId, c: crate::board::layout::Control) -> (u32, i3
         OP_SET_PRIORITY | OP_CLEAR_PRIORITY => {
             let level = if c.op == OP_SET_PRIORITY {
                 let Some(level) = crate::settings::priority::Level::new(i64::from(c.level)) else { return (ACK_BAD_LEVEL, 0) };
-                let cap = g.settings.control_max_level();
-                if c.uid != 0 && level > cap {
+                if let Err(cap) = g.settings.control_allows(c.uid, level) {
                     tracing::warn!("xhsa: queue {q}: uid {} asked for level {}, above control_max_level {}: refused", c.uid, c.level, cap.get());
                     return (ACK_ABOVE_CAP, cap.get());
                 }

@@ -693,6 +693,17 @@ impl Settings {
         self.config.control_max_level.unwrap_or(Level::MAX)
     }
 
+    /// Whether a controller of real uid `uid` may give this process's queues `level`: root
+    /// always, others up to [`Settings::control_max_level`]; `Err(cap)` otherwise.
+    pub fn control_allows(&self, uid: u32, level: Level) -> Result<(), Level> {
+        let cap = self.control_max_level();
+        if uid != 0 && level > cap {
+            Err(cap)
+        } else {
+            Ok(())
+        }
+    }
+
     /// Combines what the environment and the config file say.
     pub fn combine(env: EnvSettings, config: Config) -> Settings {
         let mut passthrough = env.passthrough_libs;
@@ -846,6 +857,12 @@ mod tests {
         let (c, errors) = Config::parse("control_max_level = -3", "f");
         assert!(errors.is_empty());
         assert_eq!(c.control_max_level, Some(lvl(-3)));
+        let capped = Settings::combine(EnvSettings::default(), c);
+        assert_eq!(capped.control_allows(1000, lvl(-3)), Ok(()));
+        assert_eq!(capped.control_allows(1000, lvl(-2)), Err(lvl(-3)), "a non-root user above the cap");
+        assert_eq!(capped.control_allows(0, lvl(255)), Ok(()), "root is never capped");
+        let open = Settings::combine(EnvSettings::default(), Config::default());
+        assert_eq!(open.control_allows(1000, lvl(255)), Ok(()), "no cap unless configured");
         for bad in ["control_max_level = 256", "control_max_level = \"high\""] {
             let (c, errors) = Config::parse(bad, "f");
             assert_eq!(c.control_max_level, None, "{bad}");

@@ -1,5 +1,6 @@
 //! A snapshot as a plain text table (`xhsa-top --once`, `xhsactl list`): one line per queue
-//! under a header per GPU, in 80 columns.
+//! under a header per GPU, in 80 columns (`*` after the state: paused by an operator; the JSON
+//! form has every field).
 #![forbid(unsafe_code)]
 
 use crate::snapshot::{Prio, Snapshot};
@@ -16,7 +17,7 @@ pub fn prio(p: Option<Prio>) -> String {
 }
 
 /// The column header of [`render`]'s queue lines.
-pub const HEADER: &str = "    PID NAME            QUEUE PRIO  REQ STATE        PEND INFL   DISPATCHED PREEMPT OFF_MS HELD_MS";
+pub const HEADER: &str = "    PID NAME         QID PRIO  REQ STATE     PEND INFL  DISPATCH PRMT  OFF_MS";
 
 /// The snapshot as text.
 pub fn render(s: &Snapshot) -> String {
@@ -30,12 +31,12 @@ pub fn render(s: &Snapshot) -> String {
         let _ = writeln!(out, "{HEADER}");
         for p in &g.processes {
             for q in &p.queues {
-                let state = if q.paused { format!("{}/paused", q.state.name()) } else { q.state.name().to_string() };
-                let name: String = p.name.chars().take(15).collect();
+                let state = if q.paused { format!("{}*", q.state.name()) } else { q.state.name().to_string() };
+                let name: String = p.name.chars().take(11).collect();
                 let dead = if p.alive { "" } else { " (gone)" };
                 let _ = writeln!(
                     out,
-                    "{:>7} {:<15} {:>5} {:>4} {:>4} {:<12} {:>4} {:>4} {:>12} {:>7} {:>6} {:>7}{dead}",
+                    "{:>7} {:<11} {:>4} {:>4} {:>4} {:<9} {:>4} {:>4} {:>9} {:>4} {:>7}{dead}",
                     p.pid,
                     name,
                     q.id,
@@ -47,7 +48,6 @@ pub fn render(s: &Snapshot) -> String {
                     q.dispatched,
                     q.preemptions,
                     ms(q.preempted_ns),
-                    ms(q.held_ns),
                 );
             }
         }

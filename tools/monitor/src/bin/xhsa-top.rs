@@ -46,7 +46,7 @@ fn parse_interval(text: &str) -> Result<Duration, String> {
 }
 
 /// The columns, and what sorts by them.
-const COLUMNS: [&str; 12] = ["PID", "NAME", "QUEUE", "PRIO", "REQ", "STATE", "PEND", "INFL", "DISP/s", "PRMT", "OFF ms", "P99 us"];
+const COLUMNS: [&str; 12] = ["PID", "NAME", "QID", "PRIO", "REQ", "STATE", "PEND", "INFL", "DISP/s", "PRMT", "OFF ms", "P99 us"];
 
 struct RowData<'a> {
     gpu: &'a Gpu,
