@@ -156,9 +156,7 @@ fn start_trace(identity: &ProcessIdentity) -> Option<Arc<crate::trace::Sink>> {
     for e in errors {
         tracing::error!("xhsa: {e}");
     }
-    if settings.file.is_none() {
-        return None;
-    }
+    let path = settings.file.clone()?;
     // libxhsa's clock (an `Instant`, CLOCK_MONOTONIC on Linux, from its first use) and
     // CLOCK_MONOTONIC itself, read back to back: the trace's times are on the latter, so that
     // the traces of several processes line up.
@@ -169,7 +167,7 @@ fn start_trace(identity: &ProcessIdentity) -> Option<Arc<crate::trace::Sink>> {
     let process = identity.comm.clone().unwrap_or_else(|| "process".into());
     match crate::trace::start(&settings, std::process::id(), offset, &process, after) {
         Ok(sink) => {
-            if let (Some(_), Some(path)) = (&sink, &settings.file) {
+            if sink.is_some() {
                 tracing::info!("xhsa: tracing to {} (buffers of {} events)", path.display(), settings.buffer);
             }
             sink
