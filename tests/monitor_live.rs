@@ -74,7 +74,10 @@ fn the_monitor_sees_and_steers_an_inference_and_a_batch_process() {
     std::fs::create_dir_all(&board).unwrap();
     let stop = dir.file("stop");
     let infer = spawn_under_emu(&prog, &["busy", stop.to_str().unwrap(), "90"], &opts(&dir, &board, "5"));
-    let batch = spawn_under_emu(&prog, &["busy", stop.to_str().unwrap(), "90"], &opts(&dir, &board, "-5"));
+    let mut batch_opts = opts(&dir, &board, "-5");
+    // The batch process also writes a trace: the operator's priority change must be on it.
+    batch_opts.env.push(("XHSA_TRACE".into(), dir.file("batch-%p.json").display().to_string()));
+    let batch = spawn_under_emu(&prog, &["busy", stop.to_str().unwrap(), "90"], &batch_opts);
     let scene = std::panic::catch_unwind(|| scene(&board));
     std::fs::write(&stop, b"").unwrap();
     let (i, b) = (infer.wait(), batch.wait());
@@ -84,6 +87,10 @@ fn the_monitor_sees_and_steers_an_inference_and_a_batch_process() {
     }
     common::assert_passed(&i);
     common::assert_passed(&b);
+    let (trace, _) = common::trace_file(&dir.path, "batch-");
+    let events = common::read_trace(&trace);
+    let by = |who: &str| events.iter().filter(|e| e["name"] == "priority" && e["args"]["by"].as_str().is_some_and(|b| b.starts_with(who))).count();
+    assert!(by("operator") >= 2, "set-priority and reset are on the batch process's trace as the operator's ({} priority events)", events.iter().filter(|e| e["name"] == "priority").count());
 }
 
 fn scene(board: &Path) {
@@ -213,7 +220,7 @@ fn tmux(board: &Path, ipid: u64, bpid: u64) {
     }
     let alive = |s: &str| Command::new(&tmux).args(["has-session", "-t", s]).output().map(|o| o.status.success()).unwrap_or(false);
     if !(screen.contains(&ipid.to_string()) && screen.contains(&bpid.to_string())) {
-        let _ = Command::new(&tmux).args(["kill-session", "-t", &session]).status();
+        let _ = Command::new(&tmux).args(["kill-session", "-t", &session]).output();
         panic!("xhsa-top at 80x24 never showed both pids:\n{screen}");
     }
     assert!(screen.contains("xhsa-top") && screen.contains("PRIO"), "{screen}");
@@ -223,7 +230,7 @@ fn tmux(board: &Path, ipid: u64, bpid: u64) {
         std::thread::sleep(Duration::from_millis(100));
     }
     let quit = !alive(&session);
-    let _ = Command::new(&tmux).args(["kill-session", "-t", &session]).status();
+    let _ = Command::new(&tmux).args(["kill-session", "-t", &session]).output();
     assert!(quit, "xhsa-top did not quit on q");
 }
 

@@ -82,6 +82,8 @@ static DOORBELLS: LazyLock<AddrMap> = LazyLock::new(AddrMap::new);
 /// Shadow `hsa_queue_t` address → hardware `hsa_queue_t` address.
 static HW_OF: LazyLock<AddrMap> = LazyLock::new(AddrMap::new);
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+/// KFD queue id + 1 → queue id, for the trace's preemption track (`XHSA_TRACE` only).
+static KFD_QUEUES: LazyLock<AddrMap> = LazyLock::new(AddrMap::new);
 
 /// The application's error callback of a queue libxhsa created.
 #[derive(Clone, Copy)]
@@ -124,6 +126,9 @@ fn run<R>(gpu: usize, wait: bool, f: impl FnOnce(&mut Scheduler, &ProcessMemory,
         match catch_unwind(AssertUnwindSafe(|| f(&mut s, &ProcessMemory, &hw, now))) {
             Ok(r) => {
                 gpu.stalled.store(s.stalled(), Ordering::Relaxed);
+                if let Some(t) = &gpu.trace {
+                    trace_queues(t, &s, now);
+                }
                 Some(r)
             }
             Err(_) => {
@@ -135,6 +140,42 @@ fn run<R>(gpu: usize, wait: bool, f: impl FnOnce(&mut Scheduler, &ProcessMemory,
             }
         }
     })
+}
+
+/// `XHSA_TRACE`: records what the scheduler's use changed on the GPU's queue tracks (under the
+/// scheduler's lock, so the tracer's own lock is free). A failure in the tracer turns tracing
+/// off, logged once; the scheduler is not affected.
+fn trace_queues(t: &Mutex<crate::trace::queue_track::QueueTracer>, s: &Scheduler, now: Nanos) {
+    let Ok(mut t) = t.try_lock() else { return };
+    if !t.recorder().sink().is_on() {
+        return;
+    }
+    let views = s.queue_ids().into_iter().filter_map(|id| {
+        let direct = s.queue(id).is_some_and(ShadowQueue::is_direct);
+        Some(crate::trace::queue_track::QueueView { id, stats: s.stats(id, now)?, direct })
+    });
+    if catch_unwind(AssertUnwindSafe(|| t.observe(now, views))).is_err() {
+        t.recorder().sink().disable();
+        tracing::error!("xhsa: XHSA_TRACE: the tracer failed internally; nothing more is recorded (the file is closed at exit)");
+    }
+}
+
+/// Marks the next priority change of queue `id` on the trace as the application's.
+fn trace_application_priority(id: u64) {
+    if let Some(t) = global().gpus.of_queue(id).and_then(|(_, g)| g.trace.as_ref()) {
+        if let Ok(mut t) = t.try_lock() {
+            t.application_priority(QueueId(id));
+        }
+    }
+}
+
+/// Marks the next priority change of queue `id` on the trace as an operator's.
+fn trace_operator_priority(id: u64) {
+    if let Some(t) = global().gpus.of_queue(id).and_then(|(_, g)| g.trace.as_ref()) {
+        if let Ok(mut t) = t.try_lock() {
+            t.operator_priority(QueueId(id));
+        }
+    }
 }
 
 /// Runs `f` on the scheduler of GPU `gpu`, waiting for it; then the passes other threads asked
@@ -423,7 +464,17 @@ fn start_preemption(g: &Global, gpu: usize, link: std::sync::Arc<crate::board::l
     } else if let Some(fd) = g.seen.kfd_fd() {
         // SAFETY: `fd` is the descriptor the runtime's CREATE_QUEUE ioctl was made on, open while
         // its queues exist; libxhsa never closes it.
-        Box::new(unsafe { super::kfd_port::RuntimeKfd::borrow(fd) })
+        let port = unsafe { super::kfd_port::RuntimeKfd::borrow(fd) };
+        match &g.trace {
+            // XHSA_TRACE: the KFD calls and each queue's time off the GPU on the trace.
+            Some(sink) => Box::new(crate::trace::kfd::TracedKfd::new(
+                Box::new(port),
+                sink.recorder(),
+                gpu.min(u16::MAX as usize) as u16,
+                Box::new(|kfd_id| KFD_QUEUES.get(u64::from(kfd_id) + 1).map(QueueId)),
+            )),
+            None => Box::new(port),
+        }
     } else {
         tracing::warn!("xhsa: the runtime's KFD queue creation was not seen (libxhsa sees it when loaded with LD_PRELOAD), so its queues cannot be preempted: level 1 only");
         settings.mode = crate::preempt::PreemptMode::Off;
@@ -453,6 +504,7 @@ fn control(gpu: usize, q: QueueId, c: crate::board::layout::Control) -> (u32, i3
             } else {
                 None
             };
+            trace_operator_priority(q.0);
             let changed = with_gpu(gpu, |s, _, _, _| s.set_override(q, level).map(|p| (p, s.queue(q).map(|x| x.hw.queue))));
             match changed {
                 Some(Some((p, hw))) => {
@@ -492,6 +544,10 @@ fn register_preemptable(g: &Global, gpu: usize, id: u64, hw_ring: &AqlRing) {
         return;
     };
     if let (Some(kfd_id), Some(ring_bytes), Some(priority), Some(percentage)) = (k.id(), k.ring_bytes, k.priority, k.percentage) {
+        if g.trace.is_some() {
+            // KFD reuses the ids of destroyed queues: the newest owner replaces the old entry.
+            KFD_QUEUES.insert(u64::from(kfd_id) + 1, id);
+        }
         pre.add(crate::preempt::Target { queue: QueueId(id), kfd_id, ring_base: hw_ring.base, ring_bytes, priority, percentage });
     }
 }
@@ -824,7 +880,10 @@ pub(crate) unsafe fn set_priority(real: Option<SetPriorityFn>, queue: *mut hsa_q
     // SAFETY: the caller's queue or the hardware queue behind it.
     let status = inside(|| unsafe { real(hw_of(queue as u64) as *mut hsa_queue_t, hw_priority) });
     if let (Some(id), HSA_STATUS_SUCCESS, Some(p)) = (id, status, effective) {
-        with_queue(id, |s, _, _, _| s.set_priority(QueueId(id), p));
+        with_queue(id, |s, _, _, _| {
+            trace_application_priority(id);
+            s.set_priority(QueueId(id), p)
+        });
     }
     status
 }

@@ -17,6 +17,8 @@
 //! | `XHSA_CONFIG` | | path of a TOML config file (below); no file is read unless it is set | none |
 //! | `XHSA_LOG` | | a level (`off`, `error`, `warn`, `info`, `debug`, `trace`) or a comma-separated list of `LEVEL` and `TARGET=LEVEL` directives, `TARGET` being `xhsa` or a path under it ([`log_filter`]) | `warn` |
 //! | `XHSA_BOARD_DIR` | | directory of the per-GPU boards ([`crate::board::shared`]); every process that shares a GPU must use the same one | `/dev/shm` |
+//! | `XHSA_TRACE` | | a file path (`%p`: the process id, `%%`: `%`): write a trace of this process there ([`crate::trace`], `docs/trace.md`); read by [`crate::trace::settings`] | none: no trace |
+//! | `XHSA_TRACE_BUFFER` | | integer `16..=16777216`: events per trace buffer ([`crate::trace::settings`]) | 65536 |
 //!
 //! When a variable and its alias are both set, the `XHSA_` one is used (and the alias reported
 //! if it differs). The passthrough list is the union of the environment's and the config file's.
