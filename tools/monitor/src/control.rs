@@ -122,17 +122,20 @@ pub fn send(dir: &Path, target: Target, req: Request) -> Result<Vec<Outcome>, St
             }
             let (op, level) = req.op();
             match board.send_control(index, op, level, uid, monotonic_ns()) {
-                Some(seq) => sent.push((index, slot.queue_id, seq)),
+                Some(seq) => sent.push((index, slot.queue_id, seq, std::time::Instant::now())),
                 None => out.push(Outcome { node, pid: slot.pid, queue: slot.queue_id, result: Err("another controller kept the queue's control words busy; try again".into()) }),
             }
         }
-        for (index, queue, seq) in sent {
+        for (index, queue, seq, sent_at) in sent {
             let result = match board.wait_ack(index, seq, ANSWER_WAIT) {
-                Some(a) if a.status == ACK_APPLIED => Ok(match req {
-                    Request::SetPriority(_) | Request::ClearPriority => format!("priority level {} applied", a.detail),
-                    Request::Pause => "paused".into(),
-                    Request::Resume => "resumed".into(),
-                }),
+                Some(a) if a.status == ACK_APPLIED => {
+                    let took = format!(" (answered in {:.1} ms)", sent_at.elapsed().as_secs_f64() * 1e3);
+                    Ok(match req {
+                        Request::SetPriority(_) | Request::ClearPriority => format!("priority level {} applied{took}", a.detail),
+                        Request::Pause => format!("paused{took}"),
+                        Request::Resume => format!("resumed{took}"),
+                    })
+                }
                 Some(a) if a.status == ACK_ABOVE_CAP => Err(format!(
                     "refused by the process: level {} is above its control_max_level {} (the cap for non-root users, set in its XHSA_CONFIG)",
                     req.op().1,
@@ -218,6 +221,47 @@ pub fn clean(dir: &Path, force: bool) -> Result<Vec<String>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use xhsa::board::layout::Owner;
+    use xhsa::board::shared::{this_process, BoardPlace};
+    use xhsa::path::partition::{PartitionId, QueueId};
+    use xhsa::settings::priority::Priority;
+
+    #[test]
+    fn clean_clears_dead_owners_and_removes_only_boards_nobody_uses() {
+        let dir = std::env::temp_dir().join(format!("xhsa-monitor-clean-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let place = BoardPlace { dir: dir.clone(), group: None };
+        // A process that is gone: a child that exited.
+        let child = std::process::Command::new("true").spawn().unwrap();
+        let dead = Owner { pid: child.id(), start_time: 1 };
+        let mut child = child;
+        child.wait().unwrap();
+        {
+            let b = SharedBoard::open(&place, 7, 8).unwrap();
+            b.claim(dead, PartitionId(0), QueueId(1), Priority::default()).unwrap();
+        }
+        // Board 8 has a live owner: this process, which keeps it mapped.
+        let live = SharedBoard::open(&place, 8, 8).unwrap();
+        live.claim(this_process(), PartitionId(0), QueueId(2), Priority::default()).unwrap();
+        let lines = clean(&dir, false).unwrap();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].starts_with("removed") && lines[0].contains("gpu7") && lines[0].contains("1 slots of dead processes cleared"), "{lines:?}");
+        assert!(lines[1].starts_with("kept") && lines[1].contains("gpu8") && lines[1].contains(&std::process::id().to_string()), "{lines:?}");
+        assert!(!place.path(7, nix::unistd::getuid().as_raw()).exists());
+        // A board of another layout stays unless forced.
+        let old = dir.join("xhsa-u0-gpu9.board");
+        let mut bytes = vec![0u8; 4096];
+        bytes[..8].copy_from_slice(b"XHSABRD\0");
+        bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
+        std::fs::write(&old, &bytes).unwrap();
+        assert!(clean(&dir, false).unwrap().iter().any(|l| l.starts_with("not removed") && l.contains("--force")));
+        assert!(old.exists());
+        assert!(clean(&dir, true).unwrap().iter().any(|l| l.starts_with("removed") && l.contains("gpu9")));
+        assert!(!old.exists());
+        drop(live);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn targets_and_levels_parse_or_say_what_is_accepted() {
