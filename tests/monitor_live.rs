@@ -78,15 +78,21 @@ fn the_monitor_sees_and_steers_an_inference_and_a_batch_process() {
     // The batch process also writes a trace: the operator's priority change must be on it.
     batch_opts.env.push(("XHSA_TRACE".into(), dir.file("batch-%p.json").display().to_string()));
     let batch = spawn_under_emu(&prog, &["busy", stop.to_str().unwrap(), "90"], &batch_opts);
+    // A third process whose queues HIP creates and the passthrough list names: not shadowed,
+    // shown as passthrough.
+    let mut pass_opts = opts(&dir, &board, "1");
+    pass_opts.env.push(("XHSA_PASSTHROUGH_LIBS".into(), "libamdhip64.so".into()));
+    let pass = spawn_under_emu(&prog, &["busy", stop.to_str().unwrap(), "90"], &pass_opts);
     let scene = std::panic::catch_unwind(|| scene(&board));
     std::fs::write(&stop, b"").unwrap();
-    let (i, b) = (infer.wait(), batch.wait());
+    let (i, b, p) = (infer.wait(), batch.wait(), pass.wait());
     if let Err(e) = scene {
-        eprintln!("inference:\n{}\nbatch:\n{}", i.report(), b.report());
+        eprintln!("inference:\n{}\nbatch:\n{}\npassthrough:\n{}", i.report(), b.report(), p.report());
         std::panic::resume_unwind(e);
     }
     common::assert_passed(&i);
     common::assert_passed(&b);
+    common::assert_passed(&p);
     let (trace, _) = common::trace_file(&dir.path, "batch-");
     let events = common::read_trace(&trace);
     let by = |who: &str| events.iter().filter(|e| e["name"] == "priority" && e["args"]["by"].as_str().is_some_and(|b| b.starts_with(who))).count();
@@ -110,6 +116,10 @@ fn scene(board: &Path) {
     assert!(top(&iq) > top(&bq), "the inference's priority is above the batch job's: {snap}");
     let name = snap["gpus"][0]["processes"].as_array().unwrap().iter().find(|p| p["pid"].as_u64() == Some(ipid)).unwrap()["name"].as_str().unwrap().to_string();
     assert!(name.starts_with("shared_hip"), "process name {name:?}");
+    // The passthrough process's queues are there, unscheduled.
+    let s = until(board, Duration::from_secs(30), |s| process_at(s, 1).is_some()).unwrap_or_else(|| panic!("the passthrough process's queues never showed: {}", json(board)));
+    let (_, pq) = process_at(&s, 1).unwrap();
+    assert!(pq.iter().all(|q| q["state"] == "passthrough" && q["dispatched"].as_u64() == Some(0)), "{s}");
     // The counters move.
     let before = sum(&iq, "dispatched");
     until(board, Duration::from_secs(30), |s| process_at(s, 5).is_some_and(|(_, q)| sum(&q, "dispatched") > before)).expect("the inference's dispatches never moved");

@@ -141,6 +141,7 @@ impl BoardLink {
     pub fn join(&self, queue: QueueId, priority: Priority) -> bool {
         match self.board.claim(self.me, PartitionId(0), queue, priority) {
             Ok(handle) => {
+                self.board.publish_with(&handle, |s| s.name = self.name);
                 self.slots.lock().unwrap_or_else(|e| e.into_inner()).insert(queue, handle);
                 true
             }

@@ -82,6 +82,9 @@ static DOORBELLS: LazyLock<AddrMap> = LazyLock::new(AddrMap::new);
 /// Shadow `hsa_queue_t` address → hardware `hsa_queue_t` address.
 static HW_OF: LazyLock<AddrMap> = LazyLock::new(AddrMap::new);
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+/// Hardware queue address → libxhsa queue id of a queue passed through without a shadow (shown
+/// on the board only).
+static UNSHADOWED: LazyLock<AddrMap> = LazyLock::new(AddrMap::new);
 /// KFD queue id + 1 → queue id, for the trace's preemption track (`XHSA_TRACE` only).
 static KFD_QUEUES: LazyLock<AddrMap> = LazyLock::new(AddrMap::new);
 
@@ -304,6 +307,7 @@ pub(crate) unsafe fn queue_create(
             // SAFETY: on success ROCr wrote the queue's pointer.
             if let (HSA_STATUS_SUCCESS, Some(q)) = (status, unsafe { queue.as_ref() }.filter(|q| !q.is_null())) {
                 g.seen.queue_created(memory::read_u64(*q as u64 + DOORBELL));
+                show_unshadowed(g, agent, *q as u64, None);
             }
         });
         return status;
@@ -317,6 +321,7 @@ pub(crate) unsafe fn queue_create(
                 g.seen.queue_created(memory::read_u64(*q as u64 + DOORBELL));
                 WHITELISTED_QUEUES.fetch_add(1, Ordering::Relaxed);
                 tracing::info!("xhsa: a queue created by {lib} passes through unscheduled (passthrough entry {entry:?})");
+                show_unshadowed(g, agent, *q as u64, Some(&lib));
             }
         });
         return status;
@@ -644,8 +649,32 @@ pub(crate) unsafe fn queue_destroy(real: Option<QueueFn>, queue: *mut hsa_queue_
             g.seen.queue_destroyed(memory::read_u64(queue as u64 + DOORBELL));
         }
     });
+    if let Some(id) = UNSHADOWED.get(queue as u64) {
+        UNSHADOWED.remove(queue as u64);
+        let _ = catch_unwind(|| with_queue(id, |s, _, _, _| s.remove_unshadowed(QueueId(id))));
+        super::gpus::GPU_OF.remove(id);
+    }
     // SAFETY: the caller's arguments, unchanged, to the function they were meant for (# Safety).
     inside(|| unsafe { real(queue) })
+}
+
+/// Shows a queue libxhsa passes through without a shadow on its GPU's board (state
+/// `passthrough`), so that the monitor sees every queue; `library` created it.
+fn show_unshadowed(g: &Global, agent: hsa_agent_t, queue: u64, library: Option<&str>) {
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let Some(r) = rocr() else { return };
+        let node = inside(|| r.node_id(agent));
+        let Some((gpu, _)) = g.gpus.for_node(node) else { return };
+        attach_board(g, gpu, node);
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        if super::gpus::GPU_OF.insert(id, gpu as u64 + 1) && UNSHADOWED.insert(queue, id) {
+            let priority = g.settings.priority_for(StreamPriority::Normal, &g.identity, library);
+            with_gpu(gpu, |s, _, _, _| s.add_unshadowed(QueueId(id), priority));
+        }
+    }));
+    if r.is_err() {
+        tracing::debug!("xhsa: a passthrough queue could not be shown on the board");
+    }
 }
 
 fn destroy_shadow(real: QueueFn, shadow: u64, id: QueueId) -> hsa_status_t {

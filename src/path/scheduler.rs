@@ -257,6 +257,9 @@ pub struct Scheduler {
     requested: BTreeMap<QueueId, Priority>,
     /// Levels an operator set (`xhsactl set-priority`), overriding the requested level.
     overrides: BTreeMap<QueueId, Level>,
+    /// Queues libxhsa does not shadow (a passthrough library's, cooperative ones), shown on the
+    /// board for the monitor only, at the priority their process would have.
+    unshadowed: BTreeMap<QueueId, Priority>,
 }
 
 fn add_stats(total: &mut Summary, q: &ShadowQueue, s: Option<&QueueStats>) {
@@ -291,6 +294,7 @@ impl Scheduler {
             notifier: None,
             requested: BTreeMap::new(),
             overrides: BTreeMap::new(),
+            unshadowed: BTreeMap::new(),
         }
     }
 
@@ -313,12 +317,46 @@ impl Scheduler {
             }
         }
         self.board = Some(board);
+        for (&id, &p) in &self.unshadowed.clone() {
+            self.show_unshadowed(id, p);
+        }
+    }
+
+    /// A queue libxhsa passes through without a shadow (a passthrough library's, a cooperative
+    /// one): not scheduled, but shown on the board as `passthrough` (no counters: its packets
+    /// never pass through libxhsa; it never has work others must yield to).
+    pub fn add_unshadowed(&mut self, id: QueueId, priority: Priority) {
+        self.unshadowed.insert(id, priority);
+        self.show_unshadowed(id, priority);
+    }
+
+    fn show_unshadowed(&self, id: QueueId, priority: Priority) {
+        if let Some(b) = &self.board {
+            b.join(id, priority);
+            let stats = QueueStats {
+                priority: priority.rank(),
+                requested: priority.rank(),
+                flags: crate::board::stats::FLAG_PASSTHROUGH,
+                state: QueueState::Passthrough.code(),
+                ..QueueStats::default()
+            };
+            b.publish(id, &stats);
+        }
+    }
+
+    /// An unshadowed queue was destroyed.
+    pub fn remove_unshadowed(&mut self, id: QueueId) {
+        if self.unshadowed.remove(&id).is_some() {
+            if let Some(b) = &self.board {
+                b.leave(id);
+            }
+        }
     }
 
     /// Frees every slot of this process's queues on the board (process exit).
     pub fn leave_board(&mut self) {
         if let Some(b) = &self.board {
-            for id in self.queues.keys() {
+            for id in self.queues.keys().chain(self.unshadowed.keys()) {
                 b.leave(*id);
             }
         }

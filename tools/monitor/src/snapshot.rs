@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use xhsa::board::layout::Slot;
 use xhsa::board::link::monotonic_ns;
-use xhsa::board::shared::{board_files, is_alive, BoardError, SharedBoard};
+use xhsa::board::shared::{board_files, is_alive, process_name, BoardError, SharedBoard};
 use xhsa::board::stats::{latency_bucket_limit_us, QueueState, FLAG_HELD, FLAG_OVERRIDDEN, FLAG_PAUSED, LATENCY_BUCKETS};
 use xhsa::settings::priority::{Priority, StreamPriority};
 
@@ -188,6 +188,10 @@ pub fn gpu_of(board: &SharedBoard, path: &Path, node: u32, now: u64) -> Gpu {
         let p = procs.entry(slot.pid).or_insert_with(|| Process { pid: slot.pid, name: slot.name(), alive: is_alive(slot.owner()), queues: Vec::new() });
         if p.name.is_empty() {
             p.name = slot.name();
+        }
+        if p.name.is_empty() && p.alive {
+            // A slot read between its claim and its first publish.
+            p.name = process_name(slot.pid).unwrap_or_default();
         }
         p.queues.push(Queue::from_slot(&slot, index, now));
     }
