@@ -12,6 +12,11 @@ use crate::board::stats::{latency_bucket, LATENCY_BUCKETS};
 use crate::path::window::{Nanos, Seq};
 use std::collections::VecDeque;
 
+/// Most batches remembered: beyond, the two oldest merge (their packets count from the older
+/// one's time, an upper bound), so a queue whose completions are not observed for a long time
+/// (untracked while it is alone) keeps bounded memory.
+pub const MAX_BATCHES: usize = 1024;
+
 /// Batches in flight and the histogram of those completed; see the module doc.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Latency {
@@ -24,6 +29,12 @@ impl Latency {
     /// `packets` packets ending with sequence number `last` were written to the hardware at `now`.
     pub fn forwarded(&mut self, last: Seq, packets: u64, now: Nanos) {
         if packets > 0 {
+            if self.batches.len() >= MAX_BATCHES {
+                if let (Some((_, n0, at0)), Some(second)) = (self.batches.pop_front(), self.batches.front_mut()) {
+                    second.1 += n0;
+                    second.2 = at0;
+                }
+            }
             self.batches.push_back((last, packets, now));
         }
     }
@@ -71,5 +82,17 @@ mod tests {
         assert_eq!(l.outstanding(), 0);
         l.completed_through(4, 9_000_000);
         assert_eq!(l.histogram().iter().sum::<u32>(), 5, "idempotent");
+    }
+
+    #[test]
+    fn unobserved_batches_stay_bounded_and_every_packet_still_counts() {
+        let mut l = Latency::default();
+        for i in 0..(MAX_BATCHES as u64 * 3) {
+            l.forwarded(i, 2, i * 1_000);
+        }
+        assert_eq!(l.outstanding(), MAX_BATCHES);
+        l.completed_through(MAX_BATCHES as u64 * 3, 10_000_000_000);
+        assert_eq!(l.histogram().iter().sum::<u32>(), MAX_BATCHES as u32 * 6);
+        assert_eq!(l.outstanding(), 0);
     }
 }
