@@ -45,6 +45,10 @@
 //! - [`settings`]: [`settings::config`] (environment and config file), [`settings::priority`],
 //!   [`settings::whitelist`] (passthrough library matching) and [`settings::fault`]
 //!   (`XHSA_FAULT_INJECT`, a test knob).
+//! - [`trace`]: `XHSA_TRACE`, a timeline of each queue (packets taken, held, forwarded,
+//!   completed; priority changes; time off the GPU) and of the preemption's KFD calls, recorded
+//!   in bounded buffers and written as Chrome trace-event JSON by a writer thread
+//!   (`docs/trace.md`); off the data path's decisions, and absent when unset.
 //!
 //! `unsafe` lives in [`entry`]'s FFI modules and in [`board::shm`] (the cast of the mapped board
 //! to atomics); every other module is `#![forbid(unsafe_code)]` and tested without a runtime.
@@ -54,6 +58,7 @@ pub mod entry;
 pub mod path;
 pub mod preempt;
 pub mod settings;
+pub mod trace;
 
 /// The symbols `libxhsa.so` exports, and nothing else. `tests/exports.rs` checks the built
 /// library against this list, so a symbol can neither leak nor be hidden by accident (the way a

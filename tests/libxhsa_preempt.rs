@@ -92,7 +92,10 @@ impl Scene {
 #[test]
 fn a_batch_process_is_preempted_for_a_higher_priority_one_and_put_back() {
     let _lock = run_lock(true);
-    let scene = busy_scene("preempt", &[]);
+    // The busy process also writes an XHSA_TRACE (docs/trace.md): its preemptions are spans there.
+    let traces = DeviceDir::new("preempt-trace");
+    let trace = traces.file("busy-%p.json").display().to_string();
+    let scene = busy_scene("preempt", &[("XHSA_TRACE", &trace)]);
     let victim = scene.victim("3", &[]).wait();
     assert_passed(&victim);
     // The victim's work is done: the busy queue is back on the GPU within a moment.
@@ -103,6 +106,22 @@ fn a_batch_process_is_preempted_for_a_higher_priority_one_and_put_back() {
     assert_eq!((back, now), (off, 0), "every preemption is undone\n{}", busy.report());
     let (v_off, _, _) = preemptions(&victim).expect("victim summary");
     assert_eq!(v_off, 0, "the high-priority process never preempts itself\n{}", victim.report());
+    // Each time off the GPU is one span on the queue's track, the KFD calls are spans on the
+    // GPU's preemption track.
+    let (path, _) = common::trace_file(&traces.path, "busy-");
+    let events = common::read_trace(&path);
+    let spans = |pred: &dyn Fn(&serde_json::Value) -> bool| events.iter().filter(|e| e["ph"] == "X" && pred(e)).count() as u64;
+    let names: std::collections::BTreeMap<u64, String> = events
+        .iter()
+        .filter(|e| e["name"] == "thread_name")
+        .map(|e| (e["tid"].as_u64().unwrap(), e["args"]["name"].as_str().unwrap().to_string()))
+        .collect();
+    let track = |e: &serde_json::Value| names.get(&e["tid"].as_u64().unwrap()).cloned().unwrap_or_default();
+    let off_spans = spans(&|e| e["name"] == "off the GPU" && track(e).starts_with("queue ") && e["args"].get("still_off_at_exit").is_none());
+    assert_eq!(off_spans, off, "one closed `off the GPU` span per preemption in {}", path.display());
+    let kfd_calls = spans(&|e| track(e).starts_with("preemption, GPU") && e["args"]["ok"] == true);
+    assert!(kfd_calls >= 2 * off, "a KFD call to take each queue off and one to put it back: {kfd_calls} for {off}");
+    assert_eq!(events.last().unwrap()["name"], "trace end", "{}", path.display());
 }
 
 #[test]

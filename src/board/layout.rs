@@ -10,9 +10,9 @@
 //! slot with a compare-and-swap on [`state`](Slot::state). Everything here assumes it was handed
 //! a consistent copy.
 //!
-//! # Layout, version 2
+//! # Layout, version 3
 //!
-//! All fields little endian and naturally aligned; the file is `64 + slot_count * 128` bytes
+//! All fields little endian and naturally aligned; the file is `64 + slot_count * 320` bytes
 //! ([`board_size`]).
 //!
 //! Header ([`BoardHeader`], 64 bytes at offset 0):
@@ -20,9 +20,9 @@
 //! | offset | type       | field            | value                                          |
 //! |-------:|------------|------------------|------------------------------------------------|
 //! | 0      | `u64`      | `magic`          | [`BOARD_MAGIC`], the bytes `XHSABRD\0`         |
-//! | 8      | `u32`      | `layout_version` | [`BOARD_LAYOUT_VERSION`] (1)                   |
+//! | 8      | `u32`      | `layout_version` | [`BOARD_LAYOUT_VERSION`] (3)                   |
 //! | 12     | `u32`      | `slot_count`     | number of slots, `1..=`[`MAX_SLOT_COUNT`]      |
-//! | 16     | `u32`      | `slot_size`      | 128                                            |
+//! | 16     | `u32`      | `slot_size`      | 320                                            |
 //! | 20     | `u32`      | `stats_version`  | [`STATS_LAYOUT_VERSION`] of the embedded stats |
 //! | 24     | `u32`      | `header_size`    | 64                                             |
 //! | 28     | `u32`      | `gpu_id`         | the device: its KFD node id (see below)        |
@@ -33,7 +33,7 @@
 //! | 48     | `u64`      | `wake_ns`        | `CLOCK_MONOTONIC` ns of the last bump of `wake` (wake-up latency) |
 //! | 56     | `u64`      | `reserved`       | zero                                           |
 //!
-//! Slot `i` ([`Slot`], 128 bytes at offset `64 + 128 * i`):
+//! Slot `i` ([`Slot`], 320 bytes at offset `64 + 320 * i`):
 //!
 //! | offset | type         | field         | meaning                                                        |
 //! |-------:|--------------|---------------|----------------------------------------------------------------|
@@ -43,11 +43,21 @@
 //! | 12     | `u32`        | `partition`   | CU partition id of the queue                                   |
 //! | 16     | `u64`        | `owner_start` | owner's start time (`/proc/<pid>/stat` field 22), 0 if unknown |
 //! | 24     | `u64`        | `queue_id`    | the owner's [`QueueId`]                                        |
-//! | 32     | `QueueStats` | `stats`       | priority, pending, in flight, counters ([`crate::board::stats`])       |
-//! | 96     | `[u64; 4]`   | `reserved`    | zero                                                           |
+//! | 32     | `QueueStats` | `stats`       | priorities, state, counters, latency histogram ([`crate::board::stats`], 160 bytes) |
+//! | 192    | `[u8; 16]`   | `name`        | the owner's process name (`comm`), NUL-padded                  |
+//! | 208    | `[RecentPreemption; 4]` | `recent` | the last preemptions, newest first: `start_ns` (`CLOCK_MONOTONIC`), `duration_ns` (0 while still off); zeros when unused |
+//! | 272    | `Control`    | `control`     | a request of `xhsactl` ([`Control`]): `seq`, `op`, `level`, `uid` |
+//! | 288    | `Ack`        | `ack`         | the owner's answer ([`Ack`]): `seq`, `status`, `detail`, reserved |
+//! | 304    | `[u64; 2]`   | `reserved`    | zero                                                           |
 //!
-//! Version 2 added `wake` and `waiters` (version 1 had zeros there) and the stats' packet-time
-//! estimate (see [`crate::board::stats`]): each process's preemption watcher blocks on `wake`
+//! The owner writes bytes 8..272 under the seqlock; `control` is written by controllers and
+//! `ack` by the owner outside it (each word atomically, the protocol is in
+//! [`crate::board::shared`]).
+//!
+//! Version 3 grew the slot from 128 to 320 bytes for `xhsa-top` and `xhsactl`: the stats'
+//! requested priority, state, preemption counters and latency histogram, the process name, the
+//! recent preemptions, and the control/ack words. Version 2 added `wake` and `waiters` (version 1
+//! had zeros there) and the stats' packet-time estimate (see [`crate::board::stats`]): each process's preemption watcher blocks on `wake`
 //! (`FUTEX_WAIT` on the shared mapping) and every publisher whose queue's priority or "has work"
 //! changed bumps it and wakes the waiters, so a batch process learns of a latency-critical
 //! request within a futex wake-up, without polling.
@@ -69,14 +79,14 @@ use std::fmt;
 /// `XHSABRD\0`, little endian.
 pub const BOARD_MAGIC: u64 = u64::from_le_bytes(*b"XHSABRD\0");
 /// Version of the board layout.
-pub const BOARD_LAYOUT_VERSION: u32 = 2;
+pub const BOARD_LAYOUT_VERSION: u32 = 3;
 /// Size of the header in bytes.
 pub const HEADER_SIZE: usize = 64;
 /// Size of one slot in bytes.
-pub const SLOT_SIZE: usize = 128;
-/// Slots a board has unless configured otherwise (one per queue: 128 KiB in all).
+pub const SLOT_SIZE: usize = 320;
+/// Slots a board has unless configured otherwise (one per queue: 320 KiB in all).
 pub const DEFAULT_SLOT_COUNT: u32 = 1024;
-/// Most slots a board may have (8 MiB).
+/// Most slots a board may have (20 MiB).
 pub const MAX_SLOT_COUNT: u32 = 65536;
 
 /// `state` of an unused slot.
@@ -165,10 +175,10 @@ impl fmt::Display for LayoutError {
         match self {
             LayoutError::BadMagic(m) => write!(f, "not an xhsa board (magic {m:#018x})"),
             LayoutError::Version { found, expected } => {
-                write!(f, "board layout version {found}, this libxhsa uses {expected}")
+                write!(f, "board layout version {found}, this build of xhsa reads and writes version {expected} (the board was made by another release of xhsa: use tools and libraries of one release, or another XHSA_BOARD_DIR)")
             }
             LayoutError::StatsVersion { found, expected } => {
-                write!(f, "board stats layout version {found}, this libxhsa uses {expected}")
+                write!(f, "board stats layout version {found}, this build of xhsa reads and writes version {expected} (another release of xhsa made the board)")
             }
             LayoutError::Size { found: (h, s) } => {
                 write!(f, "board header/slot sizes {h}/{s}, expected {HEADER_SIZE}/{SLOT_SIZE}")
@@ -236,6 +246,80 @@ pub struct Owner {
     pub start_time: u64,
 }
 
+/// Recent preemptions a slot keeps.
+pub const RECENT_PREEMPTIONS: usize = 4;
+/// Bytes of the process name.
+pub const NAME_BYTES: usize = 16;
+
+/// One preemption of a queue, as its slot keeps it.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct RecentPreemption {
+    /// `CLOCK_MONOTONIC` nanoseconds when it was taken off (0: unused entry).
+    pub start_ns: u64,
+    /// How long it stayed off; 0 while still off.
+    pub duration_ns: u64,
+}
+
+/// `Control::op`: no request.
+pub const OP_NONE: u32 = 0;
+/// `Control::op`: run the queue at level `level` (the operator's override).
+pub const OP_SET_PRIORITY: u32 = 1;
+/// `Control::op`: drop the operator's override (back to the requested priority).
+pub const OP_CLEAR_PRIORITY: u32 = 2;
+/// `Control::op`: pause: hold the queue's packets and take it off the GPU.
+pub const OP_PAUSE: u32 = 3;
+/// `Control::op`: resume a paused queue.
+pub const OP_RESUME: u32 = 4;
+
+/// A controller's request to the owner of a slot (`xhsactl`).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct Control {
+    /// Even when complete; a controller makes it odd while it writes the other words.
+    pub seq: u32,
+    /// `OP_*`.
+    pub op: u32,
+    /// The level of [`OP_SET_PRIORITY`].
+    pub level: i32,
+    /// The controller's real uid (the owner enforces the cap of non-root users).
+    pub uid: u32,
+}
+
+/// `Ack::status`: applied.
+pub const ACK_APPLIED: u32 = 1;
+/// `Ack::status`: refused, the level is above the cap for non-root users (`detail`: the cap).
+pub const ACK_ABOVE_CAP: u32 = 2;
+/// `Ack::status`: refused, the operation is unknown to the owner's libxhsa.
+pub const ACK_UNKNOWN_OP: u32 = 3;
+/// `Ack::status`: refused, the level is not a level (`-256..=255`).
+pub const ACK_BAD_LEVEL: u32 = 4;
+
+/// The owner's answer to the last [`Control`] it read.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct Ack {
+    /// The `Control::seq` answered.
+    pub seq: u32,
+    /// `ACK_*`.
+    pub status: u32,
+    /// Detail of a refusal (the cap for [`ACK_ABOVE_CAP`]).
+    pub detail: i32,
+    /// Zero.
+    pub reserved: u32,
+}
+
+/// A process name as the slot stores it: the first [`NAME_BYTES`] bytes, NUL-padded.
+pub fn name_bytes(name: &str) -> [u8; NAME_BYTES] {
+    let mut out = [0u8; NAME_BYTES];
+    let mut n = name.len().min(NAME_BYTES);
+    while !name.is_char_boundary(n) {
+        n -= 1;
+    }
+    out[..n].copy_from_slice(&name.as_bytes()[..n]);
+    out
+}
+
 /// One board slot; see the module doc.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
@@ -254,8 +338,16 @@ pub struct Slot {
     pub queue_id: u64,
     /// The queue's published counters.
     pub stats: QueueStats,
+    /// The owner's process name, NUL-padded.
+    pub name: [u8; NAME_BYTES],
+    /// The last preemptions, newest first.
+    pub recent: [RecentPreemption; RECENT_PREEMPTIONS],
+    /// A controller's request.
+    pub control: Control,
+    /// The owner's answer.
+    pub ack: Ack,
     /// Zero.
-    pub reserved: [u64; 4],
+    pub reserved: [u64; 2],
 }
 
 impl Slot {
@@ -269,9 +361,15 @@ impl Slot {
             partition: partition.0,
             owner_start: owner.start_time,
             queue_id: queue.0,
-            stats: QueueStats { priority: priority.rank(), ..QueueStats::default() },
-            reserved: [0; 4],
+            stats: QueueStats { priority: priority.rank(), requested: priority.rank(), ..QueueStats::default() },
+            ..Slot::default()
         }
+    }
+
+    /// The owner's process name.
+    pub fn name(&self) -> String {
+        let end = self.name.iter().position(|&b| b == 0).unwrap_or(NAME_BYTES);
+        String::from_utf8_lossy(&self.name[..end]).into_owned()
     }
 
     /// Whether a live queue owns the slot.
@@ -444,7 +542,7 @@ mod tests {
     const B: Owner = Owner { pid: 200, start_time: 7 };
 
     #[test]
-    fn layout_v2() {
+    fn layout_v3() {
         assert_eq!(size_of::<BoardHeader>(), HEADER_SIZE);
         assert_eq!(align_of::<BoardHeader>(), 8);
         assert_eq!(offset_of!(BoardHeader, magic), 0);
@@ -470,10 +568,27 @@ mod tests {
         assert_eq!(offset_of!(Slot, owner_start), 16);
         assert_eq!(offset_of!(Slot, queue_id), 24);
         assert_eq!(offset_of!(Slot, stats), 32);
-        assert_eq!(offset_of!(Slot, reserved), 96);
+        assert_eq!(offset_of!(Slot, name), 192);
+        assert_eq!(offset_of!(Slot, recent), 208);
+        assert_eq!(offset_of!(Slot, control), 272);
+        assert_eq!(offset_of!(Slot, ack), 288);
+        assert_eq!(offset_of!(Slot, reserved), 304);
+        assert_eq!(size_of::<RecentPreemption>(), 16);
+        assert_eq!(size_of::<Control>(), 16);
+        assert_eq!(size_of::<Ack>(), 16);
 
         assert_eq!(&BOARD_MAGIC.to_le_bytes(), b"XHSABRD\0");
-        assert_eq!(board_size(DEFAULT_SLOT_COUNT), 64 + 128 * 1024);
+        assert_eq!(board_size(DEFAULT_SLOT_COUNT), 64 + 320 * 1024);
+    }
+
+    #[test]
+    fn names_are_cut_at_16_bytes_on_a_character_boundary() {
+        let mut slot = Slot { name: name_bytes("inference"), ..Slot::default() };
+        assert_eq!(slot.name(), "inference");
+        slot.name = name_bytes("a-very-long-process-name");
+        assert_eq!(slot.name(), "a-very-long-proc");
+        slot.name = name_bytes("ééééééééé"); // 18 bytes: the 9th character does not fit whole
+        assert_eq!(slot.name(), "éééééééé");
     }
 
     #[test]
@@ -489,11 +604,11 @@ mod tests {
         let bad = BoardHeader { magic: 0, ..h };
         assert_eq!(bad.validate(usize::MAX), Err(LayoutError::BadMagic(0)));
         let bad = BoardHeader { layout_version: 1, ..h };
-        assert_eq!(bad.validate(usize::MAX), Err(LayoutError::Version { found: 1, expected: 2 }));
+        assert_eq!(bad.validate(usize::MAX), Err(LayoutError::Version { found: 1, expected: 3 }));
         let bad = BoardHeader { stats_version: 9, ..h };
         assert!(matches!(bad.validate(usize::MAX), Err(LayoutError::StatsVersion { found: 9, .. })));
-        let bad = BoardHeader { slot_size: 64, ..h };
-        assert_eq!(bad.validate(usize::MAX), Err(LayoutError::Size { found: (64, 64) }));
+        let bad = BoardHeader { slot_size: 128, ..h };
+        assert_eq!(bad.validate(usize::MAX), Err(LayoutError::Size { found: (64, 128) }));
         let bad = BoardHeader { slot_count: 0, ..h };
         assert_eq!(bad.validate(usize::MAX), Err(LayoutError::SlotCount(0)));
         assert!(LayoutError::Version { found: 2, expected: 1 }.to_string().contains("version 2"));

@@ -14,9 +14,9 @@
 
 #![forbid(unsafe_code)]
 
-use crate::board::layout::Owner;
-use crate::board::shared::{is_alive, this_process, BoardError, BoardPlace, SharedBoard, SlotHandle};
-use crate::board::stats::QueueStats;
+use crate::board::layout::{name_bytes, Control, Owner, RecentPreemption, Slot, NAME_BYTES, RECENT_PREEMPTIONS};
+use crate::board::shared::{is_alive, process_name, this_process, BoardError, BoardPlace, SharedBoard, SlotHandle};
+use crate::board::stats::{QueueState, QueueStats, FLAG_PAUSED};
 use crate::path::partition::{PartitionId, QueueId};
 use crate::path::scheduler::Board;
 use crate::path::window::Contention;
@@ -45,11 +45,61 @@ pub fn place_from_settings(settings: &Settings) -> Result<BoardPlace, String> {
     Ok(BoardPlace { dir: settings.board_dir.clone(), group })
 }
 
+/// What this process knows of one of its queues' preemptions, merged into every publish.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+struct PreemptRecord {
+    count: u64,
+    /// Time off in spells that ended, nanoseconds.
+    total_ns: u64,
+    /// `CLOCK_MONOTONIC` of the current spell's start, while off.
+    off_since: Option<u64>,
+    /// Newest first.
+    recent: [RecentPreemption; RECENT_PREEMPTIONS],
+}
+
+impl PreemptRecord {
+    fn taken_off(&mut self, now: u64) {
+        if self.off_since.is_some() {
+            return;
+        }
+        self.count += 1;
+        self.off_since = Some(now);
+        self.recent.copy_within(0..RECENT_PREEMPTIONS - 1, 1);
+        self.recent[0] = RecentPreemption { start_ns: now, duration_ns: 0 };
+    }
+
+    fn put_back(&mut self, now: u64) {
+        if let Some(since) = self.off_since.take() {
+            let d = now.saturating_sub(since).max(1);
+            self.total_ns += d;
+            if self.recent[0].start_ns == since {
+                self.recent[0].duration_ns = d;
+            }
+        }
+    }
+
+    /// Writes the record into a slot about to be published at `now`.
+    fn apply(&self, slot: &mut Slot, now: u64) {
+        slot.stats.preemptions = self.count;
+        slot.stats.preempted_ns = self.total_ns + self.off_since.map_or(0, |s| now.saturating_sub(s));
+        if self.off_since.is_some() {
+            slot.stats.state = QueueState::Preempted.code();
+        } else if slot.stats.state() == QueueState::Preempted {
+            slot.stats.state = QueueState::Running.code();
+        }
+        slot.recent = self.recent;
+    }
+}
+
 /// The link to one GPU's board.
 pub struct BoardLink {
     board: SharedBoard,
     me: Owner,
+    /// This process's name, as its slots show it.
+    name: [u8; NAME_BYTES],
+    /// Slot handles, and what the preemption watcher recorded, of this process's queues.
     slots: Mutex<HashMap<QueueId, SlotHandle>>,
+    preemptions: Mutex<HashMap<QueueId, PreemptRecord>>,
     /// Other processes had live slots at the last [`BoardLink::contention`].
     others: AtomicBool,
     /// This process's watcher is blocked on the board.
@@ -68,10 +118,13 @@ impl BoardLink {
     pub fn open(place: &BoardPlace, node: u32) -> Result<BoardLink, BoardError> {
         let board = SharedBoard::open(place, node, crate::board::layout::DEFAULT_SLOT_COUNT)?;
         board.cleanup_stale(is_alive);
+        let me = this_process();
         Ok(BoardLink {
             board,
-            me: this_process(),
+            me,
+            name: name_bytes(&process_name(me.pid).unwrap_or_default()),
             slots: Mutex::new(HashMap::new()),
+            preemptions: Mutex::new(HashMap::new()),
             others: AtomicBool::new(false),
             own_waiting: AtomicBool::new(false),
             own_interest: AtomicBool::new(true),
@@ -88,6 +141,7 @@ impl BoardLink {
     pub fn join(&self, queue: QueueId, priority: Priority) -> bool {
         match self.board.claim(self.me, PartitionId(0), queue, priority) {
             Ok(handle) => {
+                self.board.publish_with(&handle, |s| s.name = self.name);
                 self.slots.lock().unwrap_or_else(|e| e.into_inner()).insert(queue, handle);
                 true
             }
@@ -95,24 +149,74 @@ impl BoardLink {
         }
     }
 
-    /// Publishes `queue`'s counters (claiming a slot again if its slot was taken away).
+    /// Publishes `queue`'s counters (claiming a slot again if its slot was taken away), with
+    /// the process name and what the preemption watcher recorded of the queue.
     pub fn publish(&self, queue: QueueId, stats: &QueueStats) {
         let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         let Some(handle) = slots.get(&queue).copied() else { return };
-        if self.board.publish(&handle, stats) {
+        let record = self.record(queue);
+        let now = monotonic_ns();
+        let fill = |slot: &mut Slot| {
+            slot.stats = *stats;
+            slot.name = self.name;
+            record.apply(slot, now);
+        };
+        if self.board.publish_with(&handle, fill) {
             return;
         }
         slots.remove(&queue);
         if let Some(priority) = stats.priority() {
             if let Ok(handle) = self.board.claim(self.me, PartitionId(0), queue, priority) {
-                self.board.publish(&handle, stats);
+                self.board.publish_with(&handle, fill);
                 slots.insert(queue, handle);
             }
         }
     }
 
+    fn record(&self, queue: QueueId) -> PreemptRecord {
+        self.preemptions.lock().unwrap_or_else(|e| e.into_inner()).get(&queue).copied().unwrap_or_default()
+    }
+
+    /// The watcher took `queues` off the GPU (`off`) or put them back: recorded and published
+    /// at once (state, counters, recent preemptions; the other counters as last published).
+    pub fn preempted(&self, queues: &[QueueId], off: bool) {
+        let now = monotonic_ns();
+        let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        for q in queues {
+            let record = {
+                let mut all = self.preemptions.lock().unwrap_or_else(|e| e.into_inner());
+                let r = all.entry(*q).or_default();
+                if off {
+                    r.taken_off(now);
+                } else {
+                    r.put_back(now);
+                }
+                *r
+            };
+            if let Some(handle) = slots.get(q) {
+                self.board.publish_with(handle, |slot| record.apply(slot, now));
+            }
+        }
+    }
+
+    /// The controllers' requests waiting for this process's queues.
+    pub fn controls(&self) -> Vec<(QueueId, Control)> {
+        let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out: Vec<(QueueId, Control)> = slots.iter().filter_map(|(q, h)| Some((*q, self.board.pending_control(h.index())?))).collect();
+        out.sort_by_key(|(q, _)| *q);
+        out
+    }
+
+    /// Answers request `seq` for `queue`.
+    pub fn answer(&self, queue: QueueId, seq: u32, status: u32, detail: i32) {
+        if let Some(h) = self.slots.lock().unwrap_or_else(|e| e.into_inner()).get(&queue) {
+            self.board.acknowledge(h.index(), seq, status, detail);
+        }
+    }
+
     /// Frees `queue`'s slot.
     pub fn leave(&self, queue: QueueId) {
+        self.preemptions.lock().unwrap_or_else(|e| e.into_inner()).remove(&queue);
         if let Some(handle) = self.slots.lock().unwrap_or_else(|e| e.into_inner()).remove(&queue) {
             self.board.release(handle);
         }
@@ -193,6 +297,7 @@ impl Watch for BoardLink {
                         in_flight: st.in_flight,
                         packet_ns: st.packet_ns,
                         preemptable: false,
+                        paused: st.has_flag(FLAG_PAUSED),
                     });
                 }
             } else if let Some(p) = slot.priority_with_work() {
@@ -204,6 +309,18 @@ impl Watch for BoardLink {
 
     fn housekeeping(&self) {
         self.cleanup_dead();
+    }
+
+    fn preempted(&self, queues: &[QueueId], off: bool) {
+        BoardLink::preempted(self, queues, off);
+    }
+
+    fn controls(&self) -> Vec<(QueueId, Control)> {
+        BoardLink::controls(self)
+    }
+
+    fn answer(&self, queue: QueueId, seq: u32, status: u32, detail: i32) {
+        BoardLink::answer(self, queue, seq, status, detail);
     }
 }
 

@@ -29,11 +29,11 @@
 #![forbid(unsafe_code)]
 
 use crate::board::layout::{
-    board_size, summarize, BoardFull, BoardHeader, LayoutError, Owner, Slot, Summary, BOARD_MAGIC, HEADER_SIZE,
-    SLOT_CLEARING, SLOT_FREE, SLOT_LIVE, SLOT_SIZE,
+    board_size, summarize, Ack, BoardFull, BoardHeader, Control, LayoutError, Owner, RecentPreemption, Slot, Summary,
+    BOARD_MAGIC, HEADER_SIZE, NAME_BYTES, RECENT_PREEMPTIONS, SLOT_CLEARING, SLOT_FREE, SLOT_LIVE, SLOT_SIZE,
 };
 use crate::board::shm::SharedWords;
-use crate::board::stats::QueueStats;
+use crate::board::stats::{QueueStats, LATENCY_BUCKETS};
 use crate::path::partition::{PartitionId, QueueId};
 use crate::settings::priority::Priority;
 use std::fmt;
@@ -166,7 +166,14 @@ fn header_from_words(w: &[u32; HEADER_WORDS]) -> BoardHeader {
     }
 }
 
-/// A slot as 32 words, in the layout of [`crate::board::layout`].
+/// Word index of the first word after the owner's seqlocked part (the control words follow).
+const OWNER_END: usize = 68;
+/// Word index of [`Control`]'s `seq`.
+const CONTROL_WORD: usize = 68;
+/// Word index of [`Ack`]'s `seq`.
+const ACK_WORD: usize = 72;
+
+/// A slot as its 80 words, in the layout of [`crate::board::layout`].
 pub fn slot_to_words(s: &Slot) -> [u32; SLOT_WORDS] {
     let mut w = [0u32; SLOT_WORDS];
     let put64 = |w: &mut [u32; SLOT_WORDS], i: usize, v: u64| {
@@ -190,15 +197,45 @@ pub fn slot_to_words(s: &Slot) -> [u32; SLOT_WORDS] {
     put64(&mut w, 18, st.throttle_ns);
     put64(&mut w, 20, st.throttle_events);
     put64(&mut w, 22, st.packet_ns);
-    for (i, r) in s.reserved.iter().enumerate() {
-        put64(&mut w, 24 + 2 * i, *r);
+    w[24] = st.requested as u32;
+    w[25] = st.state;
+    put64(&mut w, 26, st.preemptions);
+    put64(&mut w, 28, st.preempted_ns);
+    w[30..30 + LATENCY_BUCKETS].copy_from_slice(&st.latency);
+    put64(&mut w, 46, st.reserved);
+    for (i, chunk) in s.name.chunks_exact(4).enumerate() {
+        w[48 + i] = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
     }
+    for (i, r) in s.recent.iter().enumerate() {
+        put64(&mut w, 52 + 4 * i, r.start_ns);
+        put64(&mut w, 54 + 4 * i, r.duration_ns);
+    }
+    w[CONTROL_WORD] = s.control.seq;
+    w[CONTROL_WORD + 1] = s.control.op;
+    w[CONTROL_WORD + 2] = s.control.level as u32;
+    w[CONTROL_WORD + 3] = s.control.uid;
+    w[ACK_WORD] = s.ack.seq;
+    w[ACK_WORD + 1] = s.ack.status;
+    w[ACK_WORD + 2] = s.ack.detail as u32;
+    w[ACK_WORD + 3] = s.ack.reserved;
+    put64(&mut w, 76, s.reserved[0]);
+    put64(&mut w, 78, s.reserved[1]);
     w
 }
 
 /// The inverse of [`slot_to_words`].
 pub fn slot_from_words(w: &[u32; SLOT_WORDS]) -> Slot {
     let u64_at = |i: usize| u64::from(w[i]) | (u64::from(w[i + 1]) << 32);
+    let mut latency = [0u32; LATENCY_BUCKETS];
+    latency.copy_from_slice(&w[30..30 + LATENCY_BUCKETS]);
+    let mut name = [0u8; NAME_BYTES];
+    for (i, chunk) in name.chunks_exact_mut(4).enumerate() {
+        chunk.copy_from_slice(&w[48 + i].to_le_bytes());
+    }
+    let mut recent = [RecentPreemption::default(); RECENT_PREEMPTIONS];
+    for (i, r) in recent.iter_mut().enumerate() {
+        *r = RecentPreemption { start_ns: u64_at(52 + 4 * i), duration_ns: u64_at(54 + 4 * i) };
+    }
     Slot {
         seq: w[0],
         state: w[1],
@@ -217,8 +254,18 @@ pub fn slot_from_words(w: &[u32; SLOT_WORDS]) -> Slot {
             throttle_ns: u64_at(18),
             throttle_events: u64_at(20),
             packet_ns: u64_at(22),
+            requested: w[24] as i32,
+            state: w[25],
+            preemptions: u64_at(26),
+            preempted_ns: u64_at(28),
+            latency,
+            reserved: u64_at(46),
         },
-        reserved: [u64_at(24), u64_at(26), u64_at(28), u64_at(30)],
+        name,
+        recent,
+        control: Control { seq: w[CONTROL_WORD], op: w[CONTROL_WORD + 1], level: w[CONTROL_WORD + 2] as i32, uid: w[CONTROL_WORD + 3] },
+        ack: Ack { seq: w[ACK_WORD], status: w[ACK_WORD + 1], detail: w[ACK_WORD + 2] as i32, reserved: w[ACK_WORD + 3] },
+        reserved: [u64_at(76), u64_at(78)],
     }
 }
 
@@ -267,6 +314,27 @@ impl SharedBoard {
         // The magic's low word last: an opener that sees it sees the whole header.
         w[0].store(hw[0], Ordering::Release);
         Ok(SharedBoard { words, path, slot_count: slot_count as usize })
+    }
+
+    /// Opens an existing board file (a reader or controller: `xhsa-top`, `xhsactl`); never
+    /// creates one. Read and write access to the file are needed (the futex and control words).
+    pub fn open_existing(path: &Path) -> Result<SharedBoard, BoardError> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|err| BoardError::Io { path: path.to_path_buf(), what: "open", err })?;
+        Self::attach(file, path.to_path_buf())
+    }
+
+    /// The header as it is now.
+    pub fn header(&self) -> BoardHeader {
+        let w = self.words.words();
+        let mut hw = [0u32; HEADER_WORDS];
+        for (i, v) in hw.iter_mut().enumerate() {
+            *v = w[i].load(Ordering::Relaxed);
+        }
+        header_from_words(&hw)
     }
 
     fn attach(file: File, path: PathBuf) -> Result<SharedBoard, BoardError> {
@@ -326,13 +394,15 @@ impl SharedBoard {
             }
             self.words.words()[HIGH_WATER_WORD].fetch_max(index as u32 + 1, Ordering::AcqRel);
             let handle = SlotHandle { index, owner };
+            self.reset_control(index);
             self.write(index, &Slot::claimed(owner, partition, queue, priority));
             return Ok(handle);
         }
         Err(BoardFull { slots: self.slot_count })
     }
 
-    /// Seqlock write of every field but `seq` and `state` (the caller owns the slot).
+    /// Seqlock write of the owner's fields (every field from `pid` to `recent`; the caller
+    /// owns the slot). The control and ack words are not touched.
     fn write(&self, index: usize, slot: &Slot) {
         let w = self.slot_words(index);
         let seq = w[0].load(Ordering::Relaxed);
@@ -340,10 +410,17 @@ impl SharedBoard {
         w[0].store(odd, Ordering::Relaxed);
         fence(Ordering::Release);
         let words = slot_to_words(slot);
-        for (i, v) in words.iter().enumerate().skip(2) {
+        for (i, v) in words.iter().enumerate().take(OWNER_END).skip(2) {
             w[i].store(*v, Ordering::Relaxed);
         }
         w[0].store(odd.wrapping_add(1), Ordering::Release);
+    }
+
+    /// Zeroes the control and ack words of slot `index` (a slot being cleared or claimed).
+    fn reset_control(&self, index: usize) {
+        for word in &self.slot_words(index)[OWNER_END..] {
+            word.store(0, Ordering::Relaxed);
+        }
     }
 
     /// A consistent copy of slot `index`, or `None` if it kept changing.
@@ -370,11 +447,19 @@ impl SharedBoard {
     /// Publishes the counters of the slot `handle` holds; `false` if it no longer holds it (a
     /// reader took the owner for dead: the caller should claim again).
     pub fn publish(&self, handle: &SlotHandle, stats: &QueueStats) -> bool {
+        self.publish_with(handle, |slot| slot.stats = *stats)
+    }
+
+    /// Publishes what `update` changes in the owner's fields of the slot `handle` holds (the
+    /// counters, the name, the recent preemptions); `false` if it no longer holds it.
+    pub fn publish_with(&self, handle: &SlotHandle, update: impl FnOnce(&mut Slot)) -> bool {
         let Some(mut slot) = self.read(handle.index) else { return false };
         if !slot.is_live() || slot.owner() != handle.owner {
             return false;
         }
-        slot.stats = *stats;
+        let (pid, start, queue) = (slot.pid, slot.owner_start, slot.queue_id);
+        update(&mut slot);
+        (slot.pid, slot.owner_start, slot.queue_id) = (pid, start, queue);
         self.write(handle.index, &slot);
         // A clearer may have started between the check and the write; its zeroing wins.
         self.slot_words(handle.index)[1].load(Ordering::Acquire) == SLOT_LIVE
@@ -394,6 +479,7 @@ impl SharedBoard {
         match self.read(index) {
             Some(slot) if condition(&slot) => {
                 self.write(index, &Slot { state: SLOT_CLEARING, ..Slot::default() });
+                self.reset_control(index);
                 w[1].store(SLOT_FREE, Ordering::Release);
                 true
             }
@@ -402,6 +488,11 @@ impl SharedBoard {
                 false
             }
         }
+    }
+
+    /// Copies of the live slots with their indices.
+    pub fn live_slots(&self) -> Vec<(usize, Slot)> {
+        (0..self.high_water()).filter_map(|i| Some((i, self.read(i)?))).filter(|(_, s)| s.is_live()).collect()
     }
 
     /// Copies of the live slots.
@@ -451,6 +542,71 @@ impl SharedBoard {
         w[WAITERS_WORD].fetch_sub(1, Ordering::SeqCst);
     }
 
+    /// A controller's request to the owner of slot `index` (`xhsactl`): the words are written
+    /// under the control `seq` (odd while writing; a concurrent controller of the same slot waits
+    /// its turn, bounded), then every watcher is woken. Returns the request's `seq`, which the
+    /// owner's [`Ack`] names, or `None` if another controller kept the slot busy.
+    pub fn send_control(&self, index: usize, op: u32, level: i32, uid: u32, now_ns: u64) -> Option<u32> {
+        let w = self.slot_words(index);
+        for _ in 0..200 {
+            let c = w[CONTROL_WORD].load(Ordering::Acquire);
+            if c & 1 == 0 && w[CONTROL_WORD].compare_exchange(c, c.wrapping_add(1), Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                w[CONTROL_WORD + 1].store(op, Ordering::Relaxed);
+                w[CONTROL_WORD + 2].store(level as u32, Ordering::Relaxed);
+                w[CONTROL_WORD + 3].store(uid, Ordering::Relaxed);
+                // Never 0: an all-zero slot has no request.
+                let mut seq = c.wrapping_add(2);
+                if seq == 0 {
+                    seq = 2;
+                }
+                w[CONTROL_WORD].store(seq, Ordering::Release);
+                self.notify(now_ns, 0);
+                return Some(seq);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        None
+    }
+
+    /// The request waiting in slot `index` for its owner: complete (even `seq`), not answered
+    /// yet (the ack names another `seq`).
+    pub fn pending_control(&self, index: usize) -> Option<Control> {
+        let w = self.slot_words(index);
+        let seq = w[CONTROL_WORD].load(Ordering::Acquire);
+        if seq == 0 || seq & 1 == 1 || w[ACK_WORD].load(Ordering::Acquire) == seq {
+            return None;
+        }
+        let c = Control { seq, op: w[CONTROL_WORD + 1].load(Ordering::Relaxed), level: w[CONTROL_WORD + 2].load(Ordering::Relaxed) as i32, uid: w[CONTROL_WORD + 3].load(Ordering::Relaxed) };
+        fence(Ordering::Acquire);
+        (w[CONTROL_WORD].load(Ordering::Relaxed) == seq).then_some(c)
+    }
+
+    /// The owner answers request `seq` of slot `index` and wakes the controller waiting for it.
+    pub fn acknowledge(&self, index: usize, seq: u32, status: u32, detail: i32) {
+        let w = self.slot_words(index);
+        w[ACK_WORD + 1].store(status, Ordering::Relaxed);
+        w[ACK_WORD + 2].store(detail as u32, Ordering::Relaxed);
+        w[ACK_WORD].store(seq, Ordering::Release);
+        crate::board::shm::futex_wake(&w[ACK_WORD]);
+    }
+
+    /// Blocks until the owner of slot `index` answered request `seq`, or `timeout`; never spins.
+    pub fn wait_ack(&self, index: usize, seq: u32, timeout: Duration) -> Option<Ack> {
+        let w = self.slot_words(index);
+        let deadline = Instant::now() + timeout;
+        loop {
+            let a = w[ACK_WORD].load(Ordering::Acquire);
+            if a == seq {
+                return Some(Ack { seq, status: w[ACK_WORD + 1].load(Ordering::Relaxed), detail: w[ACK_WORD + 2].load(Ordering::Relaxed) as i32, reserved: 0 });
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            crate::board::shm::futex_wait(&w[ACK_WORD], a, Some(deadline - now));
+        }
+    }
+
     /// Frees the slots of owners `is_alive` says are gone; returns how many.
     pub fn cleanup_stale(&self, is_alive: impl Fn(Owner) -> bool) -> usize {
         let mut n = 0;
@@ -466,6 +622,37 @@ impl SharedBoard {
 
 fn uid() -> u32 {
     nix::unistd::getuid().as_raw()
+}
+
+/// The board files in `dir` and their KFD node ids (`xhsa-u<uid>-gpu<node>.board`,
+/// `xhsa-g<gid>-gpu<node>.board`), by node then name.
+pub fn board_files(dir: &Path) -> io::Result<Vec<(PathBuf, u32)>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if let Some(node) = board_file_node(name) {
+            out.push((entry.path(), node));
+        }
+    }
+    out.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
+    Ok(out)
+}
+
+/// The KFD node id in a board file name, if it is one.
+pub fn board_file_node(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix("xhsa-")?.strip_suffix(".board")?;
+    let (who, node) = rest.split_once("-gpu")?;
+    let id = who.strip_prefix('u').or_else(|| who.strip_prefix('g'))?;
+    (!id.is_empty() && id.bytes().all(|b| b.is_ascii_digit())).then_some(())?;
+    (!node.is_empty() && node.bytes().all(|b| b.is_ascii_digit())).then(|| node.parse().ok())?
+}
+
+/// The name of process `pid` (`/proc/<pid>/comm`), if it exists.
+pub fn process_name(pid: u32) -> Option<String> {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    Some(comm.trim_end_matches('\n').to_string())
 }
 
 /// The start time of process `pid` (`/proc/<pid>/stat` field 22), if it exists.
@@ -515,10 +702,82 @@ mod tests {
             partition: 3,
             owner_start: 0x1_0000_0002,
             queue_id: 0xffff_0000_1234,
-            stats: QueueStats { priority: -1020, flags: 5, pending: 6, in_flight: 7, submitted: 1 << 40, forwarded: 9, completed: 10, throttle_ns: 11, throttle_events: 12, packet_ns: 13 },
-            reserved: [0; 4],
+            stats: QueueStats {
+                priority: -1020,
+                flags: 5,
+                pending: 6,
+                in_flight: 7,
+                submitted: 1 << 40,
+                forwarded: 9,
+                completed: 10,
+                throttle_ns: 11,
+                throttle_events: 12,
+                packet_ns: 13,
+                requested: -8,
+                state: 2,
+                preemptions: 14,
+                preempted_ns: 1 << 50,
+                latency: std::array::from_fn(|i| i as u32 * 3 + 1),
+                reserved: 0,
+            },
+            name: crate::board::layout::name_bytes("batch-job"),
+            recent: std::array::from_fn(|i| RecentPreemption { start_ns: 100 + i as u64, duration_ns: 7 * i as u64 }),
+            control: Control { seq: 4, op: 1, level: -3, uid: 1000 },
+            ack: Ack { seq: 2, status: 1, detail: -7, reserved: 0 },
+            reserved: [0; 2],
         };
-        assert_eq!(slot_from_words(&slot_to_words(&s)), s);
+        let back = slot_from_words(&slot_to_words(&s));
+        assert_eq!(back, s);
+        assert_eq!(back.name(), "batch-job");
+    }
+
+    #[test]
+    fn board_file_names() {
+        assert_eq!(board_file_node("xhsa-u1000-gpu2.board"), Some(2));
+        assert_eq!(board_file_node("xhsa-g44-gpu17.board"), Some(17));
+        for bad in ["xhsa-u-gpu2.board", "xhsa-x1-gpu2.board", "xhsa-u1-gpu.board", "xhsa-u1-gpu2.boardx", "other", "xhsa-u1a-gpu2.board"] {
+            assert_eq!(board_file_node(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_controller_request_reaches_the_owner_once_and_its_answer_wakes_the_controller() {
+        let place = place("control");
+        let owner_side = std::sync::Arc::new(SharedBoard::open(&place, 4, 8).unwrap());
+        let me = this_process();
+        let h = owner_side.claim(me, PartitionId(0), QueueId(9), p(0)).unwrap();
+        assert_eq!(owner_side.pending_control(h.index()), None, "a fresh slot has no request");
+        let ctl = SharedBoard::open_existing(owner_side.path()).unwrap();
+        let wake = ctl.wake_seq();
+        let seq = ctl.send_control(h.index(), crate::board::layout::OP_SET_PRIORITY, 7, 1000, 1).unwrap();
+        assert_ne!(ctl.wake_seq(), wake, "watchers are woken");
+        let got = owner_side.pending_control(h.index()).unwrap();
+        assert_eq!((got.seq, got.op, got.level, got.uid), (seq, crate::board::layout::OP_SET_PRIORITY, 7, 1000));
+        // Publishing does not disturb the request.
+        assert!(owner_side.publish(&h, &QueueStats { priority: p(0).rank(), pending: 1, ..Default::default() }));
+        assert_eq!(owner_side.pending_control(h.index()).map(|c| c.seq), Some(seq));
+        let owner2 = owner_side.clone();
+        let idx = h.index();
+        let answer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            owner2.acknowledge(idx, seq, crate::board::layout::ACK_ABOVE_CAP, 0);
+        });
+        let ack = ctl.wait_ack(h.index(), seq, Duration::from_secs(5)).expect("answered");
+        answer.join().unwrap();
+        assert_eq!((ack.seq, ack.status, ack.detail), (seq, crate::board::layout::ACK_ABOVE_CAP, 0));
+        assert_eq!(owner_side.pending_control(h.index()), None, "answered once");
+        // Nobody answers: the wait times out.
+        let seq2 = ctl.send_control(h.index(), crate::board::layout::OP_PAUSE, 0, 1000, 2).unwrap();
+        assert_ne!(seq2, seq);
+        assert_eq!(ctl.wait_ack(h.index(), seq2, Duration::from_millis(20)), None);
+        // A released slot forgets the request.
+        assert!(owner_side.release(h));
+        let again = owner_side.claim(me, PartitionId(0), QueueId(10), p(0)).unwrap();
+        assert_eq!(again.index(), idx);
+        assert_eq!(owner_side.pending_control(again.index()), None);
+        assert!(matches!(SharedBoard::open_existing(&place.dir.join("xhsa-u1-gpu99.board")), Err(BoardError::Io { .. })));
+        assert_eq!(board_files(&place.dir).unwrap(), vec![(owner_side.path().to_path_buf(), 4)]);
+        std::fs::remove_dir_all(&place.dir).unwrap();
     }
 
     #[test]

@@ -5,30 +5,37 @@
 //! layout is versioned by [`STATS_LAYOUT_VERSION`], which the board header records next to its
 //! own version; a reader that finds another version must not interpret the bytes.
 //!
-//! Layout, version 2 (64 bytes, little endian, naturally aligned, no padding):
+//! Layout, version 3 (160 bytes, little endian, naturally aligned, no padding):
 //!
 //! | offset | type  | field             | meaning                                                   |
 //! |-------:|-------|-------------------|-----------------------------------------------------------|
 //! | 0      | `i32` | `priority`        | effective priority as [`Priority::rank`] (`level*4+stream`) |
-//! | 4      | `u32` | `flags`           | [`FLAG_HELD`], [`FLAG_CONTENDED`], [`FLAG_PASSTHROUGH`]    |
+//! | 4      | `u32` | `flags`           | [`FLAG_HELD`], [`FLAG_CONTENDED`], [`FLAG_PASSTHROUGH`], [`FLAG_PAUSED`], [`FLAG_OVERRIDDEN`] |
 //! | 8      | `u32` | `pending`         | packets held in libxhsa's ring now                        |
 //! | 12     | `u32` | `in_flight`       | packets forwarded to the hardware and not completed       |
 //! | 16     | `u64` | `submitted`       | packets the application submitted (doorbell) in total     |
-//! | 24     | `u64` | `forwarded`       | packets forwarded to the hardware in total                |
+//! | 24     | `u64` | `forwarded`       | packets forwarded to the hardware in total (dispatched)   |
 //! | 32     | `u64` | `completed`       | packets seen completed in total                           |
 //! | 40     | `u64` | `throttle_ns`     | total time held back by the window, nanoseconds           |
 //! | 48     | `u64` | `throttle_events` | how many times the queue started being held back          |
 //! | 56     | `u64` | `packet_ns`       | recent time per completed packet (ns), 0 if not measured  |
+//! | 64     | `i32` | `requested`       | priority the application and the config asked for (rank), before an operator's override |
+//! | 68     | `u32` | `state`           | [`QueueState`] as its number                              |
+//! | 72     | `u64` | `preemptions`     | times the queue was taken off the GPU                     |
+//! | 80     | `u64` | `preempted_ns`    | total time off the GPU (the current spell included)       |
+//! | 88     | `[u32; 16]` | `latency`   | dispatch-to-completion histogram: bucket `i` counts packets that took `< 2^(i+4)` µs (the last one: the rest) |
+//! | 152    | `u64` | `reserved`        | zero                                                      |
 //!
 //! Version 2 turned version 1's `reserved` word into `packet_ns`: what the owner measured from
 //! its completions (the preemption watchers of other processes estimate from it how long the
-//! work in flight would delay a higher priority).
+//! work in flight would delay a higher priority). Version 3 added everything from `requested` on,
+//! for `xhsa-top` and `xhsactl`.
 #![forbid(unsafe_code)]
 
 use crate::settings::priority::Priority;
 
 /// Version of the [`QueueStats`] layout.
-pub const STATS_LAYOUT_VERSION: u32 = 2;
+pub const STATS_LAYOUT_VERSION: u32 = 3;
 
 /// `flags`: the queue was held back by the window at the last throttle observation
 /// ([`crate::path::partition::Partition::observe`]).
@@ -37,6 +44,72 @@ pub const FLAG_HELD: u32 = 1 << 0;
 pub const FLAG_CONTENDED: u32 = 1 << 1;
 /// `flags`: the queue bypasses the rings (passthrough whitelist or `XHSA_DISABLE`).
 pub const FLAG_PASSTHROUGH: u32 = 1 << 2;
+/// `flags`: an operator paused the queue's process (`xhsactl pause`).
+pub const FLAG_PAUSED: u32 = 1 << 3;
+/// `flags`: an operator set the queue's priority (`xhsactl set-priority`).
+pub const FLAG_OVERRIDDEN: u32 = 1 << 4;
+
+/// Buckets of the dispatch-to-completion histogram.
+pub const LATENCY_BUCKETS: usize = 16;
+
+/// The upper bound (exclusive) of latency bucket `i` in microseconds; `None` for the last one.
+pub fn latency_bucket_limit_us(i: usize) -> Option<u64> {
+    (i + 1 < LATENCY_BUCKETS).then(|| 1u64 << (i + 4))
+}
+
+/// The bucket of a dispatch-to-completion time of `ns` nanoseconds.
+pub fn latency_bucket(ns: u64) -> usize {
+    let us = ns / 1000;
+    (0..LATENCY_BUCKETS - 1).find(|&i| us < 1u64 << (i + 4)).unwrap_or(LATENCY_BUCKETS - 1)
+}
+
+/// What a queue is doing, as `xhsa-top` shows it.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum QueueState {
+    /// On the GPU and forwarded as it comes (idle queues too).
+    #[default]
+    Running,
+    /// Packets held back in libxhsa (by the window, or a pause of a queue KFD cannot suspend).
+    Held,
+    /// Taken off the GPU through KFD.
+    Preempted,
+    /// Not scheduled by libxhsa: its packets go straight through (`XHSA_DISABLE`).
+    Passthrough,
+    /// Passthrough after an internal failure of libxhsa.
+    Degraded,
+}
+
+impl QueueState {
+    /// Every state, in number order.
+    pub const ALL: [QueueState; 5] = [QueueState::Running, QueueState::Held, QueueState::Preempted, QueueState::Passthrough, QueueState::Degraded];
+
+    /// Its number in the board.
+    pub fn code(self) -> u32 {
+        self as u32
+    }
+
+    /// The state of number `code`; `None` for a number no state has.
+    pub fn from_code(code: u32) -> Option<QueueState> {
+        Self::ALL.get(code as usize).copied()
+    }
+
+    /// Its name, as `xhsa-top` and `xhsactl` print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            QueueState::Running => "running",
+            QueueState::Held => "held",
+            QueueState::Preempted => "preempted",
+            QueueState::Passthrough => "passthrough",
+            QueueState::Degraded => "degraded",
+        }
+    }
+}
+
+impl std::fmt::Display for QueueState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// The counters of one queue; see the module doc for the layout.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -62,6 +135,18 @@ pub struct QueueStats {
     pub throttle_events: u64,
     /// Recent time per completed packet, nanoseconds; 0 while unmeasured.
     pub packet_ns: u64,
+    /// [`Priority::rank`] of the priority the application and the config asked for.
+    pub requested: i32,
+    /// [`QueueState::code`].
+    pub state: u32,
+    /// Times the queue was taken off the GPU.
+    pub preemptions: u64,
+    /// Time off the GPU, nanoseconds.
+    pub preempted_ns: u64,
+    /// Dispatch-to-completion histogram ([`latency_bucket`]).
+    pub latency: [u32; LATENCY_BUCKETS],
+    /// Zero.
+    pub reserved: u64,
 }
 
 impl QueueStats {
@@ -70,9 +155,20 @@ impl QueueStats {
         Priority::from_rank(self.priority)
     }
 
-    /// Whether the queue has packets pending or in flight.
+    /// Whether the queue has packets pending or in flight, and is not paused (a paused queue's
+    /// work holds nobody back).
     pub fn has_work(&self) -> bool {
-        self.pending > 0 || self.in_flight > 0
+        (self.pending > 0 || self.in_flight > 0) && !self.has_flag(FLAG_PAUSED)
+    }
+
+    /// The decoded state (`running` for a number no state has).
+    pub fn state(&self) -> QueueState {
+        QueueState::from_code(self.state).unwrap_or_default()
+    }
+
+    /// The decoded requested priority.
+    pub fn requested(&self) -> Option<Priority> {
+        Priority::from_rank(self.requested)
     }
 
     /// Whether `flag` is set.
@@ -92,9 +188,9 @@ mod tests {
     use std::mem::{align_of, offset_of, size_of};
 
     #[test]
-    fn layout_v2() {
-        assert_eq!(STATS_LAYOUT_VERSION, 2);
-        assert_eq!(size_of::<QueueStats>(), 64);
+    fn layout_v3() {
+        assert_eq!(STATS_LAYOUT_VERSION, 3);
+        assert_eq!(size_of::<QueueStats>(), 160);
         assert_eq!(align_of::<QueueStats>(), 8);
         assert_eq!(offset_of!(QueueStats, priority), 0);
         assert_eq!(offset_of!(QueueStats, flags), 4);
@@ -106,6 +202,35 @@ mod tests {
         assert_eq!(offset_of!(QueueStats, throttle_ns), 40);
         assert_eq!(offset_of!(QueueStats, throttle_events), 48);
         assert_eq!(offset_of!(QueueStats, packet_ns), 56);
+        assert_eq!(offset_of!(QueueStats, requested), 64);
+        assert_eq!(offset_of!(QueueStats, state), 68);
+        assert_eq!(offset_of!(QueueStats, preemptions), 72);
+        assert_eq!(offset_of!(QueueStats, preempted_ns), 80);
+        assert_eq!(offset_of!(QueueStats, latency), 88);
+        assert_eq!(offset_of!(QueueStats, reserved), 152);
+    }
+
+    #[test]
+    fn latency_buckets_double_from_16_us() {
+        assert_eq!(latency_bucket(0), 0);
+        assert_eq!(latency_bucket(15_999), 0);
+        assert_eq!(latency_bucket(16_000), 1);
+        assert_eq!(latency_bucket(31_999), 1);
+        assert_eq!(latency_bucket(1_000_000), 6, "1 ms: [512, 1024) us");
+        assert_eq!(latency_bucket(u64::MAX), LATENCY_BUCKETS - 1);
+        assert_eq!(latency_bucket_limit_us(0), Some(16));
+        assert_eq!(latency_bucket_limit_us(LATENCY_BUCKETS - 2), Some(1 << 18));
+        assert_eq!(latency_bucket_limit_us(LATENCY_BUCKETS - 1), None);
+    }
+
+    #[test]
+    fn states_round_trip_by_number_and_name() {
+        for s in QueueState::ALL {
+            assert_eq!(QueueState::from_code(s.code()), Some(s));
+        }
+        assert_eq!(QueueState::from_code(5), None);
+        let names: Vec<&str> = QueueState::ALL.iter().map(|s| s.name()).collect();
+        assert_eq!(names, ["running", "held", "preempted", "passthrough", "degraded"]);
     }
 
     #[test]

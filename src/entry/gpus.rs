@@ -11,6 +11,8 @@ use crate::path::scheduler::Scheduler;
 use crate::path::window::WindowSize;
 use crate::preempt::Preemption;
 use crate::settings::fault::FaultPlan;
+use crate::trace::queue_track::QueueTracer;
+use crate::trace::Sink;
 
 /// Most GPUs one process schedules (KFD nodes beyond are passed through).
 pub(crate) const MAX_GPUS: usize = 64;
@@ -28,6 +30,8 @@ pub(crate) struct Gpu {
     pub board_tried: AtomicBool,
     /// The GPU's preemption, once its board and the runtime's KFD descriptor are known.
     pub preempt: OnceLock<Arc<Preemption>>,
+    /// The queue tracks of `XHSA_TRACE` (none when unset); used under `sched`'s lock only.
+    pub trace: Option<Mutex<QueueTracer>>,
 }
 
 /// The GPUs of the process, in the order they were first used.
@@ -36,14 +40,15 @@ pub(crate) struct Gpus {
     adding: Mutex<()>,
     window: WindowSize,
     faults: Arc<FaultPlan>,
+    trace: Option<Arc<Sink>>,
 }
 
 /// libxhsa queue id → index of its GPU + 1.
 pub(crate) static GPU_OF: LazyLock<AddrMap> = LazyLock::new(AddrMap::new);
 
 impl Gpus {
-    pub fn new(window: WindowSize, faults: Arc<FaultPlan>) -> Gpus {
-        Gpus { slots: [const { OnceLock::new() }; MAX_GPUS], adding: Mutex::new(()), window, faults }
+    pub fn new(window: WindowSize, faults: Arc<FaultPlan>, trace: Option<Arc<Sink>>) -> Gpus {
+        Gpus { slots: [const { OnceLock::new() }; MAX_GPUS], adding: Mutex::new(()), window, faults, trace }
     }
 
     /// GPU `index`, if used.
@@ -74,6 +79,7 @@ impl Gpus {
             stalled: AtomicBool::new(false),
             board_tried: AtomicBool::new(false),
             preempt: OnceLock::new(),
+            trace: self.trace.as_ref().map(|t| Mutex::new(QueueTracer::new(t.recorder()))),
         };
         let _ = self.slots[index].set(gpu);
         Some((index, self.slots[index].get()?))

@@ -65,10 +65,15 @@ pub(crate) struct Global {
     pub identity: ProcessIdentity,
     /// `XHSA_PREEMPT` and its bounds.
     pub preempt_settings: PreemptSettings,
+    /// `XHSA_TRACE`: the process's trace, when one is written.
+    pub trace: Option<Arc<crate::trace::Sink>>,
 
     announced_preload: AtomicBool,
     /// Whether `info` is enabled: decides at start-up whether the exit summary is written.
     summary_at_exit: bool,
+    /// Whether `warn` and `error` are enabled: the trace's last words at exit.
+    warn_at_exit: bool,
+    error_at_exit: bool,
 }
 
 impl Global {
@@ -125,9 +130,13 @@ pub(crate) fn global() -> &'static Global {
             exe: std::fs::read_link("/proc/self/exe").ok().map(|p| p.display().to_string()),
             comm: std::fs::read_to_string("/proc/self/comm").ok().map(|s| s.trim_end().to_string()),
         };
+        let trace = start_trace(&identity);
         let summary_at_exit = tracing::enabled!(tracing::Level::INFO);
         Global {
-            gpus: gpus::Gpus::new(settings.window, faults.clone()),
+            gpus: gpus::Gpus::new(settings.window, faults.clone(), trace.clone()),
+            trace,
+            warn_at_exit: tracing::enabled!(tracing::Level::WARN),
+            error_at_exit: tracing::enabled!(tracing::Level::ERROR),
             settings,
             seen: Interception::default(),
             degraded: AtomicBool::new(false),
@@ -138,6 +147,36 @@ pub(crate) fn global() -> &'static Global {
             summary_at_exit,
         }
     })
+}
+
+/// Starts `XHSA_TRACE` when it is set (each bad setting reported once; a file that cannot be
+/// opened leaves tracing off after one error line).
+fn start_trace(identity: &ProcessIdentity) -> Option<Arc<crate::trace::Sink>> {
+    let (settings, errors) = crate::trace::TraceSettings::from_process_env();
+    for e in errors {
+        tracing::error!("xhsa: {e}");
+    }
+    let path = settings.file.clone()?;
+    // libxhsa's clock (an `Instant`, CLOCK_MONOTONIC on Linux, from its first use) and
+    // CLOCK_MONOTONIC itself, read back to back: the trace's times are on the latter, so that
+    // the traces of several processes line up.
+    let before = queues::now_ns();
+    let mono = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).ok();
+    let after = queues::now_ns();
+    let offset = mono.map_or(0, |t| (t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64).saturating_sub(before / 2 + after / 2));
+    let process = identity.comm.clone().unwrap_or_else(|| "process".into());
+    match crate::trace::start(&settings, std::process::id(), offset, &process, after) {
+        Ok(sink) => {
+            if sink.is_some() {
+                tracing::info!("xhsa: tracing to {} (buffers of {} events)", path.display(), settings.buffer);
+            }
+            sink
+        }
+        Err(e) => {
+            tracing::error!("xhsa: {e}; no trace is written");
+            None
+        }
+    }
 }
 
 thread_local! {
@@ -257,7 +296,7 @@ extern "C" fn at_exit() {
                 Err(_) => complete = false,
             }
         }
-        let preempt = g.gpus.iter().any(|(_, gpu)| gpu.preempt.get().is_some()).then(|| {
+        let preempt = g.gpus.iter().any(|(_, gpu)| gpu.preempt.get().is_some_and(|p| p.enabled())).then(|| {
             let lat = pre.wake_to_call.map_or(String::new(), |(p50, p99, n)| format!(", wake to KFD call P50 {} us P99 {} us ({n})", p50 / 1000, p99 / 1000));
             let costs = if costs.is_empty() { String::new() } else { format!("; measured: {}", costs.join("; ")) };
             format!("; preemption: {} taken off, {} put back, {} off now, {} us off in all{lat}{costs}", pre.preemptions, pre.restores, pre.off_now, pre.off_ns / 1000)
@@ -279,8 +318,27 @@ extern "C" fn at_exit() {
         } else {
             String::new()
         };
+        let mut lines = Vec::new();
         if g.summary_at_exit {
-            let line = format!(" INFO xhsa: {}{shadow}{}\n", g.seen.summary(), preempt.unwrap_or_default());
+            lines.push(format!(" INFO xhsa: {}{shadow}{}\n", g.seen.summary(), preempt.unwrap_or_default()));
+        }
+        if let Some(t) = &g.trace {
+            // The rest of the trace, written on this thread, and the JSON closed. Nothing to say
+            // for a forked child (the trace is its parent's).
+            let f = t.finish(queues::now_ns());
+            if !f.skipped {
+                if let (Some(why), true) = (&f.failure, g.error_at_exit) {
+                    lines.push(format!(" ERROR xhsa: XHSA_TRACE: {why}\n"));
+                }
+                if f.dropped > 0 && !f.drop_logged && g.warn_at_exit {
+                    lines.push(format!(" WARN xhsa: XHSA_TRACE: {} events were dropped (the writer fell behind; marked in the trace)\n", f.dropped));
+                }
+                if g.summary_at_exit {
+                    lines.push(format!(" INFO xhsa: trace: {} events written, {} dropped\n", f.written, f.dropped));
+                }
+            }
+        }
+        for line in lines {
             // SAFETY: writing our own buffer to file descriptor 2.
             unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
         }

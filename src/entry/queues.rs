@@ -82,6 +82,11 @@ static DOORBELLS: LazyLock<AddrMap> = LazyLock::new(AddrMap::new);
 /// Shadow `hsa_queue_t` address → hardware `hsa_queue_t` address.
 static HW_OF: LazyLock<AddrMap> = LazyLock::new(AddrMap::new);
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+/// Hardware queue address → libxhsa queue id of a queue passed through without a shadow (shown
+/// on the board only).
+static UNSHADOWED: LazyLock<AddrMap> = LazyLock::new(AddrMap::new);
+/// KFD queue id + 1 → queue id, for the trace's preemption track (`XHSA_TRACE` only).
+static KFD_QUEUES: LazyLock<AddrMap> = LazyLock::new(AddrMap::new);
 
 /// The application's error callback of a queue libxhsa created.
 #[derive(Clone, Copy)]
@@ -124,6 +129,9 @@ fn run<R>(gpu: usize, wait: bool, f: impl FnOnce(&mut Scheduler, &ProcessMemory,
         match catch_unwind(AssertUnwindSafe(|| f(&mut s, &ProcessMemory, &hw, now))) {
             Ok(r) => {
                 gpu.stalled.store(s.stalled(), Ordering::Relaxed);
+                if let Some(t) = &gpu.trace {
+                    trace_queues(t, &s, now);
+                }
                 Some(r)
             }
             Err(_) => {
@@ -135,6 +143,42 @@ fn run<R>(gpu: usize, wait: bool, f: impl FnOnce(&mut Scheduler, &ProcessMemory,
             }
         }
     })
+}
+
+/// `XHSA_TRACE`: records what the scheduler's use changed on the GPU's queue tracks (under the
+/// scheduler's lock, so the tracer's own lock is free). A failure in the tracer turns tracing
+/// off, logged once; the scheduler is not affected.
+fn trace_queues(t: &Mutex<crate::trace::queue_track::QueueTracer>, s: &Scheduler, now: Nanos) {
+    let Ok(mut t) = t.try_lock() else { return };
+    if !t.recorder().sink().is_on() {
+        return;
+    }
+    let views = s.queue_ids().into_iter().filter_map(|id| {
+        let direct = s.queue(id).is_some_and(ShadowQueue::is_direct);
+        Some(crate::trace::queue_track::QueueView { id, stats: s.stats(id, now)?, direct })
+    });
+    if catch_unwind(AssertUnwindSafe(|| t.observe(now, views))).is_err() {
+        t.recorder().sink().disable();
+        tracing::error!("xhsa: XHSA_TRACE: the tracer failed internally; nothing more is recorded (the file is closed at exit)");
+    }
+}
+
+/// Marks the next priority change of queue `id` on the trace as the application's.
+fn trace_application_priority(id: u64) {
+    if let Some(t) = global().gpus.of_queue(id).and_then(|(_, g)| g.trace.as_ref()) {
+        if let Ok(mut t) = t.try_lock() {
+            t.application_priority(QueueId(id));
+        }
+    }
+}
+
+/// Marks the next priority change of queue `id` on the trace as an operator's.
+fn trace_operator_priority(id: u64) {
+    if let Some(t) = global().gpus.of_queue(id).and_then(|(_, g)| g.trace.as_ref()) {
+        if let Ok(mut t) = t.try_lock() {
+            t.operator_priority(QueueId(id));
+        }
+    }
 }
 
 /// Runs `f` on the scheduler of GPU `gpu`, waiting for it; then the passes other threads asked
@@ -263,6 +307,7 @@ pub(crate) unsafe fn queue_create(
             // SAFETY: on success ROCr wrote the queue's pointer.
             if let (HSA_STATUS_SUCCESS, Some(q)) = (status, unsafe { queue.as_ref() }.filter(|q| !q.is_null())) {
                 g.seen.queue_created(memory::read_u64(*q as u64 + DOORBELL));
+                show_unshadowed(g, agent, *q as u64, None);
             }
         });
         return status;
@@ -276,6 +321,7 @@ pub(crate) unsafe fn queue_create(
                 g.seen.queue_created(memory::read_u64(*q as u64 + DOORBELL));
                 WHITELISTED_QUEUES.fetch_add(1, Ordering::Relaxed);
                 tracing::info!("xhsa: a queue created by {lib} passes through unscheduled (passthrough entry {entry:?})");
+                show_unshadowed(g, agent, *q as u64, Some(&lib));
             }
         });
         return status;
@@ -411,24 +457,87 @@ fn attach_board(g: &Global, gpu: usize, node: Option<u32>) {
     }
 }
 
-/// Starts the process's preemption watcher over the board, with the runtime's KFD descriptor.
+/// Starts the process's watcher over the board of GPU `gpu`: preemption through the runtime's KFD
+/// descriptor when it is on and that descriptor is known, and in every case the housekeeping and
+/// the controllers' requests (`xhsactl`).
 fn start_preemption(g: &Global, gpu: usize, link: std::sync::Arc<crate::board::link::BoardLink>) {
     let Some(this) = g.gpus.get(gpu) else { return };
-    let settings = g.preempt_settings;
-    if settings.mode == crate::preempt::PreemptMode::Off {
+    let mut settings = g.preempt_settings;
+    let port: Box<dyn crate::preempt::KfdPort> = if settings.mode == crate::preempt::PreemptMode::Off {
         tracing::info!("xhsa: XHSA_PREEMPT=off: level 1 only");
-        return;
-    }
-    let Some(fd) = g.seen.kfd_fd() else {
+        Box::new(crate::preempt::mechanism::NoKfd)
+    } else if let Some(fd) = g.seen.kfd_fd() {
+        // SAFETY: `fd` is the descriptor the runtime's CREATE_QUEUE ioctl was made on, open while
+        // its queues exist; libxhsa never closes it.
+        let port = unsafe { super::kfd_port::RuntimeKfd::borrow(fd) };
+        match &g.trace {
+            // XHSA_TRACE: the KFD calls and each queue's time off the GPU on the trace.
+            Some(sink) => Box::new(crate::trace::kfd::TracedKfd::new(
+                Box::new(port),
+                sink.recorder(),
+                gpu.min(u16::MAX as usize) as u16,
+                Box::new(|kfd_id| KFD_QUEUES.get(u64::from(kfd_id) + 1).map(QueueId)),
+            )),
+            None => Box::new(port),
+        }
+    } else {
         tracing::warn!("xhsa: the runtime's KFD queue creation was not seen (libxhsa sees it when loaded with LD_PRELOAD), so its queues cannot be preempted: level 1 only");
-        return;
+        settings.mode = crate::preempt::PreemptMode::Off;
+        Box::new(crate::preempt::mechanism::NoKfd)
     };
-    // SAFETY: `fd` is the descriptor the runtime's CREATE_QUEUE ioctl was made on, open while its
-    // queues exist; libxhsa never closes it.
-    let port = unsafe { super::kfd_port::RuntimeKfd::borrow(fd) };
-    let pre = std::sync::Arc::new(crate::preempt::Preemption::new(settings, Box::new(port), Box::new(now_ns)));
-    if this.preempt.set(pre.clone()).is_ok() && crate::preempt::watcher::spawn(pre, link) {
+    let pre = std::sync::Arc::new(crate::preempt::Preemption::new(settings, port, Box::new(now_ns)));
+    pre.set_control(std::sync::Arc::new(move |q, c| control(gpu, q, c)));
+    if this.preempt.set(pre.clone()).is_ok() && crate::preempt::watcher::spawn(pre, link) && settings.mode != crate::preempt::PreemptMode::Off {
         tracing::info!("xhsa: preemption {} (starvation bound {} ms, budget {} %)", settings.mode, settings.max_preempted_ns / 1_000_000, settings.budget_pct);
+    }
+}
+
+/// Carries out a controller's request (`xhsactl`) for queue `q` of GPU `gpu`, on the watcher's
+/// thread; returns the `ACK_*` status and its detail.
+fn control(gpu: usize, q: QueueId, c: crate::board::layout::Control) -> (u32, i32) {
+    use crate::board::layout::{ACK_ABOVE_CAP, ACK_APPLIED, ACK_BAD_LEVEL, ACK_UNKNOWN_OP, OP_CLEAR_PRIORITY, OP_PAUSE, OP_RESUME, OP_SET_PRIORITY};
+    let g = global();
+    match c.op {
+        OP_SET_PRIORITY | OP_CLEAR_PRIORITY => {
+            let level = if c.op == OP_SET_PRIORITY {
+                let Some(level) = crate::settings::priority::Level::new(i64::from(c.level)) else { return (ACK_BAD_LEVEL, 0) };
+                if let Err(cap) = g.settings.control_allows(c.uid, level) {
+                    tracing::warn!("xhsa: queue {q}: uid {} asked for level {}, above control_max_level {}: refused", c.uid, c.level, cap.get());
+                    return (ACK_ABOVE_CAP, cap.get());
+                }
+                Some(level)
+            } else {
+                None
+            };
+            trace_operator_priority(q.0);
+            let changed = with_gpu(gpu, |s, _, _, _| s.set_override(q, level).map(|p| (p, s.queue(q).map(|x| x.hw.queue))));
+            match changed {
+                Some(Some((p, hw))) => {
+                    if let (Some(r), Some(hw)) = (rocr(), hw) {
+                        inside(|| r.set_hw_priority(hw, p.hardware()));
+                    }
+                    tracing::info!("xhsa: queue {q}: priority {p} set by uid {}", c.uid);
+                    (ACK_APPLIED, p.level().get())
+                }
+                _ => (ACK_UNKNOWN_OP, 0),
+            }
+        }
+        OP_PAUSE | OP_RESUME => {
+            let paused = c.op == OP_PAUSE;
+            let done = with_gpu(gpu, |s, m, hw, now| {
+                s.set_paused(q, paused, now);
+                if !paused {
+                    s.pass(m, hw, now);
+                }
+            });
+            tracing::info!("xhsa: queue {q}: {} by uid {}", if paused { "paused" } else { "resumed" }, c.uid);
+            if done.is_some() {
+                (ACK_APPLIED, 0)
+            } else {
+                (ACK_UNKNOWN_OP, 0)
+            }
+        }
+        _ => (ACK_UNKNOWN_OP, 0),
     }
 }
 
@@ -440,6 +549,10 @@ fn register_preemptable(g: &Global, gpu: usize, id: u64, hw_ring: &AqlRing) {
         return;
     };
     if let (Some(kfd_id), Some(ring_bytes), Some(priority), Some(percentage)) = (k.id(), k.ring_bytes, k.priority, k.percentage) {
+        if g.trace.is_some() {
+            // KFD reuses the ids of destroyed queues: the newest owner replaces the old entry.
+            KFD_QUEUES.insert(u64::from(kfd_id) + 1, id);
+        }
         pre.add(crate::preempt::Target { queue: QueueId(id), kfd_id, ring_base: hw_ring.base, ring_bytes, priority, percentage });
     }
 }
@@ -536,8 +649,32 @@ pub(crate) unsafe fn queue_destroy(real: Option<QueueFn>, queue: *mut hsa_queue_
             g.seen.queue_destroyed(memory::read_u64(queue as u64 + DOORBELL));
         }
     });
+    if let Some(id) = UNSHADOWED.get(queue as u64) {
+        UNSHADOWED.remove(queue as u64);
+        let _ = catch_unwind(|| with_queue(id, |s, _, _, _| s.remove_unshadowed(QueueId(id))));
+        super::gpus::GPU_OF.remove(id);
+    }
     // SAFETY: the caller's arguments, unchanged, to the function they were meant for (# Safety).
     inside(|| unsafe { real(queue) })
+}
+
+/// Shows a queue libxhsa passes through without a shadow on its GPU's board (state
+/// `passthrough`), so that the monitor sees every queue; `library` created it.
+fn show_unshadowed(g: &Global, agent: hsa_agent_t, queue: u64, library: Option<&str>) {
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let Some(r) = rocr() else { return };
+        let node = inside(|| r.node_id(agent));
+        let Some((gpu, _)) = g.gpus.for_node(node) else { return };
+        attach_board(g, gpu, node);
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        if super::gpus::GPU_OF.insert(id, gpu as u64 + 1) && UNSHADOWED.insert(queue, id) {
+            let priority = g.settings.priority_for(StreamPriority::Normal, &g.identity, library);
+            with_gpu(gpu, |s, _, _, _| s.add_unshadowed(QueueId(id), priority));
+        }
+    }));
+    if r.is_err() {
+        tracing::debug!("xhsa: a passthrough queue could not be shown on the board");
+    }
 }
 
 fn destroy_shadow(real: QueueFn, shadow: u64, id: QueueId) -> hsa_status_t {
@@ -772,7 +909,10 @@ pub(crate) unsafe fn set_priority(real: Option<SetPriorityFn>, queue: *mut hsa_q
     // SAFETY: the caller's queue or the hardware queue behind it.
     let status = inside(|| unsafe { real(hw_of(queue as u64) as *mut hsa_queue_t, hw_priority) });
     if let (Some(id), HSA_STATUS_SUCCESS, Some(p)) = (id, status, effective) {
-        with_queue(id, |s, _, _, _| s.set_priority(QueueId(id), p));
+        with_queue(id, |s, _, _, _| {
+            trace_application_priority(id);
+            s.set_priority(QueueId(id), p)
+        });
     }
     status
 }

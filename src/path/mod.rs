@@ -25,6 +25,7 @@
 #![forbid(unsafe_code)]
 
 pub mod aql_ring;
+pub mod latency;
 pub mod packet;
 pub mod packet_time;
 pub mod partition;

@@ -134,11 +134,13 @@ struct QueueState {
     /// The first `expedite` packets of `fifo` go unthrottled (a passthrough library's
     /// dispatch and everything before it in the queue).
     expedite: usize,
+    /// An operator paused the queue: nothing is forwarded, and its work holds nobody back.
+    paused: bool,
 }
 
 impl QueueState {
     fn has_work(&self) -> bool {
-        !self.fifo.is_empty() || self.window.in_flight() > 0
+        !self.paused && (!self.fifo.is_empty() || self.window.in_flight() > 0)
     }
 
     fn submitted(&self) -> u64 {
@@ -147,7 +149,9 @@ impl QueueState {
 
     /// The limit that applies to the queue's next packet.
     fn effective(&self, limit: Limit) -> Limit {
-        if self.expedite > 0 {
+        if self.paused {
+            Limit::AtMost(0)
+        } else if self.expedite > 0 {
             Limit::Unlimited
         } else {
             limit
@@ -208,7 +212,7 @@ impl Partition {
         }
         self.queues.insert(
             queue,
-            QueueState { priority, fifo: VecDeque::new(), window: QueueWindow::new(), capacity: u32::MAX, expedite: 0 },
+            QueueState { priority, fifo: VecDeque::new(), window: QueueWindow::new(), capacity: u32::MAX, expedite: 0, paused: false },
         );
         self.levels.entry(priority).or_default().push_back(queue);
         Ok(())
@@ -264,6 +268,19 @@ impl Partition {
         self.unlink(queue, old);
         self.levels.entry(priority).or_default().push_back(queue);
         Ok(())
+    }
+
+    /// Pauses the queue (nothing of it is forwarded, and its work holds no other queue back) or
+    /// lets it go on.
+    pub fn set_paused(&mut self, queue: QueueId, paused: bool) -> Result<(), RingError> {
+        let state = self.queues.get_mut(&queue).ok_or(RingError::UnknownQueue(queue))?;
+        state.paused = paused;
+        Ok(())
+    }
+
+    /// Whether the queue is paused.
+    pub fn is_paused(&self, queue: QueueId) -> Option<bool> {
+        self.queues.get(&queue).map(|s| s.paused)
     }
 
     /// Bounds the queue's packets in flight by the room in its hardware queue (`None`: no bound).
@@ -390,6 +407,9 @@ impl Partition {
         if state.window.is_held() {
             flags |= FLAG_HELD;
         }
+        if state.paused {
+            flags |= crate::board::stats::FLAG_PAUSED;
+        }
         if lim.is_throttling() {
             flags |= FLAG_CONTENDED;
         }
@@ -403,7 +423,8 @@ impl Partition {
             completed: state.window.completed(),
             throttle_ns: state.window.throttle_ns(now),
             throttle_events: state.window.throttle_events(),
-            packet_ns: 0,
+            requested: state.priority.rank(),
+            ..QueueStats::default()
         })
     }
 }

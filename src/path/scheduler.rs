@@ -39,7 +39,8 @@ use crate::path::partition::{CuMask, Partition, PartitionId, QueueId};
 use crate::path::shadow_queue::{HwQueue, Mode, ShadowQueue};
 use crate::path::window::{Contention, Nanos, Seq, WindowSize};
 use crate::settings::fault::{FaultPlan, Point};
-use crate::settings::priority::Priority;
+use crate::board::stats::QueueState;
+use crate::settings::priority::{Level, Priority};
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
@@ -252,6 +253,13 @@ pub struct Scheduler {
     expedited: u64,
     /// Called when a queue's priority or work changed.
     notifier: Option<Notifier>,
+    /// The priority each queue's application and the config asked for.
+    requested: BTreeMap<QueueId, Priority>,
+    /// Levels an operator set (`xhsactl set-priority`), overriding the requested level.
+    overrides: BTreeMap<QueueId, Level>,
+    /// Queues libxhsa does not shadow (a passthrough library's, cooperative ones), shown on the
+    /// board for the monitor only, at the priority their process would have.
+    unshadowed: BTreeMap<QueueId, Priority>,
 }
 
 fn add_stats(total: &mut Summary, q: &ShadowQueue, s: Option<&QueueStats>) {
@@ -284,6 +292,9 @@ impl Scheduler {
             passthrough_kernels: None,
             expedited: 0,
             notifier: None,
+            requested: BTreeMap::new(),
+            overrides: BTreeMap::new(),
+            unshadowed: BTreeMap::new(),
         }
     }
 
@@ -306,12 +317,46 @@ impl Scheduler {
             }
         }
         self.board = Some(board);
+        for (&id, &p) in &self.unshadowed.clone() {
+            self.show_unshadowed(id, p);
+        }
+    }
+
+    /// A queue libxhsa passes through without a shadow (a passthrough library's, a cooperative
+    /// one): not scheduled, but shown on the board as `passthrough` (no counters: its packets
+    /// never pass through libxhsa; it never has work others must yield to).
+    pub fn add_unshadowed(&mut self, id: QueueId, priority: Priority) {
+        self.unshadowed.insert(id, priority);
+        self.show_unshadowed(id, priority);
+    }
+
+    fn show_unshadowed(&self, id: QueueId, priority: Priority) {
+        if let Some(b) = &self.board {
+            b.join(id, priority);
+            let stats = QueueStats {
+                priority: priority.rank(),
+                requested: priority.rank(),
+                flags: crate::board::stats::FLAG_PASSTHROUGH,
+                state: QueueState::Passthrough.code(),
+                ..QueueStats::default()
+            };
+            b.publish(id, &stats);
+        }
+    }
+
+    /// An unshadowed queue was destroyed.
+    pub fn remove_unshadowed(&mut self, id: QueueId) {
+        if self.unshadowed.remove(&id).is_some() {
+            if let Some(b) = &self.board {
+                b.leave(id);
+            }
+        }
     }
 
     /// Frees every slot of this process's queues on the board (process exit).
     pub fn leave_board(&mut self) {
         if let Some(b) = &self.board {
-            for id in self.queues.keys() {
+            for id in self.queues.keys().chain(self.unshadowed.keys()) {
                 b.leave(*id);
             }
         }
@@ -354,6 +399,7 @@ impl Scheduler {
             if let Some(seq) = q.tracking.observe(hw.signal_value(q.tracking.signal)) {
                 if let Ok(n) = self.part.complete_through(id, seq) {
                     q.timing.completed(now, n, self.part.in_flight(id).unwrap_or(0));
+                    q.latency.completed_through(seq, now);
                 }
             }
         }
@@ -426,6 +472,7 @@ impl Scheduler {
             return false;
         }
         self.queues.insert(id, queue);
+        self.requested.insert(id, priority);
         self.created += 1;
         if let Some(b) = &self.board {
             b.join(id, priority);
@@ -451,8 +498,46 @@ impl Scheduler {
         self.stalled
     }
 
-    /// The queue's new effective priority (the application set a stream priority).
+    /// The priority the queue's application and the config ask for now (the application set a
+    /// stream priority); the effective priority is that, unless an operator's level overrides
+    /// it ([`Scheduler::set_override`]).
     pub fn set_priority(&mut self, id: QueueId, priority: Priority) {
+        if !self.queues.contains_key(&id) {
+            return;
+        }
+        self.requested.insert(id, priority);
+        self.apply_priority(id);
+    }
+
+    /// An operator's level for the queue (`None`: back to the requested priority); the stream
+    /// priority the application set is kept. Returns the new effective priority.
+    pub fn set_override(&mut self, id: QueueId, level: Option<Level>) -> Option<Priority> {
+        if !self.queues.contains_key(&id) {
+            return None;
+        }
+        match level {
+            Some(l) => self.overrides.insert(id, l),
+            None => self.overrides.remove(&id),
+        };
+        self.apply_priority(id)
+    }
+
+    /// The effective priority of `id`: the requested one, at the operator's level if set.
+    pub fn effective_priority(&self, id: QueueId) -> Option<Priority> {
+        let requested = *self.requested.get(&id)?;
+        Some(match self.overrides.get(&id) {
+            Some(&level) => Priority::at_level(level).with_stream(requested.stream()),
+            None => requested,
+        })
+    }
+
+    /// The priority the application and the config asked for.
+    pub fn requested_priority(&self, id: QueueId) -> Option<Priority> {
+        self.requested.get(&id).copied()
+    }
+
+    fn apply_priority(&mut self, id: QueueId) -> Option<Priority> {
+        let priority = self.effective_priority(id)?;
         if let Some(q) = self.queues.get_mut(&id) {
             q.stream = priority.stream();
             if q.mode == Mode::Scheduled {
@@ -466,6 +551,24 @@ impl Scheduler {
             old.priority = stats.priority;
         }
         self.notify();
+        Some(priority)
+    }
+
+    /// Pauses the queue (an operator's `xhsactl pause`): its packets are held in libxhsa and its
+    /// work holds no other queue back; or lets it go on. Destroying a paused queue still drains
+    /// it.
+    pub fn set_paused(&mut self, id: QueueId, paused: bool, now: Nanos) {
+        if self.part.set_paused(id, paused).is_ok() {
+            if let (Some(board), Some(stats)) = (self.board.clone(), self.stats(id, now)) {
+                board.publish(id, &stats);
+            }
+            self.notify();
+        }
+    }
+
+    /// Whether the queue is paused.
+    pub fn is_paused(&self, id: QueueId) -> bool {
+        self.part.is_paused(id).unwrap_or(false)
     }
 
     /// The queue's effective priority, while it is scheduled.
@@ -543,6 +646,7 @@ impl Scheduler {
             if let Some(q) = self.queues.get_mut(&id) {
                 let before = self.part.in_flight(id).unwrap_or(0).saturating_sub(packets.len() as u64);
                 q.timing.forwarded(now, before);
+                q.latency.forwarded(last, packets.len() as u64, now);
             }
             self.write_batch(id, packets, last, track, mem, hw);
         }
@@ -703,7 +807,10 @@ impl Scheduler {
         let done = q.tracking.observe(value);
         if let (true, Some(seq)) = (scheduled, done) {
             match self.part.complete_through(id, seq) {
-                Ok(n) => q.timing.completed(now, n, self.part.in_flight(id).unwrap_or(0)),
+                Ok(n) => {
+                    q.timing.completed(now, n, self.part.in_flight(id).unwrap_or(0));
+                    q.latency.completed_through(seq, now);
+                }
                 Err(e) => self.degrade(id, Vec::new(), &format!("completion report does not fit ({e})"), mem, hw),
             }
         }
@@ -821,6 +928,8 @@ impl Scheduler {
             b.leave(id);
         }
         self.published.remove(&id);
+        self.requested.remove(&id);
+        self.overrides.remove(&id);
         self.notify();
         add_stats(&mut self.retired, &q, stats.as_ref());
         self.retired.held = 0;
@@ -843,6 +952,21 @@ impl Scheduler {
         if q.mode != Mode::Scheduled {
             s.flags |= crate::board::stats::FLAG_PASSTHROUGH;
         }
+        if let Some(r) = self.requested.get(&id) {
+            s.requested = r.rank();
+        }
+        if self.overrides.contains_key(&id) {
+            s.flags |= crate::board::stats::FLAG_OVERRIDDEN;
+        }
+        s.latency = q.latency.histogram();
+        s.state = if q.mode == Mode::Direct {
+            QueueState::Degraded
+        } else if s.has_flag(crate::board::stats::FLAG_HELD) || (s.has_flag(crate::board::stats::FLAG_PAUSED) && s.pending > 0) {
+            QueueState::Held
+        } else {
+            QueueState::Running
+        }
+        .code();
         Some(s)
     }
 
@@ -1395,6 +1519,64 @@ mod tests {
         w.submit(1, 3);
         assert_eq!(w.sched.stats(QueueId(1), 0).unwrap().in_flight, 1, "held to W under the high stream");
         let _ = FenceScope::None;
+    }
+
+    #[test]
+    fn an_operator_level_overrides_the_requested_priority_and_keeps_the_stream() {
+        let mut w = World::new(1, "");
+        w.add(1, prio(0));
+        w.sched.set_priority(QueueId(1), prio(0).with_stream(StreamPriority::High));
+        let p = w.sched.set_override(QueueId(1), Some(Level::new(-7).unwrap())).unwrap();
+        assert_eq!(p, prio(-7).with_stream(StreamPriority::High));
+        assert_eq!(w.sched.priority(QueueId(1)), Some(p));
+        let st = w.sched.stats(QueueId(1), 0).unwrap();
+        assert_eq!((st.priority, st.requested), (p.rank(), prio(0).with_stream(StreamPriority::High).rank()));
+        assert!(st.has_flag(crate::board::stats::FLAG_OVERRIDDEN));
+        // The application changes its stream priority meanwhile: the operator's level stays.
+        w.sched.set_priority(QueueId(1), prio(0).with_stream(StreamPriority::Low));
+        assert_eq!(w.sched.priority(QueueId(1)), Some(prio(-7).with_stream(StreamPriority::Low)));
+        // Cleared: back to what was asked.
+        assert_eq!(w.sched.set_override(QueueId(1), None), Some(prio(0).with_stream(StreamPriority::Low)));
+        assert!(!w.sched.stats(QueueId(1), 0).unwrap().has_flag(crate::board::stats::FLAG_OVERRIDDEN));
+        assert_eq!(w.sched.set_override(QueueId(9), None), None, "unknown queue");
+    }
+
+    #[test]
+    fn a_paused_queue_is_held_without_holding_others_back_and_resumes_in_order() {
+        let mut w = World::new(1, "");
+        w.add(1, prio(5));
+        w.add(2, prio(0));
+        w.sched.set_paused(QueueId(1), true, 0);
+        assert!(w.sched.is_paused(QueueId(1)));
+        w.submit(1, 3);
+        w.submit(2, 3);
+        let st = w.sched.stats(QueueId(1), 0).unwrap();
+        assert_eq!((st.pending, st.in_flight), (3, 0), "nothing of a paused queue is forwarded");
+        assert_eq!(st.state(), QueueState::Held);
+        assert!(st.has_flag(crate::board::stats::FLAG_PAUSED) && !st.has_work(), "its work holds nobody back");
+        assert_eq!(w.sched.stats(QueueId(2), 0).unwrap().in_flight, 3, "the lower queue runs unthrottled");
+        w.sched.set_paused(QueueId(1), false, 0);
+        w.sched.pass(&w.mem, &w.hw, 0);
+        assert_eq!(w.sched.stats(QueueId(1), 0).unwrap().pending, 0);
+        w.gpu(1, 10);
+        w.check_executed(1, 3);
+    }
+
+    #[test]
+    fn completions_fill_the_latency_histogram_and_degradation_shows_in_the_state() {
+        let mut w = World::new(1, "");
+        w.add(1, prio(0));
+        w.add(2, prio(5));
+        w.submit(2, 1); // completions matter: queue 1's packets are tracked
+        w.submit(1, 2);
+        w.gpu(1, 10);
+        w.gpu(2, 10);
+        let st = w.sched.stats(QueueId(1), 0).unwrap();
+        assert_eq!(st.latency.iter().sum::<u32>() as u64, st.completed, "one sample per completed packet");
+        assert!(st.completed > 0);
+        assert_eq!(st.state(), QueueState::Running);
+        w.sched.degrade(QueueId(1), Vec::new(), "test", &w.mem, &w.hw);
+        assert_eq!(w.sched.stats(QueueId(1), 0).unwrap().state(), QueueState::Degraded);
     }
 
     proptest::proptest! {

@@ -150,6 +150,8 @@ pub struct ShadowQueue {
     pub untracked: Option<crate::path::window::Seq>,
     /// Time per packet on the hardware, from the completions seen.
     pub timing: crate::path::packet_time::PacketTime,
+    /// Dispatch-to-completion times, from the completions seen.
+    pub latency: crate::path::latency::Latency,
 }
 
 impl ShadowQueue {
@@ -169,6 +171,7 @@ impl ShadowQueue {
             drain: false,
             untracked: None,
             timing: Default::default(),
+            latency: Default::default(),
         }
     }
 

@@ -66,6 +66,32 @@ pub trait KfdPort: Send {
     fn now(&self) -> u64;
 }
 
+/// The port of a process whose KFD queues libxhsa cannot reach (preemption off, or the runtime's
+/// KFD descriptor unknown): every call fails, so nothing is ever taken off.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct NoKfd;
+
+impl KfdPort for NoKfd {
+    fn update_queue(&mut self, _: &Target, _: u32) -> Result<(), KfdFailure> {
+        Err(KfdFailure("no KFD access for this process's queues".into()))
+    }
+    fn enable_debug_trap(&mut self) -> Result<(), KfdFailure> {
+        Err(KfdFailure("no KFD access for this process's queues".into()))
+    }
+    fn suspend(&mut self, _: &mut [u32]) -> Result<u32, KfdFailure> {
+        Err(KfdFailure("no KFD access for this process's queues".into()))
+    }
+    fn resume(&mut self, _: &mut [u32]) -> Result<u32, KfdFailure> {
+        Err(KfdFailure("no KFD access for this process's queues".into()))
+    }
+    fn clear_new(&mut self) -> Result<(), KfdFailure> {
+        Err(KfdFailure("no KFD access for this process's queues".into()))
+    }
+    fn now(&self) -> u64 {
+        0
+    }
+}
+
 /// How a queue was taken off.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum How {

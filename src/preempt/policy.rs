@@ -15,6 +15,10 @@
 //! anywhere, or when it has been off for the starvation bound (`XHSA_PREEMPT_MAX_MS`); in the
 //! latter case it then runs at least `XHSA_PREEMPT_MIN_RUN_MS` before it can be taken off again.
 //! Putting back is never delayed by the budget.
+//!
+//! A queue an operator **paused** (`xhsactl pause`) is taken off as soon as it has packets in
+//! flight, whatever the cost and the budget, and stays off, without the starvation bound, until
+//! it is resumed; its work counts as no one's higher work.
 #![forbid(unsafe_code)]
 
 use super::settings::PreemptSettings;
@@ -34,11 +38,14 @@ pub struct Mine {
     pub packet_ns: u64,
     /// Whether KFD knows the queue (it can be taken off at all).
     pub preemptable: bool,
+    /// An operator paused it (`xhsactl pause`): off the GPU until resumed, whatever else runs.
+    pub paused: bool,
 }
 
 impl Mine {
+    /// Whether it has work that lower priorities must yield to (a paused queue's does not count).
     fn has_work(&self) -> bool {
-        self.pending > 0 || self.in_flight > 0
+        !self.paused && (self.pending > 0 || self.in_flight > 0)
     }
 }
 
@@ -116,6 +123,9 @@ impl Policy {
         for q in mine {
             match self.state(q.id) {
                 State::Off { since } => {
+                    if q.paused {
+                        continue;
+                    }
                     if !higher_work(q) {
                         d.put_back.push(q.id);
                     } else if now.saturating_sub(since) >= self.settings.max_preempted_ns {
@@ -126,6 +136,10 @@ impl Policy {
                     }
                 }
                 State::Running { exempt_until } => {
+                    if q.paused && q.preemptable && q.in_flight > 0 {
+                        d.take_off.push(q.id);
+                        continue;
+                    }
                     if !q.preemptable || q.in_flight == 0 || !higher_work(q) {
                         continue;
                     }
@@ -168,7 +182,27 @@ mod tests {
     }
 
     fn q(id: u64, level: i64, in_flight: u32, packet_ns: u64) -> Mine {
-        Mine { id: QueueId(id), priority: p(level), pending: 0, in_flight, packet_ns, preemptable: true }
+        Mine { id: QueueId(id), priority: p(level), pending: 0, in_flight, packet_ns, preemptable: true, paused: false }
+    }
+
+    #[test]
+    fn a_paused_queue_goes_off_at_once_stays_off_and_holds_nobody_back() {
+        let mut pol = policy();
+        let paused = Mine { paused: true, ..q(1, 9, 2, 10) };
+        // No higher work, the budget says no, a cost above its delay: off anyway.
+        let d = pol.decide(0, &[paused, q(2, 0, 3, 1_000)], &[], Some(1 << 40), false, 5 * MS);
+        assert_eq!(d.take_off, vec![QueueId(1)], "the paused queue only: its work is nobody's higher work");
+        pol.taken_off(&[QueueId(1)], 0);
+        // Far past the starvation bound, nothing else on the GPU: it stays off.
+        let d = pol.decide(3_600_000 * MS, &[paused], &[], None, true, 0);
+        assert!(d.put_back.is_empty() && d.starved.is_empty());
+        // Resumed: back.
+        let d = pol.decide(3_600_001 * MS, &[Mine { paused: false, ..paused }], &[], None, true, 0);
+        assert_eq!(d.put_back, vec![QueueId(1)]);
+        // A paused queue with nothing in flight is not touched.
+        let mut pol = policy();
+        let d = pol.decide(0, &[Mine { in_flight: 0, pending: 4, ..paused }], &[], None, true, 0);
+        assert!(d.take_off.is_empty());
     }
 
     fn policy() -> Policy {

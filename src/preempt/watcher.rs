@@ -18,7 +18,8 @@
 use super::budget::Budget;
 use super::mechanism::{How, KfdPort, Mechanisms, Target};
 use super::policy::{Mine, Policy};
-use super::settings::{PreemptMode, PreemptSettings};
+use super::settings::PreemptSettings;
+use crate::board::layout::Control;
 use crate::path::partition::QueueId;
 use crate::path::window::Nanos;
 use crate::settings::priority::Priority;
@@ -51,7 +52,19 @@ pub trait Watch: Send + Sync {
     fn set_interest(&self, own_changes_matter: bool);
     /// How long ago the last wake-up was published (for the wake-to-KFD-call latency).
     fn wake_age_ns(&self) -> Option<u64>;
+    /// `queues` were taken off the GPU (`off`) or put back (published for `xhsa-top`).
+    fn preempted(&self, _queues: &[QueueId], _off: bool) {}
+    /// Controllers' requests (`xhsactl`) waiting for this process's queues.
+    fn controls(&self) -> Vec<(QueueId, Control)> {
+        Vec::new()
+    }
+    /// Answers request `seq` for `queue` (`ACK_*` status and detail).
+    fn answer(&self, _queue: QueueId, _seq: u32, _status: u32, _detail: i32) {}
 }
+
+/// What carries out a controller's request for one of this process's queues (the scheduler's
+/// side: priorities, pauses); returns the `ACK_*` status and its detail.
+pub type ControlSink = Arc<dyn Fn(QueueId, Control) -> (u32, i32) + Send + Sync>;
 
 /// What the lock protects.
 struct Inner {
@@ -76,6 +89,8 @@ struct Inner {
 /// The process's preemption; see the module doc.
 pub struct Preemption {
     settings: PreemptSettings,
+    /// Carries out controllers' requests, once the process set it.
+    control: std::sync::OnceLock<ControlSink>,
     inner: Mutex<Inner>,
     said_broken: AtomicBool,
     clock: Box<dyn Fn() -> Nanos + Send + Sync>,
@@ -108,7 +123,30 @@ impl Preemption {
             restores: 0,
             off_ns: 0,
         };
-        Preemption { settings, inner: Mutex::new(inner), said_broken: AtomicBool::new(false), clock }
+        Preemption { settings, control: std::sync::OnceLock::new(), inner: Mutex::new(inner), said_broken: AtomicBool::new(false), clock }
+    }
+
+    /// Whether queues may be taken off at all (preemption on and KFD reachable).
+    pub fn enabled(&self) -> bool {
+        self.settings.mode != super::settings::PreemptMode::Off
+    }
+
+    /// Sets what carries out controllers' requests (once).
+    pub fn set_control(&self, sink: ControlSink) {
+        let _ = self.control.set(sink);
+    }
+
+    /// Carries out the controllers' requests waiting on the board and answers them; a request
+    /// with nothing to carry it out is answered "unknown".
+    pub fn serve_controls(&self, watch: &dyn Watch) {
+        for (q, c) in watch.controls() {
+            let (status, detail) = match self.control.get() {
+                Some(sink) => sink(q, c),
+                None => (crate::board::layout::ACK_UNKNOWN_OP, 0),
+            };
+            tracing::info!("xhsa: queue {q}: controller request op {} level {} from uid {}: status {status}", c.op, c.level, c.uid);
+            watch.answer(q, c.seq, status, detail);
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -252,6 +290,7 @@ impl Preemption {
                     g.restores += back.len() as u64;
                     g.policy.put_back(&back, &d.starved, end);
                     g.retry_at = None;
+                    watch.preempted(&back, false);
                 }
                 Err(e) => {
                     tracing::error!("xhsa: putting queues back on the GPU failed ({e}); retrying");
@@ -296,6 +335,9 @@ impl Preemption {
             }
             g.preemptions += qs.len() as u64;
             g.policy.taken_off(&qs, start);
+            if !qs.is_empty() {
+                watch.preempted(&qs, true);
+            }
             if !g.off.is_empty() {
                 watch.set_interest(true);
             }
@@ -315,6 +357,7 @@ impl Preemption {
     pub fn run(&self, watch: &dyn Watch, stop: &AtomicBool) {
         while !stop.load(Ordering::Acquire) {
             let seen = watch.wake_seq();
+            self.serve_controls(watch);
             let wake_at = self.step(watch);
             let now = (self.clock)();
             if wake_at > now {
@@ -332,11 +375,10 @@ impl std::fmt::Debug for Preemption {
     }
 }
 
-/// Starts the watcher thread over `watch` (the board). Returns whether it started.
+/// Starts the watcher thread over `watch` (the board). Returns whether it started. It runs in
+/// every mode: with preemption off (`XHSA_PREEMPT=off`, or no KFD access) it still clears dead
+/// owners and serves controllers' requests, and never takes a queue off.
 pub fn spawn(pre: Arc<Preemption>, watch: Arc<dyn Watch>) -> bool {
-    if pre.settings.mode == PreemptMode::Off {
-        return false;
-    }
     let stop = Arc::new(AtomicBool::new(false));
     std::thread::Builder::new()
         .name("xhsa-watcher".into())
@@ -353,6 +395,7 @@ pub fn spawn(pre: Arc<Preemption>, watch: Arc<dyn Watch>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::super::mechanism::fake::FakeKfd;
+    use super::super::settings::PreemptMode;
     use super::*;
     use crate::settings::priority::Level;
     use std::sync::atomic::AtomicU64;
@@ -389,7 +432,7 @@ mod tests {
     }
 
     fn low(in_flight: u32) -> Mine {
-        Mine { id: QueueId(1), priority: p(-1), pending: 0, in_flight, packet_ns: 2_000_000, preemptable: false }
+        Mine { id: QueueId(1), priority: p(-1), pending: 0, in_flight, packet_ns: 2_000_000, preemptable: false, paused: false }
     }
 
     fn setup(mode: PreemptMode, k: &FakeKfd) -> (Preemption, Arc<AtomicU64>) {

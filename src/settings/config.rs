@@ -17,6 +17,8 @@
 //! | `XHSA_CONFIG` | | path of a TOML config file (below); no file is read unless it is set | none |
 //! | `XHSA_LOG` | | a level (`off`, `error`, `warn`, `info`, `debug`, `trace`) or a comma-separated list of `LEVEL` and `TARGET=LEVEL` directives, `TARGET` being `xhsa` or a path under it ([`log_filter`]) | `warn` |
 //! | `XHSA_BOARD_DIR` | | directory of the per-GPU boards ([`crate::board::shared`]); every process that shares a GPU must use the same one | `/dev/shm` |
+//! | `XHSA_TRACE` | | a file path (`%p`: the process id, `%%`: `%`): write a trace of this process there ([`crate::trace`], `docs/trace.md`); read by [`crate::trace::settings`] | none: no trace |
+//! | `XHSA_TRACE_BUFFER` | | integer `16..=16777216`: events per trace buffer ([`crate::trace::settings`]) | 65536 |
 //!
 //! When a variable and its alias are both set, the `XHSA_` one is used (and the alias reported
 //! if it differs). The passthrough list is the union of the environment's and the config file's.
@@ -29,6 +31,9 @@
 //! passthrough_libs = ["libhipblas.so", "librocblas.so.4"]   # or one comma-separated string
 //! board_group = "mlusers"           # share the per-GPU board with this group (name or gid);
 //!                                   #   without it each user's processes have their own board
+//! control_max_level = 0             # the highest level `xhsactl set-priority` may give this
+//!                                   #   process's queues when a non-root user asks, -256..=255
+//!                                   #   (default 255: no cap); root is never capped
 //!
 //! [[process]]                       # per-process-name rule; the first match wins
 //! name = "inference-server"         # the executable's file name or the process name (comm);
@@ -39,7 +44,7 @@
 //! priority = 20
 //! ```
 //!
-//! Top-level keys: `priority`, `window`, `passthrough_libs`, `board_group`, `process`, `library`; rule keys:
+//! Top-level keys: `priority`, `window`, `passthrough_libs`, `board_group`, `control_max_level`, `process`, `library`; rule keys:
 //! `name`, `priority`. An unknown key is reported with the accepted ones and ignored; a rule
 //! without a valid `name` and `priority` is reported and skipped; a file that is not TOML is
 //! reported and ignored as a whole.
@@ -93,7 +98,7 @@ pub const DEFAULT_BOARD_DIR: &str = "/dev/shm";
 const ACCEPTED_PRIORITY: &str = "an integer in -256..=255 (higher is more urgent)";
 const ACCEPTED_WINDOW: &str = "an integer in 1..=1024";
 const ACCEPTED_BOOL: &str = "one of 0, 1, true, false, yes, no";
-const CONFIG_KEYS: &[&str] = &["priority", "window", "passthrough_libs", "board_group", "process", "library"];
+const CONFIG_KEYS: &[&str] = &["priority", "window", "passthrough_libs", "board_group", "control_max_level", "process", "library"];
 const RULE_KEYS: &[&str] = &["name", "priority"];
 
 /// A setting that could not be used as given.
@@ -356,6 +361,8 @@ pub struct Config {
     pub library_rules: Vec<Rule>,
     /// `board_group`.
     pub board_group: Option<GroupSpec>,
+    /// `control_max_level`.
+    pub control_max_level: Option<Level>,
 }
 
 /// A group, as the config names it.
@@ -447,6 +454,17 @@ impl Config {
                             Some(value_text(value)),
                             "expected a group name (string) or a numeric gid",
                             "each user's processes share a board of their own (mode 0600)",
+                        ));
+                    }
+                }
+                "control_max_level" => {
+                    config.control_max_level = value.as_integer().and_then(Level::new);
+                    if config.control_max_level.is_none() {
+                        errors.push(SettingError::new(
+                            at(key),
+                            Some(value_text(value)),
+                            format!("expected {ACCEPTED_PRIORITY}"),
+                            "non-root users' xhsactl set-priority is not capped (255)",
                         ));
                     }
                 }
@@ -671,6 +689,23 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// The highest level a non-root controller may give this process's queues
+    /// (`control_max_level`, default 255: no cap).
+    pub fn control_max_level(&self) -> Level {
+        self.config.control_max_level.unwrap_or(Level::MAX)
+    }
+
+    /// Whether a controller of real uid `uid` may give this process's queues `level`: root
+    /// always, others up to [`Settings::control_max_level`]; `Err(cap)` otherwise.
+    pub fn control_allows(&self, uid: u32, level: Level) -> Result<(), Level> {
+        let cap = self.control_max_level();
+        if uid != 0 && level > cap {
+            Err(cap)
+        } else {
+            Ok(())
+        }
+    }
+
     /// Combines what the environment and the config file say.
     pub fn combine(env: EnvSettings, config: Config) -> Settings {
         let mut passthrough = env.passthrough_libs;
@@ -821,6 +856,20 @@ mod tests {
         assert_eq!(c.board_group, Some(GroupSpec::Name("mlusers".into())));
         let (c, _) = Config::parse("board_group = 1001", "f");
         assert_eq!(c.board_group, Some(GroupSpec::Id(1001)));
+        let (c, errors) = Config::parse("control_max_level = -3", "f");
+        assert!(errors.is_empty());
+        assert_eq!(c.control_max_level, Some(lvl(-3)));
+        let capped = Settings::combine(EnvSettings::default(), c);
+        assert_eq!(capped.control_allows(1000, lvl(-3)), Ok(()));
+        assert_eq!(capped.control_allows(1000, lvl(-2)), Err(lvl(-3)), "a non-root user above the cap");
+        assert_eq!(capped.control_allows(0, lvl(255)), Ok(()), "root is never capped");
+        let open = Settings::combine(EnvSettings::default(), Config::default());
+        assert_eq!(open.control_allows(1000, lvl(255)), Ok(()), "no cap unless configured");
+        for bad in ["control_max_level = 256", "control_max_level = \"high\""] {
+            let (c, errors) = Config::parse(bad, "f");
+            assert_eq!(c.control_max_level, None, "{bad}");
+            assert!(errors[0].to_string().contains("-256..=255") || errors[0].to_string().contains("expected"), "{}", errors[0]);
+        }
         for bad in ["board_group = -1", "board_group = \"\"", "board_group = [1]"] {
             let (c, errors) = Config::parse(bad, "f");
             assert_eq!(c.board_group, None, "{bad}");
@@ -982,7 +1031,7 @@ mod tests {
         assert_eq!(
             text[1],
             "/etc/xhsa.toml: windw=\"3\": unknown key `windw`; accepted keys: `priority`, `window`, \
-             `passthrough_libs`, `board_group`, `process`, `library`; ignoring it"
+             `passthrough_libs`, `board_group`, `control_max_level`, `process`, `library`; ignoring it"
         );
         assert_eq!(
             text[0],

@@ -931,3 +931,27 @@ pub fn run_with_libxhsa_log(name: &str, args: &[&str], env: &[(&str, &str)]) -> 
     assert_passed(&out);
     out
 }
+
+/// The events of an `XHSA_TRACE` file (Chrome trace-event JSON, one array), asserting that it
+/// is valid JSON.
+pub fn read_trace(path: &Path) -> Vec<serde_json::Value> {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("read the trace {}: {e}", path.display()));
+    let v: serde_json::Value =
+        serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("the trace {} is not valid JSON: {e}\n{}", path.display(), String::from_utf8_lossy(&bytes[bytes.len().saturating_sub(2000)..])));
+    v.as_array().unwrap_or_else(|| panic!("the trace {} is not a JSON array", path.display())).clone()
+}
+
+/// The one file in `dir` whose name starts with `prefix` (a trace named with `%p`), and the pid
+/// in its name (what follows `prefix`, up to `.json`).
+pub fn trace_file(dir: &Path, prefix: &str) -> (PathBuf, u32) {
+    let found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(prefix) && n.ends_with(".json")))
+        .collect();
+    assert_eq!(found.len(), 1, "one trace file {prefix}*.json in {}: {found:?}", dir.display());
+    let name = found[0].file_name().unwrap().to_str().unwrap();
+    let pid = name[prefix.len()..name.len() - ".json".len()].parse().unwrap_or_else(|_| panic!("no pid in {name}"));
+    (found[0].clone(), pid)
+}

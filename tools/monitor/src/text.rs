@@ -1,0 +1,59 @@
+//! A snapshot as a plain text table (`xhsa-top --once`, `xhsactl list`): one line per queue
+//! under a header per GPU, in 80 columns (`*` after the state: paused by an operator; the JSON
+//! form has every field).
+#![forbid(unsafe_code)]
+
+use crate::snapshot::{Prio, Snapshot};
+use std::fmt::Write;
+
+/// Milliseconds with one decimal, from nanoseconds.
+pub fn ms(ns: u64) -> String {
+    format!("{:.1}", ns as f64 / 1e6)
+}
+
+/// A priority, or `?` for a slot without a valid one.
+pub fn prio(p: Option<Prio>) -> String {
+    p.map_or_else(|| "?".into(), |p| p.to_string())
+}
+
+/// The column header of [`render`]'s queue lines.
+pub const HEADER: &str = "    PID NAME         QID PRIO  REQ STATE     PEND INFL  DISPATCH PRMT  OFF_MS";
+
+/// The snapshot as text.
+pub fn render(s: &Snapshot) -> String {
+    let mut out = String::new();
+    if s.gpus.is_empty() && s.problems.is_empty() {
+        let _ = writeln!(out, "no xhsa board in {} (no process using libxhsa has opened a GPU there; XHSA_BOARD_DIR selects another directory)", s.dir.display());
+    }
+    for g in &s.gpus {
+        let queues: usize = g.processes.iter().map(|p| p.queues.len()).sum();
+        let _ = writeln!(out, "GPU node {} ({}): {} processes, {} queues", g.node, g.board.display(), g.processes.len(), queues);
+        let _ = writeln!(out, "{HEADER}");
+        for p in &g.processes {
+            for q in &p.queues {
+                let state = if q.paused { format!("{}*", q.state.name()) } else { q.state.name().to_string() };
+                let name: String = p.name.chars().take(11).collect();
+                let dead = if p.alive { "" } else { " (gone)" };
+                let _ = writeln!(
+                    out,
+                    "{:>7} {:<11} {:>4} {:>4} {:>4} {:<9} {:>4} {:>4} {:>9} {:>4} {:>7}{dead}",
+                    p.pid,
+                    name,
+                    q.id,
+                    prio(q.priority),
+                    prio(q.requested),
+                    state,
+                    q.pending,
+                    q.in_flight,
+                    q.dispatched,
+                    q.preemptions,
+                    ms(q.preempted_ns),
+                );
+            }
+        }
+    }
+    for p in &s.problems {
+        let _ = writeln!(out, "problem: {p}");
+    }
+    out
+}
