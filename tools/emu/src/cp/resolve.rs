@@ -37,10 +37,9 @@ impl Resolver {
 
     /// The kernel behind `kernel_object`.
     pub fn resolve(&mut self, mem: &dyn DeviceMemory, memory: &Memory, kernel_object: u64) -> Resolved {
-        if let Some(name) = self.namer.name(kernel_object) {
+        if let Some((name, mach)) = self.namer.name_and_mach(kernel_object) {
             // Loader names are authoritative and may change when code objects come and go.
             let model = self.registry.get(&name).copied();
-            let mach = self.namer.mach(kernel_object);
             let r = Resolved { name: name.into(), model, mach };
             self.warn_unknown(&r);
             return r;

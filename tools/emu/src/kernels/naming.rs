@@ -31,10 +31,12 @@ impl Namer {
         self.names.get(&kernel_object).cloned()
     }
 
-    /// The `EF_AMDGPU_MACH` of the code object holding the kernel at `kernel_object`.
-    pub fn mach(&mut self, kernel_object: u64) -> Option<u32> {
+    /// The name of the kernel at `kernel_object` and the `EF_AMDGPU_MACH` of its code object,
+    /// with one look at the loader's list (a dispatch's resolution needs both).
+    pub fn name_and_mach(&mut self, kernel_object: u64) -> Option<(String, Option<u32>)> {
         self.refresh();
-        self.machs.get(&kernel_object).copied()
+        let name = self.names.get(&kernel_object)?.clone();
+        Some((name, self.machs.get(&kernel_object).copied()))
     }
 
     /// Re-reads the list; parses code objects that appeared, forgets those that went.
