@@ -134,12 +134,8 @@ fn scene(board: &Path) {
     let s = json(board);
     let (_, bq) = process_at(&s, -5).expect("the batch process keeps its requested level");
     assert!(bq.iter().all(|q| q["priority"].as_i64() == Some(7) && q["overridden"] == Value::Bool(true)), "{s}");
-    let out = ctl(board, &["set-priority", &bpid.to_string(), "reset"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let (_, bq) = process_at(&json(board), -5).unwrap();
-    assert!(bq.iter().all(|q| q["priority"].as_i64() == Some(-5)));
-
-    // pause / resume.
+    // pause / resume, while the batch process runs above the inference (level 7): after the
+    // resume nothing higher holds it back, so it must go on.
     let out = ctl(board, &["pause", &bpid.to_string()]);
     assert!(out.status.success(), "pause failed: {}", String::from_utf8_lossy(&out.stderr));
     let s = until(board, Duration::from_secs(10), |s| process_at(s, -5).is_some_and(|(_, q)| q.iter().all(|q| q["paused"] == Value::Bool(true)))).expect("never shown paused");
@@ -151,6 +147,10 @@ fn scene(board: &Path) {
     let out = ctl(board, &["resume", &bpid.to_string()]);
     assert!(out.status.success(), "resume failed: {}", String::from_utf8_lossy(&out.stderr));
     until(board, Duration::from_secs(30), |s| process_at(s, -5).is_some_and(|(_, q)| q.iter().all(|q| q["paused"] == Value::Bool(false)) && sum(&q, "dispatched") > frozen)).expect("the batch process never went on after resume");
+    let out = ctl(board, &["set-priority", &bpid.to_string(), "reset"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (_, bq) = process_at(&json(board), -5).unwrap();
+    assert!(bq.iter().all(|q| q["priority"].as_i64() == Some(-5)));
 
     // Refusals say why.
     let out = ctl(board, &["set-priority", "1", "3"]);

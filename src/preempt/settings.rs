@@ -128,10 +128,7 @@ impl PreemptSettings {
 mod tests {
     use super::*;
 
-    fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> {
-        let v: Vec<(String, String)> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        move |k| v.iter().find(|(n, _)| n == k).map(|(_, x)| OsString::from(x))
-    }
+    use crate::settings::fake_env as env;
 
     #[test]
     fn defaults_and_valid_values() {

@@ -755,12 +755,8 @@ impl Settings {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use std::collections::HashMap;
 
-    fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> {
-        let map: HashMap<String, OsString> = vars.iter().map(|(k, v)| (k.to_string(), OsString::from(v))).collect();
-        move |k| map.get(k).cloned()
-    }
+    use crate::settings::fake_env as env;
 
     fn lvl(n: i64) -> Level {
         Level::new(n).unwrap()

@@ -18,3 +18,11 @@ pub mod config;
 pub mod fault;
 pub mod priority;
 pub mod whitelist;
+
+/// An environment of `vars` for the settings' `from_lookup` in tests (what a variable is set to;
+/// unset when absent).
+#[cfg(test)]
+pub(crate) fn fake_env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<std::ffi::OsString> {
+    let map: std::collections::HashMap<String, std::ffi::OsString> = vars.iter().map(|(k, v)| (k.to_string(), std::ffi::OsString::from(v))).collect();
+    move |k| map.get(k).cloned()
+}

@@ -119,21 +119,10 @@ mod tests {
     use crate::preempt::mechanism::fake::FakeKfd;
     use crate::preempt::mechanism::Mechanisms;
     use crate::preempt::PreemptMode;
+    use crate::trace::recorder::test_support::Shared;
     use crate::trace::recorder::Sink;
-    use std::sync::{Arc, Mutex};
+    use std::sync::Arc;
 
-    #[derive(Clone, Default)]
-    struct Shared(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Shared {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
 
     fn target(q: u64, id: u32) -> Target {
         Target { queue: QueueId(q), kfd_id: id, ring_base: 0x10000 * q, ring_bytes: 65536, priority: 7, percentage: 100 }

@@ -145,21 +145,10 @@ mod tests {
     use super::*;
     use crate::settings::priority::{Level, StreamPriority};
     use crate::trace::event::Track;
+    use crate::trace::recorder::test_support::Shared;
     use crate::trace::recorder::Sink;
-    use std::sync::{Arc, Mutex};
+    use std::sync::Arc;
 
-    #[derive(Clone, Default)]
-    struct Shared(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Shared {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
 
     fn rank(level: i64, s: StreamPriority) -> i32 {
         Priority::new(Level::new(level).unwrap(), s).rank()

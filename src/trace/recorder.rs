@@ -382,15 +382,16 @@ impl Recorder {
     }
 }
 
+/// What the trace modules' tests share.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::path::partition::QueueId;
-    use serde_json::Value;
+pub(crate) mod test_support {
+    use super::lock;
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
 
     /// A `Write` the test can read back.
     #[derive(Clone, Default)]
-    struct Shared(Arc<Mutex<Vec<u8>>>);
+    pub(crate) struct Shared(pub(crate) Arc<Mutex<Vec<u8>>>);
 
     impl Write for Shared {
         fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
@@ -401,6 +402,15 @@ mod tests {
             Ok(())
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::path::partition::QueueId;
+    use serde_json::Value;
+
+    use super::test_support::Shared;
 
     /// Fails every write after the first `ok` bytes.
     struct Failing(usize);
