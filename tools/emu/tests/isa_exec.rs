@@ -6,10 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use xhsa_emu::isa::{self, IsaError, Launch};
-use xhsa_emu::kernels::naming::kernel_symbols;
-use xhsa_emu::kernels::Dispatch;
-use xhsa_emu::sys::devmem::HostMemory;
+use xhsa_emu::isa::host::{CodeObject, HostRig};
+use xhsa_emu::isa::IsaError;
 
 fn have_hipcc() -> bool {
     Command::new("hipcc").arg("--version").output().is_ok_and(|o| o.status.success())
@@ -40,104 +38,19 @@ fn code_object(src: &Path) -> PathBuf {
     out
 }
 
-/// A code object loaded at a host address: its PT_LOAD segments at their virtual addresses.
-struct Loaded {
-    image: Vec<u64>,
-    kernels: Vec<(u64, String)>,
-}
-
-impl Loaded {
-    fn new(path: &Path) -> Loaded {
-        let elf = std::fs::read(path).unwrap();
-        let u16_at = |o: usize| u16::from_le_bytes(elf[o..o + 2].try_into().unwrap());
-        let u64_at = |o: usize| u64::from_le_bytes(elf[o..o + 8].try_into().unwrap());
-        let (phoff, phentsize, phnum) = (u64_at(0x20) as usize, usize::from(u16_at(0x36)), usize::from(u16_at(0x38)));
-        let segs: Vec<(usize, usize, usize, usize)> = (0..phnum)
-            .map(|k| phoff + k * phentsize)
-            .filter(|&p| u32::from_le_bytes(elf[p..p + 4].try_into().unwrap()) == 1)
-            .map(|p| (u64_at(p + 8) as usize, u64_at(p + 16) as usize, u64_at(p + 32) as usize, u64_at(p + 40) as usize))
-            .collect();
-        let size = segs.iter().map(|s| s.1 + s.3).max().unwrap();
-        let mut image = vec![0u64; size.div_ceil(8) + 1];
-        // SAFETY: the Vec<u64> is `image.len() * 8` bytes long and exclusively borrowed here.
-        let bytes = unsafe { std::slice::from_raw_parts_mut(image.as_mut_ptr().cast::<u8>(), image.len() * 8) };
-        for (off, vaddr, filesz, _) in &segs {
-            bytes[*vaddr..vaddr + filesz].copy_from_slice(&elf[*off..off + filesz]);
-        }
-        Loaded { image, kernels: kernel_symbols(&elf) }
-    }
-
-    fn base(&self) -> u64 {
-        self.image.as_ptr() as u64
-    }
-
-    fn kernel(&self, name_part: &str) -> u64 {
-        let (v, _) = self.kernels.iter().find(|(_, n)| n.contains(name_part)).unwrap_or_else(|| panic!("{name_part} in {:?}", self.kernels));
-        self.base() + v
-    }
-
-    fn range(&self) -> (u64, u64) {
-        (self.base(), self.image.len() as u64 * 8)
-    }
-}
-
-/// Host buffers the device may touch, and a dispatch over them.
-struct Rig {
-    code: Loaded,
-    buffers: Vec<Vec<u64>>,
-}
+/// A rig over the device code of `src` (relative to this crate), or None without hipcc.
+struct Rig;
 
 impl Rig {
-    fn new(src: &str) -> Option<Rig> {
+    #[allow(clippy::new_ret_no_self)]
+    fn new(src: &str) -> Option<HostRig> {
         if !have_hipcc() {
             eprintln!("SKIP: hipcc not installed (Debian package hipcc)");
             return None;
         }
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(src);
-        Some(Rig { code: Loaded::new(&code_object(&path)), buffers: Vec::new() })
-    }
-
-    /// A zeroed buffer of `bytes`; returns its address.
-    fn alloc(&mut self, bytes: usize) -> u64 {
-        self.buffers.push(vec![0u64; bytes.div_ceil(8).max(1)]);
-        self.buffers.last().unwrap().as_ptr() as u64
-    }
-
-    fn upload<T: Copy>(&mut self, data: &[T]) -> u64 {
-        let a = self.alloc(std::mem::size_of_val(data));
-        // SAFETY: `a` is a fresh buffer of at least that many bytes.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr().cast::<u8>(), a as *mut u8, std::mem::size_of_val(data)) };
-        a
-    }
-
-    fn download<T: Copy + Default>(&self, addr: u64, n: usize) -> Vec<T> {
-        let mut v = vec![T::default(); n];
-        // SAFETY: `addr` is one of this rig's buffers holding at least n values of T.
-        unsafe { std::ptr::copy_nonoverlapping(addr as *const T, v.as_mut_ptr(), n) };
-        v
-    }
-
-    /// Dispatches kernel `name` with `args` (8-byte kernarg slots) over `grid` work-items in
-    /// workgroups of `wg`.
-    fn run(&mut self, name: &str, args: &[u64], grid: [u32; 3], wg: [u16; 3]) -> Result<isa::Stats, IsaError> {
-        let kernarg = self.upload(&[args, &[0u64; 32][..]].concat());
-        let mut packet = [0u8; 64];
-        packet[0..2].copy_from_slice(&(2u16 | 3 << 9 | 3 << 11).to_le_bytes());
-        packet[2..4].copy_from_slice(&(if grid[2] > 1 { 3u16 } else if grid[1] > 1 { 2 } else { 1 }).to_le_bytes());
-        for k in 0..3 {
-            packet[4 + 2 * k..6 + 2 * k].copy_from_slice(&wg[k].to_le_bytes());
-            packet[12 + 4 * k..16 + 4 * k].copy_from_slice(&grid[k].to_le_bytes());
-        }
-        let ko = self.code.kernel(name);
-        packet[32..40].copy_from_slice(&ko.to_le_bytes());
-        packet[40..48].copy_from_slice(&kernarg.to_le_bytes());
-        let packet_addr = self.upload(&packet);
-        let d = Dispatch { kernel_object: ko, grid, wg, kernarg, group_segment: 0, private_segment: 0 };
-        let mut ranges: Vec<(u64, u64)> = self.buffers.iter().map(|b| (b.as_ptr() as u64, b.len() as u64 * 8)).collect();
-        ranges.push(self.code.range());
-        let accessible = |a: u64, l: u64| ranges.iter().any(|&(s, n)| a >= s && a + l <= s + n);
-        let launch = Launch { dispatch: &d, packet: packet_addr, queue: 0, dispatch_id: 1 };
-        isa::run(&launch, &HostMemory, &accessible, &|| 0)
+        let elf = std::fs::read(code_object(&path)).unwrap();
+        Some(HostRig::new(CodeObject::load(&elf).unwrap()))
     }
 }
 
@@ -448,7 +361,7 @@ fn blgp_source(l: usize, blgp: u8) -> usize {
 /// Runs kernel `kernel` (opcode `mm`, modifiers cbsz/abid/blgp) on inputs of small integers
 /// (i8: any byte) and checks every D element against C + A x B computed from the matrices the
 /// layouts put in the registers. `c_const`: the kernel's C is this constant, not the c buffer.
-fn check_mfma(r: &mut Rig, kernel: &str, mm: Mm, (cbsz, abid, blgp): (u8, u8, u8), c_const: Option<f64>, seed: u64) {
+fn check_mfma(r: &mut HostRig, kernel: &str, mm: Mm, (cbsz, abid, blgp): (u8, u8, u8), c_const: Option<f64>, seed: u64) {
     let mut rng = seed | 1;
     let mut next = move || {
         rng ^= rng << 13;
@@ -603,7 +516,7 @@ fn h(bits: u32) -> f32 {
 
 /// Runs a one-wave kernel of tests/isa/vop3p.hip on per-lane words a, b, c; returns `per`
 /// result words per lane.
-fn lanes3(r: &mut Rig, kernel: &str, a: &[u32], b: &[u32], c: &[u32], per: usize) -> Vec<u32> {
+fn lanes3(r: &mut HostRig, kernel: &str, a: &[u32], b: &[u32], c: &[u32], per: usize) -> Vec<u32> {
     let (da, db, dc) = (r.upload(a), r.upload(b), r.upload(c));
     let dd = r.alloc(64 * 4 * per);
     r.run(kernel, &[da, db, dc, dd], [64, 1, 1], [64, 1, 1]).unwrap_or_else(|e| panic!("{kernel}: {e}"));
@@ -765,7 +678,7 @@ fn typed_buffer_loads_convert_each_format() {
     let Some(mut r) = Rig::new("tests/isa/buffer.hip") else { return };
     let f = f32::from_bits;
     let src = words(41, 64 * 8);
-    let run = |r: &mut Rig, k: &str, out_words: usize| {
+    let run = |r: &mut HostRig, k: &str, out_words: usize| {
         let (ds, dout) = (r.upload(&src), r.alloc(64 * 4 * out_words));
         r.run(k, &[ds, dout], [64, 1, 1], [64, 1, 1]).unwrap_or_else(|e| panic!("{k}: {e}"));
         r.download::<u32>(dout, 64 * out_words)

@@ -6,7 +6,7 @@
 //! codes, inline constants, literals), [`wave`] (a wave64's registers), [`descriptor`] (the
 //! kernel descriptor), [`dispatch`] (workgroup and wave set-up, the cooperative run with
 //! barriers), [`lds`], [`memory`] (checked device memory), [`exec`] (the opcodes' semantics),
-//! [`fp16`].
+//! [`fp16`]; [`host`] runs a code object's kernels over host memory (tests, benchmark).
 //!
 //! An instruction the interpreter does not implement stops the dispatch with
 //! [`IsaError::Unimplemented`] naming it (the CP turns that into the queue error of an illegal
@@ -17,6 +17,7 @@ pub mod descriptor;
 pub mod dispatch;
 pub mod exec;
 pub mod fp16;
+pub mod host;
 pub mod lds;
 pub mod memory;
 pub mod operand;

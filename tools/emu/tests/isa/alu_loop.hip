@@ -48,3 +48,19 @@ extern "C" __global__ void isa_smem_loop(unsigned* out, const unsigned* table, u
         : "+s"(a), "=&s"(t), "+s"(iters) : "s"(table));
     out[blockIdx.x * blockDim.x + threadIdx.x] = a;
 }
+
+// The ALU loop with divergent lanes: a third of each wave's work-items (tid % 3 == 0) skip the
+// loop, so it runs under a partial EXEC as divergent library code does.
+extern "C" __global__ void isa_divergent_loop(unsigned* out, unsigned iters) {
+    unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned x = t + 1;
+    if (t % 3 != 0) {
+        for (unsigned k = 0; k < iters; ++k) {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x = x * 2654435761u + k;
+        }
+    }
+    out[t] = x;
+}

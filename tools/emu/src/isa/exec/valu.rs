@@ -31,7 +31,20 @@ pub struct Src {
 
 impl Src {
     /// Source `k` of `i` read as `ty`.
+    #[inline(always)]
     pub fn new(w: &Wave, i: &Inst, k: usize, ty: Ty, ctx: &Ctx) -> Src {
+        let code = i.src[k];
+        // The common case first: a 32-bit VGPR with no modifier or selection.
+        if (operand::VGPR0..operand::AGPR0).contains(&code) && !ty.is64() && (i.abs | i.neg | i.op_sel) == 0 && i.sdwa.is_none() {
+            let r = usize::from(code - operand::VGPR0);
+            if (r + 1) * LANES <= w.v.len() {
+                return Src { kind: Kind::Lo(r * LANES, false), and: u64::MAX, xor: 0, sel: None };
+            }
+        }
+        Src::general(w, i, k, ty, ctx)
+    }
+
+    fn general(w: &Wave, i: &Inst, k: usize, ty: Ty, ctx: &Ctx) -> Src {
         let code = i.src[k];
         let kind = if code < operand::VGPR0 {
             Kind::Const(w.sread(code, i.literal, ty, &ctx.apertures))
@@ -322,10 +335,7 @@ pub fn vop(w: &mut Wave, i: &Inst, ctx: &mut Ctx, tys: &[Ty], dty: Ty, f: impl F
             if exec == u64::MAX {
                 d.copy_from_slice(&res[..]);
             } else {
-                // A blend over all lanes (vectorises) rather than a walk over the set bits.
-                for (l, (x, y)) in d.iter_mut().zip(res.iter()).enumerate() {
-                    *x = if exec >> l & 1 == 1 { *y } else { *x };
-                }
+                blend(d, exec, &res[..]);
             }
             return Ok(Step::Next);
         }
@@ -383,16 +393,45 @@ pub fn vop(w: &mut Wave, i: &Inst, ctx: &mut Ctx, tys: &[Ty], dty: Ty, f: impl F
             }
         }
     } else {
-        for (l, (x, y)) in w.v[r..r + LANES].iter_mut().zip(out.iter()).enumerate() {
-            *x = if mask >> l & 1 == 1 { *y as u32 } else { *x };
-        }
+        let lo: [u32; LANES] = std::array::from_fn(|l| out[l] as u32);
+        blend(&mut w.v[r..r + LANES], mask, &lo);
         if wide {
-            for (l, (x, y)) in w.v[r + LANES..r + 2 * LANES].iter_mut().zip(out.iter()).enumerate() {
-                *x = if mask >> l & 1 == 1 { (*y >> 32) as u32 } else { *x };
-            }
+            let hi: [u32; LANES] = std::array::from_fn(|l| (out[l] >> 32) as u32);
+            blend(&mut w.v[r + LANES..r + 2 * LANES], mask, &hi);
         }
     }
     Ok(Step::Next)
+}
+
+/// Lane masks of every byte value: `BYTE_MASKS[b][k]` is all ones where bit `k` of `b` is set.
+const BYTE_MASKS: [[u32; 8]; 256] = {
+    let mut t = [[0u32; 8]; 256];
+    let mut b = 0;
+    while b < 256 {
+        let mut k = 0;
+        while k < 8 {
+            if b >> k & 1 == 1 {
+                t[b][k] = u32::MAX;
+            }
+            k += 1;
+        }
+        b += 1;
+    }
+    t
+};
+
+/// Writes the lanes of `src` whose bit in `mask` is set into `d` (64 lanes each): a blend
+/// through per-byte lane masks (vectorises without variable shifts), not a walk over the set
+/// bits.
+#[inline(always)]
+pub fn blend(d: &mut [u32], mask: u64, src: &[u32]) {
+    let (d, src) = (&mut d[..LANES], &src[..LANES]);
+    for (c, (dc, sc)) in d.chunks_exact_mut(8).zip(src.chunks_exact(8)).enumerate() {
+        let m = &BYTE_MASKS[(mask >> (8 * c)) as u8 as usize];
+        for ((x, y), m) in dc.iter_mut().zip(sc).zip(m) {
+            *x = (*x & !m) | (y & m);
+        }
+    }
 }
 
 /// Float views of operand bits.
@@ -439,6 +478,18 @@ mod tests {
         assert_eq!(dpp_source(&d(0x143), 40), Some(31)); // row_bcast:31
         assert_eq!(dpp_source(&d(0x140), 3), Some(12)); // row_mirror
         assert_eq!(dpp_write_mask(&Dpp { ctrl: 0, bound_ctrl: false, row_mask: 0b1010, bank_mask: 0xf }), 0xffff_0000_ffff_0000);
+    }
+
+    #[test]
+    fn blend_writes_the_masked_lanes_only() {
+        let src: [u32; LANES] = std::array::from_fn(|l| 1000 + l as u32);
+        for mask in [0u64, u64::MAX, 0x8000_0000_0000_0001, 0x00ff_0f00_f0f0_1234, 1 << 37] {
+            let mut d: [u32; LANES] = std::array::from_fn(|l| l as u32);
+            blend(&mut d, mask, &src);
+            for (l, &x) in d.iter().enumerate() {
+                assert_eq!(x, if mask >> l & 1 == 1 { 1000 + l as u32 } else { l as u32 }, "mask {mask:#x} lane {l}");
+            }
+        }
     }
 
     #[test]
