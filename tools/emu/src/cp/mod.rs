@@ -73,8 +73,12 @@ impl Cp {
         Cp { hws, aql: BTreeMap::new(), sdma: BTreeMap::new(), resolver: Resolver::new(r_debug), next_tag: 1, cfg }
     }
 
-    pub fn add_aql(&mut self, key: QueueKey, ring: u64, ring_bytes: u64, read_ptr: u64, priority: u8) {
-        self.aql.insert(key, AqlQueue::new(key, ring, ring_bytes, read_ptr));
+    /// An AQL queue: its ring, the address of its read index (in its `amd_queue_t`) and of its
+    /// doorbell. The packet processor fetches what the doorbell announced, as the CP does
+    /// (not up to the write index: a missing ring leaves packets unseen until the queue is
+    /// mapped again).
+    pub fn add_aql(&mut self, key: QueueKey, ring: u64, ring_bytes: u64, read_ptr: u64, doorbell: u64, priority: u8) {
+        self.aql.insert(key, AqlQueue::new(key, ring, ring_bytes, read_ptr, doorbell));
         self.hws.add_queue(key, priority);
     }
 
@@ -90,6 +94,8 @@ impl Cp {
 
     pub fn set_runnable(&mut self, key: QueueKey, runnable: bool) {
         if let Some(q) = self.aql.get_mut(&key) {
+            // Mapped again: the CP reads the write index from memory.
+            q.remapped |= runnable && !q.runnable;
             q.runnable = runnable;
         }
         if let Some(q) = self.sdma.get_mut(&key) {
@@ -109,8 +115,8 @@ impl Cp {
         // Packets published by now may start at the time their predecessor ended; later ones
         // cannot start before they are seen.
         for q in self.aql.values_mut() {
-            if env.memory.device_accessible(q.amd_queue + aql::WRITE_DISPATCH_ID, 8) {
-                q.visible = env.mem.load_u64(q.amd_queue + aql::WRITE_DISPATCH_ID);
+            if q.runnable && env.memory.device_accessible(q.amd_queue + aql::WRITE_DISPATCH_ID, 8) {
+                q.visible = q.fetch_limit(env.mem);
             }
         }
         loop {
@@ -185,7 +191,7 @@ impl Cp {
             // flight, the write index may already count an id whose slot still holds the old,
             // valid packet. Never fetch past the completed ids plus one ring.
             let completed = env.mem.load_u64(q.amd_queue + aql::READ_DISPATCH_ID);
-            let write = env.mem.load_u64(q.amd_queue + aql::WRITE_DISPATCH_ID).min(completed.saturating_add(q.slots));
+            let write = q.fetch_limit(env.mem).min(completed.saturating_add(q.slots));
             if q.read >= write {
                 q.blocked = None;
                 return progress;

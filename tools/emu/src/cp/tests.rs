@@ -20,6 +20,8 @@ const STORE_KERNEL: u64 = 0x38_1000;
 const ILLEGAL_KERNEL: u64 = 0x38_2000;
 const KERNARG: u64 = 0x39_0000;
 const OUT: u64 = 0x39_1000;
+/// The queue's doorbell (host memory outside the device's ranges, as the doorbell page is).
+const DOORBELL: u64 = 0x3a_0000;
 
 /// A gfx90a kernel descriptor: kernarg pointer in s[0:1], workgroup id x in s2, code at +256.
 fn put_kernel(mem: &FakeMemory, at: u64, code: &[u32]) {
@@ -57,8 +59,9 @@ impl Rig {
         // v_cvt_pknorm_u16_f16 v0, v2, s0 (not implemented); s_endpgm
         put_kernel(&mem, ILLEGAL_KERNEL, &[0xD29A_0000, 0x0000_0102, 0xBF81_0000]);
         mem.store_u64(KERNARG, OUT);
+        mem.store_u64(DOORBELL, u64::MAX);
         let mut cp = Cp::new(Arc::new(Config::default()), None);
-        cp.add_aql(1, RING, SLOTS * 64, AMD_QUEUE + aql::READ_DISPATCH_ID, 7);
+        cp.add_aql(1, RING, SLOTS * 64, AMD_QUEUE + aql::READ_DISPATCH_ID, DOORBELL, 7);
         Rig { cp, mem, events: Events::default(), memory, next: 0 }
     }
 
@@ -69,8 +72,19 @@ impl Rig {
         self.cp.run(&env, now)
     }
 
-    /// Writes a packet (body, then header) and bumps the write index.
+    /// Writes a packet (body, then header), bumps the write index and rings the doorbell.
     fn push(&mut self, header: u16, body: &[(u64, u64)], completion: u64) {
+        self.write_packet(header, body, completion);
+        self.ring();
+    }
+
+    /// Stores the id of the last packet written into the doorbell.
+    fn ring(&mut self) {
+        self.mem.store_u64(DOORBELL, self.next - 1);
+    }
+
+    /// Writes a packet (body, then header) and bumps the write index, without a doorbell ring.
+    fn write_packet(&mut self, header: u16, body: &[(u64, u64)], completion: u64) {
         let slot = RING + 64 * (self.next % SLOTS);
         for &(off, v) in body {
             self.mem.store_u64(slot + off, v);
@@ -136,12 +150,70 @@ fn a_wrapped_slot_still_holding_an_older_packet_is_not_fetched_again() {
         r.kernel(false, SIG);
     }
     r.mem.store_u64(AMD_QUEUE + aql::WRITE_DISPATCH_ID, SLOTS + 1);
+    // The doorbell announced the SLOTS packets only; a (re)map reads the write index itself,
+    // which counts the reserved id too.
+    r.cp.set_runnable(1, false);
+    r.cp.set_runnable(1, true);
     let mut t = 0;
     while let Some(next) = r.run(t) {
         t = next;
     }
     assert_eq!(signal::value(&r.mem, SIG), 1000 - SLOTS as i64, "each packet completed exactly once");
     assert_eq!(r.read_index(), SLOTS, "the read index stops where the application's packets end");
+}
+
+/// The CP fetches what the doorbell announced, not what the write index counts: packets
+/// written without a ring wait (a test can catch a missing ring) and a ring releases them.
+#[test]
+fn packets_wait_for_their_doorbell_ring() {
+    let mut r = Rig::new();
+    r.mem.store_u64(SIG + signal::VALUE, 2);
+    let header = u16::from(aql::TYPE_KERNEL_DISPATCH);
+    r.kernel(false, SIG); // rung: id 0
+    let slot = RING + 64;
+    for (off, v) in [(2u64, 1u16), (4, 64), (6, 1), (8, 1)] {
+        r.mem.write(slot + off, &v.to_le_bytes());
+    }
+    for (off, v) in [(12u64, 640u32), (16, 1), (20, 1)] {
+        r.mem.write(slot + off, &v.to_le_bytes());
+    }
+    r.write_packet(header, &[(32, KERNEL), (40, KERNARG)], SIG); // id 1, not rung
+    let mut t = 0;
+    while let Some(next) = r.run(t) {
+        t = next;
+    }
+    assert_eq!(signal::value(&r.mem, SIG), 1, "only the rung packet ran");
+    assert_eq!(r.read_index(), 1);
+    r.ring();
+    while let Some(next) = r.run(t) {
+        t = next;
+    }
+    assert_eq!(signal::value(&r.mem, SIG), 0, "the ring released the second packet");
+    assert_eq!(r.read_index(), 2);
+}
+
+/// A queue mapped again (made runnable after being taken off) picks up the write index from
+/// memory, as the CP does when a queue is mapped: a packet written without a ring runs then.
+#[test]
+fn a_remapped_queue_picks_up_the_write_index() {
+    let mut r = Rig::new();
+    r.mem.store_u64(SIG + signal::VALUE, 1);
+    let slot = RING;
+    for (off, v) in [(2u64, 1u16), (4, 64), (6, 1), (8, 1)] {
+        r.mem.write(slot + off, &v.to_le_bytes());
+    }
+    for (off, v) in [(12u64, 640u32), (16, 1), (20, 1)] {
+        r.mem.write(slot + off, &v.to_le_bytes());
+    }
+    r.write_packet(u16::from(aql::TYPE_KERNEL_DISPATCH), &[(32, KERNEL), (40, KERNARG)], SIG);
+    assert_eq!(r.run(0), None, "nothing announced, nothing to do");
+    r.cp.set_runnable(1, false);
+    r.cp.set_runnable(1, true);
+    let mut t = 0;
+    while let Some(next) = r.run(t) {
+        t = next;
+    }
+    assert_eq!(signal::value(&r.mem, SIG), 0, "the remap picked up the unannounced packet");
 }
 
 #[test]
@@ -225,7 +297,7 @@ fn a_profiled_kernel_stays_timing_only() {
     cfg.kernels.push(crate::config::KernelProfile { name: format!("kernel@{ILLEGAL_KERNEL:#x}"), wg_ns: 1000, util: 0.0, hbm_bytes_per_wg: 0 });
     let mut r = Rig::new();
     r.cp = Cp::new(Arc::new(cfg), None);
-    r.cp.add_aql(1, RING, SLOTS * 64, AMD_QUEUE + aql::READ_DISPATCH_ID, 7);
+    r.cp.add_aql(1, RING, SLOTS * 64, AMD_QUEUE + aql::READ_DISPATCH_ID, DOORBELL, 7);
     r.mem.store_u64(SIG + signal::VALUE, 1);
     r.kernel_at(ILLEGAL_KERNEL, false, SIG);
     let next = r.run(0).expect("a completion is pending");
