@@ -175,8 +175,8 @@ pub struct AqlQueue {
     /// Packet ids below this were announced: by a doorbell ring (its value + 1), or read from
     /// the write index when the queue was (re)mapped.
     pub published: u64,
-    /// The queue was mapped again (made runnable): the CP picks up the write index from memory,
-    /// as the hardware does when a queue is mapped.
+    /// The queue was mapped (created, or made runnable again): the CP picks up the write index
+    /// from memory, as the hardware does when a queue is mapped.
     pub remapped: bool,
     pub runnable: bool,
     pub failed: bool,
@@ -198,7 +198,9 @@ impl AqlQueue {
             visible: 0,
             doorbell,
             published: 0,
-            remapped: false,
+            // Created = mapped: the CP reads the write index from memory once (a packet
+            // written before CREATE_QUEUE runs without a ring).
+            remapped: true,
             runnable: true,
             failed: false,
             blocked: None,

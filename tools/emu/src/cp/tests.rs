@@ -167,6 +167,7 @@ fn a_wrapped_slot_still_holding_an_older_packet_is_not_fetched_again() {
 #[test]
 fn packets_wait_for_their_doorbell_ring() {
     let mut r = Rig::new();
+    assert_eq!(r.run(0), None, "the creation's map read the write index: 0");
     r.mem.store_u64(SIG + signal::VALUE, 2);
     let header = u16::from(aql::TYPE_KERNEL_DISPATCH);
     r.kernel(false, SIG); // rung: id 0
@@ -193,10 +194,12 @@ fn packets_wait_for_their_doorbell_ring() {
 }
 
 /// A queue mapped again (made runnable after being taken off) picks up the write index from
-/// memory, as the CP does when a queue is mapped: a packet written without a ring runs then.
+/// memory, as the CP does when a queue is mapped (at creation too): a packet written without a
+/// ring runs then.
 #[test]
 fn a_remapped_queue_picks_up_the_write_index() {
     let mut r = Rig::new();
+    assert_eq!(r.run(0), None, "the creation's map read the write index: 0");
     r.mem.store_u64(SIG + signal::VALUE, 1);
     let slot = RING;
     for (off, v) in [(2u64, 1u16), (4, 64), (6, 1), (8, 1)] {
