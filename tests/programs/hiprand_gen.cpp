@@ -1,13 +1,21 @@
 // hiprand_gen: a ROCm library (hipRAND over rocRAND) launching its own kernels.
 //
-//   hiprand_gen
+//   hiprand_gen [all|xorwow|philox]     (default all)
 //
 // Build: hipcc --offload-arch=gfx90a -I tests/programs -o hiprand_gen hiprand_gen.cpp -lhiprand
 //
-// Creates generators, seeds them, generates uniform and normal floats into device memory and
-// copies them back. Only status codes are checked: under xhsa-emu rocRAND's kernels have no
-// CPU model, so they complete with no memory effect and the values are meaningless there (on a
-// real GPU the uniform values also land in (0, 1], which is printed, not checked).
+// Creates XORWOW (as the default type and by name) and Philox generators, seeds them, generates
+// uniform and normal floats into device memory and copies them back, then checks what came
+// back as a user of the library would:
+//   - statistics: every uniform in (0, 1]; mean 1/2 and variance 1/12 within 6 standard errors;
+//     a 16-bin chi-square below 45 (15 degrees of freedom, p < 1e-4); lag-1 serial
+//     correlation within 6/sqrt(n); normals' mean 0 and variance 1 within 6 standard errors;
+//   - determinism per seed: the default type and XORWOW seeded alike give the same values (two
+//     generators, two runs of rocRAND's state set-up); Philox seeded alike twice gives the same
+//     values, and another seed other values.
+// The program asks HIP for blocking waits (hipDeviceScheduleBlockingSync): by default HIP spins
+// a CPU core in every wait when the machine has more cores than GPUs, and rocRAND's XORWOW
+// set-up is a long kernel wherever its code is interpreted.
 #include <hip/hip_runtime.h>
 
 // <hiprand/hiprand.h> includes <rocrand/rocrand.h>, which Debian ships in librocrand-dev, a
@@ -51,6 +59,8 @@ hiprandStatus_t hiprandGetVersion(int* version);
 }
 #endif
 
+#include <math.h>
+
 #include <vector>
 
 #include "common.h"
@@ -87,54 +97,132 @@ static bool hip_ok(const char* what, hipError_t e) {
     return e == hipSuccess;
 }
 
-// One generator type: create, seed, generate uniform (and normal) floats, copy back, destroy.
-static void run_generator(const char* label, hiprandRngType_t type, size_t n) {
+// Checks a sample of uniforms as a user would (see the top of the file).
+static void check_uniforms(const char* label, const std::vector<float>& h) {
     char what[160];
+    const size_t n = h.size();
+    size_t outside = 0;
+    double sum = 0, sq = 0, lag = 0;
+    size_t bins[16] = {0};
+    for (size_t i = 0; i < n; i++) {
+        float v = h[i];
+        if (!(v > 0.0f && v <= 1.0f)) outside++;
+        sum += v;
+        sq += (double)v * v;
+        if (i > 0) lag += (double)(h[i - 1] - 0.5) * (v - 0.5);
+        int b = (int)(v * 16.0f);
+        bins[b < 0 ? 0 : b > 15 ? 15 : b]++;
+    }
+    double mean = sum / n, var = sq / n - mean * mean;
+    snprintf(what, sizeof what, "%s.uniform_range", label);
+    check(outside == 0, what, "%zu of %zu values outside (0, 1] (first %g %g %g)", outside, n, h[0], h[1], h[2]);
+    double se_mean = sqrt(1.0 / 12 / n), se_var = sqrt((1.0 / 80 - 1.0 / 144) / n);
+    snprintf(what, sizeof what, "%s.uniform_mean", label);
+    check(fabs(mean - 0.5) < 6 * se_mean, what, "mean %.6f, expected 0.5 +- %.6f", mean, 6 * se_mean);
+    snprintf(what, sizeof what, "%s.uniform_variance", label);
+    check(fabs(var - 1.0 / 12) < 6 * se_var, what, "variance %.6f, expected %.6f +- %.6f", var, 1.0 / 12, 6 * se_var);
+    double chi2 = 0, expect = (double)n / 16;
+    for (size_t b : bins) chi2 += (b - expect) * (b - expect) / expect;
+    snprintf(what, sizeof what, "%s.uniform_chi2", label);
+    check(chi2 < 45, what, "chi-square %.1f over 16 bins, expected below 45", chi2);
+    double corr = lag / (n - 1) / (1.0 / 12);
+    snprintf(what, sizeof what, "%s.uniform_serial_correlation", label);
+    check(fabs(corr) < 6 / sqrt((double)n), what, "lag-1 correlation %.5f, expected within %.5f", corr, 6 / sqrt((double)n));
+    note("%s: %zu uniforms: mean %.5f variance %.5f chi2 %.1f lag-1 correlation %.5f; first %g %g %g", label, n, mean,
+         var, chi2, corr, h[0], h[1], h[2]);
+}
+
+static void check_normals(const char* label, const std::vector<float>& h) {
+    char what[160];
+    const size_t n = h.size();
+    double sum = 0, sq = 0;
+    size_t bad = 0;
+    for (float v : h) {
+        if (!isfinite(v)) bad++;
+        sum += v;
+        sq += (double)v * v;
+    }
+    double mean = sum / n, var = sq / n - mean * mean;
+    snprintf(what, sizeof what, "%s.normal_moments", label);
+    check(bad == 0 && fabs(mean) < 6 / sqrt((double)n) && fabs(var - 1) < 6 * sqrt(2.0 / n), what,
+          "%zu not finite, mean %.5f (expected 0 +- %.5f), variance %.5f (expected 1 +- %.5f)", bad, mean,
+          6 / sqrt((double)n), var, 6 * sqrt(2.0 / n));
+    note("%s: %zu normals: mean %.5f variance %.5f", label, n, mean, var);
+}
+
+// One generator: create, seed, generate uniform floats (returned, empty on failure) and normal
+// floats, copy both back and check them, destroy.
+static std::vector<float> run_generator(const char* label, hiprandRngType_t type, size_t n, unsigned long long seed) {
+    char what[160];
+    std::vector<float> uniforms;
     g_step = label;
-    printf("== %s (type %d), %zu floats\n", label, (int)type, n);
+    printf("== %s (type %d, seed %llu), %zu floats\n", label, (int)type, seed, n);
     float* d = nullptr;
     snprintf(what, sizeof what, "%s.hipMalloc", label);
-    if (!hip_ok(what, hipMalloc((void**)&d, n * sizeof(float)))) return;
+    if (!hip_ok(what, hipMalloc((void**)&d, n * sizeof(float)))) return uniforms;
 
     hiprandGenerator_t gen;
     snprintf(what, sizeof what, "%s.hiprandCreateGenerator", label);
     double t0 = now_s();
-    if (!rng_ok(what, hiprandCreateGenerator(&gen, type))) return;
+    if (!rng_ok(what, hiprandCreateGenerator(&gen, type))) return uniforms;
     snprintf(what, sizeof what, "%s.hiprandSetPseudoRandomGeneratorSeed", label);
-    rng_ok(what, hiprandSetPseudoRandomGeneratorSeed(gen, 1234567ull));
+    rng_ok(what, hiprandSetPseudoRandomGeneratorSeed(gen, seed));
     snprintf(what, sizeof what, "%s.hiprandGenerateUniform", label);
     double t1 = now_s();
-    rng_ok(what, hiprandGenerateUniform(gen, d, n));
+    bool generated = rng_ok(what, hiprandGenerateUniform(gen, d, n));
     snprintf(what, sizeof what, "%s.hipDeviceSynchronize", label);
     hip_ok(what, hipDeviceSynchronize());
     double t2 = now_s();
 
     std::vector<float> h(n, -1.0f);
     snprintf(what, sizeof what, "%s.copy_back", label);
-    if (hip_ok(what, hipMemcpy(h.data(), d, n * sizeof(float), hipMemcpyDeviceToHost))) {
-        size_t in_range = 0;
-        for (float v : h) in_range += (v > 0.0f && v <= 1.0f);
-        note("%s: uniform values in (0, 1]: %zu of %zu (informative only; first %g %g %g)", label,
-             in_range, n, h[0], h[1], h[2]);
+    if (hip_ok(what, hipMemcpy(h.data(), d, n * sizeof(float), hipMemcpyDeviceToHost)) && generated) {
+        check_uniforms(label, h);
+        uniforms = h;
     }
 
     // Normal floats: n must be even for hipRAND's normal generators.
+    size_t even = n & ~(size_t)1;
     snprintf(what, sizeof what, "%s.hiprandGenerateNormal", label);
-    rng_ok(what, hiprandGenerateNormal(gen, d, n & ~(size_t)1, 0.0f, 1.0f));
+    generated = rng_ok(what, hiprandGenerateNormal(gen, d, even, 0.0f, 1.0f));
     snprintf(what, sizeof what, "%s.hipDeviceSynchronize_normal", label);
     hip_ok(what, hipDeviceSynchronize());
+    h.resize(even);
+    snprintf(what, sizeof what, "%s.copy_back_normal", label);
+    if (hip_ok(what, hipMemcpy(h.data(), d, even * sizeof(float), hipMemcpyDeviceToHost)) && generated)
+        check_normals(label, h);
 
     snprintf(what, sizeof what, "%s.hiprandDestroyGenerator", label);
     rng_ok(what, hiprandDestroyGenerator(gen));
     snprintf(what, sizeof what, "%s.hipFree", label);
     hip_ok(what, hipFree(d));
     note("%s: create+seed %.1f ms, generate+sync %.1f ms", label, (t1 - t0) * 1e3, (t2 - t1) * 1e3);
+    return uniforms;
 }
 
-int main() {
+// How many positions of two equally long samples hold the same value.
+static size_t equal_positions(const std::vector<float>& a, const std::vector<float>& b) {
+    size_t same = 0;
+    for (size_t i = 0; i < a.size() && i < b.size(); i++) same += a[i] == b[i];
+    return same;
+}
+
+static void check_same(const char* name, const std::vector<float>& a, const std::vector<float>& b) {
+    if (a.empty() || b.empty() || a.size() != b.size()) {
+        check(0, name, "a run produced no values to compare");
+        return;
+    }
+    size_t same = equal_positions(a, b);
+    check(same == a.size(), name, "%zu of %zu values equal", same, a.size());
+}
+
+int main(int argc, char** argv) {
     g_program = "hiprand_gen";
     setvbuf(stdout, nullptr, _IOLBF, 0);
-    start_watchdog(110);
+    start_watchdog(240);
+    // Blocking waits: see the top of the file.
+    hipError_t flags = hipSetDeviceFlags(hipDeviceScheduleBlockingSync);
+    check(flags == hipSuccess, "init.hipSetDeviceFlags", "%s", hipGetErrorString(flags));
     int count = 0;
     hipError_t e = hipGetDeviceCount(&count);
     check(e == hipSuccess && count >= 1, "init", "hipGetDeviceCount: %s, count %d", hipGetErrorString(e),
@@ -144,9 +232,30 @@ int main() {
     if (hiprandGetVersion(&version) == HIPRAND_STATUS_SUCCESS) note("hipRAND version %d", version);
     note("hipRAND API from %s", XHSA_HIPRAND_HEADER);
 
-    run_generator("default", HIPRAND_RNG_PSEUDO_DEFAULT, (1u << 20) + 2);
-    run_generator("xorwow", HIPRAND_RNG_PSEUDO_XORWOW, 100000);
-    run_generator("philox", HIPRAND_RNG_PSEUDO_PHILOX4_32_10, 65536);
+    const char* which = argc > 1 ? argv[1] : "all";
+    bool xorwow_on = !strcmp(which, "all") || !strcmp(which, "xorwow");
+    bool philox_on = !strcmp(which, "all") || !strcmp(which, "philox");
+    if (argc > 2 || (!xorwow_on && !philox_on)) {
+        fprintf(stderr, "hiprand_gen: unknown arguments (first '%s'); accepted: all, xorwow, philox\n", which);
+        return 2;
+    }
+    const unsigned long long seed = 1234567ull;
+    if (xorwow_on) {
+        // 2^20 + 2: not a multiple of rocRAND's vector width, so its tail path runs too.
+        const size_t n = (1u << 20) + 2;
+        std::vector<float> dflt = run_generator("default", HIPRAND_RNG_PSEUDO_DEFAULT, n, seed);
+        std::vector<float> xorwow = run_generator("xorwow", HIPRAND_RNG_PSEUDO_XORWOW, n, seed);
+        check_same("determinism.default_is_xorwow_same_seed", dflt, xorwow);
+    }
+    if (philox_on) {
+        std::vector<float> philox = run_generator("philox", HIPRAND_RNG_PSEUDO_PHILOX4_32_10, 65536, seed);
+        std::vector<float> again = run_generator("philox_again", HIPRAND_RNG_PSEUDO_PHILOX4_32_10, 65536, seed);
+        check_same("determinism.philox_same_seed", philox, again);
+        std::vector<float> other = run_generator("philox_other_seed", HIPRAND_RNG_PSEUDO_PHILOX4_32_10, 65536, 7654321ull);
+        size_t same = equal_positions(philox, other);
+        check(!philox.empty() && !other.empty() && same < philox.size() / 100, "determinism.philox_other_seed_differs",
+              "%zu of %zu values equal to seed %llu's", same, philox.size(), seed);
+    }
     g_step = "exit";
     return summary();
 }

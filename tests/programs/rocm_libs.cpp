@@ -1,9 +1,10 @@
 // ROCm 6.4 libraries on the emulated GPU: each subcommand calls one library the way an
-// application does and checks that every status is a success (results need kernel execution,
-// which the emulator does not have yet). Built with the ROCm 6.4 root's hipcc:
+// application does and checks that every status is a success; with --values (where the
+// emulator executes the kernels: gfx90a code objects on its ISA interpreter) it also checks the
+// results against the host's. Built with the ROCm 6.4 root's hipcc:
 //   hipcc --offload-arch=gfx90a rocm_libs.cpp -lhipblas -lrocblas -lMIOpen -lrocfft -lhipsparse -lhiprand
-// Usage: rocm_libs SUBCOMMAND...  with sgemm (hipBLAS then rocBLAS), conv (MIOpen find +
-// forward), fft (rocFFT), spmv (hipSPARSE), rand (hipRAND), all.
+// Usage: rocm_libs [--values] SUBCOMMAND...  with sgemm (hipBLAS then rocBLAS), conv (MIOpen
+// find + forward), fft (rocFFT), spmv (hipSPARSE), rand (hipRAND), all.
 #include <hip/hip_runtime.h>
 #include <hipblas/hipblas.h>
 #include <hiprand/hiprand.h>
@@ -12,12 +13,55 @@
 #include <rocblas/rocblas.h>
 #include <rocfft/rocfft.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
 static int failures = 0;
+static bool check_values = false;
+
+// A result check, made and counted only with --values.
+static void check_value(const char* name, bool ok, const char* detail) {
+    if (!check_values) return;
+    if (ok) {
+        printf("PASS %s\n", name);
+    } else {
+        printf("FAIL %s: %s\n", name, detail);
+        failures++;
+    }
+}
+
+static std::vector<float> download(const float* d, size_t n) {
+    std::vector<float> h(n, NAN);
+    if (hipMemcpy(h.data(), d, n * sizeof(float), hipMemcpyDeviceToHost) != hipSuccess) h.assign(n, NAN);
+    return h;
+}
+
+static float* upload(const std::vector<float>& h) {
+    float* p = nullptr;
+    if (hipMalloc(&p, h.size() * sizeof(float)) != hipSuccess) return nullptr;
+    if (hipMemcpy(p, h.data(), h.size() * sizeof(float), hipMemcpyHostToDevice) != hipSuccess) return nullptr;
+    return p;
+}
+
+// C (column-major, n x n) against the host's A * op(B); small integers keep every sum exact.
+static void check_gemm(const char* name, const float* dc, const std::vector<float>& a, const std::vector<float>& b, int n, bool transpose_b) {
+    if (!check_values) return;
+    std::vector<float> c = download(dc, (size_t)n * n);
+    int bad = 0;
+    char detail[160] = "";
+    for (int col = 0; col < n; col++)
+        for (int row = 0; row < n; row++) {
+            double want = 0;
+            for (int k = 0; k < n; k++) want += (double)a[row + (size_t)k * n] * (transpose_b ? b[col + (size_t)k * n] : b[k + (size_t)col * n]);
+            float have = c[row + (size_t)col * n];
+            if (have != (float)want && bad++ == 0) snprintf(detail, sizeof detail, "C[%d][%d] = %g, want %g", row, col, have, want);
+        }
+    if (bad) snprintf(detail + strlen(detail), sizeof detail - strlen(detail), " (%d of %d differ)", bad, n * n);
+    check_value(name, bad == 0, detail);
+}
 
 #define CHECK(name, expr, ok)                                                           \
     do {                                                                                \
@@ -40,17 +84,25 @@ static float* dev_floats(size_t n, float v) {
 
 static void sgemm() {
     const int n = 256;
-    float *a = dev_floats(n * n, 1.0f), *b = dev_floats(n * n, 2.0f), *c = dev_floats(n * n, 0.0f);
+    std::vector<float> ha(n * n), hb(n * n);
+    for (int i = 0; i < n * n; i++) {
+        ha[i] = (float)((i * 7) % 11 - 5);
+        hb[i] = (float)((i * 5 + i / n) % 13 - 6);
+    }
+    float *a = upload(ha), *b = upload(hb), *c = dev_floats(n * n, 0.0f);
     const float alpha = 1.0f, beta = 0.0f;
-    hipblasHandle_t hb;
-    CHECK("hipblas.create", hipblasCreate(&hb), HIPBLAS_STATUS_SUCCESS);
-    CHECK("hipblas.sgemm", hipblasSgemm(hb, HIPBLAS_OP_N, HIPBLAS_OP_N, n, n, n, &alpha, a, n, b, n, &beta, c, n), HIPBLAS_STATUS_SUCCESS);
+    hipblasHandle_t hbl;
+    CHECK("hipblas.create", hipblasCreate(&hbl), HIPBLAS_STATUS_SUCCESS);
+    CHECK("hipblas.sgemm", hipblasSgemm(hbl, HIPBLAS_OP_N, HIPBLAS_OP_N, n, n, n, &alpha, a, n, b, n, &beta, c, n), HIPBLAS_STATUS_SUCCESS);
     CHECK("hipblas.sync", hipDeviceSynchronize(), hipSuccess);
-    CHECK("hipblas.destroy", hipblasDestroy(hb), HIPBLAS_STATUS_SUCCESS);
+    check_gemm("hipblas.sgemm_values", c, ha, hb, n, false);
+    CHECK("hipblas.destroy", hipblasDestroy(hbl), HIPBLAS_STATUS_SUCCESS);
+    hipMemset(c, 0, n * n * sizeof(float));
     rocblas_handle rb;
     CHECK("rocblas.create", rocblas_create_handle(&rb), rocblas_status_success);
     CHECK("rocblas.sgemm", rocblas_sgemm(rb, rocblas_operation_none, rocblas_operation_transpose, n, n, n, &alpha, a, n, b, n, &beta, c, n), rocblas_status_success);
     CHECK("rocblas.sync", hipDeviceSynchronize(), hipSuccess);
+    check_gemm("rocblas.sgemm_values", c, ha, hb, n, true);
     CHECK("rocblas.destroy", rocblas_destroy_handle(rb), rocblas_status_success);
     hipFree(a);
     hipFree(b);
@@ -97,14 +149,32 @@ static void conv() {
 
 static void fft() {
     CHECK("rocfft.setup", rocfft_setup(), rocfft_status_success);
-    const size_t n = 1024;
-    float* buf = dev_floats(2 * n, 1.0f);
+    const size_t n = 1024, f = 5;
+    // x[t] = exp(2 pi i f t / n): the forward transform is n at bin f and 0 elsewhere.
+    std::vector<float> h(2 * n);
+    for (size_t t = 0; t < n; t++) {
+        h[2 * t] = (float)cos(2 * M_PI * (double)(f * t % n) / n);
+        h[2 * t + 1] = (float)sin(2 * M_PI * (double)(f * t % n) / n);
+    }
+    float* buf = upload(h);
     rocfft_plan plan = nullptr;
     CHECK("rocfft.plan", rocfft_plan_create(&plan, rocfft_placement_inplace, rocfft_transform_type_complex_forward, rocfft_precision_single, 1, &n, 1, nullptr),
           rocfft_status_success);
     void* in[] = {buf};
     CHECK("rocfft.execute", rocfft_execute(plan, in, nullptr, nullptr), rocfft_status_success);
     CHECK("rocfft.sync", hipDeviceSynchronize(), hipSuccess);
+    if (check_values) {
+        std::vector<float> y = download(buf, 2 * n);
+        double worst = 0;
+        size_t at = 0;
+        for (size_t k = 0; k < n; k++) {
+            double err = hypot(y[2 * k] - (k == f ? (double)n : 0.0), y[2 * k + 1]);
+            if (!(err <= worst)) worst = err, at = k;
+        }
+        char detail[120];
+        snprintf(detail, sizeof detail, "bin %zu off by %g (bin %zu = %g%+gi)", at, worst, f, y[2 * f], y[2 * f + 1]);
+        check_value("rocfft.values", worst < 1e-2, detail);
+    }
     CHECK("rocfft.destroy", rocfft_plan_destroy(plan), rocfft_status_success);
     CHECK("rocfft.cleanup", rocfft_cleanup(), rocfft_status_success);
     hipFree(buf);
@@ -140,6 +210,12 @@ static void spmv() {
     CHECK("hipsparse.spmv", hipsparseSpMV(h, HIPSPARSE_OPERATION_NON_TRANSPOSE, &alpha, A, vx, &beta, vy, HIP_R_32F, HIPSPARSE_SPMV_ALG_DEFAULT, buf),
           HIPSPARSE_STATUS_SUCCESS);
     CHECK("hipsparse.sync", hipDeviceSynchronize(), hipSuccess);
+    if (check_values) {
+        std::vector<float> hy = download(y, m);
+        char detail[120];
+        snprintf(detail, sizeof detail, "y = [%g %g %g %g], want [1 2 3 4]", hy[0], hy[1], hy[2], hy[3]);
+        check_value("hipsparse.spmv_values", hy[0] == 1 && hy[1] == 2 && hy[2] == 3 && hy[3] == 4, detail);
+    }
     hipsparseDestroySpMat(A);
     hipsparseDestroyDnVec(vx);
     hipsparseDestroyDnVec(vy);
@@ -154,6 +230,22 @@ static void rand_gen() {
     CHECK("hiprand.seed", hiprandSetPseudoRandomGeneratorSeed(g, 1234), HIPRAND_STATUS_SUCCESS);
     CHECK("hiprand.uniform", hiprandGenerateUniform(g, out, n), HIPRAND_STATUS_SUCCESS);
     CHECK("hiprand.sync", hipDeviceSynchronize(), hipSuccess);
+    if (check_values) {
+        // Uniform on (0, 1]: every value in range, mean 1/2 and variance 1/12 within a few
+        // standard errors (n = 65536).
+        std::vector<float> u = download(out, n);
+        double sum = 0, sq = 0;
+        size_t outside = 0;
+        for (float x : u) {
+            if (!(x > 0 && x <= 1)) outside++;
+            sum += x;
+            sq += (double)x * x;
+        }
+        double mean = sum / n, var = sq / n - mean * mean;
+        char detail[120];
+        snprintf(detail, sizeof detail, "%zu outside (0, 1], mean %.5f, variance %.5f", outside, mean, var);
+        check_value("hiprand.uniform_values", outside == 0 && fabs(mean - 0.5) < 0.005 && fabs(var - 1.0 / 12) < 0.002, detail);
+    }
     CHECK("hiprand.destroy", hiprandDestroyGenerator(g), HIPRAND_STATUS_SUCCESS);
     hipFree(out);
 }
@@ -169,6 +261,12 @@ static bool run(const std::string& what) {
 }
 
 int main(int argc, char** argv) {
+    // Blocking waits: by default HIP spins a CPU core in every wait when the machine has more
+    // cores than GPUs, and these libraries' kernels run long wherever their code is interpreted.
+    if (hipSetDeviceFlags(hipDeviceScheduleBlockingSync) != hipSuccess) {
+        printf("FAIL hip.set_device_flags\nRESULT: FAIL\n");
+        return 1;
+    }
     hipDeviceProp_t p;
     if (hipGetDeviceProperties(&p, 0) != hipSuccess) {
         printf("FAIL hip.properties\nRESULT: FAIL\n");
@@ -176,6 +274,10 @@ int main(int argc, char** argv) {
     }
     printf("device %s (%s), %d CUs\n", p.name, p.gcnArchName, p.multiProcessorCount);
     std::vector<std::string> what(argv + 1, argv + argc);
+    if (!what.empty() && what[0] == "--values") {
+        check_values = true;
+        what.erase(what.begin());
+    }
     if (what.empty()) what.push_back("all");
     for (const auto& w : what) {
         if (!run(w)) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # xhsa-emu benchmarks (print figures, assert nothing): null-kernel dispatch rate on one queue
 # and doorbell-to-start latency, on the release build of the emulator; then the same dispatch
-# loop with libxhsa preloaded, and the ratio of the two rates (libxhsa's dispatch overhead).
+# loop with libxhsa preloaded, and the ratio of the two rates (libxhsa's dispatch overhead);
+# last, the ISA interpreter's rate in wave-instructions per second (xhsa-emu-isa-rate).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 out=target/bench
@@ -39,3 +40,5 @@ echo "doorbell-to-start, median of $rounds rounds: native P50 $a50 us / P99 $a99
 mn=$(median "${native[@]}")
 mx=$(median "${xhsa[@]}")
 echo "null-kernel dispatch rate, median of $rounds: native $mn/s, libxhsa $mx/s, ratio $(awk -v a="$mx" -v b="$mn" 'BEGIN {printf "%.3f", a / b}') (goal >= 0.95)"
+hipcc --genco --no-gpu-bundle-output --offload-arch=gfx90a -O3 -w -o "$out/alu_loop.hsaco" tools/emu/tests/isa/alu_loop.hip
+target/release/xhsa-emu-isa-rate "$out/alu_loop.hsaco"

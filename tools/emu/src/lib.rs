@@ -4,15 +4,17 @@
 //! What it is: a thunk layer (the `hsaKmt*` ABI, in the `hsakmt` cdylib crate beside this one)
 //! that speaks KFD uapi to an emulated KFD, and a device model behind it: an MI308X-shaped GPU
 //! (80 CUs, reported as gfx90a) whose packet processor reads the real AQL and SDMA queues ROCr
-//! creates, runs CPU models of known kernels and charges modelled time for every kernel.
+//! creates, runs CPU models of known kernels or executes the others' gfx90a code on its ISA
+//! interpreter ([`isa`]), and charges modelled time for every kernel.
 //!
-//! What it is not: an ISA simulator (kernels without a model complete after their modelled time
-//! with no memory effect), nor part of libxhsa, which never knows it runs on an emulator.
+//! What it is not: a timing simulator of the ISA (time comes from the timing model, not from
+//! instructions), nor part of libxhsa, which never knows it runs on an emulator.
 
 pub mod config;
 pub mod device;
 pub mod sys;
 pub mod cp;
+pub mod isa;
 pub mod kernels;
 pub mod kfd;
 pub mod shared;

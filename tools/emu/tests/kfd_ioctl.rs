@@ -7,8 +7,9 @@
 //! (`target/<profile>/libhsakmt.so`, built by `cargo build -p xhsa-emu-thunk` or any workspace
 //! build) preloaded, which makes `/dev/kfd` the emulated KFD, on a private shared device
 //! (`XHSA_EMU_DEVICE_DIR`) started from this package's `xhsa-emu` binary. The child's queue is
-//! a raw AQL ring in the child's own memory (registered as userptr memory); its kernel is
-//! unknown to the emulator and runs for the configured default workgroup time.
+//! a raw AQL ring in the child's own memory (registered as userptr memory); its kernel (a
+//! descriptor and a lone `s_endpgm`) has no model and runs for the configured default
+//! workgroup time.
 
 use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
@@ -247,6 +248,13 @@ impl Queue {
         p[16..20].copy_from_slice(&1u32.to_le_bytes());
         p[20..24].copy_from_slice(&1u32.to_le_bytes());
         p[32..40].copy_from_slice(&self.addr(KERNEL_AT).to_le_bytes());
+        // The kernel: a descriptor whose code (256 bytes on) is `s_endpgm`; the ISA
+        // interpreter runs it when the dispatch completes.
+        // SAFETY: KERNEL_AT + 260 is inside the block; nothing reads it yet.
+        unsafe {
+            std::ptr::copy_nonoverlapping(256i64.to_le_bytes().as_ptr(), self.base.add(KERNEL_AT + 16), 8);
+            std::ptr::copy_nonoverlapping(0xBF81_0000u32.to_le_bytes().as_ptr(), self.base.add(KERNEL_AT + 256), 4);
+        }
         // SAFETY: the ring slot is inside the block; the queue does not exist yet.
         unsafe { std::ptr::copy_nonoverlapping(p.as_ptr().add(2), self.base.add(RING_AT + 2), 62) };
         // SAFETY: 2-aligned, inside the block.

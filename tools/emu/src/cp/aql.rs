@@ -9,6 +9,7 @@ use std::collections::VecDeque;
 
 use crate::device::QueueKey;
 use crate::kernels::Dispatch;
+use crate::sys::devmem::DeviceMemory;
 
 pub const WRITE_DISPATCH_ID: u64 = 56;
 pub const READ_DISPATCH_ID: u64 = 128;
@@ -37,6 +38,9 @@ pub mod error {
     pub const WORKGROUP_TOO_LARGE: i64 = 64;
     pub const INVALID_VENDOR_PACKET: i64 = 256;
     pub const MEMORY_VIOLATION: i64 = 0x2000_0000;
+    /// A wave executed an illegal instruction (HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION); the
+    /// emulator also reports an instruction its ISA interpreter does not implement this way.
+    pub const ILLEGAL_INSTRUCTION: i64 = 0x4000_0000;
 }
 
 /// A decoded packet.
@@ -163,8 +167,17 @@ pub struct AqlQueue {
     pub amd_queue: u64,
     /// Next packet id to fetch.
     pub read: u64,
-    /// Write index observed when the current CP run began.
+    /// Packet ids below this were visible when the current CP run began.
     pub visible: u64,
+    /// Host address of the queue's doorbell (the packet id of the last packet announced;
+    /// `u64::MAX` until the first ring).
+    pub doorbell: u64,
+    /// Packet ids below this were announced: by a doorbell ring (its value + 1), or read from
+    /// the write index when the queue was (re)mapped.
+    pub published: u64,
+    /// The queue was mapped (created, or made runnable again): the CP picks up the write index
+    /// from memory, as the hardware does when a queue is mapped.
+    pub remapped: bool,
     pub runnable: bool,
     pub failed: bool,
     pub blocked: Option<Blocked>,
@@ -175,7 +188,7 @@ pub struct AqlQueue {
 }
 
 impl AqlQueue {
-    pub fn new(key: QueueKey, ring: u64, ring_bytes: u64, read_ptr: u64) -> Self {
+    pub fn new(key: QueueKey, ring: u64, ring_bytes: u64, read_ptr: u64, doorbell: u64) -> Self {
         AqlQueue {
             key,
             ring,
@@ -183,6 +196,11 @@ impl AqlQueue {
             amd_queue: read_ptr.wrapping_sub(READ_DISPATCH_ID),
             read: 0,
             visible: 0,
+            doorbell,
+            published: 0,
+            // Created = mapped: the CP reads the write index from memory once (a packet
+            // written before CREATE_QUEUE runs without a ring).
+            remapped: true,
             runnable: true,
             failed: false,
             blocked: None,
@@ -190,6 +208,20 @@ impl AqlQueue {
             last_end: 0,
             packets: 0,
         }
+    }
+
+    /// Packet ids below the returned one may be fetched: announced by the doorbell (or picked
+    /// up at a (re)map), written (the write index), and not more than one ring ahead of the
+    /// completed ones.
+    pub fn fetch_limit(&mut self, mem: &dyn DeviceMemory) -> u64 {
+        let write = mem.load_u64(self.amd_queue + WRITE_DISPATCH_ID);
+        if std::mem::take(&mut self.remapped) {
+            self.published = self.published.max(write);
+        }
+        // The doorbell holds the id of the last packet announced; u64::MAX: never rung.
+        let rung = mem.load_u64(self.doorbell).wrapping_add(1);
+        self.published = self.published.max(rung);
+        write.min(self.published)
     }
 
     pub fn slot_addr(&self, id: u64) -> u64 {

@@ -1,6 +1,7 @@
 //! The command processor: fetches packets from the process's AQL (and SDMA) queues, turns
 //! kernels into HWS jobs, and completes packets in queue order when the device model says
-//! their work is done: CPU model, profiling timestamps, signal decrement, interrupt.
+//! their work is done: the memory effect (CPU model, or the kernel's code on the ISA
+//! interpreter), profiling timestamps, signal decrement, interrupt.
 //!
 //! [`Cp`] is the state machine, driven with device time by [`engine::Engine`]'s thread; it
 //! touches memory only through [`DeviceMemory`] and KFD state through [`Env`], so it is tested
@@ -22,6 +23,7 @@ use xhsa_ioctl::abi::event::{HsaMemoryExceptionData, MemoryExceptionFailure};
 
 use crate::config::Config;
 use crate::device::{CuPool, Hws, KernelJob, QueueKey, Scheduler, WgNeed};
+use crate::isa::IsaError;
 use crate::kfd::events::Events;
 use crate::kfd::memory::Memory;
 use crate::sys::devmem::DeviceMemory;
@@ -71,8 +73,12 @@ impl Cp {
         Cp { hws, aql: BTreeMap::new(), sdma: BTreeMap::new(), resolver: Resolver::new(r_debug), next_tag: 1, cfg }
     }
 
-    pub fn add_aql(&mut self, key: QueueKey, ring: u64, ring_bytes: u64, read_ptr: u64, priority: u8) {
-        self.aql.insert(key, AqlQueue::new(key, ring, ring_bytes, read_ptr));
+    /// An AQL queue: its ring, the address of its read index (in its `amd_queue_t`) and of its
+    /// doorbell. The packet processor fetches what the doorbell announced, as the CP does
+    /// (not up to the write index: a missing ring leaves packets unseen until the queue is
+    /// mapped again).
+    pub fn add_aql(&mut self, key: QueueKey, ring: u64, ring_bytes: u64, read_ptr: u64, doorbell: u64, priority: u8) {
+        self.aql.insert(key, AqlQueue::new(key, ring, ring_bytes, read_ptr, doorbell));
         self.hws.add_queue(key, priority);
     }
 
@@ -88,6 +94,8 @@ impl Cp {
 
     pub fn set_runnable(&mut self, key: QueueKey, runnable: bool) {
         if let Some(q) = self.aql.get_mut(&key) {
+            // Mapped again: the CP reads the write index from memory.
+            q.remapped |= runnable && !q.runnable;
             q.runnable = runnable;
         }
         if let Some(q) = self.sdma.get_mut(&key) {
@@ -107,8 +115,8 @@ impl Cp {
         // Packets published by now may start at the time their predecessor ended; later ones
         // cannot start before they are seen.
         for q in self.aql.values_mut() {
-            if env.memory.device_accessible(q.amd_queue + aql::WRITE_DISPATCH_ID, 8) {
-                q.visible = env.mem.load_u64(q.amd_queue + aql::WRITE_DISPATCH_ID);
+            if q.runnable && env.memory.device_accessible(q.amd_queue + aql::WRITE_DISPATCH_ID, 8) {
+                q.visible = q.fetch_limit(env.mem);
             }
         }
         loop {
@@ -183,7 +191,7 @@ impl Cp {
             // flight, the write index may already count an id whose slot still holds the old,
             // valid packet. Never fetch past the completed ids plus one ring.
             let completed = env.mem.load_u64(q.amd_queue + aql::READ_DISPATCH_ID);
-            let write = env.mem.load_u64(q.amd_queue + aql::WRITE_DISPATCH_ID).min(completed.saturating_add(q.slots));
+            let write = q.fetch_limit(env.mem).min(completed.saturating_add(q.slots));
             if q.read >= write {
                 q.blocked = None;
                 return progress;
@@ -295,7 +303,27 @@ impl Cp {
             let amd_queue = q.amd_queue;
             let slot = q.slot_addr(f.id);
             if let Some((k, r)) = &f.kernel {
-                if let Err(fault) = resolve::with_ctx(k, env.mem, env.memory, |ctx| resolve::run(r, ctx)) {
+                if resolve::interprets(&self.cfg, r) {
+                    let launch = crate::isa::Launch { dispatch: k, packet: slot, queue: amd_queue, dispatch_id: f.id };
+                    match resolve::execute(&launch, r, env.mem, env.memory, env.clock) {
+                        Ok(_) => {}
+                        Err(IsaError::Fault(fault)) => {
+                            self.memory_fault(key, env, fault.addr, fault.write);
+                            return;
+                        }
+                        Err(e) => {
+                            // As a wave's illegal instruction: the queue stops with the error
+                            // code ROCr reports as HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION.
+                            tracing::error!(kernel = %r.name, "xhsa-emu: {e}");
+                            let pc = match e {
+                                IsaError::Unimplemented { pc, .. } | IsaError::Decode { pc, .. } | IsaError::Illegal { pc, .. } => pc,
+                                IsaError::Fault(f) => f.addr,
+                            };
+                            self.fail(key, env, aql::error::ILLEGAL_INSTRUCTION, pc);
+                            return;
+                        }
+                    }
+                } else if let Err(fault) = resolve::with_ctx(k, env.mem, env.memory, |ctx| resolve::run(r, ctx)) {
                     self.memory_fault(key, env, fault.addr, fault.write);
                     return;
                 }

@@ -1,15 +1,16 @@
 //! From a dispatch's `kernel_object` to a kernel name, its model and its workgroup time.
 //!
 //! Order: the loader's code objects (`_amdgpu_r_debug`), then ROCr's raw blit kernels, else
-//! an unknown kernel named by its address. Unknown kernels are logged once per name; they
-//! complete after the default workgroup time with no memory effect.
+//! an unknown kernel named by its address. A kernel without a CPU model runs on the ISA
+//! interpreter ([`execute`]) unless a config `[[kernel]]` profile makes it timing-only; either
+//! way it completes after its modelled time.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::config::Config;
 use crate::device::Profile;
-use crate::kernels::naming::Namer;
+use crate::kernels::naming::{Namer, MACH_GFX90A};
 use crate::kernels::{blit, Dispatch, Fault, KernelCtx, Model, Registry};
 use crate::kfd::memory::Memory;
 use crate::sys::devmem::DeviceMemory;
@@ -18,6 +19,8 @@ use crate::sys::devmem::DeviceMemory;
 pub struct Resolved {
     pub name: Arc<str>,
     pub model: Option<Model>,
+    /// The `EF_AMDGPU_MACH` of the kernel's code object, when the loader's list has it.
+    pub mach: Option<u32>,
 }
 
 pub struct Resolver {
@@ -34,10 +37,10 @@ impl Resolver {
 
     /// The kernel behind `kernel_object`.
     pub fn resolve(&mut self, mem: &dyn DeviceMemory, memory: &Memory, kernel_object: u64) -> Resolved {
-        if let Some(name) = self.namer.name(kernel_object) {
+        if let Some((name, mach)) = self.namer.name_and_mach(kernel_object) {
             // Loader names are authoritative and may change when code objects come and go.
             let model = self.registry.get(&name).copied();
-            let r = Resolved { name: name.into(), model };
+            let r = Resolved { name: name.into(), model, mach };
             self.warn_unknown(&r);
             return r;
         }
@@ -50,7 +53,7 @@ impl Resolver {
             None
         }
         .unwrap_or_else(|| format!("kernel@{kernel_object:#x}").into());
-        let r = Resolved { model: self.registry.get(&name).copied(), name };
+        let r = Resolved { model: self.registry.get(&name).copied(), name, mach: None };
         self.warn_unknown(&r);
         self.cache.insert(kernel_object, r.clone());
         r
@@ -58,7 +61,10 @@ impl Resolver {
 
     fn warn_unknown(&mut self, r: &Resolved) {
         if r.model.is_none() && self.warned.insert(r.name.clone()) {
-            tracing::warn!(kernel = %r.name, "xhsa-emu: no model for this kernel; it completes after its modelled time with no memory effect");
+            match r.mach {
+                Some(m) if m != MACH_GFX90A => tracing::warn!(kernel = %r.name, mach = format_args!("{m:#x}"), "xhsa-emu: no CPU model for this kernel and the ISA interpreter runs gfx90a code only; it completes after its modelled time with no memory effect"),
+                _ => tracing::info!(kernel = %r.name, "xhsa-emu: no CPU model for this kernel; its code runs on the ISA interpreter unless a [[kernel]] profile makes it timing-only"),
+            }
         }
     }
 }
@@ -87,6 +93,26 @@ pub fn profile(cfg: &Config, r: &Resolved, ctx: &KernelCtx) -> Result<Profile, F
     }
 }
 
+/// Whether the kernel's memory effect comes from executing its code: no CPU model, no config
+/// `[[kernel]]` profile (profiled kernels are calibrated timing stand-ins, timing-only), and
+/// gfx90a code (a code object for another target, e.g. gfx942 under ROCm 6.x, stays
+/// timing-only until the interpreter decodes that target; a kernel object the loader's list
+/// does not name is taken as gfx90a, the ISA the device reports).
+pub fn interprets(cfg: &Config, r: &Resolved) -> bool {
+    r.model.is_none() && cfg.profile(&r.name).is_none() && r.mach.is_none_or(|m| m == MACH_GFX90A)
+}
+
+/// Executes the kernel's code on the ISA interpreter for its memory effect.
+pub fn execute(launch: &crate::isa::Launch, r: &Resolved, mem: &dyn DeviceMemory, memory: &Memory, clock: &dyn Fn() -> u64) -> Result<crate::isa::Stats, crate::isa::IsaError> {
+    let accessible = |a: u64, l: u64| memory.device_accessible(a, l);
+    let started = std::time::Instant::now();
+    let res = crate::isa::run(launch, mem, &accessible, clock);
+    if let Ok(s) = &res {
+        tracing::debug!(kernel = %r.name, workgroups = s.workgroups, waves = s.waves, instructions = s.instructions, us = started.elapsed().as_micros() as u64, "xhsa-emu: executed");
+    }
+    res
+}
+
 /// Runs the kernel's CPU model (its memory effect).
 pub fn run(r: &Resolved, ctx: &KernelCtx) -> Result<(), Fault> {
     match r.model {
@@ -100,4 +126,22 @@ pub fn with_ctx<T>(d: &Dispatch, mem: &dyn DeviceMemory, memory: &Memory, f: imp
     let accessible = |a: u64, l: u64| memory.device_accessible(a, l);
     let ctx = KernelCtx { dispatch: d, mem, accessible: &accessible };
     f(&ctx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_gfx90a_code_without_a_model_or_profile_runs_on_the_interpreter() {
+        let mut cfg = Config::default();
+        let r = |name: &str, mach| Resolved { name: name.into(), model: None, mach };
+        assert!(interprets(&cfg, &r("k", None)));
+        assert!(interprets(&cfg, &r("k", Some(MACH_GFX90A))));
+        assert!(!interprets(&cfg, &r("k", Some(0x4c))), "gfx942 code stays timing-only");
+        cfg.kernels.push(crate::config::KernelProfile { name: "k".into(), wg_ns: 1, util: 0.0, hbm_bytes_per_wg: 0 });
+        assert!(!interprets(&cfg, &r("k", Some(MACH_GFX90A))), "a [[kernel]] profile is timing-only");
+        let modelled = Resolved { name: "xhsa_vadd".into(), model: Registry::builtin().get("xhsa_vadd").copied(), mach: None };
+        assert!(!interprets(&Config::default(), &modelled));
+    }
 }

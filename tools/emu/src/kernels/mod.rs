@@ -4,8 +4,9 @@
 //! run time of one workgroup (the timing model), and `profile`, what one workgroup demands of
 //! its CU's pipe and of HBM (the contention model; zero for most kernels, see
 //! docs/timing-model-contention.md). A config `[[kernel]]` profile overrides `wg_ns` and the
-//! contention profile; a kernel without a model completes after the default workgroup time
-//! with no memory effect (logged once per name).
+//! contention profile; a kernel without a model completes after the default workgroup time,
+//! its memory effect computed by the ISA interpreter (`crate::isa`) unless a profile makes it
+//! timing-only.
 
 pub mod blit;
 pub mod naming;

@@ -6,13 +6,18 @@ use std::collections::{HashMap, HashSet};
 
 use crate::sys::rdebug::{self, LoadedObject};
 
-/// Maps kernel objects to names, following the loader's `r_debug` list.
+/// Maps kernel objects to names (and their code object's target), following the loader's
+/// `r_debug` list.
 #[derive(Debug, Default)]
 pub struct Namer {
     r_debug: Option<u64>,
     seen: HashSet<LoadedObject>,
     names: HashMap<u64, String>,
+    machs: HashMap<u64, u32>,
 }
+
+/// `EF_AMDGPU_MACH_AMDGCN_GFX90A`: the `e_flags` machine of gfx90a code objects.
+pub const MACH_GFX90A: u32 = 0x3f;
 
 impl Namer {
     /// A namer reading the `r_debug` at this address (`_amdgpu_r_debug`), or none.
@@ -26,6 +31,14 @@ impl Namer {
         self.names.get(&kernel_object).cloned()
     }
 
+    /// The name of the kernel at `kernel_object` and the `EF_AMDGPU_MACH` of its code object,
+    /// with one look at the loader's list (a dispatch's resolution needs both).
+    pub fn name_and_mach(&mut self, kernel_object: u64) -> Option<(String, Option<u32>)> {
+        self.refresh();
+        let name = self.names.get(&kernel_object)?.clone();
+        Some((name, self.machs.get(&kernel_object).copied()))
+    }
+
     /// Re-reads the list; parses code objects that appeared, forgets those that went.
     fn refresh(&mut self) {
         let Some(rd) = self.r_debug else { return };
@@ -35,10 +48,16 @@ impl Namer {
             return;
         }
         self.names.clear();
+        self.machs.clear();
         for o in &now {
             if let Some(elf) = load_uri(&o.uri) {
+                let mach = elf_mach(&elf);
                 for (value, name) in kernel_symbols(&elf) {
-                    self.names.insert(o.l_addr.wrapping_add(value), name);
+                    let at = o.l_addr.wrapping_add(value);
+                    self.names.insert(at, name);
+                    if let Some(m) = mach {
+                        self.machs.insert(at, m);
+                    }
                 }
             }
         }
@@ -93,6 +112,15 @@ fn percent_decode(s: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The `EF_AMDGPU_MACH` field (`e_flags` bits 7:0) of an AMDGPU ELF64 image (`e_machine` 224),
+/// e.g. 0x3f for gfx90a, 0x4c for gfx942.
+pub fn elf_mach(elf: &[u8]) -> Option<u32> {
+    if elf.len() < 64 || &elf[0..4] != b"\x7fELF" || elf[4] != 2 || u16::from_le_bytes([elf[18], elf[19]]) != 224 {
+        return None;
+    }
+    Some(u32::from_le_bytes(elf[48..52].try_into().ok()?) & 0xff)
 }
 
 /// `(st_value, name)` of every `<name>.kd` symbol of an ELF64 little-endian image.
@@ -154,5 +182,17 @@ mod tests {
     #[test]
     fn non_elf_has_no_kernels() {
         assert!(kernel_symbols(b"not an elf").is_empty());
+        assert_eq!(elf_mach(b"not an elf"), None);
+    }
+
+    #[test]
+    fn reads_the_amdgpu_machine() {
+        let mut elf = vec![0u8; 64];
+        elf[0..4].copy_from_slice(b"\x7fELF");
+        elf[4] = 2;
+        elf[5] = 1;
+        elf[18..20].copy_from_slice(&224u16.to_le_bytes());
+        elf[48..52].copy_from_slice(&0x53fu32.to_le_bytes()); // gfx90a, xnack any, sramecc any
+        assert_eq!(elf_mach(&elf), Some(MACH_GFX90A));
     }
 }

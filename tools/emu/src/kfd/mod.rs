@@ -344,16 +344,19 @@ impl Kfd {
             }
         };
         let id = self.next_queue.fetch_add(1, Ordering::Relaxed);
-        // The doorbell starts at zero, as a fresh hardware doorbell does. The page may be
+        // The doorbell slot starts at u64::MAX: "never rung" to the packet processor (a ring
+        // stores the id of the last packet announced, 0 for the first, and a hardware doorbell
+        // is noticed by its write, which the emulator sees only as a value). The page may be
         // write-protected: this store then traps like an application's, which only wakes the
         // device thread.
-        HostMemory.store_u64(gpu.doorbells + 8 * slot as u64, 0);
+        let doorbell = gpu.doorbells + 8 * slot as u64;
+        HostMemory.store_u64(doorbell, u64::MAX);
         {
             let mut cp = gpu.engine.cp();
             if sdma {
                 cp.add_sdma(key, SdmaQueue::new(a.ring_base_address, ring, a.read_pointer_address, a.write_pointer_address));
             } else {
-                cp.add_aql(key, a.ring_base_address, ring, a.read_pointer_address, a.queue_priority as u8);
+                cp.add_aql(key, a.ring_base_address, ring, a.read_pointer_address, doorbell, a.queue_priority as u8);
             }
             cp.set_runnable(key, a.queue_percentage > 0);
         }

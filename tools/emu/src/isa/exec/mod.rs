@@ -1,0 +1,102 @@
+//! Execution: one handler per implemented opcode, looked up once when an instruction is
+//! decoded ([`handler`]) and called each time a wave executes it. An opcode without a handler
+//! stops the dispatch when a wave reaches it ([`ExecError::Unimplemented`]): never a silent
+//! wrong result.
+//!
+//! Groups, one file each: scalar ALU (`salu`), program control (`sopp`), scalar memory
+//! (`smem`), the vector ALU's operand machinery (`valu`: sources, modifiers, DPP, SDWA,
+//! destinations) and its opcodes (`vop`, `vcmp`, `vlane`), matrix multiply-add (`mfma`), LDS (`ds`), flat/global/scratch
+//! memory (`flat`) and buffer memory (`mubuf`).
+
+pub mod ds;
+pub mod flat;
+pub mod mfma;
+pub mod mubuf;
+pub mod salu;
+pub mod smem;
+pub mod sopp;
+pub mod valu;
+pub mod vcmp;
+pub mod vlane;
+pub mod vmem;
+pub mod vop;
+
+use super::decode::{Family, Inst};
+use super::lds::Lds;
+use super::memory::Memory;
+use super::wave::{Apertures, Wave};
+use crate::kernels::Fault;
+
+/// What the wave does after an instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// The next instruction.
+    Next,
+    /// Continue at this address.
+    Jump(u64),
+    /// Wait at the workgroup barrier, then continue with the next instruction.
+    Barrier,
+    /// The wave ended (`s_endpgm`).
+    End,
+}
+
+/// Why a wave cannot go on.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExecError {
+    Fault(Fault),
+    /// No handler for this opcode.
+    Unimplemented,
+    /// The instruction traps or its operands are not valid (a message says why).
+    Illegal(String),
+}
+
+impl From<Fault> for ExecError {
+    fn from(f: Fault) -> Self {
+        ExecError::Fault(f)
+    }
+}
+
+/// What a wave's instructions reach besides its own state.
+pub struct Ctx<'a, 'm> {
+    pub mem: &'a Memory<'m>,
+    pub lds: &'a mut Lds,
+    pub apertures: Apertures,
+    /// Device nanoseconds for `s_memtime`/`s_memrealtime`.
+    pub clock: &'a dyn Fn() -> u64,
+    /// Per-lane working space of the vector ALU (three sources and a result), kept between
+    /// instructions so that none has to clear it.
+    pub lanes: Box<[[u64; super::wave::LANES]; 4]>,
+    /// The same for 32-bit operations: constant splats and a result.
+    pub lanes32: Box<[[u32; super::wave::LANES]; 4]>,
+}
+
+pub type Handler = fn(&mut Wave, &Inst, &mut Ctx) -> Result<Step, ExecError>;
+
+/// The handler of a decoded instruction, if it is implemented.
+pub fn handler(i: &Inst) -> Option<Handler> {
+    match i.family {
+        Family::Sop2 => salu::sop2(i.op),
+        Family::Sop1 => salu::sop1(i.op),
+        Family::Sopk => salu::sopk(i.op),
+        Family::Sopc => salu::sopc(i.op),
+        Family::Sopp => sopp::sopp(i.op),
+        Family::Smem => smem::smem(i.op),
+        Family::Vop1 | Family::Vop2 | Family::Vopc | Family::Vop3 => {
+            let op = super::decode::vector::vop3_number(i.family, i.op);
+            vcmp::vopc(op).or_else(|| vlane::lane_op(op)).or_else(|| vop::valu(op))
+        }
+        Family::Vop3p => vop::vop3p(i.op).or_else(|| mfma::mfma(i.op)),
+        Family::Ds => ds::ds(i.op),
+        Family::Flat | Family::Global | Family::Scratch => flat::flat(i.family, i.op),
+        Family::Mubuf => mubuf::mubuf(i.op),
+        Family::Mtbuf => mubuf::mtbuf(i.op),
+    }
+}
+
+/// Whether opcode `op` of `family` is implemented.
+pub fn implemented(family: Family, op: u16) -> bool {
+    let Some(name) = family.name(op) else { return false };
+    let mut i = crate::isa::decode::Inst::probe(family, op);
+    i.name = name;
+    handler(&i).is_some()
+}

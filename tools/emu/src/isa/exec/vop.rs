@@ -1,0 +1,792 @@
+//! Vector ALU opcodes (VOP1, VOP2, VOP3 and VOP3P) and their semantics, by VOP3 opcode number
+//! (VOP1/VOP2 opcodes at their e64 numbers). Comparisons are in `vcmp`, lane-crossing moves in
+//! `vlane`.
+//!
+//! Precision: f32/f64 arithmetic, conversions, `sqrt` and `fma` are IEEE correctly rounded
+//! (round to nearest even; denormals kept). The hardware's approximations (`v_rcp`, `v_rsq`,
+//! `v_sqrt_f32`, `v_exp`, `v_log`, `v_sin`, `v_cos`: about 1 ulp) are computed here exactly
+//! rounded from the host's libm, so a result can differ from a GPU's in the last bit; the
+//! compiler's refinement sequences (division, f64 sqrt) converge to the same correctly rounded
+//! results.
+
+use super::valu::{d, db, f, fb, h, hb, lanes, vop};
+use super::{Ctx, ExecError, Handler, Step};
+use crate::isa::decode::names::{vop3 as o, vop3p as p};
+use crate::isa::decode::Inst;
+use crate::isa::operand::Ty::{B16, B32, B64, F16, F32, F64, I64};
+use crate::isa::wave::Wave;
+
+macro_rules! op {
+    ([$($t:ident),*] -> $dt:ident, |$a:ident| $e:expr) => {
+        Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop(w, i, c, &[$($t),*], $dt, |$a: &[u64; 3], _l: usize| $e))
+    };
+    ([$($t:ident),*] -> $dt:ident, |$a:ident, $l:ident| $e:expr) => {
+        Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop(w, i, c, &[$($t),*], $dt, |$a: &[u64; 3], $l: usize| $e))
+    };
+}
+
+/// An accumulating op (`v_mac`, `v_fmac`): its third source is its destination.
+macro_rules! acc {
+    ([$($t:ident),*] -> $dt:ident, |$a:ident| $e:expr) => {
+        Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            let mut j = i.clone();
+            j.src[2] = i.dst;
+            j.abs &= 3;
+            j.neg &= 3;
+            vop(w, &j, c, &[$($t),*], $dt, |$a: &[u64; 3], _l: usize| $e)
+        })
+    };
+}
+
+fn u(x: u64) -> u32 {
+    x as u32
+}
+fn i32_(x: u64) -> i32 {
+    x as u32 as i32
+}
+fn ub(x: u32) -> u64 {
+    u64::from(x)
+}
+fn ib(x: i32) -> u64 {
+    u64::from(x as u32)
+}
+fn s24(x: u64) -> i64 {
+    i64::from(((x as u32) << 8) as i32 >> 8)
+}
+fn u24(x: u64) -> u64 {
+    x & 0xff_ffff
+}
+
+fn med3<T: PartialOrd + Copy>(a: T, b: T, c: T) -> T {
+    let (lo, hi) = if a < b { (a, b) } else { (b, a) };
+    if c < lo {
+        lo
+    } else if c > hi {
+        hi
+    } else {
+        c
+    }
+}
+
+fn fmed3(a: f32, b: f32, c: f32) -> f32 {
+    if a.is_nan() || b.is_nan() || c.is_nan() {
+        return a.min(b).min(c);
+    }
+    med3(a, b, c)
+}
+
+/// frexp: (mantissa in [0.5, 1), exponent); zero, inf and NaN give (x, 0).
+fn frexp64(x: f64) -> (f64, i32) {
+    if x == 0.0 || !x.is_finite() {
+        return (x, 0);
+    }
+    let bits = x.to_bits();
+    let exp = ((bits >> 52) & 0x7ff) as i32;
+    if exp == 0 {
+        let (m, e) = frexp64(x * 2f64.powi(64));
+        return (m, e - 64);
+    }
+    (f64::from_bits((bits & !(0x7ff << 52)) | (1022 << 52)), exp - 1022)
+}
+
+fn ldexp64(x: f64, e: i32) -> f64 {
+    // Two steps keep intermediate powers representable.
+    let e = e.clamp(-2200, 2200);
+    let h = e / 2;
+    x * 2f64.powi(h) * 2f64.powi(e - h)
+}
+
+fn fract64(x: f64) -> f64 {
+    if !x.is_finite() {
+        return if x.is_nan() { x } else { f64::NAN };
+    }
+    (x - x.floor()).min(f64::from_bits(0x3fef_ffff_ffff_ffff))
+}
+
+fn fract32(x: f32) -> f32 {
+    if !x.is_finite() {
+        return if x.is_nan() { x } else { f32::NAN };
+    }
+    (x - x.floor()).min(f32::from_bits(0x3f7f_ffff))
+}
+
+fn ffbh(x: u32) -> u32 {
+    if x == 0 {
+        u32::MAX
+    } else {
+        x.leading_zeros()
+    }
+}
+
+fn perm(s0: u32, s1: u32, sel: u32) -> u32 {
+    let both = (u64::from(s0) << 32) | u64::from(s1);
+    let mut out = 0u32;
+    for k in 0..4 {
+        let b = (sel >> (8 * k)) & 0xff;
+        let byte = match b {
+            0..=7 => ((both >> (8 * b)) & 0xff) as u32,
+            8 => ((s1 >> 15) & 1) * 0xff,
+            9 => ((s1 >> 31) & 1) * 0xff,
+            10 => ((s0 >> 15) & 1) * 0xff,
+            11 => ((s0 >> 31) & 1) * 0xff,
+            12 => 0,
+            _ => 0xff,
+        };
+        out |= byte << (8 * k);
+    }
+    out
+}
+
+fn mbcnt_mask(l: usize, hi: bool) -> u32 {
+    let below: u64 = if l == 0 { 0 } else { u64::MAX >> (64 - l) };
+    if hi {
+        (below >> 32) as u32
+    } else {
+        below as u32
+    }
+}
+
+/// Round half to even (`v_rndne`).
+fn rndne64(x: f64) -> f64 {
+    let r = x.round();
+    if (x - x.trunc()).abs() == 0.5 {
+        2.0 * (x / 2.0).round()
+    } else {
+        r
+    }
+}
+
+/// The scaling step of the division sequence (`v_div_scale`): D = S0, scaled by 2^±64 (and
+/// VCC set) only where the quotient of S2 / S1 would leave the range the refinement handles.
+fn div_scale(w: &mut Wave, i: &Inst, c: &mut Ctx, wide: bool) -> Result<Step, ExecError> {
+    let ty = if wide { F64 } else { F32 };
+    let s: [super::valu::Src; 3] = std::array::from_fn(|k| super::valu::Src::new(w, i, k, ty, c));
+    let exec = w.exec();
+    let mut vcc = 0u64;
+    for l in lanes(exec) {
+        let (s0, s1, s2) = (s[0].get(w, l), s[1].get(w, l), s[2].get(w, l));
+        let r = if wide {
+            let (a, den, num) = (d(s0), d(s1), d(s2));
+            let (ed, en) = (frexp64(den).1, frexp64(num).1);
+            if den == 0.0 || num == 0.0 {
+                db(f64::NAN)
+            } else if en - ed >= 768 {
+                vcc |= 1 << l;
+                if s0 == s1 { db(ldexp64(a, 128)) } else { s0 }
+            } else if den.is_subnormal() || num.is_subnormal() || en <= 53 {
+                db(ldexp64(a, 128))
+            } else if ed - en >= 768 {
+                vcc |= 1 << l;
+                if s0 == s1 { db(ldexp64(a, 128)) } else { s0 }
+            } else {
+                s0
+            }
+        } else {
+            let (a, den, num) = (f(s0), f(s1), f(s2));
+            let (ed, en) = (frexp64(f64::from(den)).1, frexp64(f64::from(num)).1);
+            if den == 0.0 || num == 0.0 {
+                fb(f32::NAN)
+            } else if en - ed >= 96 {
+                vcc |= 1 << l;
+                if s0 == s1 { fb((f64::from(a) * 2f64.powi(64)) as f32) } else { s0 }
+            } else if den.is_subnormal() || num.is_subnormal() || en <= 23 {
+                fb((f64::from(a) * 2f64.powi(64)) as f32)
+            } else if ed - en >= 96 {
+                vcc |= 1 << l;
+                if s0 == s1 { fb((f64::from(a) * 2f64.powi(64)) as f32) } else { s0 }
+            } else {
+                s0
+            }
+        };
+        super::valu::write(w, i, ty, l, r);
+    }
+    w.set_s64(i.sdst, vcc);
+    Ok(Step::Next)
+}
+
+/// `v_div_fmas`: fma, then scaled by 2^64 (2^128 for f64) in lanes whose VCC is set, undoing
+/// `v_div_scale`'s scaling.
+fn div_fmas(w: &mut Wave, i: &Inst, c: &mut Ctx, wide: bool) -> Result<Step, ExecError> {
+    let vcc = w.vcc();
+    if wide {
+        vop(w, i, c, &[F64, F64, F64], F64, |a, l| {
+            let r = d(a[0]).mul_add(d(a[1]), d(a[2]));
+            db(if vcc >> l & 1 == 1 { ldexp64(r, 128) } else { r })
+        })
+    } else {
+        vop(w, i, c, &[F32, F32, F32], F32, |a, l| {
+            let r = f(a[0]).mul_add(f(a[1]), f(a[2]));
+            fb(if vcc >> l & 1 == 1 { (f64::from(r) * 2f64.powi(64)) as f32 } else { r })
+        })
+    }
+}
+
+/// `v_div_fixup`: S0 is the quotient estimate of S2 / S1; special operands give IEEE results.
+fn fixup64(q: f64, den: f64, num: f64) -> f64 {
+    if den.is_nan() || num.is_nan() {
+        return f64::NAN;
+    }
+    if (den == 0.0 && num == 0.0) || (den.is_infinite() && num.is_infinite()) {
+        return f64::NAN;
+    }
+    let neg = den.is_sign_negative() != num.is_sign_negative();
+    let sign = if neg { -1.0 } else { 1.0 };
+    if den == 0.0 || num.is_infinite() {
+        return sign * f64::INFINITY;
+    }
+    if den.is_infinite() || num == 0.0 {
+        return sign * 0.0;
+    }
+    if q.is_nan() {
+        return num / den;
+    }
+    if neg { -q.abs() } else { q.abs() }
+}
+
+/// 2/pi's fraction bits, the most significant first: 1216 of them, of which the hardware's
+/// table for `v_trig_preop_f64` holds the first 1201 (computed with mpmath at 1500 bits; the
+/// first words are the well-known 0xa2f9836e_4e441529...).
+const TWO_OVER_PI: [u64; 19] = [
+    0xa2f9_836e_4e44_1529, 0xfc27_57d1_f534_ddc0, 0xdb62_9599_3c43_9041, 0xfe51_63ab_debb_c561,
+    0xb724_6e3a_424d_d2e0, 0x0649_2eea_09d1_921c, 0xfe1d_eb1c_b129_a73e, 0xe882_35f5_2ebb_4484,
+    0xe99c_7026_b45f_7e41, 0x3991_d639_8353_39f4, 0x9c84_5f8b_bdf9_283b, 0x1ff8_97ff_de05_980f,
+    0xef2f_118b_5a0a_6d1f, 0x6d36_7ecf_27cb_09b7, 0x4f46_3f66_9e5f_ea2d, 0x7527_bac7_ebe5_f17b,
+    0x3d07_39f7_8a52_92ea, 0x6bfb_5fb1_1f8d_5d08, 0x5603_3046_fc7b_6bab,
+];
+
+/// `v_trig_preop_f64` (the ISA's pseudocode): 53 bits of 2/pi starting `sel[4:0] * 53` bits
+/// into its fraction (further by the exponent of S0 above 1077), scaled to their place value
+/// (by 2^128 more when S0's exponent is at least 1968), for Payne-Hanek argument reduction.
+fn trig_preop(x: u64, sel: u32) -> f64 {
+    let exp = ((x >> 52) & 0x7ff) as u32;
+    let mut shift = (sel & 31) * 53;
+    if exp > 1077 {
+        shift += exp - 1077;
+    }
+    let mut bits = 0u64;
+    for p in shift..shift + 53 {
+        let bit = if p < 1201 { TWO_OVER_PI[p as usize / 64] >> (63 - p % 64) & 1 } else { 0 };
+        bits = bits << 1 | bit;
+    }
+    let mut scale = -53 - shift as i32;
+    if exp >= 1968 {
+        scale += 128;
+    }
+    ldexp64(bits as f64, scale)
+}
+
+/// `v_dot2c_i32_i16`, `v_dot4c_i32_i8`, `v_dot8c_i32_i4` (VOP2): signed dot product of S0 and
+/// S1 added to D.
+fn dot_c(w: &mut Wave, i: &Inst, c: &mut Ctx, bits: u32) -> Result<Step, ExecError> {
+    let mut j = i.clone();
+    j.src[2] = i.dst;
+    j.abs &= 3;
+    j.neg &= 3;
+    let plain = Inst::probe(crate::isa::decode::Family::Vop2, 0);
+    vop(w, &j, c, &[B32, B32, B32], B32, |a, _| dot_int(a, &plain, bits, true))
+}
+
+/// The add/sub family with a carry out (and for some a carry in).
+fn carry_op(w: &mut Wave, i: &Inst, c: &mut Ctx, kind: u8) -> Result<Step, ExecError> {
+    let s0 = super::valu::Src::new(w, i, 0, B32, c);
+    let s1 = super::valu::Src::new(w, i, 1, B32, c);
+    let cin = if kind >= 3 { w.sread(i.src[2], i.literal, B64, &c.apertures) } else { 0 };
+    let exec = w.exec();
+    let mut cout = 0u64;
+    for l in lanes(exec) {
+        let (a, b) = (s0.get(w, l), s1.get(w, l));
+        let ci = cin >> l & 1;
+        let (r, carry) = match kind {
+            0 => (a + b, (a + b) >> 32),
+            1 => (a.wrapping_sub(b), u64::from(b > a)),
+            2 => (b.wrapping_sub(a), u64::from(a > b)),
+            3 => (a + b + ci, (a + b + ci) >> 32),
+            4 => (a.wrapping_sub(b).wrapping_sub(ci), u64::from(b + ci > a)),
+            _ => (b.wrapping_sub(a).wrapping_sub(ci), u64::from(a + ci > b)),
+        };
+        cout |= (carry & 1) << l;
+        super::valu::write(w, i, B32, l, r & 0xffff_ffff);
+    }
+    w.set_s64(i.sdst, cout);
+    Ok(Step::Next)
+}
+
+/// `v_mad_u64_u32` / `v_mad_i64_i32`: D64 = S0 * S1 + S2 (64-bit), carry out into sdst.
+fn mad64(w: &mut Wave, i: &Inst, c: &mut Ctx, signed: bool) -> Result<Step, ExecError> {
+    let s0 = super::valu::Src::new(w, i, 0, B32, c);
+    let s1 = super::valu::Src::new(w, i, 1, B32, c);
+    let s2 = super::valu::Src::new(w, i, 2, B64, c);
+    let mut cout = 0u64;
+    for l in lanes(w.exec()) {
+        let (a, b, acc) = (s0.get(w, l), s1.get(w, l), s2.get(w, l));
+        let r = if signed {
+            let p = i128::from(a as u32 as i32) * i128::from(b as u32 as i32) + i128::from(acc as i64);
+            if p > i128::from(i64::MAX) || p < i128::from(i64::MIN) {
+                cout |= 1 << l;
+            }
+            p as u64
+        } else {
+            let p = u128::from(a) * u128::from(b) + u128::from(acc);
+            if p >> 64 != 0 {
+                cout |= 1 << l;
+            }
+            p as u64
+        };
+        super::valu::write(w, i, B64, l, r);
+    }
+    w.set_s64(i.sdst, cout);
+    Ok(Step::Next)
+}
+
+/// A VOP1/VOP2/VOP3 opcode's handler (VOP3 numbering).
+pub fn valu(op: u16) -> Option<Handler> {
+    match op {
+        // VOP2 (0x100 + op)
+        o::V_CNDMASK_B32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            let m = w.sread(i.src[2], i.literal, B64, &c.apertures);
+            vop(w, i, c, &[B32, B32], B32, |a, l| if m >> l & 1 == 1 { a[1] } else { a[0] })
+        }),
+        o::V_ADD_F32 => op!([F32, F32] -> F32, |a| fb(f(a[0]) + f(a[1]))),
+        o::V_SUB_F32 => op!([F32, F32] -> F32, |a| fb(f(a[0]) - f(a[1]))),
+        o::V_SUBREV_F32 => op!([F32, F32] -> F32, |a| fb(f(a[1]) - f(a[0]))),
+        o::V_FMAC_F64 => acc!([F64, F64, F64] -> F64, |a| db(d(a[0]).mul_add(d(a[1]), d(a[2])))),
+        o::V_MUL_F32 => op!([F32, F32] -> F32, |a| fb(f(a[0]) * f(a[1]))),
+        o::V_MUL_I32_I24 => op!([B32, B32] -> B32, |a| (s24(a[0]) * s24(a[1])) as u64 & 0xffff_ffff),
+        o::V_MUL_HI_I32_I24 => op!([B32, B32] -> B32, |a| ((s24(a[0]) * s24(a[1])) >> 32) as u64 & 0xffff_ffff),
+        o::V_MUL_U32_U24 => op!([B32, B32] -> B32, |a| (u24(a[0]) * u24(a[1])) & 0xffff_ffff),
+        o::V_MUL_HI_U32_U24 => op!([B32, B32] -> B32, |a| (u24(a[0]) * u24(a[1])) >> 32),
+        o::V_MIN_F32 => op!([F32, F32] -> F32, |a| fb(f(a[0]).min(f(a[1])))),
+        o::V_MAX_F32 => op!([F32, F32] -> F32, |a| fb(f(a[0]).max(f(a[1])))),
+        o::V_MIN_I32 => op!([B32, B32] -> B32, |a| ib(i32_(a[0]).min(i32_(a[1])))),
+        o::V_MAX_I32 => op!([B32, B32] -> B32, |a| ib(i32_(a[0]).max(i32_(a[1])))),
+        o::V_MIN_U32 => op!([B32, B32] -> B32, |a| a[0].min(a[1])),
+        o::V_MAX_U32 => op!([B32, B32] -> B32, |a| a[0].max(a[1])),
+        o::V_LSHRREV_B32 => op!([B32, B32] -> B32, |a| ub(u(a[1]) >> (a[0] & 31))),
+        o::V_ASHRREV_I32 => op!([B32, B32] -> B32, |a| ib(i32_(a[1]) >> (a[0] & 31))),
+        o::V_LSHLREV_B32 => op!([B32, B32] -> B32, |a| ub(u(a[1]) << (a[0] & 31))),
+        o::V_AND_B32 => op!([B32, B32] -> B32, |a| a[0] & a[1]),
+        o::V_OR_B32 => op!([B32, B32] -> B32, |a| a[0] | a[1]),
+        o::V_XOR_B32 => op!([B32, B32] -> B32, |a| a[0] ^ a[1]),
+        o::V_XNOR_B32 => op!([B32, B32] -> B32, |a| !(a[0] ^ a[1]) & 0xffff_ffff),
+        0x137 => acc!([B32, B32, F32] -> F32, |a| dot2_f16(a, None)),
+        0x138 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| dot_c(w, i, c, 16)),
+        0x139 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| dot_c(w, i, c, 8)),
+        0x13a => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| dot_c(w, i, c, 4)),
+        o::V_MAC_F32 => acc!([F32, F32, F32] -> F32, |a| fb(f(a[0]) * f(a[1]) + f(a[2]))),
+        o::V_FMAC_F32 => acc!([F32, F32, F32] -> F32, |a| fb(f(a[0]).mul_add(f(a[1]), f(a[2])))),
+        // v_madmk_f32 (VOP2 0x17): D = S0 * K + S1; v_madak_f32 (0x18): D = S0 * S1 + K.
+        0x117 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            let k = f32::from_bits(i.literal);
+            vop(w, i, c, &[F32, F32], F32, |a, _| fb(f(a[0]) * k + f(a[1])))
+        }),
+        0x118 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            let k = f32::from_bits(i.literal);
+            vop(w, i, c, &[F32, F32], F32, |a, _| fb(f(a[0]) * f(a[1]) + k))
+        }),
+        o::V_ADD_CO_U32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| carry_op(w, i, c, 0)),
+        o::V_SUB_CO_U32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| carry_op(w, i, c, 1)),
+        o::V_SUBREV_CO_U32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| carry_op(w, i, c, 2)),
+        o::V_ADDC_CO_U32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| carry_op(w, i, c, 3)),
+        o::V_SUBB_CO_U32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| carry_op(w, i, c, 4)),
+        o::V_SUBBREV_CO_U32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| carry_op(w, i, c, 5)),
+        o::V_ADD_F16 => op!([F16, F16] -> F16, |a| hb(h(a[0]) + h(a[1]))),
+        o::V_SUB_F16 => op!([F16, F16] -> F16, |a| hb(h(a[0]) - h(a[1]))),
+        o::V_SUBREV_F16 => op!([F16, F16] -> F16, |a| hb(h(a[1]) - h(a[0]))),
+        o::V_MUL_F16 => op!([F16, F16] -> F16, |a| hb(h(a[0]) * h(a[1]))),
+        o::V_MAX_F16 => op!([F16, F16] -> F16, |a| hb(h(a[0]).max(h(a[1])))),
+        o::V_MIN_F16 => op!([F16, F16] -> F16, |a| hb(h(a[0]).min(h(a[1])))),
+        o::V_ADD_U16 => op!([B16, B16] -> B16, |a| (a[0] + a[1]) & 0xffff),
+        o::V_SUB_U16 => op!([B16, B16] -> B16, |a| a[0].wrapping_sub(a[1]) & 0xffff),
+        o::V_SUBREV_U16 => op!([B16, B16] -> B16, |a| a[1].wrapping_sub(a[0]) & 0xffff),
+        o::V_MUL_LO_U16 => op!([B16, B16] -> B16, |a| (a[0] * a[1]) & 0xffff),
+        o::V_LSHLREV_B16 => op!([B16, B16] -> B16, |a| (a[1] << (a[0] & 15)) & 0xffff),
+        o::V_LSHRREV_B16 => op!([B16, B16] -> B16, |a| (a[1] & 0xffff) >> (a[0] & 15)),
+        o::V_ASHRREV_I16 => op!([B16, B16] -> B16, |a| u64::from(((a[1] as i16) >> (a[0] & 15)) as u16)),
+        o::V_MAX_U16 => op!([B16, B16] -> B16, |a| (a[0] & 0xffff).max(a[1] & 0xffff)),
+        o::V_MIN_U16 => op!([B16, B16] -> B16, |a| (a[0] & 0xffff).min(a[1] & 0xffff)),
+        o::V_MAX_I16 => op!([B16, B16] -> B16, |a| u64::from((a[0] as i16).max(a[1] as i16) as u16)),
+        o::V_MIN_I16 => op!([B16, B16] -> B16, |a| u64::from((a[0] as i16).min(a[1] as i16) as u16)),
+        o::V_ADD_U32 => op!([B32, B32] -> B32, |a| (a[0] + a[1]) & 0xffff_ffff),
+        o::V_SUB_U32 => op!([B32, B32] -> B32, |a| a[0].wrapping_sub(a[1]) & 0xffff_ffff),
+        o::V_SUBREV_U32 => op!([B32, B32] -> B32, |a| a[1].wrapping_sub(a[0]) & 0xffff_ffff),
+        // VOP1 (0x140 + op)
+        o::V_NOP => Some(|_: &mut Wave, _: &Inst, _: &mut Ctx| Ok(Step::Next)),
+        o::V_MOV_B32 => op!([B32] -> B32, |a| a[0]),
+        o::V_CVT_I32_F64 => op!([F64] -> B32, |a| ib(d(a[0]) as i32)),
+        o::V_CVT_F64_I32 => op!([B32] -> F64, |a| db(f64::from(i32_(a[0])))),
+        o::V_CVT_F32_I32 => op!([B32] -> F32, |a| fb(i32_(a[0]) as f32)),
+        o::V_CVT_F32_U32 => op!([B32] -> F32, |a| fb(u(a[0]) as f32)),
+        o::V_CVT_U32_F32 => op!([F32] -> B32, |a| ub(f(a[0]) as u32)),
+        o::V_CVT_I32_F32 => op!([F32] -> B32, |a| ib(f(a[0]) as i32)),
+        o::V_CVT_F16_F32 => op!([F32] -> F16, |a| hb(f(a[0]))),
+        o::V_CVT_F32_F16 => op!([F16] -> F32, |a| fb(h(a[0]))),
+        o::V_CVT_RPI_I32_F32 => op!([F32] -> B32, |a| ib((f(a[0]) + 0.5).floor() as i32)),
+        o::V_CVT_FLR_I32_F32 => op!([F32] -> B32, |a| ib(f(a[0]).floor() as i32)),
+        o::V_CVT_F32_F64 => op!([F64] -> F32, |a| fb(d(a[0]) as f32)),
+        o::V_CVT_F64_F32 => op!([F32] -> F64, |a| db(f64::from(f(a[0])))),
+        o::V_CVT_F32_UBYTE0 => op!([B32] -> F32, |a| fb((a[0] & 0xff) as f32)),
+        o::V_CVT_F32_UBYTE1 => op!([B32] -> F32, |a| fb(((a[0] >> 8) & 0xff) as f32)),
+        o::V_CVT_F32_UBYTE2 => op!([B32] -> F32, |a| fb(((a[0] >> 16) & 0xff) as f32)),
+        o::V_CVT_F32_UBYTE3 => op!([B32] -> F32, |a| fb(((a[0] >> 24) & 0xff) as f32)),
+        o::V_CVT_U32_F64 => op!([F64] -> B32, |a| ub(d(a[0]) as u32)),
+        o::V_CVT_F64_U32 => op!([B32] -> F64, |a| db(f64::from(u(a[0])))),
+        o::V_TRUNC_F64 => op!([F64] -> F64, |a| db(d(a[0]).trunc())),
+        o::V_CEIL_F64 => op!([F64] -> F64, |a| db(d(a[0]).ceil())),
+        o::V_RNDNE_F64 => op!([F64] -> F64, |a| db(rndne64(d(a[0])))),
+        o::V_FLOOR_F64 => op!([F64] -> F64, |a| db(d(a[0]).floor())),
+        o::V_FRACT_F32 => op!([F32] -> F32, |a| fb(fract32(f(a[0])))),
+        o::V_TRUNC_F32 => op!([F32] -> F32, |a| fb(f(a[0]).trunc())),
+        o::V_CEIL_F32 => op!([F32] -> F32, |a| fb(f(a[0]).ceil())),
+        o::V_RNDNE_F32 => op!([F32] -> F32, |a| fb(rndne64(f64::from(f(a[0]))) as f32)),
+        o::V_FLOOR_F32 => op!([F32] -> F32, |a| fb(f(a[0]).floor())),
+        o::V_EXP_F32 => op!([F32] -> F32, |a| fb(f(a[0]).exp2())),
+        o::V_LOG_F32 => op!([F32] -> F32, |a| fb(f(a[0]).log2())),
+        o::V_RCP_F32 | o::V_RCP_IFLAG_F32 => op!([F32] -> F32, |a| fb(1.0 / f(a[0]))),
+        o::V_RSQ_F32 => op!([F32] -> F32, |a| fb((1.0 / f64::from(f(a[0])).sqrt()) as f32)),
+        o::V_RCP_F64 => op!([F64] -> F64, |a| db(1.0 / d(a[0]))),
+        o::V_RSQ_F64 => op!([F64] -> F64, |a| db(1.0 / d(a[0]).sqrt())),
+        o::V_SQRT_F32 => op!([F32] -> F32, |a| fb(f(a[0]).sqrt())),
+        o::V_SQRT_F64 => op!([F64] -> F64, |a| db(d(a[0]).sqrt())),
+        o::V_SIN_F32 => op!([F32] -> F32, |a| fb((f64::from(f(a[0])) * std::f64::consts::TAU).sin() as f32)),
+        o::V_COS_F32 => op!([F32] -> F32, |a| fb((f64::from(f(a[0])) * std::f64::consts::TAU).cos() as f32)),
+        o::V_NOT_B32 => op!([B32] -> B32, |a| !a[0] & 0xffff_ffff),
+        o::V_BFREV_B32 => op!([B32] -> B32, |a| ub(u(a[0]).reverse_bits())),
+        o::V_FFBH_U32 => op!([B32] -> B32, |a| ub(ffbh(u(a[0])))),
+        o::V_FFBL_B32 => op!([B32] -> B32, |a| ub(if u(a[0]) == 0 { u32::MAX } else { u(a[0]).trailing_zeros() })),
+        o::V_FFBH_I32 => op!([B32] -> B32, |a| {
+            let x = u(a[0]);
+            ub(if x == 0 || x == u32::MAX { u32::MAX } else if x >> 31 == 1 { (!x).leading_zeros() } else { x.leading_zeros() })
+        }),
+        o::V_FREXP_EXP_I32_F64 => op!([F64] -> B32, |a| ib(frexp64(d(a[0])).1)),
+        o::V_FREXP_MANT_F64 => op!([F64] -> F64, |a| db(frexp64(d(a[0])).0)),
+        o::V_FRACT_F64 => op!([F64] -> F64, |a| db(fract64(d(a[0])))),
+        o::V_FREXP_EXP_I32_F32 => op!([F32] -> B32, |a| ib(frexp64(f64::from(f(a[0]))).1)),
+        o::V_FREXP_MANT_F32 => op!([F32] -> F32, |a| fb(frexp64(f64::from(f(a[0]))).0 as f32)),
+        o::V_CVT_F16_U16 => op!([B16] -> F16, |a| hb((a[0] & 0xffff) as f32)),
+        o::V_CVT_F16_I16 => op!([B16] -> F16, |a| hb(f32::from(a[0] as i16))),
+        o::V_CVT_U16_F16 => op!([F16] -> B16, |a| u64::from(h(a[0]) as u16)),
+        o::V_CVT_I16_F16 => op!([F16] -> B16, |a| u64::from(h(a[0]) as i16 as u16)),
+        o::V_RCP_F16 => op!([F16] -> F16, |a| hb(1.0 / h(a[0]))),
+        o::V_SQRT_F16 => op!([F16] -> F16, |a| hb(h(a[0]).sqrt())),
+        o::V_RSQ_F16 => op!([F16] -> F16, |a| hb(1.0 / h(a[0]).sqrt())),
+        o::V_LOG_F16 => op!([F16] -> F16, |a| hb(h(a[0]).log2())),
+        o::V_EXP_F16 => op!([F16] -> F16, |a| hb(h(a[0]).exp2())),
+        o::V_FLOOR_F16 => op!([F16] -> F16, |a| hb(h(a[0]).floor())),
+        o::V_CEIL_F16 => op!([F16] -> F16, |a| hb(h(a[0]).ceil())),
+        o::V_TRUNC_F16 => op!([F16] -> F16, |a| hb(h(a[0]).trunc())),
+        o::V_RNDNE_F16 => op!([F16] -> F16, |a| hb(rndne64(f64::from(h(a[0]))) as f32)),
+        o::V_FRACT_F16 => op!([F16] -> F16, |a| hb(fract32(h(a[0])))),
+        o::V_SIN_F16 => op!([F16] -> F16, |a| hb((f64::from(h(a[0])) * std::f64::consts::TAU).sin() as f32)),
+        o::V_COS_F16 => op!([F16] -> F16, |a| hb((f64::from(h(a[0])) * std::f64::consts::TAU).cos() as f32)),
+        o::V_LDEXP_F16 => op!([F16, B32] -> F16, |a| hb((f64::from(h(a[0])) * 2f64.powi(i32_(a[1]).clamp(-64, 64))) as f32)),
+        // VOP3-only
+        o::V_MAD_F32 => op!([F32, F32, F32] -> F32, |a| fb(f(a[0]) * f(a[1]) + f(a[2]))),
+        o::V_MAD_I32_I24 => op!([B32, B32, B32] -> B32, |a| (s24(a[0]) * s24(a[1]) + i64::from(i32_(a[2]))) as u64 & 0xffff_ffff),
+        o::V_MAD_U32_U24 => op!([B32, B32, B32] -> B32, |a| (u24(a[0]) * u24(a[1]) + a[2]) & 0xffff_ffff),
+        o::V_BFE_U32 => op!([B32, B32, B32] -> B32, |a| {
+            let (off, wd) = (a[1] & 31, a[2] & 31);
+            if wd == 0 { 0 } else { (a[0] >> off) & ((1 << wd) - 1) }
+        }),
+        o::V_BFE_I32 => op!([B32, B32, B32] -> B32, |a| {
+            let (off, wd) = (a[1] & 31, a[2] & 31);
+            if wd == 0 { 0 } else { ib(((u(a[0]) >> off) << (32 - wd)) as i32 >> (32 - wd)) }
+        }),
+        o::V_BFI_B32 => op!([B32, B32, B32] -> B32, |a| (a[0] & a[1]) | (!a[0] & a[2] & 0xffff_ffff)),
+        o::V_FMA_F32 => op!([F32, F32, F32] -> F32, |a| fb(f(a[0]).mul_add(f(a[1]), f(a[2])))),
+        o::V_FMA_F64 => op!([F64, F64, F64] -> F64, |a| db(d(a[0]).mul_add(d(a[1]), d(a[2])))),
+        o::V_FMA_F16 => op!([F16, F16, F16] -> F16, |a| hb(h(a[0]).mul_add(h(a[1]), h(a[2])))),
+        o::V_ALIGNBIT_B32 => op!([B32, B32, B32] -> B32, |a| ((a[0] << 32 | a[1]) >> (a[2] & 31)) & 0xffff_ffff),
+        o::V_ALIGNBYTE_B32 => op!([B32, B32, B32] -> B32, |a| ((a[0] << 32 | a[1]) >> (8 * (a[2] & 3))) & 0xffff_ffff),
+        o::V_MIN3_F32 => op!([F32, F32, F32] -> F32, |a| fb(f(a[0]).min(f(a[1])).min(f(a[2])))),
+        o::V_MIN3_I32 => op!([B32, B32, B32] -> B32, |a| ib(i32_(a[0]).min(i32_(a[1])).min(i32_(a[2])))),
+        o::V_MIN3_U32 => op!([B32, B32, B32] -> B32, |a| a[0].min(a[1]).min(a[2])),
+        o::V_MAX3_F32 => op!([F32, F32, F32] -> F32, |a| fb(f(a[0]).max(f(a[1])).max(f(a[2])))),
+        o::V_MAX3_I32 => op!([B32, B32, B32] -> B32, |a| ib(i32_(a[0]).max(i32_(a[1])).max(i32_(a[2])))),
+        o::V_MAX3_U32 => op!([B32, B32, B32] -> B32, |a| a[0].max(a[1]).max(a[2])),
+        o::V_MED3_F32 => op!([F32, F32, F32] -> F32, |a| fb(fmed3(f(a[0]), f(a[1]), f(a[2])))),
+        o::V_MED3_I32 => op!([B32, B32, B32] -> B32, |a| ib(med3(i32_(a[0]), i32_(a[1]), i32_(a[2])))),
+        o::V_MED3_U32 => op!([B32, B32, B32] -> B32, |a| med3(a[0], a[1], a[2])),
+        o::V_DIV_FIXUP_F32 => op!([F32, F32, F32] -> F32, |a| fb(fixup64(f64::from(f(a[0])), f64::from(f(a[1])), f64::from(f(a[2]))) as f32)),
+        o::V_DIV_FIXUP_F64 => op!([F64, F64, F64] -> F64, |a| db(fixup64(d(a[0]), d(a[1]), d(a[2])))),
+        o::V_DIV_SCALE_F32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| div_scale(w, i, c, false)),
+        o::V_DIV_SCALE_F64 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| div_scale(w, i, c, true)),
+        o::V_DIV_FMAS_F32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| div_fmas(w, i, c, false)),
+        o::V_DIV_FMAS_F64 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| div_fmas(w, i, c, true)),
+        o::V_MAD_U64_U32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| mad64(w, i, c, false)),
+        o::V_MAD_I64_I32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| mad64(w, i, c, true)),
+        o::V_ADD_F64 => op!([F64, F64] -> F64, |a| db(d(a[0]) + d(a[1]))),
+        o::V_MUL_F64 => op!([F64, F64] -> F64, |a| db(d(a[0]) * d(a[1]))),
+        o::V_MIN_F64 => op!([F64, F64] -> F64, |a| db(d(a[0]).min(d(a[1])))),
+        o::V_MAX_F64 => op!([F64, F64] -> F64, |a| db(d(a[0]).max(d(a[1])))),
+        o::V_TRIG_PREOP_F64 => op!([F64, B32] -> F64, |a| db(trig_preop(a[0], u(a[1])))),
+        o::V_LDEXP_F64 => op!([F64, B32] -> F64, |a| db(ldexp64(d(a[0]), i32_(a[1])))),
+        o::V_LDEXP_F32 => op!([F32, B32] -> F32, |a| fb(ldexp64(f64::from(f(a[0])), i32_(a[1])) as f32)),
+        o::V_MUL_LO_U32 => op!([B32, B32] -> B32, |a| (a[0] * a[1]) & 0xffff_ffff),
+        o::V_MUL_HI_U32 => op!([B32, B32] -> B32, |a| (a[0] * a[1]) >> 32),
+        o::V_MUL_HI_I32 => op!([B32, B32] -> B32, |a| ((i64::from(i32_(a[0])) * i64::from(i32_(a[1]))) >> 32) as u64 & 0xffff_ffff),
+        o::V_LSHLREV_B64 => op!([B32, B64] -> B64, |a| a[1] << (a[0] & 63)),
+        o::V_LSHRREV_B64 => op!([B32, B64] -> B64, |a| a[1] >> (a[0] & 63)),
+        o::V_ASHRREV_I64 => op!([B32, I64] -> B64, |a| ((a[1] as i64) >> (a[0] & 63)) as u64),
+        o::V_BCNT_U32_B32 => op!([B32, B32] -> B32, |a| (u64::from(u(a[0]).count_ones()) + a[1]) & 0xffff_ffff),
+        o::V_MBCNT_LO_U32_B32 => op!([B32, B32] -> B32, |a, l| (u64::from((u(a[0]) & mbcnt_mask(l, false)).count_ones()) + a[1]) & 0xffff_ffff),
+        o::V_MBCNT_HI_U32_B32 => op!([B32, B32] -> B32, |a, l| (u64::from((u(a[0]) & mbcnt_mask(l, true)).count_ones()) + a[1]) & 0xffff_ffff),
+        o::V_BFM_B32 => op!([B32, B32] -> B32, |a| ub(((1u64 << (a[0] & 31)) - 1) as u32) << (a[1] & 31) & 0xffff_ffff),
+        o::V_LSHL_ADD_U32 => op!([B32, B32, B32] -> B32, |a| ((a[0] << (a[1] & 31)) + a[2]) & 0xffff_ffff),
+        o::V_ADD_LSHL_U32 => op!([B32, B32, B32] -> B32, |a| (((a[0] + a[1]) & 0xffff_ffff) << (a[2] & 31)) & 0xffff_ffff),
+        o::V_ADD3_U32 => op!([B32, B32, B32] -> B32, |a| (a[0] + a[1] + a[2]) & 0xffff_ffff),
+        o::V_LSHL_OR_B32 => op!([B32, B32, B32] -> B32, |a| ((a[0] << (a[1] & 31)) & 0xffff_ffff) | a[2]),
+        o::V_AND_OR_B32 => op!([B32, B32, B32] -> B32, |a| (a[0] & a[1]) | a[2]),
+        o::V_OR3_B32 => op!([B32, B32, B32] -> B32, |a| a[0] | a[1] | a[2]),
+        o::V_XAD_U32 => op!([B32, B32, B32] -> B32, |a| ((a[0] ^ a[1]) + a[2]) & 0xffff_ffff),
+        o::V_PERM_B32 => op!([B32, B32, B32] -> B32, |a| ub(perm(u(a[0]), u(a[1]), u(a[2])))),
+        o::V_ADD_I32 => op!([B32, B32] -> B32, |a| ib(i32_(a[0]).wrapping_add(i32_(a[1])))),
+        o::V_SUB_I32 => op!([B32, B32] -> B32, |a| ib(i32_(a[0]).wrapping_sub(i32_(a[1])))),
+        o::V_CVT_PKRTZ_F16_F32 => op!([F32, F32] -> B32, |a| {
+            let rtz = |x: f32| {
+                let r = hb(x);
+                // Round toward zero: step back when rounding went away from zero.
+                if (h(r).abs() > x.abs()) && x.is_finite() { r - 1 } else { r }
+            };
+            rtz(f(a[0])) | rtz(f(a[1])) << 16
+        }),
+        o::V_PACK_B32_F16 => op!([F16, F16] -> B32, |a| (a[0] & 0xffff) | (a[1] & 0xffff) << 16),
+        o::V_MAD_U32_U16 => op!([B16, B16, B32] -> B32, |a| ((a[0] & 0xffff) * (a[1] & 0xffff) + a[2]) & 0xffff_ffff),
+        _ => None,
+    }
+}
+
+/// Source `k` of a packed 32-bit op: a register pair, or an inline constant as a 32-bit float in
+/// the low dword and zero in the high one (the compiler selects the low dword for both halves
+/// with `op_sel_hi` when it wants the constant in both: `v_pk_fma_f32 v[0:1], v[0:1], 2.0, 1.0
+/// op_sel_hi:[1,0,0]`).
+fn pk_src(w: &Wave, i: &Inst, k: usize, c: &Ctx) -> super::valu::Src {
+    let constant = crate::isa::operand::inline_constant(i.src[k], F32).is_some();
+    super::valu::Src::new(w, i, k, if constant { F32 } else { B64 }, c)
+}
+
+/// Packed 32-bit float ops (gfx90a `v_pk_*_f32`): each half picks its source registers of a
+/// pair by `op_sel` (low result) and `op_sel_hi` (high result).
+fn pk_f32(w: &mut Wave, i: &Inst, c: &mut Ctx, n: usize, g: fn(&[f32; 3]) -> f32) -> Result<Step, ExecError> {
+    // Sources past `n` are resolved too (never read): an array, not a per-instruction Vec.
+    let s: [super::valu::Src; 3] = std::array::from_fn(|k| pk_src(w, i, k, c));
+    for l in lanes(w.exec()) {
+        let mut r = 0u64;
+        for half in 0..2 {
+            let mut a = [0f32; 3];
+            for k in 0..n {
+                let v = s[k].raw(w, l);
+                let sel = if half == 0 { i.op_sel >> k & 1 } else { i.op_sel_hi >> k & 1 };
+                let mut x = (v >> (32 * sel)) as u32;
+                let neg = if half == 0 { i.neg } else { i.abs };
+                if neg >> k & 1 == 1 {
+                    x ^= 1 << 31;
+                }
+                a[k] = f32::from_bits(x);
+            }
+            r |= u64::from(g(&a).to_bits()) << (32 * half);
+        }
+        super::valu::write(w, i, B64, l, r);
+    }
+    Ok(Step::Next)
+}
+
+/// Packed 16-bit ops: each half of the result from the halves `op_sel`/`op_sel_hi` pick.
+fn pk16(w: &mut Wave, i: &Inst, c: &mut Ctx, n: usize, float: bool, g: fn(&[u32; 3]) -> u32) -> Result<Step, ExecError> {
+    let s: [super::valu::Src; 3] = std::array::from_fn(|k| super::valu::Src::new(w, i, k, if float { F16 } else { B16 }, c));
+    for l in lanes(w.exec()) {
+        let mut r = 0u32;
+        for half in 0..2 {
+            let mut a = [0u32; 3];
+            for k in 0..n {
+                let v = s[k].raw(w, l) as u32;
+                let sel = if half == 0 { i.op_sel >> k & 1 } else { i.op_sel_hi >> k & 1 };
+                let mut x = (v >> (16 * u32::from(sel))) & 0xffff;
+                let neg = if half == 0 { i.neg } else { i.abs };
+                if float && neg >> k & 1 == 1 {
+                    x ^= 0x8000;
+                }
+                a[k] = x;
+            }
+            r |= (g(&a) & 0xffff) << (16 * half);
+        }
+        super::valu::write(w, i, B32, l, u64::from(r));
+    }
+    Ok(Step::Next)
+}
+
+/// The elements of a dot product's packed source (`n` of `bits` bits each, signed or not),
+/// after VOP3P's half selection for 16-bit elements: the low element from the half `op_sel`
+/// picks, the high one from the half `op_sel_hi` picks.
+fn dot_elems(v: u32, k: usize, i: &Inst, bits: u32, signed: bool) -> [i64; 8] {
+    let v = if bits == 16 && i.family == crate::isa::decode::Family::Vop3p {
+        let half = |sel: u8| (v >> (16 * u32::from(sel >> k & 1))) & 0xffff;
+        half(i.op_sel) | half(i.op_sel_hi) << 16
+    } else {
+        v
+    };
+    let mut e = [0i64; 8];
+    for (x, o) in e.iter_mut().enumerate().take((32 / bits) as usize) {
+        let f = (v >> (bits * x as u32)) & ((1u32 << (bits - 1)) << 1).wrapping_sub(1);
+        *o = if signed { i64::from(((f << (32 - bits)) as i32) >> (32 - bits)) } else { i64::from(f) };
+    }
+    e
+}
+
+/// An integer dot product `sum(S0[x] * S1[x]) + S2` of `bits`-bit elements; `clamp` saturates.
+fn dot_int(a: &[u64; 3], i: &Inst, bits: u32, signed: bool) -> u64 {
+    let (x, y) = (dot_elems(a[0] as u32, 0, i, bits, signed), dot_elems(a[1] as u32, 1, i, bits, signed));
+    let acc = if signed { i64::from(a[2] as u32 as i32) } else { i64::from(a[2] as u32) };
+    let sum = x.iter().zip(&y).map(|(p, q)| p * q).sum::<i64>() + acc;
+    let r = if !i.clamp {
+        sum
+    } else if signed {
+        sum.clamp(i64::from(i32::MIN), i64::from(i32::MAX))
+    } else {
+        sum.clamp(0, i64::from(u32::MAX))
+    };
+    u64::from(r as u32)
+}
+
+/// `v_dot2_f32_f16`/`v_dot2c_f32_f16`: `S0.f16[0] * S1.f16[0] + S0.f16[1] * S1.f16[1] + S2.f32`,
+/// rounded once to f32. `p`: the VOP3P instruction, whose `op_sel`/`op_sel_hi` pick the halves
+/// and `neg_lo`/`neg_hi` negate them (S2's `neg` is applied by its source); None for VOP2.
+fn dot2_f16(a: &[u64; 3], p: Option<&Inst>) -> u64 {
+    let half = |k: usize, hi: bool| {
+        let v = a[k] as u32;
+        let (sel, neg) = match p {
+            None => (u32::from(hi), false),
+            Some(i) if hi => (u32::from(i.op_sel_hi >> k & 1), i.abs >> k & 1 == 1),
+            Some(i) => (u32::from(i.op_sel >> k & 1), i.neg >> k & 1 == 1),
+        };
+        let x = f64::from(hf((v >> (16 * sel)) & 0xffff));
+        if neg { -x } else { x }
+    };
+    let r = (half(0, false) * half(1, false) + half(0, true) * half(1, true) + f64::from(f(a[2]))) as f32;
+    fb(if p.is_some_and(|i| i.clamp) { if r.is_nan() { 0.0 } else { r.clamp(0.0, 1.0) } } else { r })
+}
+
+/// `v_fma_mix*`: each source an f32 (op_sel_hi clear) or the f16 half op_sel picks (set),
+/// `neg_hi` as `|x|` and `neg_lo` as `-x`; D = fma in f32, then (`mixlo`/`mixhi`) rounded to
+/// f16 into one half of D, keeping the other.
+fn fma_mix(w: &mut Wave, i: &Inst, c: &mut Ctx, out: Option<bool>) -> Result<Step, ExecError> {
+    let f16 = |k: usize| i.op_sel_hi >> k & 1 == 1;
+    let s: [super::valu::Src; 3] = std::array::from_fn(|k| super::valu::Src::new(w, i, k, if f16(k) { F16 } else { F32 }, c));
+    for l in lanes(w.exec()) {
+        let mut x = [0f32; 3];
+        for k in 0..3 {
+            let v = s[k].raw(w, l) as u32;
+            let mut y = if f16(k) { hf((v >> (16 * u32::from(i.op_sel >> k & 1))) & 0xffff) } else { f32::from_bits(v) };
+            if i.abs >> k & 1 == 1 {
+                y = y.abs();
+            }
+            if i.neg >> k & 1 == 1 {
+                y = -y;
+            }
+            x[k] = y;
+        }
+        let mut r = x[0].mul_add(x[1], x[2]);
+        if i.clamp {
+            r = if r.is_nan() { 0.0 } else { r.clamp(0.0, 1.0) };
+        }
+        let v = match out {
+            None => r.to_bits(),
+            Some(hi) => {
+                let old = w.reg(i.dst, l);
+                let h = hbits(r);
+                if hi { (old & 0xffff) | h << 16 } else { (old & 0xffff_0000) | h }
+            }
+        };
+        super::valu::write(w, i, B32, l, u64::from(v));
+    }
+    Ok(Step::Next)
+}
+
+fn hf(x: u32) -> f32 {
+    h(u64::from(x))
+}
+fn hbits(x: f32) -> u32 {
+    hb(x) as u32
+}
+
+/// `v_dot4*`/`v_dot8*` (VOP3P): 8- and 4-bit elements take no half selection; an `op_sel` or
+/// `op_sel_hi` other than the defaults (0 and all set) has no defined meaning and is refused.
+fn dot_packed(w: &mut Wave, i: &Inst, c: &mut Ctx, bits: u32, signed: bool) -> Result<Step, ExecError> {
+    if i.op_sel & 7 != 0 || i.op_sel_hi != 7 || i.neg != 0 || i.abs != 0 {
+        return Err(ExecError::Unimplemented);
+    }
+    vop(w, i, c, &[B32, B32, B32], B32, |a, _| dot_int(a, i, bits, signed))
+}
+
+/// A VOP3P opcode's handler.
+pub fn vop3p(op: u16) -> Option<Handler> {
+    macro_rules! pk {
+        ($n:expr, $float:expr, |$a:ident| $e:expr) => {
+            Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| pk16(w, i, c, $n, $float, |$a: &[u32; 3]| $e))
+        };
+    }
+    match op {
+        p::V_PK_FMA_F32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| pk_f32(w, i, c, 3, |a| a[0].mul_add(a[1], a[2]))),
+        p::V_PK_MUL_F32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| pk_f32(w, i, c, 2, |a| a[0] * a[1])),
+        p::V_PK_ADD_F32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| pk_f32(w, i, c, 2, |a| a[0] + a[1])),
+        // D.lo = src0's dword op_sel[0], D.hi = src1's dword op_sel[1] (bits moved unchanged).
+        p::V_PK_MOV_B32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            let s0 = pk_src(w, i, 0, c);
+            let s1 = pk_src(w, i, 1, c);
+            for l in lanes(w.exec()) {
+                let lo = s0.raw(w, l) >> (32 * u32::from(i.op_sel & 1)) & 0xffff_ffff;
+                let hi = s1.raw(w, l) >> (32 * u32::from(i.op_sel >> 1 & 1)) & 0xffff_ffff;
+                super::valu::write(w, i, B64, l, lo | hi << 32);
+            }
+            Ok(Step::Next)
+        }),
+        p::V_PK_ADD_U16 => pk!(2, false, |a| a[0].wrapping_add(a[1])),
+        p::V_PK_SUB_U16 => pk!(2, false, |a| a[0].wrapping_sub(a[1])),
+        p::V_PK_ADD_I16 => pk!(2, false, |a| a[0].wrapping_add(a[1])),
+        p::V_PK_SUB_I16 => pk!(2, false, |a| a[0].wrapping_sub(a[1])),
+        p::V_PK_MUL_LO_U16 => pk!(2, false, |a| a[0].wrapping_mul(a[1])),
+        p::V_PK_LSHLREV_B16 => pk!(2, false, |a| a[1] << (a[0] & 15)),
+        p::V_PK_LSHRREV_B16 => pk!(2, false, |a| a[1] >> (a[0] & 15)),
+        p::V_PK_ASHRREV_I16 => pk!(2, false, |a| u32::from(((a[1] as u16 as i16) >> (a[0] & 15)) as u16)),
+        p::V_PK_MAX_U16 => pk!(2, false, |a| a[0].max(a[1])),
+        p::V_PK_MIN_U16 => pk!(2, false, |a| a[0].min(a[1])),
+        p::V_PK_MAX_I16 => pk!(2, false, |a| u32::from((a[0] as u16 as i16).max(a[1] as u16 as i16) as u16)),
+        p::V_PK_MIN_I16 => pk!(2, false, |a| u32::from((a[0] as u16 as i16).min(a[1] as u16 as i16) as u16)),
+        p::V_PK_MAD_U16 => pk!(3, false, |a| a[0].wrapping_mul(a[1]).wrapping_add(a[2])),
+        p::V_PK_MAD_I16 => pk!(3, false, |a| a[0].wrapping_mul(a[1]).wrapping_add(a[2])),
+        p::V_PK_FMA_F16 => pk!(3, true, |a| hbits(hf(a[0]).mul_add(hf(a[1]), hf(a[2])))),
+        p::V_PK_ADD_F16 => pk!(2, true, |a| hbits(hf(a[0]) + hf(a[1]))),
+        p::V_PK_MUL_F16 => pk!(2, true, |a| hbits(hf(a[0]) * hf(a[1]))),
+        p::V_PK_MIN_F16 => pk!(2, true, |a| hbits(hf(a[0]).min(hf(a[1])))),
+        p::V_PK_MAX_F16 => pk!(2, true, |a| hbits(hf(a[0]).max(hf(a[1])))),
+        p::V_ACCVGPR_READ_B32 | p::V_ACCVGPR_WRITE_B32 => op!([B32] -> B32, |a| a[0]),
+        p::V_DOT2_F32_F16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop(w, i, c, &[B32, B32, F32], F32, |a, _| dot2_f16(a, Some(i)))),
+        p::V_DOT2_I32_I16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop(w, i, c, &[B32, B32, B32], B32, |a, _| dot_int(a, i, 16, true))),
+        p::V_DOT2_U32_U16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop(w, i, c, &[B32, B32, B32], B32, |a, _| dot_int(a, i, 16, false))),
+        p::V_DOT4_I32_I8 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| dot_packed(w, i, c, 8, true)),
+        p::V_DOT4_U32_U8 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| dot_packed(w, i, c, 8, false)),
+        p::V_DOT8_I32_I4 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| dot_packed(w, i, c, 4, true)),
+        p::V_DOT8_U32_U4 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| dot_packed(w, i, c, 4, false)),
+        p::V_FMA_MIX_F32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| fma_mix(w, i, c, None)),
+        p::V_FMA_MIXLO_F16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| fma_mix(w, i, c, Some(false))),
+        p::V_FMA_MIXHI_F16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| fma_mix(w, i, c, Some(true))),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Expected bits from mpmath (2/pi at 1500 bits, segments cut as the ISA's pseudocode says).
+    #[test]
+    fn trig_preop_takes_segments_of_two_over_pi() {
+        let one = 1.0f64.to_bits();
+        let big = 2f64.powi(100).to_bits(); // exponent 1123: 46 more bits in
+        let cases = [(one, 0, 0x3fe4_5f30_6dc9_c882u64), (one, 1, 0x3c94_a7f0_9d5f_47d4), (one, 2, 0x394a_6ee0_6db1_4acc), (big, 0, 0x3cb5_29fc_2757_d1e0), (big, 3, 0x32f6_3abd_ebbc_5618)];
+        for (x, sel, want) in cases {
+            assert_eq!(trig_preop(x, sel).to_bits(), want, "x {x:#x} sel {sel}");
+        }
+        // Past the table's 1201 bits only zeros remain.
+        assert_eq!(trig_preop(one, 31), 0.0);
+    }
+}

@@ -1,0 +1,146 @@
+//! Kernels of one code object run over this process's memory, without ROCr, a queue or the
+//! CP: the interpreter's own test and benchmark rig. The code object's PT_LOAD segments are
+//! placed in a host buffer at their virtual addresses, kernel arguments and buffers are host
+//! allocations, and a dispatch may touch only those ([`HostRig::run`] checks every access
+//! against them, as the device model checks mapped memory).
+//!
+//! Not the device model: no timing, no signals, no packet processor.
+
+use super::{IsaError, Launch, Stats};
+use crate::kernels::naming::kernel_symbols;
+use crate::kernels::Dispatch;
+use crate::sys::devmem::{DeviceMemory, HostMemory};
+
+/// A code object loaded at a host address.
+pub struct CodeObject {
+    image: Vec<u64>,
+    kernels: Vec<(u64, String)>,
+}
+
+impl CodeObject {
+    /// Loads an ELF code object's PT_LOAD segments; an error names what is wrong with it.
+    pub fn load(elf: &[u8]) -> Result<CodeObject, String> {
+        let u16_at = |o: usize| elf.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+        let u64_at = |o: usize| elf.get(o..o + 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+        if elf.get(0..4) != Some(b"\x7fELF") {
+            return Err("not an ELF file".into());
+        }
+        let short = || "truncated ELF header".to_string();
+        let (phoff, phentsize, phnum) = (u64_at(0x20).ok_or_else(short)? as usize, usize::from(u16_at(0x36).ok_or_else(short)?), usize::from(u16_at(0x38).ok_or_else(short)?));
+        let mut segs = Vec::new();
+        for k in 0..phnum {
+            let p = phoff + k * phentsize;
+            let ty = elf.get(p..p + 4).ok_or("truncated program header")?;
+            if u32::from_le_bytes(ty.try_into().expect("4 bytes")) != 1 {
+                continue;
+            }
+            let f = |o| u64_at(p + o).map(|x| x as usize).ok_or("truncated program header");
+            let (off, vaddr, filesz, memsz) = (f(8)?, f(16)?, f(32)?, f(40)?);
+            if elf.get(off..off + filesz).is_none() || filesz > memsz || vaddr.checked_add(memsz).is_none_or(|e| e > 1 << 32) {
+                return Err(format!("PT_LOAD segment at offset {off:#x} ({filesz:#x} bytes at {vaddr:#x}) does not fit"));
+            }
+            segs.push((off, vaddr, filesz, memsz));
+        }
+        let size = segs.iter().map(|s| s.1 + s.3).max().ok_or("no PT_LOAD segment")?;
+        let mut image = vec![0u64; size.div_ceil(8) + 1];
+        let base = image.as_mut_ptr() as u64;
+        for &(off, vaddr, filesz, _) in &segs {
+            HostMemory.write(base + vaddr as u64, &elf[off..off + filesz]);
+        }
+        Ok(CodeObject { image, kernels: kernel_symbols(elf) })
+    }
+
+    fn base(&self) -> u64 {
+        self.image.as_ptr() as u64
+    }
+
+    /// The kernel descriptor address of the first kernel whose symbol contains `name_part`.
+    pub fn kernel(&self, name_part: &str) -> Option<u64> {
+        self.kernels.iter().find(|(_, n)| n.contains(name_part)).map(|(v, _)| self.base() + v)
+    }
+
+    /// The kernels' symbol names.
+    pub fn kernel_names(&self) -> impl Iterator<Item = &str> {
+        self.kernels.iter().map(|(_, n)| n.as_str())
+    }
+
+    fn range(&self) -> (u64, u64) {
+        (self.base(), self.image.len() as u64 * 8)
+    }
+}
+
+/// A code object and the host buffers its dispatches use.
+pub struct HostRig {
+    code: CodeObject,
+    buffers: Vec<Vec<u64>>,
+}
+
+impl HostRig {
+    pub fn new(code: CodeObject) -> HostRig {
+        HostRig { code, buffers: Vec::new() }
+    }
+
+    pub fn code(&self) -> &CodeObject {
+        &self.code
+    }
+
+    /// A zeroed buffer of `bytes`; returns its address.
+    pub fn alloc(&mut self, bytes: usize) -> u64 {
+        self.buffers.push(vec![0u64; bytes.div_ceil(8).max(1)]);
+        self.buffers.last().expect("just pushed").as_ptr() as u64
+    }
+
+    /// A buffer holding `data`; returns its address.
+    pub fn upload<T: Copy>(&mut self, data: &[T]) -> u64 {
+        let bytes = std::mem::size_of_val(data);
+        let a = self.alloc(bytes);
+        // SAFETY: `data` is `bytes` initialised bytes (T: Copy has no padding requirements for
+        // reading as bytes here: the values were written as T), and u8 has no alignment.
+        let src = unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), bytes) };
+        HostMemory.write(a, src);
+        a
+    }
+
+    /// `n` values of T from the rig's buffer at `addr`.
+    ///
+    /// # Panics
+    /// If `addr..addr + n * size_of::<T>()` is not inside one of this rig's buffers.
+    pub fn download<T: Copy + Default>(&self, addr: u64, n: usize) -> Vec<T> {
+        let bytes = (n * std::mem::size_of::<T>()) as u64;
+        assert!(self.ranges().iter().any(|&(s, l)| addr >= s && addr + bytes <= s + l), "download of {bytes} bytes at {addr:#x}: not a buffer of this rig");
+        let mut v = vec![T::default(); n];
+        // SAFETY: `v` holds n initialised values of T; the range read is one of this rig's
+        // buffers (checked above), so any bit pattern the kernel left is copied as bytes.
+        let dst = unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), bytes as usize) };
+        HostMemory.read(addr, dst);
+        v
+    }
+
+    fn ranges(&self) -> Vec<(u64, u64)> {
+        let mut r: Vec<(u64, u64)> = self.buffers.iter().map(|b| (b.as_ptr() as u64, b.len() as u64 * 8)).collect();
+        r.push(self.code.range());
+        r
+    }
+
+    /// Dispatches the kernel whose name contains `name` with `args` (8-byte kernarg slots)
+    /// over `grid` work-items in workgroups of `wg`.
+    pub fn run(&mut self, name: &str, args: &[u64], grid: [u32; 3], wg: [u16; 3]) -> Result<Stats, IsaError> {
+        let ko = self.code.kernel(name).ok_or_else(|| IsaError::Illegal { pc: 0, message: format!("no kernel named like {name:?} in the code object") })?;
+        let kernarg = self.upload(&[args, &[0u64; 32][..]].concat());
+        let mut packet = [0u8; 64];
+        packet[0..2].copy_from_slice(&(2u16 | 3 << 9 | 3 << 11).to_le_bytes());
+        packet[2..4].copy_from_slice(&(if grid[2] > 1 { 3u16 } else if grid[1] > 1 { 2 } else { 1 }).to_le_bytes());
+        for k in 0..3 {
+            packet[4 + 2 * k..6 + 2 * k].copy_from_slice(&wg[k].to_le_bytes());
+            packet[12 + 4 * k..16 + 4 * k].copy_from_slice(&grid[k].to_le_bytes());
+        }
+        packet[32..40].copy_from_slice(&ko.to_le_bytes());
+        packet[40..48].copy_from_slice(&kernarg.to_le_bytes());
+        let packet_addr = self.upload(&packet);
+        let d = Dispatch { kernel_object: ko, grid, wg, kernarg, group_segment: 0, private_segment: 0 };
+        let ranges = self.ranges();
+        let accessible = |a: u64, l: u64| ranges.iter().any(|&(s, n)| a >= s && a.checked_add(l).is_some_and(|e| e <= s + n));
+        let launch = Launch { dispatch: &d, packet: packet_addr, queue: 0, dispatch_id: 1 };
+        super::run(&launch, &HostMemory, &accessible, &|| 0)
+    }
+}

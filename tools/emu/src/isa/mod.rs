@@ -1,0 +1,62 @@
+//! The gfx90a ISA interpreter: executes a kernel dispatch's machine code for its memory effect.
+//!
+//! The CP runs a dispatch through [`run`] when the kernel has no CPU model (and is not a
+//! timing-only kernel); the timing model still decides when it completes. Pieces, one concept
+//! per file: [`decode`] (the encoding families and the opcode tables), [`operand`] (operand
+//! codes, inline constants, literals), [`wave`] (a wave64's registers), [`descriptor`] (the
+//! kernel descriptor), [`dispatch`] (workgroup and wave set-up, the cooperative run with
+//! barriers), [`lds`], [`memory`] (checked device memory), [`exec`] (the opcodes' semantics),
+//! [`fp16`]; [`host`] runs a code object's kernels over host memory (tests, benchmark).
+//!
+//! An instruction the interpreter does not implement stops the dispatch with
+//! [`IsaError::Unimplemented`] naming it (the CP turns that into the queue error of an illegal
+//! instruction); it never continues with a wrong result.
+
+pub mod decode;
+pub mod descriptor;
+pub mod dispatch;
+pub mod exec;
+pub mod fp16;
+pub mod host;
+pub mod lds;
+pub mod memory;
+pub mod operand;
+pub mod wave;
+
+pub use dispatch::{Launch, Stats};
+
+use crate::kernels::Fault;
+use crate::sys::devmem::DeviceMemory;
+
+/// Why a dispatch stopped.
+#[derive(Clone, Debug, PartialEq)]
+pub enum IsaError {
+    /// A device access outside mapped memory (the GPU's memory fault).
+    Fault(Fault),
+    /// A gfx90a instruction the interpreter does not implement.
+    Unimplemented { pc: u64, name: &'static str, family: decode::Family, op: u16 },
+    /// Words that are no gfx90a instruction.
+    Decode { pc: u64, error: decode::DecodeError },
+    /// A trap, halt or invalid operands.
+    Illegal { pc: u64, message: String },
+}
+
+impl std::fmt::Display for IsaError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IsaError::Fault(x) => write!(f, "memory fault at {:#x} ({})", x.addr, if x.write { "write" } else { "read" }),
+            IsaError::Unimplemented { pc, name, family, op } => {
+                write!(f, "instruction {name} ({family:?} opcode {op:#x}) at {pc:#x} is not implemented by xhsa-emu's ISA interpreter")
+            }
+            IsaError::Decode { pc, error } => write!(f, "illegal instruction at {pc:#x}: {error}"),
+            IsaError::Illegal { pc, message } => write!(f, "illegal instruction at {pc:#x}: {message}"),
+        }
+    }
+}
+
+/// Runs a dispatch: every workgroup, for its memory effect. Memory accesses go through `mem`
+/// after `accessible(addr, len)` says the range is mapped; `clock` gives device nanoseconds.
+pub fn run(launch: &Launch, mem: &dyn DeviceMemory, accessible: &dyn Fn(u64, u64) -> bool, clock: &dyn Fn() -> u64) -> Result<Stats, IsaError> {
+    let m = memory::Memory::new(mem, accessible);
+    dispatch::run(launch, &m, clock)
+}

@@ -1,0 +1,762 @@
+//! The ISA interpreter on real code: kernels built with `hipcc --offload-arch=gfx90a` (the
+//! device code of tests/programs/isa_exec.hip, which the end-to-end test also runs as a HIP
+//! program), loaded from their code object and dispatched over host buffers, their results
+//! checked against the CPU. Skipped, with a message, when hipcc is not installed.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use xhsa_emu::isa::host::{CodeObject, HostRig};
+use xhsa_emu::isa::IsaError;
+
+fn have_hipcc() -> bool {
+    Command::new("hipcc").arg("--version").output().is_ok_and(|o| o.status.success())
+}
+
+/// Builds the device code of `src` into a code object (cached by content in the target's
+/// temporary directory).
+fn code_object(src: &Path) -> PathBuf {
+    let data = std::fs::read(src).unwrap();
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in &data {
+        h = (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
+    }
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{}-{h:016x}.hsaco", src.file_stem().unwrap().to_string_lossy()));
+    if !out.exists() {
+        // Tests run in threads of one process: each build gets its own temporary name.
+        static BUILDS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let tmp = out.with_extension(format!("tmp{}-{}", std::process::id(), BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
+        let st = Command::new("hipcc")
+            .args(["--genco", "--no-gpu-bundle-output", "--offload-arch=gfx90a", "-O3", "-o"])
+            .arg(&tmp)
+            .arg(src)
+            .status()
+            .expect("run hipcc");
+        assert!(st.success(), "hipcc {}", src.display());
+        std::fs::rename(&tmp, &out).unwrap();
+    }
+    out
+}
+
+/// A rig over the device code of `src` (relative to this crate), or None without hipcc.
+struct Rig;
+
+impl Rig {
+    #[allow(clippy::new_ret_no_self)]
+    fn new(src: &str) -> Option<HostRig> {
+        if !have_hipcc() {
+            eprintln!("SKIP: hipcc not installed (Debian package hipcc)");
+            return None;
+        }
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(src);
+        let elf = std::fs::read(code_object(&path)).unwrap();
+        Some(HostRig::new(CodeObject::load(&elf).unwrap()))
+    }
+}
+
+const PROGRAM: &str = "../../tests/programs/isa_exec.hip";
+
+#[test]
+fn vector_add_computes_right_results() {
+    let Some(mut r) = Rig::new(PROGRAM) else { return };
+    let n = 1000usize;
+    let a: Vec<f32> = (0..n).map(|i| 0.5 * i as f32).collect();
+    let b: Vec<f32> = (0..n).map(|i| 1000.0 - i as f32).collect();
+    let (da, db) = (r.upload(&a), r.upload(&b));
+    let dc = r.upload(&vec![-1.0f32; n + 64]);
+    let stats = r.run("isa_vadd", &[da, db, dc, n as u64], [1024, 1, 1], [256, 1, 1]).unwrap();
+    let c: Vec<f32> = r.download(dc, n + 64);
+    for i in 0..n {
+        assert_eq!(c[i], a[i] + b[i], "c[{i}]");
+    }
+    assert!(c[n..].iter().all(|&x| x == -1.0), "work-items past n must not store");
+    assert_eq!(stats.workgroups, 4);
+    assert_eq!(stats.waves, 16);
+}
+
+#[test]
+fn lds_reduction_with_barriers_computes_right_sums() {
+    let Some(mut r) = Rig::new(PROGRAM) else { return };
+    let n: usize = 256 * 5 + 77;
+    let blocks = n.div_ceil(256);
+    let input: Vec<u32> = (0..n as u32).map(|i| i * 7 + 3).collect();
+    let din = r.upload(&input);
+    let dout = r.alloc(blocks * 4);
+    r.run("isa_lds_reduce", &[din, dout, n as u64], [blocks as u32 * 256, 1, 1], [256, 1, 1]).unwrap();
+    let out: Vec<u32> = r.download(dout, blocks);
+    for b in 0..blocks {
+        let want: u32 = input[b * 256..((b + 1) * 256).min(n)].iter().sum();
+        assert_eq!(out[b], want, "block {b}");
+    }
+}
+
+#[test]
+fn shuffle_reads_other_lanes() {
+    let Some(mut r) = Rig::new(PROGRAM) else { return };
+    let n = 512usize;
+    let input: Vec<i32> = (0..n as i32).map(|i| i * 3 + 1).collect();
+    let din = r.upload(&input);
+    let dout = r.alloc(n * 4);
+    r.run("isa_shfl", &[din, dout, 5], [n as u32, 1, 1], [256, 1, 1]).unwrap();
+    let out: Vec<i32> = r.download(dout, n);
+    for i in 0..n {
+        assert_eq!(out[i], input[(i / 64) * 64 + (i % 64 + 5) % 64], "out[{i}]");
+    }
+}
+
+#[test]
+fn atomic_add_sums_every_element() {
+    let Some(mut r) = Rig::new(PROGRAM) else { return };
+    let n = 3000usize;
+    let input: Vec<u32> = (0..n as u32).map(|i| i % 13 + 1).collect();
+    let din = r.upload(&input);
+    let dtotal = r.alloc(4);
+    r.run("isa_atomic_sum", &[din, dtotal, n as u64], [3072, 1, 1], [128, 1, 1]).unwrap();
+    assert_eq!(r.download::<u32>(dtotal, 1)[0], input.iter().sum::<u32>());
+}
+
+#[test]
+fn fp64_sqrt_and_conversions() {
+    let Some(mut r) = Rig::new(PROGRAM) else { return };
+    let n = 700usize;
+    let x: Vec<f64> = (0..n).map(|i| 1.5 * i as f64 + 0.25).collect();
+    let dx = r.upload(&x);
+    let dy = r.alloc(n * 8);
+    let dr = r.alloc(n * 4);
+    r.run("isa_fp64", &[dx, dy, dr, n as u64], [704, 1, 1], [64, 1, 1]).unwrap();
+    let y: Vec<f64> = r.download(dy, n);
+    let ri: Vec<i32> = r.download(dr, n);
+    for i in 0..n {
+        assert_eq!(y[i], x[i].sqrt().mul_add(2.5, i as f64), "y[{i}]");
+        assert_eq!(ri[i], (x[i] * 0.5) as i32 - i as i32, "r[{i}]");
+    }
+}
+
+#[test]
+fn an_unimplemented_instruction_fails_the_dispatch_naming_it() {
+    let Some(mut r) = Rig::new("tests/isa/unimplemented.hip") else { return };
+    let out = r.alloc(256);
+    let err = r.run("isa_unimplemented", &[out], [64, 1, 1], [64, 1, 1]).unwrap_err();
+    match &err {
+        IsaError::Unimplemented { name, .. } => assert_eq!(*name, "v_sat_pk_u8_i16"),
+        other => panic!("{other:?}"),
+    }
+    assert!(err.to_string().contains("v_sat_pk_u8_i16"), "{err}");
+}
+
+#[test]
+fn an_access_outside_mapped_memory_is_a_fault() {
+    let Some(mut r) = Rig::new(PROGRAM) else { return };
+    let n = 64usize;
+    let da = r.upload(&vec![1.0f32; n]);
+    let err = r.run("isa_vadd", &[da, 0x10, da, n as u64], [64, 1, 1], [64, 1, 1]).unwrap_err();
+    assert!(matches!(err, IsaError::Fault(f) if f.addr == 0x10 && !f.write), "{err:?}");
+}
+
+/// The interpreter's rate on ALU code, in wave-instructions per second (printed; the assertion
+/// only guards against a pathological slowdown on a loaded 2-core machine).
+#[test]
+fn alu_rate() {
+    let Some(mut r) = Rig::new("tests/isa/alu_loop.hip") else { return };
+    let (n, iters) = (64 * 256usize, 200u32);
+    let out = r.alloc(n * 4);
+    let t = std::time::Instant::now();
+    let s = r.run("isa_alu_loop", &[out, u64::from(iters)], [n as u32, 1, 1], [256, 1, 1]).unwrap();
+    let secs = t.elapsed().as_secs_f64();
+    let got: Vec<u32> = r.download(out, n);
+    for (i, &g) in got.iter().enumerate() {
+        let mut x = i as u32 + 1;
+        for k in 0..iters {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x = x.wrapping_mul(2_654_435_761).wrapping_add(k);
+        }
+        assert_eq!(g, x, "out[{i}]");
+    }
+    let rate = s.instructions as f64 / secs;
+    eprintln!("ISA interpreter: {} wave-instructions in {:.3} s = {:.1} M wave-instructions/s", s.instructions, secs, rate / 1e6);
+    assert!(rate > 100_000.0, "{rate}");
+    // Per instruction class (scalar ALU, vector ALU, scalar loads), over more rounds.
+    let table = r.upload(&[1u32, 2, 3, 4]);
+    for (kernel, args) in [("isa_salu_loop", vec![out, 20_000]), ("isa_valu_loop", vec![out, 20_000]), ("isa_smem_loop", vec![out, table, 20_000])] {
+        let t = std::time::Instant::now();
+        let s = r.run(kernel, &args, [64 * 32, 1, 1], [64, 1, 1]).unwrap();
+        let secs = t.elapsed().as_secs_f64();
+        eprintln!("ISA interpreter, {kernel}: {} wave-instructions in {secs:.3} s = {:.1} M/s", s.instructions, s.instructions as f64 / secs / 1e6);
+    }
+}
+
+// ---- Matrix fused multiply-add (v_mfma_*) ----
+//
+// The layouts below are the CDNA2 ISA's, written out per shape as AMD's Matrix Instruction
+// Calculator (`matrix_calculator.py -a CDNA2 -i OPCODE -d`) states them; the check is a plain
+// matrix multiply of the matrices those layouts place in the registers.
+
+const MFMA: &str = "tests/isa/mfma.hip";
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum El {
+    F32,
+    F16,
+    Bf16,
+    I8,
+    F64,
+}
+
+impl El {
+    fn bits(self) -> usize {
+        match self {
+            El::F32 => 32,
+            El::F16 | El::Bf16 => 16,
+            El::I8 => 8,
+            El::F64 => 64,
+        }
+    }
+}
+
+/// An MFMA opcode: name, M (= N), K, blocks, input element type.
+#[derive(Clone, Copy, Debug)]
+struct Mm {
+    name: &'static str,
+    m: usize,
+    k: usize,
+    blocks: usize,
+    el: El,
+}
+
+const MFMAS: [Mm; 27] = [
+    Mm { name: "f32_32x32x1f32", m: 32, k: 1, blocks: 2, el: El::F32 },
+    Mm { name: "f32_16x16x1f32", m: 16, k: 1, blocks: 4, el: El::F32 },
+    Mm { name: "f32_4x4x1f32", m: 4, k: 1, blocks: 16, el: El::F32 },
+    Mm { name: "f32_32x32x2f32", m: 32, k: 2, blocks: 1, el: El::F32 },
+    Mm { name: "f32_16x16x4f32", m: 16, k: 4, blocks: 1, el: El::F32 },
+    Mm { name: "f32_32x32x4f16", m: 32, k: 4, blocks: 2, el: El::F16 },
+    Mm { name: "f32_16x16x4f16", m: 16, k: 4, blocks: 4, el: El::F16 },
+    Mm { name: "f32_4x4x4f16", m: 4, k: 4, blocks: 16, el: El::F16 },
+    Mm { name: "f32_32x32x8f16", m: 32, k: 8, blocks: 1, el: El::F16 },
+    Mm { name: "f32_16x16x16f16", m: 16, k: 16, blocks: 1, el: El::F16 },
+    Mm { name: "i32_32x32x4i8", m: 32, k: 4, blocks: 2, el: El::I8 },
+    Mm { name: "i32_16x16x4i8", m: 16, k: 4, blocks: 4, el: El::I8 },
+    Mm { name: "i32_4x4x4i8", m: 4, k: 4, blocks: 16, el: El::I8 },
+    Mm { name: "i32_32x32x8i8", m: 32, k: 8, blocks: 1, el: El::I8 },
+    Mm { name: "i32_16x16x16i8", m: 16, k: 16, blocks: 1, el: El::I8 },
+    Mm { name: "f32_32x32x4bf16_1k", m: 32, k: 4, blocks: 2, el: El::Bf16 },
+    Mm { name: "f32_16x16x4bf16_1k", m: 16, k: 4, blocks: 4, el: El::Bf16 },
+    Mm { name: "f32_4x4x4bf16_1k", m: 4, k: 4, blocks: 16, el: El::Bf16 },
+    Mm { name: "f32_32x32x8bf16_1k", m: 32, k: 8, blocks: 1, el: El::Bf16 },
+    Mm { name: "f32_16x16x16bf16_1k", m: 16, k: 16, blocks: 1, el: El::Bf16 },
+    Mm { name: "f32_32x32x2bf16", m: 32, k: 2, blocks: 2, el: El::Bf16 },
+    Mm { name: "f32_16x16x2bf16", m: 16, k: 2, blocks: 4, el: El::Bf16 },
+    Mm { name: "f32_4x4x2bf16", m: 4, k: 2, blocks: 16, el: El::Bf16 },
+    Mm { name: "f32_32x32x4bf16", m: 32, k: 4, blocks: 1, el: El::Bf16 },
+    Mm { name: "f32_16x16x8bf16", m: 16, k: 8, blocks: 1, el: El::Bf16 },
+    Mm { name: "f64_16x16x4f64", m: 16, k: 4, blocks: 1, el: El::F64 },
+    Mm { name: "f64_4x4x4f64", m: 4, k: 4, blocks: 4, el: El::F64 },
+];
+
+impl Mm {
+    fn get(name: &str) -> Mm {
+        *MFMAS.iter().find(|m| m.name == name).unwrap()
+    }
+
+    /// Elements of A per lane (E) and 32-bit words of A per lane.
+    fn per_lane(&self) -> usize {
+        self.m * self.k * self.blocks / 64
+    }
+
+    fn ab_words(&self) -> usize {
+        (self.per_lane() * self.el.bits()).div_ceil(32)
+    }
+
+    fn cd_words(&self) -> usize {
+        self.m * self.m * self.blocks / 64 * if self.el == El::F64 { 2 } else { 1 }
+    }
+
+    /// The lane of A[i][k] of block b (B[k][j] with j for i) and the element's bit offset in
+    /// the lane's words. The calculator's "A[i][k].block Lane" per shape.
+    fn ab(&self, i: usize, k: usize, b: usize) -> (usize, usize) {
+        let e = self.per_lane();
+        let lane = match (self.el, self.m, self.blocks) {
+            (El::F64, 16, 1) => 16 * k + i,
+            (El::F64, 4, 4) => 4 * b + 16 * k + i,
+            (_, 32, 2) => 32 * b + i,
+            (_, 16, 4) => 16 * b + i,
+            (_, 4, 16) => 4 * b + i,
+            (_, 32, 1) => 32 * (k / e) + i,
+            (_, 16, 1) => 16 * (k / e) + i,
+            s => panic!("{s:?}"),
+        };
+        (lane, (k % e) * self.el.bits())
+    }
+
+    /// The first word (register) and lane of C/D[i][j] of block b: the calculator's "C or
+    /// D[i][j].block GPR / Lane" per shape.
+    fn cd(&self, i: usize, j: usize, b: usize) -> (usize, usize) {
+        match (self.el, self.m) {
+            (El::F64, 16) => (2 * (i / 4), 16 * (i % 4) + j),
+            (El::F64, 4) => (0, 16 * (i % 4) + 4 * b + j),
+            (_, 32) => (16 * b + 4 * (i / 8) + i % 4, (32 * (i / 4)) % 64 + j),
+            (_, 16) => (4 * b + i % 4, 16 * (i / 4) + j),
+            (_, 4) => (i, 4 * b + j),
+            s => panic!("{s:?}"),
+        }
+    }
+
+    /// An element's bits as a number (inputs).
+    fn value(&self, bits: u64) -> f64 {
+        match self.el {
+            El::F32 => f64::from(f32::from_bits(bits as u32)),
+            El::F16 => f64::from(xhsa_emu::isa::fp16::f16_to_f32(bits as u16)),
+            El::Bf16 => f64::from(f32::from_bits((bits as u32) << 16)),
+            El::I8 => f64::from(bits as u8 as i8),
+            El::F64 => f64::from_bits(bits),
+        }
+    }
+
+    /// The bits of an input element holding `v` (exact for the small integers used).
+    fn encode(&self, v: i64) -> u64 {
+        match self.el {
+            El::F32 => u64::from((v as f32).to_bits()),
+            El::F16 => u64::from(xhsa_emu::isa::fp16::f32_to_f16(v as f32)),
+            El::Bf16 => u64::from((v as f32).to_bits() >> 16),
+            El::I8 => u64::from(v as i8 as u8),
+            El::F64 => (v as f64).to_bits(),
+        }
+    }
+}
+
+/// Reads `bits` bits at bit offset `off` of a lane's words.
+fn field(words: &[u32], off: usize, bits: usize) -> u64 {
+    let lo = u64::from(words[off / 32]) | words.get(off / 32 + 1).map_or(0, |w| u64::from(*w) << 32);
+    let v = lo >> (off % 32);
+    if bits == 64 {
+        v
+    } else {
+        v & ((1 << bits) - 1)
+    }
+}
+
+fn set_field(words: &mut [u32], off: usize, bits: usize, v: u64) {
+    for b in 0..bits {
+        let (w, s) = ((off + b) / 32, (off + b) % 32);
+        words[w] = (words[w] & !(1 << s)) | (((v >> b) & 1) as u32) << s;
+    }
+}
+
+/// The B lane `blgp` makes lane l read (the CDNA2 ISA's BLGP patterns).
+fn blgp_source(l: usize, blgp: u8) -> usize {
+    match blgp {
+        0 => l,
+        1 => l % 32,
+        2 => 32 + l % 32,
+        3 => (l + 16) % 64,
+        4 => l % 16,
+        5 => 16 + l % 16,
+        6 => 32 + l % 16,
+        _ => 48 + l % 16,
+    }
+}
+
+/// Runs kernel `kernel` (opcode `mm`, modifiers cbsz/abid/blgp) on inputs of small integers
+/// (i8: any byte) and checks every D element against C + A x B computed from the matrices the
+/// layouts put in the registers. `c_const`: the kernel's C is this constant, not the c buffer.
+fn check_mfma(r: &mut HostRig, kernel: &str, mm: Mm, (cbsz, abid, blgp): (u8, u8, u8), c_const: Option<f64>, seed: u64) {
+    let mut rng = seed | 1;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let (e, bits, aw, cw) = (mm.per_lane(), mm.el.bits(), mm.ab_words(), mm.cd_words());
+    // A, B words: every element a small integer (any byte for i8).
+    let mut words = |_: ()| {
+        let mut w = vec![0u32; 64 * aw];
+        for l in 0..64 {
+            for x in 0..e {
+                let v = if mm.el == El::I8 { (next() % 256) as i64 - 128 } else { (next() % 9) as i64 - 4 };
+                set_field(&mut w[l * aw..(l + 1) * aw], x * bits, bits, mm.encode(v));
+            }
+        }
+        w
+    };
+    let (aw_, bw_) = (words(()), words(()));
+    let mut cwords = vec![0u32; 64 * cw];
+    let mut cval = vec![0f64; mm.blocks * mm.m * mm.m];
+    for b in 0..mm.blocks {
+        for i in 0..mm.m {
+            for j in 0..mm.m {
+                let v = (next() % 201) as i64 - 100;
+                let (reg, lane) = mm.cd(i, j, b);
+                let bitsv: u64 = match mm.el {
+                    El::I8 => u64::from(v as i32 as u32),
+                    El::F64 => (v as f64).to_bits(),
+                    _ => u64::from((v as f32).to_bits()),
+                };
+                cwords[lane * cw + reg] = bitsv as u32;
+                if mm.el == El::F64 {
+                    cwords[lane * cw + reg + 1] = (bitsv >> 32) as u32;
+                }
+                cval[(b * mm.m + i) * mm.m + j] = c_const.unwrap_or(v as f64);
+            }
+        }
+    }
+    let (da, db, dc) = (r.upload(&aw_), r.upload(&bw_), r.upload(&cwords));
+    let dd = r.alloc(64 * cw * 4);
+    r.run(kernel, &[da, db, dc, dd], [64, 1, 1], [64, 1, 1]).unwrap_or_else(|e| panic!("{kernel}: {e}"));
+    let got: Vec<u32> = r.download(dd, 64 * cw);
+    let a = |i: usize, k: usize, b: usize| {
+        let (l, off) = mm.ab(i, k, b);
+        mm.value(field(&aw_[l * aw..(l + 1) * aw], off, bits))
+    };
+    let bm = |k: usize, j: usize, b: usize| {
+        let (l, off) = mm.ab(j, k, b);
+        let l = blgp_source(l, blgp);
+        mm.value(field(&bw_[l * aw..(l + 1) * aw], off, bits))
+    };
+    for b in 0..mm.blocks {
+        let ab = (b >> cbsz << cbsz) + usize::from(abid);
+        for i in 0..mm.m {
+            for j in 0..mm.m {
+                let mut want = cval[(b * mm.m + i) * mm.m + j];
+                for k in 0..mm.k {
+                    want += a(i, k, ab) * bm(k, j, b);
+                }
+                let (reg, lane) = mm.cd(i, j, b);
+                let g = &got[lane * cw + reg..];
+                let have = match mm.el {
+                    El::I8 => f64::from(g[0] as i32),
+                    El::F64 => f64::from_bits(u64::from(g[0]) | u64::from(g[1]) << 32),
+                    _ => f64::from(f32::from_bits(g[0])),
+                };
+                assert_eq!(have, want, "{kernel}: D[{i}][{j}] of block {b} (register {reg}, lane {lane})");
+            }
+        }
+    }
+}
+
+#[test]
+fn mfma_every_gfx90a_opcode_multiplies_in_the_isa_layouts() {
+    let Some(mut r) = Rig::new(MFMA) else { return };
+    for (n, mm) in MFMAS.iter().enumerate() {
+        check_mfma(&mut r, &format!("mfma_{}_0_0_0", mm.name), *mm, (0, 0, 0), None, 0x1234 + n as u64);
+    }
+}
+
+#[test]
+fn mfma_broadcast_modifiers_cbsz_abid_blgp() {
+    let Some(mut r) = Rig::new(MFMA) else { return };
+    for (name, mods) in [
+        ("f32_32x32x1f32", (1, 1, 3)),
+        ("f32_16x16x1f32", (2, 3, 1)),
+        ("f32_4x4x4f16", (4, 9, 6)),
+        ("i32_16x16x4i8", (1, 0, 2)),
+        ("f32_16x16x4f32", (0, 0, 7)),
+        ("f32_32x32x2bf16", (0, 0, 5)),
+    ] {
+        let kernel = format!("mfma_{name}_{}_{}_{}", mods.0, mods.1, mods.2);
+        check_mfma(&mut r, &kernel, Mm::get(name), mods, None, 99);
+    }
+    // BLGP is not defined for gfx90a's f64 opcodes: refused, naming the instruction.
+    let (a, d) = (r.alloc(64 * 8), r.alloc(64 * 32));
+    match r.run("mfma_f64_16x16x4f64_0_0_1", &[a, a, d, d], [64, 1, 1], [64, 1, 1]) {
+        Err(IsaError::Unimplemented { name, .. }) => assert_eq!(name, "v_mfma_f64_16x16x4f64"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn mfma_with_accumulation_registers_and_a_constant_c() {
+    let Some(mut r) = Rig::new(MFMA) else { return };
+    check_mfma(&mut r, "mfma_agpr_16x16x4f32", Mm::get("f32_16x16x4f32"), (0, 0, 0), None, 7);
+    check_mfma(&mut r, "mfma_agpr_32x32x8f16", Mm::get("f32_32x32x8f16"), (0, 0, 0), None, 8);
+    check_mfma(&mut r, "mfma_const_c_4x4x1f32", Mm::get("f32_4x4x1f32"), (0, 0, 0), Some(1.0), 9);
+}
+
+/// Non-integer f32 inputs: each D element within f32 rounding of the exact product sum.
+#[test]
+fn mfma_f32_rounding_stays_within_an_ulp_per_step() {
+    let Some(mut r) = Rig::new(MFMA) else { return };
+    let mut x = 0x9e37_79b9u32;
+    let mut f = || {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        (x % 20001) as f32 / 10000.0 - 1.0
+    };
+    let (a, b, c): (Vec<f32>, Vec<f32>, Vec<f32>) = ((0..64).map(|_| f()).collect(), (0..64).map(|_| f()).collect(), (0..256).map(|_| f()).collect());
+    let (da, db, dc) = (r.upload(&a), r.upload(&b), r.upload(&c));
+    let dd = r.alloc(256 * 4);
+    r.run("mfma_f32_16x16x4f32_0_0_0", &[da, db, dc, dd], [64, 1, 1], [64, 1, 1]).unwrap();
+    let d: Vec<f32> = r.download(dd, 256);
+    let mm = Mm::get("f32_16x16x4f32");
+    for i in 0..16 {
+        for j in 0..16 {
+            let (reg, lane) = mm.cd(i, j, 0);
+            let mut want = f64::from(c[lane * 4 + reg]);
+            for k in 0..4 {
+                want += f64::from(a[mm.ab(i, k, 0).0]) * f64::from(b[mm.ab(j, k, 0).0]);
+            }
+            let have = f64::from(d[lane * 4 + reg]);
+            assert!((have - want).abs() <= 4.0 * f64::from(f32::EPSILON) * 4.0, "D[{i}][{j}] = {have}, want {want}");
+        }
+    }
+}
+
+// ---- Dot products, mixed-precision FMA, packed f32 constants (tests/isa/vop3p.hip) ----
+
+fn f16(x: f32) -> u32 {
+    u32::from(xhsa_emu::isa::fp16::f32_to_f16(x))
+}
+
+fn h(bits: u32) -> f32 {
+    xhsa_emu::isa::fp16::f16_to_f32(bits as u16)
+}
+
+/// Runs a one-wave kernel of tests/isa/vop3p.hip on per-lane words a, b, c; returns `per`
+/// result words per lane.
+fn lanes3(r: &mut HostRig, kernel: &str, a: &[u32], b: &[u32], c: &[u32], per: usize) -> Vec<u32> {
+    let (da, db, dc) = (r.upload(a), r.upload(b), r.upload(c));
+    let dd = r.alloc(64 * 4 * per);
+    r.run(kernel, &[da, db, dc, dd], [64, 1, 1], [64, 1, 1]).unwrap_or_else(|e| panic!("{kernel}: {e}"));
+    r.download(dd, 64 * per)
+}
+
+/// Deterministic words: xorshift32 from `seed`.
+fn words(seed: u32, n: usize) -> Vec<u32> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x
+        })
+        .collect()
+}
+
+/// Packed f16 pairs of small integers and halves (products and sums stay exact).
+fn f16_pairs(seed: u32) -> Vec<u32> {
+    words(seed, 64).iter().map(|w| f16((w % 17) as f32 / 2.0 - 4.0) | f16(((w >> 8) % 13) as f32 - 6.0) << 16).collect()
+}
+
+fn elems(v: u32, bits: u32, signed: bool) -> Vec<i64> {
+    (0..32 / bits)
+        .map(|k| {
+            let f = (v >> (k * bits)) & (((1u64 << bits) - 1) as u32);
+            if signed {
+                i64::from(((f << (32 - bits)) as i32) >> (32 - bits))
+            } else {
+                i64::from(f)
+            }
+        })
+        .collect()
+}
+
+fn dot(x: u32, y: u32, bits: u32, signed: bool) -> i64 {
+    elems(x, bits, signed).iter().zip(elems(y, bits, signed)).map(|(p, q)| p * q).sum()
+}
+
+#[test]
+fn dot_products_of_every_width() {
+    let Some(mut r) = Rig::new("tests/isa/vop3p.hip") else { return };
+    let (a, b) = (words(11, 64), words(12, 64));
+    // Accumulators near the i32/u32 limits in some lanes, so that clamp saturates.
+    let c: Vec<u32> = words(13, 64).iter().enumerate().map(|(l, w)| if l % 4 == 0 { 0x7fff_fff0 } else if l % 4 == 1 { 0x8000_0010 } else { w % 1000 }).collect();
+    for (kernel, bits, signed, clamp) in [
+        ("dot2_i32_i16", 16, true, false),
+        ("dot2_i32_i16_clamp", 16, true, true),
+        ("dot2_u32_u16", 16, false, false),
+        ("dot4_i32_i8", 8, true, false),
+        ("dot4_u32_u8", 8, false, false),
+        ("dot4_u32_u8_clamp", 8, false, true),
+        ("dot8_i32_i4", 4, true, false),
+        ("dot8_u32_u4", 4, false, false),
+        ("dot2c_i32_i16", 16, true, false),
+        ("dot4c_i32_i8", 8, true, false),
+        ("dot8c_i32_i4", 4, true, false),
+    ] {
+        let d = lanes3(&mut r, kernel, &a, &b, &c, 1);
+        for l in 0..64 {
+            let acc = if signed { i64::from(c[l] as i32) } else { i64::from(c[l]) };
+            let sum = dot(a[l], b[l], bits, signed) + acc;
+            let want = match (clamp, signed) {
+                (false, _) => sum as u32,
+                (true, true) => sum.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32 as u32,
+                (true, false) => sum.clamp(0, i64::from(u32::MAX)) as u32,
+            };
+            assert_eq!(d[l], want, "{kernel} lane {l}: {:#x} . {:#x} + {:#x}", a[l], b[l], c[l]);
+        }
+    }
+    let d = lanes3(&mut r, "dot4c_i32_i8_dpp", &a, &b, &c, 1);
+    for l in 0..64 {
+        assert_eq!(d[l], (dot(a[l ^ 1], b[l], 8, true) + i64::from(c[l] as i32)) as u32, "dpp lane {l}");
+    }
+}
+
+#[test]
+fn f16_dot_products_with_half_selection_and_negation() {
+    let Some(mut r) = Rig::new("tests/isa/vop3p.hip") else { return };
+    let (a, b) = (f16_pairs(21), f16_pairs(22));
+    let c: Vec<u32> = words(23, 64).iter().map(|w| ((w % 9) as f32 * 0.25 - 1.0).to_bits()).collect();
+    let lo = |x: u32| h(x & 0xffff);
+    let hi = |x: u32| h(x >> 16);
+    let cases: [(&str, &dyn Fn(usize) -> f32); 4] = [
+        ("dot2_f32_f16", &|l| lo(a[l]) * lo(b[l]) + hi(a[l]) * hi(b[l]) + f32::from_bits(c[l])),
+        // op_sel:[1,0,0] op_sel_hi:[0,1,1] neg_lo:[0,1,0]: low products from a's high half and
+        // b's low half negated, high ones from a's low half and b's high half.
+        ("dot2_f32_f16_mods", &|l| hi(a[l]) * -lo(b[l]) + lo(a[l]) * hi(b[l]) + f32::from_bits(c[l])),
+        ("dot2_f32_f16_clamp", &|l| (lo(a[l]) * lo(b[l]) + hi(a[l]) * hi(b[l]) + f32::from_bits(c[l])).clamp(0.0, 1.0)),
+        ("dot2c_f32_f16", &|l| lo(a[l]) * lo(b[l]) + hi(a[l]) * hi(b[l]) + f32::from_bits(c[l])),
+    ];
+    for (kernel, want) in cases {
+        let d = lanes3(&mut r, kernel, &a, &b, &c, 1);
+        for (l, x) in d.iter().enumerate() {
+            assert_eq!(f32::from_bits(*x), want(l), "{kernel} lane {l}");
+        }
+    }
+}
+
+#[test]
+fn fma_mix_reads_f32_or_either_f16_half() {
+    let Some(mut r) = Rig::new("tests/isa/vop3p.hip") else { return };
+    let (a, b) = (f16_pairs(31), f16_pairs(32));
+    let fl: Vec<u32> = words(33, 64).iter().map(|w| ((w % 33) as f32 * 0.125 - 2.0).to_bits()).collect();
+    let c = f16_pairs(34);
+    let lo = |x: u32| h(x & 0xffff);
+    let hi = |x: u32| h(x >> 16);
+    let f = f32::from_bits;
+    let d = lanes3(&mut r, "fma_mix_f32", &fl, &fl, &fl, 1);
+    for l in 0..64 {
+        assert_eq!(f(d[l]), f(fl[l]).mul_add(f(fl[l]), f(fl[l])), "fma_mix_f32 lane {l}");
+    }
+    let d = lanes3(&mut r, "fma_mix_f32_f16s", &a, &b, &c, 1);
+    for l in 0..64 {
+        assert_eq!(f(d[l]), (-hi(a[l])).mul_add(lo(b[l]).abs(), hi(c[l])), "fma_mix_f32_f16s lane {l}");
+    }
+    let d = lanes3(&mut r, "fma_mix_f32_mixed", &fl, &b, &fl, 1);
+    for l in 0..64 {
+        assert_eq!(f(d[l]), f(fl[l]).mul_add(hi(b[l]), -f(fl[l])), "fma_mix_f32_mixed lane {l}");
+    }
+    // mixlo/mixhi: D is also the f32 addend; the other half of D is kept. Addends with a zero
+    // low half (small integers as f32) and results exact in f16.
+    let acc: Vec<u32> = words(35, 64).iter().map(|w| ((w % 16) as f32 - 8.0).to_bits()).collect();
+    let d = lanes3(&mut r, "fma_mixlo_f16", &a, &b, &acc, 1);
+    for l in 0..64 {
+        let want = f16(lo(a[l]).mul_add(lo(b[l]), f(acc[l])));
+        assert_eq!(d[l], (acc[l] & 0xffff_0000) | want, "fma_mixlo_f16 lane {l}");
+    }
+    let d = lanes3(&mut r, "fma_mixhi_f16", &a, &b, &acc, 1);
+    for l in 0..64 {
+        let want = f16(hi(a[l]).mul_add(hi(b[l]), f(acc[l])).clamp(0.0, 1.0));
+        assert_eq!(d[l], (acc[l] & 0xffff) | want << 16, "fma_mixhi_f16 lane {l}");
+    }
+}
+
+#[test]
+fn packed_f32_inline_constants_are_f32_in_the_low_dword() {
+    let Some(mut r) = Rig::new("tests/isa/vop3p.hip") else { return };
+    let a: Vec<u32> = (0..64).map(|l| (l as f32 * 0.75 - 3.0).to_bits()).collect();
+    let b: Vec<u32> = (0..64).map(|l| (l as f32 * -1.5 + 7.0).to_bits()).collect();
+    let f = f32::from_bits;
+    let d = lanes3(&mut r, "pk_fma_f32_const", &a, &b, &a, 2);
+    for l in 0..64 {
+        assert_eq!((f(d[2 * l]), f(d[2 * l + 1])), (f(a[l]).mul_add(2.0, -4.0), f(b[l]).mul_add(2.0, -4.0)), "lane {l}");
+    }
+    // op_sel:[1,0] op_sel_hi:[0,0] neg_hi:[1,0]: low = b + 0.5, high = -a + 0.5.
+    let d = lanes3(&mut r, "pk_add_f32_const_swap", &a, &b, &a, 2);
+    for l in 0..64 {
+        assert_eq!((f(d[2 * l]), f(d[2 * l + 1])), (f(b[l]) + 0.5, -f(a[l]) + 0.5), "lane {l}");
+    }
+}
+
+// ---- Typed buffers (MTBUF) and scalar atomics (tests/isa/buffer.hip) ----
+
+#[test]
+fn typed_buffer_loads_convert_each_format() {
+    let Some(mut r) = Rig::new("tests/isa/buffer.hip") else { return };
+    let f = f32::from_bits;
+    let src = words(41, 64 * 8);
+    let run = |r: &mut HostRig, k: &str, out_words: usize| {
+        let (ds, dout) = (r.upload(&src), r.alloc(64 * 4 * out_words));
+        r.run(k, &[ds, dout], [64, 1, 1], [64, 1, 1]).unwrap_or_else(|e| panic!("{k}: {e}"));
+        r.download::<u32>(dout, 64 * out_words)
+    };
+    let d = run(&mut r, "tbuf_load_unorm8888", 4);
+    for l in 0..64 {
+        for k in 0..4 {
+            let want = if l < 48 { ((src[l] >> (8 * k)) & 0xff) as f32 / 255.0 } else { 0.0 };
+            assert_eq!(f(d[4 * l + k]), want, "unorm8888 lane {l} component {k}");
+        }
+    }
+    let d = run(&mut r, "tbuf_load_sint1616_idx", 2);
+    for l in 0..64 {
+        assert_eq!((d[2 * l], d[2 * l + 1]), (src[l] as u16 as i16 as i32 as u32, (src[l] >> 16) as u16 as i16 as i32 as u32), "sint1616 lane {l}");
+    }
+    let d = run(&mut r, "tbuf_load_float32_offsets", 1);
+    for l in 0..64 {
+        assert_eq!(d[l], src[8 * l + 6], "float32 lane {l}");
+    }
+    let d = run(&mut r, "tbuf_load_xyzw_from_f16x2", 4);
+    for l in 0..64 {
+        let want = [h(src[l] & 0xffff).to_bits(), h(src[l] >> 16).to_bits(), 0, 1.0f32.to_bits()];
+        // NaN payloads survive the f16 -> f32 conversion bit for bit.
+        assert_eq!(d[4 * l..4 * l + 4], want, "f16x2 as xyzw lane {l}");
+    }
+    let d = run(&mut r, "tbuf_load_d16_f16x4", 2);
+    for l in 0..64 {
+        assert_eq!((d[2 * l], d[2 * l + 1]), (src[2 * l], src[2 * l + 1]), "d16 lane {l}");
+    }
+}
+
+#[test]
+fn typed_buffer_stores_convert_each_format() {
+    let Some(mut r) = Rig::new("tests/isa/buffer.hip") else { return };
+    let vals: Vec<u32> = (0..256).map(|k| ((k % 23) as f32 / 10.0 - 1.1).to_bits()).collect();
+    let (ds, dout) = (r.upload(&vals), r.alloc(64 * 4));
+    r.run("tbuf_store_snorm8888", &[ds, dout], [64, 1, 1], [64, 1, 1]).unwrap();
+    let d: Vec<u32> = r.download(dout, 64);
+    for l in 0..64 {
+        for k in 0..4 {
+            let v = f64::from(f32::from_bits(vals[4 * l + k])).clamp(-1.0, 1.0) * 127.0;
+            let want = (v.round_ties_even() as i32 as u32) & 0xff;
+            assert_eq!((d[l] >> (8 * k)) & 0xff, want, "snorm8888 lane {l} component {k} ({v})");
+        }
+    }
+    let ints = words(51, 128);
+    let (ds, dout) = (r.upload(&ints), r.alloc(64 * 4));
+    r.run("tbuf_store_uint1616", &[ds, dout], [64, 1, 1], [64, 1, 1]).unwrap();
+    let d: Vec<u32> = r.download(dout, 64);
+    for l in 0..64 {
+        assert_eq!(d[l], (ints[2 * l] & 0xffff) | (ints[2 * l + 1] & 0xffff) << 16, "uint1616 lane {l}");
+    }
+}
+
+#[test]
+fn scalar_atomics_update_memory_and_return_old_values() {
+    let Some(mut r) = Rig::new("tests/isa/buffer.hip") else { return };
+    let n = 6u32;
+    let p = r.upload(&[100u32, 0, 0xffff_ffff, 0, 7, 0x100, 0, 0]);
+    let out = r.alloc(n as usize * 5 * 4);
+    r.run("s_atomics", &[p, out], [64 * n, 1, 1], [64, 1, 1]).unwrap();
+    let m: Vec<u32> = r.download(p, 6);
+    let o: Vec<u32> = r.download(out, n as usize * 5);
+    let total: u32 = (1..=n).sum();
+    assert_eq!(m[0], 100 + total, "s_atomic_add");
+    assert_eq!(m[1], (0..n).map(|wg| wg * 7 % 5).max().unwrap(), "s_atomic_umax");
+    let m64 = u64::from(m[2]) | u64::from(m[3]) << 32;
+    assert_eq!(m64, 0xffff_ffff + u64::from(n) * (1 << 32) + u64::from(total), "s_atomic_add_x2");
+    assert_eq!(m[5], 0x100 | ((1 << n) - 1), "s_buffer_atomic_or");
+    // Old values: every wave saw a distinct earlier state.
+    let mut olds: Vec<u32> = (0..n as usize).map(|w| o[5 * w]).collect();
+    olds.sort_unstable();
+    olds.dedup();
+    assert_eq!(olds.len(), n as usize);
+    assert!(olds.iter().all(|&x| (100..100 + total).contains(&x)), "{olds:?}");
+    // Exactly one compare-and-swap won (it saw 7); the others saw its value.
+    let winners: Vec<usize> = (0..n as usize).filter(|&w| o[5 * w + 3] == 7).collect();
+    assert_eq!(winners.len(), 1, "{o:?}");
+    assert_eq!(m[4], 1000 + winners[0] as u32);
+    assert!((0..n as usize).filter(|w| *w != winners[0]).all(|w| o[5 * w + 3] == m[4]));
+}
