@@ -89,17 +89,7 @@ fn read_small(w: &mut Wave, i: &Inst, c: &mut Ctx, bytes: usize, sign: bool, d16
         let a = addr(w, i, l).wrapping_add(off16(i));
         let mut b = [0u8; 2];
         c.lds.read(a, &mut b[..bytes]);
-        let raw = if bytes == 1 { u32::from(b[0]) } else { u32::from(u16::from_le_bytes(b)) };
-        let v = match (sign, bytes) {
-            (true, 1) => raw as u8 as i8 as i32 as u32,
-            (true, _) => raw as u16 as i16 as i32 as u32,
-            _ => raw,
-        };
-        let v = match d16 {
-            None => v,
-            Some(false) => (w.reg(i.dst, l) & 0xffff_0000) | (v & 0xffff),
-            Some(true) => (w.reg(i.dst, l) & 0xffff) | (v << 16),
-        };
+        let v = super::vmem::subdword(&b[..bytes], sign, d16, w.reg(i.dst, l));
         w.set_reg(i.dst, l, v);
     }
     Ok(Step::Next)

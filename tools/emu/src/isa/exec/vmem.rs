@@ -194,6 +194,24 @@ pub struct Regs {
     pub ret: bool,
 }
 
+/// The register value of a sub-dword load (memory or LDS): `bytes` (1 or 2, little-endian)
+/// zero- or sign-extended (`sign`) into the whole register (`d16` None), or into its low
+/// (`Some(false)`) or high (`Some(true)`) half with the other half of `old` kept.
+pub fn subdword(bytes: &[u8], sign: bool, d16: Option<bool>, old: u32) -> u32 {
+    let v = match (bytes, sign) {
+        ([b], false) => u32::from(*b),
+        ([b], true) => *b as i8 as i32 as u32,
+        ([lo, hi, ..], false) => u32::from(u16::from_le_bytes([*lo, *hi])),
+        ([lo, hi, ..], true) => i16::from_le_bytes([*lo, *hi]) as i32 as u32,
+        ([], _) => 0,
+    };
+    match d16 {
+        None => v,
+        Some(false) => (old & 0xffff_0000) | (v & 0xffff),
+        Some(true) => (old & 0xffff) | (v << 16),
+    }
+}
+
 /// Performs `op` for lane `l` at `p`.
 pub fn access(w: &mut Wave, c: &mut Ctx, l: usize, p: Place, op: MemOp, r: Regs) -> Result<(), ExecError> {
     let Regs { dst, data, ret } = r;
@@ -207,17 +225,7 @@ pub fn access(w: &mut Wave, c: &mut Ctx, l: usize, p: Place, op: MemOp, r: Regs)
                     w.set_reg(dst + k as u16, l, u32::from_le_bytes(b[k * 4..k * 4 + 4].try_into().expect("4 bytes")));
                 }
             } else {
-                let raw = if n == 1 { u32::from(b[0]) } else { u32::from(u16::from_le_bytes([b[0], b[1]])) };
-                let v = match (sign, n) {
-                    (true, 1) => raw as u8 as i8 as i32 as u32,
-                    (true, _) => raw as u16 as i16 as i32 as u32,
-                    _ => raw,
-                };
-                let v = match d16 {
-                    None => v,
-                    Some(false) => (w.reg(dst, l) & 0xffff_0000) | (v & 0xffff),
-                    Some(true) => (w.reg(dst, l) & 0xffff) | (v << 16),
-                };
+                let v = subdword(&b[..n], sign, d16, w.reg(dst, l));
                 w.set_reg(dst, l, v);
             }
         }
@@ -257,6 +265,17 @@ pub fn access(w: &mut Wave, c: &mut Ctx, l: usize, p: Place, op: MemOp, r: Regs)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn subdword_loads_extend_and_merge() {
+        assert_eq!(subdword(&[0x80], false, None, 0xdead_beef), 0x80);
+        assert_eq!(subdword(&[0x80], true, None, 0), 0xffff_ff80);
+        assert_eq!(subdword(&[0x34, 0x92], false, None, 0), 0x9234);
+        assert_eq!(subdword(&[0x34, 0x92], true, None, 0), 0xffff_9234);
+        assert_eq!(subdword(&[0x34, 0x12], false, Some(false), 0xaaaa_bbbb), 0xaaaa_1234);
+        assert_eq!(subdword(&[0x34, 0x12], false, Some(true), 0xaaaa_bbbb), 0x1234_bbbb);
+        assert_eq!(subdword(&[0xff], true, Some(true), 0xaaaa_bbbb), 0xffff_bbbb, "the sign fills only its half");
+    }
 
     #[test]
     fn atomics() {
