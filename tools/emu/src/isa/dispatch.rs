@@ -163,21 +163,12 @@ fn setup_workgroup(waves: &mut [Wave], kd: &Descriptor, launch: &Launch, id: [u3
             push(w, u32::MAX);
             push(w, 0x00e0_0000); // add_tid_enable (swizzled scratch)
         }
-        if kd.has(props::DISPATCH_PTR) {
-            push(w, launch.packet as u32);
-            push(w, (launch.packet >> 32) as u32);
-        }
-        if kd.has(props::QUEUE_PTR) {
-            push(w, launch.queue as u32);
-            push(w, (launch.queue >> 32) as u32);
-        }
-        if kd.has(props::KERNARG_SEGMENT_PTR) {
-            push(w, d.kernarg as u32);
-            push(w, (d.kernarg >> 32) as u32);
-        }
-        if kd.has(props::DISPATCH_ID) {
-            push(w, launch.dispatch_id as u32);
-            push(w, (launch.dispatch_id >> 32) as u32);
+        // The 64-bit user SGPR pairs, in this order.
+        for (prop, value) in [(props::DISPATCH_PTR, launch.packet), (props::QUEUE_PTR, launch.queue), (props::KERNARG_SEGMENT_PTR, d.kernarg), (props::DISPATCH_ID, launch.dispatch_id)] {
+            if kd.has(prop) {
+                push(w, value as u32);
+                push(w, (value >> 32) as u32);
+            }
         }
         if kd.has(props::FLAT_SCRATCH_INIT) {
             push(w, 0);
