@@ -20,6 +20,9 @@ struct Args {
     /// Rounds per kernel; each figure is their median.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
     rounds: u32,
+    /// Run only the kernels whose name contains this (for profiling one of them).
+    #[arg(long)]
+    only: Option<String>,
 }
 
 /// The CPU's result of `isa_alu_loop` for work-item `t` (and of `isa_divergent_loop` for a
@@ -70,6 +73,9 @@ fn main() -> ExitCode {
     ];
     let mut failed = false;
     for (label, kernel, kargs, grid, wg, check) in cases {
+        if args.only.as_deref().is_some_and(|o| !kernel.contains(o)) {
+            continue;
+        }
         let mut rates = Vec::new();
         let mut instructions = 0;
         for _ in 0..args.rounds {
