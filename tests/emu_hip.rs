@@ -117,7 +117,7 @@ fn hip_basic_memcpy_and_memset_with_sdma_on_and_off() {
     for sdma in ["0", "1"] {
         let opts = RunOpts { env: vec![("HSA_ENABLE_SDMA".into(), sdma.into())], ..RunOpts::default() };
         let out = hip_basic(&["memcpy", "memset"], &opts);
-        for c in ["memcpy.pageable.8388608.d2d", "memcpy.pinned.8388608.h2d_d2h", "memset.bytes", "memset.d32"] {
+        for c in ["memcpy.pageable.8388608.d2d", "memcpy.pinned.8388608.h2d_d2h", "memcpy.after_freed_async", "memset.bytes", "memset.d32"] {
             assert_check_passed(&out, c);
         }
     }

@@ -143,6 +143,43 @@ static void memcpy_case(size_t n, bool pinned, uint64_t seed) {
     }
 }
 
+// Asynchronous device-to-host copies into pageable memory on a created stream, those host and
+// device buffers freed, then a 12 MiB pageable host-to-device copy and back: issue 12 reported
+// an "SDMA memory fault" (ROCr's "GPU memory access fault" abort) for this sequence natively on
+// the emulator; the copies must simply work, as on the GPU.
+static void memcpy_after_freed_async_case() {
+    g_step = "memcpy.after_freed_async";
+    hipStream_t s;
+    if (hipStreamCreate(&s) != hipSuccess) {
+        check(0, "memcpy.after_freed_async", "hipStreamCreate failed");
+        return;
+    }
+    bool ok = true;
+    for (int r = 0; r < 4 && ok; r++) {
+        size_t n = (size_t)(1u << 20) << r;  // 1, 2, 4, 8 MiB
+        unsigned char* h = (unsigned char*)malloc(n);
+        unsigned char* d = nullptr;
+        ok = h && hipMalloc((void**)&d, n) == hipSuccess && hipMemsetAsync(d, r + 1, n, s) == hipSuccess &&
+             hipMemcpyAsync(h, d, n, hipMemcpyDeviceToHost, s) == hipSuccess && hipStreamSynchronize(s) == hipSuccess &&
+             h[0] == r + 1 && h[n - 1] == r + 1;
+        free(h);
+        hipFree(d);
+    }
+    const size_t big = 12u << 20;
+    unsigned char* src = (unsigned char*)malloc(big);
+    unsigned char* back = (unsigned char*)malloc(big);
+    unsigned char* d = nullptr;
+    fill_pattern(src, big, 77);
+    ok = ok && hipMalloc((void**)&d, big) == hipSuccess && hipMemcpy(d, src, big, hipMemcpyHostToDevice) == hipSuccess &&
+         hipMemcpy(back, d, big, hipMemcpyDeviceToHost) == hipSuccess;
+    long diff = ok ? first_diff(src, back, big) : -2;
+    check(ok && diff < 0, "memcpy.after_freed_async", "a copy failed or the 12 MiB came back different (first difference %ld)", diff);
+    hipFree(d);
+    free(src);
+    free(back);
+    hipStreamDestroy(s);
+}
+
 static void test_memcpy() {
     const size_t sizes[] = {1, 1024, (1u << 20) + 3, 8u << 20};
     uint64_t seed = 1;
@@ -150,6 +187,7 @@ static void test_memcpy() {
         memcpy_case(n, false, seed++);
         memcpy_case(n, true, seed++);
     }
+    memcpy_after_freed_async_case();
 }
 
 // ---------------------------------------------------------------------------------------------
