@@ -5,10 +5,12 @@
 //!
 //! Groups, one file each: scalar ALU (`salu`), program control (`sopp`), scalar memory
 //! (`smem`), the vector ALU's operand machinery (`valu`: sources, modifiers, DPP, SDWA,
-//! destinations) and its opcodes (`vop`, `vcmp`, `vlane`), matrix multiply-add (`mfma`), LDS (`ds`), flat/global/scratch
+//! destinations) and its opcodes (`vop`, `vcmp`, `vlane`; `fast32` for the plain 32-bit integer
+//! ones), matrix multiply-add (`mfma`), LDS (`ds`), flat/global/scratch
 //! memory (`flat`) and buffer memory (`mubuf`).
 
 pub mod ds;
+pub mod fast32;
 pub mod flat;
 pub mod mfma;
 pub mod mubuf;
@@ -83,7 +85,7 @@ pub fn handler(i: &Inst) -> Option<Handler> {
         Family::Smem => smem::smem(i.op),
         Family::Vop1 | Family::Vop2 | Family::Vopc | Family::Vop3 => {
             let op = super::decode::vector::vop3_number(i.family, i.op);
-            vcmp::vopc(op).or_else(|| vlane::lane_op(op)).or_else(|| vop::valu(op))
+            fast32::handler(i, op).or_else(|| vcmp::vopc(op)).or_else(|| vlane::lane_op(op)).or_else(|| vop::valu(op))
         }
         Family::Vop3p => vop::vop3p(i.op).or_else(|| mfma::mfma(i.op)),
         Family::Ds => ds::ds(i.op),
