@@ -1072,3 +1072,86 @@ fn lds_append_and_consume_count_active_lanes() {
     let cnt: Vec<u32> = (0..4).map(|l| d[4 * l + 3]).collect();
     assert_eq!(cnt, [1000, 2000, 3000 - odd, 4000 + 64 + two]);
 }
+
+#[test]
+fn gfx9_16_bit_multiply_adds_keep_the_other_half() {
+    let Some(mut r) = Rig::new(MISC) else { return };
+    let (a, b, c) = (words(111, 64), words(112, 64), words(113, 64));
+    let old = |l: usize| c[l] ^ 0xa5a5_a5a5;
+    let lo = |x: u32| x & 0xffff;
+    let hi = |x: u32| x >> 16;
+    let keep_lo = |l: usize, v: u32| (old(l) & 0xffff_0000) | (v & 0xffff);
+    let keep_hi = |l: usize, v: u32| (old(l) & 0xffff) | v << 16;
+    let i16_ = |x: u32| i64::from(x as u16 as i16);
+    let d = lanes3(&mut r, "mad_u16", &a, &b, &c, 1);
+    for l in 0..64 {
+        assert_eq!(d[l], keep_lo(l, lo(a[l]).wrapping_mul(lo(b[l])).wrapping_add(lo(c[l]))), "mad_u16 lane {l}");
+    }
+    // op_sel:[1,0,1,1]: a's high half * b's low half + c's high half, saturated, into D's high half.
+    let d = lanes3(&mut r, "mad_u16_hi_clamp", &a, &b, &c, 1);
+    for l in 0..64 {
+        let v = (u64::from(hi(a[l])) * u64::from(lo(b[l])) + u64::from(hi(c[l]))).min(0xffff) as u32;
+        assert_eq!(d[l], keep_hi(l, v), "mad_u16 op_sel clamp lane {l}");
+    }
+    // Small factors in some lanes so that not every clamped result saturates.
+    let bs: Vec<u32> = b.iter().enumerate().map(|(l, w)| if l % 2 == 0 { w & 0xff0f } else { *w }).collect();
+    let d = lanes3(&mut r, "mad_i16", &a, &bs, &c, 1);
+    for l in 0..64 {
+        assert_eq!(d[l], keep_lo(l, (i16_(a[l]) * i16_(bs[l]) + i16_(c[l])) as u32), "mad_i16 lane {l}");
+    }
+    let d = lanes3(&mut r, "mad_i16_clamp", &a, &bs, &c, 1);
+    for l in 0..64 {
+        let v = (i16_(a[l]) * i16_(bs[l]) + i16_(c[l])).clamp(-32768, 32767) as u32;
+        assert_eq!(d[l], keep_lo(l, v), "mad_i16 clamp lane {l}");
+    }
+    let d = lanes3(&mut r, "mad_i32_i16", &a, &b, &c, 1);
+    for l in 0..64 {
+        assert_eq!(d[l], (i16_(a[l]) * i16_(b[l]) + i64::from(c[l] as i32)) as u32, "mad_i32_i16 lane {l}");
+    }
+    // f16: full-mantissa values in [-8, 8] in both halves.
+    let pairs = |seed: u32| -> Vec<u32> { words(seed, 64).iter().map(|w| f16((w % 16001) as f32 / 1000.0 - 8.0) | f16(((w >> 14) % 16001) as f32 / 1000.0 - 8.0) << 16).collect() };
+    let (fa, fb, fc) = (pairs(114), pairs(115), pairs(116));
+    let mad = |x: u32, y: u32, z: u32| f16(h(f16(h(x) * h(y))) + h(z));
+    let d = lanes3(&mut r, "mad_f16", &fa, &fb, &fc, 1);
+    for l in 0..64 {
+        assert_eq!(d[l], (old_of(&fc, l) & 0xffff_0000) | mad(lo(fa[l]), lo(fb[l]), lo(fc[l])), "mad_f16 lane {l}");
+    }
+    // op_sel:[0,1,0,1], -S1: a.lo * -b.hi + c.lo into D's high half.
+    let d = lanes3(&mut r, "mad_f16_hi", &fa, &fb, &fc, 1);
+    for l in 0..64 {
+        assert_eq!(d[l], (old_of(&fc, l) & 0xffff) | mad(lo(fa[l]), hi(fb[l]) ^ 0x8000, lo(fc[l])) << 16, "mad_f16 op_sel lane {l}");
+    }
+    let d = lanes3(&mut r, "fma_f16", &fa, &fb, &fc, 1);
+    for l in 0..64 {
+        let want = f16_nearest(f64::from(h(lo(fa[l]))) * f64::from(h(lo(fb[l]))) + f64::from(h(lo(fc[l]))));
+        assert_eq!(d[l], (old_of(&fc, l) & 0xffff_0000) | want, "fma_f16 lane {l}");
+    }
+    // div_fixup: a quotient estimate, special denominators and numerators in some lanes.
+    let specials = [0x0000u32, 0x8000, 0x7c00, 0xfc00, 0x7e00];
+    let den: Vec<u32> = (0..64).map(|l| if l < 20 { specials[l % 5] } else { lo(fb[l]) }).collect();
+    let num: Vec<u32> = (0..64).map(|l| if l < 20 { specials[l / 5 % 5] } else { lo(fc[l]) }).collect();
+    let d = lanes3(&mut r, "div_fixup_f16", &fa, &den, &num, 1);
+    for l in 0..64 {
+        let (q, dn, nm) = (h(lo(fa[l])), h(den[l]), h(num[l]));
+        let neg = dn.is_sign_negative() != nm.is_sign_negative();
+        let want = if dn.is_nan() || nm.is_nan() || (dn == 0.0 && nm == 0.0) || (dn.is_infinite() && nm.is_infinite()) {
+            f32::NAN
+        } else if dn == 0.0 || nm.is_infinite() {
+            if neg { f32::NEG_INFINITY } else { f32::INFINITY }
+        } else if dn.is_infinite() || nm == 0.0 {
+            if neg { -0.0 } else { 0.0 }
+        } else if neg {
+            -q.abs()
+        } else {
+            q.abs()
+        };
+        let have = lo(d[l]);
+        assert_eq!(hi(d[l]), hi(old_of(&num, l)), "div_fixup_f16 keeps the high half (lane {l})");
+        assert!(have == f16(want) || (h(have).is_nan() && want.is_nan()), "div_fixup_f16 lane {l}: {q} {dn} {nm} -> {have:#x}, want {want}");
+    }
+}
+
+/// D's value before a `KD` kernel of tests/isa/vop3_misc.hip ran (c ^ 0xa5a5a5a5).
+fn old_of(c: &[u32], l: usize) -> u32 {
+    c[l] ^ 0xa5a5_a5a5
+}

@@ -97,3 +97,22 @@ extern "C" __global__ void append_consume(const unsigned* a, const unsigned* b, 
     d[4 * i + 2] = r2;
     d[4 * i + 3] = i < 4 ? cnt[i] : 0;
 }
+
+// gfx9 VOP3-only 16-bit multiply-adds: D starts as c ^ 0xa5a5a5a5, so that the half the result
+// does not go to is seen kept (or not).
+#define KD(NAME, ASM)                                                                                       \
+    extern "C" __global__ void NAME(const unsigned* a, const unsigned* b, const unsigned* c, unsigned* d) { \
+        ABC;                                                                                                \
+        r = z ^ 0xa5a5a5a5u;                                                                                \
+        asm volatile(ASM : "+v"(r) : "v"(x), "v"(y), "v"(z));                                               \
+        d[i] = r;                                                                                           \
+    }
+KD(mad_u16, "v_mad_u16 %0, %1, %2, %3")
+KD(mad_u16_hi_clamp, "v_mad_u16 %0, %1, %2, %3 op_sel:[1,0,1,1] clamp")
+KD(mad_i16, "v_mad_i16 %0, %1, %2, %3")
+KD(mad_i16_clamp, "v_mad_i16 %0, %1, %2, %3 clamp")
+KD(mad_f16, "v_mad_f16 %0, %1, %2, %3")
+KD(mad_f16_hi, "v_mad_f16 %0, %1, -%2, %3 op_sel:[0,1,0,1]")
+KD(fma_f16, "v_fma_f16 %0, %1, %2, %3")
+KD(div_fixup_f16, "v_div_fixup_f16 %0, %1, %2, %3")
+K3(mad_i32_i16, "v_mad_i32_i16 %0, %1, %2, %3")

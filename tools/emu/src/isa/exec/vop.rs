@@ -450,6 +450,35 @@ fn mad16(x: f32, y: f32, z: f32) -> u64 {
     hb(h(hb(x * y)) + z)
 }
 
+/// The gfx9 VOP3-only 16-bit multiply-adds (`v_mad_f16/u16/i16`, `v_fma_f16`,
+/// `v_div_fixup_f16`): the result goes to D's low half with the high half kept (op_sel[3]
+/// clear) or to the high half with the low half kept (set), as the CDNA ISA's notes on these
+/// opcodes say (the VI-era `_legacy` forms and the VOP1/VOP2 16-bit ops zero the high half
+/// instead). `int`: Some(signed) for the integer forms, whose `clamp` saturates to the 16-bit
+/// range; float results take `omod`/`clamp` as usual.
+fn vop16_keep(w: &mut Wave, i: &Inst, c: &mut Ctx, int: Option<bool>, g: fn(&[u64; 3]) -> i64) -> Result<Step, ExecError> {
+    let ty = if int.is_some() { B16 } else { F16 };
+    let s: [super::valu::Src; 3] = std::array::from_fn(|k| super::valu::Src::new(w, i, k, ty, c));
+    let hi = i.op_sel >> 3 & 1 == 1;
+    for l in lanes(w.exec()) {
+        let a = [s[0].get(w, l) & 0xffff, s[1].get(w, l) & 0xffff, s[2].get(w, l) & 0xffff];
+        let r = g(&a);
+        let v = match int {
+            None => super::valu::out_mod(i, F16, r as u64) as u32 & 0xffff,
+            Some(true) if i.clamp => r.clamp(-32768, 32767) as u32 & 0xffff,
+            Some(false) if i.clamp => r.clamp(0, 0xffff) as u32,
+            Some(_) => r as u32 & 0xffff,
+        };
+        let old = w.reg(i.dst, l);
+        w.set_reg(i.dst, l, if hi { (old & 0xffff) | v << 16 } else { (old & 0xffff_0000) | v });
+    }
+    Ok(Step::Next)
+}
+
+fn s16(x: u64) -> i64 {
+    i64::from(x as u16 as i16)
+}
+
 /// Refuses `clamp` (its integer saturation is not specified for these opcodes), else `vop`.
 macro_rules! noclamp {
     ([$($t:ident),*] -> $dt:ident, |$a:ident| $e:expr) => {
@@ -618,7 +647,13 @@ pub fn valu(op: u16) -> Option<Handler> {
         o::V_BFI_B32 => op!([B32, B32, B32] -> B32, |a| (a[0] & a[1]) | (!a[0] & a[2] & 0xffff_ffff)),
         o::V_FMA_F32 => op!([F32, F32, F32] -> F32, |a| fb(f(a[0]).mul_add(f(a[1]), f(a[2])))),
         o::V_FMA_F64 => op!([F64, F64, F64] -> F64, |a| db(d(a[0]).mul_add(d(a[1]), d(a[2])))),
-        o::V_FMA_F16 => op!([F16, F16, F16] -> F16, |a| hb(h(a[0]).mul_add(h(a[1]), h(a[2])))),
+        o::V_FMA_F16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop16_keep(w, i, c, None, |a| i64::from(fma16(h(a[0]), h(a[1]), h(a[2]))))),
+        o::V_MAD_F16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop16_keep(w, i, c, None, |a| mad16(h(a[0]), h(a[1]), h(a[2])) as i64)),
+        o::V_MAD_U16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop16_keep(w, i, c, Some(false), |a| (a[0] * a[1] + a[2]) as i64)),
+        o::V_MAD_I16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop16_keep(w, i, c, Some(true), |a| s16(a[0]) * s16(a[1]) + s16(a[2]))),
+        o::V_DIV_FIXUP_F16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop16_keep(w, i, c, None, |a| hb(fixup64(f64::from(h(a[0])), f64::from(h(a[1])), f64::from(h(a[2]))) as f32) as i64)),
+        // D.i32 = S0.i16 * S1.i16 + S2.i32.
+        o::V_MAD_I32_I16 => op!([B16, B16, B32] -> B32, |a| (s16(a[0]) * s16(a[1]) + i64::from(i32_(a[2]))) as u64 & 0xffff_ffff),
         o::V_ALIGNBIT_B32 => op!([B32, B32, B32] -> B32, |a| ((a[0] << 32 | a[1]) >> (a[2] & 31)) & 0xffff_ffff),
         o::V_ALIGNBYTE_B32 => op!([B32, B32, B32] -> B32, |a| ((a[0] << 32 | a[1]) >> (8 * (a[2] & 3))) & 0xffff_ffff),
         o::V_MIN3_F32 => op!([F32, F32, F32] -> F32, |a| fb(f(a[0]).min(f(a[1])).min(f(a[2])))),
