@@ -116,3 +116,9 @@ KD(mad_f16_hi, "v_mad_f16 %0, %1, -%2, %3 op_sel:[0,1,0,1]")
 KD(fma_f16, "v_fma_f16 %0, %1, %2, %3")
 KD(div_fixup_f16, "v_div_fixup_f16 %0, %1, %2, %3")
 K3(mad_i32_i16, "v_mad_i32_i16 %0, %1, %2, %3")
+
+// VOP1 16-bit conversions (the high half of D zeroed).
+K3(cvt_norm_i16_f16, "v_cvt_norm_i16_f16 %0, %1")
+K3(cvt_norm_u16_f16, "v_cvt_norm_u16_f16 %0, %1")
+K3(cvt_norm_i16_f16_hi, "v_cvt_norm_i16_f16_sdwa %0, -%1 dst_sel:WORD_0 dst_unused:UNUSED_PAD src0_sel:WORD_1")
+K3(sat_pk_u8_i16, "v_sat_pk_u8_i16 %0, %1")

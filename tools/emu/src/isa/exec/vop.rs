@@ -631,6 +631,14 @@ pub fn valu(op: u16) -> Option<Handler> {
         o::V_FRACT_F16 => op!([F16] -> F16, |a| hb(fract32(h(a[0])))),
         o::V_SIN_F16 => op!([F16] -> F16, |a| hb((f64::from(h(a[0])) * std::f64::consts::TAU).sin() as f32)),
         o::V_COS_F16 => op!([F16] -> F16, |a| hb((f64::from(h(a[0])) * std::f64::consts::TAU).cos() as f32)),
+        // VOP1 16-bit results (high half zeroed): f16 to snorm/unorm 16, and v_sat_pk_u8_i16
+        // (both signed halves of S0 saturated to [0, 255], packed into the low 16 bits).
+        o::V_CVT_NORM_I16_F16 => op!([F16] -> B16, |a| norm16(h(a[0]), true)),
+        o::V_CVT_NORM_U16_F16 => op!([F16] -> B16, |a| norm16(h(a[0]), false)),
+        o::V_SAT_PK_U8_I16 => op!([B32] -> B16, |a| {
+            let sat8 = |x: u64| (x as u16 as i16).clamp(0, 255) as u64;
+            sat8(a[0]) | sat8(a[0] >> 16) << 8
+        }),
         o::V_LDEXP_F16 => op!([F16, B32] -> F16, |a| hb((f64::from(h(a[0])) * 2f64.powi(i32_(a[1]).clamp(-64, 64))) as f32)),
         // VOP3-only
         o::V_MAD_F32 => op!([F32, F32, F32] -> F32, |a| fb(f(a[0]) * f(a[1]) + f(a[2]))),
