@@ -404,14 +404,17 @@ fn mqsad32(w: &mut Wave, i: &Inst, c: &mut Ctx) -> Result<Step, ExecError> {
     }
     let s0 = super::valu::Src::new(w, i, 0, B64, c);
     let s1 = super::valu::Src::new(w, i, 1, B32, c);
-    // S2 and D are register quads; S2 may be VGPRs or SGPRs (never a constant: the assembler
-    // accepts only registers for a 128-bit operand).
+    // S2 and D are register quads: S2 a VGPR (or AGPR) quad, as the assembler requires; any
+    // other operand is refused rather than guessed at.
     let code = i.src[2];
+    if !crate::isa::operand::is_vgpr(code) && !crate::isa::operand::is_agpr(code) {
+        return Err(ExecError::Unimplemented);
+    }
     for l in lanes(w.exec()) {
         let (a, b) = (s0.get(w, l), s1.get(w, l) as u32);
         let mut out = [0u32; 4];
         for (k, o) in out.iter_mut().enumerate() {
-            let acc = if crate::isa::operand::is_sreg(code) { w.s[usize::from(code) + k] } else { w.reg(code + k as u16, l) };
+            let acc = w.reg(code + k as u16, l);
             *o = sad8((a >> (8 * k)) as u32, b, true).wrapping_add(acc);
         }
         for (k, o) in out.iter().enumerate() {
