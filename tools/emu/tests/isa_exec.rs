@@ -138,10 +138,10 @@ fn an_unimplemented_instruction_fails_the_dispatch_naming_it() {
     let out = r.alloc(256);
     let err = r.run("isa_unimplemented", &[out], [64, 1, 1], [64, 1, 1]).unwrap_err();
     match &err {
-        IsaError::Unimplemented { name, .. } => assert_eq!(*name, "v_sat_pk_u8_i16"),
+        IsaError::Unimplemented { name, .. } => assert_eq!(*name, "ds_gws_init"),
         other => panic!("{other:?}"),
     }
-    assert!(err.to_string().contains("v_sat_pk_u8_i16"), "{err}");
+    assert!(err.to_string().contains("ds_gws_init"), "{err}");
 }
 
 #[test]
@@ -759,4 +759,428 @@ fn scalar_atomics_update_memory_and_return_old_values() {
     assert_eq!(winners.len(), 1, "{o:?}");
     assert_eq!(m[4], 1000 + winners[0] as u32);
     assert!((0..n as usize).filter(|w| *w != winners[0]).all(|w| o[5 * w + 3] == m[4]));
+}
+
+// ---- Legacy multiply-add, packing conversions, SADs, f16 multiply-adds, LDS append/consume
+// (tests/isa/vop3_misc.hip) ----
+
+const MISC: &str = "tests/isa/vop3_misc.hip";
+
+/// Same bits, or both NaN (a NaN's payload is not checked).
+fn same_f32(x: u32, y: u32) -> bool {
+    x == y || (f32::from_bits(x).is_nan() && f32::from_bits(y).is_nan())
+}
+
+/// Operands that meet every special case: ±0, ±inf, NaN, a denormal, the largest finite, and
+/// ordinary values with full mantissas.
+const SPECIAL_F32: [f32; 8] = [0.0, -0.0, f32::INFINITY, f32::NAN, 1.3333334, -3.1415925, 1.0e-40, f32::MAX];
+
+#[test]
+fn legacy_multiplies_give_zero_for_zero_times_anything() {
+    let Some(mut r) = Rig::new(MISC) else { return };
+    // Every pair of SPECIAL_F32 (lane l: a = [l % 8], b = [l / 8]); addends with full mantissas
+    // (an unfused mad rounds the product first: a fused one differs in some lanes) and -0, -inf.
+    let a: Vec<u32> = (0..64).map(|l| SPECIAL_F32[l % 8].to_bits()).collect();
+    let b: Vec<u32> = (0..64).map(|l| SPECIAL_F32[l / 8].to_bits()).collect();
+    let c: Vec<u32> = words(51, 64).iter().enumerate().map(|(l, w)| match l % 5 {
+        0 => (-0.0f32).to_bits(),
+        1 => f32::NEG_INFINITY.to_bits(),
+        _ => (((w % 2001) as f32 - 1000.0) / 7.0).to_bits(),
+    }).collect();
+    let f = f32::from_bits;
+    let legacy = |x: f32, y: f32| if x == 0.0 || y == 0.0 { 0.0 } else { x * y };
+    let d = lanes3(&mut r, "mul_legacy_f32", &a, &b, &c, 1);
+    for l in 0..64 {
+        let want = legacy(f(a[l]), f(b[l])).to_bits();
+        assert!(same_f32(d[l], want), "mul_legacy lane {l}: {} * {} = {}, want {}", f(a[l]), f(b[l]), f(d[l]), f(want));
+    }
+    let d = lanes3(&mut r, "mad_legacy_f32", &a, &b, &c, 1);
+    for l in 0..64 {
+        let want = (legacy(f(a[l]), f(b[l])) + f(c[l])).to_bits();
+        assert!(same_f32(d[l], want), "mad_legacy lane {l}: {} * {} + {} = {}, want {}", f(a[l]), f(b[l]), f(c[l]), f(d[l]), f(want));
+    }
+    // Finite operands with full mantissas: the product is rounded before the add (a fused
+    // multiply-add differs in some lanes).
+    let fin = |seed: u32| -> Vec<u32> { words(seed, 64).iter().map(|w| (((w % 200_001) as f32 - 100_000.0) / 997.0).to_bits()).collect() };
+    let (fa, fb, fc) = (fin(52), fin(53), fin(54));
+    let d = lanes3(&mut r, "mad_legacy_f32", &fa, &fb, &fc, 1);
+    for l in 0..64 {
+        assert_eq!(d[l], (f(fa[l]) * f(fb[l]) + f(fc[l])).to_bits(), "mad_legacy finite lane {l}");
+    }
+    // -S0: -(+0) is -0, still zero: the product stays +0 (so +0 + -0 = +0).
+    let d = lanes3(&mut r, "mad_legacy_f32_neg", &a, &b, &c, 1);
+    for l in 0..64 {
+        let want = (legacy(-f(a[l]), f(b[l])) + f(c[l])).to_bits();
+        assert!(same_f32(d[l], want), "mad_legacy -a lane {l}: {} * {} + {} = {}, want {}", -f(a[l]), f(b[l]), f(c[l]), f(d[l]), f(want));
+    }
+}
+
+/// Floats for the packing conversions: the special ones, out-of-range ones and values spread
+/// over [-1.5, 1.5] (scaled by 32767 or 65535 they fall between integers on both sides of .5).
+fn pack_inputs(seed: u32) -> Vec<u32> {
+    words(seed, 64)
+        .iter()
+        .enumerate()
+        .map(|(l, w)| match l {
+            0..=7 => SPECIAL_F32[l].to_bits(),
+            8 => (-0.0f32).to_bits(),
+            9 => f32::NEG_INFINITY.to_bits(),
+            10 => 1.0f32.to_bits(),
+            11 => (-1.0f32).to_bits(),
+            12 => 2.5f32.to_bits(),
+            13 => (-7.0f32).to_bits(),
+            _ => ((*w % 30001) as f32 / 10000.0 - 1.5).to_bits(),
+        })
+        .collect()
+}
+
+/// Round half to even on f64 (the test's own).
+fn rne(x: f64) -> f64 {
+    let r = x.round();
+    if (x - x.trunc()).abs() == 0.5 { 2.0 * (x / 2.0).round() } else { r }
+}
+
+fn snorm(x: f32) -> u32 {
+    if x.is_nan() { 0 } else { rne(f64::from(x.clamp(-1.0, 1.0)) * 32767.0) as i32 as u32 & 0xffff }
+}
+
+fn unorm(x: f32) -> u32 {
+    if x.is_nan() { 0 } else { rne(f64::from(x.clamp(0.0, 1.0)) * 65535.0) as u32 }
+}
+
+#[test]
+fn packing_conversions_saturate_and_round() {
+    let Some(mut r) = Rig::new(MISC) else { return };
+    let (a, b) = (pack_inputs(61), pack_inputs(62).into_iter().rev().collect::<Vec<_>>());
+    let f = f32::from_bits;
+    let d = lanes3(&mut r, "cvt_pknorm_i16_f32", &a, &b, &a, 1);
+    for l in 0..64 {
+        assert_eq!(d[l], snorm(f(a[l])) | snorm(f(b[l])) << 16, "pknorm_i16_f32 lane {l}: {} {}", f(a[l]), f(b[l]));
+    }
+    let d = lanes3(&mut r, "cvt_pknorm_u16_f32", &a, &b, &a, 1);
+    for l in 0..64 {
+        assert_eq!(d[l], unorm(f(a[l])) | unorm(f(b[l])) << 16, "pknorm_u16_f32 lane {l}: {} {}", f(a[l]), f(b[l]));
+    }
+    // f16 forms: each word holds two f16 values (the low ones from a, the high ones from b's
+    // values), the special f16 values among them.
+    let ha: Vec<u32> = (0..64).map(|l| f16(f(a[l])) | f16(f(b[l])) << 16).collect();
+    let hb: Vec<u32> = (0..64).map(|l| f16(f(b[(l + 7) % 64])) | f16(f(a[(l + 3) % 64])) << 16 | if l == 20 { 0x7e00 } else { 0 }).collect();
+    let d = lanes3(&mut r, "cvt_pknorm_i16_f16", &ha, &hb, &ha, 1);
+    for l in 0..64 {
+        assert_eq!(d[l], snorm(h(ha[l] & 0xffff)) | snorm(h(hb[l] & 0xffff)) << 16, "pknorm_i16_f16 lane {l}");
+    }
+    let d = lanes3(&mut r, "cvt_pknorm_u16_f16_hi", &ha, &hb, &ha, 1);
+    for l in 0..64 {
+        assert_eq!(d[l], unorm(h(ha[l] >> 16)) | unorm(h(hb[l] >> 16)) << 16, "pknorm_u16_f16 op_sel lane {l}");
+    }
+    // Integer packs: boundaries and random words.
+    let edges = [0u32, 1, 0x7fff, 0x8000, 0xffff, 0x1_0000, 0x7fff_ffff, 0x8000_0000, 0xffff_ffff, 0xffff_8000, 0xffff_7fff, 0xffff_ffff - 0x8000];
+    let ia: Vec<u32> = words(63, 64).iter().enumerate().map(|(l, w)| if l < edges.len() { edges[l] } else { *w >> (l % 20) }).collect();
+    let ib: Vec<u32> = ia.iter().rev().copied().collect();
+    let d = lanes3(&mut r, "cvt_pk_u16_u32", &ia, &ib, &ia, 1);
+    for l in 0..64 {
+        assert_eq!(d[l], ia[l].min(0xffff) | ib[l].min(0xffff) << 16, "pk_u16_u32 lane {l}: {:#x} {:#x}", ia[l], ib[l]);
+    }
+    let d = lanes3(&mut r, "cvt_pk_i16_i32", &ia, &ib, &ia, 1);
+    let s16 = |x: u32| (x as i32).clamp(-32768, 32767) as u32 & 0xffff;
+    for l in 0..64 {
+        assert_eq!(d[l], s16(ia[l]) | s16(ib[l]) << 16, "pk_i16_i32 lane {l}: {:#x} {:#x}", ia[l], ib[l]);
+    }
+    // v_cvt_pk_u8_f32: S0 to u8 (saturated, nearest even: 2.5 -> 2, 3.5 -> 4) into byte
+    // S1[1:0] of S2.
+    let fa: Vec<u32> = words(64, 64).iter().enumerate().map(|(l, w)| match l {
+        0..=7 => SPECIAL_F32[l].to_bits(),
+        8 => 2.5f32.to_bits(),
+        9 => 3.5f32.to_bits(),
+        10 => 254.5f32.to_bits(),
+        11 => 255.5f32.to_bits(),
+        12 => (-0.5f32).to_bits(),
+        13 => 0.5f32.to_bits(),
+        _ => ((*w % 3200) as f32 / 10.0 - 20.0).to_bits(),
+    }).collect();
+    let sel = words(65, 64);
+    let dst = words(66, 64);
+    let d = lanes3(&mut r, "cvt_pk_u8_f32", &fa, &sel, &dst, 1);
+    for l in 0..64 {
+        let x = f(fa[l]);
+        let byte = if x.is_nan() { 0 } else { rne(f64::from(x.clamp(0.0, 255.0))) as u32 };
+        let sh = 8 * (sel[l] & 3);
+        assert_eq!(d[l], (dst[l] & !(0xff << sh)) | byte << sh, "pk_u8_f32 lane {l}: {x}");
+    }
+}
+
+/// f32 to f16 rounding toward zero (the test's own): the nearest-even result, stepped back
+/// toward zero when it lies farther from zero than x.
+fn f16_rtz(x: f32) -> u32 {
+    let r = f16(x);
+    if x.is_finite() && f64::from(h(r)).abs() > f64::from(x).abs() { r - 1 } else { r }
+}
+
+#[test]
+fn pkrtz_rounds_toward_zero() {
+    let Some(mut r) = Rig::new(MISC) else { return };
+    let mut a = pack_inputs(71);
+    // Overflow (65520 rounds to inf to nearest, to 65504 toward zero), f16 denormals, values
+    // below f16's smallest denormal, ordinary values with full mantissas.
+    for (l, x) in [65520.0f32, -65520.0, 70000.0, 3.0e-6, -3.0e-6, 1.0e-8, 65504.0, 0.1, -0.1, 1.0009766].iter().enumerate() {
+        a[14 + l] = x.to_bits();
+    }
+    let b: Vec<u32> = a.iter().rev().copied().collect();
+    let f = f32::from_bits;
+    let d = lanes3(&mut r, "cvt_pkrtz_f16_f32", &a, &b, &a, 1);
+    for l in 0..64 {
+        let want = f16_rtz(f(a[l])) | f16_rtz(f(b[l])) << 16;
+        let same = |x: u32, y: u32| x == y || (h(x).is_nan() && h(y).is_nan());
+        assert!(same(d[l] & 0xffff, want & 0xffff) && same(d[l] >> 16, want >> 16), "pkrtz lane {l}: {} {} -> {:#x}, want {want:#x}", f(a[l]), f(b[l]), d[l]);
+    }
+}
+
+fn sad_bytes(x: u32, y: u32, masked: bool) -> u32 {
+    (0..4).map(|k| ((x >> (8 * k)) & 0xff, (y >> (8 * k)) & 0xff)).filter(|(_, q)| !masked || *q != 0).map(|(p, q)| p.abs_diff(q)).sum()
+}
+
+#[test]
+fn sums_of_absolute_differences_wrap_and_mask() {
+    let Some(mut r) = Rig::new(MISC) else { return };
+    let a = words(81, 64);
+    // References with zero bytes in some lanes (for the masked forms).
+    let b: Vec<u32> = words(82, 64).iter().enumerate().map(|(l, w)| w & [0xffff_ffff, 0xff00_ff00, 0x00ff_ff00, 0x0000_00ff][l % 4]).collect();
+    // Accumulators near the top so that the 32-bit sums wrap.
+    let c: Vec<u32> = words(83, 64).iter().enumerate().map(|(l, w)| if l % 3 == 0 { 0xffff_ff00 | (w & 0xff) } else { *w }).collect();
+    type Sad = dyn Fn(u32, u32, u32) -> u32;
+    let cases: [(&str, &Sad); 5] = [
+        ("sad_u8", &|x, y, z| sad_bytes(x, y, false).wrapping_add(z)),
+        ("sad_hi_u8", &|x, y, z| (sad_bytes(x, y, false) << 16).wrapping_add(z)),
+        ("sad_u16", &|x, y, z| (x & 0xffff).abs_diff(y & 0xffff).wrapping_add((x >> 16).abs_diff(y >> 16)).wrapping_add(z)),
+        ("sad_u32", &|x, y, z| x.abs_diff(y).wrapping_add(z)),
+        ("msad_u8", &|x, y, z| sad_bytes(x, y, true).wrapping_add(z)),
+    ];
+    for (kernel, want) in cases {
+        let d = lanes3(&mut r, kernel, &a, &b, &c, 1);
+        for l in 0..64 {
+            assert_eq!(d[l], want(a[l], b[l], c[l]), "{kernel} lane {l}: {:#x} {:#x} {:#x}", a[l], b[l], c[l]);
+        }
+    }
+    // Quad SADs: a 64-bit S0 per lane, 16-bit (or 32-bit) accumulators, some near the top.
+    let a2 = words(84, 128);
+    let c2: Vec<u32> = words(85, 128).iter().enumerate().map(|(k, w)| if k % 3 == 0 { w | 0xff00_ff00 } else { *w }).collect();
+    for (kernel, masked) in [("qsad_pk_u16_u8", false), ("mqsad_pk_u16_u8", true)] {
+        let d = lanes3(&mut r, kernel, &a2, &b, &c2, 2);
+        for l in 0..64 {
+            let s0 = u64::from(a2[2 * l]) | u64::from(a2[2 * l + 1]) << 32;
+            let s2 = u64::from(c2[2 * l]) | u64::from(c2[2 * l + 1]) << 32;
+            let mut want = 0u64;
+            for k in 0..4 {
+                let acc = (s2 >> (16 * k)) as u32 & 0xffff;
+                want |= u64::from((sad_bytes((s0 >> (8 * k)) as u32, b[l], masked) + acc) & 0xffff) << (16 * k);
+            }
+            let have = u64::from(d[2 * l]) | u64::from(d[2 * l + 1]) << 32;
+            assert_eq!(have, want, "{kernel} lane {l}: {s0:#x} {:#x} {s2:#x}", b[l]);
+        }
+    }
+    let c4: Vec<u32> = words(86, 256).iter().enumerate().map(|(k, w)| if k % 5 == 0 { 0xffff_fff0 | (w & 0xf) } else { *w }).collect();
+    let d = lanes3(&mut r, "mqsad_u32_u8", &a2, &b, &c4, 4);
+    for l in 0..64 {
+        let s0 = u64::from(a2[2 * l]) | u64::from(a2[2 * l + 1]) << 32;
+        for k in 0..4 {
+            let want = sad_bytes((s0 >> (8 * k)) as u32, b[l], true).wrapping_add(c4[4 * l + k]);
+            assert_eq!(d[4 * l + k], want, "mqsad_u32_u8 lane {l} word {k}: {s0:#x} {:#x}", b[l]);
+        }
+    }
+}
+
+/// The f16 nearest to `x` (ties to even), by search among the neighbours of the f32 path's
+/// candidate (the test's own correctly rounded f64 -> f16).
+fn f16_nearest(x: f64) -> u32 {
+    let c = f16(x as f32);
+    if !x.is_finite() || h(c).is_infinite() {
+        return c;
+    }
+    let mut best = c;
+    for n in [c.wrapping_sub(1) & 0xffff, (c + 1) & 0xffff] {
+        if h(n).is_nan() || h(n).is_infinite() || (h(n) < 0.0) != (h(c) < 0.0) {
+            continue;
+        }
+        let (dn, db) = ((f64::from(h(n)) - x).abs(), (f64::from(h(best)) - x).abs());
+        if dn < db || (dn == db && n & 1 == 0) {
+            best = n;
+        }
+    }
+    best
+}
+
+#[test]
+fn f16_multiply_adds_mac_madmk_madak_pk_fmac() {
+    let Some(mut r) = Rig::new(MISC) else { return };
+    // f16 values with full mantissas in [-8, 8] (products and sums round), a few specials.
+    let val = |w: u32, l: usize| match l % 16 {
+        0 => 0x7c00,        // inf
+        1 => 0x8000,        // -0
+        2 => 0x0001,        // smallest denormal
+        3 => 0x7bff,        // 65504
+        _ => f16((w % 16001) as f32 / 1000.0 - 8.0 + 1.0 / 1024.0),
+    };
+    let pairs = |seed: u32| -> Vec<u32> { words(seed, 64).iter().enumerate().map(|(l, w)| val(*w, l) | val(w >> 7, l + 5) << 16).collect() };
+    let (a, b, c) = (pairs(91), pairs(92), pairs(93));
+    let mad = |x: u32, y: u32, z: u32| f16(h(f16(h(x) * h(y))) + h(z));
+    let fma = |x: u32, y: u32, z: u32| f16_nearest(f64::from(h(x)) * f64::from(h(y)) + f64::from(h(z)));
+    let same = |x: u32, y: u32| x == y || (h(x).is_nan() && h(y).is_nan());
+    let lo = |x: u32| x & 0xffff;
+    let hi = |x: u32| x >> 16;
+    // v_mac_f16: D.lo = a.lo * b.lo + D.lo (product rounded first), D.hi zeroed.
+    let d = lanes3(&mut r, "mac_f16", &a, &b, &c, 1);
+    for l in 0..64 {
+        let want = mad(lo(a[l]), lo(b[l]), lo(c[l]));
+        assert!(hi(d[l]) == 0 && same(lo(d[l]), want), "mac_f16 lane {l}: {:#x} {:#x} {:#x} -> {:#x}, want {want:#x}", a[l], b[l], c[l], d[l]);
+    }
+    let k = 0x4100; // 2.5
+    let d = lanes3(&mut r, "madmk_f16", &a, &b, &c, 1);
+    for l in 0..64 {
+        let want = mad(lo(a[l]), k, lo(b[l]));
+        assert!(hi(d[l]) == 0 && same(lo(d[l]), want), "madmk_f16 lane {l}: -> {:#x}, want {want:#x}", d[l]);
+    }
+    let k = 0xbd00; // -1.25
+    let d = lanes3(&mut r, "madak_f16", &a, &b, &c, 1);
+    for l in 0..64 {
+        let want = mad(lo(a[l]), lo(b[l]), k);
+        assert!(hi(d[l]) == 0 && same(lo(d[l]), want), "madak_f16 lane {l}: -> {:#x}, want {want:#x}", d[l]);
+    }
+    // v_pk_fmac_f16: both halves fused and rounded once.
+    let d = lanes3(&mut r, "pk_fmac_f16", &a, &b, &c, 1);
+    for l in 0..64 {
+        let (wl, wh) = (fma(lo(a[l]), lo(b[l]), lo(c[l])), fma(hi(a[l]), hi(b[l]), hi(c[l])));
+        assert!(same(lo(d[l]), wl) && same(hi(d[l]), wh), "pk_fmac_f16 lane {l}: {:#x} {:#x} {:#x} -> {:#x}, want {wl:#x} {wh:#x}", a[l], b[l], c[l], d[l]);
+    }
+}
+
+#[test]
+fn lds_append_and_consume_count_active_lanes() {
+    let Some(mut r) = Rig::new(MISC) else { return };
+    let a = vec![1000u32, 2000, 3000, 4000];
+    let b = words(101, 64);
+    let d = lanes3(&mut r, "append_consume", &a, &b, &a, 4);
+    // Counters at M0 (8) + offset: ds_append offset:4 is cnt[3], ds_consume (offset 0) cnt[2].
+    let odd = b.iter().filter(|w| *w & 1 == 1).count() as u32;
+    let two = b.iter().filter(|w| *w & 3 == 2).count() as u32;
+    assert!(odd > 0 && two > 0 && odd + two < 64);
+    for l in 0..64 {
+        assert_eq!(d[4 * l], 4000, "first append returns the old value to every lane (lane {l})");
+        let want1 = if b[l] & 1 == 1 { 3000 } else { 0xdead_beef };
+        let want2 = if b[l] & 3 == 2 { 4064 } else { 0xdead_beef };
+        assert_eq!((d[4 * l + 1], d[4 * l + 2]), (want1, want2), "lane {l} (b {:#x})", b[l]);
+    }
+    let cnt: Vec<u32> = (0..4).map(|l| d[4 * l + 3]).collect();
+    assert_eq!(cnt, [1000, 2000, 3000 - odd, 4000 + 64 + two]);
+}
+
+#[test]
+fn gfx9_16_bit_multiply_adds_keep_the_other_half() {
+    let Some(mut r) = Rig::new(MISC) else { return };
+    let (a, b, c) = (words(111, 64), words(112, 64), words(113, 64));
+    let old = |l: usize| c[l] ^ 0xa5a5_a5a5;
+    let lo = |x: u32| x & 0xffff;
+    let hi = |x: u32| x >> 16;
+    let keep_lo = |l: usize, v: u32| (old(l) & 0xffff_0000) | (v & 0xffff);
+    let keep_hi = |l: usize, v: u32| (old(l) & 0xffff) | v << 16;
+    let i16_ = |x: u32| i64::from(x as u16 as i16);
+    let d = lanes3(&mut r, "mad_u16", &a, &b, &c, 1);
+    for l in 0..64 {
+        assert_eq!(d[l], keep_lo(l, lo(a[l]).wrapping_mul(lo(b[l])).wrapping_add(lo(c[l]))), "mad_u16 lane {l}");
+    }
+    // op_sel:[1,0,1,1]: a's high half * b's low half + c's high half, saturated, into D's high half.
+    let d = lanes3(&mut r, "mad_u16_hi_clamp", &a, &b, &c, 1);
+    for l in 0..64 {
+        let v = (u64::from(hi(a[l])) * u64::from(lo(b[l])) + u64::from(hi(c[l]))).min(0xffff) as u32;
+        assert_eq!(d[l], keep_hi(l, v), "mad_u16 op_sel clamp lane {l}");
+    }
+    // Small factors in some lanes so that not every clamped result saturates.
+    let bs: Vec<u32> = b.iter().enumerate().map(|(l, w)| if l % 2 == 0 { w & 0xff0f } else { *w }).collect();
+    let d = lanes3(&mut r, "mad_i16", &a, &bs, &c, 1);
+    for l in 0..64 {
+        assert_eq!(d[l], keep_lo(l, (i16_(a[l]) * i16_(bs[l]) + i16_(c[l])) as u32), "mad_i16 lane {l}");
+    }
+    let d = lanes3(&mut r, "mad_i16_clamp", &a, &bs, &c, 1);
+    for l in 0..64 {
+        let v = (i16_(a[l]) * i16_(bs[l]) + i16_(c[l])).clamp(-32768, 32767) as u32;
+        assert_eq!(d[l], keep_lo(l, v), "mad_i16 clamp lane {l}");
+    }
+    let d = lanes3(&mut r, "mad_i32_i16", &a, &b, &c, 1);
+    for l in 0..64 {
+        assert_eq!(d[l], (i16_(a[l]) * i16_(b[l]) + i64::from(c[l] as i32)) as u32, "mad_i32_i16 lane {l}");
+    }
+    // f16: full-mantissa values in [-8, 8] in both halves.
+    let pairs = |seed: u32| -> Vec<u32> { words(seed, 64).iter().map(|w| f16((w % 16001) as f32 / 1000.0 - 8.0) | f16(((w >> 14) % 16001) as f32 / 1000.0 - 8.0) << 16).collect() };
+    let (fa, fb, fc) = (pairs(114), pairs(115), pairs(116));
+    let mad = |x: u32, y: u32, z: u32| f16(h(f16(h(x) * h(y))) + h(z));
+    let d = lanes3(&mut r, "mad_f16", &fa, &fb, &fc, 1);
+    for l in 0..64 {
+        assert_eq!(d[l], (old_of(&fc, l) & 0xffff_0000) | mad(lo(fa[l]), lo(fb[l]), lo(fc[l])), "mad_f16 lane {l}");
+    }
+    // op_sel:[0,1,0,1], -S1: a.lo * -b.hi + c.lo into D's high half.
+    let d = lanes3(&mut r, "mad_f16_hi", &fa, &fb, &fc, 1);
+    for l in 0..64 {
+        assert_eq!(d[l], (old_of(&fc, l) & 0xffff) | mad(lo(fa[l]), hi(fb[l]) ^ 0x8000, lo(fc[l])) << 16, "mad_f16 op_sel lane {l}");
+    }
+    let d = lanes3(&mut r, "fma_f16", &fa, &fb, &fc, 1);
+    for l in 0..64 {
+        let want = f16_nearest(f64::from(h(lo(fa[l]))) * f64::from(h(lo(fb[l]))) + f64::from(h(lo(fc[l]))));
+        assert_eq!(d[l], (old_of(&fc, l) & 0xffff_0000) | want, "fma_f16 lane {l}");
+    }
+    // div_fixup: a quotient estimate, special denominators and numerators in some lanes.
+    let specials = [0x0000u32, 0x8000, 0x7c00, 0xfc00, 0x7e00];
+    let den: Vec<u32> = (0..64).map(|l| if l < 20 { specials[l % 5] } else { lo(fb[l]) }).collect();
+    let num: Vec<u32> = (0..64).map(|l| if l < 20 { specials[l / 5 % 5] } else { lo(fc[l]) }).collect();
+    let d = lanes3(&mut r, "div_fixup_f16", &fa, &den, &num, 1);
+    for l in 0..64 {
+        let (q, dn, nm) = (h(lo(fa[l])), h(den[l]), h(num[l]));
+        let neg = dn.is_sign_negative() != nm.is_sign_negative();
+        let want = if dn.is_nan() || nm.is_nan() || (dn == 0.0 && nm == 0.0) || (dn.is_infinite() && nm.is_infinite()) {
+            f32::NAN
+        } else if dn == 0.0 || nm.is_infinite() {
+            if neg { f32::NEG_INFINITY } else { f32::INFINITY }
+        } else if dn.is_infinite() || nm == 0.0 {
+            if neg { -0.0 } else { 0.0 }
+        } else if neg {
+            -q.abs()
+        } else {
+            q.abs()
+        };
+        let have = lo(d[l]);
+        assert_eq!(hi(d[l]), hi(old_of(&num, l)), "div_fixup_f16 keeps the high half (lane {l})");
+        assert!(have == f16(want) || (h(have).is_nan() && want.is_nan()), "div_fixup_f16 lane {l}: {q} {dn} {nm} -> {have:#x}, want {want}");
+    }
+}
+
+/// D's value before a `KD` kernel of tests/isa/vop3_misc.hip ran (c ^ 0xa5a5a5a5).
+fn old_of(c: &[u32], l: usize) -> u32 {
+    c[l] ^ 0xa5a5_a5a5
+}
+
+#[test]
+fn vop1_norm_conversions_and_byte_saturation() {
+    let Some(mut r) = Rig::new(MISC) else { return };
+    let f = f32::from_bits;
+    let (a, b) = (pack_inputs(121), pack_inputs(122));
+    // Low halves from a's values, high halves from b's (their f16 roundings, specials included).
+    let x: Vec<u32> = (0..64).map(|l| f16(f(a[l])) | f16(f(b[l])) << 16 | if l == 30 { 0x7e00 } else { 0 }).collect();
+    let d = lanes3(&mut r, "cvt_norm_i16_f16", &x, &x, &x, 1);
+    for l in 0..64 {
+        assert_eq!(d[l], snorm(h(x[l] & 0xffff)), "norm_i16_f16 lane {l}: {}", h(x[l] & 0xffff));
+    }
+    let d = lanes3(&mut r, "cvt_norm_u16_f16", &x, &x, &x, 1);
+    for l in 0..64 {
+        assert_eq!(d[l], unorm(h(x[l] & 0xffff)), "norm_u16_f16 lane {l}: {}", h(x[l] & 0xffff));
+    }
+    // SDWA: the high half of S0, negated.
+    let d = lanes3(&mut r, "cvt_norm_i16_f16_hi", &x, &x, &x, 1);
+    for l in 0..64 {
+        assert_eq!(d[l], snorm(-h(x[l] >> 16)), "norm_i16_f16 -hi lane {l}: {}", h(x[l] >> 16));
+    }
+    let edges = [0u32, 0x00ff_0100, 0xffff_8000, 0x7fff_0001, 0x00fe_00ff, 0x0100_ffff, 0x8000_7fff];
+    let w: Vec<u32> = words(123, 64).iter().enumerate().map(|(l, v)| if l < edges.len() { edges[l] } else if l % 2 == 0 { v & 0x01ff_01ff } else { *v }).collect();
+    let sat = |v: u32| ((v as u16 as i16).clamp(0, 255)) as u32;
+    let d = lanes3(&mut r, "sat_pk_u8_i16", &w, &w, &w, 1);
+    for l in 0..64 {
+        assert_eq!(d[l], sat(w[l]) | sat(w[l] >> 16) << 8, "sat_pk_u8_i16 lane {l}: {:#x}", w[l]);
+    }
 }

@@ -2,7 +2,8 @@
 //! 16-bit offset; the `2`-address forms scale offset0 and offset1 by the element size, `st64`
 //! ones by 64 elements). Atomics (0x00-0x15 and 0x40-0x5c without a result, 0x20-0x35 and
 //! 0x60-0x7c returning the old value), lane permutes (`ds_swizzle_b32`, `ds_permute_b32`,
-//! `ds_bpermute_b32`: a disabled source lane reads 0). GDS and GWS are not modelled.
+//! `ds_bpermute_b32`: a disabled source lane reads 0), `ds_append`/`ds_consume` on LDS. GDS and
+//! GWS are not modelled.
 
 use super::valu::lanes;
 use super::vmem::{apply, Atomic};
@@ -207,6 +208,30 @@ fn swizzle(w: &mut Wave, i: &Inst) -> Result<Step, ExecError> {
     Ok(Step::Next)
 }
 
+/// `ds_append` / `ds_consume` (LDS form): the 32-bit counter at M0 + offset grows (shrinks)
+/// by the number of active lanes; every active lane gets the value before. The address is an
+/// interpretation: the CDNA ISA texts say M0's base is added for GDS and only the offset
+/// addresses LDS, but LLVM (the compiler whose code this runs) puts the LDS pointer in M0 and
+/// the constant part in the offset for both, so the counter is taken at M0 + offset (the two
+/// agree when M0 is 0). GDS is not modelled.
+fn append(w: &mut Wave, i: &Inst, c: &mut Ctx, consume: bool) -> Result<Step, ExecError> {
+    if i.gds {
+        return Err(ExecError::Unimplemented);
+    }
+    let exec = w.exec();
+    if exec == 0 {
+        return Ok(Step::Next);
+    }
+    let a = w.s[usize::from(crate::isa::operand::M0)].wrapping_add(off16(i));
+    let old = c.lds.read_u32(a);
+    let n = exec.count_ones();
+    c.lds.write_u32(a, if consume { old.wrapping_sub(n) } else { old.wrapping_add(n) });
+    for l in lanes(exec) {
+        w.set_reg(i.dst, l, old);
+    }
+    Ok(Step::Next)
+}
+
 macro_rules! h {
     (|$w:ident, $i:ident, $c:ident| $e:expr) => {
         Some(|$w: &mut Wave, $i: &Inst, $c: &mut Ctx| $e)
@@ -253,6 +278,8 @@ pub fn ds(op: u16) -> Option<Handler> {
         o::DS_PERMUTE_B32 => h!(|w, i, _c| permute(w, i, false)),
         o::DS_BPERMUTE_B32 => h!(|w, i, _c| permute(w, i, true)),
         o::DS_SWIZZLE_B32 => h!(|w, i, _c| swizzle(w, i)),
+        o::DS_APPEND => h!(|w, i, c| append(w, i, c, false)),
+        o::DS_CONSUME => h!(|w, i, c| append(w, i, c, true)),
         _ => None,
     }
 }

@@ -338,6 +338,162 @@ fn mad64(w: &mut Wave, i: &Inst, c: &mut Ctx, signed: bool) -> Result<Step, Exec
     Ok(Step::Next)
 }
 
+/// `v_mul_legacy_f32`'s product (DX9 rule): +0 when either factor is ±0, whatever the other
+/// (inf and NaN included); otherwise the IEEE product.
+fn mul_legacy(x: f32, y: f32) -> f32 {
+    if x == 0.0 || y == 0.0 {
+        0.0
+    } else {
+        x * y
+    }
+}
+
+/// f32 to a normalised 16-bit integer (`f32_to_snorm`/`f32_to_unorm` of the ISA's pseudocode):
+/// clamped to [-1, 1] (signed) or [0, 1] (unsigned), scaled by 32767 or 65535, rounded to
+/// nearest even; NaN gives 0. The ISA names the functions without defining their rounding or
+/// NaN result; round to nearest even is the default rounding mode and what Mesa's `pack_snorm`/
+/// `pack_unorm` (which it lowers to these instructions) specify.
+fn norm16(x: f32, signed: bool) -> u64 {
+    if x.is_nan() {
+        return 0;
+    }
+    let (lo, scale) = if signed { (-1.0, 32767.0) } else { (0.0, 65535.0) };
+    let r = rndne64(f64::from(x.clamp(lo, 1.0)) * scale) as i32;
+    u64::from(r as u16)
+}
+
+/// `f32_to_u8` of `v_cvt_pk_u8_f32`: saturated to [0, 255], rounded to nearest even (the
+/// default rounding mode; the ISA does not say), NaN gives 0.
+fn f32_to_u8(x: f32) -> u32 {
+    if x.is_nan() {
+        return 0;
+    }
+    rndne64(f64::from(x.clamp(0.0, 255.0))) as u32
+}
+
+fn absdiff(x: u32, y: u32) -> u32 {
+    x.abs_diff(y)
+}
+
+/// The byte sum of absolute differences of `v_sad_u8` (`masked`: `v_msad_u8`, bytes whose
+/// reference byte in `y` is 0 left out), without the accumulator.
+fn sad8(x: u32, y: u32, masked: bool) -> u32 {
+    (0..4)
+        .map(|k| {
+            let (a, b) = (x >> (8 * k) & 0xff, y >> (8 * k) & 0xff);
+            if masked && b == 0 { 0 } else { absdiff(a, b) }
+        })
+        .sum()
+}
+
+/// `v_qsad_pk_u16_u8`/`v_mqsad_pk_u16_u8`: four SADs of the reference S1 against the 32-bit
+/// windows of S0 starting at bytes 0-3, each added to its 16-bit field of S2 and truncated to
+/// 16 bits (the ISA's `16'B(...)`).
+fn qsad16(s0: u64, s1: u32, s2: u64, masked: bool) -> u64 {
+    (0..4).fold(0, |r, k| {
+        let acc = (s2 >> (16 * k)) as u32 & 0xffff;
+        let v = sad8((s0 >> (8 * k)) as u32, s1, masked).wrapping_add(acc) & 0xffff;
+        r | u64::from(v) << (16 * k)
+    })
+}
+
+/// `v_mqsad_u32_u8`: as `v_mqsad_pk_u16_u8` with 32-bit accumulators (a 128-bit S2 and D).
+fn mqsad32(w: &mut Wave, i: &Inst, c: &mut Ctx) -> Result<Step, ExecError> {
+    if i.clamp {
+        return Err(ExecError::Unimplemented);
+    }
+    let s0 = super::valu::Src::new(w, i, 0, B64, c);
+    let s1 = super::valu::Src::new(w, i, 1, B32, c);
+    // S2 and D are register quads: S2 a VGPR (or AGPR) quad, as the assembler requires; any
+    // other operand is refused rather than guessed at.
+    let code = i.src[2];
+    if !crate::isa::operand::is_vgpr(code) && !crate::isa::operand::is_agpr(code) {
+        return Err(ExecError::Unimplemented);
+    }
+    for l in lanes(w.exec()) {
+        let (a, b) = (s0.get(w, l), s1.get(w, l) as u32);
+        let mut out = [0u32; 4];
+        for (k, o) in out.iter_mut().enumerate() {
+            let acc = w.reg(code + k as u16, l);
+            *o = sad8((a >> (8 * k)) as u32, b, true).wrapping_add(acc);
+        }
+        for (k, o) in out.iter().enumerate() {
+            w.set_reg(i.dst + k as u16, l, *o);
+        }
+    }
+    Ok(Step::Next)
+}
+
+/// `fma` of three f16 values rounded once to f16: the f64 fma is exact whenever the result is
+/// finite in f16, and is narrowed through f32 with round-to-odd so that the f16 rounding is
+/// not a second rounding (rounding f64 to f32 to nearest first could make a tie).
+fn fma16(x: f32, y: f32, z: f32) -> u32 {
+    let r = f64::from(x).mul_add(f64::from(y), f64::from(z));
+    hbits(f64_to_f32_odd(r))
+}
+
+/// f64 to f32 rounding to odd (truncate, then set the last bit when inexact).
+fn f64_to_f32_odd(x: f64) -> f32 {
+    if !x.is_finite() {
+        return x as f32;
+    }
+    let mut r = x as f32;
+    if f64::from(r).abs() > x.abs() {
+        r = f32::from_bits(r.to_bits() - 1); // one step toward zero (same sign)
+    }
+    if f64::from(r) != x {
+        r = f32::from_bits(r.to_bits() | 1);
+    }
+    r
+}
+
+/// `v_mad_f16`-style multiply-add: the product rounded to f16, then the sum (the f32
+/// intermediates are exact or round innocuously: 24 >= 2 * 11 + 2 bits).
+fn mad16(x: f32, y: f32, z: f32) -> u64 {
+    hb(h(hb(x * y)) + z)
+}
+
+/// The gfx9 VOP3-only 16-bit multiply-adds (`v_mad_f16/u16/i16`, `v_fma_f16`,
+/// `v_div_fixup_f16`): the result goes to D's low half with the high half kept (op_sel[3]
+/// clear) or to the high half with the low half kept (set), as the CDNA ISA's notes on these
+/// opcodes say (the VI-era `_legacy` forms and the VOP1/VOP2 16-bit ops zero the high half
+/// instead). `int`: Some(signed) for the integer forms, whose `clamp` saturates to the 16-bit
+/// range; float results take `omod`/`clamp` as usual.
+fn vop16_keep(w: &mut Wave, i: &Inst, c: &mut Ctx, int: Option<bool>, g: fn(&[u64; 3]) -> i64) -> Result<Step, ExecError> {
+    let ty = if int.is_some() { B16 } else { F16 };
+    let s: [super::valu::Src; 3] = std::array::from_fn(|k| super::valu::Src::new(w, i, k, ty, c));
+    let hi = i.op_sel >> 3 & 1 == 1;
+    for l in lanes(w.exec()) {
+        let a = [s[0].get(w, l) & 0xffff, s[1].get(w, l) & 0xffff, s[2].get(w, l) & 0xffff];
+        let r = g(&a);
+        let v = match int {
+            None => super::valu::out_mod(i, F16, r as u64) as u32 & 0xffff,
+            Some(true) if i.clamp => r.clamp(-32768, 32767) as u32 & 0xffff,
+            Some(false) if i.clamp => r.clamp(0, 0xffff) as u32,
+            Some(_) => r as u32 & 0xffff,
+        };
+        let old = w.reg(i.dst, l);
+        w.set_reg(i.dst, l, if hi { (old & 0xffff) | v << 16 } else { (old & 0xffff_0000) | v });
+    }
+    Ok(Step::Next)
+}
+
+fn s16(x: u64) -> i64 {
+    i64::from(x as u16 as i16)
+}
+
+/// Refuses `clamp` (its integer saturation is not specified for these opcodes), else `vop`.
+macro_rules! noclamp {
+    ([$($t:ident),*] -> $dt:ident, |$a:ident| $e:expr) => {
+        Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            if i.clamp {
+                return Err(ExecError::Unimplemented);
+            }
+            vop(w, i, c, &[$($t),*], $dt, |$a: &[u64; 3], _l: usize| $e)
+        })
+    };
+}
+
 /// A VOP1/VOP2/VOP3 opcode's handler (VOP3 numbering).
 pub fn valu(op: u16) -> Option<Handler> {
     match op {
@@ -478,6 +634,14 @@ pub fn valu(op: u16) -> Option<Handler> {
         o::V_FRACT_F16 => op!([F16] -> F16, |a| hb(fract32(h(a[0])))),
         o::V_SIN_F16 => op!([F16] -> F16, |a| hb((f64::from(h(a[0])) * std::f64::consts::TAU).sin() as f32)),
         o::V_COS_F16 => op!([F16] -> F16, |a| hb((f64::from(h(a[0])) * std::f64::consts::TAU).cos() as f32)),
+        // VOP1 16-bit results (high half zeroed): f16 to snorm/unorm 16, and v_sat_pk_u8_i16
+        // (both signed halves of S0 saturated to [0, 255], packed into the low 16 bits).
+        o::V_CVT_NORM_I16_F16 => op!([F16] -> B16, |a| norm16(h(a[0]), true)),
+        o::V_CVT_NORM_U16_F16 => op!([F16] -> B16, |a| norm16(h(a[0]), false)),
+        o::V_SAT_PK_U8_I16 => op!([B32] -> B16, |a| {
+            let sat8 = |x: u64| (x as u16 as i16).clamp(0, 255) as u64;
+            sat8(a[0]) | sat8(a[0] >> 16) << 8
+        }),
         o::V_LDEXP_F16 => op!([F16, B32] -> F16, |a| hb((f64::from(h(a[0])) * 2f64.powi(i32_(a[1]).clamp(-64, 64))) as f32)),
         // VOP3-only
         o::V_MAD_F32 => op!([F32, F32, F32] -> F32, |a| fb(f(a[0]) * f(a[1]) + f(a[2]))),
@@ -494,7 +658,13 @@ pub fn valu(op: u16) -> Option<Handler> {
         o::V_BFI_B32 => op!([B32, B32, B32] -> B32, |a| (a[0] & a[1]) | (!a[0] & a[2] & 0xffff_ffff)),
         o::V_FMA_F32 => op!([F32, F32, F32] -> F32, |a| fb(f(a[0]).mul_add(f(a[1]), f(a[2])))),
         o::V_FMA_F64 => op!([F64, F64, F64] -> F64, |a| db(d(a[0]).mul_add(d(a[1]), d(a[2])))),
-        o::V_FMA_F16 => op!([F16, F16, F16] -> F16, |a| hb(h(a[0]).mul_add(h(a[1]), h(a[2])))),
+        o::V_FMA_F16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop16_keep(w, i, c, None, |a| i64::from(fma16(h(a[0]), h(a[1]), h(a[2]))))),
+        o::V_MAD_F16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop16_keep(w, i, c, None, |a| mad16(h(a[0]), h(a[1]), h(a[2])) as i64)),
+        o::V_MAD_U16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop16_keep(w, i, c, Some(false), |a| (a[0] * a[1] + a[2]) as i64)),
+        o::V_MAD_I16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop16_keep(w, i, c, Some(true), |a| s16(a[0]) * s16(a[1]) + s16(a[2]))),
+        o::V_DIV_FIXUP_F16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop16_keep(w, i, c, None, |a| hb(fixup64(f64::from(h(a[0])), f64::from(h(a[1])), f64::from(h(a[2]))) as f32) as i64)),
+        // D.i32 = S0.i16 * S1.i16 + S2.i32.
+        o::V_MAD_I32_I16 => op!([B16, B16, B32] -> B32, |a| (s16(a[0]) * s16(a[1]) + i64::from(i32_(a[2]))) as u64 & 0xffff_ffff),
         o::V_ALIGNBIT_B32 => op!([B32, B32, B32] -> B32, |a| ((a[0] << 32 | a[1]) >> (a[2] & 31)) & 0xffff_ffff),
         o::V_ALIGNBYTE_B32 => op!([B32, B32, B32] -> B32, |a| ((a[0] << 32 | a[1]) >> (8 * (a[2] & 3))) & 0xffff_ffff),
         o::V_MIN3_F32 => op!([F32, F32, F32] -> F32, |a| fb(f(a[0]).min(f(a[1])).min(f(a[2])))),
@@ -551,6 +721,54 @@ pub fn valu(op: u16) -> Option<Handler> {
         }),
         o::V_PACK_B32_F16 => op!([F16, F16] -> B32, |a| (a[0] & 0xffff) | (a[1] & 0xffff) << 16),
         o::V_MAD_U32_U16 => op!([B16, B16, B32] -> B32, |a| ((a[0] & 0xffff) * (a[1] & 0xffff) + a[2]) & 0xffff_ffff),
+        // Legacy multiplies (DX9: 0 * anything = +0), the add after it IEEE.
+        o::V_MUL_LEGACY_F32 => op!([F32, F32] -> F32, |a| fb(mul_legacy(f(a[0]), f(a[1])))),
+        o::V_MAD_LEGACY_F32 => op!([F32, F32, F32] -> F32, |a| fb(mul_legacy(f(a[0]), f(a[1])) + f(a[2]))),
+        // Packing conversions: S0 into the low half, S1 into the high half.
+        o::V_CVT_PKNORM_I16_F32 => op!([F32, F32] -> B32, |a| norm16(f(a[0]), true) | norm16(f(a[1]), true) << 16),
+        o::V_CVT_PKNORM_U16_F32 => op!([F32, F32] -> B32, |a| norm16(f(a[0]), false) | norm16(f(a[1]), false) << 16),
+        o::V_CVT_PKNORM_I16_F16 => op!([F16, F16] -> B32, |a| norm16(h(a[0]), true) | norm16(h(a[1]), true) << 16),
+        o::V_CVT_PKNORM_U16_F16 => op!([F16, F16] -> B32, |a| norm16(h(a[0]), false) | norm16(h(a[1]), false) << 16),
+        // Saturating (Mesa lowers its clamping pack_uint_2x16/pack_sint_2x16 to these).
+        o::V_CVT_PK_U16_U32 => op!([B32, B32] -> B32, |a| a[0].min(0xffff) | a[1].min(0xffff) << 16),
+        o::V_CVT_PK_I16_I32 => op!([B32, B32] -> B32, |a| {
+            let s = |x: u64| u64::from(i32_(x).clamp(-32768, 32767) as u16);
+            s(a[0]) | s(a[1]) << 16
+        }),
+        // D = S2 with byte S1[1:0] replaced by S0 converted to u8.
+        o::V_CVT_PK_U8_F32 => op!([F32, B32, B32] -> B32, |a| {
+            let sh = 8 * (a[1] & 3);
+            (a[2] & !(0xff << sh) & 0xffff_ffff) | u64::from(f32_to_u8(f(a[0]))) << sh
+        }),
+        // Sums of absolute differences; the 32-bit sums wrap ("overflow into the upper bits is
+        // allowed").
+        o::V_SAD_U8 => noclamp!([B32, B32, B32] -> B32, |a| ub(sad8(u(a[0]), u(a[1]), false).wrapping_add(u(a[2])))),
+        o::V_SAD_HI_U8 => noclamp!([B32, B32, B32] -> B32, |a| ub((sad8(u(a[0]), u(a[1]), false) << 16).wrapping_add(u(a[2])))),
+        o::V_SAD_U16 => noclamp!([B32, B32, B32] -> B32, |a| {
+            let (x, y) = (u(a[0]), u(a[1]));
+            ub(absdiff(x & 0xffff, y & 0xffff).wrapping_add(absdiff(x >> 16, y >> 16)).wrapping_add(u(a[2])))
+        }),
+        o::V_SAD_U32 => noclamp!([B32, B32, B32] -> B32, |a| ub(absdiff(u(a[0]), u(a[1])).wrapping_add(u(a[2])))),
+        o::V_MSAD_U8 => noclamp!([B32, B32, B32] -> B32, |a| ub(sad8(u(a[0]), u(a[1]), true).wrapping_add(u(a[2])))),
+        o::V_QSAD_PK_U16_U8 => noclamp!([B64, B32, B64] -> B64, |a| qsad16(a[0], u(a[1]), a[2], false)),
+        o::V_MQSAD_PK_U16_U8 => noclamp!([B64, B32, B64] -> B64, |a| qsad16(a[0], u(a[1]), a[2], true)),
+        o::V_MQSAD_U32_U8 => Some(mqsad32),
+        // f16 multiply-adds: v_mac_f16 (D = S0 * S1 + D), v_madmk_f16 (VOP2 0x24: D = S0 * K +
+        // S1), v_madak_f16 (0x25: D = S0 * S1 + K), K the literal's low 16 bits.
+        o::V_MAC_F16 => acc!([F16, F16, F16] -> F16, |a| mad16(h(a[0]), h(a[1]), h(a[2]))),
+        0x124 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            let k = h(u64::from(i.literal));
+            vop(w, i, c, &[F16, F16], F16, |a, _| mad16(h(a[0]), k, h(a[1])))
+        }),
+        0x125 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            let k = h(u64::from(i.literal));
+            vop(w, i, c, &[F16, F16], F16, |a, _| mad16(h(a[0]), h(a[1]), k))
+        }),
+        // v_pk_fmac_f16 (VOP2 0x3c): each half of D = fma(S0's half, S1's half, D's half).
+        0x13c => acc!([B32, B32, B32] -> B32, |a| {
+            let half = |x: u64, k: u32| hf((x as u32 >> (16 * k)) & 0xffff);
+            u64::from(fma16(half(a[0], 0), half(a[1], 0), half(a[2], 0)) | fma16(half(a[0], 1), half(a[1], 1), half(a[2], 1)) << 16)
+        }),
         _ => None,
     }
 }
