@@ -86,9 +86,7 @@ mod tests {
         let r = sink.recorder();
         for i in 0..100 {
             r.record(event::Event::queue(i, crate::path::partition::QueueId(1), event::What::Completed { packets: 1 }));
-            while sink.queued() >= recorder::MAX_QUEUED {
-                std::thread::yield_now();
-            }
+            sink.wait_for_room();
         }
         let f = sink.finish(1_000);
         assert_eq!((f.written, f.dropped, f.failure), (100, 0, None));

@@ -95,6 +95,8 @@ pub struct Sink {
     /// Full buffers waiting for the writer.
     queue: Mutex<VecDeque<Buffer>>,
     ready: Condvar,
+    /// Signalled when the writer takes a buffer off the queue (tests wait on it for room).
+    taken: Condvar,
     /// The writer must stop.
     closed: AtomicBool,
     spares: Mutex<Vec<Buffer>>,
@@ -123,6 +125,7 @@ impl Sink {
             on: AtomicBool::new(true),
             queue: Mutex::new(VecDeque::new()),
             ready: Condvar::new(),
+            taken: Condvar::new(),
             closed: AtomicBool::new(false),
             spares: Mutex::new(Vec::new()),
             sources: Mutex::new(Vec::new()),
@@ -158,6 +161,16 @@ impl Sink {
     /// Full buffers waiting for the writer.
     pub fn queued(&self) -> usize {
         lock(&self.queue).len()
+    }
+
+    /// Blocks until fewer than [`MAX_QUEUED`] buffers wait (tests: a recorder that must not
+    /// drop lets the writer thread catch up; the application's threads never wait).
+    #[cfg(test)]
+    pub fn wait_for_room(&self) {
+        let mut q = lock(&self.queue);
+        while q.len() >= MAX_QUEUED {
+            q = self.taken.wait(q).unwrap_or_else(|p| p.into_inner());
+        }
     }
 
     fn spare(&self) -> Buffer {
@@ -206,17 +219,16 @@ impl Sink {
     /// how many were written.
     pub fn write_queued(&self) -> usize {
         let mut n = 0;
-        while let Some(buf) = lock(&self.queue).pop_front() {
-            self.write(&buf);
+        loop {
+            // The output lock is held from the pop to the write: `finish` (which takes it
+            // first) never meets a buffer that left the queue but is not written yet.
+            let mut out = lock(&self.output);
+            let Some(buf) = lock(&self.queue).pop_front() else { return n };
+            self.write_locked(&mut out, &buf);
+            drop(out);
             self.recycle(buf);
             n += 1;
         }
-        n
-    }
-
-    fn write(&self, buf: &[Event]) {
-        let mut out = lock(&self.output);
-        self.write_locked(&mut out, buf);
     }
 
     fn write_locked(&self, out: &mut Output, buf: &[Event]) {
@@ -238,19 +250,24 @@ impl Sink {
     /// exit or after a failure (logged once).
     pub fn run_writer(&self) {
         loop {
-            let buf = {
+            {
                 let mut q = lock(&self.queue);
                 loop {
                     if self.closed.load(Ordering::Acquire) {
                         return;
                     }
-                    if let Some(b) = q.pop_front() {
-                        break b;
+                    if !q.is_empty() {
+                        break;
                     }
                     q = self.ready.wait(q).unwrap_or_else(|p| p.into_inner());
                 }
-            };
+            }
+            // The output lock first, then the pop, held until the buffer is written: `finish`
+            // (output, then queue) either drains this buffer itself or waits for its write; a
+            // buffer popped and not yet written when the file closed was lost before.
             let mut out = lock(&self.output);
+            let Some(buf) = lock(&self.queue).pop_front() else { continue };
+            self.taken.notify_all();
             self.write_locked(&mut out, &buf);
             if let Some(why) = &out.failed {
                 self.failure_logged.store(true, Ordering::Relaxed);
@@ -317,6 +334,7 @@ impl Sink {
         // Lets a writer blocked on the queue return.
         drop(lock_within(&self.queue, Duration::from_millis(10)));
         self.ready.notify_all();
+        self.taken.notify_all();
         report
     }
 
@@ -507,9 +525,7 @@ mod tests {
             r.record(taken(i));
             if i % 16 == 0 {
                 // Let the writer keep up (what the test is about is the hand-off, not speed).
-                while s.queued() >= MAX_QUEUED {
-                    std::thread::yield_now();
-                }
+                s.wait_for_room();
             }
         }
         let f = s.finish(5_000);
