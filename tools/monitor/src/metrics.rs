@@ -27,22 +27,25 @@ struct Family {
     lines: Vec<String>,
 }
 
+/// The families, in exposition order: name, kind, help. `xhsa_queue_state` is last.
+const FAMILIES: [(&str, &str, &str); 12] = [
+    ("xhsa_queue_dispatches_total", "counter", "Packets libxhsa forwarded to the hardware queue."),
+    ("xhsa_queue_submitted_total", "counter", "Packets the application submitted."),
+    ("xhsa_queue_completed_total", "counter", "Packets seen completed."),
+    ("xhsa_queue_preemptions_total", "counter", "Times the queue was taken off the GPU."),
+    ("xhsa_queue_preempted_seconds_total", "counter", "Time the queue spent off the GPU."),
+    ("xhsa_queue_held_seconds_total", "counter", "Time the level-1 window held the queue back."),
+    ("xhsa_queue_pending", "gauge", "Packets held in libxhsa now."),
+    ("xhsa_queue_in_flight", "gauge", "Packets forwarded and not yet complete."),
+    ("xhsa_queue_priority", "gauge", "Effective priority level (-256..=255, higher is more urgent)."),
+    ("xhsa_queue_requested_priority", "gauge", "Priority level the application and the config asked for."),
+    ("xhsa_queue_paused", "gauge", "1 while an operator keeps the queue paused."),
+    ("xhsa_queue_state", "gauge", "1 for the queue's current state."),
+];
+
 /// The exposition of `s`.
 pub fn render(s: &Snapshot) -> String {
-    let mut fams: Vec<Family> = vec![
-        Family { name: "xhsa_queue_dispatches_total", kind: "counter", help: "Packets libxhsa forwarded to the hardware queue.", lines: vec![] },
-        Family { name: "xhsa_queue_submitted_total", kind: "counter", help: "Packets the application submitted.", lines: vec![] },
-        Family { name: "xhsa_queue_completed_total", kind: "counter", help: "Packets seen completed.", lines: vec![] },
-        Family { name: "xhsa_queue_preemptions_total", kind: "counter", help: "Times the queue was taken off the GPU.", lines: vec![] },
-        Family { name: "xhsa_queue_preempted_seconds_total", kind: "counter", help: "Time the queue spent off the GPU.", lines: vec![] },
-        Family { name: "xhsa_queue_held_seconds_total", kind: "counter", help: "Time the level-1 window held the queue back.", lines: vec![] },
-        Family { name: "xhsa_queue_pending", kind: "gauge", help: "Packets held in libxhsa now.", lines: vec![] },
-        Family { name: "xhsa_queue_in_flight", kind: "gauge", help: "Packets forwarded and not yet complete.", lines: vec![] },
-        Family { name: "xhsa_queue_priority", kind: "gauge", help: "Effective priority level (-256..=255, higher is more urgent).", lines: vec![] },
-        Family { name: "xhsa_queue_requested_priority", kind: "gauge", help: "Priority level the application and the config asked for.", lines: vec![] },
-        Family { name: "xhsa_queue_paused", kind: "gauge", help: "1 while an operator keeps the queue paused.", lines: vec![] },
-        Family { name: "xhsa_queue_state", kind: "gauge", help: "1 for the queue's current state.", lines: vec![] },
-    ];
+    let mut fams: Vec<Family> = FAMILIES.iter().map(|&(name, kind, help)| Family { name, kind, help, lines: Vec::new() }).collect();
     let mut processes = Vec::new();
     for g in &s.gpus {
         processes.push(format!("xhsa_gpu_processes{{gpu=\"{}\"}} {}", g.node, g.processes.len()));
