@@ -1,7 +1,12 @@
 //! Kernel code executes on the emulated GPU: `tests/programs/isa_exec.hip` (a vector add, an
 //! LDS reduction with barriers, a `__shfl`, a global atomic, fp64 math), whose kernels have no
-//! CPU model in the emulator, checks its own results under `xhsa-emu run`.
+//! CPU model in the emulator, checks its own results under `xhsa-emu run`; and kernels that wait
+//! (`tests/programs/hip_waiting.hip`: device printf through HIP's hostcall service, a
+//! cooperative launch's grid syncs, workgroups spinning on each other) complete with right
+//! results, natively and with libxhsa loaded both ways.
 mod common;
+
+use std::collections::BTreeSet;
 
 use common::{assert_check_passed, assert_passed, run_under_emu, RunOpts};
 
@@ -13,5 +18,34 @@ fn hip_kernels_without_a_model_compute_right_results() {
     assert_passed(&out);
     for c in ["vadd", "lds_reduce", "shfl", "atomic_sum", "fp64"] {
         assert_check_passed(&out, c);
+    }
+}
+
+#[test]
+fn kernels_that_wait_on_the_host_the_grid_or_each_other_complete() {
+    let prog = common::program("hip_waiting");
+    let l = common::libxhsa();
+    let want: BTreeSet<String> = (0..2)
+        .flat_map(|b| (0..64).map(move |t| (b, t)))
+        .map(|(b, t)| format!("dev-printf block {b} thread {t} word emu half {:.2} hex {:x}", f64::from(b * 100 + t) / 2.0, 0xabc000 + b * 100 + t))
+        .collect();
+    for var in [None, Some("LD_PRELOAD"), Some("HSA_TOOLS_LIB")] {
+        let mut env = vec![("XHSA_LOG".to_string(), "info".to_string())];
+        if let Some(v) = var {
+            env.push((v.to_string(), l.clone()));
+        }
+        let out = run_under_emu(&prog, &["all"], &RunOpts { env, ..RunOpts::default() });
+        let mode = var.unwrap_or("native");
+        assert_passed(&out);
+        for c in ["printf.returned", "coop.supported", "coop.occupancy", "coop.grid_sync", "coop.too_large_refused", "chain.spin_waits"] {
+            assert_check_passed(&out, c);
+        }
+        let lines: Vec<&str> = out.stdout.lines().filter(|x| x.starts_with("dev-printf")).collect();
+        let got: BTreeSet<String> = lines.iter().map(|x| x.to_string()).collect();
+        assert_eq!(lines.len(), want.len(), "{mode}: every device printf once\n{}", out.report());
+        assert_eq!(got, want, "{mode}: device printf lines\n{}", out.report());
+        if let Some(v) = var {
+            assert!(out.stderr.contains(&format!("xhsa: loaded through {v}")), "{mode}: libxhsa not loaded\n{}", out.report());
+        }
     }
 }

@@ -24,7 +24,7 @@ use crate::abi::{
     DbgTrapSendRuntimeEventArgs, DbgTrapSetExceptionsEnabledArgs, DbgTrapSuspendQueuesArgs,
     DestroyQueueArgs, GetAvailableMemoryArgs, GetClockCountersArgs, GetQueueWaveStateArgs,
     GetVersionArgs, IoctlArgs, QueueSnapshotEntry, QueueStatus, Request, RuntimeEnableArgs,
-    RuntimeInfo, SetCuMaskArgs, UpdateQueueArgs, KFD_IOC_DBG_TRAP_GET_QUEUE_SNAPSHOT,
+    AllocQueueGwsArgs, RuntimeInfo, SetCuMaskArgs, UpdateQueueArgs, KFD_IOC_DBG_TRAP_GET_QUEUE_SNAPSHOT,
     KFD_IOC_DBG_TRAP_QUERY_EXCEPTION_INFO,
 };
 use crate::error::KfdError;
@@ -125,6 +125,14 @@ impl Kfd {
     pub fn update_queue(&self, args: UpdateQueueArgs) -> Result<(), KfdError> {
         let mut args = args;
         call(self.fd.as_fd(), &mut args, None).map(drop)
+    }
+
+    /// `AMDKFD_IOC_ALLOC_QUEUE_GWS`: give queue `queue_id` its GPU's global wave sync
+    /// barriers (`num_gws` > 0; one queue per process and GPU may hold them, another gets
+    /// `EBUSY`) or take them back (0). Returns the first GWS index KFD assigned.
+    pub fn alloc_queue_gws(&self, queue_id: u32, num_gws: u32) -> Result<u32, KfdError> {
+        let mut args = AllocQueueGwsArgs { queue_id, num_gws, ..Default::default() };
+        call(self.fd.as_fd(), &mut args, None).map(|_| args.first_gws)
     }
 
     /// `AMDKFD_IOC_SET_CU_MASK`: restrict queue `queue_id` to the compute units whose bits are

@@ -138,10 +138,10 @@ fn an_unimplemented_instruction_fails_the_dispatch_naming_it() {
     let out = r.alloc(256);
     let err = r.run("isa_unimplemented", &[out], [64, 1, 1], [64, 1, 1]).unwrap_err();
     match &err {
-        IsaError::Unimplemented { name, .. } => assert_eq!(*name, "ds_gws_init"),
+        IsaError::Unimplemented { name, .. } => assert_eq!(*name, "s_rfe_b64"),
         other => panic!("{other:?}"),
     }
-    assert!(err.to_string().contains("ds_gws_init"), "{err}");
+    assert!(err.to_string().contains("s_rfe_b64"), "{err}");
 }
 
 #[test]
@@ -1183,4 +1183,95 @@ fn vop1_norm_conversions_and_byte_saturation() {
     for l in 0..64 {
         assert_eq!(d[l], sat(w[l]) | sat(w[l] >> 16) << 8, "sat_pk_u8_i16 lane {l}: {:#x}", w[l]);
     }
+}
+
+const WAITING: &str = "tests/isa/waiting.hip";
+
+#[test]
+fn workgroups_that_wait_on_later_ones_run_side_by_side() {
+    let Some(mut r) = Rig::new(WAITING) else { return };
+    // Workgroup k waits for workgroup k + 1: run one after another, the first never ends.
+    for sleep in [1u64, 0] {
+        let n = 40usize;
+        let flags = r.alloc(n * 4);
+        let st = r.run("isa_reverse_chain", &[flags, n as u64, sleep], [64 * n as u32, 1, 1], [64, 1, 1]).unwrap();
+        let f: Vec<i32> = r.download(flags, n);
+        let want: Vec<i32> = (0..n).map(|k| (n - k) as i32).collect();
+        assert_eq!(f, want, "sleep={sleep}");
+        assert_eq!(st.workgroups, n as u64);
+    }
+}
+
+#[test]
+fn a_cooperative_grid_sync_is_a_gws_barrier_for_the_whole_grid() {
+    let Some(mut r) = Rig::new(WAITING) else { return };
+    // 8 workgroups of 256 work-items (4 waves each): 32 waves in the barrier's two uses.
+    let n = 8usize;
+    let data = r.alloc(n * 4);
+    let out = r.alloc(2 * n * 4);
+    r.run("isa_grid_sync", &[data, out], [256 * n as u32, 1, 1], [256, 1, 1]).unwrap();
+    let o: Vec<i32> = r.download(out, 2 * n);
+    let sum: i32 = (0..n as i32).map(|k| 3 * k + 1).sum();
+    for k in 0..n {
+        assert_eq!(o[2 * k], 3 * ((k + 1) % n) as i32 + 1, "workgroup {k} read its neighbour's value after the sync");
+        assert_eq!(o[2 * k + 1], sum, "workgroup {k} saw every value");
+    }
+    assert_eq!(r.download::<i32>(data, n), vec![-1; n], "the second sync completed");
+}
+
+#[test]
+fn a_grid_sync_larger_than_the_device_holds_is_an_error_not_a_hang() {
+    let Some(mut r) = Rig::new(WAITING) else { return };
+    // One CU holds two workgroups of 16 waves (32 waves per CU): the third never starts.
+    r.cus = 1;
+    let n = 3usize;
+    let data = r.alloc(n * 4);
+    let out = r.alloc(2 * n * 4);
+    let err = r.run("isa_grid_sync", &[data, out], [1024 * n as u32, 1, 1], [1024, 1, 1]).unwrap_err();
+    let IsaError::Illegal { message, .. } = &err else { panic!("{err:?}") };
+    assert!(message.contains("ds_gws_barrier") && message.contains("2 workgroups are resident") && message.contains("1 more cannot start"), "{message}");
+    // Two workgroups fit: the same kernel completes.
+    let n = 2usize;
+    let (data, out) = (r.alloc(n * 4), r.alloc(2 * n * 4));
+    r.run("isa_grid_sync", &[data, out], [1024 * n as u32, 1, 1], [1024, 1, 1]).unwrap();
+    assert_eq!(r.download::<i32>(out, 2 * n), vec![4, 5, 1, 5]);
+}
+
+#[test]
+fn a_wave_waiting_for_the_host_sleeps_until_the_host_writes() {
+    let Some(mut r) = Rig::new(WAITING) else { return };
+    let flag = r.alloc(4);
+    let out = r.alloc(4);
+    let writer = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        xhsa_emu::sys::devmem::DeviceMemory::write(&xhsa_emu::sys::devmem::HostMemory, flag, &21i32.to_le_bytes());
+    });
+    let cpu = cpu_time();
+    let started = std::time::Instant::now();
+    let st = r.run("isa_wait_for_host", &[flag, out], [64, 1, 1], [64, 1, 1]).unwrap();
+    let (wall, cpu) = (started.elapsed(), cpu_time() - cpu);
+    writer.join().unwrap();
+    assert_eq!(r.download::<i32>(out, 1), vec![42]);
+    assert!(wall >= std::time::Duration::from_millis(250), "{wall:?}");
+    // The waiting wave sleeps: a few thousand loop turns, far less CPU than wall time.
+    assert!(st.instructions < 200_000, "{} wave-instructions while waiting", st.instructions);
+    assert!(cpu < wall / 3, "cpu {cpu:?} for {wall:?} of waiting");
+}
+
+#[test]
+fn s_sendmsg_interrupt_reaches_the_host_with_m0s_low_byte() {
+    let Some(mut r) = Rig::new(WAITING) else { return };
+    let out = r.alloc(128 * 4);
+    r.run("isa_interrupt", &[out], [128, 1, 1], [128, 1, 1]).unwrap();
+    assert_eq!(r.interrupts, vec![0x34, 0x34], "one per wave");
+    assert_eq!(r.download::<i32>(out, 128), vec![1; 128]);
+}
+
+/// CPU time of the calling thread (the interpreter runs a dispatch on it).
+fn cpu_time() -> std::time::Duration {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+    let fields: Vec<&str> = stat.rsplit(')').next().unwrap().split_whitespace().collect();
+    // utime and stime are fields 14 and 15 (1-based, counting pid and comm): 11 and 12 here.
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    std::time::Duration::from_millis(ticks * 10)
 }

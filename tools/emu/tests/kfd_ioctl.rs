@@ -359,6 +359,16 @@ fn pct0() {
     let bogus = Queue { id: 999, base: q.base };
     assert_eq!(bogus.update(&kfd, 0, 7).map_err(errno), Err(libc::EFAULT));
     assert_eq!(kfd.set_cu_mask(999, &[1]).map_err(errno), Err(libc::EFAULT));
+    // GWS (pqm_set_gws): one queue of the process per GPU holds them; unknown queue and
+    // taking back what nobody holds are EINVAL.
+    assert_eq!(kfd.alloc_queue_gws(999, 1).map_err(errno), Err(libc::EINVAL));
+    assert_eq!(kfd.alloc_queue_gws(q.id, 0).map_err(errno), Err(libc::EINVAL));
+    assert_eq!(kfd.alloc_queue_gws(q.id, 1).map_err(errno), Ok(0));
+    let other = Queue::create(&kfd, 0);
+    assert_eq!(kfd.alloc_queue_gws(other.id, 1).map_err(errno), Err(libc::EBUSY));
+    assert_eq!(kfd.alloc_queue_gws(q.id, 0).map_err(errno), Ok(0));
+    assert_eq!(kfd.alloc_queue_gws(other.id, 1).map_err(errno), Ok(0));
+    kfd.destroy_queue(other.id).expect("DESTROY_QUEUE");
     kfd.destroy_queue(q.id).expect("DESTROY_QUEUE");
 }
 

@@ -304,8 +304,17 @@ impl Cp {
             let slot = q.slot_addr(f.id);
             if let Some((k, r)) = &f.kernel {
                 if resolve::interprets(&self.cfg, r) {
-                    let launch = crate::isa::Launch { dispatch: k, packet: slot, queue: amd_queue, dispatch_id: f.id };
-                    match resolve::execute(&launch, r, env.mem, env.memory, env.clock) {
+                    let launch = crate::isa::Launch {
+                        dispatch: k,
+                        packet: slot,
+                        queue: amd_queue,
+                        dispatch_id: f.id,
+                        cus: self.cfg.device.cus(),
+                        lds_per_cu: self.cfg.device.lds_kib * 1024,
+                    };
+                    let interrupt = |partial: u32| signal::interrupt_partial(env.mem, env.events, partial, 8);
+                    let services = crate::isa::Services { clock: env.clock, interrupt: &interrupt };
+                    match resolve::execute(&launch, r, env.mem, env.memory, &services) {
                         Ok(_) => {}
                         Err(IsaError::Fault(fault)) => {
                             self.memory_fault(key, env, fault.addr, fault.write);

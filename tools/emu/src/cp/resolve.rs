@@ -103,10 +103,10 @@ pub fn interprets(cfg: &Config, r: &Resolved) -> bool {
 }
 
 /// Executes the kernel's code on the ISA interpreter for its memory effect.
-pub fn execute(launch: &crate::isa::Launch, r: &Resolved, mem: &dyn DeviceMemory, memory: &Memory, clock: &dyn Fn() -> u64) -> Result<crate::isa::Stats, crate::isa::IsaError> {
+pub fn execute(launch: &crate::isa::Launch, r: &Resolved, mem: &dyn DeviceMemory, memory: &Memory, services: &crate::isa::Services) -> Result<crate::isa::Stats, crate::isa::IsaError> {
     let accessible = |a: u64, l: u64| memory.device_accessible(a, l);
     let started = std::time::Instant::now();
-    let res = crate::isa::run(launch, mem, &accessible, clock);
+    let res = crate::isa::run(launch, mem, &accessible, services);
     if let Ok(s) = &res {
         tracing::debug!(kernel = %r.name, workgroups = s.workgroups, waves = s.waves, instructions = s.instructions, us = started.elapsed().as_micros() as u64, "xhsa-emu: executed");
     }

@@ -30,6 +30,28 @@ pub fn interrupt(mem: &dyn DeviceMemory, events: &Events, handle: u64) {
     }
 }
 
+/// The interrupt a wave raises with `s_sendmsg(MSG_INTERRUPT)` after writing a signal's
+/// event id into its mailbox: only the low `bits` bits of the id come with it (M0[7:0]). As
+/// KFD's `kfd_signal_event_interrupt`: the first signal event whose id matches those bits and
+/// whose event-page slot is signaled is acknowledged (slot back to unsignaled) and set; if
+/// none matches, every event with a signaled slot is.
+pub fn interrupt_partial(mem: &dyn DeviceMemory, events: &Events, partial: u32, bits: u32) {
+    let Some(page) = events.page() else { return };
+    let slot = |id: u32| page + 8 * u64::from(id);
+    let signaled = |id: u32| mem.load_u64(slot(id)) != crate::kfd::events::UNSIGNALED;
+    let ids = events.signal_ids();
+    let mask = if bits >= 32 { u32::MAX } else { (1u32 << bits) - 1 };
+    let first = ids.iter().copied().find(|&id| id >= partial && id & mask == partial & mask && signaled(id));
+    let set: Vec<u32> = match first {
+        Some(id) => vec![id],
+        None => ids.into_iter().filter(|&id| signaled(id)).collect(),
+    };
+    for id in set {
+        mem.store_u64(slot(id), crate::kfd::events::UNSIGNALED);
+        let _ = events.set(id);
+    }
+}
+
 /// Completes a packet's signal: timestamps (when profiling), decrement, interrupt.
 pub fn complete(mem: &dyn DeviceMemory, events: &Events, handle: u64, timestamps: Option<(u64, u64)>) {
     if handle == 0 {
@@ -56,7 +78,7 @@ pub fn store(mem: &dyn DeviceMemory, events: &Events, handle: u64, v: i64) {
 mod tests {
     use super::*;
     use crate::sys::devmem::fake::FakeMemory;
-    use xhsa_ioctl::abi::event::KFD_IOC_EVENT_SIGNAL;
+    use xhsa_ioctl::abi::event::{KFD_IOC_EVENT_SIGNAL, KFD_IOC_WAIT_RESULT_TIMEOUT};
 
     #[test]
     fn completion_decrements_stamps_and_wakes() {
@@ -73,5 +95,31 @@ mod tests {
         assert_eq!((m.load_u64(sig + START_TS), m.load_u64(sig + END_TS)), (10, 20));
         assert_eq!(m.load_u64(0x9000 + 8 * u64::from(slot)), u64::from(id));
         assert_eq!(ev.wait(&[id], true, 0).unwrap().result, 0);
+    }
+
+    #[test]
+    fn a_partial_id_interrupt_sets_the_matching_signaled_event_else_every_signaled_one() {
+        use crate::kfd::events::UNSIGNALED;
+        let m = FakeMemory::default();
+        let ev = Events::default();
+        ev.set_page(0x9000);
+        // Events 0..300: ids 5 and 261 share their low 8 bits.
+        let ids: Vec<u32> = (0..300).map(|_| ev.create(KFD_IOC_EVENT_SIGNAL, true).unwrap().0).collect();
+        for &id in &ids {
+            m.store_u64(0x9000 + 8 * u64::from(id), UNSIGNALED);
+        }
+        let slot = |id: u32| 0x9000 + 8 * u64::from(id);
+        // The wave wrote 261 into its mailbox; the interrupt carries 261 & 0xff = 5.
+        m.store_u64(slot(261), 261);
+        interrupt_partial(&m, &ev, 261 & 0xff, 8);
+        assert_eq!(ev.wait(&[261], true, 0).unwrap().result, 0, "261 is set");
+        assert_eq!(ev.wait(&[5], true, 0).unwrap().result, KFD_IOC_WAIT_RESULT_TIMEOUT, "5's slot was not signaled");
+        assert_eq!(m.load_u64(slot(261)), UNSIGNALED, "acknowledged");
+        // A partial id that matches no signaled slot: every signaled slot is looked at.
+        m.store_u64(slot(7), 7);
+        m.store_u64(slot(42), 42);
+        interrupt_partial(&m, &ev, 99, 8);
+        assert_eq!(ev.wait(&[7, 42], true, 0).unwrap().result, 0);
+        assert_eq!(ev.wait(&[99], true, 0).unwrap().result, KFD_IOC_WAIT_RESULT_TIMEOUT);
     }
 }

@@ -56,8 +56,8 @@ impl Rig {
         // s_load_dwordx2 s[4:5], s[0:1], 0; s_waitcnt lgkmcnt(0); v_mov_b32 v1, s2;
         // v_mov_b32 v2, 0; global_store_dword v2, v1, s[4:5]; s_endpgm
         put_kernel(&mem, STORE_KERNEL, &[0xC006_0100, 0, 0xBF8C_C07F, 0x7E02_0202, 0x7E04_0280, 0xDC70_8000, 0x0004_0102, 0xBF81_0000]);
-        // ds_gws_init v2 gds (GWS is not modelled: not implemented); s_endpgm
-        put_kernel(&mem, ILLEGAL_KERNEL, &[0xD933_0000, 0x0000_0002, 0xBF81_0000]);
+        // s_rfe_b64 s[0:1] (no trap handler to return from: not implemented); s_endpgm
+        put_kernel(&mem, ILLEGAL_KERNEL, &[0xBE80_1F00, 0xBF81_0000]);
         mem.store_u64(KERNARG, OUT);
         mem.store_u64(DOORBELL, u64::MAX);
         let mut cp = Cp::new(Arc::new(Config::default()), None);

@@ -1,7 +1,9 @@
-//! Running a dispatch: each workgroup in turn, its waves set up as the CP does from the kernel
-//! descriptor (user and system SGPRs, work-item ids in v0, EXEC), then run cooperatively on the
-//! calling thread: a wave runs until it ends or reaches `s_barrier`; when every wave still
-//! running waits at the barrier, all are released. No thread waits on another.
+//! Running a dispatch: workgroups become resident (up to what the device holds at once), their
+//! waves set up as the CP does from the kernel descriptor (user and system SGPRs, work-item ids
+//! in v0, EXEC), and run in turns on the calling thread: a wave runs until it ends, reaches
+//! `s_barrier` (released when every wave of its workgroup still running is there), a GWS
+//! barrier or `s_sleep`, or has run a quantum; see [`run`] for when workgroups start. No
+//! thread waits on another.
 //!
 //! SGPR set-up (AMDGPUUsage "Initial Kernel Execution State", in this order from s0): private
 //! segment buffer (4), dispatch ptr (2), queue ptr (2), kernarg segment ptr (2), dispatch id
@@ -14,7 +16,8 @@ use std::collections::HashMap;
 
 use super::decode::{self, DecodeError, Inst};
 use super::descriptor::{props, Descriptor};
-use super::exec::{self, Ctx, ExecError, Handler, Step};
+use super::exec::{self, Ctx, ExecError, GwsOp, Handler, Step};
+use super::gws::{Arrival, Gws};
 use super::lds::Lds;
 use super::memory::Memory;
 use super::operand::{M0, VCC_LO};
@@ -31,6 +34,18 @@ pub struct Launch<'a> {
     /// Address of the queue's `amd_queue_t` (the queue ptr SGPRs).
     pub queue: u64,
     pub dispatch_id: u64,
+    /// Compute units, and LDS bytes per CU: how many workgroups are resident at once.
+    pub cus: u32,
+    pub lds_per_cu: u32,
+}
+
+/// What the waves reach outside the GPU.
+#[derive(Clone, Copy)]
+pub struct Services<'a> {
+    /// Device nanoseconds (`s_memtime`).
+    pub clock: &'a dyn Fn() -> u64,
+    /// The host interrupt of `s_sendmsg(MSG_INTERRUPT)`, with M0[7:0].
+    pub interrupt: &'a dyn Fn(u32),
 }
 
 /// Counts of what ran.
@@ -98,8 +113,40 @@ impl Code {
     }
 }
 
+/// Workgroups resident on the device at once, as HIP's occupancy calculation for gfx9 counts
+/// them (and checks cooperative launches against): 32 waves per CU (8 per SIMD), the LDS a
+/// CU has, times the CUs. Register limits are left out, so the count is never below HIP's.
+pub fn resident_limit(cus: u32, waves_per_group: usize, lds_bytes: u64, lds_per_cu: u32) -> usize {
+    let by_waves = (32 / waves_per_group.max(1)).max(1);
+    let by_lds = u64::from(lds_per_cu).checked_div(lds_bytes).map_or(usize::MAX, |n| n.max(1) as usize);
+    (cus.max(1) as usize).saturating_mul(by_waves.min(by_lds))
+}
+
+/// A resident workgroup: its waves and its LDS.
+struct Group {
+    waves: Vec<Wave>,
+    lds: Lds,
+}
+
+/// Instructions a wave runs before it gives its turn up at a taken branch, so that a wave
+/// spinning on memory lets the wave it waits for run.
+const QUANTUM: u64 = 1 << 18;
+
+/// Real time the interpreter sleeps when every wave sleeps or waits (`s_sleep` loops waiting
+/// for the host), first and at most; doubled each idle round.
+const IDLE_FIRST: std::time::Duration = std::time::Duration::from_micros(10);
+const IDLE_MAX: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// Runs every workgroup of the dispatch for its memory effect.
-pub fn run(launch: &Launch, mem: &Memory, clock: &dyn Fn() -> u64) -> Result<Stats, IsaError> {
+///
+/// Workgroups become resident in order (x fastest) up to [`resident_limit`]: one at first, one
+/// more whenever one ends, and one more whenever a round of turns ends with every resident
+/// workgroup waiting (`s_sleep`, a GWS barrier, or a quantum used up), since those may wait
+/// for a workgroup that has not started. So ordinary kernels run one workgroup after another
+/// and kernels whose workgroups wait on each other (grid syncs, spin locks, host calls) have
+/// them side by side, as on the GPU. When nothing can move but by time passing (every wave in
+/// `s_sleep`), the thread sleeps; it never spins.
+pub fn run(launch: &Launch, mem: &Memory, services: &Services) -> Result<Stats, IsaError> {
     let d = launch.dispatch;
     let kd = Descriptor::read(mem, d.kernel_object).map_err(IsaError::Fault)?;
     if kd.has(props::WAVEFRONT_SIZE32) {
@@ -112,26 +159,99 @@ pub fn run(launch: &Launch, mem: &Memory, clock: &dyn Fn() -> u64) -> Result<Sta
     let total_v = kd.vgprs().min(512);
     let (nv, na) = if total_v > kd.accum_offset() { (kd.accum_offset(), total_v - kd.accum_offset()) } else { (total_v, 0) };
     let private_size = kd.private_segment_fixed_size.max(d.private_segment);
-    let mut waves: Vec<Wave> = (0..nwaves).map(|_| Wave::new(nv.min(256), na.min(256), private_size)).collect();
-    let mut lds = Lds::new((kd.group_segment_fixed_size.max(d.group_segment)) as usize);
+    let lds_size = kd.group_segment_fixed_size.max(d.group_segment);
     let counts: [u64; 3] = std::array::from_fn(|k| u64::from(d.grid[k]).div_ceil(u64::from(d.wg[k].max(1))));
+    let total = counts[0] * counts[1] * counts[2];
+    let limit = resident_limit(launch.cus, nwaves, u64::from(lds_size), launch.lds_per_cu);
     let mut stats = Stats::default();
     let mut progress = Progress { started: std::time::Instant::now(), next_report: REPORT_EVERY, kernel: d.kernel_object };
-    for wz in 0..counts[2] {
-        for wy in 0..counts[1] {
-            for wx in 0..counts[0] {
-                let id = [wx as u32, wy as u32, wz as u32];
-                lds = Lds::new(lds.len());
-                setup_workgroup(&mut waves, &kd, launch, id, &apertures);
-                let mut ctx = Ctx { mem, lds: &mut lds, apertures, clock, lanes: Box::new([[0; LANES]; 4]), lanes32: Box::new([[0; LANES]; 4]) };
-                run_workgroup(&mut waves, &mut code, &mut ctx, &mut progress)?;
+    let mut resident: Vec<Group> = Vec::new();
+    let mut spare: Vec<Group> = Vec::new();
+    let mut next = 0u64;
+    let mut admit = 1usize;
+    let mut gws = Gws::default();
+    let mut idle = IDLE_FIRST;
+    let mut current_lds = Lds::default();
+    let mut ctx = Ctx {
+        mem,
+        lds: &mut current_lds,
+        apertures,
+        clock: services.clock,
+        interrupt: services.interrupt,
+        lanes: Box::new([[0; LANES]; 4]),
+        lanes32: Box::new([[0; LANES]; 4]),
+    };
+    loop {
+        while admit > 0 && resident.len() < limit && next < total {
+            let mut g = spare.pop().unwrap_or_else(|| Group {
+                waves: (0..nwaves).map(|_| Wave::new(nv.min(256), na.min(256), private_size)).collect(),
+                lds: Lds::new(lds_size as usize),
+            });
+            let id = [(next % counts[0]) as u32, ((next / counts[0]) % counts[1]) as u32, (next / (counts[0] * counts[1])) as u32];
+            g.lds.clear();
+            setup_workgroup(&mut g.waves, &kd, launch, id, &apertures);
+            resident.push(g);
+            next += 1;
+            admit -= 1;
+        }
+        if resident.is_empty() {
+            return Ok(stats);
+        }
+        let mut moved = false;
+        for g in resident.iter_mut() {
+            std::mem::swap(ctx.lds, &mut g.lds);
+            let turn = run_group(&mut g.waves, &mut code, &mut ctx, &mut gws, &mut progress);
+            std::mem::swap(ctx.lds, &mut g.lds);
+            moved |= turn?;
+        }
+        let before = resident.len();
+        let mut k = 0;
+        while k < resident.len() {
+            if resident[k].waves.iter().all(|w| w.state == WaveState::Ended) {
+                let g = resident.swap_remove(k);
                 stats.workgroups += 1;
-                stats.waves += waves.iter().filter(|w| w.executed > 0).count() as u64;
-                stats.instructions += waves.iter().map(|w| w.executed).sum::<u64>();
+                stats.waves += g.waves.iter().filter(|w| w.executed > 0).count() as u64;
+                stats.instructions += g.waves.iter().map(|w| w.executed).sum::<u64>();
+                spare.push(g);
+            } else {
+                k += 1;
             }
         }
+        let finished = before - resident.len();
+        // Every resident workgroup waits: one more may be what they wait for.
+        admit = finished.max(1);
+        if finished > 0 || moved {
+            idle = IDLE_FIRST;
+        } else if resident.len() >= limit || next >= total {
+            if let Some(e) = stuck(&resident, &gws, total - next) {
+                return Err(e);
+            }
+            std::thread::sleep(idle);
+            idle = (idle * 2).min(IDLE_MAX);
+        }
     }
-    Ok(stats)
+}
+
+/// When every wave left waits at a GWS barrier or at its workgroup's barrier, and no
+/// workgroup can start, nothing can ever move: the error says so (the GPU would hang).
+fn stuck(resident: &[Group], gws: &Gws, not_started: u64) -> Option<IsaError> {
+    let mut at = None;
+    for w in resident.iter().flat_map(|g| g.waves.iter()) {
+        match w.state {
+            WaveState::Ended | WaveState::Barrier => {}
+            WaveState::Gws { res, generation } if !gws.released(res, generation) => at = Some((res, w.pc)),
+            _ => return None,
+        }
+    }
+    let (res, pc) = at?;
+    Some(IsaError::Illegal {
+        pc,
+        message: format!(
+            "ds_gws_barrier: {} waves wait at GWS resource {res} and no other wave can arrive ({} workgroups are resident, all waiting; {not_started} more cannot start until one ends: a grid sync needs the whole grid resident at once)",
+            gws.waiting(res),
+            resident.len()
+        ),
+    })
 }
 
 fn setup_workgroup(waves: &mut [Wave], kd: &Descriptor, launch: &Launch, id: [u32; 3], ap: &Apertures) {
@@ -210,8 +330,8 @@ fn setup_workgroup(waves: &mut [Wave], kd: &Descriptor, launch: &Launch, id: [u3
     }
 }
 
-/// A dispatch that runs long says so (a kernel waiting for memory the host or another
-/// workgroup writes never ends here: workgroups run one after another).
+/// A dispatch that runs long says so (a kernel waiting for memory that nobody writes never
+/// ends, as on the GPU).
 struct Progress {
     started: std::time::Instant,
     next_report: std::time::Duration,
@@ -240,25 +360,60 @@ impl Progress {
     }
 }
 
-fn run_workgroup(waves: &mut [Wave], code: &mut Code, ctx: &mut Ctx, progress: &mut Progress) -> Result<(), IsaError> {
+/// One turn of a workgroup: its waves run until each has ended or waits (workgroup barrier
+/// released whenever every wave not ended is at it). Returns whether anything moved: a wave
+/// ended, used its quantum up, passed a barrier or a GWS barrier.
+fn run_group(waves: &mut [Wave], code: &mut Code, ctx: &mut Ctx, gws: &mut Gws, progress: &mut Progress) -> Result<bool, IsaError> {
+    let mut moved = false;
+    for w in waves.iter_mut() {
+        match w.state {
+            WaveState::Sleeping | WaveState::Preempted => w.state = WaveState::Running,
+            WaveState::Gws { res, generation } if gws.released(res, generation) => {
+                w.state = WaveState::Running;
+                moved = true;
+            }
+            _ => {}
+        }
+    }
     loop {
         for w in waves.iter_mut() {
             if w.state == WaveState::Running {
-                run_wave(w, code, ctx, progress)?;
+                moved |= run_wave(w, code, ctx, gws, progress)?;
             }
         }
         if waves.iter().all(|w| w.state == WaveState::Ended) {
-            return Ok(());
+            return Ok(true);
         }
-        // Every wave not ended waits at the barrier: release them.
-        for w in waves.iter_mut().filter(|w| w.state == WaveState::Barrier) {
-            w.state = WaveState::Running;
+        let mut again = false;
+        if waves.iter().all(|w| matches!(w.state, WaveState::Ended | WaveState::Barrier)) {
+            // Every wave not ended waits at the barrier: release them.
+            for w in waves.iter_mut().filter(|w| w.state == WaveState::Barrier) {
+                w.state = WaveState::Running;
+            }
+            again = true;
         }
+        // A GWS barrier completed by a later wave of this workgroup releases earlier ones.
+        for w in waves.iter_mut() {
+            if let WaveState::Gws { res, generation } = w.state {
+                if gws.released(res, generation) {
+                    w.state = WaveState::Running;
+                    again = true;
+                }
+            }
+        }
+        if !again {
+            return Ok(moved);
+        }
+        moved = true;
     }
 }
 
-/// Runs one wave until it ends or waits at a barrier.
-fn run_wave(w: &mut Wave, code: &mut Code, ctx: &mut Ctx, progress: &mut Progress) -> Result<(), IsaError> {
+/// Runs one wave until it ends, waits (workgroup barrier, GWS barrier, `s_sleep`) or has run
+/// [`QUANTUM`] instructions and takes a branch. Returns whether it passed a GWS barrier or
+/// used its quantum up (ending is seen by the caller).
+fn run_wave(w: &mut Wave, code: &mut Code, ctx: &mut Ctx, gws: &mut Gws, progress: &mut Progress) -> Result<bool, IsaError> {
+    let yield_at = w.executed + QUANTUM;
+    let mut moved = false;
     loop {
         let pc = w.pc;
         let (inst, h) = code.fetch(ctx.mem, pc)?;
@@ -276,15 +431,39 @@ fn run_wave(w: &mut Wave, code: &mut Code, ctx: &mut Ctx, progress: &mut Progres
         })?;
         match step {
             Step::Next => w.pc = pc + u64::from(inst.len),
-            Step::Jump(t) => w.pc = t,
+            Step::Jump(t) => {
+                w.pc = t;
+                if w.executed >= yield_at {
+                    w.state = WaveState::Preempted;
+                    return Ok(true);
+                }
+            }
             Step::Barrier => {
                 w.pc = pc + u64::from(inst.len);
                 w.state = WaveState::Barrier;
-                return Ok(());
+                return Ok(moved);
+            }
+            Step::Sleep => {
+                w.pc = pc + u64::from(inst.len);
+                w.state = WaveState::Sleeping;
+                return Ok(moved);
+            }
+            Step::Gws(op) => {
+                w.pc = pc + u64::from(inst.len);
+                match op {
+                    GwsOp::Init { res, .. } => gws.init(res),
+                    GwsOp::Barrier { res, value } => match gws.arrive(res, value) {
+                        Arrival::Released => moved = true,
+                        Arrival::Wait { generation } => {
+                            w.state = WaveState::Gws { res, generation };
+                            return Ok(moved);
+                        }
+                    },
+                }
             }
             Step::End => {
                 w.state = WaveState::Ended;
-                return Ok(());
+                return Ok(moved);
             }
         }
     }

@@ -73,11 +73,16 @@ impl CodeObject {
 pub struct HostRig {
     code: CodeObject,
     buffers: Vec<Vec<u64>>,
+    /// Compute units of the pretended device (how many workgroups are resident at once);
+    /// 80 (an MI308X) unless set.
+    pub cus: u32,
+    /// The `s_sendmsg` interrupts the last dispatch raised (M0[7:0] of each).
+    pub interrupts: Vec<u32>,
 }
 
 impl HostRig {
     pub fn new(code: CodeObject) -> HostRig {
-        HostRig { code, buffers: Vec::new() }
+        HostRig { code, buffers: Vec::new(), cus: 80, interrupts: Vec::new() }
     }
 
     pub fn code(&self) -> &CodeObject {
@@ -140,7 +145,11 @@ impl HostRig {
         let d = Dispatch { kernel_object: ko, grid, wg, kernarg, group_segment: 0, private_segment: 0 };
         let ranges = self.ranges();
         let accessible = |a: u64, l: u64| ranges.iter().any(|&(s, n)| a >= s && a.checked_add(l).is_some_and(|e| e <= s + n));
-        let launch = Launch { dispatch: &d, packet: packet_addr, queue: 0, dispatch_id: 1 };
-        super::run(&launch, &HostMemory, &accessible, &|| 0)
+        let launch = Launch { dispatch: &d, packet: packet_addr, queue: 0, dispatch_id: 1, cus: self.cus, lds_per_cu: 64 * 1024 };
+        let raised = std::cell::RefCell::new(Vec::new());
+        let interrupt = |id: u32| raised.borrow_mut().push(id);
+        let res = super::run(&launch, &HostMemory, &accessible, &super::Services { clock: &|| 0, interrupt: &interrupt });
+        self.interrupts = raised.into_inner();
+        res
     }
 }

@@ -13,6 +13,11 @@ impl Lds {
         Lds { bytes: vec![0; size] }
     }
 
+    /// Zero again, for the next workgroup.
+    pub fn clear(&mut self) {
+        self.bytes.fill(0);
+    }
+
     pub fn len(&self) -> usize {
         self.bytes.len()
     }

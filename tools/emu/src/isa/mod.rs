@@ -4,8 +4,8 @@
 //! timing-only kernel); the timing model still decides when it completes. Pieces, one concept
 //! per file: [`decode`] (the encoding families and the opcode tables), [`operand`] (operand
 //! codes, inline constants, literals), [`wave`] (a wave64's registers), [`descriptor`] (the
-//! kernel descriptor), [`dispatch`] (workgroup and wave set-up, the cooperative run with
-//! barriers), [`lds`], [`memory`] (checked device memory), [`exec`] (the opcodes' semantics),
+//! kernel descriptor), [`dispatch`] (workgroup and wave set-up, the turns of resident
+//! workgroups' waves with barriers), [`gws`] (global wave sync barriers), [`lds`], [`memory`] (checked device memory), [`exec`] (the opcodes' semantics),
 //! [`fp16`]; [`host`] runs a code object's kernels over host memory (tests, benchmark).
 //!
 //! An instruction the interpreter does not implement stops the dispatch with
@@ -17,13 +17,14 @@ pub mod descriptor;
 pub mod dispatch;
 pub mod exec;
 pub mod fp16;
+pub mod gws;
 pub mod host;
 pub mod lds;
 pub mod memory;
 pub mod operand;
 pub mod wave;
 
-pub use dispatch::{Launch, Stats};
+pub use dispatch::{Launch, Services, Stats};
 
 use crate::kernels::Fault;
 use crate::sys::devmem::DeviceMemory;
@@ -55,8 +56,9 @@ impl std::fmt::Display for IsaError {
 }
 
 /// Runs a dispatch: every workgroup, for its memory effect. Memory accesses go through `mem`
-/// after `accessible(addr, len)` says the range is mapped; `clock` gives device nanoseconds.
-pub fn run(launch: &Launch, mem: &dyn DeviceMemory, accessible: &dyn Fn(u64, u64) -> bool, clock: &dyn Fn() -> u64) -> Result<Stats, IsaError> {
+/// after `accessible(addr, len)` says the range is mapped; `services` give device time and
+/// the host interrupt.
+pub fn run(launch: &Launch, mem: &dyn DeviceMemory, accessible: &dyn Fn(u64, u64) -> bool, services: &Services) -> Result<Stats, IsaError> {
     let m = memory::Memory::new(mem, accessible);
-    dispatch::run(launch, &m, clock)
+    dispatch::run(launch, &m, services)
 }

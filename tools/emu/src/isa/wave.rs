@@ -6,12 +6,20 @@ use super::operand::{self, Ty, EXEC_HI, EXEC_LO, VCC_HI, VCC_LO};
 
 pub const LANES: usize = 64;
 
-/// Where a wave stands in its workgroup's cooperative run.
+/// Where a wave stands in the dispatch's cooperative run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WaveState {
     Running,
     /// Waiting at `s_barrier` for the other waves of the workgroup.
     Barrier,
+    /// Gave its turn up: `s_sleep` (it waits for memory another wave or the host writes).
+    Sleeping,
+    /// Gave its turn up after a quantum of instructions (at a taken branch), so that waves it
+    /// may be spinning on get to run.
+    Preempted,
+    /// Waiting at a GWS barrier (`ds_gws_barrier`) of resource `res` until that resource's
+    /// barrier completes generation `generation`.
+    Gws { res: u32, generation: u64 },
     Ended,
 }
 

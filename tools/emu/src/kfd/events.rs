@@ -135,6 +135,13 @@ impl Events {
         let _ = self.set(id);
     }
 
+    /// Ids of the signal events, ascending.
+    pub fn signal_ids(&self) -> Vec<u32> {
+        let mut ids: Vec<u32> = self.lock().events.iter().filter(|(_, e)| e.kind == KFD_IOC_EVENT_SIGNAL).map(|(&id, _)| id).collect();
+        ids.sort_unstable();
+        ids
+    }
+
     /// Sets every memory-fault event with the fault's data (KFD's memory exception path).
     pub fn memory_fault(&self, data: HsaMemoryExceptionData) {
         let mut t = self.lock();

@@ -28,7 +28,7 @@ use xhsa_ioctl::abi::exception::{kfd_ec_mask, EC_DEVICE_QUEUE_DELETE, EC_QUEUE_N
 use xhsa_ioctl::abi::memory::{AllocMemoryOfGpuArgs, KFD_IOC_ALLOC_MEM_FLAGS_GTT, KFD_IOC_ALLOC_MEM_FLAGS_USERPTR, KFD_IOC_ALLOC_MEM_FLAGS_VRAM};
 use xhsa_ioctl::abi::process::GetClockCountersArgs;
 use xhsa_ioctl::abi::queue::{
-    CreateQueueArgs, UpdateQueueArgs, KFD_IOC_QUEUE_TYPE_COMPUTE_AQL, KFD_IOC_QUEUE_TYPE_SDMA, KFD_IOC_QUEUE_TYPE_SDMA_XGMI, KFD_MAX_QUEUE_PERCENTAGE,
+    AllocQueueGwsArgs, CreateQueueArgs, UpdateQueueArgs, KFD_IOC_QUEUE_TYPE_COMPUTE_AQL, KFD_IOC_QUEUE_TYPE_SDMA, KFD_IOC_QUEUE_TYPE_SDMA_XGMI, KFD_MAX_QUEUE_PERCENTAGE,
     KFD_MAX_QUEUE_PRIORITY,
 };
 use xhsa_ioctl::abi::version::GetVersionArgs;
@@ -99,6 +99,8 @@ struct QueueRec {
     hw_suspended: bool,
     /// `exception_status`: raised debug exceptions (`KFD_EC_MASK` bits).
     exception_status: u64,
+    /// The queue has the GPU's GWS (ALLOC_QUEUE_GWS): ROCr's cooperative queue.
+    gws: bool,
 }
 
 impl QueueRec {
@@ -382,6 +384,7 @@ impl Kfd {
             being_destroyed: false,
             hw_suspended: false,
             exception_status: QUEUE_NEW,
+            gws: false,
         };
         st.queues.insert(id, rec);
         // CREATE_QUEUE raises EC_QUEUE_NEW to a debugger that asked for it.
@@ -564,6 +567,36 @@ impl Kfd {
         drop(st);
         gpu.engine.cp().set_runnable(key, is);
         gpu.engine.notify();
+        Ok(())
+    }
+
+    /// AMDKFD_IOC_ALLOC_QUEUE_GWS (`kfd_ioctl_alloc_queue_gws`, `pqm_set_gws`): `num_gws` > 0
+    /// gives the queue its GPU's GWS (the global wave sync barriers cooperative launches use),
+    /// 0 takes them back. An unknown queue gives EINVAL; GWS already on a queue of this process
+    /// on that GPU, EBUSY; taking back GWS the process does not have, EINVAL. `first_gws` is 0
+    /// (KFD hands out the whole set).
+    pub fn alloc_queue_gws(&self, a: &mut AllocQueueGwsArgs) -> Result<(), Errno> {
+        let _op = self.lock_op();
+        let mut st = self.lock_state();
+        let gpu = st.queues.get(&a.queue_id).ok_or(libc::EINVAL)?.gpu;
+        let holder = st.queues.values().any(|q| q.gpu == gpu && q.gws);
+        let give = a.num_gws > 0;
+        if give && holder {
+            return Err(libc::EBUSY);
+        }
+        if !give && !holder {
+            return Err(libc::EINVAL);
+        }
+        if give {
+            if let Some(q) = st.queues.get_mut(&a.queue_id) {
+                q.gws = true;
+            }
+        } else {
+            for q in st.queues.values_mut().filter(|q| q.gpu == gpu) {
+                q.gws = false;
+            }
+        }
+        a.first_gws = 0;
         Ok(())
     }
 

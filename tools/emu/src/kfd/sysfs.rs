@@ -57,6 +57,9 @@ fn line(out: &mut String, name: &str, v: impl std::fmt::Display) {
     let _ = writeln!(out, "{name} {v}");
 }
 
+/// GWS barriers of a GPU node.
+pub const GWS_PER_GPU: u32 = crate::isa::gws::RESOURCES as u32;
+
 /// A node's `properties` file, in amdkfd's `node_show` order. `num_xcc` is the XCC count a
 /// GPU node reports (1 for a CPU node).
 pub fn node_properties(n: &Node, num_xcc: u32, fw_version: u32) -> String {
@@ -73,7 +76,9 @@ pub fn node_properties(n: &Node, num_xcc: u32, fw_version: u32) -> String {
     line(&mut o, "max_waves_per_simd", n.waves_per_simd);
     line(&mut o, "lds_size_in_kb", n.lds_kib);
     line(&mut o, "gds_size_in_kb", 0);
-    line(&mut o, "num_gws", 0);
+    // gfx9's 64 GWS barriers (amdgpu's gds.gws_size), which KFD gives GPUs that schedule with
+    // HWS: gfx90a and gfx942 both (ROCr reports cooperative queues where this is not 0).
+    line(&mut o, "num_gws", if gpu { GWS_PER_GPU } else { 0 });
     line(&mut o, "wave_front_size", n.wave_size);
     line(&mut o, "array_count", n.shader_banks * n.arrays);
     line(&mut o, "simd_arrays_per_engine", n.arrays);

@@ -148,7 +148,6 @@ pub fn process_ioctl(e: &Emu, req: Request, arg: *mut libc::c_void, size: usize)
         }
         Request::Svm => Err(unsupported("AMDKFD_IOC_SVM (the topology does not report SVM support)")),
         Request::SmiEvents => Err(unsupported("AMDKFD_IOC_SMI_EVENTS")),
-        Request::AllocQueueGws => Err(unsupported("AMDKFD_IOC_ALLOC_QUEUE_GWS (the topology reports no GWS)")),
         Request::GetDmabufInfo | Request::ImportDmabuf | Request::ExportDmabuf => Err(unsupported("DMA-buf sharing (AMDKFD_IOC_*_DMABUF)")),
         Request::GetProcessApertures => Err(unsupported("AMDKFD_IOC_GET_PROCESS_APERTURES (the old form)")),
         Request::CriuOp => Err(unsupported("AMDKFD_IOC_CRIU_OP")),

@@ -23,7 +23,7 @@ use xhsa_ioctl::abi::debug::{QueueSnapshotEntry, RuntimeEnableArgs, RuntimeInfo,
 use xhsa_ioctl::abi::event::{CreateEventArgs, DestroyEventArgs, EventData, ResetEventArgs, SetEventArgs, WaitEventsArgs};
 use xhsa_ioctl::abi::memory::{AllocMemoryOfGpuArgs, FreeMemoryOfGpuArgs, MapMemoryToGpuArgs};
 use xhsa_ioctl::abi::process::GetClockCountersArgs;
-use xhsa_ioctl::abi::queue::{CreateQueueArgs, DestroyQueueArgs, SetCuMaskArgs, UpdateQueueArgs};
+use xhsa_ioctl::abi::queue::{AllocQueueGwsArgs, CreateQueueArgs, DestroyQueueArgs, SetCuMaskArgs, UpdateQueueArgs};
 use xhsa_ioctl::abi::request::Request;
 use xhsa_ioctl::abi::version::GetVersionArgs;
 
@@ -348,6 +348,12 @@ fn serve_ioctl(request: libc::c_ulong, arg: *mut libc::c_void) -> libc::c_int {
             let a: SetCuMaskArgs = read_arg(arg, size);
             let words = read_u32s(a.cu_mask_ptr, (a.num_cu_mask / 32).min(32) as usize);
             done(kfd.set_cu_mask(a.queue_id, a.num_cu_mask, &words))
+        }
+        Request::AllocQueueGws => {
+            let mut a: AllocQueueGwsArgs = read_arg(arg, size);
+            let r = kfd.alloc_queue_gws(&mut a);
+            write_arg(arg, &a, size);
+            done(r)
         }
         Request::GetClockCounters => {
             let mut a: GetClockCountersArgs = read_arg(arg, size);

@@ -2,12 +2,13 @@
 //! 16-bit offset; the `2`-address forms scale offset0 and offset1 by the element size, `st64`
 //! ones by 64 elements). Atomics (0x00-0x15 and 0x40-0x5c without a result, 0x20-0x35 and
 //! 0x60-0x7c returning the old value), lane permutes (`ds_swizzle_b32`, `ds_permute_b32`,
-//! `ds_bpermute_b32`: a disabled source lane reads 0), `ds_append`/`ds_consume` on LDS. GDS and
-//! GWS are not modelled.
+//! `ds_bpermute_b32`: a disabled source lane reads 0), `ds_append`/`ds_consume` on LDS, the GWS
+//! barrier (`ds_gws_init`, `ds_gws_barrier`: the dispatch's scheduler keeps the resources, see
+//! `dispatch.rs`). GDS memory and the GWS semaphores are not modelled.
 
 use super::valu::lanes;
 use super::vmem::{apply, Atomic};
-use super::{Ctx, ExecError, Handler, Step};
+use super::{Ctx, ExecError, GwsOp, Handler, Step};
 use crate::isa::decode::names::ds as o;
 use crate::isa::decode::Inst;
 use crate::isa::wave::Wave;
@@ -232,6 +233,23 @@ fn append(w: &mut Wave, i: &Inst, c: &mut Ctx, consume: bool) -> Result<Step, Ex
     Ok(Step::Next)
 }
 
+/// `ds_gws_init` / `ds_gws_barrier`: resource (offset + M0[21:16]) mod 64, count from the first
+/// active lane's data0. A wave with no lane active does nothing.
+fn gws(w: &mut Wave, i: &Inst, barrier: bool) -> Result<Step, ExecError> {
+    let exec = w.exec();
+    if exec == 0 {
+        return Ok(Step::Next);
+    }
+    let res = (off16(i) + ((w.s[usize::from(crate::isa::operand::M0)] >> 16) & 0x3f)) & 0x3f;
+    let value = w.reg(i.src[1], exec.trailing_zeros() as usize);
+    Ok(Step::Gws(if barrier { GwsOp::Barrier { res, value } } else { GwsOp::Init { res, value } }))
+}
+
+/// Whether `op` is one of the GWS instructions (their encoding sets the gds bit).
+pub fn is_gws(op: u16) -> bool {
+    (o::DS_GWS_SEMA_RELEASE_ALL..=o::DS_GWS_BARRIER).contains(&op)
+}
+
 macro_rules! h {
     (|$w:ident, $i:ident, $c:ident| $e:expr) => {
         Some(|$w: &mut Wave, $i: &Inst, $c: &mut Ctx| $e)
@@ -280,6 +298,8 @@ pub fn ds(op: u16) -> Option<Handler> {
         o::DS_SWIZZLE_B32 => h!(|w, i, _c| swizzle(w, i)),
         o::DS_APPEND => h!(|w, i, c| append(w, i, c, false)),
         o::DS_CONSUME => h!(|w, i, c| append(w, i, c, true)),
+        o::DS_GWS_INIT => h!(|w, i, _c| gws(w, i, false)),
+        o::DS_GWS_BARRIER => h!(|w, i, _c| gws(w, i, true)),
         _ => None,
     }
 }

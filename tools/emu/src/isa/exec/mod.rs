@@ -40,6 +40,21 @@ pub enum Step {
     Barrier,
     /// The wave ended (`s_endpgm`).
     End,
+    /// `s_sleep`: continue with the next instruction after the other waves had a turn.
+    Sleep,
+    /// A global wave sync operation (`ds_gws_*`), continuing with the next instruction once
+    /// the dispatch's GWS state lets it.
+    Gws(GwsOp),
+}
+
+/// A GWS (global wave sync) operation on resource `res` (the instruction's offset plus
+/// M0[21:16], modulo 64); `value` is the first active lane's data0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GwsOp {
+    /// `ds_gws_init`: the barrier of `res` completes when `value + 1` waves have arrived.
+    Init { res: u32, value: u32 },
+    /// `ds_gws_barrier`: wait until `value + 1` waves have arrived at `res`'s barrier.
+    Barrier { res: u32, value: u32 },
 }
 
 /// Why a wave cannot go on.
@@ -65,6 +80,9 @@ pub struct Ctx<'a, 'm> {
     pub apertures: Apertures,
     /// Device nanoseconds for `s_memtime`/`s_memrealtime`.
     pub clock: &'a dyn Fn() -> u64,
+    /// The interrupt `s_sendmsg sendmsg(MSG_INTERRUPT)` raises, with M0's low 8 bits (the
+    /// partial event id KFD looks signal events up by).
+    pub interrupt: &'a dyn Fn(u32),
     /// Per-lane working space of the vector ALU (three sources and a result), kept between
     /// instructions so that none has to clear it.
     pub lanes: Box<[[u64; super::wave::LANES]; 4]>,
@@ -88,6 +106,8 @@ pub fn handler(i: &Inst) -> Option<Handler> {
             fast32::handler(i, op).or_else(|| vcmp::vopc(op)).or_else(|| vlane::lane_op(op)).or_else(|| vop::valu(op))
         }
         Family::Vop3p => vop::vop3p(i.op).or_else(|| mfma::mfma(i.op)),
+        // GDS memory is not modelled: only the GWS barrier uses the gds bit here.
+        Family::Ds if i.gds && !ds::is_gws(i.op) => None,
         Family::Ds => ds::ds(i.op),
         Family::Flat | Family::Global | Family::Scratch => flat::flat(i.family, i.op),
         Family::Mubuf => mubuf::mubuf(i.op),

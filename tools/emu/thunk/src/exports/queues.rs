@@ -6,9 +6,9 @@ use hsa_sys::hsakmt::*;
 use xhsa_emu::sys::mem;
 use xhsa_ioctl::abi::memory::{AllocMemoryOfGpuArgs, KFD_IOC_ALLOC_MEM_FLAGS_GTT};
 use xhsa_ioctl::abi::queue::{
-    CreateQueueArgs, DestroyQueueArgs, SetCuMaskArgs, UpdateQueueArgs, KFD_IOC_QUEUE_TYPE_COMPUTE_AQL, KFD_IOC_QUEUE_TYPE_SDMA, KFD_IOC_QUEUE_TYPE_SDMA_XGMI,
+    AllocQueueGwsArgs, CreateQueueArgs, DestroyQueueArgs, SetCuMaskArgs, UpdateQueueArgs, KFD_IOC_QUEUE_TYPE_COMPUTE_AQL, KFD_IOC_QUEUE_TYPE_SDMA, KFD_IOC_QUEUE_TYPE_SDMA_XGMI,
 };
-use xhsa_ioctl::abi::request::{AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, AMDKFD_IOC_CREATE_QUEUE, AMDKFD_IOC_DESTROY_QUEUE, AMDKFD_IOC_SET_CU_MASK, AMDKFD_IOC_UPDATE_QUEUE};
+use xhsa_ioctl::abi::request::{AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, AMDKFD_IOC_ALLOC_QUEUE_GWS, AMDKFD_IOC_CREATE_QUEUE, AMDKFD_IOC_DESTROY_QUEUE, AMDKFD_IOC_SET_CU_MASK, AMDKFD_IOC_UPDATE_QUEUE};
 
 use crate::interpose::kfd_call;
 
@@ -168,7 +168,44 @@ pub unsafe extern "C" fn hsaKmtSetQueueCUMask(id: HSA_QUEUEID, bits: u32, mask: 
     })
 }
 
+/// `hsaKmtAllocQueueGWS`, over the emulated KFD's ALLOC_QUEUE_GWS: ROCr gives its
+/// cooperative queue the GPU's GWS with it. Status mapping as the real thunk's (EINVAL:
+/// invalid parameter, EBUSY: out of resources, ENODEV: not supported).
+///
+/// # Safety
+///
+/// The thunk's contract (`hsakmt.h`): `id` is 0 or a live queue id from `hsaKmtCreateQueue`;
+/// `first` is null or valid for writing a `u32`.
+#[no_mangle]
+pub unsafe extern "C" fn hsaKmtAllocQueueGWS(id: HSA_QUEUEID, count: u32, first: *mut u32) -> HSAKMT_STATUS {
+    guard("hsaKmtAllocQueueGWS", || {
+        let e = match emu() {
+            Ok(e) => e,
+            Err(s) => return s,
+        };
+        let rec = match record(id) {
+            Ok(r) => r,
+            Err(s) => return s,
+        };
+        let mut a = AllocQueueGwsArgs { queue_id: rec.queue_id, num_gws: count, ..Default::default() };
+        match kfd_call(e.fd, AMDKFD_IOC_ALLOC_QUEUE_GWS, &mut a) {
+            Ok(_) => {
+                if !first.is_null() {
+                    // SAFETY: checked non-null; the caller's u32.
+                    unsafe { first.write(a.first_gws) };
+                }
+                HSAKMT_STATUS_SUCCESS
+            }
+            Err(libc::EINVAL) => HSAKMT_STATUS_INVALID_PARAMETER,
+            Err(libc::EBUSY) => HSAKMT_STATUS_OUT_OF_RESOURCES,
+            Err(libc::ENODEV) => HSAKMT_STATUS_NOT_SUPPORTED,
+            Err(_) => HSAKMT_STATUS_ERROR,
+        }
+    })
+}
+
 crate::symver!(
+    hsaKmtAllocQueueGWS,
     hsaKmtCreateQueue,
     hsaKmtDestroyQueue,
     hsaKmtUpdateQueue,

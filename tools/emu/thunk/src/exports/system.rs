@@ -122,6 +122,7 @@ fn node_props(n: &Node, id: u32) -> HsaNodeProperties {
         p.EngineId = HSA_ENGINE_ID { Value: xhsa_emu::kfd::topology::MEC_UCODE | maj << 10 | min << 16 | step << 24 };
         p.MaxWavesPerSIMD = n.waves_per_simd;
         p.LDSSizeInKB = n.lds_kib;
+        p.NumGws = xhsa_emu::kfd::sysfs::GWS_PER_GPU as u8;
         p.WaveFrontSize = n.wave_size;
         p.NumShaderBanks = n.shader_banks;
         p.NumArrays = n.arrays;

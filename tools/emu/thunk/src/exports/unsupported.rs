@@ -30,7 +30,6 @@ macro_rules! not_supported {
 }
 
 not_supported!(
-    hsaKmtAllocQueueGWS,
     hsaKmtDbgAddressWatch,
     hsaKmtDbgRegister,
     hsaKmtDbgUnregister,
