@@ -2,8 +2,9 @@
 //! LDS reduction with barriers, a `__shfl`, a global atomic, fp64 math), whose kernels have no
 //! CPU model in the emulator, checks its own results under `xhsa-emu run`; and kernels that wait
 //! (`tests/programs/hip_waiting.hip`: device printf through HIP's hostcall service, a
-//! cooperative launch's grid syncs, workgroups spinning on each other) complete with right
-//! results, natively and with libxhsa loaded both ways.
+//! cooperative launch's grid syncs, workgroups spinning on each other, a kernel waiting for a
+//! kernel on another stream, a kernel waiting for the host while it creates a stream) complete
+//! with right results, natively and with libxhsa loaded both ways.
 mod common;
 
 use std::collections::BTreeSet;
@@ -37,7 +38,16 @@ fn kernels_that_wait_on_the_host_the_grid_or_each_other_complete() {
         let out = run_under_emu(&prog, &["all"], &RunOpts { env, ..RunOpts::default() });
         let mode = var.unwrap_or("native");
         assert_passed(&out);
-        for c in ["printf.returned", "coop.supported", "coop.occupancy", "coop.grid_sync", "coop.too_large_refused", "chain.spin_waits"] {
+        for c in [
+            "printf.returned",
+            "coop.supported",
+            "coop.occupancy",
+            "coop.grid_sync",
+            "coop.too_large_refused",
+            "chain.spin_waits",
+            "queues.kernel_waits_for_kernel_on_another_stream",
+            "queues.host_creates_a_stream_while_a_kernel_waits",
+        ] {
             assert_check_passed(&out, c);
         }
         let lines: Vec<&str> = out.stdout.lines().filter(|x| x.starts_with("dev-printf")).collect();

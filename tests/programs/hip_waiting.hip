@@ -1,13 +1,15 @@
 // Kernels that wait: on the host (device printf goes through HIP's hostcall service, each call
 // a round trip to a host thread), on the whole grid (a cooperative launch's grid sync) and on
 // other workgroups (a chain of spin-waits). On the emulator they finish only when the ISA
-// interpreter runs workgroups side by side and delivers the device's interrupts.
+// interpreter runs workgroups side by side and delivers the device's interrupts; and kernels
+// that wait for a kernel on another stream or for the host while it creates a stream finish
+// only when kernels of several queues execute at once, off the emulated CP's lock.
 //
 // Each part prints `PASS name` or `FAIL name: detail`; the program ends with `RESULT: PASS`
 // (exit status 0) or `RESULT: FAIL` (1). The device printf lines themselves
 // (`dev-printf block B thread T ...`) are checked by the test that runs the program.
 //
-// Usage: hip_waiting [all|printf|coop|chain]
+// Usage: hip_waiting [all|printf|coop|chain|queues]
 #include <hip/hip_runtime.h>
 #include <hip/hip_cooperative_groups.h>
 #include <cstdio>
@@ -77,6 +79,83 @@ __global__ void reverse_chain(int* flags, int n) {
         }
         __hip_atomic_store(&flags[k], v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_AGENT);
     }
+}
+
+// Waits (s_sleep loop) until *flag is non-zero, then writes what it read plus one.
+__global__ void wait_for_flag(int* flag, int* out) {
+    if (threadIdx.x == 0) {
+        int v;
+        while ((v = __hip_atomic_load(flag, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM)) == 0) __builtin_amdgcn_s_sleep(2);
+        out[0] = v + 1;
+    }
+}
+
+__global__ void set_flag(int* flag, int v) {
+    if (threadIdx.x == 0) __hip_atomic_store(flag, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+
+__global__ void fill(int* p, int v, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) p[i] = v + i;
+}
+
+// A kernel on one stream waits for a kernel launched after it on another stream: both run at
+// once on a GPU. Then a kernel waits for the host, which meanwhile creates a stream (a new
+// queue: KFD calls), runs a kernel on it to completion, and only then releases the waiter.
+static void part_queues() {
+    hipStream_t s1, s2;
+    HIP_OK(hipStreamCreateWithFlags(&s1, hipStreamNonBlocking));
+    HIP_OK(hipStreamCreateWithFlags(&s2, hipStreamNonBlocking));
+    int *flag, *out;
+    HIP_OK(hipMalloc(&flag, sizeof(int)));
+    HIP_OK(hipMalloc(&out, sizeof(int)));
+    HIP_OK(hipMemset(flag, 0, sizeof(int)));
+    HIP_OK(hipMemset(out, 0, sizeof(int)));
+    HIP_OK(hipDeviceSynchronize());
+    hipLaunchKernelGGL(wait_for_flag, dim3(1), dim3(64), 0, s1, flag, out);
+    hipLaunchKernelGGL(set_flag, dim3(1), dim3(64), 0, s2, flag, 41);
+    HIP_OK(hipGetLastError());
+    HIP_OK(hipStreamSynchronize(s1));
+    HIP_OK(hipStreamSynchronize(s2));
+    int h = 0;
+    HIP_OK(hipMemcpy(&h, out, sizeof(int), hipMemcpyDeviceToHost));
+    char d[160];
+    std::snprintf(d, sizeof d, "the waiter read %d, not 41", h - 1);
+    check("queues.kernel_waits_for_kernel_on_another_stream", h == 42, d);
+
+    int* host_flag;
+    HIP_OK(hipHostMalloc(&host_flag, sizeof(int), hipHostMallocCoherent));
+    *(volatile int*)host_flag = 0;
+    HIP_OK(hipMemset(out, 0, sizeof(int)));
+    HIP_OK(hipDeviceSynchronize());
+    hipLaunchKernelGGL(wait_for_flag, dim3(1), dim3(64), 0, s1, host_flag, out);
+    HIP_OK(hipGetLastError());
+    hipStream_t s3;
+    HIP_OK(hipStreamCreateWithFlags(&s3, hipStreamNonBlocking));
+    const int n = 4096;
+    int* buf;
+    HIP_OK(hipMalloc(&buf, n * sizeof(int)));
+    hipLaunchKernelGGL(fill, dim3(n / 256), dim3(256), 0, s3, buf, 7, n);
+    HIP_OK(hipStreamSynchronize(s3));
+    std::vector<int> hb(n);
+    HIP_OK(hipMemcpyAsync(hb.data(), buf, n * sizeof(int), hipMemcpyDeviceToHost, s3));
+    HIP_OK(hipStreamSynchronize(s3));
+    int bad = 0;
+    for (int i = 0; i < n; ++i) bad += hb[i] != 7 + i;
+    hipError_t still = hipStreamQuery(s1);
+    __atomic_store_n(host_flag, 99, __ATOMIC_RELEASE);
+    HIP_OK(hipStreamSynchronize(s1));
+    HIP_OK(hipMemcpy(&h, out, sizeof(int), hipMemcpyDeviceToHost));
+    std::snprintf(d, sizeof d, "%d wrong values from the new stream; waiter %s before the host wrote; it read %d", bad,
+                  still == hipErrorNotReady ? "still running" : "not running", h - 1);
+    check("queues.host_creates_a_stream_while_a_kernel_waits", bad == 0 && still == hipErrorNotReady && h == 100, d);
+    HIP_OK(hipFree(buf));
+    HIP_OK(hipHostFree(host_flag));
+    HIP_OK(hipFree(flag));
+    HIP_OK(hipFree(out));
+    HIP_OK(hipStreamDestroy(s1));
+    HIP_OK(hipStreamDestroy(s2));
+    HIP_OK(hipStreamDestroy(s3));
 }
 
 static void part_printf() {
@@ -166,8 +245,8 @@ static void part_chain() {
 int main(int argc, char** argv) {
     const char* which = argc > 1 ? argv[1] : "all";
     bool all = std::strcmp(which, "all") == 0;
-    if (!all && std::strcmp(which, "printf") && std::strcmp(which, "coop") && std::strcmp(which, "chain")) {
-        std::fprintf(stderr, "hip_waiting: unknown part %s; accepted: all, printf, coop, chain\n", which);
+    if (!all && std::strcmp(which, "printf") && std::strcmp(which, "coop") && std::strcmp(which, "chain") && std::strcmp(which, "queues")) {
+        std::fprintf(stderr, "hip_waiting: unknown part %s; accepted: all, printf, coop, chain, queues\n", which);
         return 2;
     }
     // Waits block instead of spinning a core (HIP spins by default when it has cores to spare).
@@ -175,6 +254,7 @@ int main(int argc, char** argv) {
     if (all || !std::strcmp(which, "printf")) part_printf();
     if (all || !std::strcmp(which, "coop")) part_coop();
     if (all || !std::strcmp(which, "chain")) part_chain();
+    if (all || !std::strcmp(which, "queues")) part_queues();
     std::printf("RESULT: %s\n", failures == 0 ? "PASS" : "FAIL");
     return failures == 0 ? 0 : 1;
 }

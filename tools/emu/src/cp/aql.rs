@@ -155,6 +155,20 @@ pub struct InFlight {
     pub start: u64,
     pub end: Option<u64>,
     pub kernel: Option<(Dispatch, super::resolve::Resolved)>,
+    /// Where its execution on the ISA interpreter stands (kernels that execute).
+    pub exec: Exec,
+}
+
+/// A packet's execution on the ISA interpreter's thread.
+#[derive(Clone, Debug, Default)]
+pub enum Exec {
+    /// Not handed over (or nothing to execute).
+    #[default]
+    NotStarted,
+    /// Handed to the executor as this job id.
+    Running(u64),
+    /// Finished with this result.
+    Done(Result<crate::isa::Stats, crate::isa::IsaError>),
 }
 
 /// A user-mode AQL queue.

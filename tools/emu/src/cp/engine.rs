@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use super::clock::Clock;
+use super::executor::Executor;
 use super::{Cp, Env};
 use crate::kfd::events::Events;
 use crate::kfd::memory::Memory;
@@ -24,6 +25,8 @@ pub struct Shared {
     pub gpu_id: u32,
     stop: AtomicBool,
     doorbells: Mutex<Vec<Arc<TrappedArea>>>,
+    /// Executes kernel code off this thread (and off the CP's lock).
+    executor: Executor,
 }
 
 /// A running device thread.
@@ -34,6 +37,11 @@ pub struct Engine {
 
 impl Engine {
     pub fn start(cp: Cp, clock: Clock, events: Arc<Events>, memory: Arc<Memory>, gpu_id: u32, wake: &'static AtomicU32) -> Engine {
+        let notify = move || {
+            wake.fetch_add(1, Ordering::Release);
+            futex::wake_all(wake);
+        };
+        let executor = Executor::start(memory.clone(), events.clone(), clock, gpu_id, Box::new(notify));
         let shared = Arc::new(Shared {
             cp: Mutex::new(cp),
             wake,
@@ -43,6 +51,7 @@ impl Engine {
             gpu_id,
             stop: AtomicBool::new(false),
             doorbells: Mutex::new(Vec::new()),
+            executor,
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
@@ -82,6 +91,7 @@ impl Engine {
     }
 
     pub fn stop(&self) {
+        self.shared.executor.stop();
         self.shared.stop.store(true, Ordering::Release);
         self.notify();
         if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
@@ -98,7 +108,7 @@ fn run(s: &Shared) {
     let mem = GpuView::new(&s.memory);
     let clock = || s.clock.now();
     let to_host = |t| s.clock.to_host(t);
-    let env = Env { mem: &mem, events: &s.events, memory: &s.memory, gpu_id: s.gpu_id, clock: &clock, to_host: &to_host };
+    let env = Env { mem: &mem, events: &s.events, memory: &s.memory, gpu_id: s.gpu_id, clock: &clock, to_host: &to_host, executor: Some(&s.executor) };
     let run_cp = || s.cp.lock().unwrap_or_else(|p| p.into_inner()).run(&env, s.clock.now());
     while !s.stop.load(Ordering::Acquire) {
         let seen = s.wake.load(Ordering::Acquire);

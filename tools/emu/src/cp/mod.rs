@@ -10,6 +10,7 @@
 pub mod aql;
 pub mod clock;
 pub mod engine;
+pub mod executor;
 pub mod resolve;
 pub mod sdma;
 pub mod signal;
@@ -42,6 +43,8 @@ pub struct Env<'a> {
     pub clock: &'a dyn Fn() -> u64,
     /// Host clock at a device time, for the timestamps the host reads.
     pub to_host: &'a dyn Fn(u64) -> u64,
+    /// The thread that executes kernel code; without one (tests) the CP executes it itself.
+    pub executor: Option<&'a executor::Executor>,
 }
 
 /// First re-check of an unsatisfied barrier, and the longest interval between re-checks
@@ -118,6 +121,12 @@ impl Cp {
             if q.runnable && env.memory.device_accessible(q.amd_queue + aql::WRITE_DISPATCH_ID, 8) {
                 q.visible = q.fetch_limit(env.mem);
             }
+        }
+        // Kernels the executor was running: complete those that finished.
+        let executing: Vec<QueueKey> =
+            self.aql.iter().filter(|(_, q)| q.inflight.front().is_some_and(|f| matches!(f.exec, aql::Exec::Running(_)))).map(|(k, _)| *k).collect();
+        for k in executing {
+            self.retire(k, env, now);
         }
         loop {
             let mut progress = false;
@@ -236,7 +245,7 @@ impl Cp {
                     self.next_tag += 1;
                     let job = KernelJob { tag, workgroups: k.workgroups(), need: WgNeed::new(k.work_items_per_wg(), wave, k.group_segment), wg_ns, profile };
                     self.hws.submit(key, job, t);
-                    InFlight { id, tag: Some(tag), completion_signal: d.completion_signal, start: t, end: None, kernel: Some((k, r)) }
+                    InFlight { id, tag: Some(tag), completion_signal: d.completion_signal, start: t, end: None, kernel: Some((k, r)), exec: aql::Exec::NotStarted }
                 }
                 Packet::Barrier { ref deps, any } => {
                     let mut zero = Vec::new();
@@ -252,7 +261,7 @@ impl Cp {
                         self.block_on_dependencies(key, t);
                         return progress;
                     }
-                    InFlight { id, tag: None, completion_signal: d.completion_signal, start: t, end: Some(t), kernel: None }
+                    InFlight { id, tag: None, completion_signal: d.completion_signal, start: t, end: Some(t), kernel: None, exec: aql::Exec::NotStarted }
                 }
                 Packet::BarrierValue { signal: s, value, mask, cond } => {
                     if s != 0 {
@@ -265,9 +274,9 @@ impl Cp {
                             return progress;
                         }
                     }
-                    InFlight { id, tag: None, completion_signal: d.completion_signal, start: t, end: Some(t), kernel: None }
+                    InFlight { id, tag: None, completion_signal: d.completion_signal, start: t, end: Some(t), kernel: None, exec: aql::Exec::NotStarted }
                 }
-                Packet::Pm4 => InFlight { id, tag: None, completion_signal: d.completion_signal, start: t, end: Some(t), kernel: None },
+                Packet::Pm4 => InFlight { id, tag: None, completion_signal: d.completion_signal, start: t, end: Some(t), kernel: None, exec: aql::Exec::NotStarted },
             };
             let q = self.aql.get_mut(&key).expect("queue exists");
             q.blocked = None;
@@ -295,6 +304,35 @@ impl Cp {
             let Some(q) = self.aql.get_mut(&key) else { return };
             let Some(front) = q.inflight.front() else { return };
             let Some(end) = front.end else { return };
+            let executes = front.kernel.as_ref().is_some_and(|(_, r)| resolve::interprets(&self.cfg, r));
+            if let (true, Some(ex)) = (executes, env.executor) {
+                // The kernel's code runs on the executor's thread; the packet completes (and
+                // the ones after it) once that has finished.
+                let amd_queue = q.amd_queue;
+                let slot = q.slot_addr(front.id);
+                let front = q.inflight.front_mut().expect("front exists");
+                match &front.exec {
+                    aql::Exec::NotStarted => {
+                        let (k, r) = front.kernel.as_ref().expect("a kernel");
+                        let job = executor::Job {
+                            dispatch: k.clone(),
+                            packet: slot,
+                            queue: amd_queue,
+                            dispatch_id: front.id,
+                            cus: self.cfg.device.cus(),
+                            lds_per_cu: self.cfg.device.lds_kib * 1024,
+                            name: r.name.clone(),
+                        };
+                        front.exec = aql::Exec::Running(ex.submit(job));
+                        return;
+                    }
+                    aql::Exec::Running(id) => match ex.take(*id) {
+                        Some(res) => front.exec = aql::Exec::Done(res),
+                        None => return,
+                    },
+                    aql::Exec::Done(_) => {}
+                }
+            }
             let f = q.inflight.pop_front().expect("front exists");
             let end = end.max(q.last_end).min(t.max(end));
             q.last_end = end;
@@ -304,17 +342,22 @@ impl Cp {
             let slot = q.slot_addr(f.id);
             if let Some((k, r)) = &f.kernel {
                 if resolve::interprets(&self.cfg, r) {
-                    let launch = crate::isa::Launch {
-                        dispatch: k,
-                        packet: slot,
-                        queue: amd_queue,
-                        dispatch_id: f.id,
-                        cus: self.cfg.device.cus(),
-                        lds_per_cu: self.cfg.device.lds_kib * 1024,
+                    let res = if let aql::Exec::Done(res) = f.exec {
+                        res
+                    } else {
+                        let launch = crate::isa::Launch {
+                            dispatch: k,
+                            packet: slot,
+                            queue: amd_queue,
+                            dispatch_id: f.id,
+                            cus: self.cfg.device.cus(),
+                            lds_per_cu: self.cfg.device.lds_kib * 1024,
+                        };
+                        let interrupt = |partial: u32| signal::interrupt_partial(env.mem, env.events, partial, 8);
+                        let services = crate::isa::Services { clock: env.clock, interrupt: &interrupt };
+                        resolve::execute(&launch, r, env.mem, env.memory, &services)
                     };
-                    let interrupt = |partial: u32| signal::interrupt_partial(env.mem, env.events, partial, 8);
-                    let services = crate::isa::Services { clock: env.clock, interrupt: &interrupt };
-                    match resolve::execute(&launch, r, env.mem, env.memory, &services) {
+                    match res {
                         Ok(_) => {}
                         Err(IsaError::Fault(fault)) => {
                             self.memory_fault(key, env, fault.addr, fault.write);

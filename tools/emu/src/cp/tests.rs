@@ -68,7 +68,7 @@ impl Rig {
     fn run(&mut self, now: u64) -> Option<u64> {
         let clock = move || now;
         let to_host = |t| t;
-        let env = Env { mem: &self.mem, events: &self.events, memory: &self.memory, gpu_id: 1, clock: &clock, to_host: &to_host };
+        let env = Env { mem: &self.mem, events: &self.events, memory: &self.memory, gpu_id: 1, clock: &clock, to_host: &to_host, executor: None };
         self.cp.run(&env, now)
     }
 

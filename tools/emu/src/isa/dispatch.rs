@@ -132,102 +132,181 @@ struct Group {
 /// spinning on memory lets the wave it waits for run.
 const QUANTUM: u64 = 1 << 18;
 
-/// Real time the interpreter sleeps when every wave sleeps or waits (`s_sleep` loops waiting
-/// for the host), first and at most; doubled each idle round.
-const IDLE_FIRST: std::time::Duration = std::time::Duration::from_micros(10);
-const IDLE_MAX: std::time::Duration = std::time::Duration::from_millis(1);
+/// Real time to sleep when every wave sleeps or waits (`s_sleep` loops waiting for the host),
+/// first and at most; doubled each idle round.
+pub const IDLE_FIRST: std::time::Duration = std::time::Duration::from_micros(10);
+pub const IDLE_MAX: std::time::Duration = std::time::Duration::from_millis(1);
 
-/// Runs every workgroup of the dispatch for its memory effect.
+/// What a round of turns did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Round {
+    /// Something moved (a wave ended, passed a barrier, used its quantum up, or a workgroup
+    /// started): run another round.
+    Moved,
+    /// Every wave sleeps or waits: only time (the host, another dispatch) can move it.
+    Idle,
+    /// Every workgroup ran to its end.
+    Done(Stats),
+}
+
+/// A dispatch in progress: the workgroups started and not ended, and what is left.
 ///
 /// Workgroups become resident in order (x fastest) up to [`resident_limit`]: one at first, one
 /// more whenever one ends, and one more whenever a round of turns ends with every resident
 /// workgroup waiting (`s_sleep`, a GWS barrier, or a quantum used up), since those may wait
 /// for a workgroup that has not started. So ordinary kernels run one workgroup after another
 /// and kernels whose workgroups wait on each other (grid syncs, spin locks, host calls) have
-/// them side by side, as on the GPU. When nothing can move but by time passing (every wave in
-/// `s_sleep`), the thread sleeps; it never spins.
-pub fn run(launch: &Launch, mem: &Memory, services: &Services) -> Result<Stats, IsaError> {
-    let d = launch.dispatch;
-    let kd = Descriptor::read(mem, d.kernel_object).map_err(IsaError::Fault)?;
-    if kd.has(props::WAVEFRONT_SIZE32) {
-        return Err(IsaError::Illegal { pc: kd.entry, message: "wave32 kernel on a wave64 device".into() });
+/// them side by side, as on the GPU. [`Run::round`] gives each resident workgroup one turn;
+/// callers run rounds until [`Round::Done`], and between [`Round::Idle`] ones let time pass
+/// (sleep) rather than spin.
+pub struct Run<'m> {
+    mem: Memory<'m>,
+    dispatch: Dispatch,
+    packet: u64,
+    queue: u64,
+    dispatch_id: u64,
+    kd: Descriptor,
+    code: Code,
+    apertures: Apertures,
+    nwaves: usize,
+    vgprs: (usize, usize),
+    private_size: u32,
+    lds_size: u32,
+    counts: [u64; 3],
+    total: u64,
+    limit: usize,
+    stats: Stats,
+    progress: Progress,
+    resident: Vec<Group>,
+    spare: Vec<Group>,
+    next: u64,
+    admit: usize,
+    gws: Gws,
+    current_lds: Lds,
+    lanes: Box<[[u64; LANES]; 4]>,
+    lanes32: Box<[[u32; LANES]; 4]>,
+}
+
+impl<'m> Run<'m> {
+    /// Reads the kernel descriptor and prepares the dispatch; no workgroup has started.
+    pub fn new(launch: &Launch, mem: Memory<'m>) -> Result<Run<'m>, IsaError> {
+        let d = launch.dispatch;
+        let kd = Descriptor::read(&mem, d.kernel_object).map_err(IsaError::Fault)?;
+        if kd.has(props::WAVEFRONT_SIZE32) {
+            return Err(IsaError::Illegal { pc: kd.entry, message: "wave32 kernel on a wave64 device".into() });
+        }
+        let items = d.work_items_per_wg() as usize;
+        let nwaves = items.div_ceil(LANES).max(1);
+        let total_v = kd.vgprs().min(512);
+        let (nv, na) = if total_v > kd.accum_offset() { (kd.accum_offset(), total_v - kd.accum_offset()) } else { (total_v, 0) };
+        let lds_size = kd.group_segment_fixed_size.max(d.group_segment);
+        let counts: [u64; 3] = std::array::from_fn(|k| u64::from(d.grid[k]).div_ceil(u64::from(d.wg[k].max(1))));
+        Ok(Run {
+            dispatch: d.clone(),
+            packet: launch.packet,
+            queue: launch.queue,
+            dispatch_id: launch.dispatch_id,
+            code: Code::new(kd.entry),
+            apertures: Apertures::default(),
+            nwaves,
+            vgprs: (nv.min(256), na.min(256)),
+            private_size: kd.private_segment_fixed_size.max(d.private_segment),
+            lds_size,
+            counts,
+            total: counts[0] * counts[1] * counts[2],
+            limit: resident_limit(launch.cus, nwaves, u64::from(lds_size), launch.lds_per_cu),
+            stats: Stats::default(),
+            progress: Progress { started: std::time::Instant::now(), next_report: REPORT_EVERY, kernel: d.kernel_object },
+            resident: Vec::new(),
+            spare: Vec::new(),
+            next: 0,
+            admit: 1,
+            gws: Gws::default(),
+            current_lds: Lds::default(),
+            lanes: Box::new([[0; LANES]; 4]),
+            lanes32: Box::new([[0; LANES]; 4]),
+            kd,
+            mem,
+        })
     }
-    let apertures = Apertures::default();
-    let mut code = Code::new(kd.entry);
-    let items = d.work_items_per_wg() as usize;
-    let nwaves = items.div_ceil(LANES).max(1);
-    let total_v = kd.vgprs().min(512);
-    let (nv, na) = if total_v > kd.accum_offset() { (kd.accum_offset(), total_v - kd.accum_offset()) } else { (total_v, 0) };
-    let private_size = kd.private_segment_fixed_size.max(d.private_segment);
-    let lds_size = kd.group_segment_fixed_size.max(d.group_segment);
-    let counts: [u64; 3] = std::array::from_fn(|k| u64::from(d.grid[k]).div_ceil(u64::from(d.wg[k].max(1))));
-    let total = counts[0] * counts[1] * counts[2];
-    let limit = resident_limit(launch.cus, nwaves, u64::from(lds_size), launch.lds_per_cu);
-    let mut stats = Stats::default();
-    let mut progress = Progress { started: std::time::Instant::now(), next_report: REPORT_EVERY, kernel: d.kernel_object };
-    let mut resident: Vec<Group> = Vec::new();
-    let mut spare: Vec<Group> = Vec::new();
-    let mut next = 0u64;
-    let mut admit = 1usize;
-    let mut gws = Gws::default();
-    let mut idle = IDLE_FIRST;
-    let mut current_lds = Lds::default();
-    let mut ctx = Ctx {
-        mem,
-        lds: &mut current_lds,
-        apertures,
-        clock: services.clock,
-        interrupt: services.interrupt,
-        lanes: Box::new([[0; LANES]; 4]),
-        lanes32: Box::new([[0; LANES]; 4]),
-    };
-    loop {
-        while admit > 0 && resident.len() < limit && next < total {
-            let mut g = spare.pop().unwrap_or_else(|| Group {
-                waves: (0..nwaves).map(|_| Wave::new(nv.min(256), na.min(256), private_size)).collect(),
+
+    /// Starts the workgroups due, then gives each resident workgroup one turn.
+    pub fn round(&mut self, services: &Services) -> Result<Round, IsaError> {
+        let launch = Launch { dispatch: &self.dispatch, packet: self.packet, queue: self.queue, dispatch_id: self.dispatch_id, cus: 0, lds_per_cu: 0 };
+        let mut started = false;
+        while self.admit > 0 && self.resident.len() < self.limit && self.next < self.total {
+            let (nwaves, (nv, na), private_size, lds_size) = (self.nwaves, self.vgprs, self.private_size, self.lds_size);
+            let mut g = self.spare.pop().unwrap_or_else(|| Group {
+                waves: (0..nwaves).map(|_| Wave::new(nv, na, private_size)).collect(),
                 lds: Lds::new(lds_size as usize),
             });
-            let id = [(next % counts[0]) as u32, ((next / counts[0]) % counts[1]) as u32, (next / (counts[0] * counts[1])) as u32];
+            let (next, c) = (self.next, self.counts);
+            let id = [(next % c[0]) as u32, ((next / c[0]) % c[1]) as u32, (next / (c[0] * c[1])) as u32];
             g.lds.clear();
-            setup_workgroup(&mut g.waves, &kd, launch, id, &apertures);
-            resident.push(g);
-            next += 1;
-            admit -= 1;
+            setup_workgroup(&mut g.waves, &self.kd, &launch, id, &self.apertures);
+            self.resident.push(g);
+            self.next += 1;
+            self.admit -= 1;
+            started = true;
         }
-        if resident.is_empty() {
-            return Ok(stats);
+        if self.resident.is_empty() {
+            return Ok(Round::Done(self.stats));
         }
-        let mut moved = false;
-        for g in resident.iter_mut() {
+        let mut ctx = Ctx {
+            mem: &self.mem,
+            lds: &mut self.current_lds,
+            apertures: self.apertures,
+            clock: services.clock,
+            interrupt: services.interrupt,
+            lanes: &mut self.lanes,
+            lanes32: &mut self.lanes32,
+        };
+        let mut moved = started;
+        for g in self.resident.iter_mut() {
             std::mem::swap(ctx.lds, &mut g.lds);
-            let turn = run_group(&mut g.waves, &mut code, &mut ctx, &mut gws, &mut progress);
+            let turn = run_group(&mut g.waves, &mut self.code, &mut ctx, &mut self.gws, &mut self.progress);
             std::mem::swap(ctx.lds, &mut g.lds);
             moved |= turn?;
         }
-        let before = resident.len();
+        let before = self.resident.len();
         let mut k = 0;
-        while k < resident.len() {
-            if resident[k].waves.iter().all(|w| w.state == WaveState::Ended) {
-                let g = resident.swap_remove(k);
-                stats.workgroups += 1;
-                stats.waves += g.waves.iter().filter(|w| w.executed > 0).count() as u64;
-                stats.instructions += g.waves.iter().map(|w| w.executed).sum::<u64>();
-                spare.push(g);
+        while k < self.resident.len() {
+            if self.resident[k].waves.iter().all(|w| w.state == WaveState::Ended) {
+                let g = self.resident.swap_remove(k);
+                self.stats.workgroups += 1;
+                self.stats.waves += g.waves.iter().filter(|w| w.executed > 0).count() as u64;
+                self.stats.instructions += g.waves.iter().map(|w| w.executed).sum::<u64>();
+                self.spare.push(g);
             } else {
                 k += 1;
             }
         }
-        let finished = before - resident.len();
+        let finished = before - self.resident.len();
         // Every resident workgroup waits: one more may be what they wait for.
-        admit = finished.max(1);
-        if finished > 0 || moved {
-            idle = IDLE_FIRST;
-        } else if resident.len() >= limit || next >= total {
-            if let Some(e) = stuck(&resident, &gws, total - next) {
-                return Err(e);
+        self.admit = finished.max(1);
+        if finished > 0 || moved || (self.resident.len() < self.limit && self.next < self.total) {
+            return Ok(if self.resident.is_empty() && self.next >= self.total { Round::Done(self.stats) } else { Round::Moved });
+        }
+        if let Some(e) = stuck(&self.resident, &self.gws, self.total - self.next) {
+            return Err(e);
+        }
+        Ok(Round::Idle)
+    }
+}
+
+/// Runs every workgroup of the dispatch for its memory effect, on the calling thread (see
+/// [`Run`]); sleeps (10 µs doubling to 1 ms) while every wave sleeps. It never spins.
+pub fn run(launch: &Launch, mem: Memory, services: &Services) -> Result<Stats, IsaError> {
+    let mut r = Run::new(launch, mem)?;
+    let mut idle = IDLE_FIRST;
+    loop {
+        match r.round(services)? {
+            Round::Done(s) => return Ok(s),
+            Round::Moved => idle = IDLE_FIRST,
+            Round::Idle => {
+                std::thread::sleep(idle);
+                idle = (idle * 2).min(IDLE_MAX);
             }
-            std::thread::sleep(idle);
-            idle = (idle * 2).min(IDLE_MAX);
         }
     }
 }

@@ -24,7 +24,7 @@ pub mod memory;
 pub mod operand;
 pub mod wave;
 
-pub use dispatch::{Launch, Services, Stats};
+pub use dispatch::{Launch, Round, Run, Services, Stats};
 
 use crate::kernels::Fault;
 use crate::sys::devmem::DeviceMemory;
@@ -59,6 +59,5 @@ impl std::fmt::Display for IsaError {
 /// after `accessible(addr, len)` says the range is mapped; `services` give device time and
 /// the host interrupt.
 pub fn run(launch: &Launch, mem: &dyn DeviceMemory, accessible: &dyn Fn(u64, u64) -> bool, services: &Services) -> Result<Stats, IsaError> {
-    let m = memory::Memory::new(mem, accessible);
-    dispatch::run(launch, &m, services)
+    dispatch::run(launch, memory::Memory::new(mem, accessible), services)
 }

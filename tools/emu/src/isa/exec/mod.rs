@@ -85,9 +85,9 @@ pub struct Ctx<'a, 'm> {
     pub interrupt: &'a dyn Fn(u32),
     /// Per-lane working space of the vector ALU (three sources and a result), kept between
     /// instructions so that none has to clear it.
-    pub lanes: Box<[[u64; super::wave::LANES]; 4]>,
+    pub lanes: &'a mut [[u64; super::wave::LANES]; 4],
     /// The same for 32-bit operations: constant splats and a result.
-    pub lanes32: Box<[[u32; super::wave::LANES]; 4]>,
+    pub lanes32: &'a mut [[u32; super::wave::LANES]; 4],
 }
 
 pub type Handler = fn(&mut Wave, &Inst, &mut Ctx) -> Result<Step, ExecError>;

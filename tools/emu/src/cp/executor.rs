@@ -1,0 +1,178 @@
+//! The thread that executes kernel code for one GPU: the CP hands it the dispatches at the
+//! front of their queues whose code runs on the ISA interpreter ([`Executor::submit`]) and
+//! completes each packet once its result is there ([`Executor::take`]); meanwhile the CP goes
+//! on with other queues and the host's KFD calls (queue creation, priority, suspend) never
+//! wait for a kernel's interpretation.
+//!
+//! Dispatches of several queues run side by side, a round of workgroup turns each in turn (see
+//! [`crate::isa::Run`]), as kernels of several queues share the GPU: a kernel that waits for
+//! what a kernel on another queue writes finishes. When every dispatch waits on time (its waves
+//! sleep), the thread sleeps on a condition variable (woken early by new work); with nothing to
+//! do it blocks. It never spins.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use super::clock::Clock;
+use super::signal;
+use crate::isa::{IsaError, Launch, Round, Run, Services, Stats};
+use crate::kernels::Dispatch;
+use crate::kfd::events::Events;
+use crate::kfd::memory::{GpuView, Memory};
+
+/// A dispatch to execute: what [`Launch`] holds, owned, and the kernel's name for the log.
+#[derive(Clone, Debug)]
+pub struct Job {
+    pub dispatch: Dispatch,
+    pub packet: u64,
+    pub queue: u64,
+    pub dispatch_id: u64,
+    pub cus: u32,
+    pub lds_per_cu: u32,
+    pub name: Arc<str>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Submitted, not yet taken up by the thread.
+    new: Vec<(u64, Job)>,
+    /// Finished, not yet taken by the CP.
+    done: HashMap<u64, Result<Stats, IsaError>>,
+    next_id: u64,
+}
+
+struct Inner {
+    state: Mutex<State>,
+    work: Condvar,
+    stop: AtomicBool,
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+pub struct Executor {
+    inner: Arc<Inner>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Executor {
+    /// Starts the thread; `notify` wakes the device thread when a result is ready.
+    pub fn start(memory: Arc<Memory>, events: Arc<Events>, clock: Clock, gpu_id: u32, notify: Box<dyn Fn() + Send>) -> Executor {
+        let inner = Arc::new(Inner { state: Mutex::new(State::default()), work: Condvar::new(), stop: AtomicBool::new(false) });
+        let i = inner.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("xhsa-emu-isa{gpu_id}"))
+            .spawn(move || run(&i, &memory, &events, clock, &*notify))
+            .expect("spawn the ISA interpreter thread");
+        Executor { inner, thread: Mutex::new(Some(thread)) }
+    }
+
+    /// Queues a dispatch; returns the id its result will carry.
+    pub fn submit(&self, job: Job) -> u64 {
+        let mut st = self.inner.lock();
+        st.next_id += 1;
+        let id = st.next_id;
+        st.new.push((id, job));
+        drop(st);
+        self.inner.work.notify_all();
+        id
+    }
+
+    /// The result of dispatch `id`, once it has finished (taken once).
+    pub fn take(&self, id: u64) -> Option<Result<Stats, IsaError>> {
+        self.inner.lock().done.remove(&id)
+    }
+
+    /// Stops the thread (dispatches still running are abandoned).
+    pub fn stop(&self) {
+        self.inner.stop.store(true, Ordering::Release);
+        self.inner.work.notify_all();
+        if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Executor {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A dispatch being executed.
+struct Active<'m> {
+    id: u64,
+    name: Arc<str>,
+    run: Run<'m>,
+    started: Instant,
+}
+
+fn run(inner: &Inner, memory: &Arc<Memory>, events: &Events, clock: Clock, notify: &dyn Fn()) {
+    let view = GpuView::new(memory);
+    let accessible = |a: u64, l: u64| memory.device_accessible(a, l);
+    let now = || clock.now();
+    let interrupt = |partial: u32| signal::interrupt_partial(&view, events, partial, 8);
+    let services = Services { clock: &now, interrupt: &interrupt };
+    let mut active: Vec<Active> = Vec::new();
+    let mut idle = crate::isa::dispatch::IDLE_FIRST;
+    while !inner.stop.load(Ordering::Acquire) {
+        // Take up new dispatches; with nothing to do, block until there is.
+        let new = {
+            let mut st = inner.lock();
+            while st.new.is_empty() && active.is_empty() && !inner.stop.load(Ordering::Acquire) {
+                st = inner.work.wait(st).unwrap_or_else(|p| p.into_inner());
+            }
+            std::mem::take(&mut st.new)
+        };
+        let mut finished: Vec<(u64, Result<Stats, IsaError>)> = Vec::new();
+        for (id, job) in new {
+            let launch = Launch { dispatch: &job.dispatch, packet: job.packet, queue: job.queue, dispatch_id: job.dispatch_id, cus: job.cus, lds_per_cu: job.lds_per_cu };
+            match Run::new(&launch, crate::isa::memory::Memory::new(&view, &accessible)) {
+                Ok(run) => active.push(Active { id, name: job.name, run, started: Instant::now() }),
+                Err(e) => finished.push((id, Err(e))),
+            }
+        }
+        // A round of each.
+        let mut moved = false;
+        let mut k = 0;
+        while k < active.len() {
+            match active[k].run.round(&services) {
+                Ok(Round::Moved) => {
+                    moved = true;
+                    k += 1;
+                }
+                Ok(Round::Idle) => k += 1,
+                Ok(Round::Done(s)) => {
+                    let a = active.swap_remove(k);
+                    tracing::debug!(kernel = %a.name, workgroups = s.workgroups, waves = s.waves, instructions = s.instructions, us = a.started.elapsed().as_micros() as u64, "xhsa-emu: executed");
+                    finished.push((a.id, Ok(s)));
+                }
+                Err(e) => {
+                    let a = active.swap_remove(k);
+                    finished.push((a.id, Err(e)));
+                }
+            }
+        }
+        if !finished.is_empty() {
+            inner.lock().done.extend(finished);
+            notify();
+            moved = true;
+        }
+        if moved || active.is_empty() {
+            idle = crate::isa::dispatch::IDLE_FIRST;
+            continue;
+        }
+        // Every dispatch waits on time: sleep, unless new work arrives.
+        let st = inner.lock();
+        if st.new.is_empty() {
+            let _ = inner.work.wait_timeout(st, idle).unwrap_or_else(|p| p.into_inner());
+        }
+        idle = (idle * 2).min(crate::isa::dispatch::IDLE_MAX);
+    }
+}
