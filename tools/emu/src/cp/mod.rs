@@ -303,8 +303,8 @@ impl Cp {
             let amd_queue = q.amd_queue;
             let slot = q.slot_addr(f.id);
             if let Some((k, r)) = &f.kernel {
-                if resolve::interprets(&self.cfg, r) {
-                    let launch = crate::isa::Launch { dispatch: k, packet: slot, queue: amd_queue, dispatch_id: f.id };
+                if let Some(target) = resolve::target(r).filter(|_| resolve::interprets(&self.cfg, r)) {
+                    let launch = crate::isa::Launch { dispatch: k, packet: slot, queue: amd_queue, dispatch_id: f.id, target };
                     match resolve::execute(&launch, r, env.mem, env.memory, env.clock) {
                         Ok(_) => {}
                         Err(IsaError::Fault(fault)) => {

@@ -7,8 +7,10 @@
 //! segment buffer (4), dispatch ptr (2), queue ptr (2), kernarg segment ptr (2), dispatch id
 //! (2), flat scratch init (2), private segment size (1), each if its kernel_code_properties
 //! bit is set; then from s[USER_SGPR_COUNT]: workgroup id x, y, z (each if enabled in rsrc2),
-//! workgroup info, private segment wave byte offset (if rsrc2's private segment is enabled).
-//! VGPRs: gfx90a packs the work-item ids into v0 (x [9:0], y [19:10], z [29:20]).
+//! workgroup info, private segment wave byte offset (if rsrc2's private segment is enabled;
+//! not with gfx942's architected flat scratch, where the descriptor may not ask for the private
+//! segment buffer or flat scratch init either). VGPRs: gfx90a and gfx942 pack the work-item ids
+//! into v0 (x [9:0], y [19:10], z [29:20]).
 
 use std::collections::HashMap;
 
@@ -18,6 +20,7 @@ use super::exec::{self, Ctx, ExecError, Handler, Step};
 use super::lds::Lds;
 use super::memory::Memory;
 use super::operand::{M0, VCC_LO};
+use super::target::Target;
 use super::wave::{Apertures, Wave, WaveState, LANES};
 use super::IsaError;
 use crate::kernels::{Dispatch, Fault};
@@ -31,6 +34,8 @@ pub struct Launch<'a> {
     /// Address of the queue's `amd_queue_t` (the queue ptr SGPRs).
     pub queue: u64,
     pub dispatch_id: u64,
+    /// The ISA of the kernel's code object.
+    pub target: Target,
 }
 
 /// Counts of what ran.
@@ -48,6 +53,7 @@ type Decoded = (Inst, Option<Handler>);
 /// Decoded instructions by address, with their handlers.
 struct Code {
     base: u64,
+    target: Target,
     near: Vec<Option<Box<Decoded>>>,
     far: HashMap<u64, Box<Decoded>>,
 }
@@ -56,8 +62,8 @@ struct Code {
 const NEAR: u64 = 1 << 20;
 
 impl Code {
-    fn new(base: u64) -> Code {
-        Code { base, near: Vec::new(), far: HashMap::new() }
+    fn new(base: u64, target: Target) -> Code {
+        Code { base, target, near: Vec::new(), far: HashMap::new() }
     }
 
     fn fetch(&mut self, mem: &Memory, pc: u64) -> Result<&Decoded, IsaError> {
@@ -77,7 +83,7 @@ impl Code {
                     Err(_) => break,
                 }
             }
-            let inst = match decode::decode(&words[..n]) {
+            let inst = match decode::decode_for(self.target, &words[..n]) {
                 Ok(i) => i,
                 Err(DecodeError::Truncated) => return Err(IsaError::Fault(Fault { addr: pc + 4 * n as u64, write: false })),
                 Err(e) => return Err(IsaError::Decode { pc, error: e }),
@@ -106,7 +112,7 @@ pub fn run(launch: &Launch, mem: &Memory, clock: &dyn Fn() -> u64) -> Result<Sta
         return Err(IsaError::Illegal { pc: kd.entry, message: "wave32 kernel on a wave64 device".into() });
     }
     let apertures = Apertures::default();
-    let mut code = Code::new(kd.entry);
+    let mut code = Code::new(kd.entry, launch.target);
     let items = d.work_items_per_wg() as usize;
     let nwaves = items.div_ceil(LANES).max(1);
     let total_v = kd.vgprs().min(512);
@@ -189,7 +195,7 @@ fn setup_workgroup(waves: &mut [Wave], kd: &Descriptor, launch: &Launch, id: [u3
             w.set_s32(s, 0);
             s += 1;
         }
-        if kd.private_segment() {
+        if kd.private_segment() && !launch.target.architected_flat_scratch() {
             w.set_s32(s, 0); // private segment wave byte offset: each wave has its own memory
         }
         w.set_s32(M0, 0);

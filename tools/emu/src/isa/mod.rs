@@ -21,6 +21,7 @@ pub mod host;
 pub mod lds;
 pub mod memory;
 pub mod operand;
+pub mod target;
 pub mod wave;
 
 pub use dispatch::{Launch, Stats};
