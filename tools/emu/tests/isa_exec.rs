@@ -1229,6 +1229,34 @@ fn gfx9_16_bit_multiply_adds_keep_the_other_half() {
 }
 
 /// D's value before a `KD` kernel of tests/isa/vop3_misc.hip ran (c ^ 0xa5a5a5a5).
+/// gfx9's VI-era 16-bit multiply-adds (`v_mad_legacy_u16`/`_i16`, which hipcc emits for
+/// gfx942 byte arithmetic): the sum in D's low half, the high half zeroed, clamp saturating.
+#[test]
+fn legacy_16_bit_multiply_adds_zero_the_high_half() {
+    let Some(mut r) = Rig::new(MISC) else { return };
+    let (a, b, c) = (words(121, 64), words(122, 64), words(123, 64));
+    let lo = |x: u32| x & 0xffff;
+    let i16_ = |x: u32| i64::from(x as u16 as i16);
+    // Small factors in some lanes so that not every clamped result saturates.
+    let bs: Vec<u32> = b.iter().enumerate().map(|(l, w)| if l % 2 == 0 { w & 0xff0f } else { *w }).collect();
+    let d = lanes3(&mut r, "mad_legacy_u16", &a, &bs, &c, 1);
+    for l in 0..64 {
+        assert_eq!(d[l], lo(a[l]).wrapping_mul(lo(bs[l])).wrapping_add(lo(c[l])) & 0xffff, "mad_legacy_u16 lane {l}");
+    }
+    let d = lanes3(&mut r, "mad_legacy_u16_clamp", &a, &bs, &c, 1);
+    for l in 0..64 {
+        assert_eq!(d[l], (u64::from(lo(a[l])) * u64::from(lo(bs[l])) + u64::from(lo(c[l]))).min(0xffff) as u32, "mad_legacy_u16 clamp lane {l}");
+    }
+    let d = lanes3(&mut r, "mad_legacy_i16", &a, &bs, &c, 1);
+    for l in 0..64 {
+        assert_eq!(d[l], (i16_(a[l]) * i16_(bs[l]) + i16_(c[l])) as u32 & 0xffff, "mad_legacy_i16 lane {l}");
+    }
+    let d = lanes3(&mut r, "mad_legacy_i16_clamp", &a, &bs, &c, 1);
+    for l in 0..64 {
+        assert_eq!(d[l], (i16_(a[l]) * i16_(bs[l]) + i16_(c[l])).clamp(-32768, 32767) as u32 & 0xffff, "mad_legacy_i16 clamp lane {l}");
+    }
+}
+
 fn old_of(c: &[u32], l: usize) -> u32 {
     c[l] ^ 0xa5a5_a5a5
 }
