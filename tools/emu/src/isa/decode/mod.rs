@@ -1,7 +1,9 @@
 //! The gfx90a instruction decoder: one 32-, 64- or 96-bit instruction from its words into an
 //! [`Inst`] with the fields of its encoding family, named from the opcode tables
-//! ([`names`], generated from LLVM's disassembler). Whole families are decoded: every field of
-//! every opcode the family holds, whether or not the interpreter executes that opcode.
+//! ([`names`], generated from LLVM's disassembler). gfx942 has the same families and fields
+//! with its own opcode tables ([`names942`], mapped to gfx90a's in [`gfx942`]; [`decode_for`]).
+//! Whole families are decoded: every field of every opcode the family holds, whether or not the
+//! interpreter executes that opcode.
 //!
 //! Family selection by the high bits of the first word (CDNA2 ISA "Microcode formats"):
 //!
