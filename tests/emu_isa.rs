@@ -1,10 +1,10 @@
 //! Kernel code executes on the emulated GPU: `tests/programs/isa_exec.hip` (a vector add, an
-//! LDS reduction with barriers, a `__shfl`, a global atomic, fp64 math), whose kernels have no
-//! CPU model in the emulator, checks its own results under `xhsa-emu run`; and kernels that wait
-//! (`tests/programs/hip_waiting.hip`: device printf through HIP's hostcall service, a
-//! cooperative launch's grid syncs, workgroups spinning on each other, a kernel waiting for a
-//! kernel on another stream, a kernel waiting for the host while it creates a stream) complete
-//! with right results, natively and with libxhsa loaded both ways.
+//! LDS reduction with barriers, a `__shfl`, a global atomic, fp64 math, a private array), whose
+//! kernels have no CPU model in the emulator, checks its own results under `xhsa-emu run`; and
+//! kernels that wait (`tests/programs/hip_waiting.hip`: device printf through HIP's hostcall
+//! service, a cooperative launch's grid syncs, workgroups spinning on each other, a kernel
+//! waiting for a kernel on another stream, a kernel waiting for the host while it creates a
+//! stream) complete with right results, natively and with libxhsa loaded both ways.
 mod common;
 
 use std::collections::BTreeSet;
@@ -17,7 +17,7 @@ fn hip_kernels_without_a_model_compute_right_results() {
     let out = run_under_emu::<&str>(&prog, &[], &RunOpts::default());
     eprintln!("{}", out.stdout);
     assert_passed(&out);
-    for c in ["vadd", "lds_reduce", "shfl", "atomic_sum", "fp64"] {
+    for c in ["vadd", "lds_reduce", "shfl", "atomic_sum", "fp64", "private"] {
         assert_check_passed(&out, c);
     }
 }

@@ -93,6 +93,19 @@ fn hip_basic_built_by_the_rocm64_hipcc_passes_natively_and_under_libxhsa() {
     }
 }
 
+/// Kernels without a CPU model built for gfx942 execute on the ISA interpreter and compute
+/// right results (`tests/programs/isa_exec.hip` checks its own: vector add, LDS reduction with
+/// barriers, shuffle, atomics, fp64, a private array in scratch memory).
+#[test]
+fn isa_exec_built_for_gfx942_computes_right_results() {
+    let prog = common::program64("isa_exec", "gfx942", &[]);
+    let out = run_under_emu::<&str>(&prog, &[], &opts("gfx942"));
+    assert_passed(&out);
+    for c in ["vadd", "lds_reduce", "shfl", "atomic_sum", "fp64", "private"] {
+        assert_check_passed(&out, c);
+    }
+}
+
 /// The HSA-level test program (queues, packets, signals, `hsa_amd_queue_get_info`), built
 /// against ROCr 6.4.
 #[test]

@@ -6,7 +6,9 @@
 //
 // Parts: a vector add (global loads/stores, work-item ids), a reduction of each workgroup's
 // values through LDS with s_barrier between the steps, a warp shuffle (__shfl: ds_bpermute),
-// and an atomic add on global memory.
+// an atomic add on global memory, fp64 math, and a private array indexed at run time (scratch
+// memory: MUBUF through the private segment buffer on gfx90a, SCRATCH instructions on gfx942's
+// architected flat scratch).
 #include <hip/hip_runtime.h>
 #include <cmath>
 #include <cstdio>
@@ -63,6 +65,18 @@ __global__ void isa_fp64(const double* x, double* y, int* r, int n) {
         y[i] = fma(sqrt(x[i]), 2.5, (double)i);
         r[i] = (int)(x[i] * 0.5f) - i;
     }
+}
+
+// A private array indexed by loaded values, so it lives in scratch memory: out[i] = sum over
+// k < 8 of a[idx[(i + k) % n] % 40] with a[k] = i * k + 1.
+__global__ void isa_private(const int* idx, int* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int a[40];
+    for (int k = 0; k < 40; ++k) a[k] = i * k + 1;
+    int s = 0;
+    for (int k = 0; k < 8; ++k) s += a[idx[(i + k) % n] % 40];
+    out[i] = s;
 }
 
 static int failures = 0;
@@ -195,6 +209,28 @@ int main() {
         HIP_OK(hipFree(dx));
         HIP_OK(hipFree(dy));
         HIP_OK(hipFree(dr));
+    }
+    {
+        const int n = 1000;
+        std::vector<int> idx(n), out(n, -1);
+        for (int i = 0; i < n; ++i) idx[i] = (i * 37 + 11) % 1009;
+        int *didx, *dout;
+        HIP_OK(hipMalloc(&didx, n * sizeof(int)));
+        HIP_OK(hipMalloc(&dout, n * sizeof(int)));
+        HIP_OK(hipMemcpy(didx, idx.data(), n * sizeof(int), hipMemcpyHostToDevice));
+        isa_private<<<(n + 127) / 128, 128>>>(didx, dout, n);
+        HIP_OK(hipGetLastError());
+        HIP_OK(hipMemcpy(out.data(), dout, n * sizeof(int), hipMemcpyDeviceToHost));
+        int bad = -1, want = 0;
+        for (int i = 0; i < n && bad < 0; ++i) {
+            want = 0;
+            for (int k = 0; k < 8; ++k) want += i * (idx[(i + k) % n] % 40) + 1;
+            if (out[i] != want) bad = i;
+        }
+        std::snprintf(detail, sizeof detail, "out[%d] = %d, want %d", bad, bad >= 0 ? out[bad] : 0, want);
+        check("private", bad < 0, detail);
+        HIP_OK(hipFree(didx));
+        HIP_OK(hipFree(dout));
     }
     std::printf("RESULT: %s\n", failures == 0 ? "PASS" : "FAIL");
     return failures == 0 ? 0 : 1;

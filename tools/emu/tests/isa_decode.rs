@@ -1,12 +1,18 @@
-//! The decoder against LLVM's disassembler (llvm-mc-15 -mcpu=gfx90a): for random instruction
-//! words of every encoding family (a fixed seed: about 6500 of the 21000 probes are valid
-//! instructions), whenever LLVM accepts the words, the decoder must name the same instruction
-//! with the same length (literal, DPP and SDWA words included). Skipped, with a message, when
-//! llvm-mc-15 is not installed.
+//! The decoder against LLVM's disassembler: for random instruction words of every encoding
+//! family, whenever LLVM accepts the words, the decoder must name the same instruction with the
+//! same length (literal, DPP and SDWA words included).
+//!
+//! - gfx90a against llvm-mc-15 `-mcpu=gfx90a` (a fixed seed: about 6500 of the 21000 probes are
+//!   valid instructions); skipped, with a message, when llvm-mc-15 is not installed.
+//! - gfx942 against the ROCm 6.4 root's llvm-mc 21 `-mcpu=gfx942` (fewer probes, asked in large
+//!   batches: a few seconds); needs the root (`./x setup`), as the other ROCm 6.4 tests do:
+//!   without it the test fails and says so.
 
+use std::ffi::OsString;
 use std::process::Command;
 
-use xhsa_emu::isa::decode::decode;
+use xhsa_emu::isa::decode::decode_for;
+use xhsa_emu::isa::target::Target;
 
 /// A small deterministic generator (xorshift64*).
 struct Rng(u64);
@@ -24,28 +30,37 @@ fn hex(words: &[u32]) -> String {
     words.iter().flat_map(|w| w.to_le_bytes()).map(|b| format!("0x{b:02x}")).collect::<Vec<_>>().join(" ")
 }
 
+/// An llvm-mc to ask: its command line before the options, the CPU, and how many probes one
+/// run takes.
+struct Mc {
+    cmd: Vec<OsString>,
+    cpu: &'static str,
+    batch: usize,
+}
+
 /// LLVM's view of one probe: Some((mnemonic without _e32/_e64/_sdwa/_dpp, bytes)) or None;
 /// bytes is 0 when LLVM's re-encoding (`-show-encoding`) is not the probe's own bytes (it
 /// re-encodes a literal that holds an inline value as the inline constant, say), so the length
 /// it shows is not what it decoded.
-fn llvm(probes: &[Vec<u32>]) -> Vec<Option<(String, usize)>> {
+fn llvm(mc: &Mc, probes: &[Vec<u32>]) -> Vec<Option<(String, usize)>> {
     // llvm-mc-15 crashes on some words, losing its whole output: ask in batches of 100, and a
     // batch that does not split per probe as tenths, down to the probe, which is then left out
     // (halving had cost 40 s; the crashes are some MFMA and SDWA words).
-    if probes.len() > 100 {
-        return probes.chunks(100).flat_map(llvm).collect();
+    if probes.len() > mc.batch {
+        return probes.chunks(mc.batch).flat_map(|c| llvm(mc, c)).collect();
     }
     // Each probe is followed by two s_nop (room for an instruction the probe's last word
     // starts) and a marker (s_mov_b32 s101, s101), so the output splits per probe.
     let marker = 0xBEE5_0065u32;
     let input: String = probes.iter().map(|p| format!("{} {}\n", hex(p), hex(&[0xBF80_0000, 0xBF80_0000, marker]))).collect();
-    let mut child = Command::new("llvm-mc-15")
-        .args(["-disassemble", "-show-encoding", "-arch=amdgcn", "-mcpu=gfx90a"])
+    let mut child = Command::new(&mc.cmd[0])
+        .args(&mc.cmd[1..])
+        .args(["-disassemble", "-show-encoding", "-arch=amdgcn", &format!("-mcpu={}", mc.cpu)])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .expect("run llvm-mc-15");
+        .expect("run llvm-mc");
     use std::io::Write;
     child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
@@ -72,7 +87,7 @@ fn llvm(probes: &[Vec<u32>]) -> Vec<Option<(String, usize)>> {
         if probes.len() == 1 {
             return vec![None];
         }
-        return probes.chunks(probes.len().div_ceil(10)).flat_map(llvm).collect();
+        return probes.chunks(probes.len().div_ceil(10)).flat_map(|c| llvm(mc, c)).collect();
     }
     (0..probes.len())
         .map(|k| {
@@ -94,6 +109,31 @@ fn decoder_agrees_with_llvm_on_random_words_of_every_family() {
         eprintln!("SKIP: llvm-mc-15 not installed (Debian package llvm-15)");
         return;
     }
+    let mc = Mc { cmd: vec!["llvm-mc-15".into()], cpu: "gfx90a", batch: 100 };
+    let checked = agree(&mc, Target::Gfx90a, 1500);
+    assert!(checked > 5000, "only {checked} probes were valid instructions");
+}
+
+/// The ROCm 6.4 root's llvm-mc 21, run through the root's dynamic loader (no chroot needed).
+fn llvm_mc_21() -> Vec<OsString> {
+    let root = xhsa_emu::launcher::rocm::root(std::env::var_os(xhsa_emu::launcher::rocm::ROOT_VAR)).unwrap_or_else(|e| panic!("{e}"));
+    let r = |p: &str| root.join(p).into_os_string();
+    let mut libs = r("usr/lib/llvm-21/lib");
+    libs.push(":");
+    libs.push(r("usr/lib/x86_64-linux-gnu"));
+    vec![r("lib64/ld-linux-x86-64.so.2"), "--library-path".into(), libs, r("usr/lib/llvm-21/bin/llvm-mc")]
+}
+
+#[test]
+fn gfx942_decoder_agrees_with_llvm_mc_21_on_random_words_of_every_family() {
+    let mc = Mc { cmd: llvm_mc_21(), cpu: "gfx942", batch: 2000 };
+    let checked = agree(&mc, Target::Gfx942, 600);
+    assert!(checked > 2000, "only {checked} probes were valid instructions");
+}
+
+/// Asks `mc` about `per_family` random probes of each family prefix and compares the decoder
+/// for `target`; returns how many probes were valid instructions.
+fn agree(mc: &Mc, target: Target, per_family: usize) -> usize {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     // Family prefixes: (mask of fixed bits, value).
     let prefixes: [(u32, u32); 14] = [
@@ -115,7 +155,7 @@ fn decoder_agrees_with_llvm_on_random_words_of_every_family() {
     let mut checked = 0;
     let mut mismatches = Vec::new();
     for &(mask, value) in &prefixes {
-        let probes: Vec<Vec<u32>> = (0..1500)
+        let probes: Vec<Vec<u32>> = (0..per_family)
             .map(|k| {
                 let mut w0 = (rng.next() & !mask) | value;
                 // Bias a third of the VOP1/VOP2/VOPC probes towards DPP (250), SDWA (249) and
@@ -126,18 +166,18 @@ fn decoder_agrees_with_llvm_on_random_words_of_every_family() {
                 vec![w0, rng.next(), rng.next()]
             })
             .collect();
-        let theirs = llvm(&probes);
+        let theirs = llvm(mc, &probes);
         for (p, t) in probes.iter().zip(theirs) {
             let Some((name, bytes)) = t else { continue };
             checked += 1;
-            match decode(p) {
+            match decode_for(target, p) {
                 Ok(i) if i.name == name && (bytes == 0 || usize::from(i.len) == bytes) => {}
                 Ok(i) => mismatches.push(format!("{}: llvm {name} ({bytes} bytes), decoder {} ({} bytes)", hex(p), i.name, i.len)),
                 Err(e) => mismatches.push(format!("{}: llvm {name} ({bytes} bytes), decoder error {e}", hex(p))),
             }
         }
     }
-    assert!(checked > 5000, "only {checked} probes were valid instructions");
     assert!(mismatches.is_empty(), "{} of {checked} differ:\n{}", mismatches.len(), mismatches.iter().take(40).cloned().collect::<Vec<_>>().join("\n"));
-    eprintln!("{checked} instructions decoded as llvm-mc-15 does ({} differ)", mismatches.len());
+    eprintln!("{target}: {checked} instructions decoded as llvm-mc ({}) does", mc.cpu);
+    checked
 }

@@ -1,64 +1,86 @@
 //! The ISA interpreter on real code: kernels built with `hipcc --offload-arch=gfx90a` (the
 //! device code of tests/programs/isa_exec.hip, which the end-to-end test also runs as a HIP
 //! program), loaded from their code object and dispatched over host buffers, their results
-//! checked against the CPU. Skipped, with a message, when hipcc is not installed.
+//! checked against the CPU. Skipped, with a message, when hipcc is not installed. The gfx942
+//! tests build with the ROCm 6.4 root's hipcc (`./x setup`) and fail without it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use xhsa_emu::isa::host::{CodeObject, HostRig};
+use xhsa_emu::isa::target::Target;
 use xhsa_emu::isa::IsaError;
 
 fn have_hipcc() -> bool {
     Command::new("hipcc").arg("--version").output().is_ok_and(|o| o.status.success())
 }
 
-/// Builds the device code of `src` into a code object (cached by content in the target's
-/// temporary directory).
-fn code_object(src: &Path) -> PathBuf {
+/// Builds the device code of `src` for `arch` into a code object (cached by content and arch
+/// in the target's temporary directory): gfx90a with the host's hipcc, gfx942 with the ROCm
+/// 6.4 root's (through `xhsa-emu run --rocm 6.4`, the worktree bound in).
+fn code_object(src: &Path, arch: &str) -> PathBuf {
     let data = std::fs::read(src).unwrap();
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in &data {
+    for b in data.iter().chain(arch.as_bytes()) {
         h = (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
     }
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{}-{h:016x}.hsaco", src.file_stem().unwrap().to_string_lossy()));
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{}-{arch}-{h:016x}.hsaco", src.file_stem().unwrap().to_string_lossy()));
     if !out.exists() {
         // Tests run in threads of one process: each build gets its own temporary name.
         static BUILDS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let tmp = out.with_extension(format!("tmp{}-{}", std::process::id(), BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
-        let st = Command::new("hipcc")
-            .args(["--genco", "--no-gpu-bundle-output", "--offload-arch=gfx90a", "-O3", "-o"])
-            .arg(&tmp)
-            .arg(src)
-            .status()
-            .expect("run hipcc");
-        assert!(st.success(), "hipcc {}", src.display());
+        let mut cmd = if arch == "gfx90a" {
+            Command::new("hipcc")
+        } else {
+            let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap();
+            let mut c = Command::new(env!("CARGO_BIN_EXE_xhsa-emu"));
+            c.args(["run", "--rocm", "6.4", "--bind"]).arg(&repo);
+            c.args(["--", "hipcc"]);
+            c
+        };
+        let st = cmd.args(["--genco", "--no-gpu-bundle-output", &format!("--offload-arch={arch}"), "-O3", "-o"]).arg(&tmp).arg(src).status().expect("run hipcc");
+        assert!(st.success(), "hipcc --offload-arch={arch} {}", src.display());
         std::fs::rename(&tmp, &out).unwrap();
     }
     out
 }
 
-/// A rig over the device code of `src` (relative to this crate), or None without hipcc.
+/// A rig over the device code of `src` (relative to this crate).
 struct Rig;
 
 impl Rig {
+    /// Built for gfx90a, or None without hipcc.
     #[allow(clippy::new_ret_no_self)]
     fn new(src: &str) -> Option<HostRig> {
         if !have_hipcc() {
             eprintln!("SKIP: hipcc not installed (Debian package hipcc)");
             return None;
         }
+        Some(Rig::load(src, "gfx90a"))
+    }
+
+    /// Built for gfx942 by the ROCm 6.4 root's hipcc: needs the root (`./x setup`), as the
+    /// other ROCm 6.4 tests do; without it the test fails and says so.
+    fn gfx942(src: &str) -> HostRig {
+        if let Err(e) = xhsa_emu::launcher::rocm::root(std::env::var_os(xhsa_emu::launcher::rocm::ROOT_VAR)) {
+            panic!("{e}");
+        }
+        let r = Rig::load(src, "gfx942");
+        assert_eq!(r.code().target(), Target::Gfx942);
+        r
+    }
+
+    fn load(src: &str, arch: &str) -> HostRig {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(src);
-        let elf = std::fs::read(code_object(&path)).unwrap();
-        Some(HostRig::new(CodeObject::load(&elf).unwrap()))
+        let elf = std::fs::read(code_object(&path, arch)).unwrap();
+        HostRig::new(CodeObject::load(&elf).unwrap())
     }
 }
 
 const PROGRAM: &str = "../../tests/programs/isa_exec.hip";
 
-#[test]
-fn vector_add_computes_right_results() {
-    let Some(mut r) = Rig::new(PROGRAM) else { return };
+/// The kernels of tests/programs/isa_exec.hip on the rig, each against the CPU.
+fn vector_add(r: &mut HostRig) {
     let n = 1000usize;
     let a: Vec<f32> = (0..n).map(|i| 0.5 * i as f32).collect();
     let b: Vec<f32> = (0..n).map(|i| 1000.0 - i as f32).collect();
@@ -74,9 +96,7 @@ fn vector_add_computes_right_results() {
     assert_eq!(stats.waves, 16);
 }
 
-#[test]
-fn lds_reduction_with_barriers_computes_right_sums() {
-    let Some(mut r) = Rig::new(PROGRAM) else { return };
+fn lds_reduction(r: &mut HostRig) {
     let n: usize = 256 * 5 + 77;
     let blocks = n.div_ceil(256);
     let input: Vec<u32> = (0..n as u32).map(|i| i * 7 + 3).collect();
@@ -90,9 +110,7 @@ fn lds_reduction_with_barriers_computes_right_sums() {
     }
 }
 
-#[test]
-fn shuffle_reads_other_lanes() {
-    let Some(mut r) = Rig::new(PROGRAM) else { return };
+fn shuffle(r: &mut HostRig) {
     let n = 512usize;
     let input: Vec<i32> = (0..n as i32).map(|i| i * 3 + 1).collect();
     let din = r.upload(&input);
@@ -104,9 +122,7 @@ fn shuffle_reads_other_lanes() {
     }
 }
 
-#[test]
-fn atomic_add_sums_every_element() {
-    let Some(mut r) = Rig::new(PROGRAM) else { return };
+fn atomic_sum(r: &mut HostRig) {
     let n = 3000usize;
     let input: Vec<u32> = (0..n as u32).map(|i| i % 13 + 1).collect();
     let din = r.upload(&input);
@@ -115,9 +131,7 @@ fn atomic_add_sums_every_element() {
     assert_eq!(r.download::<u32>(dtotal, 1)[0], input.iter().sum::<u32>());
 }
 
-#[test]
-fn fp64_sqrt_and_conversions() {
-    let Some(mut r) = Rig::new(PROGRAM) else { return };
+fn fp64(r: &mut HostRig) {
     let n = 700usize;
     let x: Vec<f64> = (0..n).map(|i| 1.5 * i as f64 + 0.25).collect();
     let dx = r.upload(&x);
@@ -130,6 +144,69 @@ fn fp64_sqrt_and_conversions() {
         assert_eq!(y[i], x[i].sqrt().mul_add(2.5, i as f64), "y[{i}]");
         assert_eq!(ri[i], (x[i] * 0.5) as i32 - i as i32, "r[{i}]");
     }
+}
+
+fn private_array(r: &mut HostRig) {
+    let n = 1000usize;
+    let idx: Vec<i32> = (0..n as i32).map(|i| (i * 37 + 11) % 1009).collect();
+    let didx = r.upload(&idx);
+    let dout = r.upload(&vec![-1i32; n + 24]);
+    r.run("isa_private", &[didx, dout, n as u64], [1024, 1, 1], [128, 1, 1]).unwrap();
+    let out: Vec<i32> = r.download(dout, n + 24);
+    for i in 0..n {
+        let want: i32 = (0..n.min(8)).map(|k| i as i32 * (idx[(i + k) % n] % 40) + 1).sum();
+        assert_eq!(out[i], want, "out[{i}]");
+    }
+    assert!(out[n..].iter().all(|&x| x == -1), "work-items past n must not store");
+}
+
+#[test]
+fn vector_add_computes_right_results() {
+    let Some(mut r) = Rig::new(PROGRAM) else { return };
+    vector_add(&mut r);
+}
+
+#[test]
+fn lds_reduction_with_barriers_computes_right_sums() {
+    let Some(mut r) = Rig::new(PROGRAM) else { return };
+    lds_reduction(&mut r);
+}
+
+#[test]
+fn shuffle_reads_other_lanes() {
+    let Some(mut r) = Rig::new(PROGRAM) else { return };
+    shuffle(&mut r);
+}
+
+#[test]
+fn atomic_add_sums_every_element() {
+    let Some(mut r) = Rig::new(PROGRAM) else { return };
+    atomic_sum(&mut r);
+}
+
+#[test]
+fn fp64_sqrt_and_conversions() {
+    let Some(mut r) = Rig::new(PROGRAM) else { return };
+    fp64(&mut r);
+}
+
+#[test]
+fn private_arrays_in_scratch_memory() {
+    let Some(mut r) = Rig::new(PROGRAM) else { return };
+    private_array(&mut r);
+}
+
+/// The same kernels built for gfx942 (CDNA3: its own opcode tables, v_lshl_add_u64 address
+/// arithmetic, architected flat scratch with SCRATCH instructions).
+#[test]
+fn gfx942_kernels_compute_right_results() {
+    let mut r = Rig::gfx942(PROGRAM);
+    vector_add(&mut r);
+    lds_reduction(&mut r);
+    shuffle(&mut r);
+    atomic_sum(&mut r);
+    fp64(&mut r);
+    private_array(&mut r);
 }
 
 #[test]
@@ -1152,6 +1229,34 @@ fn gfx9_16_bit_multiply_adds_keep_the_other_half() {
 }
 
 /// D's value before a `KD` kernel of tests/isa/vop3_misc.hip ran (c ^ 0xa5a5a5a5).
+/// gfx9's VI-era 16-bit multiply-adds (`v_mad_legacy_u16`/`_i16`, which hipcc emits for
+/// gfx942 byte arithmetic): the sum in D's low half, the high half zeroed, clamp saturating.
+#[test]
+fn legacy_16_bit_multiply_adds_zero_the_high_half() {
+    let Some(mut r) = Rig::new(MISC) else { return };
+    let (a, b, c) = (words(121, 64), words(122, 64), words(123, 64));
+    let lo = |x: u32| x & 0xffff;
+    let i16_ = |x: u32| i64::from(x as u16 as i16);
+    // Small factors in some lanes so that not every clamped result saturates.
+    let bs: Vec<u32> = b.iter().enumerate().map(|(l, w)| if l % 2 == 0 { w & 0xff0f } else { *w }).collect();
+    let d = lanes3(&mut r, "mad_legacy_u16", &a, &bs, &c, 1);
+    for l in 0..64 {
+        assert_eq!(d[l], lo(a[l]).wrapping_mul(lo(bs[l])).wrapping_add(lo(c[l])) & 0xffff, "mad_legacy_u16 lane {l}");
+    }
+    let d = lanes3(&mut r, "mad_legacy_u16_clamp", &a, &bs, &c, 1);
+    for l in 0..64 {
+        assert_eq!(d[l], (u64::from(lo(a[l])) * u64::from(lo(bs[l])) + u64::from(lo(c[l]))).min(0xffff) as u32, "mad_legacy_u16 clamp lane {l}");
+    }
+    let d = lanes3(&mut r, "mad_legacy_i16", &a, &bs, &c, 1);
+    for l in 0..64 {
+        assert_eq!(d[l], (i16_(a[l]) * i16_(bs[l]) + i16_(c[l])) as u32 & 0xffff, "mad_legacy_i16 lane {l}");
+    }
+    let d = lanes3(&mut r, "mad_legacy_i16_clamp", &a, &bs, &c, 1);
+    for l in 0..64 {
+        assert_eq!(d[l], (i16_(a[l]) * i16_(bs[l]) + i16_(c[l])).clamp(-32768, 32767) as u32 & 0xffff, "mad_legacy_i16 clamp lane {l}");
+    }
+}
+
 fn old_of(c: &[u32], l: usize) -> u32 {
     c[l] ^ 0xa5a5_a5a5
 }

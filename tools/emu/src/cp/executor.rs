@@ -18,6 +18,7 @@ use std::time::Instant;
 
 use super::clock::Clock;
 use super::signal;
+use crate::isa::target::Target;
 use crate::isa::{IsaError, Launch, Round, Run, Services, Stats};
 use crate::kernels::Dispatch;
 use crate::kfd::events::Events;
@@ -32,6 +33,7 @@ pub struct Job {
     pub dispatch_id: u64,
     pub cus: u32,
     pub lds_per_cu: u32,
+    pub target: Target,
     pub name: Arc<str>,
 }
 
@@ -132,7 +134,7 @@ fn run(inner: &Inner, memory: &Arc<Memory>, events: &Events, clock: Clock, notif
         };
         let mut finished: Vec<(u64, Result<Stats, IsaError>)> = Vec::new();
         for (id, job) in new {
-            let launch = Launch { dispatch: &job.dispatch, packet: job.packet, queue: job.queue, dispatch_id: job.dispatch_id, cus: job.cus, lds_per_cu: job.lds_per_cu };
+            let launch = Launch { dispatch: &job.dispatch, packet: job.packet, queue: job.queue, dispatch_id: job.dispatch_id, cus: job.cus, lds_per_cu: job.lds_per_cu, target: job.target };
             match Run::new(&launch, crate::isa::memory::Memory::new(&view, &accessible)) {
                 Ok(run) => active.push(Active { id, name: job.name, run, started: Instant::now() }),
                 Err(e) => finished.push((id, Err(e))),

@@ -321,6 +321,7 @@ impl Cp {
                             dispatch_id: front.id,
                             cus: self.cfg.device.cus(),
                             lds_per_cu: self.cfg.device.lds_kib * 1024,
+                            target: resolve::target(r).unwrap_or_default(),
                             name: r.name.clone(),
                         };
                         front.exec = aql::Exec::Running(ex.submit(job));
@@ -352,6 +353,7 @@ impl Cp {
                             dispatch_id: f.id,
                             cus: self.cfg.device.cus(),
                             lds_per_cu: self.cfg.device.lds_kib * 1024,
+                            target: resolve::target(r).unwrap_or_default(),
                         };
                         let interrupt = |partial: u32| signal::interrupt_partial(env.mem, env.events, partial, 8);
                         let services = crate::isa::Services { clock: env.clock, interrupt: &interrupt };

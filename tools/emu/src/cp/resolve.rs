@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use crate::config::Config;
 use crate::device::Profile;
-use crate::kernels::naming::{Namer, MACH_GFX90A};
+use crate::isa::target::Target;
+use crate::kernels::naming::Namer;
 use crate::kernels::{blit, Dispatch, Fault, KernelCtx, Model, Registry};
 use crate::kfd::memory::Memory;
 use crate::sys::devmem::DeviceMemory;
@@ -62,7 +63,7 @@ impl Resolver {
     fn warn_unknown(&mut self, r: &Resolved) {
         if r.model.is_none() && self.warned.insert(r.name.clone()) {
             match r.mach {
-                Some(m) if m != MACH_GFX90A => tracing::warn!(kernel = %r.name, mach = format_args!("{m:#x}"), "xhsa-emu: no CPU model for this kernel and the ISA interpreter runs gfx90a code only; it completes after its modelled time with no memory effect"),
+                Some(m) if Target::from_mach(m).is_none() => tracing::warn!(kernel = %r.name, mach = format_args!("{m:#x}"), "xhsa-emu: no CPU model for this kernel and the ISA interpreter runs gfx90a and gfx942 code only; it completes after its modelled time with no memory effect"),
                 _ => tracing::info!(kernel = %r.name, "xhsa-emu: no CPU model for this kernel; its code runs on the ISA interpreter unless a [[kernel]] profile makes it timing-only"),
             }
         }
@@ -95,11 +96,16 @@ pub fn profile(cfg: &Config, r: &Resolved, ctx: &KernelCtx) -> Result<Profile, F
 
 /// Whether the kernel's memory effect comes from executing its code: no CPU model, no config
 /// `[[kernel]]` profile (profiled kernels are calibrated timing stand-ins, timing-only), and
-/// gfx90a code (a code object for another target, e.g. gfx942 under ROCm 6.x, stays
-/// timing-only until the interpreter decodes that target; a kernel object the loader's list
-/// does not name is taken as gfx90a, the ISA the device reports).
+/// code the interpreter decodes ([`target`]: gfx90a or gfx942; a code object for another
+/// target stays timing-only).
 pub fn interprets(cfg: &Config, r: &Resolved) -> bool {
-    r.model.is_none() && cfg.profile(&r.name).is_none() && r.mach.is_none_or(|m| m == MACH_GFX90A)
+    r.model.is_none() && cfg.profile(&r.name).is_none() && target(r).is_some()
+}
+
+/// The ISA the interpreter runs the kernel's code as: its code object's machine, or gfx90a for
+/// a kernel object the loader's list does not name.
+pub fn target(r: &Resolved) -> Option<Target> {
+    r.mach.map_or(Some(Target::Gfx90a), Target::from_mach)
 }
 
 /// Executes the kernel's code on the ISA interpreter for its memory effect.
@@ -133,12 +139,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_gfx90a_code_without_a_model_or_profile_runs_on_the_interpreter() {
+    fn only_gfx90a_and_gfx942_code_without_a_model_or_profile_runs_on_the_interpreter() {
+        use crate::kernels::naming::{MACH_GFX90A, MACH_GFX942};
         let mut cfg = Config::default();
         let r = |name: &str, mach| Resolved { name: name.into(), model: None, mach };
         assert!(interprets(&cfg, &r("k", None)));
+        assert_eq!(target(&r("k", None)), Some(Target::Gfx90a), "a kernel the loader does not name is taken as gfx90a");
         assert!(interprets(&cfg, &r("k", Some(MACH_GFX90A))));
-        assert!(!interprets(&cfg, &r("k", Some(0x4c))), "gfx942 code stays timing-only");
+        assert!(interprets(&cfg, &r("k", Some(MACH_GFX942))), "gfx942 code executes");
+        assert_eq!(target(&r("k", Some(MACH_GFX942))), Some(Target::Gfx942));
+        assert!(!interprets(&cfg, &r("k", Some(0x4f))), "gfx950 code stays timing-only");
+        assert!(!interprets(&cfg, &r("k", Some(0x30))), "gfx908 code stays timing-only");
         cfg.kernels.push(crate::config::KernelProfile { name: "k".into(), wg_ns: 1, util: 0.0, hbm_bytes_per_wg: 0 });
         assert!(!interprets(&cfg, &r("k", Some(MACH_GFX90A))), "a [[kernel]] profile is timing-only");
         let modelled = Resolved { name: "xhsa_vadd".into(), model: Registry::builtin().get("xhsa_vadd").copied(), mach: None };

@@ -9,8 +9,10 @@
 //! segment buffer (4), dispatch ptr (2), queue ptr (2), kernarg segment ptr (2), dispatch id
 //! (2), flat scratch init (2), private segment size (1), each if its kernel_code_properties
 //! bit is set; then from s[USER_SGPR_COUNT]: workgroup id x, y, z (each if enabled in rsrc2),
-//! workgroup info, private segment wave byte offset (if rsrc2's private segment is enabled).
-//! VGPRs: gfx90a packs the work-item ids into v0 (x [9:0], y [19:10], z [29:20]).
+//! workgroup info, private segment wave byte offset (if rsrc2's private segment is enabled;
+//! not with gfx942's architected flat scratch, where the descriptor may not ask for the private
+//! segment buffer or flat scratch init either). VGPRs: gfx90a and gfx942 pack the work-item ids
+//! into v0 (x [9:0], y [19:10], z [29:20]).
 
 use std::collections::HashMap;
 
@@ -21,6 +23,7 @@ use super::gws::{Arrival, Gws};
 use super::lds::Lds;
 use super::memory::Memory;
 use super::operand::{M0, VCC_LO};
+use super::target::Target;
 use super::wave::{Apertures, Wave, WaveState, LANES};
 use super::IsaError;
 use crate::kernels::{Dispatch, Fault};
@@ -37,6 +40,8 @@ pub struct Launch<'a> {
     /// Compute units, and LDS bytes per CU: how many workgroups are resident at once.
     pub cus: u32,
     pub lds_per_cu: u32,
+    /// The ISA of the kernel's code object.
+    pub target: Target,
 }
 
 /// What the waves reach outside the GPU.
@@ -63,6 +68,7 @@ type Decoded = (Inst, Option<Handler>);
 /// Decoded instructions by address, with their handlers.
 struct Code {
     base: u64,
+    target: Target,
     near: Vec<Option<Box<Decoded>>>,
     far: HashMap<u64, Box<Decoded>>,
 }
@@ -71,8 +77,8 @@ struct Code {
 const NEAR: u64 = 1 << 20;
 
 impl Code {
-    fn new(base: u64) -> Code {
-        Code { base, near: Vec::new(), far: HashMap::new() }
+    fn new(base: u64, target: Target) -> Code {
+        Code { base, target, near: Vec::new(), far: HashMap::new() }
     }
 
     fn fetch(&mut self, mem: &Memory, pc: u64) -> Result<&Decoded, IsaError> {
@@ -92,7 +98,7 @@ impl Code {
                     Err(_) => break,
                 }
             }
-            let inst = match decode::decode(&words[..n]) {
+            let inst = match decode::decode_for(self.target, &words[..n]) {
                 Ok(i) => i,
                 Err(DecodeError::Truncated) => return Err(IsaError::Fault(Fault { addr: pc + 4 * n as u64, write: false })),
                 Err(e) => return Err(IsaError::Decode { pc, error: e }),
@@ -165,6 +171,7 @@ pub struct Run<'m> {
     packet: u64,
     queue: u64,
     dispatch_id: u64,
+    target: Target,
     kd: Descriptor,
     code: Code,
     apertures: Apertures,
@@ -206,7 +213,8 @@ impl<'m> Run<'m> {
             packet: launch.packet,
             queue: launch.queue,
             dispatch_id: launch.dispatch_id,
-            code: Code::new(kd.entry),
+            code: Code::new(kd.entry, launch.target),
+            target: launch.target,
             apertures: Apertures::default(),
             nwaves,
             vgprs: (nv.min(256), na.min(256)),
@@ -232,7 +240,7 @@ impl<'m> Run<'m> {
 
     /// Starts the workgroups due, then gives each resident workgroup one turn.
     pub fn round(&mut self, services: &Services) -> Result<Round, IsaError> {
-        let launch = Launch { dispatch: &self.dispatch, packet: self.packet, queue: self.queue, dispatch_id: self.dispatch_id, cus: 0, lds_per_cu: 0 };
+        let launch = Launch { dispatch: &self.dispatch, packet: self.packet, queue: self.queue, dispatch_id: self.dispatch_id, cus: 0, lds_per_cu: 0, target: self.target };
         let mut started = false;
         while self.admit > 0 && self.resident.len() < self.limit && self.next < self.total {
             let (nwaves, (nv, na), private_size, lds_size) = (self.nwaves, self.vgprs, self.private_size, self.lds_size);
@@ -388,7 +396,7 @@ fn setup_workgroup(waves: &mut [Wave], kd: &Descriptor, launch: &Launch, id: [u3
             w.set_s32(s, 0);
             s += 1;
         }
-        if kd.private_segment() {
+        if kd.private_segment() && !launch.target.architected_flat_scratch() {
             w.set_s32(s, 0); // private segment wave byte offset: each wave has its own memory
         }
         w.set_s32(M0, 0);

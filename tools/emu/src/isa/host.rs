@@ -7,7 +7,8 @@
 //! Not the device model: no timing, no signals, no packet processor.
 
 use super::{IsaError, Launch, Stats};
-use crate::kernels::naming::kernel_symbols;
+use super::target::Target;
+use crate::kernels::naming::{elf_mach, kernel_symbols};
 use crate::kernels::Dispatch;
 use crate::sys::devmem::{DeviceMemory, HostMemory};
 
@@ -15,11 +16,18 @@ use crate::sys::devmem::{DeviceMemory, HostMemory};
 pub struct CodeObject {
     image: Vec<u64>,
     kernels: Vec<(u64, String)>,
+    target: Target,
+    /// `e_ident[EI_ABIVERSION]`: 2 code object v4, 3 v5 (hidden kernel arguments after the
+    /// explicit ones, where HIP's kernels read the workgroup size), 4 v6.
+    abi_version: u8,
 }
 
 impl CodeObject {
-    /// Loads an ELF code object's PT_LOAD segments; an error names what is wrong with it.
+    /// Loads an ELF code object's PT_LOAD segments; an error names what is wrong with it (also
+    /// a machine other than gfx90a and gfx942).
     pub fn load(elf: &[u8]) -> Result<CodeObject, String> {
+        let mach = elf_mach(elf).ok_or("not an AMDGPU ELF64 code object")?;
+        let target = Target::from_mach(mach).ok_or_else(|| format!("code object for EF_AMDGPU_MACH {mach:#x}: the interpreter runs gfx90a (0x3f) and gfx942 (0x4c) code"))?;
         let u16_at = |o: usize| elf.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
         let u64_at = |o: usize| elf.get(o..o + 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
         if elf.get(0..4) != Some(b"\x7fELF") {
@@ -47,7 +55,12 @@ impl CodeObject {
         for &(off, vaddr, filesz, _) in &segs {
             HostMemory.write(base + vaddr as u64, &elf[off..off + filesz]);
         }
-        Ok(CodeObject { image, kernels: kernel_symbols(elf) })
+        Ok(CodeObject { image, kernels: kernel_symbols(elf), target, abi_version: elf[8] })
+    }
+
+    /// The ISA the code object is built for.
+    pub fn target(&self) -> Target {
+        self.target
     }
 
     fn base(&self) -> u64 {
@@ -131,7 +144,25 @@ impl HostRig {
     /// over `grid` work-items in workgroups of `wg`.
     pub fn run(&mut self, name: &str, args: &[u64], grid: [u32; 3], wg: [u16; 3]) -> Result<Stats, IsaError> {
         let ko = self.code.kernel(name).ok_or_else(|| IsaError::Illegal { pc: 0, message: format!("no kernel named like {name:?} in the code object") })?;
-        let kernarg = self.upload(&[args, &[0u64; 32][..]].concat());
+        let mut hidden = [0u64; 32];
+        if self.code.abi_version >= 3 {
+            // Code object v5+: the hidden arguments follow the explicit ones (8-byte slots here):
+            // block counts (u32 x3) at 0, group sizes (u16 x3) at 12, remainders (u16 x3) at 18,
+            // grid dimensions (u16) at 64 (AMDGPUUsage "Code Object V5 Metadata").
+            let mut b = [0u8; 256];
+            for k in 0..3 {
+                let wgk = u32::from(wg[k].max(1));
+                b[4 * k..4 * k + 4].copy_from_slice(&grid[k].div_ceil(wgk).to_le_bytes());
+                b[12 + 2 * k..14 + 2 * k].copy_from_slice(&wg[k].to_le_bytes());
+                b[18 + 2 * k..20 + 2 * k].copy_from_slice(&((grid[k] % wgk) as u16).to_le_bytes());
+            }
+            let dims: u16 = if grid[2] > 1 { 3 } else if grid[1] > 1 { 2 } else { 1 };
+            b[64..66].copy_from_slice(&dims.to_le_bytes());
+            for (k, h) in hidden.iter_mut().enumerate() {
+                *h = u64::from_le_bytes(b[8 * k..8 * k + 8].try_into().expect("8 bytes"));
+            }
+        }
+        let kernarg = self.upload(&[args, &hidden[..]].concat());
         let mut packet = [0u8; 64];
         packet[0..2].copy_from_slice(&(2u16 | 3 << 9 | 3 << 11).to_le_bytes());
         packet[2..4].copy_from_slice(&(if grid[2] > 1 { 3u16 } else if grid[1] > 1 { 2 } else { 1 }).to_le_bytes());
@@ -145,7 +176,7 @@ impl HostRig {
         let d = Dispatch { kernel_object: ko, grid, wg, kernarg, group_segment: 0, private_segment: 0 };
         let ranges = self.ranges();
         let accessible = |a: u64, l: u64| ranges.iter().any(|&(s, n)| a >= s && a.checked_add(l).is_some_and(|e| e <= s + n));
-        let launch = Launch { dispatch: &d, packet: packet_addr, queue: 0, dispatch_id: 1, cus: self.cus, lds_per_cu: 64 * 1024 };
+        let launch = Launch { dispatch: &d, packet: packet_addr, queue: 0, dispatch_id: 1, cus: self.cus, lds_per_cu: 64 * 1024, target: self.code.target };
         let raised = std::cell::RefCell::new(Vec::new());
         let interrupt = |id: u32| raised.borrow_mut().push(id);
         let res = super::run(&launch, &HostMemory, &accessible, &super::Services { clock: &|| 0, interrupt: &interrupt });

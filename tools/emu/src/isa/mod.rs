@@ -1,4 +1,5 @@
-//! The gfx90a ISA interpreter: executes a kernel dispatch's machine code for its memory effect.
+//! The gfx90a/gfx942 ISA interpreter: executes a kernel dispatch's machine code for its memory
+//! effect ([`target`] says which ISA a code object is).
 //!
 //! The CP runs a dispatch through [`run`] when the kernel has no CPU model (and is not a
 //! timing-only kernel); the timing model still decides when it completes. Pieces, one concept
@@ -22,6 +23,7 @@ pub mod host;
 pub mod lds;
 pub mod memory;
 pub mod operand;
+pub mod target;
 pub mod wave;
 
 pub use dispatch::{Launch, Round, Run, Services, Stats};
@@ -34,9 +36,10 @@ use crate::sys::devmem::DeviceMemory;
 pub enum IsaError {
     /// A device access outside mapped memory (the GPU's memory fault).
     Fault(Fault),
-    /// A gfx90a instruction the interpreter does not implement.
+    /// An instruction the interpreter does not implement (`op`: its gfx90a number when gfx90a
+    /// has it, see [`decode::Inst::cdna3`]).
     Unimplemented { pc: u64, name: &'static str, family: decode::Family, op: u16 },
-    /// Words that are no gfx90a instruction.
+    /// Words that are no instruction of the target.
     Decode { pc: u64, error: decode::DecodeError },
     /// A trap, halt or invalid operands.
     Illegal { pc: u64, message: String },

@@ -18,6 +18,8 @@ pub struct Namer {
 
 /// `EF_AMDGPU_MACH_AMDGCN_GFX90A`: the `e_flags` machine of gfx90a code objects.
 pub const MACH_GFX90A: u32 = 0x3f;
+/// `EF_AMDGPU_MACH_AMDGCN_GFX942`: gfx942 (the MI300 series' ISA, the MI308X's own).
+pub const MACH_GFX942: u32 = 0x4c;
 
 impl Namer {
     /// A namer reading the `r_debug` at this address (`_amdgpu_r_debug`), or none.

@@ -1,7 +1,9 @@
 //! The gfx90a instruction decoder: one 32-, 64- or 96-bit instruction from its words into an
 //! [`Inst`] with the fields of its encoding family, named from the opcode tables
-//! ([`names`], generated from LLVM's disassembler). Whole families are decoded: every field of
-//! every opcode the family holds, whether or not the interpreter executes that opcode.
+//! ([`names`], generated from LLVM's disassembler). gfx942 has the same families and fields
+//! with its own opcode tables ([`names942`], mapped to gfx90a's in [`gfx942`]; [`decode_for`]).
+//! Whole families are decoded: every field of every opcode the family holds, whether or not the
+//! interpreter executes that opcode.
 //!
 //! Family selection by the high bits of the first word (CDNA2 ISA "Microcode formats"):
 //!
@@ -21,12 +23,15 @@
 
 pub mod ds;
 pub mod flat;
+pub mod gfx942;
 pub mod mubuf;
 pub mod names;
+pub mod names942;
 pub mod scalar;
 pub mod vector;
 
 use super::operand;
+use super::target::Target;
 
 /// An encoding family (FLAT's three segments are separate families: they have separate opcode
 /// tables).
@@ -188,6 +193,13 @@ pub struct Inst {
     pub dpp: Option<Dpp>,
     pub sdwa: Option<Sdwa>,
     pub mai: Option<Mai>,
+    /// SCRATCH: the lane's `vaddr` is part of the address. gfx90a: when `saddr` is off (the
+    /// address is `saddr` or `vaddr`); gfx942: its `sve` bit (both may be used, or neither).
+    pub sve: bool,
+    /// A gfx942 opcode gfx90a does not have: `op` is its gfx942 number and its handler comes
+    /// from `exec::cdna3`. Otherwise `op` is the gfx90a number of the instruction, whichever
+    /// target it was decoded for.
+    pub cdna3: bool,
 }
 
 impl Inst {
@@ -222,6 +234,8 @@ impl Inst {
             dpp: None,
             sdwa: None,
             mai: None,
+            sve: false,
+            cdna3: false,
         }
     }
 
@@ -234,9 +248,10 @@ impl Inst {
 /// Why words do not decode.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DecodeError {
-    /// The opcode number is not a gfx90a instruction of its family.
-    UnknownOpcode { family: Family, op: u16, word: u32 },
-    /// No gfx90a encoding family starts with these bits (e.g. EXP, MIMG, VINTRP).
+    /// The opcode number is not an instruction of its family on the target.
+    UnknownOpcode { target: Target, family: Family, op: u16, word: u32 },
+    /// No encoding family the interpreter decodes starts with these bits (e.g. EXP, MIMG,
+    /// VINTRP).
     UnknownEncoding { word: u32 },
     /// The instruction runs past the words given.
     Truncated,
@@ -245,15 +260,64 @@ pub enum DecodeError {
 impl std::fmt::Display for DecodeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            DecodeError::UnknownOpcode { family, op, word } => write!(f, "no gfx90a {family:?} opcode {op:#x} (word {word:#010x})"),
-            DecodeError::UnknownEncoding { word } => write!(f, "no gfx90a encoding family for word {word:#010x}"),
+            DecodeError::UnknownOpcode { target, family, op, word } => write!(f, "no {target} {family:?} opcode {op:#x} (word {word:#010x})"),
+            DecodeError::UnknownEncoding { word } => write!(f, "no gfx90a/gfx942 encoding family for word {word:#010x}"),
             DecodeError::Truncated => write!(f, "instruction truncated"),
         }
     }
 }
 
-/// Decodes the instruction at the start of `words` (at most 3 are read).
+/// Decodes the gfx90a instruction at the start of `words` (at most 3 are read).
 pub fn decode(words: &[u32]) -> Result<Inst, DecodeError> {
+    decode_gfx90a(words, None)
+}
+
+/// Decodes the instruction at the start of `words` for `target`.
+pub fn decode_for(target: Target, words: &[u32]) -> Result<Inst, DecodeError> {
+    match target {
+        Target::Gfx90a => decode(words),
+        Target::Gfx942 => decode_gfx942(words),
+    }
+}
+
+/// gfx942: the gfx90a fields of the words, with the gfx942 opcode's name and, when gfx90a has
+/// the same instruction, its gfx90a number (the first word is decoded again with that number
+/// where the two differ, so that every opcode-dependent field is the gfx90a one).
+fn decode_gfx942(words: &[u32]) -> Result<Inst, DecodeError> {
+    let w0 = *words.first().ok_or(DecodeError::Truncated)?;
+    let raw = fields(words)?;
+    let op = gfx942::op(raw.family, raw.op).ok_or(DecodeError::UnknownOpcode { target: Target::Gfx942, family: raw.family, op: raw.op, word: w0 })?;
+    let mut inst = match op.gfx90a {
+        Some(o) if o != raw.op => {
+            let n = words.len().min(3);
+            let mut w = [0u32; 3];
+            w[..n].copy_from_slice(&words[..n]);
+            w[0] = gfx942::with_opcode(raw.family, w0, o);
+            decode_gfx90a(&w[..n], Some(op.name))?
+        }
+        Some(_) => decode_gfx90a(words, Some(op.name))?,
+        None => {
+            let mut i = raw;
+            i.cdna3 = true;
+            i.name = op.name;
+            if i.family == Family::Vop3p && (op.name.starts_with("v_mfma") || op.name.starts_with("v_smfmac")) && i.mai.is_none() {
+                // gfx942's xf32 MFMAs (0x3e, 0x3f) lie below gfx90a's MAI range.
+                let w1 = words.get(1).copied().ok_or(DecodeError::Truncated)?;
+                i = Inst { name: op.name, cdna3: true, ..vector::mai(w0, w1) };
+            }
+            i
+        }
+    };
+    if inst.family == Family::Scratch {
+        // gfx940's SCRATCH has no `lds` bit: bit 13 is `sve` (vaddr is used).
+        inst.sve = inst.lds;
+        inst.lds = false;
+    }
+    Ok(inst)
+}
+
+/// Decodes the fields of a gfx90a instruction (the name is left empty).
+fn fields(words: &[u32]) -> Result<Inst, DecodeError> {
     let w0 = *words.first().ok_or(DecodeError::Truncated)?;
     let word = |i: usize| words.get(i).copied().ok_or(DecodeError::Truncated);
     let mut inst = match w0 >> 26 {
@@ -276,11 +340,27 @@ pub fn decode(words: &[u32]) -> Result<Inst, DecodeError> {
     };
     // s_setreg_imm32_b32 carries its 32-bit immediate as a literal too.
     let setreg_imm = inst.family == Family::Sopk && inst.op == names::sopk::S_SETREG_IMM32_B32;
+    // (gfx942's v_fmamk_f32/v_fmaak_f32 are VOP2 0x17/0x18, gfx90a's v_madmk/madak_f32: the
+    // literal K is read for both.)
     if inst.wants_literal(nsrc) || vector::madmk_literal(&inst) || setreg_imm {
         inst.literal = word(usize::from(inst.len / 4))?;
         inst.len += 4;
     }
-    inst.name = inst.family.name(inst.op).ok_or(DecodeError::UnknownOpcode { family: inst.family, op: inst.op, word: w0 })?;
+    if inst.family == Family::Scratch {
+        inst.sve = inst.src[2] == operand::SADDR_OFF;
+    }
+    Ok(inst)
+}
+
+/// A gfx90a instruction, named `name` (gfx942's name of the same instruction) or from the
+/// gfx90a table.
+fn decode_gfx90a(words: &[u32], name: Option<&'static str>) -> Result<Inst, DecodeError> {
+    let mut inst = fields(words)?;
+    let w0 = words[0];
+    inst.name = match name {
+        Some(n) => n,
+        None => inst.family.name(inst.op).ok_or(DecodeError::UnknownOpcode { target: Target::Gfx90a, family: inst.family, op: inst.op, word: w0 })?,
+    };
     Ok(inst)
 }
 

@@ -125,6 +125,23 @@ pub fn vop_short(w: u32, word: &dyn Fn(usize) -> Result<u32, DecodeError>) -> Re
     Ok(i)
 }
 
+/// A VOP3P instruction in the MAI layout (`v_mfma_*`).
+pub fn mai(w0: u32, w1: u32) -> Inst {
+    let src = [(w1 & 0x1ff) as u16, ((w1 >> 9) & 0x1ff) as u16, ((w1 >> 18) & 0x1ff) as u16, 0];
+    let vdst = (w0 & 0xff) as u16;
+    let mut i = Inst::new(Family::Vop3p, ((w0 >> 16) & 0x7f) as u16, 8);
+    // A 9-bit source of 256 + n is v_n, or a_n when its acc bit is set.
+    let acc = |k: usize, set: bool| if set && src[k] >= VGPR0 { src[k] - VGPR0 + AGPR0 } else { src[k] };
+    let acc_cd = w0 >> 15 & 1 == 1;
+    i.src[0] = acc(0, w1 >> 27 & 1 == 1);
+    i.src[1] = acc(1, w1 >> 28 & 1 == 1);
+    i.src[2] = acc(2, acc_cd);
+    i.dst = if acc_cd { AGPR0 + vdst } else { VGPR0 + vdst };
+    i.mai = Some(Mai { cbsz: ((w0 >> 8) & 7) as u8, abid: ((w0 >> 11) & 0xf) as u8, blgp: (w1 >> 29) as u8 });
+    i.e64 = true;
+    i
+}
+
 pub fn vop3(w0: u32, w1: u32) -> Inst {
     let src = [(w1 & 0x1ff) as u16, ((w1 >> 9) & 0x1ff) as u16, ((w1 >> 18) & 0x1ff) as u16, 0];
     let vdst = (w0 & 0xff) as u16;
@@ -134,16 +151,7 @@ pub fn vop3(w0: u32, w1: u32) -> Inst {
         i.src = src;
         i.dst = VGPR0 + vdst;
         if is_mai(op) {
-            // A 9-bit source of 256 + n is v_n, or a_n when its acc bit is set.
-            let acc = |k: usize, set: bool| if set && src[k] >= VGPR0 { src[k] - VGPR0 + AGPR0 } else { src[k] };
-            let acc_cd = w0 >> 15 & 1 == 1;
-            i.src[0] = acc(0, w1 >> 27 & 1 == 1);
-            i.src[1] = acc(1, w1 >> 28 & 1 == 1);
-            i.src[2] = acc(2, acc_cd);
-            i.dst = if acc_cd { AGPR0 + vdst } else { VGPR0 + vdst };
-            i.mai = Some(Mai { cbsz: ((w0 >> 8) & 7) as u8, abid: ((w0 >> 11) & 0xf) as u8, blgp: (w1 >> 29) as u8 });
-            i.e64 = true;
-            return i;
+            return mai(w0, w1);
         }
         match op {
             vop3p::V_ACCVGPR_READ_B32 => i.src[0] = AGPR0 + (src[0] & 0xff),

@@ -1,7 +1,8 @@
 //! FLAT, GLOBAL and SCRATCH memory instructions. Addresses per lane: FLAT the 64-bit VGPR pair
 //! plus the offset (LDS or private when inside their apertures); GLOBAL the same, or with
-//! `saddr` the SGPR pair plus the 32-bit VGPR; SCRATCH the lane's private offset from the VGPR
-//! (or `saddr`'s SGPR) plus the offset. Atomics return the old value when `glc` is set.
+//! `saddr` the SGPR pair plus the 32-bit VGPR; SCRATCH the lane's private offset: `saddr`'s SGPR
+//! and/or the VGPR (`Inst::sve`: gfx90a uses one of the two, gfx942 either, both or neither)
+//! plus the offset. Atomics return the old value when `glc` (gfx942: sc0) is set.
 
 use super::vmem::{self, MemOp, Place};
 use super::{Ctx, ExecError, Handler, Step};
@@ -20,8 +21,12 @@ pub fn flat(family: Family, op: u16) -> Option<Handler> {
     Some(run)
 }
 
-fn run(w: &mut Wave, i: &Inst, c: &mut Ctx) -> Result<Step, ExecError> {
+pub(super) fn run(w: &mut Wave, i: &Inst, c: &mut Ctx) -> Result<Step, ExecError> {
     let op = vmem::classify(i.op).ok_or(ExecError::Unimplemented)?;
+    if i.lds {
+        // gfx90a's loads into LDS (the `lds` bit) are not modelled.
+        return Err(ExecError::Unimplemented);
+    }
     let exec = w.exec();
     let off = i64::from(i.imm);
     let saddr = (i.src[2] != SADDR_OFF).then(|| w.sread(i.src[2], 0, if i.family == Family::Scratch { Ty::B32 } else { Ty::B64 }, &c.apertures));
@@ -29,8 +34,8 @@ fn run(w: &mut Wave, i: &Inst, c: &mut Ctx) -> Result<Step, ExecError> {
     for l in super::valu::lanes(exec) {
         let place = match i.family {
             Family::Scratch => {
-                let base = saddr.unwrap_or_else(|| u64::from(w.reg(i.src[0], l)));
-                Place::Private(base.wrapping_add_signed(off) as u32)
+                let v = if i.sve { u64::from(w.reg(i.src[0], l)) } else { 0 };
+                Place::Private(saddr.unwrap_or(0).wrapping_add(v).wrapping_add_signed(off) as u32)
             }
             Family::Global => {
                 let a = match saddr {

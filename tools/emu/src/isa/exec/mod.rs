@@ -7,8 +7,9 @@
 //! (`smem`), the vector ALU's operand machinery (`valu`: sources, modifiers, DPP, SDWA,
 //! destinations) and its opcodes (`vop`, `vcmp`, `vlane`; `fast32` for the plain 32-bit integer
 //! ones), matrix multiply-add (`mfma`), LDS (`ds`), flat/global/scratch
-//! memory (`flat`) and buffer memory (`mubuf`).
+//! memory (`flat`) and buffer memory (`mubuf`); gfx942's own opcodes (`cdna3`).
 
+pub mod cdna3;
 pub mod ds;
 pub mod fast32;
 pub mod flat;
@@ -25,6 +26,7 @@ pub mod vop;
 
 use super::decode::{Family, Inst};
 use super::lds::Lds;
+use super::target::Target;
 use super::memory::Memory;
 use super::wave::{Apertures, Wave};
 use crate::kernels::Fault;
@@ -94,6 +96,9 @@ pub type Handler = fn(&mut Wave, &Inst, &mut Ctx) -> Result<Step, ExecError>;
 
 /// The handler of a decoded instruction, if it is implemented.
 pub fn handler(i: &Inst) -> Option<Handler> {
+    if i.cdna3 {
+        return cdna3::handler(i);
+    }
     match i.family {
         Family::Sop2 => salu::sop2(i.op),
         Family::Sop1 => salu::sop1(i.op),
@@ -115,10 +120,24 @@ pub fn handler(i: &Inst) -> Option<Handler> {
     }
 }
 
-/// Whether opcode `op` of `family` is implemented.
+/// Whether gfx90a opcode `op` of `family` is implemented.
 pub fn implemented(family: Family, op: u16) -> bool {
     let Some(name) = family.name(op) else { return false };
     let mut i = crate::isa::decode::Inst::probe(family, op);
     i.name = name;
     handler(&i).is_some()
+}
+
+/// Whether `target`'s opcode `op` of `family` is implemented.
+pub fn implemented_for(target: Target, family: Family, op: u16) -> bool {
+    match target {
+        Target::Gfx90a => implemented(family, op),
+        Target::Gfx942 => {
+            let Some(o) = crate::isa::decode::gfx942::op(family, op) else { return false };
+            let mut i = crate::isa::decode::Inst::probe(family, o.gfx90a.unwrap_or(op));
+            i.name = o.name;
+            i.cdna3 = o.gfx90a.is_none();
+            handler(&i).is_some()
+        }
+    }
 }

@@ -478,6 +478,24 @@ fn vop16_keep(w: &mut Wave, i: &Inst, c: &mut Ctx, int: Option<bool>, g: fn(&[u6
     Ok(Step::Next)
 }
 
+/// `v_mad_legacy_u16`/`v_mad_legacy_i16`: as `v_mad_u16`/`v_mad_i16` (clamp saturates), with
+/// D's high half zeroed; op_sel (which the VI encoding did not have) is refused.
+fn mad16_legacy(w: &mut Wave, i: &Inst, c: &mut Ctx, signed: bool) -> Result<Step, ExecError> {
+    if i.op_sel != 0 {
+        return Err(ExecError::Unimplemented);
+    }
+    let step = if signed {
+        vop16_keep(w, i, c, Some(true), |a| s16(a[0]) * s16(a[1]) + s16(a[2]))?
+    } else {
+        vop16_keep(w, i, c, Some(false), |a| (a[0] * a[1] + a[2]) as i64)?
+    };
+    for l in lanes(w.exec()) {
+        let v = w.reg(i.dst, l) & 0xffff;
+        w.set_reg(i.dst, l, v);
+    }
+    Ok(step)
+}
+
 fn s16(x: u64) -> i64 {
     i64::from(x as u16 as i16)
 }
@@ -662,6 +680,10 @@ pub fn valu(op: u16) -> Option<Handler> {
         o::V_MAD_F16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop16_keep(w, i, c, None, |a| mad16(h(a[0]), h(a[1]), h(a[2])) as i64)),
         o::V_MAD_U16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop16_keep(w, i, c, Some(false), |a| (a[0] * a[1] + a[2]) as i64)),
         o::V_MAD_I16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop16_keep(w, i, c, Some(true), |a| s16(a[0]) * s16(a[1]) + s16(a[2]))),
+        // The VI-era forms (`_legacy` on gfx9): the same sums into D's low half with the high half
+        // zeroed (the VI rule; LLVM's zeroesHigh16BitsOfDest relies on it for these); no op_sel.
+        o::V_MAD_LEGACY_U16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| mad16_legacy(w, i, c, false)),
+        o::V_MAD_LEGACY_I16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| mad16_legacy(w, i, c, true)),
         o::V_DIV_FIXUP_F16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop16_keep(w, i, c, None, |a| hb(fixup64(f64::from(h(a[0])), f64::from(h(a[1])), f64::from(h(a[2]))) as f32) as i64)),
         // D.i32 = S0.i16 * S1.i16 + S2.i32.
         o::V_MAD_I32_I16 => op!([B16, B16, B32] -> B32, |a| (s16(a[0]) * s16(a[1]) + i64::from(i32_(a[2]))) as u64 & 0xffff_ffff),
