@@ -255,22 +255,32 @@ fn a_batch_process_on_rocm64_is_preempted_for_a_higher_priority_one() {
 }
 
 /// Kernels that wait (`tests/programs/hip_waiting.hip`: device printf through HIP 6.4's
-/// hostcall service, a cooperative launch's grid syncs, workgroups spinning on each other),
-/// built by the 6.4 hipcc for gfx90a (which the interpreter executes): ROCr 6.4's own thunk
-/// finds the GWS in the sysfs topology and asks KFD for them with the raw ioctl. Natively and
-/// under libxhsa in both modes.
+/// hostcall service, a cooperative launch's grid syncs, workgroups spinning on each other,
+/// kernels waiting for another stream's kernel or for the host), built by the 6.4 hipcc for the
+/// MI308X's gfx942 and for gfx90a: ROCr 6.4's own thunk finds the GWS in the sysfs topology and
+/// asks KFD for them with the raw ioctl. Natively and under libxhsa in both modes.
 #[test]
 fn kernels_that_wait_complete_under_rocm64_natively_and_under_libxhsa() {
-    let prog = common::program64("hip_waiting", "gfx90a", &[]);
-    for (mode, o) in modes("gfx90a") {
-        let out = run_under_emu(&prog, &["all"], &o);
-        assert_passed(&out);
-        for c in ["printf.returned", "coop.supported", "coop.grid_sync", "coop.too_large_refused", "chain.spin_waits", "queues.host_creates_a_stream_while_a_kernel_waits"] {
-            assert_check_passed(&out, c);
+    for isa in ["gfx942", "gfx90a"] {
+        let prog = common::program64("hip_waiting", isa, &[]);
+        for (mode, o) in modes(isa) {
+            let out = run_under_emu(&prog, &["all"], &o);
+            assert_passed(&out);
+            for c in [
+                "printf.returned",
+                "coop.supported",
+                "coop.grid_sync",
+                "coop.too_large_refused",
+                "chain.spin_waits",
+                "queues.kernel_waits_for_kernel_on_another_stream",
+                "queues.host_creates_a_stream_while_a_kernel_waits",
+            ] {
+                assert_check_passed(&out, c);
+            }
+            let printed = out.stdout.lines().filter(|l| l.starts_with("dev-printf block")).count();
+            assert_eq!(printed, 128, "{isa} {mode}: device printf lines\n{}", out.report());
+            assert!(out.stdout.contains("dev-printf block 1 thread 63 word emu half 81.50 hex abc0a3"), "{isa} {mode}\n{}", out.report());
+            assert_libxhsa_ran(mode, &out);
         }
-        let printed = out.stdout.lines().filter(|l| l.starts_with("dev-printf block")).count();
-        assert_eq!(printed, 128, "{mode}: device printf lines\n{}", out.report());
-        assert!(out.stdout.contains("dev-printf block 1 thread 63 word emu half 81.50 hex abc0a3"), "{mode}\n{}", out.report());
-        assert_libxhsa_ran(mode, &out);
     }
 }
