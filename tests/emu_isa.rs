@@ -38,16 +38,7 @@ fn kernels_that_wait_on_the_host_the_grid_or_each_other_complete() {
         let out = run_under_emu(&prog, &["all"], &RunOpts { env, ..RunOpts::default() });
         let mode = var.unwrap_or("native");
         assert_passed(&out);
-        for c in [
-            "printf.returned",
-            "coop.supported",
-            "coop.occupancy",
-            "coop.grid_sync",
-            "coop.too_large_refused",
-            "chain.spin_waits",
-            "queues.kernel_waits_for_kernel_on_another_stream",
-            "queues.host_creates_a_stream_while_a_kernel_waits",
-        ] {
+        for c in common::HIP_WAITING_CHECKS {
             assert_check_passed(&out, c);
         }
         let lines: Vec<&str> = out.stdout.lines().filter(|x| x.starts_with("dev-printf")).collect();

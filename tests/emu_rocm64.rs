@@ -266,15 +266,7 @@ fn kernels_that_wait_complete_under_rocm64_natively_and_under_libxhsa() {
         for (mode, o) in modes(isa) {
             let out = run_under_emu(&prog, &["all"], &o);
             assert_passed(&out);
-            for c in [
-                "printf.returned",
-                "coop.supported",
-                "coop.grid_sync",
-                "coop.too_large_refused",
-                "chain.spin_waits",
-                "queues.kernel_waits_for_kernel_on_another_stream",
-                "queues.host_creates_a_stream_while_a_kernel_waits",
-            ] {
+            for c in common::HIP_WAITING_CHECKS {
                 assert_check_passed(&out, c);
             }
             let printed = out.stdout.lines().filter(|l| l.starts_with("dev-printf block")).count();

@@ -955,3 +955,16 @@ pub fn trace_file(dir: &Path, prefix: &str) -> (PathBuf, u32) {
     let pid = name[prefix.len()..name.len() - ".json".len()].parse().unwrap_or_else(|_| panic!("no pid in {name}"));
     (found[0].clone(), pid)
 }
+
+/// The checks `tests/programs/hip_waiting.hip all` prints (kernels that wait: device printf, a
+/// cooperative launch, a spin chain, kernels waiting across streams and for the host).
+pub const HIP_WAITING_CHECKS: &[&str] = &[
+    "printf.returned",
+    "coop.supported",
+    "coop.occupancy",
+    "coop.grid_sync",
+    "coop.too_large_refused",
+    "chain.spin_waits",
+    "queues.kernel_waits_for_kernel_on_another_stream",
+    "queues.host_creates_a_stream_while_a_kernel_waits",
+];

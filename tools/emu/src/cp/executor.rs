@@ -18,22 +18,14 @@ use std::time::Instant;
 
 use super::clock::Clock;
 use super::signal;
-use crate::isa::target::Target;
 use crate::isa::{IsaError, Launch, Round, Run, Services, Stats};
-use crate::kernels::Dispatch;
 use crate::kfd::events::Events;
 use crate::kfd::memory::{GpuView, Memory};
 
-/// A dispatch to execute: what [`Launch`] holds, owned, and the kernel's name for the log.
+/// A dispatch to execute, and the kernel's name for the log.
 #[derive(Clone, Debug)]
 pub struct Job {
-    pub dispatch: Dispatch,
-    pub packet: u64,
-    pub queue: u64,
-    pub dispatch_id: u64,
-    pub cus: u32,
-    pub lds_per_cu: u32,
-    pub target: Target,
+    pub launch: Launch,
     pub name: Arc<str>,
 }
 
@@ -134,8 +126,7 @@ fn run(inner: &Inner, memory: &Arc<Memory>, events: &Events, clock: Clock, notif
         };
         let mut finished: Vec<(u64, Result<Stats, IsaError>)> = Vec::new();
         for (id, job) in new {
-            let launch = Launch { dispatch: &job.dispatch, packet: job.packet, queue: job.queue, dispatch_id: job.dispatch_id, cus: job.cus, lds_per_cu: job.lds_per_cu, target: job.target };
-            match Run::new(&launch, crate::isa::memory::Memory::new(&view, &accessible)) {
+            match Run::new(&job.launch, crate::isa::memory::Memory::new(&view, &accessible)) {
                 Ok(run) => active.push(Active { id, name: job.name, run, started: Instant::now() }),
                 Err(e) => finished.push((id, Err(e))),
             }

@@ -314,16 +314,7 @@ impl Cp {
                 match &front.exec {
                     aql::Exec::NotStarted => {
                         let (k, r) = front.kernel.as_ref().expect("a kernel");
-                        let job = executor::Job {
-                            dispatch: k.clone(),
-                            packet: slot,
-                            queue: amd_queue,
-                            dispatch_id: front.id,
-                            cus: self.cfg.device.cus(),
-                            lds_per_cu: self.cfg.device.lds_kib * 1024,
-                            target: resolve::target(r).unwrap_or_default(),
-                            name: r.name.clone(),
-                        };
+                        let job = job(&self.cfg, k, r, slot, amd_queue, front.id);
                         front.exec = aql::Exec::Running(ex.submit(job));
                         return;
                     }
@@ -346,18 +337,10 @@ impl Cp {
                     let res = if let aql::Exec::Done(res) = f.exec {
                         res
                     } else {
-                        let launch = crate::isa::Launch {
-                            dispatch: k,
-                            packet: slot,
-                            queue: amd_queue,
-                            dispatch_id: f.id,
-                            cus: self.cfg.device.cus(),
-                            lds_per_cu: self.cfg.device.lds_kib * 1024,
-                            target: resolve::target(r).unwrap_or_default(),
-                        };
+                        let job = job(&self.cfg, k, r, slot, amd_queue, f.id);
                         let interrupt = |partial: u32| signal::interrupt_partial(env.mem, env.events, partial, 8);
                         let services = crate::isa::Services { clock: env.clock, interrupt: &interrupt };
-                        resolve::execute(&launch, r, env.mem, env.memory, &services)
+                        resolve::execute(&job.launch, r, env.mem, env.memory, &services)
                     };
                     match res {
                         Ok(_) => {}
@@ -425,4 +408,19 @@ impl Cp {
         };
         env.events.memory_fault(data);
     }
+}
+
+/// What the interpreter needs to execute kernel `k` (`r`) whose packet is at `slot` in the
+/// queue whose `amd_queue_t` is at `amd_queue`.
+fn job(cfg: &Config, k: &crate::kernels::Dispatch, r: &resolve::Resolved, slot: u64, amd_queue: u64, id: u64) -> executor::Job {
+    let launch = crate::isa::Launch {
+        dispatch: k.clone(),
+        packet: slot,
+        queue: amd_queue,
+        dispatch_id: id,
+        cus: cfg.device.cus(),
+        lds_per_cu: cfg.device.lds_kib * 1024,
+        target: resolve::target(r).unwrap_or_default(),
+    };
+    executor::Job { launch, name: r.name.clone() }
 }

@@ -29,9 +29,9 @@ use super::IsaError;
 use crate::kernels::{Dispatch, Fault};
 
 /// What the dispatch's waves are given besides the packet's fields.
-#[derive(Clone, Copy, Debug)]
-pub struct Launch<'a> {
-    pub dispatch: &'a Dispatch,
+#[derive(Clone, Debug)]
+pub struct Launch {
+    pub dispatch: Dispatch,
     /// Address of the AQL dispatch packet (the dispatch ptr SGPRs).
     pub packet: u64,
     /// Address of the queue's `amd_queue_t` (the queue ptr SGPRs).
@@ -167,11 +167,7 @@ pub enum Round {
 /// (sleep) rather than spin.
 pub struct Run<'m> {
     mem: Memory<'m>,
-    dispatch: Dispatch,
-    packet: u64,
-    queue: u64,
-    dispatch_id: u64,
-    target: Target,
+    launch: Launch,
     kd: Descriptor,
     code: Code,
     apertures: Apertures,
@@ -197,7 +193,7 @@ pub struct Run<'m> {
 impl<'m> Run<'m> {
     /// Reads the kernel descriptor and prepares the dispatch; no workgroup has started.
     pub fn new(launch: &Launch, mem: Memory<'m>) -> Result<Run<'m>, IsaError> {
-        let d = launch.dispatch;
+        let d = &launch.dispatch;
         let kd = Descriptor::read(&mem, d.kernel_object).map_err(IsaError::Fault)?;
         if kd.has(props::WAVEFRONT_SIZE32) {
             return Err(IsaError::Illegal { pc: kd.entry, message: "wave32 kernel on a wave64 device".into() });
@@ -209,12 +205,8 @@ impl<'m> Run<'m> {
         let lds_size = kd.group_segment_fixed_size.max(d.group_segment);
         let counts: [u64; 3] = std::array::from_fn(|k| u64::from(d.grid[k]).div_ceil(u64::from(d.wg[k].max(1))));
         Ok(Run {
-            dispatch: d.clone(),
-            packet: launch.packet,
-            queue: launch.queue,
-            dispatch_id: launch.dispatch_id,
+            launch: launch.clone(),
             code: Code::new(kd.entry, launch.target),
-            target: launch.target,
             apertures: Apertures::default(),
             nwaves,
             vgprs: (nv.min(256), na.min(256)),
@@ -240,7 +232,6 @@ impl<'m> Run<'m> {
 
     /// Starts the workgroups due, then gives each resident workgroup one turn.
     pub fn round(&mut self, services: &Services) -> Result<Round, IsaError> {
-        let launch = Launch { dispatch: &self.dispatch, packet: self.packet, queue: self.queue, dispatch_id: self.dispatch_id, cus: 0, lds_per_cu: 0, target: self.target };
         let mut started = false;
         while self.admit > 0 && self.resident.len() < self.limit && self.next < self.total {
             let (nwaves, (nv, na), private_size, lds_size) = (self.nwaves, self.vgprs, self.private_size, self.lds_size);
@@ -251,7 +242,7 @@ impl<'m> Run<'m> {
             let (next, c) = (self.next, self.counts);
             let id = [(next % c[0]) as u32, ((next / c[0]) % c[1]) as u32, (next / (c[0] * c[1])) as u32];
             g.lds.clear();
-            setup_workgroup(&mut g.waves, &self.kd, &launch, id, &self.apertures);
+            setup_workgroup(&mut g.waves, &self.kd, &self.launch, id, &self.apertures);
             self.resident.push(g);
             self.next += 1;
             self.admit -= 1;
@@ -342,7 +333,7 @@ fn stuck(resident: &[Group], gws: &Gws, not_started: u64) -> Option<IsaError> {
 }
 
 fn setup_workgroup(waves: &mut [Wave], kd: &Descriptor, launch: &Launch, id: [u32; 3], ap: &Apertures) {
-    let d = launch.dispatch;
+    let d = &launch.dispatch;
     // A partial workgroup at the grid's edge has fewer work-items in that dimension.
     let dims: [u32; 3] = std::array::from_fn(|k| {
         let wg = u32::from(d.wg[k].max(1));

@@ -176,7 +176,7 @@ impl HostRig {
         let d = Dispatch { kernel_object: ko, grid, wg, kernarg, group_segment: 0, private_segment: 0 };
         let ranges = self.ranges();
         let accessible = |a: u64, l: u64| ranges.iter().any(|&(s, n)| a >= s && a.checked_add(l).is_some_and(|e| e <= s + n));
-        let launch = Launch { dispatch: &d, packet: packet_addr, queue: 0, dispatch_id: 1, cus: self.cus, lds_per_cu: 64 * 1024, target: self.code.target };
+        let launch = Launch { dispatch: d, packet: packet_addr, queue: 0, dispatch_id: 1, cus: self.cus, lds_per_cu: 64 * 1024, target: self.code.target };
         let raised = std::cell::RefCell::new(Vec::new());
         let interrupt = |id: u32| raised.borrow_mut().push(id);
         let res = super::run(&launch, &HostMemory, &accessible, &super::Services { clock: &|| 0, interrupt: &interrupt });
