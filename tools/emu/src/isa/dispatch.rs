@@ -507,6 +507,11 @@ fn run_wave(w: &mut Wave, code: &mut Code, ctx: &mut Ctx, gws: &mut Gws, progres
             ExecError::Unimplemented => IsaError::Unimplemented { pc, name: inst.name, family: inst.family, op: inst.op },
             ExecError::Illegal(m) => IsaError::Illegal { pc, message: format!("{}: {m}", inst.name) },
         })?;
+        // The common case first, as a plain branch rather than through the match's jump table.
+        if step == Step::Next {
+            w.pc = pc + u64::from(inst.len);
+            continue;
+        }
         match step {
             Step::Next => w.pc = pc + u64::from(inst.len),
             Step::Jump(t) => {

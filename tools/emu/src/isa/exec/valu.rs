@@ -422,15 +422,22 @@ const BYTE_MASKS: [[u32; 8]; 256] = {
 
 /// Writes the lanes of `src` whose bit in `mask` is set into `d` (64 lanes each): a blend
 /// through per-byte lane masks (vectorises without variable shifts), not a walk over the set
-/// bits.
+/// bits. Fixed-size chunks: over slices' `chunks_exact` the compiler kept it scalar.
 #[inline(always)]
 pub fn blend(d: &mut [u32], mask: u64, src: &[u32]) {
-    let (d, src) = (&mut d[..LANES], &src[..LANES]);
-    for (c, (dc, sc)) in d.chunks_exact_mut(8).zip(src.chunks_exact(8)).enumerate() {
+    let d: &mut [u32; LANES] = (&mut d[..LANES]).try_into().expect("64 lanes");
+    let src: &[u32; LANES] = src[..LANES].try_into().expect("64 lanes");
+    let (d, _) = d.as_chunks_mut::<8>();
+    let (src, _) = src.as_chunks::<8>();
+    for (c, (dc, sc)) in d.iter_mut().zip(src).enumerate() {
         let m = &BYTE_MASKS[(mask >> (8 * c)) as u8 as usize];
-        for ((x, y), m) in dc.iter_mut().zip(sc).zip(m) {
-            *x = (*x & !m) | (y & m);
+        // Every load before the store: the vectoriser does not know `d` and `src` are apart.
+        let (x, y) = (*dc, *sc);
+        let mut r = [0u32; 8];
+        for k in 0..8 {
+            r[k] = (x[k] & !m[k]) | (y[k] & m[k]);
         }
+        *dc = r;
     }
 }
 
