@@ -84,6 +84,12 @@ impl Engine {
         self.shared.cp.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Removes a queue from the CP and stops its kernels that are executing.
+    pub fn remove_queue(&self, key: super::super::device::QueueKey) {
+        let running = self.cp().remove(key);
+        self.shared.executor.cancel(&running);
+    }
+
     /// Wakes the device thread.
     pub fn notify(&self) {
         self.shared.wake.fetch_add(1, Ordering::Release);

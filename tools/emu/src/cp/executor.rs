@@ -35,6 +35,10 @@ struct State {
     new: Vec<(u64, Job)>,
     /// Finished, not yet taken by the CP.
     done: HashMap<u64, Result<Stats, IsaError>>,
+    /// To stop (their queue was destroyed).
+    cancelled: Vec<u64>,
+    /// Dispatches the thread is executing.
+    running: usize,
     next_id: u64,
 }
 
@@ -78,6 +82,25 @@ impl Executor {
         id
     }
 
+    /// Stops dispatches `ids` (their queue is gone, and with it their waves): they are
+    /// dropped where they stand and leave no result.
+    pub fn cancel(&self, ids: &[u64]) {
+        if ids.is_empty() {
+            return;
+        }
+        let mut st = self.inner.lock();
+        st.new.retain(|(id, _)| !ids.contains(id));
+        st.done.retain(|id, _| !ids.contains(id));
+        st.cancelled.extend_from_slice(ids);
+        drop(st);
+        self.inner.work.notify_all();
+    }
+
+    /// How many dispatches the thread is executing.
+    pub fn running(&self) -> usize {
+        self.inner.lock().running
+    }
+
     /// The result of dispatch `id`, once it has finished (taken once).
     pub fn take(&self, id: u64) -> Option<Result<Stats, IsaError>> {
         self.inner.lock().done.remove(&id)
@@ -119,9 +142,15 @@ fn run(inner: &Inner, memory: &Arc<Memory>, events: &Events, clock: Clock, notif
         // Take up new dispatches; with nothing to do, block until there is.
         let new = {
             let mut st = inner.lock();
-            while st.new.is_empty() && active.is_empty() && !inner.stop.load(Ordering::Acquire) {
+            if !st.cancelled.is_empty() {
+                let gone = std::mem::take(&mut st.cancelled);
+                active.retain(|a| !gone.contains(&a.id));
+            }
+            st.running = active.len() + st.new.len();
+            while st.new.is_empty() && active.is_empty() && st.cancelled.is_empty() && !inner.stop.load(Ordering::Acquire) {
                 st = inner.work.wait(st).unwrap_or_else(|p| p.into_inner());
             }
+            st.running = active.len() + st.new.len();
             std::mem::take(&mut st.new)
         };
         let mut finished: Vec<(u64, Result<Stats, IsaError>)> = Vec::new();
@@ -153,7 +182,11 @@ fn run(inner: &Inner, memory: &Arc<Memory>, events: &Events, clock: Clock, notif
             }
         }
         if !finished.is_empty() {
-            inner.lock().done.extend(finished);
+            let mut st = inner.lock();
+            let gone = std::mem::take(&mut st.cancelled);
+            active.retain(|a| !gone.contains(&a.id));
+            st.done.extend(finished.into_iter().filter(|(id, _)| !gone.contains(id)));
+            drop(st);
             notify();
             moved = true;
         }
@@ -163,9 +196,74 @@ fn run(inner: &Inner, memory: &Arc<Memory>, events: &Events, clock: Clock, notif
         }
         // Every dispatch waits on time: sleep, unless new work arrives.
         let st = inner.lock();
-        if st.new.is_empty() {
+        if st.new.is_empty() && st.cancelled.is_empty() {
             let _ = inner.work.wait_timeout(st, idle).unwrap_or_else(|p| p.into_inner());
         }
         idle = (idle * 2).min(crate::isa::dispatch::IDLE_MAX);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicU32;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::isa::target::Target;
+    use crate::kernels::Dispatch;
+    use crate::kfd::memory::{MemKind, Range};
+
+    /// A kernel (descriptor, then `code` 256 bytes on) in host memory the KFD table maps;
+    /// returns the buffer (keep it alive) and the kernel object's address.
+    fn kernel(memory: &Memory, code: u64) -> (Vec<u64>, u64) {
+        let mut buf = vec![0u64; 64];
+        buf[2] = 256; // kernel_code_entry_byte_offset
+        buf[32] = code;
+        let base = buf.as_ptr() as u64;
+        memory.insert(Range { host: 0, start: base, size: 512, kind: MemKind::Vram, node: 1, flags: 0, mapped_nodes: vec![], user_data: 0, handle: base });
+        (buf, base)
+    }
+
+    fn job(ko: u64) -> Job {
+        let dispatch = Dispatch { kernel_object: ko, grid: [64, 1, 1], wg: [64, 1, 1], kernarg: 0, group_segment: 0, private_segment: 0 };
+        let launch = Launch { dispatch, packet: 0, queue: 0, dispatch_id: 1, cus: 1, lds_per_cu: 65536, target: Target::Gfx90a };
+        Job { launch, name: "test".into() }
+    }
+
+    fn until(what: &str, f: impl Fn() -> bool) {
+        let t = Instant::now();
+        while !f() {
+            assert!(t.elapsed() < Duration::from_secs(5), "never: {what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn results_come_back_with_a_wake_up_and_cancelled_dispatches_stop() {
+        let memory = Arc::new(Memory::default());
+        let (_end, ends) = kernel(&memory, 0xbf81_0000); // s_endpgm
+        let (_spin, spins) = kernel(&memory, 0xbf82_ffff); // s_branch -1: never ends
+        let woken = Arc::new(AtomicU32::new(0));
+        let w = woken.clone();
+        let ex = Executor::start(memory, Arc::new(Events::default()), Clock::new(1.0), 9, Box::new(move || {
+            w.fetch_add(1, Ordering::Relaxed);
+        }));
+        let done = ex.submit(job(ends));
+        until("the ending kernel's result", || woken.load(Ordering::Relaxed) > 0);
+        let stats = ex.take(done).expect("a result").expect("no error");
+        assert_eq!((stats.workgroups, stats.waves), (1, 1));
+        assert!(ex.take(done).is_none(), "taken once");
+        // A kernel that never ends runs (giving its turn up each quantum) until cancelled.
+        let spin = ex.submit(job(spins));
+        until("the spinning kernel running", || ex.running() == 1);
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(ex.take(spin).is_none());
+        ex.cancel(&[spin]);
+        until("the cancelled kernel gone", || ex.running() == 0);
+        assert!(ex.take(spin).is_none(), "a cancelled dispatch leaves no result");
+        // The thread still serves new work.
+        let again = ex.submit(job(ends));
+        until("the next result", || ex.take(again).is_some());
+        ex.stop();
     }
 }

@@ -89,10 +89,15 @@ impl Cp {
         self.sdma.insert(key, q);
     }
 
-    pub fn remove(&mut self, key: QueueKey) {
-        self.aql.remove(&key);
+    /// Removes a queue; returns the executor jobs of its kernels still executing (the caller
+    /// cancels them: a destroyed queue's waves are gone).
+    pub fn remove(&mut self, key: QueueKey) -> Vec<u64> {
+        let running = self.aql.remove(&key).map_or_else(Vec::new, |q| {
+            q.inflight.iter().filter_map(|f| if let aql::Exec::Running(id) = f.exec { Some(id) } else { None }).collect()
+        });
         self.sdma.remove(&key);
         self.hws.remove_queue(key);
+        running
     }
 
     pub fn set_runnable(&mut self, key: QueueKey, runnable: bool) {

@@ -481,7 +481,7 @@ impl Kfd {
             };
             drop(st);
             let gpu = &self.gpus[rec.gpu];
-            gpu.engine.cp().remove(rec.key);
+            gpu.engine.remove_queue(rec.key);
             if let Err(r) = gpu.conn.request(&format!("DESTROY key={}", rec.key)) {
                 tracing::warn!("xhsa-emu: {}", r.message);
             }
