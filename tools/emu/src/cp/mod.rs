@@ -24,6 +24,7 @@ use xhsa_ioctl::abi::event::{HsaMemoryExceptionData, MemoryExceptionFailure};
 
 use crate::config::Config;
 use crate::device::{CuPool, Hws, KernelJob, QueueKey, Scheduler, WgNeed};
+use crate::isa::target::Target;
 use crate::isa::IsaError;
 use crate::kfd::events::Events;
 use crate::kfd::memory::Memory;
@@ -60,6 +61,8 @@ pub struct Cp {
     sdma: BTreeMap<QueueKey, SdmaQueue>,
     resolver: Resolver,
     next_tag: u64,
+    /// The ISA the device reports.
+    target: Target,
 }
 
 impl Cp {
@@ -73,7 +76,13 @@ impl Cp {
 
     /// A CP whose kernels run on `hws` (e.g. a device shared with other processes).
     pub fn with_scheduler(cfg: Arc<Config>, r_debug: Option<u64>, hws: Box<dyn Scheduler>) -> Self {
-        Cp { hws, aql: BTreeMap::new(), sdma: BTreeMap::new(), resolver: Resolver::new(r_debug), next_tag: 1, cfg }
+        Cp { hws, aql: BTreeMap::new(), sdma: BTreeMap::new(), resolver: Resolver::new(r_debug), next_tag: 1, cfg, target: Target::default() }
+    }
+
+    /// The ISA the device reports: kernel code the loader's list does not name executes as it.
+    pub fn with_target(mut self, target: Target) -> Self {
+        self.target = target;
+        self
     }
 
     /// An AQL queue: its ring, the address of its read index (in its `amd_queue_t`) and of its
@@ -319,7 +328,7 @@ impl Cp {
                 match &front.exec {
                     aql::Exec::NotStarted => {
                         let (k, r) = front.kernel.as_ref().expect("a kernel");
-                        let job = job(&self.cfg, k, r, slot, amd_queue, front.id);
+                        let job = job(&self.cfg, self.target, k, r, slot, amd_queue, front.id);
                         front.exec = aql::Exec::Running(ex.submit(job));
                         return;
                     }
@@ -342,7 +351,7 @@ impl Cp {
                     let res = if let aql::Exec::Done(res) = f.exec {
                         res
                     } else {
-                        let job = job(&self.cfg, k, r, slot, amd_queue, f.id);
+                        let job = job(&self.cfg, self.target, k, r, slot, amd_queue, f.id);
                         let interrupt = |partial: u32| signal::interrupt_partial(env.mem, env.events, partial, 8);
                         let services = crate::isa::Services { clock: env.clock, interrupt: &interrupt };
                         resolve::execute(&job.launch, r, env.mem, env.memory, &services)
@@ -417,7 +426,7 @@ impl Cp {
 
 /// What the interpreter needs to execute kernel `k` (`r`) whose packet is at `slot` in the
 /// queue whose `amd_queue_t` is at `amd_queue`.
-fn job(cfg: &Config, k: &crate::kernels::Dispatch, r: &resolve::Resolved, slot: u64, amd_queue: u64, id: u64) -> executor::Job {
+fn job(cfg: &Config, device: Target, k: &crate::kernels::Dispatch, r: &resolve::Resolved, slot: u64, amd_queue: u64, id: u64) -> executor::Job {
     let launch = crate::isa::Launch {
         dispatch: k.clone(),
         packet: slot,
@@ -425,7 +434,7 @@ fn job(cfg: &Config, k: &crate::kernels::Dispatch, r: &resolve::Resolved, slot: 
         dispatch_id: id,
         cus: cfg.device.cus(),
         lds_per_cu: cfg.device.lds_kib * 1024,
-        target: resolve::target(r).unwrap_or_default(),
+        target: resolve::target(r, device).unwrap_or(device),
     };
     executor::Job { launch, name: r.name.clone() }
 }

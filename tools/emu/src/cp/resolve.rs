@@ -99,13 +99,13 @@ pub fn profile(cfg: &Config, r: &Resolved, ctx: &KernelCtx) -> Result<Profile, F
 /// code the interpreter decodes ([`target`]: gfx90a or gfx942; a code object for another
 /// target stays timing-only).
 pub fn interprets(cfg: &Config, r: &Resolved) -> bool {
-    r.model.is_none() && cfg.profile(&r.name).is_none() && target(r).is_some()
+    r.model.is_none() && cfg.profile(&r.name).is_none() && target(r, Target::default()).is_some()
 }
 
-/// The ISA the interpreter runs the kernel's code as: its code object's machine, or gfx90a for
-/// a kernel object the loader's list does not name.
-pub fn target(r: &Resolved) -> Option<Target> {
-    r.mach.map_or(Some(Target::Gfx90a), Target::from_mach)
+/// The ISA the interpreter runs the kernel's code as: its code object's machine, or the ISA the
+/// device reports (`device`) for a kernel object the loader's list does not name.
+pub fn target(r: &Resolved, device: Target) -> Option<Target> {
+    r.mach.map_or(Some(device), Target::from_mach)
 }
 
 /// Executes the kernel's code on the ISA interpreter for its memory effect.
@@ -144,10 +144,12 @@ mod tests {
         let mut cfg = Config::default();
         let r = |name: &str, mach| Resolved { name: name.into(), model: None, mach };
         assert!(interprets(&cfg, &r("k", None)));
-        assert_eq!(target(&r("k", None)), Some(Target::Gfx90a), "a kernel the loader does not name is taken as gfx90a");
+        assert_eq!(target(&r("k", None), Target::Gfx90a), Some(Target::Gfx90a), "a kernel the loader does not name is taken as the device's ISA");
+        assert_eq!(target(&r("k", None), Target::Gfx942), Some(Target::Gfx942));
+        assert_eq!(target(&r("k", Some(MACH_GFX90A)), Target::Gfx942), Some(Target::Gfx90a), "the code object's machine first");
         assert!(interprets(&cfg, &r("k", Some(MACH_GFX90A))));
         assert!(interprets(&cfg, &r("k", Some(MACH_GFX942))), "gfx942 code executes");
-        assert_eq!(target(&r("k", Some(MACH_GFX942))), Some(Target::Gfx942));
+        assert_eq!(target(&r("k", Some(MACH_GFX942)), Target::Gfx90a), Some(Target::Gfx942));
         assert!(!interprets(&cfg, &r("k", Some(0x4f))), "gfx950 code stays timing-only");
         assert!(!interprets(&cfg, &r("k", Some(0x30))), "gfx908 code stays timing-only");
         cfg.kernels.push(crate::config::KernelProfile { name: "k".into(), wg_ns: 1, util: 0.0, hbm_bytes_per_wg: 0 });

@@ -37,6 +37,11 @@ impl Target {
         }
     }
 
+    /// The target named `gfx90a` or `gfx942`.
+    pub fn from_name(name: &str) -> Option<Target> {
+        [Target::Gfx90a, Target::Gfx942].into_iter().find(|t| t.name() == name)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Target::Gfx90a => "gfx90a",

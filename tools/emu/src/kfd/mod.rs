@@ -208,8 +208,8 @@ pub struct Kfd {
 impl Kfd {
     /// Opens the emulated KFD of this process: connects to (or starts) the shared device and
     /// runs a packet processor per GPU, with its doorbell area. `r_debug` is the address of
-    /// ROCr's `_amdgpu_r_debug`, for kernel names.
-    pub fn open(cfg: Arc<Config>, gpus: u32, r_debug: Option<u64>) -> Result<Kfd, String> {
+    /// ROCr's `_amdgpu_r_debug`, for kernel names; `target` is the ISA the GPUs report.
+    pub fn open(cfg: Arc<Config>, gpus: u32, r_debug: Option<u64>, target: crate::isa::target::Target) -> Result<Kfd, String> {
         let events = Arc::new(Events::default());
         let memory = Arc::new(Memory::default());
         let mut list = Vec::new();
@@ -224,7 +224,7 @@ impl Kfd {
             // SAFETY: the doorbell mapping was just created, is used only for doorbells and is
             // never unmapped (it lives as long as the process's KFD state).
             let area = Arc::new(unsafe { TrappedArea::register(doorbells as *mut u8, bytes as usize, wake) }.map_err(|e| e.to_string())?);
-            let cp = Cp::with_scheduler(cfg.clone(), r_debug, Box::new(RemoteScheduler::new(conn.clone())));
+            let cp = Cp::with_scheduler(cfg.clone(), r_debug, Box::new(RemoteScheduler::new(conn.clone()))).with_target(target);
             let engine = Engine::start(cp, conn.clock, events.clone(), memory.clone(), gpu_id, wake);
             engine.set_doorbells(area.clone());
             list.push(Gpu { gpu_id, engine, conn, doorbells, _area: area });

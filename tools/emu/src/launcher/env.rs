@@ -10,6 +10,7 @@
 //! | `XHSA_EMU_GPUS` | `N` (always) |
 //! | `XHSA_EMU_TIME_SCALE` | `X`, only when `--time-scale` is given |
 //! | `XHSA_EMU_CONFIG` | absolute path of the config, only when one is in effect |
+//! | `XHSA_EMU_ISA` | the ISA the emulated GPUs report (`gfx90a`, `gfx942`): kernel code the loader's list does not name is executed as this ISA |
 //!
 //! Nothing is filtered: `XHSA_EMU_FAULT` (injected preemption faults, `kfd::fault`),
 //! `XHSA_EMU_LOG` and `XHSA_EMU_DEVICE_DIR` reach CMD's processes as the user set them.
@@ -22,6 +23,7 @@ use super::runtime_dir::RuntimeDir;
 pub const GPUS: &str = "XHSA_EMU_GPUS";
 pub const TIME_SCALE: &str = "XHSA_EMU_TIME_SCALE";
 pub const CONFIG: &str = "XHSA_EMU_CONFIG";
+pub const ISA: &str = "XHSA_EMU_ISA";
 /// Path of the thunk .so the launcher puts under ROCr (read by the launcher only).
 pub const THUNK: &str = "XHSA_EMU_THUNK";
 
@@ -35,6 +37,8 @@ pub struct Settings {
     pub time_scale: Option<f64>,
     /// Absolute path of the config in effect.
     pub config: Option<PathBuf>,
+    /// The ISA the emulated GPUs report (`gfx90a`, `gfx942`).
+    pub isa: String,
 }
 
 /// The variables to set in CMD's environment (everything else is inherited); `old` reads the
@@ -46,6 +50,7 @@ pub fn child_env(rt: &RuntimeDir, s: &Settings, old: impl Fn(&str) -> Option<OsS
         ("LD_PRELOAD".into(), append(nonempty("LD_PRELOAD").as_deref(), rt.thunk_link().as_os_str())),
         ("PATH".into(), prepend(rt.bin_dir().as_os_str(), Some(nonempty("PATH").as_deref().unwrap_or(OsStr::new(DEFAULT_PATH))))),
         (GPUS.into(), s.gpus.to_string().into()),
+        (ISA.into(), s.isa.clone().into()),
     ];
     if let Some(x) = s.time_scale {
         out.push((TIME_SCALE.into(), x.to_string().into()));
@@ -92,19 +97,20 @@ mod tests {
     #[test]
     fn ours_go_first_in_the_search_paths_and_last_in_the_preload_list() {
         let rt = RuntimeDir::at(PathBuf::from("/rt"));
-        let s = Settings { gpus: 2, time_scale: None, config: None };
+        let s = Settings { gpus: 2, time_scale: None, config: None, isa: "gfx942".into() };
         let e = env_of(&rt, &s, &[("LD_LIBRARY_PATH", "/a:/b"), ("LD_PRELOAD", "/x/libxhsa.so"), ("PATH", "/usr/bin")]);
         assert_eq!(e["LD_LIBRARY_PATH"], "/rt/lib:/a:/b");
         assert_eq!(e["LD_PRELOAD"], "/x/libxhsa.so:/rt/lib/libhsakmt.so.1");
         assert_eq!(e["PATH"], "/rt/bin:/usr/bin");
         assert_eq!(e[GPUS], "2");
+        assert_eq!(e[ISA], "gfx942");
         assert!(!e.contains_key(TIME_SCALE) && !e.contains_key(CONFIG));
     }
 
     #[test]
     fn unset_or_empty_variables_leave_no_stray_separator() {
         let rt = RuntimeDir::at(PathBuf::from("/rt"));
-        let s = Settings { gpus: 1, time_scale: Some(2.5), config: Some("/etc/emu.toml".into()) };
+        let s = Settings { gpus: 1, time_scale: Some(2.5), config: Some("/etc/emu.toml".into()), isa: "gfx90a".into() };
         let e = env_of(&rt, &s, &[("LD_LIBRARY_PATH", "")]);
         assert_eq!(e["LD_LIBRARY_PATH"], "/rt/lib");
         assert_eq!(e["LD_PRELOAD"], "/rt/lib/libhsakmt.so.1");

@@ -170,7 +170,7 @@ fn run(args: cli::RunArgs) -> ExitCode {
         Ok(g) => g,
         Err(e) => return fail(e),
     };
-    let settings = env::Settings { gpus: args.device.gpus, time_scale: args.time_scale, config: config_abs.clone() };
+    let settings = env::Settings { gpus: args.device.gpus, time_scale: args.time_scale, config: config_abs.clone(), isa: crate::kfd::topology::gfx_name(gfx) };
     let mut vars = env::child_env(&rt, &settings, |k| std::env::var_os(k));
     // The thunk starts the shared device with this binary when none is running.
     let me = std::env::current_exe().ok();

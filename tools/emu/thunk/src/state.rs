@@ -5,6 +5,7 @@
 use std::sync::{Arc, Mutex, OnceLock};
 
 use xhsa_emu::config::Config;
+use xhsa_emu::isa::target::Target;
 use xhsa_emu::kfd::topology::{self, Node};
 use xhsa_emu::kfd::Kfd;
 
@@ -93,6 +94,19 @@ fn rocr_r_debug() -> Option<u64> {
     (!p.is_null()).then_some(p as u64)
 }
 
+/// The ISA the emulated GPUs report, as the launcher says (`XHSA_EMU_ISA`); gfx90a when unset
+/// (a ROCm 5.2 process started without the launcher). A value it does not know is reported once
+/// and taken as gfx90a.
+fn device_isa() -> Target {
+    match std::env::var(xhsa_emu::launcher::env::ISA) {
+        Err(_) => Target::Gfx90a,
+        Ok(v) => Target::from_name(&v).unwrap_or_else(|| {
+            tracing::error!("xhsa-emu: {}={v:?} is not an ISA the emulator runs; accepted: gfx90a, gfx942; using gfx90a", xhsa_emu::launcher::env::ISA);
+            Target::Gfx90a
+        }),
+    }
+}
+
 /// hsaKmtOpenKFD: opens (or re-references) the emulated KFD.
 pub fn open() -> Result<(), String> {
     init_logging();
@@ -104,7 +118,7 @@ pub fn open() -> Result<(), String> {
     let (cfg, gpus) = Config::from_env().map_err(|e| e.to_string())?;
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
     let nodes = topology::nodes(&cfg, gpus, xhsa_emu::sys::mem::host_ram(), cpus);
-    let kfd = Kfd::open(Arc::new(cfg), gpus, rocr_r_debug())?;
+    let kfd = Kfd::open(Arc::new(cfg), gpus, rocr_r_debug(), device_isa())?;
     let gpu_nodes: &'static [u32] = Box::leak((1..=gpus).collect::<Vec<_>>().into_boxed_slice());
     let fd = crate::interpose::open_dev_kfd();
     s.emu = Some(Arc::new(Emu { kfd, fd, nodes, gpu_nodes, event_page: Mutex::new(None) }));
