@@ -130,6 +130,15 @@ struct Active<'m> {
     started: Instant,
 }
 
+/// Drops the dispatches cancelled since the last look from `active`; returns their ids.
+fn drop_cancelled(st: &mut State, active: &mut Vec<Active>) -> Vec<u64> {
+    let gone = std::mem::take(&mut st.cancelled);
+    if !gone.is_empty() {
+        active.retain(|a| !gone.contains(&a.id));
+    }
+    gone
+}
+
 fn run(inner: &Inner, memory: &Arc<Memory>, events: &Events, clock: Clock, notify: &dyn Fn()) {
     let view = GpuView::new(memory);
     let accessible = |a: u64, l: u64| memory.device_accessible(a, l);
@@ -142,10 +151,7 @@ fn run(inner: &Inner, memory: &Arc<Memory>, events: &Events, clock: Clock, notif
         // Take up new dispatches; with nothing to do, block until there is.
         let new = {
             let mut st = inner.lock();
-            if !st.cancelled.is_empty() {
-                let gone = std::mem::take(&mut st.cancelled);
-                active.retain(|a| !gone.contains(&a.id));
-            }
+            drop_cancelled(&mut st, &mut active);
             st.running = active.len() + st.new.len();
             while st.new.is_empty() && active.is_empty() && st.cancelled.is_empty() && !inner.stop.load(Ordering::Acquire) {
                 st = inner.work.wait(st).unwrap_or_else(|p| p.into_inner());
@@ -183,8 +189,7 @@ fn run(inner: &Inner, memory: &Arc<Memory>, events: &Events, clock: Clock, notif
         }
         if !finished.is_empty() {
             let mut st = inner.lock();
-            let gone = std::mem::take(&mut st.cancelled);
-            active.retain(|a| !gone.contains(&a.id));
+            let gone = drop_cancelled(&mut st, &mut active);
             st.done.extend(finished.into_iter().filter(|(id, _)| !gone.contains(id)));
             drop(st);
             notify();

@@ -347,7 +347,7 @@ impl Cp {
             let amd_queue = q.amd_queue;
             let slot = q.slot_addr(f.id);
             if let Some((k, r)) = &f.kernel {
-                if resolve::interprets(&self.cfg, r) {
+                if executes {
                     let res = if let aql::Exec::Done(res) = f.exec {
                         res
                     } else {

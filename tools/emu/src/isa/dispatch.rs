@@ -2,7 +2,7 @@
 //! waves set up as the CP does from the kernel descriptor (user and system SGPRs, work-item ids
 //! in v0, EXEC), and run in turns on the calling thread: a wave runs until it ends, reaches
 //! `s_barrier` (released when every wave of its workgroup still running is there), a GWS
-//! barrier or `s_sleep`, or has run a quantum; see [`run`] for when workgroups start. No
+//! barrier or `s_sleep`, or has run a quantum; see [`Run`] for when workgroups start. No
 //! thread waits on another.
 //!
 //! SGPR set-up (AMDGPUUsage "Initial Kernel Execution State", in this order from s0): private
@@ -284,7 +284,8 @@ impl<'m> Run<'m> {
         // Every resident workgroup waits: one more may be what they wait for.
         self.admit = finished.max(1);
         if finished > 0 || moved || (self.resident.len() < self.limit && self.next < self.total) {
-            return Ok(if self.resident.is_empty() && self.next >= self.total { Round::Done(self.stats) } else { Round::Moved });
+            // (When the last workgroup ended, the next round says Done.)
+            return Ok(Round::Moved);
         }
         if let Some(e) = stuck(&self.resident, &self.gws, self.total - self.next) {
             return Err(e);
@@ -442,17 +443,10 @@ impl Progress {
 /// released whenever every wave not ended is at it). Returns whether anything moved: a wave
 /// ended, used its quantum up, passed a barrier or a GWS barrier.
 fn run_group(waves: &mut [Wave], code: &mut Code, ctx: &mut Ctx, gws: &mut Gws, progress: &mut Progress) -> Result<bool, IsaError> {
-    let mut moved = false;
-    for w in waves.iter_mut() {
-        match w.state {
-            WaveState::Sleeping | WaveState::Preempted => w.state = WaveState::Running,
-            WaveState::Gws { res, generation } if gws.released(res, generation) => {
-                w.state = WaveState::Running;
-                moved = true;
-            }
-            _ => {}
-        }
+    for w in waves.iter_mut().filter(|w| matches!(w.state, WaveState::Sleeping | WaveState::Preempted)) {
+        w.state = WaveState::Running;
     }
+    let mut moved = release_gws(waves, gws);
     loop {
         for w in waves.iter_mut() {
             if w.state == WaveState::Running {
@@ -471,19 +465,26 @@ fn run_group(waves: &mut [Wave], code: &mut Code, ctx: &mut Ctx, gws: &mut Gws, 
             again = true;
         }
         // A GWS barrier completed by a later wave of this workgroup releases earlier ones.
-        for w in waves.iter_mut() {
-            if let WaveState::Gws { res, generation } = w.state {
-                if gws.released(res, generation) {
-                    w.state = WaveState::Running;
-                    again = true;
-                }
-            }
-        }
+        again |= release_gws(waves, gws);
         if !again {
             return Ok(moved);
         }
         moved = true;
     }
+}
+
+/// Sets the waves whose GWS barrier has completed running again; returns whether there were any.
+fn release_gws(waves: &mut [Wave], gws: &Gws) -> bool {
+    let mut any = false;
+    for w in waves.iter_mut() {
+        if let WaveState::Gws { res, generation } = w.state {
+            if gws.released(res, generation) {
+                w.state = WaveState::Running;
+                any = true;
+            }
+        }
+    }
+    any
 }
 
 /// Runs one wave until it ends, waits (workgroup barrier, GWS barrier, `s_sleep`) or has run

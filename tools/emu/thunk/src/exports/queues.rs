@@ -179,28 +179,23 @@ pub unsafe extern "C" fn hsaKmtSetQueueCUMask(id: HSA_QUEUEID, bits: u32, mask: 
 #[no_mangle]
 pub unsafe extern "C" fn hsaKmtAllocQueueGWS(id: HSA_QUEUEID, count: u32, first: *mut u32) -> HSAKMT_STATUS {
     guard("hsaKmtAllocQueueGWS", || {
-        let e = match emu() {
-            Ok(e) => e,
-            Err(s) => return s,
-        };
-        let rec = match record(id) {
-            Ok(r) => r,
-            Err(s) => return s,
-        };
-        let mut a = AllocQueueGwsArgs { queue_id: rec.queue_id, num_gws: count, ..Default::default() };
-        match kfd_call(e.fd, AMDKFD_IOC_ALLOC_QUEUE_GWS, &mut a) {
-            Ok(_) => {
-                if !first.is_null() {
-                    // SAFETY: checked non-null; the caller's u32.
-                    unsafe { first.write(a.first_gws) };
-                }
-                HSAKMT_STATUS_SUCCESS
+        status((|| {
+            let e = emu()?;
+            let rec = record(id)?;
+            let mut a = AllocQueueGwsArgs { queue_id: rec.queue_id, num_gws: count, ..Default::default() };
+            // This function's own errno mapping in the real thunk (not `errno_status`'s).
+            kfd_call(e.fd, AMDKFD_IOC_ALLOC_QUEUE_GWS, &mut a).map_err(|errno| match errno {
+                libc::EINVAL => HSAKMT_STATUS_INVALID_PARAMETER,
+                libc::EBUSY => HSAKMT_STATUS_OUT_OF_RESOURCES,
+                libc::ENODEV => HSAKMT_STATUS_NOT_SUPPORTED,
+                _ => HSAKMT_STATUS_ERROR,
+            })?;
+            if !first.is_null() {
+                // SAFETY: checked non-null; the caller's u32.
+                unsafe { first.write(a.first_gws) };
             }
-            Err(libc::EINVAL) => HSAKMT_STATUS_INVALID_PARAMETER,
-            Err(libc::EBUSY) => HSAKMT_STATUS_OUT_OF_RESOURCES,
-            Err(libc::ENODEV) => HSAKMT_STATUS_NOT_SUPPORTED,
-            Err(_) => HSAKMT_STATUS_ERROR,
-        }
+            Ok(())
+        })())
     })
 }
 
