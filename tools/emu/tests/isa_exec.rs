@@ -1296,14 +1296,23 @@ const WAITING: &str = "tests/isa/waiting.hip";
 fn workgroups_that_wait_on_later_ones_run_side_by_side() {
     let Some(mut r) = Rig::new(WAITING) else { return };
     // Workgroup k waits for workgroup k + 1: run one after another, the first never ends.
-    for sleep in [1u64, 0] {
-        let n = 40usize;
+    // With `s_sleep` in its loop a waiting wave gives its turn up at each sleep; without, it
+    // spins through its quantum (2^18 instructions) before the next workgroup may start, which
+    // costs a quantum per waiting wave per round (fewer workgroups there).
+    const QUANTUM: u64 = 1 << 18;
+    for (sleep, n) in [(1u64, 40usize), (0, 8)] {
         let flags = r.alloc(n * 4);
-        let st = r.run("isa_reverse_chain", &[flags, n as u64, sleep], [64 * n as u32, 1, 1], [64, 1, 1]).unwrap();
+        // `int n, int sleep` share the second 8-byte argument slot.
+        let st = r.run("isa_reverse_chain", &[flags, n as u64 | sleep << 32], [64 * n as u32, 1, 1], [64, 1, 1]).unwrap();
         let f: Vec<i32> = r.download(flags, n);
         let want: Vec<i32> = (0..n).map(|k| (n - k) as i32).collect();
         assert_eq!(f, want, "sleep={sleep}");
         assert_eq!(st.workgroups, n as u64);
+        if sleep == 1 {
+            assert!(st.instructions < QUANTUM, "sleeping waves spun: {} instructions", st.instructions);
+        } else {
+            assert!(st.instructions >= (n as u64 - 1) * QUANTUM, "spinning waves gave their turn up early: {} instructions", st.instructions);
+        }
     }
 }
 
