@@ -11,7 +11,8 @@ use crate::sys::rdebug::{self, LoadedObject};
 #[derive(Debug, Default)]
 pub struct Namer {
     r_debug: Option<u64>,
-    seen: HashSet<LoadedObject>,
+    /// The kernel descriptors (load address) of each code object on the list, as last read.
+    seen: HashMap<LoadedObject, Vec<u64>>,
     names: HashMap<u64, String>,
     machs: HashMap<u64, u32>,
 }
@@ -41,17 +42,24 @@ impl Namer {
         Some((name, self.machs.get(&kernel_object).copied()))
     }
 
-    /// Re-reads the list; parses code objects that appeared, forgets those that went.
+    /// Re-reads the list; parses the code objects that appeared (only those: a library's list
+    /// grows one object at a time), forgets those that went.
     fn refresh(&mut self) {
         let Some(rd) = self.r_debug else { return };
         let Some(objs) = rdebug::loaded_objects(rd) else { return };
         let now: HashSet<LoadedObject> = objs.into_iter().collect();
-        if now == self.seen {
-            return;
+        let gone: Vec<LoadedObject> = self.seen.keys().filter(|o| !now.contains(*o)).cloned().collect();
+        for o in gone {
+            for at in self.seen.remove(&o).unwrap_or_default() {
+                self.names.remove(&at);
+                self.machs.remove(&at);
+            }
         }
-        self.names.clear();
-        self.machs.clear();
-        for o in &now {
+        for o in now {
+            if self.seen.contains_key(&o) {
+                continue;
+            }
+            let mut ats = Vec::new();
             if let Some(elf) = load_uri(&o.uri) {
                 let mach = elf_mach(&elf);
                 for (value, name) in kernel_symbols(&elf) {
@@ -60,10 +68,11 @@ impl Namer {
                     if let Some(m) = mach {
                         self.machs.insert(at, m);
                     }
+                    ats.push(at);
                 }
             }
+            self.seen.insert(o, ats);
         }
-        self.seen = now;
     }
 }
 
@@ -86,13 +95,19 @@ pub fn load_uri(uri: &str) -> Option<Vec<u8>> {
     if base.starts_with("memory://") {
         rdebug::read_self(offset?, usize::try_from(size?).ok()?)
     } else if let Some(path) = base.strip_prefix("file://") {
-        let data = std::fs::read(percent_decode(path)).ok()?;
-        let start = usize::try_from(offset.unwrap_or(0)).ok()?;
-        let end = match size {
-            Some(s) => start.checked_add(usize::try_from(s).ok()?)?,
-            None => data.len(),
+        // Only the object's own bytes: a fat library holds the code objects of every target
+        // (ROCm 6.4's librocsparse is 1.6 GB), and its objects load one by one.
+        use std::io::{Read, Seek, SeekFrom};
+        let mut f = std::fs::File::open(percent_decode(path)).ok()?;
+        let start = offset.unwrap_or(0);
+        let len = match size {
+            Some(s) => s,
+            None => f.metadata().ok()?.len().checked_sub(start)?,
         };
-        data.get(start..end).map(<[u8]>::to_vec)
+        f.seek(SeekFrom::Start(start)).ok()?;
+        let mut data = vec![0u8; usize::try_from(len).ok()?];
+        f.read_exact(&mut data).ok()?;
+        Some(data)
     } else {
         None
     }
@@ -178,6 +193,10 @@ mod tests {
         let uri = format!("file://{}#offset=2&size=3", f.display().to_string().replace(' ', "%20"));
         assert_eq!(load_uri(&uri).unwrap(), b"234");
         assert_eq!(load_uri(&format!("file://{}", f.display().to_string().replace(' ', "%20"))).unwrap().len(), 10);
+        let at = |frag: &str| load_uri(&format!("file://{}#{frag}", f.display().to_string().replace(' ', "%20")));
+        assert_eq!(at("offset=7").unwrap(), b"789", "an offset without a size: to the end");
+        assert_eq!(at("offset=8&size=5"), None, "a range past the end");
+        assert_eq!(at("offset=11"), None, "an offset past the end");
         std::fs::remove_dir_all(dir).unwrap();
     }
 
