@@ -43,16 +43,23 @@ struct Mc {
 /// re-encodes a literal that holds an inline value as the inline constant, say), so the length
 /// it shows is not what it decoded.
 fn llvm(mc: &Mc, probes: &[Vec<u32>]) -> Vec<Option<(String, usize)>> {
-    // llvm-mc-15 crashes on some words, losing its whole output: ask in batches of 100, and a
-    // batch that does not split per probe as tenths, down to the probe, which is then left out
-    // (halving had cost 40 s; the crashes are some MFMA and SDWA words).
+    // llvm-mc-15 crashes on some words (some MFMA and SDWA ones), losing its whole output
+    // (stdout is buffered). Its warnings go to stderr unbuffered: after each probe's line comes
+    // a line with an invalid word, whose warning says that llvm-mc got past the probe; a crash
+    // is at the probe after the last such warning. That probe is left out and the probes
+    // before and after it are asked again (two runs per crash; splitting into tenths had cost
+    // twenty). Batches of `mc.batch`.
+    if probes.is_empty() {
+        return Vec::new();
+    }
     if probes.len() > mc.batch {
         return probes.chunks(mc.batch).flat_map(|c| llvm(mc, c)).collect();
     }
     // Each probe is followed by two s_nop (room for an instruction the probe's last word
-    // starts) and a marker (s_mov_b32 s101, s101), so the output splits per probe.
+    // starts) and a marker (s_mov_b32 s101, s101), so the output splits per probe; probe k is
+    // on line 2k + 1, its "got past" line (0xffffffff, invalid) on line 2k + 2.
     let marker = 0xBEE5_0065u32;
-    let input: String = probes.iter().map(|p| format!("{} {}\n", hex(p), hex(&[0xBF80_0000, 0xBF80_0000, marker]))).collect();
+    let input: String = probes.iter().map(|p| format!("{} {}\n{}\n", hex(p), hex(&[0xBF80_0000, 0xBF80_0000, marker]), hex(&[u32::MAX]))).collect();
     let mut child = Command::new(&mc.cmd[0])
         .args(&mc.cmd[1..])
         .args(["-disassemble", "-show-encoding", "-arch=amdgcn", &format!("-mcpu={}", mc.cpu)])
@@ -65,6 +72,7 @@ fn llvm(mc: &Mc, probes: &[Vec<u32>]) -> Vec<Option<(String, usize)>> {
     child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
+    // Lines whose first word llvm-mc found invalid.
     let bad: std::collections::HashSet<usize> =
         stderr.lines().filter_map(|l| l.strip_prefix("<stdin>:")).filter_map(|l| l.split_once(':')).filter(|(_, rest)| rest.starts_with("1: warning")).filter_map(|(n, _)| n.parse().ok()).collect();
     let mut blocks: Vec<Vec<(String, Vec<u8>)>> = vec![Vec::new()];
@@ -83,15 +91,24 @@ fn llvm(mc: &Mc, probes: &[Vec<u32>]) -> Vec<Option<(String, usize)>> {
         blocks.last_mut().unwrap().push((m, enc));
     }
     if blocks.len() != probes.len() + 1 {
-        // Some probe's output did not split at its marker (llvm-mc crashed).
+        // Some probe's output did not split at its marker: llvm-mc crashed at the probe after
+        // the last one it got past.
         if probes.len() == 1 {
             return vec![None];
         }
-        return probes.chunks(probes.len().div_ceil(10)).flat_map(|c| llvm(mc, c)).collect();
+        let at = (1..=probes.len()).rev().find(|k| bad.contains(&(2 * k))).unwrap_or(0);
+        if at >= probes.len() {
+            // It got past every probe: not a crash; ask in tenths.
+            return probes.chunks(probes.len().div_ceil(10)).flat_map(|c| llvm(mc, c)).collect();
+        }
+        let mut out = llvm(mc, &probes[..at]);
+        out.push(None);
+        out.extend(llvm(mc, &probes[at + 1..]));
+        return out;
     }
     (0..probes.len())
         .map(|k| {
-            if bad.contains(&(k + 1)) {
+            if bad.contains(&(2 * k + 1)) {
                 return None;
             }
             blocks[k].first().map(|(m, enc)| {
