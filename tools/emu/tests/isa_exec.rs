@@ -1316,6 +1316,32 @@ fn workgroups_that_wait_on_later_ones_run_side_by_side() {
     }
 }
 
+/// A dispatch shared out among threads (as the device model's interpreter threads share one:
+/// every n-th workgroup each) runs every workgroup once, and global atomics from all of them
+/// on the same words lose no update (a plain read-modify-write would: two threads hammer the
+/// same words here).
+#[test]
+fn a_dispatch_shared_out_among_threads_runs_every_workgroup_once_and_its_atomics_all_land() {
+    let Some(mut r) = Rig::new(WAITING) else { return };
+    let (groups, items, rounds) = (37usize, 128usize, 8u64);
+    for threads in [1u32, 2, 3] {
+        r.threads = threads;
+        let counts = r.alloc(3 * 4);
+        let sum64 = r.alloc(8);
+        let fsum = r.alloc(4);
+        let marks = r.alloc(groups * 4);
+        let st = r.run("isa_atomic_counts", &[counts, sum64, fsum, marks, rounds], [(groups * items) as u32, 1, 1], [items as u16, 1, 1]).unwrap();
+        assert_eq!(st.workgroups, groups as u64, "threads={threads}");
+        assert_eq!(st.waves, (groups * items / 64) as u64, "threads={threads}");
+        assert_eq!(r.download::<i32>(marks, groups), vec![1; groups], "threads={threads}: each workgroup once");
+        let n = (groups * items) as u64;
+        let c: Vec<u32> = r.download(counts, 3);
+        assert_eq!(c, vec![(n * rounds) as u32, n as u32 - 1, (n * rounds) as u32], "threads={threads}: add, max, CAS increments");
+        assert_eq!(r.download::<u64>(sum64, 1)[0], rounds * n * (n - 1) / 2, "threads={threads}: 64-bit adds");
+        assert_eq!(r.download::<f32>(fsum, 1)[0], (n * rounds) as f32, "threads={threads}: float adds");
+    }
+}
+
 #[test]
 fn a_cooperative_grid_sync_is_a_gws_barrier_for_the_whole_grid() {
     let Some(mut r) = Rig::new(WAITING) else { return };

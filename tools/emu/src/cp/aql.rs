@@ -194,6 +194,8 @@ pub struct AqlQueue {
     pub remapped: bool,
     pub runnable: bool,
     pub failed: bool,
+    /// The queue holds the GPU's GWS (see `Cp::set_gws`).
+    pub gws: bool,
     pub blocked: Option<Blocked>,
     pub inflight: VecDeque<InFlight>,
     /// Device time the last packet completed.
@@ -216,6 +218,7 @@ impl AqlQueue {
             // written before CREATE_QUEUE runs without a ring).
             remapped: true,
             runnable: true,
+            gws: false,
             failed: false,
             blocked: None,
             inflight: VecDeque::new(),

@@ -109,6 +109,14 @@ impl Cp {
         running
     }
 
+    /// Whether the queue holds the GPU's GWS (ALLOC_QUEUE_GWS): its dispatches may grid-sync,
+    /// so each runs whole on one interpreter thread.
+    pub fn set_gws(&mut self, key: QueueKey, gws: bool) {
+        if let Some(q) = self.aql.get_mut(&key) {
+            q.gws = gws;
+        }
+    }
+
     pub fn set_runnable(&mut self, key: QueueKey, runnable: bool) {
         if let Some(q) = self.aql.get_mut(&key) {
             // Mapped again: the CP reads the write index from memory.
@@ -322,13 +330,13 @@ impl Cp {
             if let (true, Some(ex)) = (executes, env.executor) {
                 // The kernel's code runs on the executor's thread; the packet completes (and
                 // the ones after it) once that has finished.
-                let amd_queue = q.amd_queue;
+                let (amd_queue, gws) = (q.amd_queue, q.gws);
                 let slot = q.slot_addr(front.id);
                 let front = q.inflight.front_mut().expect("front exists");
                 match &front.exec {
                     aql::Exec::NotStarted => {
                         let (k, r) = front.kernel.as_ref().expect("a kernel");
-                        let job = job(&self.cfg, self.target, k, r, slot, amd_queue, front.id);
+                        let job = job(&self.cfg, self.target, k, r, slot, amd_queue, front.id, gws);
                         front.exec = aql::Exec::Running(ex.submit(job));
                         return;
                     }
@@ -351,7 +359,7 @@ impl Cp {
                     let res = if let aql::Exec::Done(res) = f.exec {
                         res
                     } else {
-                        let job = job(&self.cfg, self.target, k, r, slot, amd_queue, f.id);
+                        let job = job(&self.cfg, self.target, k, r, slot, amd_queue, f.id, true);
                         let interrupt = |partial: u32| signal::interrupt_partial(env.mem, env.events, partial, 8);
                         let services = crate::isa::Services { clock: env.clock, interrupt: &interrupt };
                         resolve::execute(&job.launch, r, env.mem, env.memory, &services)
@@ -426,7 +434,8 @@ impl Cp {
 
 /// What the interpreter needs to execute kernel `k` (`r`) whose packet is at `slot` in the
 /// queue whose `amd_queue_t` is at `amd_queue`.
-fn job(cfg: &Config, device: Target, k: &crate::kernels::Dispatch, r: &resolve::Resolved, slot: u64, amd_queue: u64, id: u64) -> executor::Job {
+#[allow(clippy::too_many_arguments)]
+fn job(cfg: &Config, device: Target, k: &crate::kernels::Dispatch, r: &resolve::Resolved, slot: u64, amd_queue: u64, id: u64, gws: bool) -> executor::Job {
     let launch = crate::isa::Launch {
         dispatch: k.clone(),
         packet: slot,
@@ -436,5 +445,5 @@ fn job(cfg: &Config, device: Target, k: &crate::kernels::Dispatch, r: &resolve::
         lds_per_cu: cfg.device.lds_kib * 1024,
         target: resolve::target(r, device).unwrap_or(device),
     };
-    executor::Job { launch, name: r.name.clone() }
+    executor::Job { launch, name: r.name.clone(), whole: gws }
 }

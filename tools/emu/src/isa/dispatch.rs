@@ -176,6 +176,10 @@ pub struct Run<'m> {
     private_size: u32,
     lds_size: u32,
     counts: [u64; 3],
+    /// This run's workgroups: flat ids `first`, `first + stride`, ... below the grid's count
+    /// (all of them but for a part, [`Run::part`]); `total` of them.
+    first: u64,
+    stride: u64,
     total: u64,
     limit: usize,
     stats: Stats,
@@ -193,6 +197,14 @@ pub struct Run<'m> {
 impl<'m> Run<'m> {
     /// Reads the kernel descriptor and prepares the dispatch; no workgroup has started.
     pub fn new(launch: &Launch, mem: Memory<'m>) -> Result<Run<'m>, IsaError> {
+        Run::part(launch, mem, 0, 1)
+    }
+
+    /// Part `index` of `parts` of the dispatch: its workgroups `index`, `index + parts`, ...
+    /// (flat ids, x fastest), with the resident limit shared out, so that `parts` threads run
+    /// a dispatch together. Workgroups of different parts never share a run's turns: a GWS
+    /// barrier (a grid sync) needs the whole grid in one run.
+    pub fn part(launch: &Launch, mem: Memory<'m>, index: u32, parts: u32) -> Result<Run<'m>, IsaError> {
         let d = &launch.dispatch;
         let kd = Descriptor::read(&mem, d.kernel_object).map_err(IsaError::Fault)?;
         if kd.has(props::WAVEFRONT_SIZE32) {
@@ -213,8 +225,10 @@ impl<'m> Run<'m> {
             private_size: kd.private_segment_fixed_size.max(d.private_segment),
             lds_size,
             counts,
-            total: counts[0] * counts[1] * counts[2],
-            limit: resident_limit(launch.cus, nwaves, u64::from(lds_size), launch.lds_per_cu),
+            first: u64::from(index),
+            stride: u64::from(parts.max(1)),
+            total: (counts[0] * counts[1] * counts[2]).saturating_sub(u64::from(index)).div_ceil(u64::from(parts.max(1))),
+            limit: resident_limit(launch.cus, nwaves, u64::from(lds_size), launch.lds_per_cu).div_ceil(parts.max(1) as usize),
             stats: Stats::default(),
             progress: Progress { started: std::time::Instant::now(), next_report: REPORT_EVERY, kernel: d.kernel_object },
             resident: Vec::new(),
@@ -239,7 +253,7 @@ impl<'m> Run<'m> {
                 waves: (0..nwaves).map(|_| Wave::new(nv, na, private_size)).collect(),
                 lds: Lds::new(lds_size as usize),
             });
-            let (next, c) = (self.next, self.counts);
+            let (next, c) = (self.first + self.next * self.stride, self.counts);
             let id = [(next % c[0]) as u32, ((next / c[0]) % c[1]) as u32, (next / (c[0] * c[1])) as u32];
             g.lds.clear();
             setup_workgroup(&mut g.waves, &self.kd, &self.launch, id, &self.apertures);
@@ -294,10 +308,9 @@ impl<'m> Run<'m> {
     }
 }
 
-/// Runs every workgroup of the dispatch for its memory effect, on the calling thread (see
-/// [`Run`]); sleeps (10 µs doubling to 1 ms) while every wave sleeps. It never spins.
-pub fn run(launch: &Launch, mem: Memory, services: &Services) -> Result<Stats, IsaError> {
-    let mut r = Run::new(launch, mem)?;
+/// Runs every workgroup of `r` for its memory effect, on the calling thread (see [`Run`]);
+/// sleeps (10 µs doubling to 1 ms) while every wave sleeps. It never spins.
+pub fn run(mut r: Run, services: &Services) -> Result<Stats, IsaError> {
     let mut idle = IDLE_FIRST;
     loop {
         match r.round(services)? {

@@ -91,11 +91,14 @@ pub struct HostRig {
     pub cus: u32,
     /// The `s_sendmsg` interrupts the last dispatch raised (M0[7:0] of each).
     pub interrupts: Vec<u32>,
+    /// Threads a dispatch's workgroups are shared out among ([`super::run_part`], as the
+    /// device model's interpreter threads share them); 1 unless set.
+    pub threads: u32,
 }
 
 impl HostRig {
     pub fn new(code: CodeObject) -> HostRig {
-        HostRig { code, buffers: Vec::new(), cus: 80, interrupts: Vec::new() }
+        HostRig { code, buffers: Vec::new(), cus: 80, interrupts: Vec::new(), threads: 1 }
     }
 
     pub fn code(&self) -> &CodeObject {
@@ -177,10 +180,32 @@ impl HostRig {
         let ranges = self.ranges();
         let accessible = |a: u64, l: u64| ranges.iter().any(|&(s, n)| a >= s && a.checked_add(l).is_some_and(|e| e <= s + n));
         let launch = Launch { dispatch: d, packet: packet_addr, queue: 0, dispatch_id: 1, cus: self.cus, lds_per_cu: 64 * 1024, target: self.code.target };
-        let raised = std::cell::RefCell::new(Vec::new());
-        let interrupt = |id: u32| raised.borrow_mut().push(id);
-        let res = super::run(&launch, &HostMemory, &accessible, &super::Services { clock: &|| 0, interrupt: &interrupt });
-        self.interrupts = raised.into_inner();
+        let raised = std::sync::Mutex::new(Vec::new());
+        let interrupt = |id: u32| raised.lock().unwrap_or_else(|p| p.into_inner()).push(id);
+        let parts = self.threads.max(1);
+        let res = std::thread::scope(|s| {
+            let threads: Vec<_> = (0..parts)
+                .map(|k| {
+                    let (launch, accessible, interrupt) = (&launch, &accessible, &interrupt);
+                    s.spawn(move || super::run_part(launch, &HostMemory, accessible, &super::Services { clock: &|| 0, interrupt }, k, parts))
+                })
+                .collect();
+            // The counts summed; the first part's error.
+            let mut sum = Stats::default();
+            let mut first_error = None;
+            for t in threads {
+                match t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)) {
+                    Ok(st) => {
+                        sum.workgroups += st.workgroups;
+                        sum.waves += st.waves;
+                        sum.instructions += st.instructions;
+                    }
+                    Err(e) => first_error = first_error.or(Some(e)),
+                }
+            }
+            first_error.map_or(Ok(sum), Err)
+        });
+        self.interrupts = raised.into_inner().unwrap_or_else(|p| p.into_inner());
         res
     }
 }

@@ -65,6 +65,23 @@ impl<'a> Memory<'a> {
         Ok(())
     }
 
+    /// An atomic read-modify-write of the 4-byte (`wide` false) or 8-byte word at `addr`:
+    /// stores `f(old)`, returns `old`. Atomic against the other threads that execute waves and
+    /// the host's (a compare-and-exchange loop).
+    pub fn atomic(&self, addr: u64, wide: bool, f: impl Fn(u64) -> u64) -> Result<u64, Fault> {
+        let n = if wide { 8 } else { 4 };
+        self.check(addr, n, true)?;
+        let mut b = [0u8; 8];
+        self.mem.read(addr, &mut b[..n as usize]);
+        let mut old = u64::from_le_bytes(b);
+        loop {
+            match self.mem.compare_exchange(addr, wide, old, f(old)) {
+                Ok(o) => return Ok(o),
+                Err(now) => old = now,
+            }
+        }
+    }
+
     pub fn read_u32(&self, addr: u64) -> Result<u32, Fault> {
         let mut b = [0u8; 4];
         self.read(addr, &mut b)?;

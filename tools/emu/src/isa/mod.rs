@@ -62,5 +62,11 @@ impl std::fmt::Display for IsaError {
 /// after `accessible(addr, len)` says the range is mapped; `services` give device time and
 /// the host interrupt.
 pub fn run(launch: &Launch, mem: &dyn DeviceMemory, accessible: &dyn Fn(u64, u64) -> bool, services: &Services) -> Result<Stats, IsaError> {
-    dispatch::run(launch, memory::Memory::new(mem, accessible), services)
+    dispatch::run(Run::new(launch, memory::Memory::new(mem, accessible))?, services)
+}
+
+/// Runs part `index` of `parts` of a dispatch ([`Run::part`]), as [`run`] runs all of it:
+/// `parts` threads calling this together execute the dispatch.
+pub fn run_part(launch: &Launch, mem: &dyn DeviceMemory, accessible: &dyn Fn(u64, u64) -> bool, services: &Services, index: u32, parts: u32) -> Result<Stats, IsaError> {
+    dispatch::run(Run::part(launch, memory::Memory::new(mem, accessible), index, parts)?, services)
 }

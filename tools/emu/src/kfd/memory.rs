@@ -188,6 +188,9 @@ impl DeviceMemory for GpuView<'_> {
     fn fetch_add_i64(&self, addr: u64, delta: i64) -> i64 {
         HostMemory.fetch_add_i64(self.memory.to_host(addr), delta)
     }
+    fn compare_exchange(&self, addr: u64, wide: bool, current: u64, new: u64) -> Result<u64, u64> {
+        HostMemory.compare_exchange(self.memory.to_host(addr), wide, current, new)
+    }
 }
 
 #[cfg(test)]

@@ -587,14 +587,23 @@ impl Kfd {
         if !give && !holder {
             return Err(libc::EINVAL);
         }
+        let mut changed = Vec::new();
         if give {
             if let Some(q) = st.queues.get_mut(&a.queue_id) {
                 q.gws = true;
+                changed.push(q.key);
             }
         } else {
-            for q in st.queues.values_mut().filter(|q| q.gpu == gpu) {
+            for q in st.queues.values_mut().filter(|q| q.gpu == gpu && q.gws) {
                 q.gws = false;
+                changed.push(q.key);
             }
+        }
+        drop(st);
+        // The CP runs a GWS queue's dispatches whole (their grid syncs need every workgroup).
+        let mut cp = self.gpus[gpu].engine.cp();
+        for key in changed {
+            cp.set_gws(key, give);
         }
         a.first_gws = 0;
         Ok(())

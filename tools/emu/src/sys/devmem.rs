@@ -4,7 +4,7 @@
 //! real implementation, dereferencing addresses in this process after the KFD memory table has
 //! said they are backed. Tests use a fake implementation of the trait.
 
-use std::sync::atomic::{AtomicI64, AtomicU16, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU16, AtomicU32, AtomicU64, Ordering};
 
 /// Byte-addressed access to device-visible memory. Addresses are checked by the caller
 /// against the KFD memory table before they reach an implementation.
@@ -19,6 +19,11 @@ pub trait DeviceMemory: Send + Sync {
     fn store_u16(&self, addr: u64, value: u16);
     /// Atomic add on a signed 64-bit word (signal values); returns the previous value.
     fn fetch_add_i64(&self, addr: u64, delta: i64) -> i64;
+    /// Compare-and-exchange of a 4-byte (`wide` false) or 8-byte word: stores `new` if the
+    /// word holds `current`; Ok(previous) if it did, Err(what it holds) if not. Atomic
+    /// against every other thread's accesses (the interpreter's threads, the host's) when the
+    /// word is naturally aligned, as the GPU's atomics require.
+    fn compare_exchange(&self, addr: u64, wide: bool, current: u64, new: u64) -> Result<u64, u64>;
 
     fn read_u32(&self, addr: u64) -> u32 {
         let mut b = [0u8; 4];
@@ -87,6 +92,30 @@ impl DeviceMemory for HostMemory {
         // SAFETY: as in `load_u64`.
         unsafe { (*(addr as *const AtomicI64)).fetch_add(delta, Ordering::AcqRel) }
     }
+
+    fn compare_exchange(&self, addr: u64, wide: bool, current: u64, new: u64) -> Result<u64, u64> {
+        match (wide, addr.is_multiple_of(if wide { 8 } else { 4 })) {
+            // SAFETY: checked range, aligned for the atomic type; the word is only ever
+            // accessed as plain memory otherwise, which atomics tolerate.
+            (true, true) => unsafe { (*(addr as *const AtomicU64)).compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire) },
+            // SAFETY: as above, for a 4-byte word.
+            (false, true) => unsafe { (*(addr as *const AtomicU32)).compare_exchange(current as u32, new as u32, Ordering::AcqRel, Ordering::Acquire) }
+                .map(u64::from)
+                .map_err(u64::from),
+            // Misaligned: a plain read and write (no atomicity to keep).
+            (wide, false) => {
+                let n = if wide { 8 } else { 4 };
+                let mut b = [0u8; 8];
+                self.read(addr, &mut b[..n]);
+                let old = u64::from_le_bytes(b);
+                if old != current {
+                    return Err(old);
+                }
+                self.write(addr, &new.to_le_bytes()[..n]);
+                Ok(old)
+            }
+        }
+    }
 }
 
 /// A fake device memory for tests: a sparse byte map.
@@ -135,6 +164,18 @@ pub mod fake {
             let old = self.read_u64(addr) as i64;
             self.write(addr, &(old.wrapping_add(delta)).to_le_bytes());
             old
+        }
+        fn compare_exchange(&self, addr: u64, wide: bool, current: u64, new: u64) -> Result<u64, u64> {
+            let mut m = self.0.lock().unwrap();
+            let n = if wide { 8 } else { 4 };
+            let old = (0..n).fold(0u64, |v, i| v | u64::from(*m.get(&(addr + i)).unwrap_or(&0)) << (8 * i));
+            if old != current {
+                return Err(old);
+            }
+            for i in 0..n {
+                m.insert(addr + i, (new >> (8 * i)) as u8);
+            }
+            Ok(old)
         }
     }
 }

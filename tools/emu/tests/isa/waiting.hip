@@ -62,3 +62,21 @@ extern "C" __global__ void isa_interrupt(int* out) {
     __builtin_amdgcn_s_sendmsg(1, 0x1234);
     out[threadIdx.x] = 1;
 }
+
+// Global atomics from every work-item of every workgroup on a few shared words (as a
+// histogram or a counter does): with the workgroups shared out among threads, each update
+// must land. counts: [0] += 1 per item (atomicAdd), [1] max of the item ids, [2] an
+// increment by compare-and-swap; sum64 += id; fsum += 1.0f (exact below 2^24). Each workgroup
+// also marks its own word once (plain store): every workgroup ran, once.
+extern "C" __global__ void isa_atomic_counts(unsigned* counts, unsigned long long* sum64, float* fsum, int* marks, int rounds) {
+    unsigned id = blockIdx.x * blockDim.x + threadIdx.x;
+    for (int r = 0; r < rounds; ++r) {
+        atomicAdd(&counts[0], 1u);
+        atomicMax(&counts[1], id);
+        unsigned old = counts[2], seen;
+        while ((seen = atomicCAS(&counts[2], old, old + 1)) != old) old = seen;
+        atomicAdd(sum64, (unsigned long long)id);
+        atomicAdd(fsum, 1.0f);
+    }
+    if (threadIdx.x == 0) marks[blockIdx.x] += 1;
+}

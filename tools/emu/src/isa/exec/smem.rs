@@ -51,11 +51,7 @@ fn atomic(w: &mut Wave, i: &Inst, c: &mut Ctx) -> Result<Step, ExecError> {
     let a = address(w, i, c, buffer) & !(n as u64 - 1);
     let reg = |k: u16| if wide { w.s64(i.dst + 2 * k) } else { u64::from(w.s[usize::from((i.dst + k) & 127)]) };
     let (data, cmp) = (reg(0), if kind == CmpSwap { reg(1) } else { 0 });
-    let mut b = [0u8; 8];
-    c.mem.read(a, &mut b[..n])?;
-    let old = u64::from_le_bytes(b);
-    let new = super::vmem::apply(kind, wide, old, data, cmp);
-    c.mem.write(a, &new.to_le_bytes()[..n])?;
+    let old = c.mem.atomic(a, wide, |old| super::vmem::apply(kind, wide, old, data, cmp))?;
     if i.glc {
         if wide {
             w.set_s64(i.dst, old);

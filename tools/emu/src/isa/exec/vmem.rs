@@ -246,11 +246,16 @@ pub fn access(w: &mut Wave, c: &mut Ctx, l: usize, p: Place, op: MemOp, r: Regs)
             let get = |w: &Wave, r: u16| if wide { u64::from(w.reg(r, l)) | u64::from(w.reg(r + 1, l)) << 32 } else { u64::from(w.reg(r, l)) };
             let d = get(w, data);
             let cmp = if op == Atomic::CmpSwap { get(w, data + if wide { 2 } else { 1 }) } else { 0 };
-            let mut b = [0u8; 8];
-            read(w, c, l, p, &mut b[..n])?;
-            let old = u64::from_le_bytes(b);
-            let new = apply(op, wide, old, d, cmp);
-            write(w, c, l, p, &new.to_le_bytes()[..n])?;
+            let old = if let Place::Global(a) = p {
+                // Global memory is shared with the other interpreter threads and the host.
+                c.mem.atomic(a, wide, |old| apply(op, wide, old, d, cmp))?
+            } else {
+                let mut b = [0u8; 8];
+                read(w, c, l, p, &mut b[..n])?;
+                let old = u64::from_le_bytes(b);
+                write(w, c, l, p, &apply(op, wide, old, d, cmp).to_le_bytes()[..n])?;
+                old
+            };
             if ret {
                 w.set_reg(dst, l, old as u32);
                 if wide {
