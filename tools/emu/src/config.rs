@@ -15,6 +15,7 @@ pub struct Config {
     pub device: DeviceShape,
     pub timing: Timing,
     pub kfd: KfdCosts,
+    pub interpreter: Interpreter,
     /// Per-kernel timing profiles, by kernel symbol name (without `.kd`).
     #[serde(rename = "kernel")]
     pub kernels: Vec<KernelProfile>,
@@ -114,6 +115,25 @@ impl Default for Timing {
             wg_jitter: 0.0,
             cu_pipe_capacity: cap.cu_pipe,
             hbm_bytes_per_ns: cap.hbm_bytes_per_ns,
+        }
+    }
+}
+
+/// The host side of kernel execution (the ISA interpreter): not a property of the GPU.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Interpreter {
+    /// Host threads that execute kernel code, per GPU: a dispatch's workgroups are shared out
+    /// among them. 0 (the default) = one per host core (at most 4).
+    pub threads: u32,
+}
+
+impl Interpreter {
+    /// The worker threads to start: `threads`, or one per host core for 0.
+    pub fn workers(&self) -> usize {
+        match self.threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, crate::cp::executor::MAX_WORKERS),
+            n => n as usize,
         }
     }
 }
@@ -237,6 +257,10 @@ impl Config {
                 t.hbm_bytes_per_ns
             )));
         }
+        let max = crate::cp::executor::MAX_WORKERS as u32;
+        if self.interpreter.threads > max {
+            return Err(ConfigError(format!("interpreter.threads = {} is out of range; accepted: 0 (one per host core) to {max}", self.interpreter.threads)));
+        }
         let k = &self.kfd;
         if !(1..=3_600_000).contains(&k.preemption_timeout_ms) {
             return Err(ConfigError(format!("kfd.preemption_timeout_ms = {} is out of range; accepted: 1..=3600000", k.preemption_timeout_ms)));
@@ -328,5 +352,14 @@ mod tests {
         let c = Config::from_toml("[timing]\ncu_pipe_capacity = 1.2\nhbm_bytes_per_ns = 4000\n[[kernel]]\nname = \"k\"\nwg_ns = 7\nutil = 0.4\nhbm_bytes_per_wg = 65536\n").unwrap();
         assert_eq!(c.timing.capacity(), crate::device::Capacity { cu_pipe: 1.2, hbm_bytes_per_ns: 4000.0 });
         assert_eq!(c.profile("k").unwrap().contention(), crate::device::Profile { cu_util: 0.4, hbm_bytes: 65536 });
+        let e = Config::from_toml("[interpreter]\nthreads = 9\n").unwrap_err();
+        assert!(e.0.contains("interpreter.threads = 9") && e.0.contains("0 (one per host core) to 4"), "{e}");
+    }
+
+    #[test]
+    fn interpreter_threads_are_the_configured_number_or_one_per_core() {
+        assert_eq!(Config::from_toml("[interpreter]\nthreads = 3\n").unwrap().interpreter.workers(), 3);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(Config::from_toml("[interpreter]\nthreads = 0\n").unwrap().interpreter.workers(), cores.clamp(1, 4));
     }
 }

@@ -36,12 +36,12 @@ pub struct Engine {
 }
 
 impl Engine {
-    pub fn start(cp: Cp, clock: Clock, events: Arc<Events>, memory: Arc<Memory>, gpu_id: u32, wake: &'static AtomicU32) -> Engine {
+    pub fn start(cp: Cp, workers: usize, clock: Clock, events: Arc<Events>, memory: Arc<Memory>, gpu_id: u32, wake: &'static AtomicU32) -> Engine {
         let notify = move || {
             wake.fetch_add(1, Ordering::Release);
             futex::wake_all(wake);
         };
-        let executor = Executor::start(memory.clone(), events.clone(), clock, gpu_id, Box::new(notify));
+        let executor = Executor::with_workers(workers, memory.clone(), events.clone(), clock, gpu_id, Box::new(notify));
         let shared = Arc::new(Shared {
             cp: Mutex::new(cp),
             wake,

@@ -4,8 +4,8 @@
 //! on with other queues and the host's KFD calls (queue creation, priority, suspend) never
 //! wait for a kernel's interpretation.
 //!
-//! Any number of worker threads ([`Executor::with_workers`]; the device model starts one, see
-//! [`Executor::start`]). A dispatch's workgroups are shared out among the workers ([`crate::isa::Run::part`]: every `n`-th workgroup each), so a
+//! Any number of worker threads ([`Executor::with_workers`]; the device model starts
+//! `interpreter.threads` of its configuration). A dispatch's workgroups are shared out among the workers ([`crate::isa::Run::part`]: every `n`-th workgroup each), so a
 //! long kernel uses every core, as a GPU's CUs run its workgroups side by side; the result
 //! comes back when every part has finished (the counts summed, the first error). A dispatch of
 //! a queue that holds GWS (a cooperative launch, whose grid syncs need the whole grid in one
@@ -124,16 +124,9 @@ pub struct Executor {
 }
 
 impl Executor {
-    /// Starts the device model's workers: one for now. With one per host core (up to
-    /// [`MAX_WORKERS`]) a ROCm 6.4 process under libxhsa hung now and then at its first
-    /// kernels under load (3 of 173 runs of `rocm_libs --values` four at a time; none of 120
-    /// with the single thread), not yet understood: docs/isa-interpreter.md. `notify` wakes the
-    /// device thread when a result is ready.
-    pub fn start(memory: Arc<Memory>, events: Arc<Events>, clock: Clock, gpu_id: u32, notify: Box<dyn Fn() + Send + Sync>) -> Executor {
-        Executor::with_workers(1, memory, events, clock, gpu_id, notify)
-    }
-
-    /// Starts `workers` worker threads (at least one).
+    /// Starts `workers` worker threads (at least one; the device model starts
+    /// `interpreter.threads` of its configuration). `notify` wakes the device thread when a
+    /// result is ready.
     pub fn with_workers(workers: usize, memory: Arc<Memory>, events: Arc<Events>, clock: Clock, gpu_id: u32, notify: Box<dyn Fn() + Send + Sync>) -> Executor {
         let workers = workers.max(1);
         let state = State { new: vec![Vec::new(); workers], cancelled: vec![Vec::new(); workers], running: vec![0; workers], ..State::default() };
@@ -373,7 +366,7 @@ mod tests {
         let (_spin, spins) = kernel(&memory, 0xbf82_ffff); // s_branch -1: never ends
         let woken = Arc::new(AtomicU32::new(0));
         let w = woken.clone();
-        let ex = Executor::start(memory, Arc::new(Events::default()), Clock::new(1.0), 9, Box::new(move || {
+        let ex = Executor::with_workers(1, memory, Arc::new(Events::default()), Clock::new(1.0), 9, Box::new(move || {
             w.fetch_add(1, Ordering::Relaxed);
         }));
         let done = ex.submit(job(ends));

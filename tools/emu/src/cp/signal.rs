@@ -20,12 +20,17 @@ pub fn value(mem: &dyn DeviceMemory, handle: u64) -> i64 {
     mem.load_u64(handle + VALUE) as i64
 }
 
-/// Raises the signal's interrupt if it has an event: mailbox write, then the event.
+/// Raises the signal's interrupt if it has an event: mailbox write, then the interrupt with
+/// the event id, which KFD acknowledges (the event's page slot back to unsignaled) and turns
+/// into a set of the event.
 pub fn interrupt(mem: &dyn DeviceMemory, events: &Events, handle: u64) {
     let mailbox = mem.load_u64(handle + MAILBOX);
     if mailbox != 0 {
         let id = mem.read_u32(handle + EVENT_ID);
         mem.store_u64(mailbox, u64::from(id));
+        if events.page().is_some_and(|page| mailbox == page + 8 * u64::from(id)) {
+            mem.store_u64(mailbox, crate::kfd::events::UNSIGNALED);
+        }
         events.interrupt(id);
     }
 }
@@ -93,8 +98,12 @@ mod tests {
         complete(&m, &ev, sig, Some((10, 20)));
         assert_eq!(value(&m, sig), 0);
         assert_eq!((m.load_u64(sig + START_TS), m.load_u64(sig + END_TS)), (10, 20));
-        assert_eq!(m.load_u64(0x9000 + 8 * u64::from(slot)), u64::from(id));
+        // The mailbox write is acknowledged by KFD's interrupt handler: the slot is unsignaled
+        // again, and a later interrupt that matches no slot does not set this event again.
+        assert_eq!(m.load_u64(0x9000 + 8 * u64::from(slot)), crate::kfd::events::UNSIGNALED);
         assert_eq!(ev.wait(&[id], true, 0).unwrap().result, 0);
+        interrupt_partial(&m, &ev, 0xff, 8);
+        assert_eq!(ev.wait(&[id], true, 0).unwrap().result, KFD_IOC_WAIT_RESULT_TIMEOUT);
     }
 
     #[test]

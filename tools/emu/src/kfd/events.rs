@@ -6,6 +6,12 @@
 //! is its id; a slot holds `UNSIGNALED` until the packet processor writes the event id into it
 //! (the mailbox write that precedes the interrupt); the interrupt then sets the event and the
 //! slot is reset. Other event types take ids from `FIRST_NONSIGNAL_ID` on.
+//!
+//! Event age (KFD 1.14, which ROCr 6.x relies on): a signal event counts its sets from 1; a
+//! waiter may pass the age it last saw (`last_event_age`, 0 = none), and a wait on an event set
+//! since then returns at once, with the current age written back. Without it an auto-reset
+//! event set while one thread waits is consumed by that thread, and a second thread that read
+//! the signal's value just before and starts its wait just after sleeps on.
 
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -43,6 +49,8 @@ struct Event {
     waiters: u32,
     /// Bumped by every set: a waiter that saw another value when it began is woken.
     generation: u64,
+    /// KFD's `event_age`: 1 at creation, +1 per set (never 0).
+    age: u64,
 }
 
 impl Event {
@@ -51,6 +59,10 @@ impl Event {
     fn fire(&mut self) {
         self.generation = self.generation.wrapping_add(1);
         self.signaled = !self.auto_reset || self.waiters == 0;
+        self.age = match self.age.wrapping_add(1) {
+            0 => 2,
+            a => a,
+        };
     }
 }
 
@@ -103,7 +115,7 @@ impl Events {
             t.next_nonsignal += 1;
             id
         };
-        t.events.insert(id, Event { kind, auto_reset, signaled: false, memory_fault: None, waiters: 0, generation: 0 });
+        t.events.insert(id, Event { kind, auto_reset, signaled: false, memory_fault: None, waiters: 0, generation: 0, age: 1 });
         let slot = if kind == KFD_IOC_EVENT_SIGNAL { id } else { 0 };
         Ok((id, id, slot))
     }
@@ -168,11 +180,27 @@ impl Events {
     /// event) even if the event is auto-reset; an auto-reset event found signaled is reset by
     /// the wait it satisfies. Unknown ids fail the wait.
     pub fn wait(&self, ids: &[u32], wait_all: bool, timeout_ms: u32) -> Result<WaitOutcome, EventError> {
+        self.wait_aged(ids, &mut [], wait_all, timeout_ms)
+    }
+
+    /// [`Events::wait`] with event ages: `ages[i]` is the `last_event_age` passed for `ids[i]`
+    /// (missing or 0: none). A signal event whose age differs from it counts as set when the
+    /// wait begins; when the wait completes, each set signal event's entry with an age gets the
+    /// event's current age (KFD's `init_event_waiter` and `copy_signaled_event_data`).
+    pub fn wait_aged(&self, ids: &[u32], ages: &mut [u64], wait_all: bool, timeout_ms: u32) -> Result<WaitOutcome, EventError> {
         let deadline = (timeout_ms != INFINITE).then(|| Instant::now() + Duration::from_millis(timeout_ms.into()));
         let mut t = self.lock();
         let mut seen = Vec::with_capacity(ids.len());
-        for &id in ids {
-            seen.push(t.events.get(&id).ok_or(EventError::NoSuchEvent)?.generation);
+        let mut aged = vec![false; ids.len()];
+        let mut older = vec![false; ids.len()];
+        for (i, &id) in ids.iter().enumerate() {
+            let e = t.events.get(&id).ok_or(EventError::NoSuchEvent)?;
+            seen.push(e.generation);
+            let last = ages.get(i).copied().unwrap_or(0);
+            if e.kind == KFD_IOC_EVENT_SIGNAL && last != 0 {
+                aged[i] = true;
+                older[i] = e.age != last;
+            }
         }
         for &id in ids {
             if let Some(e) = t.events.get_mut(&id) {
@@ -193,16 +221,19 @@ impl Events {
                     leave(&mut t);
                     return Err(EventError::NoSuchEvent);
                 };
-                if e.signaled || e.generation != seen[i] {
-                    ready.push(id);
+                if e.signaled || e.generation != seen[i] || older[i] {
+                    ready.push((i, id));
                 }
             }
             let done = if wait_all { ready.len() == ids.len() } else { !ready.is_empty() };
             if done || ids.is_empty() {
                 leave(&mut t);
                 let mut faults = Vec::new();
-                for id in ready {
+                for (i, id) in ready {
                     let e = t.events.get_mut(&id).expect("checked above");
+                    if aged[i] {
+                        ages[i] = e.age;
+                    }
                     if let Some(d) = e.memory_fault {
                         faults.push((id, d));
                     }
@@ -272,6 +303,42 @@ mod tests {
         assert!(id >= FIRST_NONSIGNAL_ID);
         ev.destroy(0).unwrap();
         assert_eq!(ev.create(KFD_IOC_EVENT_SIGNAL, true).unwrap().0, 0);
+    }
+
+    /// The race event age closes (ROCr 6.x: the async-handler thread and the application's
+    /// thread both wait on one completion signal). One thread waits on an auto-reset event;
+    /// another read the signal's value just before the set and begins its wait just after: the
+    /// set was consumed by the first, so without an age the second sleeps on (here: times out);
+    /// with the age it saw at the start (1) it returns at once and gets the new age, and a wait
+    /// with that age sleeps until the next set.
+    #[test]
+    fn a_wait_with_an_older_event_age_returns_at_once_and_learns_the_age() {
+        let ev = Arc::new(Events::default());
+        ev.set_page(0x1000);
+        let (id, _, _) = ev.create(KFD_IOC_EVENT_SIGNAL, true).unwrap();
+        let first = {
+            let ev = ev.clone();
+            std::thread::spawn(move || ev.wait(&[id], false, 5_000).unwrap().result)
+        };
+        while ev.lock().events[&id].waiters < 1 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        ev.set(id).unwrap();
+        assert_eq!(first.join().unwrap(), KFD_IOC_WAIT_RESULT_COMPLETE);
+        assert_eq!(ev.wait(&[id], false, 50).unwrap().result, KFD_IOC_WAIT_RESULT_TIMEOUT, "no age: the set is gone");
+        let mut ages = [1u64];
+        assert_eq!(ev.wait_aged(&[id], &mut ages, false, 5_000).unwrap().result, KFD_IOC_WAIT_RESULT_COMPLETE, "set since age 1");
+        assert_eq!(ages, [2], "the event's age comes back");
+        assert_eq!(ev.wait_aged(&[id], &mut ages, false, 50).unwrap().result, KFD_IOC_WAIT_RESULT_TIMEOUT, "not set since age 2");
+        assert_eq!(ages, [2], "a wait that timed out leaves the age");
+        ev.set(id).unwrap();
+        assert_eq!(ev.wait_aged(&[id], &mut ages, false, 5_000).unwrap().result, KFD_IOC_WAIT_RESULT_COMPLETE);
+        assert_eq!(ages, [3]);
+        // Ages are for signal events only; an age of 0 means none.
+        let (mem, _, _) = ev.create(KFD_IOC_EVENT_MEMORY, true).unwrap();
+        let mut other = [7u64, 0];
+        assert_eq!(ev.wait_aged(&[mem, id], &mut other, false, 50).unwrap().result, KFD_IOC_WAIT_RESULT_TIMEOUT);
+        assert_eq!(other, [7, 0]);
     }
 
     #[test]

@@ -225,7 +225,7 @@ impl Kfd {
             // never unmapped (it lives as long as the process's KFD state).
             let area = Arc::new(unsafe { TrappedArea::register(doorbells as *mut u8, bytes as usize, wake) }.map_err(|e| e.to_string())?);
             let cp = Cp::with_scheduler(cfg.clone(), r_debug, Box::new(RemoteScheduler::new(conn.clone()))).with_target(target);
-            let engine = Engine::start(cp, conn.clock, events.clone(), memory.clone(), gpu_id, wake);
+            let engine = Engine::start(cp, cfg.interpreter.workers(), conn.clock, events.clone(), memory.clone(), gpu_id, wake);
             engine.set_doorbells(area.clone());
             list.push(Gpu { gpu_id, engine, conn, doorbells, _area: area });
         }
@@ -363,7 +363,7 @@ impl Kfd {
             cp.set_runnable(key, a.queue_percentage > 0);
         }
         gpu.engine.notify();
-        tracing::debug!(queue = id, key, sdma, ring = format_args!("{:#x}", a.ring_base_address), bytes = a.ring_size, priority = a.queue_priority, "xhsa-emu: queue created");
+        tracing::debug!(queue = id, key, sdma, ring = format_args!("{:#x}", a.ring_base_address), bytes = a.ring_size, read_pointer = format_args!("{:#x}", a.read_pointer_address), doorbell = format_args!("{doorbell:#x}"), priority = a.queue_priority, "xhsa-emu: queue created");
         let seq = st.next_seq;
         st.next_seq += 1;
         let rec = QueueRec {
@@ -984,10 +984,12 @@ impl Kfd {
         Ok(())
     }
 
-    /// AMDKFD_IOC_WAIT_EVENTS over `ids`; returns the wait result and fault data.
-    pub fn wait_events(&self, ids: &[u32], a: &mut WaitEventsArgs) -> Result<events::WaitOutcome, Errno> {
+    /// AMDKFD_IOC_WAIT_EVENTS over `ids` with their signal events' `last_event_age`s (`ages`,
+    /// updated for the events that fired; see [`events::Events::wait_aged`]); returns the wait
+    /// result and fault data.
+    pub fn wait_events(&self, ids: &[u32], ages: &mut [u64], a: &mut WaitEventsArgs) -> Result<events::WaitOutcome, Errno> {
         let timeout = if a.timeout == u32::MAX { u32::MAX } else { a.timeout.min(0x7fff_ffff) };
-        let out = self.events.wait(ids, a.wait_for_all != 0, timeout).map_err(|_| libc::EINVAL)?;
+        let out = self.events.wait_aged(ids, ages, a.wait_for_all != 0, timeout).map_err(|_| libc::EINVAL)?;
         a.wait_result = out.result;
         Ok(out)
     }

@@ -431,11 +431,22 @@ fn wait_events(e: &crate::state::Emu, arg: *mut libc::c_void, size: usize) -> li
     let entries = a.events_ptr as *mut EventData;
     // SAFETY: the caller passes `num_events` kfd_event_data entries at events_ptr.
     let ids: Vec<u32> = (0..n).map(|i| unsafe { std::ptr::addr_of!((*entries.add(i)).event_id).read_unaligned() }).collect();
+    // The union's signal member: the age the caller last saw (KFD reads it for signal events).
+    // SAFETY: as above; every member of the union is plain data.
+    let mut ages: Vec<u64> = (0..n).map(|i| unsafe { std::ptr::addr_of!((*entries.add(i)).data.signal_event_data.last_event_age).read_unaligned() }).collect();
+    let before = ages.clone();
     let t0 = std::time::Instant::now();
-    let r = e.kfd.wait_events(&ids, &mut a);
+    let r = e.kfd.wait_events(&ids, &mut ages, &mut a);
     tracing::trace!(ids = ?ids, timeout_ms = a.timeout, all = a.wait_for_all, result = a.wait_result, took_us = t0.elapsed().as_micros() as u64, "xhsa-emu: WAIT_EVENTS");
     match r {
         Ok(out) => {
+            for (i, (&age, &was)) in ages.iter().zip(&before).enumerate() {
+                if age != was {
+                    // SAFETY: entry `i` of the caller's array; KFD writes the event's age back
+                    // into the signal member of the union for a signal event that fired.
+                    unsafe { std::ptr::addr_of_mut!((*entries.add(i)).data.signal_event_data.last_event_age).write_unaligned(age) };
+                }
+            }
             for (id, data) in out.memory_faults {
                 for (i, _) in ids.iter().enumerate().filter(|(_, &x)| x == id) {
                     // SAFETY: entry `i` of the `num_events` the caller passed at events_ptr; writing the
