@@ -79,15 +79,7 @@ impl State {
         let Some((left, sum)) = self.pending.get_mut(&id) else { return false };
         *left -= 1;
         let failed = res.is_err();
-        match (&mut *sum, res) {
-            (Ok(a), Ok(b)) => {
-                a.workgroups += b.workgroups;
-                a.waves += b.waves;
-                a.instructions += b.instructions;
-            }
-            (Ok(_), Err(e)) => *sum = Err(e),
-            (Err(_), _) => {}
-        }
+        crate::isa::add_part(sum, res);
         if *left > 0 && !failed {
             return false;
         }

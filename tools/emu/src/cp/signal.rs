@@ -29,10 +29,18 @@ pub fn interrupt(mem: &dyn DeviceMemory, events: &Events, handle: u64) {
         let id = mem.read_u32(handle + EVENT_ID);
         mem.store_u64(mailbox, u64::from(id));
         if events.page().is_some_and(|page| mailbox == page + 8 * u64::from(id)) {
-            mem.store_u64(mailbox, crate::kfd::events::UNSIGNALED);
+            set_from_interrupt(mem, events, mailbox, id);
+        } else {
+            events.interrupt(id);
         }
-        events.interrupt(id);
     }
+}
+
+/// KFD's `set_event_from_interrupt`: the event's page slot (at `slot`) back to unsignaled,
+/// then the event set.
+fn set_from_interrupt(mem: &dyn DeviceMemory, events: &Events, slot: u64, id: u32) {
+    mem.store_u64(slot, crate::kfd::events::UNSIGNALED);
+    events.interrupt(id);
 }
 
 /// The interrupt a wave raises with `s_sendmsg(MSG_INTERRUPT)` after writing a signal's
@@ -52,8 +60,7 @@ pub fn interrupt_partial(mem: &dyn DeviceMemory, events: &Events, partial: u32, 
         None => ids.into_iter().filter(|&id| signaled(id)).collect(),
     };
     for id in set {
-        mem.store_u64(slot(id), crate::kfd::events::UNSIGNALED);
-        let _ = events.set(id);
+        set_from_interrupt(mem, events, slot(id), id);
     }
 }
 

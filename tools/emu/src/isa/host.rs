@@ -190,20 +190,11 @@ impl HostRig {
                     s.spawn(move || super::run_part(launch, &HostMemory, accessible, &super::Services { clock: &|| 0, interrupt }, k, parts))
                 })
                 .collect();
-            // The counts summed; the first part's error.
-            let mut sum = Stats::default();
-            let mut first_error = None;
+            let mut sum = Ok(Stats::default());
             for t in threads {
-                match t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)) {
-                    Ok(st) => {
-                        sum.workgroups += st.workgroups;
-                        sum.waves += st.waves;
-                        sum.instructions += st.instructions;
-                    }
-                    Err(e) => first_error = first_error.or(Some(e)),
-                }
+                super::add_part(&mut sum, t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
             }
-            first_error.map_or(Ok(sum), Err)
+            sum
         });
         self.interrupts = raised.into_inner().unwrap_or_else(|p| p.into_inner());
         res

@@ -70,3 +70,22 @@ pub fn run(launch: &Launch, mem: &dyn DeviceMemory, accessible: &dyn Fn(u64, u64
 pub fn run_part(launch: &Launch, mem: &dyn DeviceMemory, accessible: &dyn Fn(u64, u64) -> bool, services: &Services, index: u32, parts: u32) -> Result<Stats, IsaError> {
     dispatch::run(Run::part(launch, memory::Memory::new(mem, accessible), index, parts)?, services)
 }
+
+/// Adds the result of one part of a dispatch ([`run_part`]) to the dispatch's: the counts
+/// summed, the first error kept.
+pub fn add_part(sum: &mut Result<Stats, IsaError>, part: Result<Stats, IsaError>) {
+    match part {
+        Ok(b) => {
+            if let Ok(a) = sum {
+                a.workgroups += b.workgroups;
+                a.waves += b.waves;
+                a.instructions += b.instructions;
+            }
+        }
+        Err(e) => {
+            if sum.is_ok() {
+                *sum = Err(e);
+            }
+        }
+    }
+}
