@@ -172,7 +172,8 @@ fn trace_application_priority(id: u64) {
     }
 }
 
-/// Marks the next priority change of queue `id` on the trace as an operator's.
+/// Marks the next priority change of queue `id` on the trace as an operator's. Called under
+/// the scheduler's lock (as [`trace_application_priority`]), where the tracer's lock is free.
 fn trace_operator_priority(id: u64) {
     if let Some(t) = global().gpus.of_queue(id).and_then(|(_, g)| g.trace.as_ref()) {
         if let Ok(mut t) = t.try_lock() {
@@ -509,8 +510,13 @@ fn control(gpu: usize, q: QueueId, c: crate::board::layout::Control) -> (u32, i3
             } else {
                 None
             };
-            trace_operator_priority(q.0);
-            let changed = with_gpu(gpu, |s, _, _, _| s.set_override(q, level).map(|p| (p, s.queue(q).map(|x| x.hw.queue))));
+            // Marked under the scheduler's lock, just before the change: the tracer observes
+            // after every use of the scheduler, so a mark made before taking the lock could be
+            // used up by another thread's observation and the change put down as libxhsa's.
+            let changed = with_gpu(gpu, |s, _, _, _| {
+                trace_operator_priority(q.0);
+                s.set_override(q, level).map(|p| (p, s.queue(q).map(|x| x.hw.queue)))
+            });
             match changed {
                 Some(Some((p, hw))) => {
                     if let (Some(r), Some(hw)) = (rocr(), hw) {
