@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 
-use super::decode::{self, DecodeError, Inst};
+use super::decode::{self, DecodeError, Family, Inst};
 use super::descriptor::{props, Descriptor};
 use super::exec::{self, Ctx, ExecError, GwsOp, Handler, Step};
 use super::gws::{Arrival, Gws};
@@ -62,60 +62,113 @@ pub struct Stats {
     pub instructions: u64,
 }
 
-/// A decoded instruction with its handler (None: not implemented).
-type Decoded = (Inst, Option<Handler>);
+/// A decoded instruction and what executes it (an unimplemented opcode's handler fails with
+/// [`ExecError::Unimplemented`] when a wave reaches it).
+struct Entry {
+    inst: Inst,
+    h: Handler,
+}
 
-/// Decoded instructions by address, with their handlers.
+fn unimplemented(_: &mut Wave, _: &Inst, _: &mut Ctx) -> Result<Step, ExecError> {
+    Err(ExecError::Unimplemented)
+}
+
+/// Decoded code, in blocks: the instructions from an address up to and including the first
+/// one that may change the flow (a SOPP other than `s_nop`/`s_waitcnt`, an unimplemented
+/// one), at most [`BLOCK_MAX`] of them, or up to the first that does not decode. A wave runs a
+/// block's instructions one after the other without looking its code up again; any step other
+/// than the next instruction leaves the block. A branch into the middle of a block starts a
+/// block of its own there.
 struct Code {
     base: u64,
     target: Target,
-    near: Vec<Option<Box<Decoded>>>,
-    far: HashMap<u64, Box<Decoded>>,
+    /// Block index + 1 by (address - base) / 4 for addresses within [`NEAR`] after the entry;
+    /// 0: not decoded yet.
+    near: Vec<u32>,
+    far: HashMap<u64, u32>,
+    blocks: Vec<Box<[Entry]>>,
 }
 
-/// Instructions within this many bytes after the entry are cached in a vector.
+/// Instructions within this many bytes after the entry are found through a vector.
 const NEAR: u64 = 1 << 20;
+
+/// Instructions in a block at most.
+const BLOCK_MAX: usize = 256;
 
 impl Code {
     fn new(base: u64, target: Target) -> Code {
-        Code { base, target, near: Vec::new(), far: HashMap::new() }
+        Code { base, target, near: Vec::new(), far: HashMap::new(), blocks: Vec::new() }
     }
 
-    fn fetch(&mut self, mem: &Memory, pc: u64) -> Result<&Decoded, IsaError> {
+    /// The block that starts at `pc`, decoded on first use. An instruction at `pc` itself that
+    /// cannot be read or decoded is the error; a later one only ends the block.
+    fn block(&mut self, mem: &Memory, pc: u64) -> Result<&[Entry], IsaError> {
         let off = pc.wrapping_sub(self.base);
         let near = off < NEAR && pc.is_multiple_of(4);
-        let cached = if near { self.near.get((off / 4) as usize).is_some_and(Option::is_some) } else { self.far.contains_key(&pc) };
-        if !cached {
-            let mut words = [0u32; 3];
-            let mut n = 0;
-            for (k, w) in words.iter_mut().enumerate() {
-                match mem.read_u32(pc + 4 * k as u64) {
-                    Ok(x) => {
-                        *w = x;
-                        n += 1;
-                    }
-                    Err(f) if k == 0 => return Err(IsaError::Fault(f)),
-                    Err(_) => break,
-                }
-            }
-            let inst = match decode::decode_for(self.target, &words[..n]) {
+        let found = if near { self.near.get((off / 4) as usize).copied().unwrap_or(0) } else { self.far.get(&pc).copied().unwrap_or(0) };
+        if found != 0 {
+            return Ok(&self.blocks[found as usize - 1]);
+        }
+        let mut entries = Vec::new();
+        let mut at = pc;
+        while entries.len() < BLOCK_MAX {
+            let inst = match self.decode(mem, at) {
                 Ok(i) => i,
-                Err(DecodeError::Truncated) => return Err(IsaError::Fault(Fault { addr: pc + 4 * n as u64, write: false })),
-                Err(e) => return Err(IsaError::Decode { pc, error: e }),
+                Err(e) if entries.is_empty() => return Err(e),
+                Err(_) => break,
             };
             let h = exec::handler(&inst);
-            let entry = Box::new((inst, h));
-            if near {
-                let idx = (off / 4) as usize;
-                if self.near.len() <= idx {
-                    self.near.resize_with(idx + 1, || None);
-                }
-                self.near[idx] = Some(entry);
-            } else {
-                self.far.insert(pc, entry);
+            let last = h.is_none() || ends_block(&inst);
+            at += u64::from(inst.len);
+            entries.push(Entry { inst, h: h.unwrap_or(unimplemented) });
+            if last {
+                break;
             }
         }
-        Ok(if near { self.near[(off / 4) as usize].as_deref().expect("cached") } else { &self.far[&pc] })
+        self.blocks.push(entries.into_boxed_slice());
+        let id = self.blocks.len() as u32;
+        if near {
+            let idx = (off / 4) as usize;
+            if self.near.len() <= idx {
+                self.near.resize(idx + 1, 0);
+            }
+            self.near[idx] = id;
+        } else {
+            self.far.insert(pc, id);
+        }
+        Ok(&self.blocks[id as usize - 1])
+    }
+
+    /// Reads and decodes the instruction at `pc`.
+    fn decode(&self, mem: &Memory, pc: u64) -> Result<Inst, IsaError> {
+        let mut words = [0u32; 3];
+        let mut n = 0;
+        for (k, w) in words.iter_mut().enumerate() {
+            match mem.read_u32(pc + 4 * k as u64) {
+                Ok(x) => {
+                    *w = x;
+                    n += 1;
+                }
+                Err(f) if k == 0 => return Err(IsaError::Fault(f)),
+                Err(_) => break,
+            }
+        }
+        match decode::decode_for(self.target, &words[..n]) {
+            Ok(i) => Ok(i),
+            Err(DecodeError::Truncated) => Err(IsaError::Fault(Fault { addr: pc + 4 * n as u64, write: false })),
+            Err(e) => Err(IsaError::Decode { pc, error: e }),
+        }
+    }
+}
+
+/// Whether a block ends after `i`: program control (branches, `s_endpgm`, barriers, sleeps,
+/// traps: the SOPP group but for `s_nop` and `s_waitcnt`) and the SOP1 jumps.
+fn ends_block(i: &Inst) -> bool {
+    use super::decode::names::{sop1, sopp};
+    match i.family {
+        Family::Sopp => !matches!(i.op, sopp::S_NOP | sopp::S_WAITCNT),
+        Family::Sop1 => matches!(i.op, sop1::S_SETPC_B64 | sop1::S_SWAPPC_B64 | sop1::S_RFE_B64 | sop1::S_CBRANCH_JOIN),
+        _ => false,
     }
 }
 
@@ -507,61 +560,143 @@ fn run_wave(w: &mut Wave, code: &mut Code, ctx: &mut Ctx, gws: &mut Gws, progres
     let yield_at = w.executed + QUANTUM;
     let mut moved = false;
     loop {
-        let pc = w.pc;
-        let (inst, h) = code.fetch(ctx.mem, pc)?;
-        let Some(h) = h else {
-            return Err(IsaError::Unimplemented { pc, name: inst.name, family: inst.family, op: inst.op });
-        };
-        w.executed += 1;
-        if w.executed.is_multiple_of(CLOCK_EVERY) {
-            progress.check(w);
-        }
-        let step = h(w, inst, ctx).map_err(|e| match e {
-            ExecError::Fault(f) => IsaError::Fault(f),
-            ExecError::Unimplemented => IsaError::Unimplemented { pc, name: inst.name, family: inst.family, op: inst.op },
-            ExecError::Illegal(m) => IsaError::Illegal { pc, message: format!("{}: {m}", inst.name) },
-        })?;
-        // The common case first, as a plain branch rather than through the match's jump table.
-        if step == Step::Next {
-            w.pc = pc + u64::from(inst.len);
-            continue;
-        }
-        match step {
-            Step::Next => w.pc = pc + u64::from(inst.len),
-            Step::Jump(t) => {
-                w.pc = t;
-                if w.executed >= yield_at {
-                    w.state = WaveState::Preempted;
-                    return Ok(true);
+        let block = code.block(ctx.mem, w.pc)?;
+        for Entry { inst, h } in block {
+            let pc = w.pc;
+            w.executed += 1;
+            if w.executed.is_multiple_of(CLOCK_EVERY) {
+                progress.check(w);
+            }
+            let step = h(w, inst, ctx).map_err(|e| match e {
+                ExecError::Fault(f) => IsaError::Fault(f),
+                ExecError::Unimplemented => IsaError::Unimplemented { pc, name: inst.name, family: inst.family, op: inst.op },
+                ExecError::Illegal(m) => IsaError::Illegal { pc, message: format!("{}: {m}", inst.name) },
+            })?;
+            // The common case first, as a plain test of the variant rather than through a jump
+            // table (`==` compiles to one): the block's next instruction.
+            if matches!(step, Step::Next) {
+                w.pc = pc + u64::from(inst.len);
+                continue;
+            }
+            match step {
+                Step::Next => unreachable!("handled above"),
+                Step::Jump(t) => {
+                    w.pc = t;
+                    if w.executed >= yield_at {
+                        w.state = WaveState::Preempted;
+                        return Ok(true);
+                    }
+                }
+                Step::Barrier => {
+                    w.pc = pc + u64::from(inst.len);
+                    w.state = WaveState::Barrier;
+                    return Ok(moved);
+                }
+                Step::Sleep => {
+                    w.pc = pc + u64::from(inst.len);
+                    w.state = WaveState::Sleeping;
+                    return Ok(moved);
+                }
+                Step::Gws(op) => {
+                    w.pc = pc + u64::from(inst.len);
+                    match op {
+                        GwsOp::Init { res, .. } => gws.init(res),
+                        GwsOp::Barrier { res, value } => match gws.arrive(res, value) {
+                            Arrival::Released => moved = true,
+                            Arrival::Wait { generation } => {
+                                w.state = WaveState::Gws { res, generation };
+                                return Ok(moved);
+                            }
+                        },
+                    }
+                }
+                Step::End => {
+                    w.state = WaveState::Ended;
+                    return Ok(moved);
                 }
             }
-            Step::Barrier => {
-                w.pc = pc + u64::from(inst.len);
-                w.state = WaveState::Barrier;
-                return Ok(moved);
-            }
-            Step::Sleep => {
-                w.pc = pc + u64::from(inst.len);
-                w.state = WaveState::Sleeping;
-                return Ok(moved);
-            }
-            Step::Gws(op) => {
-                w.pc = pc + u64::from(inst.len);
-                match op {
-                    GwsOp::Init { res, .. } => gws.init(res),
-                    GwsOp::Barrier { res, value } => match gws.arrive(res, value) {
-                        Arrival::Released => moved = true,
-                        Arrival::Wait { generation } => {
-                            w.state = WaveState::Gws { res, generation };
-                            return Ok(moved);
-                        }
-                    },
-                }
-            }
-            Step::End => {
-                w.state = WaveState::Ended;
-                return Ok(moved);
-            }
+            // Any step but the next instruction leaves the block: look the code up at the new pc.
+            break;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::isa::wave::Apertures;
+    use crate::sys::devmem::fake::FakeMemory;
+    use crate::sys::devmem::DeviceMemory;
+
+    const BASE: u64 = 0x1000;
+    const S_MOV_B32_S0_1: u32 = 0xbe80_0081;
+    const S_ADD_U32_S0_S0_1: u32 = 0x8000_8100;
+    const S_ENDPGM: u32 = 0xbf81_0000;
+    const S_NOP: u32 = 0xbf80_0000;
+    /// Not implemented (tests/isa/unimplemented.hip's instruction).
+    const S_RFE_B64: u32 = 0xbe80_1f00;
+    /// A MIMG word: an encoding the decoder does not take.
+    const MIMG: u32 = 0xf000_0000;
+
+    /// Code words at `BASE`, the only memory accessible.
+    fn with_code<R>(words: &[u32], f: impl FnOnce(&Memory, &mut Code) -> R) -> R {
+        let mem = FakeMemory::default();
+        for (k, w) in words.iter().enumerate() {
+            mem.write(BASE + 4 * k as u64, &w.to_le_bytes());
+        }
+        let end = BASE + 4 * words.len() as u64;
+        let accessible = move |a: u64, n: u64| a >= BASE && a + n <= end;
+        let m = Memory::new(&mem, &accessible);
+        f(&m, &mut Code::new(BASE, Target::Gfx90a))
+    }
+
+    fn names(block: &[Entry]) -> Vec<&'static str> {
+        block.iter().map(|e| e.inst.name).collect()
+    }
+
+    #[test]
+    fn a_block_ends_at_program_control_and_before_what_does_not_decode() {
+        with_code(&[S_MOV_B32_S0_1, S_NOP, S_ADD_U32_S0_S0_1, S_ENDPGM, MIMG, S_MOV_B32_S0_1], |m, code| {
+            // s_nop does not end a block; s_endpgm does, so the MIMG word after it is never
+            // decoded (and is no error).
+            assert_eq!(names(code.block(m, BASE).unwrap()), ["s_mov_b32", "s_nop", "s_add_u32", "s_endpgm"]);
+        });
+        with_code(&[S_MOV_B32_S0_1, MIMG], |m, code| {
+            // A word that does not decode ends the block before it, and is the error of a
+            // block that starts there.
+            assert_eq!(names(code.block(m, BASE).unwrap()), ["s_mov_b32"]);
+            assert!(matches!(code.block(m, BASE + 4), Err(IsaError::Decode { pc, .. }) if pc == BASE + 4));
+        });
+        with_code(&[S_MOV_B32_S0_1], |m, code| {
+            // So does the end of accessible memory: the fault of the instruction reached there.
+            assert_eq!(names(code.block(m, BASE).unwrap()), ["s_mov_b32"]);
+            assert!(matches!(code.block(m, BASE + 4), Err(IsaError::Fault(f)) if f.addr == BASE + 4 && !f.write));
+        });
+    }
+
+    #[test]
+    fn an_unimplemented_instruction_ends_its_block_and_fails_only_when_run() {
+        with_code(&[S_MOV_B32_S0_1, S_RFE_B64, S_MOV_B32_S0_1], |m, code| {
+            let block = code.block(m, BASE).unwrap();
+            assert_eq!(names(block), ["s_mov_b32", "s_rfe_b64"]);
+            let mut w = Wave::new(4, 0, 0);
+            let mut lds = Lds::new(0);
+            let clock = || 0u64;
+            let mut ctx = Ctx { mem: m, lds: &mut lds, apertures: Apertures::default(), clock: &clock, interrupt: &|_| {}, lanes: &mut [[0; LANES]; 4], lanes32: &mut [[0; LANES]; 4] };
+            assert_eq!((block[0].h)(&mut w, &block[0].inst, &mut ctx), Ok(Step::Next));
+            assert_eq!(w.s[0], 1);
+            assert_eq!((block[1].h)(&mut w, &block[1].inst, &mut ctx), Err(ExecError::Unimplemented));
+        });
+    }
+
+    #[test]
+    fn a_branch_into_a_block_starts_a_block_there() {
+        with_code(&[S_MOV_B32_S0_1, S_ADD_U32_S0_S0_1, S_ADD_U32_S0_S0_1, S_ENDPGM], |m, code| {
+            assert_eq!(code.block(m, BASE).unwrap().len(), 4);
+            assert_eq!(names(code.block(m, BASE + 8).unwrap()), ["s_add_u32", "s_endpgm"]);
+            // Each is decoded once and found again.
+            assert_eq!(code.block(m, BASE).unwrap().len(), 4);
+            assert_eq!(code.blocks.len(), 2);
+        });
     }
 }

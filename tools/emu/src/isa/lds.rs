@@ -45,14 +45,18 @@ impl Lds {
         }
     }
 
+    #[inline]
     pub fn read_u32(&self, addr: u32) -> u32 {
-        let mut b = [0u8; 4];
-        self.read(addr, &mut b);
-        u32::from_le_bytes(b)
+        let a = addr as usize;
+        self.bytes.get(a..a + 4).map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
 
+    #[inline]
     pub fn write_u32(&mut self, addr: u32, v: u32) {
-        self.write(addr, &v.to_le_bytes());
+        let a = addr as usize;
+        if let Some(b) = self.bytes.get_mut(a..a + 4) {
+            b.copy_from_slice(&v.to_le_bytes());
+        }
     }
 
     pub fn read_u64(&self, addr: u32) -> u64 {

@@ -83,9 +83,8 @@ impl<'a> Memory<'a> {
     }
 
     pub fn read_u32(&self, addr: u64) -> Result<u32, Fault> {
-        let mut b = [0u8; 4];
-        self.read(addr, &mut b)?;
-        Ok(u32::from_le_bytes(b))
+        self.check(addr, 4, false)?;
+        Ok(self.mem.read_u32(addr))
     }
 
     pub fn read_u64(&self, addr: u64) -> Result<u64, Fault> {
@@ -96,6 +95,10 @@ impl<'a> Memory<'a> {
 
     /// Reads `n` dwords.
     pub fn read_dwords(&self, addr: u64, out: &mut [u32]) -> Result<(), Fault> {
+        if let [one] = out {
+            *one = self.read_u32(addr)?;
+            return Ok(());
+        }
         let mut b = [0u8; 64];
         for (k, chunk) in out.chunks_mut(16).enumerate() {
             let bytes = &mut b[..chunk.len() * 4];

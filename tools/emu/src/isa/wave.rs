@@ -96,10 +96,21 @@ impl Wave {
 
     /// Reads a scalar source operand (a register, inline constant, literal or special source)
     /// of type `ty`; 64-bit types read a register pair.
+    #[inline]
     pub fn sread(&self, code: u16, literal: u32, ty: Ty, apertures: &Apertures) -> u64 {
         if code < 128 {
             return if ty.is64() { self.s64(code) } else { u64::from(self.s[usize::from(code)]) };
         }
+        if code <= 192 {
+            // The non-negative integer constants, the most common scalar ones: the same bits
+            // for every type.
+            return u64::from(code - 128);
+        }
+        self.sread_other(code, literal, ty, apertures)
+    }
+
+    /// [`Wave::sread`] of the codes above 127.
+    fn sread_other(&self, code: u16, literal: u32, ty: Ty, apertures: &Apertures) -> u64 {
         if let Some(c) = operand::inline_constant(code, ty) {
             return c;
         }
@@ -143,6 +154,14 @@ impl Wave {
         } else {
             self.vr(usize::from(code.wrapping_sub(operand::VGPR0)), l)
         }
+    }
+
+    /// Where VGPRs `code .. code + n` start in `v` (lane 0 of the first), when `code` is a
+    /// VGPR and the wave has all `n` of them.
+    #[inline]
+    pub fn vgprs_at(&self, code: u16, n: usize) -> Option<usize> {
+        let r = usize::from(code.checked_sub(operand::VGPR0)?);
+        (operand::is_vgpr(code) && (r + n) * LANES <= self.v.len()).then_some(r * LANES)
     }
 
     #[inline]

@@ -167,6 +167,9 @@ impl DeviceMemory for GpuView<'_> {
     fn read(&self, addr: u64, buf: &mut [u8]) {
         HostMemory.read(self.memory.to_host(addr), buf)
     }
+    fn read_u32(&self, addr: u64) -> u32 {
+        HostMemory.read_u32(self.memory.to_host(addr))
+    }
     fn write(&self, addr: u64, buf: &[u8]) {
         HostMemory.write(self.memory.to_host(addr), buf)
     }

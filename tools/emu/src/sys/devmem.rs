@@ -50,6 +50,11 @@ impl DeviceMemory for HostMemory {
         unsafe { std::ptr::copy(addr as *const u8, buf.as_mut_ptr(), buf.len()) }
     }
 
+    fn read_u32(&self, addr: u64) -> u32 {
+        // SAFETY: as in `read`, for 4 bytes; the read is unaligned-safe.
+        u32::from_le(unsafe { std::ptr::read_unaligned(addr as *const u32) })
+    }
+
     fn write(&self, addr: u64, buf: &[u8]) {
         // SAFETY: as in `read`, for a writable backed range.
         unsafe { std::ptr::copy(buf.as_ptr(), addr as *mut u8, buf.len()) }

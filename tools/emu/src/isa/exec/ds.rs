@@ -11,7 +11,7 @@ use super::vmem::{apply, Atomic};
 use super::{Ctx, ExecError, GwsOp, Handler, Step};
 use crate::isa::decode::names::ds as o;
 use crate::isa::decode::Inst;
-use crate::isa::wave::Wave;
+use crate::isa::wave::{Wave, LANES};
 
 fn addr(w: &Wave, i: &Inst, l: usize) -> u32 {
     w.reg(i.src[0], l)
@@ -38,6 +38,17 @@ fn put(w: &mut Wave, r: u16, l: usize, v: u64, wide: bool) {
 
 /// Reads `dwords` at `addr + off` into dst.
 fn read(w: &mut Wave, i: &Inst, c: &mut Ctx, dwords: u16) -> Result<Step, ExecError> {
+    let off = off16(i);
+    if let (Some(ar), Some(dr)) = (w.vgprs_at(i.src[0], 1), w.vgprs_at(i.dst, usize::from(dwords))) {
+        // VGPR address and destination, all there (the usual form): the lanes in place.
+        for l in lanes(w.exec()) {
+            let a = w.v[ar + l].wrapping_add(off);
+            for k in 0..usize::from(dwords) {
+                w.v[dr + k * LANES + l] = c.lds.read_u32(a.wrapping_add(4 * k as u32));
+            }
+        }
+        return Ok(Step::Next);
+    }
     for l in lanes(w.exec()) {
         let a = addr(w, i, l).wrapping_add(off16(i));
         for k in 0..dwords {
