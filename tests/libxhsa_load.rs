@@ -91,41 +91,31 @@ fn an_invalid_log_filter_is_reported_once_and_the_app_succeeds() {
     assert!(!out.stderr.contains(" INFO xhsa:"), "logging at warn: no info lines\n{}", out.report());
 }
 
-/// hipRAND under libxhsa: every check of hiprand_gen passes (its values too: statistics and
-/// per-seed determinism). XORWOW's state set-up is a long kernel on the ISA interpreter, so the
-/// second mode runs the Philox generators only.
+/// hipRAND under libxhsa: every check of hiprand_gen's Philox generators passes (their values
+/// too: statistics and per-seed determinism), in both modes. Its XORWOW generators are left to
+/// `emu_hip` (natively) and to `emu_rocm64`'s library test (natively and under libxhsa in both
+/// modes): their state set-up is the longest kernel the suite runs on the ISA interpreter
+/// (about 270 million wave-instructions with ROCm 5.2's rocRAND, twice per run).
 #[test]
 fn hiprand_works_with_libxhsa_loaded() {
     let l = libxhsa();
-    for (var, which) in [("LD_PRELOAD", "all"), ("HSA_TOOLS_LIB", "philox")] {
-        let out = run("hiprand_gen", &[which], &[(var, &l)]);
+    for var in ["LD_PRELOAD", "HSA_TOOLS_LIB"] {
+        let out = run("hiprand_gen", &["philox"], &[(var, &l)]);
         assert!(summary(&out).0 >= 1, "{var}: no queue seen\n{}", out.report());
         assert!(!out.stderr.contains("shadow queues: 0 created"), "{var}: hipRAND's queues were not shadowed\n{}", out.report());
-        let determinism = if which == "all" { "determinism.default_is_xorwow_same_seed" } else { "determinism.philox_same_seed" };
-        common::assert_check_passed(&out, determinism);
-        common::assert_check_passed(&out, "philox.uniform_chi2");
+        for c in ["philox.uniform_chi2", "philox.normal_moments", "philox_other_seed.uniform_mean", "determinism.philox_same_seed", "determinism.philox_other_seed_differs"] {
+            common::assert_check_passed(&out, c);
+        }
     }
 }
 
 /// HIP and ROCr loaded by `dlopen(RTLD_LOCAL)` (as Python loads PyTorch's extension): the
 /// application's calls still reach libxhsa's preloaded symbols, and libxhsa must find ROCr's
 /// definitions although `RTLD_NEXT` cannot see them.
-/// Builds tests/programs/hip_plugin.hip into `libhip_plugin.so` (its kernels in its own
-/// embedded code object) and runs it through dlopen_host with `env`.
+/// Builds tests/programs/hip_plugin.hip into `libhip_plugin-HASH.so` (cached; its kernels in
+/// its own embedded code object) and runs it through dlopen_host with `env`.
 fn run_plugin(env: &[(&str, &str)]) -> RunOutput {
-    static BUILD: std::sync::Once = std::sync::Once::new();
-    let plugin = common::program_cache_dir().join("libhip_plugin.so");
-    BUILD.call_once(|| {
-        let src = common::tests_dir().join("programs/hip_plugin.hip");
-        let hipcc = common::require_tool("hipcc", "hipcc");
-        let st = std::process::Command::new(hipcc)
-            .args(["--offload-arch=gfx90a", "-shared", "-fPIC", "-O2", "-w", "-o"])
-            .arg(&plugin)
-            .arg(&src)
-            .status()
-            .expect("run hipcc");
-        assert!(st.success(), "hipcc failed to build {}", src.display());
-    });
+    let plugin = common::hip_shared_library("hip_plugin");
     let host = common::program("dlopen_host");
     let plugin_arg = plugin.display().to_string();
     let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
@@ -148,14 +138,16 @@ fn passthrough_counts(out: &RunOutput) -> (u64, u64) {
 }
 
 /// The whitelist by code object: the plugin's kernels live in libhip_plugin.so's embedded code
-/// object (URI `file://…/libhip_plugin.so#offset=…`), so naming the library sends its
+/// object (URI `file://…/libhip_plugin-HASH.so#offset=…`), so naming the library sends its
 /// dispatches unthrottled; without the entry none is.
 #[test]
 fn dispatches_of_a_whitelisted_library_kernels_pass_unthrottled() {
     let l = libxhsa();
     let out = run_plugin(&[("LD_PRELOAD", &l), ("XHSA_LOG", "info")]);
     assert_eq!(passthrough_counts(&out), (0, 0), "nothing whitelisted");
-    let out = run_plugin(&[("LD_PRELOAD", &l), ("XHSA_LOG", "info"), ("XHSA_PASSTHROUGH_LIBS", "libother.so, libhip_plugin.so")]);
+    let plugin = common::hip_shared_library("hip_plugin");
+    let name = plugin.file_name().unwrap().to_str().expect("UTF-8 name");
+    let out = run_plugin(&[("LD_PRELOAD", &l), ("XHSA_LOG", "info"), ("XHSA_PASSTHROUGH_LIBS", &format!("libother.so, {name}"))]);
     let (queues, dispatches) = passthrough_counts(&out);
     assert_eq!(queues, 0, "HIP, not the plugin, creates the queues");
     assert!(dispatches >= 1, "the plugin's vadd dispatch was not recognised\n{}", out.report());

@@ -347,6 +347,20 @@ pub fn shared_library(name: &str) -> PathBuf {
     build_cached(&format!("lib{name}.so"), &cc, &args, &inputs)
 }
 
+/// Builds `tests/programs/NAME.hip` into a HIP shared library `libNAME-HASH.so` (cached;
+/// `hipcc --offload-arch=gfx90a -shared -fPIC`, its kernels in its own embedded code object)
+/// and returns its path.
+pub fn hip_shared_library(name: &str) -> PathBuf {
+    let src = tests_dir().join("programs").join(format!("{name}.hip"));
+    assert!(src.exists(), "no library source {}", src.display());
+    let hipcc = require_tool("hipcc", "hipcc");
+    let mut args: Vec<OsString> = ["--offload-arch=gfx90a", "-shared", "-fPIC", "-O2", "-w", "-o", "{OUT}"].iter().map(OsString::from).collect();
+    args.push(src.clone().into_os_string());
+    let mut inputs = vec![src];
+    inputs.extend(shared_sources());
+    build_cached(&format!("lib{name}.so"), &hipcc, &args, &inputs)
+}
+
 /// Builds `tests/kernels/NAME.hip` into a raw gfx90a code object (an ELF, not an offload
 /// bundle) for the HSA loader API (cached) and returns its path.
 pub fn code_object(name: &str) -> PathBuf {

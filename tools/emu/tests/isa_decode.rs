@@ -7,6 +7,11 @@
 //! - gfx942 against the ROCm 6.4 root's llvm-mc 21 `-mcpu=gfx942` (fewer probes, asked in large
 //!   batches: a few seconds); needs the root (`./x setup`), as the other ROCm 6.4 tests do:
 //!   without it the test fails and says so.
+//!
+//! llvm-mc's answers are kept in the tests' scratch directory (`target/tmp`), keyed by the
+//! llvm-mc (its command line and `--version`), the CPU and the probes: a run with all three
+//! unchanged compares the decoder with the answers llvm-mc gave before instead of asking it
+//! again (about ten seconds, most of it llvm-mc-15's crashes and the reruns they cost).
 
 use std::ffi::OsString;
 use std::process::Command;
@@ -36,6 +41,58 @@ struct Mc {
     cmd: Vec<OsString>,
     cpu: &'static str,
     batch: usize,
+}
+
+/// A 64-bit FNV-1a hash (stable across builds, unlike std's `DefaultHasher`).
+struct Fnv(u64);
+
+impl Fnv {
+    fn feed(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+/// [`llvm`]'s answers for `probes`, from the scratch directory when this llvm-mc was asked
+/// about these probes for this CPU before (see the module's doc); asked and kept otherwise.
+fn answers(mc: &Mc, probes: &[Vec<u32>]) -> Vec<Option<(String, usize)>> {
+    let version = Command::new(&mc.cmd[0]).args(&mc.cmd[1..]).arg("--version").output().expect("run llvm-mc --version");
+    let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+    for c in &mc.cmd {
+        h.feed(c.as_encoded_bytes());
+        h.feed(b"\0");
+    }
+    h.feed(&version.stdout);
+    h.feed(mc.cpu.as_bytes());
+    for p in probes {
+        for w in p {
+            h.feed(&w.to_le_bytes());
+        }
+        h.feed(b";");
+    }
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("isa_decode-{}-{:016x}.txt", mc.cpu, h.0));
+    let parse = |l: &str| -> Option<Option<(String, usize)>> {
+        if l == "-" {
+            return Some(None);
+        }
+        let (m, n) = l.split_once(' ')?;
+        Some(Some((m.to_string(), n.parse().ok()?)))
+    };
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        // A file that does not parse or does not match the probes' count is asked again.
+        if let Some(kept) = text.lines().map(parse).collect::<Option<Vec<_>>>().filter(|k| k.len() == probes.len()) {
+            return kept;
+        }
+    }
+    let theirs = llvm(mc, probes);
+    let text: String = theirs.iter().map(|t| t.as_ref().map_or("-\n".to_string(), |(m, n)| format!("{m} {n}\n"))).collect();
+    // Written whole, then renamed: a run stopped half-way leaves no partial file.
+    let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
+    if std::fs::write(&tmp, text).is_ok() {
+        let _ = std::fs::rename(&tmp, &path);
+    }
+    theirs
 }
 
 /// LLVM's view of one probe: Some((mnemonic without _e32/_e64/_sdwa/_dpp, bytes)) or None;
@@ -183,7 +240,7 @@ fn agree(mc: &Mc, target: Target, per_family: usize) -> usize {
                 vec![w0, rng.next(), rng.next()]
             })
             .collect();
-        let theirs = llvm(mc, &probes);
+        let theirs = answers(mc, &probes);
         for (p, t) in probes.iter().zip(theirs) {
             let Some((name, bytes)) = t else { continue };
             checked += 1;

@@ -11,8 +11,11 @@ use xhsa_emu::isa::host::{CodeObject, HostRig};
 use xhsa_emu::isa::target::Target;
 use xhsa_emu::isa::IsaError;
 
+/// Whether hipcc runs: asked once per test process (`hipcc --version` takes about 0.4 s, and
+/// every test asks).
 fn have_hipcc() -> bool {
-    Command::new("hipcc").arg("--version").output().is_ok_and(|o| o.status.success())
+    static HAVE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HAVE.get_or_init(|| Command::new("hipcc").arg("--version").output().is_ok_and(|o| o.status.success()))
 }
 
 /// Builds the device code of `src` for `arch` into a code object (cached by content and arch
