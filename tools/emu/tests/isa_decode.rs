@@ -13,9 +13,12 @@
 //! unchanged compares the decoder with the answers llvm-mc gave before instead of asking it
 //! again (about ten seconds, most of it llvm-mc-15's crashes and the reruns they cost).
 
+mod support;
+
 use std::ffi::OsString;
 use std::process::Command;
 
+use support::Fnv;
 use xhsa_emu::isa::decode::decode_for;
 use xhsa_emu::isa::target::Target;
 
@@ -41,30 +44,29 @@ struct Mc {
     cmd: Vec<OsString>,
     cpu: &'static str,
     batch: usize,
+    /// The hash of the command line, its `--version` and the CPU: what the kept answers are
+    /// keyed by besides the probes (see [`answers`]).
+    id: Fnv,
 }
 
-/// A 64-bit FNV-1a hash (stable across builds, unlike std's `DefaultHasher`).
-struct Fnv(u64);
-
-impl Fnv {
-    fn feed(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+impl Mc {
+    fn new(cmd: Vec<OsString>, cpu: &'static str, batch: usize) -> Mc {
+        let version = Command::new(&cmd[0]).args(&cmd[1..]).arg("--version").output().expect("run llvm-mc --version");
+        let mut id = Fnv::default();
+        for c in &cmd {
+            id.feed(c.as_encoded_bytes());
+            id.feed(b"\0");
         }
+        id.feed(&version.stdout);
+        id.feed(cpu.as_bytes());
+        Mc { cmd, cpu, batch, id }
     }
 }
 
 /// [`llvm`]'s answers for `probes`, from the scratch directory when this llvm-mc was asked
 /// about these probes for this CPU before (see the module's doc); asked and kept otherwise.
 fn answers(mc: &Mc, probes: &[Vec<u32>]) -> Vec<Option<(String, usize)>> {
-    let version = Command::new(&mc.cmd[0]).args(&mc.cmd[1..]).arg("--version").output().expect("run llvm-mc --version");
-    let mut h = Fnv(0xcbf2_9ce4_8422_2325);
-    for c in &mc.cmd {
-        h.feed(c.as_encoded_bytes());
-        h.feed(b"\0");
-    }
-    h.feed(&version.stdout);
-    h.feed(mc.cpu.as_bytes());
+    let mut h = Fnv(mc.id.0);
     for p in probes {
         for w in p {
             h.feed(&w.to_le_bytes());
@@ -183,7 +185,7 @@ fn decoder_agrees_with_llvm_on_random_words_of_every_family() {
         eprintln!("SKIP: llvm-mc-15 not installed (Debian package llvm-15)");
         return;
     }
-    let mc = Mc { cmd: vec!["llvm-mc-15".into()], cpu: "gfx90a", batch: 100 };
+    let mc = Mc::new(vec!["llvm-mc-15".into()], "gfx90a", 100);
     let checked = agree(&mc, Target::Gfx90a, 1500);
     assert!(checked > 5000, "only {checked} probes were valid instructions");
 }
@@ -200,7 +202,7 @@ fn llvm_mc_21() -> Vec<OsString> {
 
 #[test]
 fn gfx942_decoder_agrees_with_llvm_mc_21_on_random_words_of_every_family() {
-    let mc = Mc { cmd: llvm_mc_21(), cpu: "gfx942", batch: 2000 };
+    let mc = Mc::new(llvm_mc_21(), "gfx942", 2000);
     let checked = agree(&mc, Target::Gfx942, 600);
     assert!(checked > 2000, "only {checked} probes were valid instructions");
 }

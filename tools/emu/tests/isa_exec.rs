@@ -4,6 +4,8 @@
 //! checked against the CPU. Skipped, with a message, when hipcc is not installed. The gfx942
 //! tests build with the ROCm 6.4 root's hipcc (`./x setup`) and fail without it.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -23,10 +25,10 @@ fn have_hipcc() -> bool {
 /// 6.4 root's (through `xhsa-emu run --rocm 6.4`, the worktree bound in).
 fn code_object(src: &Path, arch: &str) -> PathBuf {
     let data = std::fs::read(src).unwrap();
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in data.iter().chain(arch.as_bytes()) {
-        h = (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
-    }
+    let mut h = support::Fnv::default();
+    h.feed(&data);
+    h.feed(arch.as_bytes());
+    let h = h.0;
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{}-{arch}-{h:016x}.hsaco", src.file_stem().unwrap().to_string_lossy()));
     if !out.exists() {
         // Tests run in threads of one process: each build gets its own temporary name.

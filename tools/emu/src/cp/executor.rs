@@ -207,12 +207,10 @@ impl Drop for Executor {
 /// How many parts `job` is shared out in among `workers`: one per worker, at most one per
 /// workgroup; one for a `whole` job.
 fn parts(job: &Job, workers: usize) -> u32 {
-    let d = &job.launch.dispatch;
-    let workgroups: u64 = (0..3).map(|k| u64::from(d.grid[k]).div_ceil(u64::from(d.wg[k].max(1)))).product();
     if job.whole {
         1
     } else {
-        workgroups.min(workers as u64).max(1) as u32
+        job.launch.dispatch.workgroups().min(workers as u64).max(1) as u32
     }
 }
 

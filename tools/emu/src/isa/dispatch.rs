@@ -268,7 +268,7 @@ impl<'m> Run<'m> {
         let total_v = kd.vgprs().min(512);
         let (nv, na) = if total_v > kd.accum_offset() { (kd.accum_offset(), total_v - kd.accum_offset()) } else { (total_v, 0) };
         let lds_size = kd.group_segment_fixed_size.max(d.group_segment);
-        let counts: [u64; 3] = std::array::from_fn(|k| u64::from(d.grid[k]).div_ceil(u64::from(d.wg[k].max(1))));
+        let counts = d.workgroup_counts();
         Ok(Run {
             launch: launch.clone(),
             code: Code::new(kd.entry, launch.target),
@@ -280,7 +280,7 @@ impl<'m> Run<'m> {
             counts,
             first: u64::from(index),
             stride: u64::from(parts.max(1)),
-            total: (counts[0] * counts[1] * counts[2]).saturating_sub(u64::from(index)).div_ceil(u64::from(parts.max(1))),
+            total: d.workgroups().saturating_sub(u64::from(index)).div_ceil(u64::from(parts.max(1))),
             limit: resident_limit(launch.cus, nwaves, u64::from(lds_size), launch.lds_per_cu).div_ceil(parts.max(1) as usize),
             stats: Stats::default(),
             progress: Progress { started: std::time::Instant::now(), next_report: REPORT_EVERY, kernel: d.kernel_object },

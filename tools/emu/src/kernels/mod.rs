@@ -31,7 +31,12 @@ pub struct Dispatch {
 impl Dispatch {
     /// Workgroups in the grid (partial workgroups at the edges count).
     pub fn workgroups(&self) -> u64 {
-        (0..3).map(|i| u64::from(self.grid[i]).div_ceil(u64::from(self.wg[i].max(1)))).product()
+        self.workgroup_counts().iter().product()
+    }
+
+    /// Workgroups in the grid along x, y and z (partial workgroups at the edges count).
+    pub fn workgroup_counts(&self) -> [u64; 3] {
+        std::array::from_fn(|i| u64::from(self.grid[i]).div_ceil(u64::from(self.wg[i].max(1))))
     }
 
     pub fn work_items_per_wg(&self) -> u32 {
