@@ -14,17 +14,20 @@
 
 #![forbid(unsafe_code)]
 
-use crate::board::layout::{name_bytes, Control, Owner, RecentPreemption, Slot, NAME_BYTES, RECENT_PREEMPTIONS};
-use crate::board::shared::{is_alive, process_name, this_process, BoardError, BoardPlace, SharedBoard, SlotHandle};
-use crate::board::stats::{QueueState, QueueStats, FLAG_PAUSED};
-use crate::path::partition::{PartitionId, QueueId};
+use xhsa_board::layout::{name_bytes, Control, Owner, RecentPreemption, Slot, NAME_BYTES, RECENT_PREEMPTIONS};
+use xhsa_board::owner::{is_alive, process_name, this_process};
+use xhsa_board::place::BoardPlace;
+use xhsa_board::shared::{BoardError, SharedBoard, SlotHandle};
+use xhsa_model::stats::{QueueState, QueueStats, FLAG_PAUSED};
+use xhsa_model::ids::{PartitionId, QueueId};
 use crate::path::scheduler::Board;
-use crate::path::window::Contention;
+use xhsa_model::contention::Contention;
 use crate::preempt::policy::Mine;
 use crate::preempt::Watch;
-use crate::settings::config::{GroupSpec, Settings};
-use crate::settings::priority::Priority;
+use xhsa_model::settings::config::{GroupSpec, Settings};
+use xhsa_model::priority::Priority;
 use std::collections::HashMap;
+use xhsa_model::clock::monotonic_ns;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -108,15 +111,10 @@ pub struct BoardLink {
     own_interest: AtomicBool,
 }
 
-/// `CLOCK_MONOTONIC` in nanoseconds: the same clock in every process of the machine.
-pub fn monotonic_ns() -> u64 {
-    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).map_or(0, |t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
-}
-
 impl BoardLink {
     /// Opens (or creates) the board of KFD node `node` in `place`, clearing dead owners.
     pub fn open(place: &BoardPlace, node: u32) -> Result<BoardLink, BoardError> {
-        let board = SharedBoard::open(place, node, crate::board::layout::DEFAULT_SLOT_COUNT)?;
+        let board = SharedBoard::open(place, node, xhsa_board::layout::DEFAULT_SLOT_COUNT)?;
         board.cleanup_stale(is_alive);
         let me = this_process();
         Ok(BoardLink {
@@ -349,8 +347,8 @@ impl Board for BoardLink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::board::layout::{Slot, SLOT_LIVE};
-    use crate::settings::priority::Level;
+    use xhsa_board::layout::{Slot, SLOT_LIVE};
+    use xhsa_model::priority::Level;
 
     fn p(level: i64) -> Priority {
         Priority::at_level(Level::new(level).unwrap())

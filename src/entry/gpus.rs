@@ -8,7 +8,7 @@ use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 
 use crate::entry::addr_map::AddrMap;
 use crate::path::scheduler::Scheduler;
-use crate::path::window::WindowSize;
+use xhsa_model::window_size::WindowSize;
 use crate::preempt::Preemption;
 use crate::settings::fault::FaultPlan;
 use crate::trace::queue_track::QueueTracer;

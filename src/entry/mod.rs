@@ -48,7 +48,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::entry::seen::{Interception, Loading};
 use crate::preempt::PreemptSettings;
-use crate::settings::config::{ProcessIdentity, Settings};
+use xhsa_model::settings::config::{ProcessIdentity, Settings};
 use crate::settings::fault::{FaultPlan, ENV_FAULT_INJECT};
 
 /// Process-wide state of libxhsa.
@@ -103,9 +103,9 @@ pub(crate) fn global() -> &'static Global {
     GLOBAL.get_or_init(|| {
         // A filter EnvFilter would take but that names no level libxhsa logs at (`infoo` reads
         // as a target name) would silence it entirely, errors included: validated first.
-        let (filter, bad_log) = crate::settings::config::log_filter(std::env::var(crate::settings::config::ENV_LOG).ok().as_deref());
+        let (filter, bad_log) = xhsa_model::settings::config::log_filter(std::env::var(xhsa_model::settings::config::ENV_LOG).ok().as_deref());
         let env_filter = tracing_subscriber::EnvFilter::try_new(&filter)
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(crate::settings::config::DEFAULT_LOG));
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(xhsa_model::settings::config::DEFAULT_LOG));
         let _ = tracing_subscriber::fmt().with_env_filter(env_filter).with_writer(std::io::stderr).with_target(false).try_init();
         if let Some(e) = bad_log {
             tracing::error!("xhsa: {e}");

@@ -1,5 +1,5 @@
 //! Which library something comes from, for the passthrough whitelist
-//! ([`crate::settings::whitelist`]): the library that called `hsa_queue_create` (the caller's
+//! ([`xhsa_model::settings::whitelist`]): the library that called `hsa_queue_create` (the caller's
 //! return address, resolved with `dladdr`), and the library whose code object holds a dispatched
 //! kernel (ROCr's loader extension: the executable of the kernel descriptor's address, its
 //! loaded code objects' load ranges and URIs, e.g.

@@ -36,12 +36,12 @@ use super::rocr::{rocr, RocrHardware};
 use super::{depth, global, inside, outermost, Global};
 use crate::entry::addr_map::AddrMap;
 use crate::path::aql_ring::AqlRing;
-use crate::path::partition::QueueId;
+use xhsa_model::ids::QueueId;
 use crate::path::scheduler::{Drain, Scheduler};
 use crate::path::shadow_queue::{HwQueue, ShadowQueue, TRACKING_START};
 use crate::path::window::Nanos;
 use crate::settings::fault::Point;
-use crate::settings::priority::StreamPriority;
+use xhsa_model::priority::StreamPriority;
 
 pub(crate) type QueueCallback = Option<unsafe extern "C" fn(hsa_status_t, *mut hsa_queue_t, *mut c_void)>;
 pub(crate) type QueueCreateFn =
@@ -495,13 +495,13 @@ fn start_preemption(g: &Global, gpu: usize, link: std::sync::Arc<crate::board::l
 
 /// Carries out a controller's request (`xhsactl`) for queue `q` of GPU `gpu`, on the watcher's
 /// thread; returns the `ACK_*` status and its detail.
-fn control(gpu: usize, q: QueueId, c: crate::board::layout::Control) -> (u32, i32) {
-    use crate::board::layout::{ACK_ABOVE_CAP, ACK_APPLIED, ACK_BAD_LEVEL, ACK_UNKNOWN_OP, OP_CLEAR_PRIORITY, OP_PAUSE, OP_RESUME, OP_SET_PRIORITY};
+fn control(gpu: usize, q: QueueId, c: xhsa_board::layout::Control) -> (u32, i32) {
+    use xhsa_board::layout::{ACK_ABOVE_CAP, ACK_APPLIED, ACK_BAD_LEVEL, ACK_UNKNOWN_OP, OP_CLEAR_PRIORITY, OP_PAUSE, OP_RESUME, OP_SET_PRIORITY};
     let g = global();
     match c.op {
         OP_SET_PRIORITY | OP_CLEAR_PRIORITY => {
             let level = if c.op == OP_SET_PRIORITY {
-                let Some(level) = crate::settings::priority::Level::new(i64::from(c.level)) else { return (ACK_BAD_LEVEL, 0) };
+                let Some(level) = xhsa_model::priority::Level::new(i64::from(c.level)) else { return (ACK_BAD_LEVEL, 0) };
                 if let Err(cap) = g.settings.control_allows(c.uid, level) {
                     tracing::warn!("xhsa: queue {q}: uid {} asked for level {}, above control_max_level {}: refused", c.uid, c.level, cap.get());
                     return (ACK_ABOVE_CAP, cap.get());

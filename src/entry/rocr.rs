@@ -17,7 +17,7 @@ use hsa_sys::hsa::{
 
 use super::next_symbol;
 use crate::entry::api_table::Hook;
-use crate::path::partition::QueueId;
+use xhsa_model::ids::QueueId;
 use crate::path::scheduler::Hardware;
 use crate::path::shadow_queue::HwQueue;
 
@@ -178,7 +178,7 @@ impl Rocr {
     }
 
     /// Gives hardware queue `hw` the priority `p` (KFD's queue priority); false if ROCr refused.
-    pub fn set_hw_priority(&self, hw: u64, p: crate::settings::priority::StreamPriority) -> bool {
+    pub fn set_hw_priority(&self, hw: u64, p: xhsa_model::priority::StreamPriority) -> bool {
         let Some(f) = self.set_priority else { return false };
         // SAFETY: a live hardware queue libxhsa created; a valid hsa_amd_queue_priority_t.
         unsafe { f(hw as *mut hsa_queue_t, p.to_hsa()) == HSA_STATUS_SUCCESS }

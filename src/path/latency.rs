@@ -1,6 +1,6 @@
 //! Dispatch-to-completion latency of one queue's packets: when each batch was written to the
 //! hardware ring, and, when a completion report covers it, how long it took, counted into the
-//! histogram the board publishes ([`crate::board::stats::QueueStats::latency`]).
+//! histogram the board publishes ([`xhsa_model::stats::QueueStats::latency`]).
 //!
 //! The time is what libxhsa observes: from the forwarding pass that wrote the packet to the
 //! moment a completion of a tracking barrier after it was seen. Completions that are counted at a
@@ -8,7 +8,7 @@
 //! so the histogram is an upper bound of the packets' own time then. Time is passed in.
 #![forbid(unsafe_code)]
 
-use crate::board::stats::{latency_bucket, LATENCY_BUCKETS};
+use xhsa_model::stats::{latency_bucket, LATENCY_BUCKETS};
 use crate::path::window::{Nanos, Seq};
 use std::collections::VecDeque;
 

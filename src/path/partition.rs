@@ -20,26 +20,15 @@
 //! [`Partition::stats`]; nothing here reads a clock or touches memory outside itself.
 #![forbid(unsafe_code)]
 
-use crate::board::stats::{saturate_u32, QueueStats, FLAG_CONTENDED, FLAG_HELD};
+use xhsa_model::stats::{saturate_u32, QueueStats, FLAG_CONTENDED, FLAG_HELD};
 use crate::path::packet::Packet;
-use crate::path::window::{limit, CompletionError, Contention, Limit, Nanos, QueueWindow, Seq, WindowSize};
-use crate::settings::priority::Priority;
+use crate::path::window::{limit, CompletionError, Limit, Nanos, QueueWindow, Seq};
+use xhsa_model::contention::Contention;
+use xhsa_model::ids::{PartitionId, QueueId};
+use xhsa_model::window_size::WindowSize;
+use xhsa_model::priority::Priority;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
-
-/// A shadow queue, as libxhsa names it (process-local, never reused within a process).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct QueueId(pub u64);
-
-impl fmt::Display for QueueId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "queue {}", self.0)
-    }
-}
-
-/// A CU partition of a GPU.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct PartitionId(pub u32);
 
 /// A set of CUs, bit `i` of word `i / 32` for CU `i` — the form `hsa_amd_queue_cu_set_mask`
 /// takes.
@@ -408,7 +397,7 @@ impl Partition {
             flags |= FLAG_HELD;
         }
         if state.paused {
-            flags |= crate::board::stats::FLAG_PAUSED;
+            flags |= xhsa_model::stats::FLAG_PAUSED;
         }
         if lim.is_throttling() {
             flags |= FLAG_CONTENDED;
@@ -433,7 +422,7 @@ impl Partition {
 mod tests {
     use super::*;
     use crate::path::packet::PACKET_SIZE;
-    use crate::settings::priority::{Level, StreamPriority};
+    use xhsa_model::priority::{Level, StreamPriority};
 
     fn p(level: i64) -> Priority {
         Priority::at_level(Level::new(level).unwrap())
@@ -658,7 +647,7 @@ mod tests {
 mod properties {
     use super::*;
     use crate::path::packet::PACKET_SIZE;
-    use crate::settings::priority::{Level, StreamPriority};
+    use xhsa_model::priority::{Level, StreamPriority};
     use proptest::prelude::*;
     use std::collections::BTreeMap;
 

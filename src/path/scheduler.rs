@@ -32,15 +32,19 @@
 //! go back, in order, ahead of everything else the queue holds, and the queue degrades.
 #![forbid(unsafe_code)]
 
-use crate::board::stats::QueueStats;
+use xhsa_model::stats::QueueStats;
 use crate::path::aql_ring::{intake, next_published, write_reserved, QueueMemory};
 use crate::path::packet::Packet;
-use crate::path::partition::{CuMask, Partition, PartitionId, QueueId};
+use crate::path::partition::{CuMask, Partition};
+use xhsa_model::ids::PartitionId;
+use xhsa_model::ids::QueueId;
 use crate::path::shadow_queue::{HwQueue, Mode, ShadowQueue};
-use crate::path::window::{Contention, Nanos, Seq, WindowSize};
+use crate::path::window::{Nanos, Seq};
+use xhsa_model::contention::Contention;
+use xhsa_model::window_size::WindowSize;
 use crate::settings::fault::{FaultPlan, Point};
-use crate::board::stats::QueueState;
-use crate::settings::priority::{Level, Priority};
+use xhsa_model::stats::QueueState;
+use xhsa_model::priority::{Level, Priority};
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
@@ -336,7 +340,7 @@ impl Scheduler {
             let stats = QueueStats {
                 priority: priority.rank(),
                 requested: priority.rank(),
-                flags: crate::board::stats::FLAG_PASSTHROUGH,
+                flags: xhsa_model::stats::FLAG_PASSTHROUGH,
                 state: QueueState::Passthrough.code(),
                 ..QueueStats::default()
             };
@@ -950,18 +954,18 @@ impl Scheduler {
         s.packet_ns = q.timing.per_packet();
         s.pending = s.pending.saturating_add(q.backlog.len().min(u32::MAX as usize) as u32);
         if q.mode != Mode::Scheduled {
-            s.flags |= crate::board::stats::FLAG_PASSTHROUGH;
+            s.flags |= xhsa_model::stats::FLAG_PASSTHROUGH;
         }
         if let Some(r) = self.requested.get(&id) {
             s.requested = r.rank();
         }
         if self.overrides.contains_key(&id) {
-            s.flags |= crate::board::stats::FLAG_OVERRIDDEN;
+            s.flags |= xhsa_model::stats::FLAG_OVERRIDDEN;
         }
         s.latency = q.latency.histogram();
         s.state = if q.mode == Mode::Direct {
             QueueState::Degraded
-        } else if s.has_flag(crate::board::stats::FLAG_HELD) || (s.has_flag(crate::board::stats::FLAG_PAUSED) && s.pending > 0) {
+        } else if s.has_flag(xhsa_model::stats::FLAG_HELD) || (s.has_flag(xhsa_model::stats::FLAG_PAUSED) && s.pending > 0) {
             QueueState::Held
         } else {
             QueueState::Running
@@ -988,7 +992,7 @@ mod tests {
     use crate::path::aql_ring::{AqlRing, READ_DISPATCH_ID, WRITE_DISPATCH_ID};
     use crate::path::packet::{FenceScope, PacketType, PACKET_SIZE};
     use crate::path::shadow_queue::TRACKING_START;
-    use crate::settings::priority::{Level, StreamPriority};
+    use xhsa_model::priority::{Level, StreamPriority};
     use std::cell::RefCell;
     use std::collections::HashMap;
 
@@ -1234,7 +1238,7 @@ mod tests {
         w.submit(2, 4);
         let s = w.sched.stats(QueueId(2), 0).unwrap();
         assert_eq!((s.in_flight, s.pending), (1, 3), "contended from outside: W = 1 in flight");
-        assert!(board.last(2).has_work() && board.last(2).has_flag(crate::board::stats::FLAG_CONTENDED));
+        assert!(board.last(2).has_work() && board.last(2).has_flag(xhsa_model::stats::FLAG_CONTENDED));
         // The other process finishes; the next pass after the cached read expires sees it.
         *board.external.lock().unwrap() = None;
         w.sched.pass(&w.mem, &w.hw, CONTENTION_CACHE_NS - 1);
@@ -1531,13 +1535,13 @@ mod tests {
         assert_eq!(w.sched.priority(QueueId(1)), Some(p));
         let st = w.sched.stats(QueueId(1), 0).unwrap();
         assert_eq!((st.priority, st.requested), (p.rank(), prio(0).with_stream(StreamPriority::High).rank()));
-        assert!(st.has_flag(crate::board::stats::FLAG_OVERRIDDEN));
+        assert!(st.has_flag(xhsa_model::stats::FLAG_OVERRIDDEN));
         // The application changes its stream priority meanwhile: the operator's level stays.
         w.sched.set_priority(QueueId(1), prio(0).with_stream(StreamPriority::Low));
         assert_eq!(w.sched.priority(QueueId(1)), Some(prio(-7).with_stream(StreamPriority::Low)));
         // Cleared: back to what was asked.
         assert_eq!(w.sched.set_override(QueueId(1), None), Some(prio(0).with_stream(StreamPriority::Low)));
-        assert!(!w.sched.stats(QueueId(1), 0).unwrap().has_flag(crate::board::stats::FLAG_OVERRIDDEN));
+        assert!(!w.sched.stats(QueueId(1), 0).unwrap().has_flag(xhsa_model::stats::FLAG_OVERRIDDEN));
         assert_eq!(w.sched.set_override(QueueId(9), None), None, "unknown queue");
     }
 
@@ -1553,7 +1557,7 @@ mod tests {
         let st = w.sched.stats(QueueId(1), 0).unwrap();
         assert_eq!((st.pending, st.in_flight), (3, 0), "nothing of a paused queue is forwarded");
         assert_eq!(st.state(), QueueState::Held);
-        assert!(st.has_flag(crate::board::stats::FLAG_PAUSED) && !st.has_work(), "its work holds nobody back");
+        assert!(st.has_flag(xhsa_model::stats::FLAG_PAUSED) && !st.has_work(), "its work holds nobody back");
         assert_eq!(w.sched.stats(QueueId(2), 0).unwrap().in_flight, 3, "the lower queue runs unthrottled");
         w.sched.set_paused(QueueId(1), false, 0);
         w.sched.pass(&w.mem, &w.hw, 0);

@@ -28,9 +28,9 @@
 
 use crate::path::aql_ring::AqlRing;
 use crate::path::packet::Packet;
-use crate::path::partition::QueueId;
+use xhsa_model::ids::QueueId;
 use crate::path::window::Seq;
-use crate::settings::priority::StreamPriority;
+use xhsa_model::priority::StreamPriority;
 use std::collections::VecDeque;
 
 /// Initial value of a tracking signal (far from 0, so no count of barriers reaches it).

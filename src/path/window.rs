@@ -28,69 +28,15 @@
 //! nothing here reads a clock.
 #![forbid(unsafe_code)]
 
-use crate::settings::priority::Priority;
+use xhsa_model::priority::Priority;
 use std::fmt;
+use xhsa_model::window_size::WindowSize;
 
 /// Nanoseconds on a monotonic clock chosen by the caller.
 pub type Nanos = u64;
 
 /// A packet's position in its queue: the first packet pushed is 0.
 pub type Seq = u64;
-
-/// `W`, the number of packets a contended queue may have in flight: `1..=1024`, default 2.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct WindowSize(u32);
-
-impl WindowSize {
-    /// The smallest accepted W.
-    pub const MIN: u32 = 1;
-    /// The largest accepted W.
-    pub const MAX: u32 = 1024;
-    /// The default W.
-    pub const DEFAULT: WindowSize = WindowSize(2);
-
-    /// `W = n`, or `None` outside `1..=1024`.
-    pub fn new(n: u64) -> Option<WindowSize> {
-        (WindowSize::MIN as u64..=WindowSize::MAX as u64).contains(&n).then_some(WindowSize(n as u32))
-    }
-
-    /// The value of W.
-    pub fn get(self) -> u32 {
-        self.0
-    }
-}
-
-impl Default for WindowSize {
-    fn default() -> WindowSize {
-        WindowSize::DEFAULT
-    }
-}
-
-impl fmt::Display for WindowSize {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-/// What the policy needs to know about work outside this process: the highest priority with
-/// packets pending or in flight in any *other* process on the GPU, as summarized from the board
-/// ([`crate::board::layout::summarize`]). The process's own queues are known exactly and are
-/// not taken from the board.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-pub struct Contention {
-    /// Highest priority with work in other processes; `None` when they are idle.
-    pub external_highest: Option<Priority>,
-}
-
-impl Contention {
-    /// No other process has work.
-    pub const NONE: Contention = Contention { external_highest: None };
-
-    /// Other processes' highest priority with work.
-    pub fn external(highest: Option<Priority>) -> Contention {
-        Contention { external_highest: highest }
-    }
-}
 
 /// How many packets a queue may have in flight right now.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -258,7 +204,7 @@ impl QueueWindow {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::priority::{Level, StreamPriority};
+    use xhsa_model::priority::{Level, StreamPriority};
 
     fn p(level: i64) -> Priority {
         Priority::at_level(Level::new(level).unwrap())

@@ -28,7 +28,7 @@
 
 use super::budget::Cost;
 use super::settings::PreemptMode;
-use crate::path::partition::QueueId;
+use xhsa_model::ids::QueueId;
 
 /// What a KFD call failed with.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //! higher-priority work waits (in this process or any other on the GPU), and putting them back.
 //!
 //! The data path is unchanged: the application's doorbell publishes on the board
-//! ([`crate::board::shared`]) and wakes the watchers; each process's watcher thread
+//! ([`xhsa_board::shared`]) and wakes the watchers; each process's watcher thread
 //! ([`watcher`]) reads the board, asks the [`policy`] (pure, tested without a runtime) and
 //! takes its own queues off or puts them back through KFD with the [`mechanism`] the settings
 //! ([`settings`], `XHSA_PREEMPT`) and the measured costs choose, within the device-wide

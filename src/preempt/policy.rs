@@ -22,9 +22,9 @@
 #![forbid(unsafe_code)]
 
 use super::settings::PreemptSettings;
-use crate::path::partition::QueueId;
+use xhsa_model::ids::QueueId;
 use crate::path::window::Nanos;
-use crate::settings::priority::Priority;
+use xhsa_model::priority::Priority;
 use std::collections::BTreeMap;
 
 /// One queue of this process as the board shows it.
@@ -173,7 +173,7 @@ impl Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::priority::Level;
+    use xhsa_model::priority::Level;
 
     const MS: Nanos = 1_000_000;
 

@@ -13,7 +13,7 @@
 #![forbid(unsafe_code)]
 
 use crate::path::window::Nanos;
-use crate::settings::config::SettingError;
+use xhsa_model::settings::config::SettingError;
 use std::ffi::OsString;
 use std::fmt;
 
@@ -128,7 +128,7 @@ impl PreemptSettings {
 mod tests {
     use super::*;
 
-    use crate::settings::fake_env as env;
+    use xhsa_model::settings::lookup_in as env;
 
     #[test]
     fn defaults_and_valid_values() {

@@ -19,10 +19,10 @@ use super::budget::Budget;
 use super::mechanism::{How, KfdPort, Mechanisms, Target};
 use super::policy::{Mine, Policy};
 use super::settings::PreemptSettings;
-use crate::board::layout::Control;
-use crate::path::partition::QueueId;
+use xhsa_board::layout::Control;
+use xhsa_model::ids::QueueId;
 use crate::path::window::Nanos;
-use crate::settings::priority::Priority;
+use xhsa_model::priority::Priority;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -142,7 +142,7 @@ impl Preemption {
         for (q, c) in watch.controls() {
             let (status, detail) = match self.control.get() {
                 Some(sink) => sink(q, c),
-                None => (crate::board::layout::ACK_UNKNOWN_OP, 0),
+                None => (xhsa_board::layout::ACK_UNKNOWN_OP, 0),
             };
             tracing::info!("xhsa: queue {q}: controller request op {} level {} from uid {}: status {status}", c.op, c.level, c.uid);
             watch.answer(q, c.seq, status, detail);
@@ -397,7 +397,7 @@ mod tests {
     use super::super::mechanism::fake::FakeKfd;
     use super::super::settings::PreemptMode;
     use super::*;
-    use crate::settings::priority::Level;
+    use xhsa_model::priority::Level;
     use std::sync::atomic::AtomicU64;
 
     fn p(level: i64) -> Priority {

@@ -28,10 +28,10 @@ use std::fmt::{self, Write as _};
 use std::io::{self, Write};
 
 use super::event::{ChangedBy, Event, Track, What};
-use crate::path::partition::QueueId;
+use xhsa_model::ids::QueueId;
 use crate::path::window::Nanos;
 use crate::preempt::How;
-use crate::settings::priority::{Priority, StreamPriority};
+use xhsa_model::priority::{Priority, StreamPriority};
 
 /// `tid` of GPU 0's preemption track (GPU `n`'s is this plus `n`): far above any queue id.
 pub const PREEMPTION_TID: u64 = 0x7000_0000;
@@ -328,7 +328,7 @@ impl<W: Write> Chrome<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::priority::Level;
+    use xhsa_model::priority::Level;
     use serde_json::Value;
 
     fn prio(level: i64, s: StreamPriority) -> Priority {

@@ -6,10 +6,10 @@
 //! in it points anywhere or owns memory: recording one is a copy.
 #![forbid(unsafe_code)]
 
-use crate::path::partition::QueueId;
+use xhsa_model::ids::QueueId;
 use crate::path::window::Nanos;
 use crate::preempt::How;
-use crate::settings::priority::Priority;
+use xhsa_model::priority::Priority;
 
 /// Where an event is drawn.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

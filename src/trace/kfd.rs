@@ -11,7 +11,7 @@
 
 use super::event::{Event, KfdCall, Track, What};
 use super::recorder::Recorder;
-use crate::path::partition::QueueId;
+use xhsa_model::ids::QueueId;
 use crate::preempt::{How, KfdFailure, KfdPort, Target};
 
 /// KFD's "queue id invalid" bit in a suspend/resume array (the queue was not acted on).

@@ -85,7 +85,7 @@ mod tests {
         let sink = start(&s, std::process::id(), 0, "p", 0).unwrap().unwrap();
         let r = sink.recorder();
         for i in 0..100 {
-            r.record(event::Event::queue(i, crate::path::partition::QueueId(1), event::What::Completed { packets: 1 }));
+            r.record(event::Event::queue(i, xhsa_model::ids::QueueId(1), event::What::Completed { packets: 1 }));
             sink.wait_for_room();
         }
         let f = sink.finish(1_000);

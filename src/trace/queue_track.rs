@@ -14,10 +14,10 @@ use std::collections::BTreeMap;
 
 use super::event::{ChangedBy, Event, What};
 use super::recorder::Recorder;
-use crate::board::stats::{QueueStats, FLAG_PASSTHROUGH};
-use crate::path::partition::QueueId;
+use xhsa_model::stats::{QueueStats, FLAG_PASSTHROUGH};
+use xhsa_model::ids::QueueId;
 use crate::path::window::Nanos;
-use crate::settings::priority::Priority;
+use xhsa_model::priority::Priority;
 
 /// One queue at the moment the tracer looks.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -143,7 +143,7 @@ impl QueueTracer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::priority::{Level, StreamPriority};
+    use xhsa_model::priority::{Level, StreamPriority};
     use crate::trace::event::Track;
     use crate::trace::recorder::test_support::Shared;
     use crate::trace::recorder::Sink;

@@ -425,7 +425,7 @@ pub(crate) mod test_support {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::path::partition::QueueId;
+    use xhsa_model::ids::QueueId;
     use serde_json::Value;
 
     use super::test_support::Shared;

@@ -9,7 +9,7 @@
 //! a malformed `XHSA_TRACE` leaves tracing off; a malformed `XHSA_TRACE_BUFFER` uses the default.
 #![forbid(unsafe_code)]
 
-use crate::settings::config::SettingError;
+use xhsa_model::settings::config::SettingError;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
@@ -100,7 +100,7 @@ impl TraceSettings {
 mod tests {
     use super::*;
 
-    use crate::settings::fake_env as env;
+    use xhsa_model::settings::lookup_in as env;
 
     #[test]
     fn unset_means_no_trace() {

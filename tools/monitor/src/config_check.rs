@@ -1,9 +1,9 @@
 //! `xhsactl check-config FILE`: an `XHSA_CONFIG` file checked by libxhsa's own parser
-//! ([`xhsa::settings::config::Config::parse`], so the verdict is exactly what a process loading
+//! ([`xhsa_model::settings::config::Config::parse`], so the verdict is exactly what a process loading
 //! it would say), each problem placed at its line and column.
 #![forbid(unsafe_code)]
 
-use xhsa::settings::config::{Config, SettingError};
+use xhsa_model::settings::config::{Config, SettingError};
 
 /// One problem of a config file.
 #[derive(Clone, Debug, PartialEq, Eq)]

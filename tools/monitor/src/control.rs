@@ -12,10 +12,12 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use xhsa::board::layout::{ACK_ABOVE_CAP, ACK_APPLIED, ACK_BAD_LEVEL, ACK_UNKNOWN_OP, OP_CLEAR_PRIORITY, OP_PAUSE, OP_RESUME, OP_SET_PRIORITY};
-use xhsa::board::link::monotonic_ns;
-use xhsa::board::shared::{board_files, is_alive, BoardError, SharedBoard};
-use xhsa::settings::priority::Level;
+use xhsa_board::layout::{ACK_ABOVE_CAP, ACK_APPLIED, ACK_BAD_LEVEL, ACK_UNKNOWN_OP, OP_CLEAR_PRIORITY, OP_PAUSE, OP_RESUME, OP_SET_PRIORITY};
+use xhsa_model::clock::monotonic_ns;
+use xhsa_board::owner::is_alive;
+use xhsa_board::place::board_files;
+use xhsa_board::shared::{BoardError, SharedBoard};
+use xhsa_model::priority::Level;
 
 /// How long a controller waits for the owner's answer.
 pub const ANSWER_WAIT: Duration = Duration::from_secs(2);
@@ -221,10 +223,11 @@ pub fn clean(dir: &Path, force: bool) -> Result<Vec<String>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use xhsa::board::layout::Owner;
-    use xhsa::board::shared::{this_process, BoardPlace};
-    use xhsa::path::partition::{PartitionId, QueueId};
-    use xhsa::settings::priority::Priority;
+    use xhsa_board::layout::Owner;
+    use xhsa_board::owner::this_process;
+    use xhsa_board::place::BoardPlace;
+    use xhsa_model::ids::{PartitionId, QueueId};
+    use xhsa_model::priority::Priority;
 
     #[test]
     fn clean_clears_dead_owners_and_removes_only_boards_nobody_uses() {

@@ -31,8 +31,8 @@ pub mod text;
 
 /// The board directory as libxhsa finds it: `XHSA_BOARD_DIR`, else `/dev/shm`.
 pub fn default_board_dir() -> std::path::PathBuf {
-    match std::env::var_os(xhsa::settings::config::ENV_BOARD_DIR) {
+    match std::env::var_os(xhsa_model::settings::config::ENV_BOARD_DIR) {
         Some(d) if !d.to_string_lossy().trim().is_empty() => std::path::PathBuf::from(d),
-        _ => std::path::PathBuf::from(xhsa::settings::config::DEFAULT_BOARD_DIR),
+        _ => std::path::PathBuf::from(xhsa_model::settings::config::DEFAULT_BOARD_DIR),
     }
 }

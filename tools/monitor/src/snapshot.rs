@@ -9,11 +9,13 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use xhsa::board::layout::Slot;
-use xhsa::board::link::monotonic_ns;
-use xhsa::board::shared::{board_files, is_alive, process_name, BoardError, SharedBoard};
-use xhsa::board::stats::{latency_bucket_limit_us, QueueState, FLAG_HELD, FLAG_OVERRIDDEN, FLAG_PAUSED, LATENCY_BUCKETS};
-use xhsa::settings::priority::{Priority, StreamPriority};
+use xhsa_board::layout::Slot;
+use xhsa_model::clock::monotonic_ns;
+use xhsa_board::owner::{is_alive, process_name};
+use xhsa_board::place::board_files;
+use xhsa_board::shared::{BoardError, SharedBoard};
+use xhsa_model::stats::{latency_bucket_limit_us, QueueState, FLAG_HELD, FLAG_OVERRIDDEN, FLAG_PAUSED, LATENCY_BUCKETS};
+use xhsa_model::priority::{Priority, StreamPriority};
 
 /// Every board of a directory at one moment.
 #[derive(Clone, Debug, Default, PartialEq)]

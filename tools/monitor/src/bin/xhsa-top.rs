@@ -136,7 +136,7 @@ fn p99(q: &Queue) -> String {
 }
 
 fn state_style(q: &Queue) -> Style {
-    use xhsa::board::stats::QueueState::*;
+    use xhsa_model::stats::QueueState::*;
     match q.state {
         Running => Style::default().fg(Color::Green),
         Held => Style::default().fg(Color::Yellow),

@@ -3,8 +3,8 @@
 //! process comes first creates the file; a process that dies leaves entries the next reader
 //! clears (pid and start time checked in `/proc`).
 //!
-//! The layout and the pure functions are [`crate::board::layout`]; this module is the concurrency
-//! protocol over the mapped words ([`crate::board::shm::SharedWords`]), in safe code:
+//! The layout and the pure functions are [`crate::layout`]; this module is the concurrency
+//! protocol over the mapped words ([`crate::map::SharedWords`]), in safe code:
 //!
 //! - **Creation.** `O_CREAT|O_EXCL` with mode 0600 (or 0660 and the configured group), sized
 //!   with `ftruncate`, header fields written, `magic` stored last with release. A process that
@@ -28,14 +28,15 @@
 
 #![forbid(unsafe_code)]
 
-use crate::board::layout::{
+use crate::layout::{
     board_size, summarize, Ack, BoardFull, BoardHeader, Control, LayoutError, Owner, RecentPreemption, Slot, Summary,
     BOARD_MAGIC, HEADER_SIZE, NAME_BYTES, RECENT_PREEMPTIONS, SLOT_CLEARING, SLOT_FREE, SLOT_LIVE, SLOT_SIZE,
 };
-use crate::board::shm::SharedWords;
-use crate::board::stats::{QueueStats, LATENCY_BUCKETS};
-use crate::path::partition::{PartitionId, QueueId};
-use crate::settings::priority::Priority;
+use crate::map::SharedWords;
+use crate::place::{uid, BoardPlace};
+use xhsa_model::stats::{QueueStats, LATENCY_BUCKETS};
+use xhsa_model::ids::{PartitionId, QueueId};
+use xhsa_model::priority::Priority;
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -60,25 +61,6 @@ const WAKE_NS_WORD: usize = 12;
 pub const INIT_WAIT: Duration = Duration::from_secs(2);
 /// Seqlock read attempts before a slot is skipped.
 const READ_ATTEMPTS: usize = 64;
-
-/// Where boards live and who may share them.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BoardPlace {
-    /// The directory (`XHSA_BOARD_DIR`, default `/dev/shm`).
-    pub dir: PathBuf,
-    /// Share with this group (mode 0660) instead of owner-only (0600).
-    pub group: Option<u32>,
-}
-
-impl BoardPlace {
-    /// The board file of KFD node `node`.
-    pub fn path(&self, node: u32, uid: u32) -> PathBuf {
-        match self.group {
-            Some(gid) => self.dir.join(format!("xhsa-g{gid}-gpu{node}.board")),
-            None => self.dir.join(format!("xhsa-u{uid}-gpu{node}.board")),
-        }
-    }
-}
 
 /// Why a board could not be opened.
 #[derive(Debug)]
@@ -173,7 +155,7 @@ const CONTROL_WORD: usize = 68;
 /// Word index of [`Ack`]'s `seq`.
 const ACK_WORD: usize = 72;
 
-/// A slot as its 80 words, in the layout of [`crate::board::layout`].
+/// A slot as its 80 words, in the layout of [`crate::layout`].
 pub fn slot_to_words(s: &Slot) -> [u32; SLOT_WORDS] {
     let mut w = [0u32; SLOT_WORDS];
     let put64 = |w: &mut [u32; SLOT_WORDS], i: usize, v: u64| {
@@ -520,7 +502,7 @@ impl SharedBoard {
         w[WAKE_NS_WORD + 1].store((now_ns >> 32) as u32, Ordering::Relaxed);
         w[WAKE_WORD].fetch_add(1, Ordering::SeqCst);
         if w[WAITERS_WORD].load(Ordering::SeqCst) > skip {
-            crate::board::shm::futex_wake(&w[WAKE_WORD]);
+            crate::futex::futex_wake(&w[WAKE_WORD]);
         }
     }
 
@@ -537,7 +519,7 @@ impl SharedBoard {
         let w = self.words.words();
         w[WAITERS_WORD].fetch_add(1, Ordering::SeqCst);
         if w[WAKE_WORD].load(Ordering::SeqCst) == seen {
-            crate::board::shm::futex_wait(&w[WAKE_WORD], seen, timeout);
+            crate::futex::futex_wait(&w[WAKE_WORD], seen, timeout);
         }
         w[WAITERS_WORD].fetch_sub(1, Ordering::SeqCst);
     }
@@ -587,7 +569,7 @@ impl SharedBoard {
         w[ACK_WORD + 1].store(status, Ordering::Relaxed);
         w[ACK_WORD + 2].store(detail as u32, Ordering::Relaxed);
         w[ACK_WORD].store(seq, Ordering::Release);
-        crate::board::shm::futex_wake(&w[ACK_WORD]);
+        crate::futex::futex_wake(&w[ACK_WORD]);
     }
 
     /// Blocks until the owner of slot `index` answered request `seq`, or `timeout`; never spins.
@@ -603,7 +585,7 @@ impl SharedBoard {
             if now >= deadline {
                 return None;
             }
-            crate::board::shm::futex_wait(&w[ACK_WORD], a, Some(deadline - now));
+            crate::futex::futex_wait(&w[ACK_WORD], a, Some(deadline - now));
         }
     }
 
@@ -620,67 +602,12 @@ impl SharedBoard {
     }
 }
 
-fn uid() -> u32 {
-    nix::unistd::getuid().as_raw()
-}
-
-/// The board files in `dir` and their KFD node ids (`xhsa-u<uid>-gpu<node>.board`,
-/// `xhsa-g<gid>-gpu<node>.board`), by node then name.
-pub fn board_files(dir: &Path) -> io::Result<Vec<(PathBuf, u32)>> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if let Some(node) = board_file_node(name) {
-            out.push((entry.path(), node));
-        }
-    }
-    out.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
-    Ok(out)
-}
-
-/// The KFD node id in a board file name, if it is one.
-pub fn board_file_node(name: &str) -> Option<u32> {
-    let rest = name.strip_prefix("xhsa-")?.strip_suffix(".board")?;
-    let (who, node) = rest.split_once("-gpu")?;
-    let id = who.strip_prefix('u').or_else(|| who.strip_prefix('g'))?;
-    (!id.is_empty() && id.bytes().all(|b| b.is_ascii_digit())).then_some(())?;
-    (!node.is_empty() && node.bytes().all(|b| b.is_ascii_digit())).then(|| node.parse().ok())?
-}
-
-/// The name of process `pid` (`/proc/<pid>/comm`), if it exists.
-pub fn process_name(pid: u32) -> Option<String> {
-    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-    Some(comm.trim_end_matches('\n').to_string())
-}
-
-/// The start time of process `pid` (`/proc/<pid>/stat` field 22), if it exists.
-pub fn process_start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses: fields resume after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
-}
-
-/// This process as the board identifies it.
-pub fn this_process() -> Owner {
-    let pid = std::process::id();
-    Owner { pid, start_time: process_start_time(pid).unwrap_or(0) }
-}
-
-/// Whether `owner` is still running (same pid, same start time when it recorded one).
-pub fn is_alive(owner: Owner) -> bool {
-    match process_start_time(owner.pid) {
-        Some(start) => owner.start_time == 0 || start == owner.start_time,
-        None => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::priority::Level;
+    use crate::owner::{is_alive, this_process};
+    use crate::place::{board_file_node, board_files};
+    use xhsa_model::priority::Level;
 
     fn place(name: &str) -> BoardPlace {
         let dir = std::env::temp_dir().join(format!("xhsa-board-test-{}-{name}", std::process::id()));
@@ -720,7 +647,7 @@ mod tests {
                 latency: std::array::from_fn(|i| i as u32 * 3 + 1),
                 reserved: 0,
             },
-            name: crate::board::layout::name_bytes("batch-job"),
+            name: crate::layout::name_bytes("batch-job"),
             recent: std::array::from_fn(|i| RecentPreemption { start_ns: 100 + i as u64, duration_ns: 7 * i as u64 }),
             control: Control { seq: 4, op: 1, level: -3, uid: 1000 },
             ack: Ack { seq: 2, status: 1, detail: -7, reserved: 0 },
@@ -749,10 +676,10 @@ mod tests {
         assert_eq!(owner_side.pending_control(h.index()), None, "a fresh slot has no request");
         let ctl = SharedBoard::open_existing(owner_side.path()).unwrap();
         let wake = ctl.wake_seq();
-        let seq = ctl.send_control(h.index(), crate::board::layout::OP_SET_PRIORITY, 7, 1000, 1).unwrap();
+        let seq = ctl.send_control(h.index(), crate::layout::OP_SET_PRIORITY, 7, 1000, 1).unwrap();
         assert_ne!(ctl.wake_seq(), wake, "watchers are woken");
         let got = owner_side.pending_control(h.index()).unwrap();
-        assert_eq!((got.seq, got.op, got.level, got.uid), (seq, crate::board::layout::OP_SET_PRIORITY, 7, 1000));
+        assert_eq!((got.seq, got.op, got.level, got.uid), (seq, crate::layout::OP_SET_PRIORITY, 7, 1000));
         // Publishing does not disturb the request.
         assert!(owner_side.publish(&h, &QueueStats { priority: p(0).rank(), pending: 1, ..Default::default() }));
         assert_eq!(owner_side.pending_control(h.index()).map(|c| c.seq), Some(seq));
@@ -760,14 +687,14 @@ mod tests {
         let idx = h.index();
         let answer = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(30));
-            owner2.acknowledge(idx, seq, crate::board::layout::ACK_ABOVE_CAP, 0);
+            owner2.acknowledge(idx, seq, crate::layout::ACK_ABOVE_CAP, 0);
         });
         let ack = ctl.wait_ack(h.index(), seq, Duration::from_secs(5)).expect("answered");
         answer.join().unwrap();
-        assert_eq!((ack.seq, ack.status, ack.detail), (seq, crate::board::layout::ACK_ABOVE_CAP, 0));
+        assert_eq!((ack.seq, ack.status, ack.detail), (seq, crate::layout::ACK_ABOVE_CAP, 0));
         assert_eq!(owner_side.pending_control(h.index()), None, "answered once");
         // Nobody answers: the wait times out.
-        let seq2 = ctl.send_control(h.index(), crate::board::layout::OP_PAUSE, 0, 1000, 2).unwrap();
+        let seq2 = ctl.send_control(h.index(), crate::layout::OP_PAUSE, 0, 1000, 2).unwrap();
         assert_ne!(seq2, seq);
         assert_eq!(ctl.wait_ack(h.index(), seq2, Duration::from_millis(20)), None);
         // A released slot forgets the request.

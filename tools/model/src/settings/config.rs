@@ -10,15 +10,15 @@
 //!
 //! | variable | alias | accepted | default |
 //! |---|---|---|---|
-//! | `XHSA_PRIORITY` | `XSCHED_AUTO_XQUEUE_PRIORITY` | integer `-256..=255`, higher is more urgent (XSched's range and meaning, see [`crate::settings::priority`]) | config, else 0 |
-//! | `XHSA_WINDOW` | | integer `1..=1024`: W of the level-1 window ([`crate::path::window`]) | config, else 2 |
+//! | `XHSA_PRIORITY` | `XSCHED_AUTO_XQUEUE_PRIORITY` | integer `-256..=255`, higher is more urgent (XSched's range and meaning, see [`crate::priority`]) | config, else 0 |
+//! | `XHSA_WINDOW` | | integer `1..=1024`: W of the level-1 window (libxhsa's `path::window`) | config, else 2 |
 //! | `XHSA_DISABLE` | | `0`/`1`/`true`/`false`/`yes`/`no` (any case): `1` makes libxhsa a pure passthrough and skips the config file | `0` |
 //! | `XHSA_PASSTHROUGH_LIBS` | `XSCHED_PASSTHROUGH_LIBS` | comma-separated library names ([`crate::settings::whitelist`]), e.g. `libhipblas.so,librocblas.so.4` | none |
 //! | `XHSA_CONFIG` | | path of a TOML config file (below); no file is read unless it is set | none |
 //! | `XHSA_LOG` | | a level (`off`, `error`, `warn`, `info`, `debug`, `trace`) or a comma-separated list of `LEVEL` and `TARGET=LEVEL` directives, `TARGET` being `xhsa` or a path under it ([`log_filter`]) | `warn` |
-//! | `XHSA_BOARD_DIR` | | directory of the per-GPU boards ([`crate::board::shared`]); every process that shares a GPU must use the same one | `/dev/shm` |
-//! | `XHSA_TRACE` | | a file path (`%p`: the process id, `%%`: `%`): write a trace of this process there ([`crate::trace`], `docs/trace.md`); read by [`crate::trace::settings`] | none: no trace |
-//! | `XHSA_TRACE_BUFFER` | | integer `16..=16777216`: events per trace buffer ([`crate::trace::settings`]) | 65536 |
+//! | `XHSA_BOARD_DIR` | | directory of the per-GPU boards (the board (`xhsa_board::shared`)); every process that shares a GPU must use the same one | `/dev/shm` |
+//! | `XHSA_TRACE` | | a file path (`%p`: the process id, `%%`: `%`): write a trace of this process there (libxhsa's `trace`, `docs/trace.md`); read by libxhsa's `trace::settings` | none: no trace |
+//! | `XHSA_TRACE_BUFFER` | | integer `16..=16777216`: events per trace buffer (libxhsa's `trace::settings`) | 65536 |
 //!
 //! When a variable and its alias are both set, the `XHSA_` one is used (and the alias reported
 //! if it differs). The passthrough list is the union of the environment's and the config file's.
@@ -51,7 +51,7 @@
 //!
 //! # Priority precedence
 //!
-//! A queue's [`Priority`] is a level and a stream priority ([`crate::settings::priority`]). The
+//! A queue's [`Priority`] is a level and a stream priority ([`crate::priority`]). The
 //! level comes from the first of:
 //!
 //! 1. `XHSA_PRIORITY` (or its alias): whoever launched this process stated its priority outright;
@@ -67,8 +67,8 @@
 //! processes, and HIP stream priorities keep their meaning inside one.
 #![forbid(unsafe_code)]
 
-use crate::path::window::WindowSize;
-use crate::settings::priority::{Level, Priority, StreamPriority};
+use crate::window_size::WindowSize;
+use crate::priority::{Level, Priority, StreamPriority};
 use crate::settings::whitelist::{name_matches, Whitelist};
 use std::ffi::OsString;
 use std::fmt;
@@ -756,7 +756,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    use crate::settings::fake_env as env;
+    use crate::settings::lookup_in as env;
 
     fn lvl(n: i64) -> Level {
         Level::new(n).unwrap()

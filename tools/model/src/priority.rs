@@ -7,7 +7,7 @@
 //!   `PRIORITY_DEFAULT = 0`, `PRIORITY_MAX = 255`, and `-256` is `PRIORITY_NO_EXECUTE`). libxhsa
 //!   accepts the whole `-256..=255` so that any XSched setting carries over; `-256` is simply the
 //!   lowest level (libxhsa's level-1 window never holds a queue back completely, see
-//!   [`crate::path::window`]), not "never execute".
+//!   libxhsa's `path::window`), not "never execute".
 //! - The **stream priority** is what the application asked of the HSA queue through
 //!   `hsa_amd_queue_set_priority` (HIP does this for `hipStreamCreateWithPriority`):
 //!   `HSA_AMD_QUEUE_PRIORITY_LOW = 0`, `NORMAL = 1` (the default), `HIGH = 2`.

@@ -1,6 +1,6 @@
 //! Per-queue counters, in the fixed `#[repr(C)]` layout `xhsa-top` reads.
 //!
-//! A [`QueueStats`] lives inside each board slot ([`crate::board::layout::Slot::stats`]), so
+//! A [`QueueStats`] lives inside each board slot (the board slot (`xhsa_board::layout::Slot::stats`)), so
 //! one mapping of the board gives a live view of every queue of every process on the GPU. The
 //! layout is versioned by [`STATS_LAYOUT_VERSION`], which the board header records next to its
 //! own version; a reader that finds another version must not interpret the bytes.
@@ -32,13 +32,13 @@
 //! for `xhsa-top` and `xhsactl`.
 #![forbid(unsafe_code)]
 
-use crate::settings::priority::Priority;
+use crate::priority::Priority;
 
 /// Version of the [`QueueStats`] layout.
 pub const STATS_LAYOUT_VERSION: u32 = 3;
 
 /// `flags`: the queue was held back by the window at the last throttle observation
-/// ([`crate::path::partition::Partition::observe`]).
+/// (libxhsa's `path::partition::Partition::observe`).
 pub const FLAG_HELD: u32 = 1 << 0;
 /// `flags`: higher-priority work exists, the queue runs under the window.
 pub const FLAG_CONTENDED: u32 = 1 << 1;
@@ -178,7 +178,7 @@ impl QueueStats {
 }
 
 /// Saturating conversion for the 32-bit counters.
-pub(crate) fn saturate_u32(n: u64) -> u32 {
+pub fn saturate_u32(n: u64) -> u32 {
     n.min(u32::MAX as u64) as u32
 }
 

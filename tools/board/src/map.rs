@@ -1,12 +1,8 @@
-//! A shared-memory file seen as an array of 32-bit atomics: the one place where libxhsa turns
-//! mapped bytes into Rust references. Everything above it ([`crate::board::shared`]) is safe code
+//! A shared-memory file seen as an array of 32-bit atomics: the one place where the board turns
+//! mapped bytes into Rust references. Everything above it ([`crate::shared`]) is safe code
 //! over `&[AtomicU32]`.
 //!
-//! It also holds the futex calls on such words ([`futex_wait`], [`futex_wake`]): shared
-//! (not process-private) futexes, so a thread of one process can block on a word of the
-//! mapping until a thread of another process changes it and wakes it.
-//!
-//! What it is not: a layout. The board's layout lives in [`crate::board::layout`]; this module only
+//! What it is not: a layout. The board's layout lives in [`crate::layout`]; this module only
 //! knows that the mapping is page-aligned and a whole number of words.
 
 use memmap2::MmapMut;
@@ -58,31 +54,6 @@ impl SharedWords {
     }
 }
 
-/// Blocks while `word` holds `expected`, until [`futex_wake`] on it, `timeout` (relative), or a
-/// signal; returns at once if the value already differs. Never spins.
-pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<std::time::Duration>) {
-    let ts = timeout.map(|t| libc::timespec {
-        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: libc::c_long::from(t.subsec_nanos() as i32),
-    });
-    let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: FUTEX_WAIT reads the aligned 32-bit word `word` points to (alive for the call:
-    // it is borrowed) and the timespec `ts_ptr` points to (or null: no timeout); it writes
-    // nothing. A shared (non-PRIVATE) futex keys on the mapping, so other processes mapping the
-    // same file wake it.
-    unsafe {
-        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAIT, expected, ts_ptr, std::ptr::null::<u32>(), 0u32);
-    }
-}
-
-/// Wakes every thread blocked in [`futex_wait`] on `word`, in any process. Never blocks.
-pub fn futex_wake(word: &AtomicU32) {
-    // SAFETY: FUTEX_WAKE only uses the address as a key; nothing is read or written through it.
-    unsafe {
-        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX, std::ptr::null::<libc::timespec>(), std::ptr::null::<u32>(), 0u32);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,34 +71,6 @@ mod tests {
         a.words()[7].store(0xdead_beef, Ordering::Release);
         assert_eq!(b.words()[7].load(Ordering::Acquire), 0xdead_beef);
         std::fs::remove_file(&path).unwrap();
-    }
-
-    #[test]
-    fn a_waiter_blocks_until_woken_and_a_changed_word_returns_at_once() {
-        use std::sync::Arc;
-        use std::time::{Duration, Instant};
-        let word = Arc::new(AtomicU32::new(5));
-        // Already changed: returns at once.
-        let t = Instant::now();
-        futex_wait(&word, 4, Some(Duration::from_secs(5)));
-        assert!(t.elapsed() < Duration::from_secs(1));
-        // A timeout ends the wait.
-        let t = Instant::now();
-        futex_wait(&word, 5, Some(Duration::from_millis(20)));
-        assert!(t.elapsed() >= Duration::from_millis(15));
-        // A wake from another thread ends it.
-        let w2 = word.clone();
-        let waiter = std::thread::spawn(move || {
-            let t = Instant::now();
-            while w2.load(Ordering::Acquire) == 5 {
-                futex_wait(&w2, 5, Some(Duration::from_secs(10)));
-            }
-            t.elapsed()
-        });
-        std::thread::sleep(Duration::from_millis(30));
-        word.store(6, Ordering::Release);
-        futex_wake(&word);
-        assert!(waiter.join().unwrap() < Duration::from_secs(5));
     }
 
     #[test]
