@@ -62,7 +62,7 @@ proptest! {
         let window = WindowSize::new(w).unwrap();
         let mut board = vec![Slot::default(); 8];
         let mut procs: Vec<Proc> = (0..PROCS).map(|i| {
-            let owner = Owner { pid: 1000 + i as u32, start_time: 1 };
+            let owner = Owner { pid: 1000 + i as u32, token: 1 };
             let mut part = Partition::new(PartitionId(0), CuMask::all(80), window);
             let mut slots = Vec::new();
             for q in 0..QUEUES {

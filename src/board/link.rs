@@ -14,8 +14,8 @@
 
 #![forbid(unsafe_code)]
 
-use xhsa_board::layout::{name_bytes, Control, Owner, RecentPreemption, Slot, NAME_BYTES, RECENT_PREEMPTIONS};
-use xhsa_board::owner::{is_alive, process_name, this_process};
+use xhsa_board::layout::{name_bytes, Control, Owner, RecentPreemption, Slot, ACK_NOT_PERMITTED, NAME_BYTES, RECENT_PREEMPTIONS};
+use xhsa_board::owner::{process_name, this_process};
 use xhsa_board::place::BoardPlace;
 use xhsa_board::shared::{BoardError, SharedBoard, SlotHandle};
 use xhsa_model::stats::{QueueState, QueueStats, FLAG_PAUSED};
@@ -98,6 +98,11 @@ impl PreemptRecord {
 pub struct BoardLink {
     board: SharedBoard,
     me: Owner,
+    /// The process that opened the link: a forked child inherits the link but must never
+    /// release or answer for the parent's slots.
+    opened_by: u32,
+    /// This process's real uid: a controller of another uid (but root) may not steer its queues.
+    uid: u32,
     /// This process's name, as its slots show it.
     name: [u8; NAME_BYTES],
     /// Slot handles, and what the preemption watcher recorded, of this process's queues.
@@ -115,11 +120,13 @@ impl BoardLink {
     /// Opens (or creates) the board of KFD node `node` in `place`, clearing dead owners.
     pub fn open(place: &BoardPlace, node: u32) -> Result<BoardLink, BoardError> {
         let board = SharedBoard::open(place, node, xhsa_board::layout::DEFAULT_SLOT_COUNT)?;
-        board.cleanup_stale(is_alive);
+        board.cleanup_dead();
         let me = this_process();
         Ok(BoardLink {
             board,
             me,
+            opened_by: std::process::id(),
+            uid: nix::unistd::getuid().as_raw(),
             name: name_bytes(&process_name(me.pid).unwrap_or_default()),
             slots: Mutex::new(HashMap::new()),
             preemptions: Mutex::new(HashMap::new()),
@@ -197,12 +204,40 @@ impl BoardLink {
         }
     }
 
-    /// The controllers' requests waiting for this process's queues.
+    /// The controllers' requests waiting for this process's queues that their senders may make,
+    /// each with the sender's uid as the kernel knows it (`Control::uid`, from the request
+    /// file). A request whose sender cannot be established, or who is neither root nor this
+    /// process's user, is answered (refused) here and not returned.
     pub fn controls(&self) -> Vec<(QueueId, Control)> {
+        if !self.same_process() {
+            return Vec::new();
+        }
         let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        let mut out: Vec<(QueueId, Control)> = slots.iter().filter_map(|(q, h)| Some((*q, self.board.pending_control(h.index())?))).collect();
+        let mut out = Vec::new();
+        for (q, h) in slots.iter() {
+            let Some(mut c) = self.board.pending_control(h.index()) else { continue };
+            match self.board.verify_control(h.index(), &c) {
+                Ok(sender) if sender == 0 || sender == self.uid => {
+                    c.uid = sender;
+                    out.push((*q, c));
+                }
+                Ok(sender) => {
+                    tracing::warn!("xhsa: queue {q}: a request of uid {sender} refused: only root and uid {} may steer this process's queues", self.uid);
+                    self.board.acknowledge(h.index(), c.seq, ACK_NOT_PERMITTED, sender as i32);
+                }
+                Err(status) => {
+                    tracing::warn!("xhsa: queue {q}: a request (op {}) came without its sender's request file: refused", c.op);
+                    self.board.acknowledge(h.index(), c.seq, status, 0);
+                }
+            }
+        }
         out.sort_by_key(|(q, _)| *q);
         out
+    }
+
+    /// Whether this is the process that opened the link (not a forked child).
+    fn same_process(&self) -> bool {
+        std::process::id() == self.opened_by
     }
 
     /// Answers request `seq` for `queue`.
@@ -220,8 +255,11 @@ impl BoardLink {
         }
     }
 
-    /// Frees every slot of this process (at exit).
+    /// Frees every slot of this process (at exit). A forked child leaves the parent's slots alone.
     pub fn leave_all(&self) {
+        if !self.same_process() {
+            return;
+        }
         let handles: Vec<SlotHandle> = self.slots.lock().unwrap_or_else(|e| e.into_inner()).drain().map(|(_, h)| h).collect();
         for h in handles {
             self.board.release(h);
@@ -240,9 +278,9 @@ impl BoardLink {
         self.others.load(Ordering::Relaxed)
     }
 
-    /// Clears the slots of processes that are gone (reads `/proc`: the watcher's job).
+    /// Clears the slots of processes that are gone (their slot locks are free: the watcher's job).
     pub fn cleanup_dead(&self) -> usize {
-        self.board.cleanup_stale(is_alive)
+        self.board.cleanup_dead()
     }
 
     /// Wakes the watchers a change of this process's queues can concern: every other process's,
@@ -284,8 +322,10 @@ impl Watch for BoardLink {
     fn view(&self) -> (Vec<Mine>, Vec<Priority>) {
         let mut mine = Vec::new();
         let mut others = Vec::new();
-        for slot in self.board.snapshot() {
-            if slot.owner() == self.me {
+        for (index, slot) in self.board.live_slots() {
+            // Only slots this process holds are its own: another slot that names this process
+            // (a forgery, or a forked parent's) never makes the watcher act on its queues.
+            if slot.owner() == self.me && self.board.holds(index) {
                 if let Some(priority) = slot.stats.priority() {
                     let st = &slot.stats;
                     mine.push(Mine {
@@ -347,7 +387,7 @@ impl Board for BoardLink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use xhsa_board::layout::{Slot, SLOT_LIVE};
+    use xhsa_board::layout::{Slot, HEADER_SIZE, SLOT_LIVE, SLOT_SIZE};
     use xhsa_model::priority::Level;
 
     fn p(level: i64) -> Priority {
@@ -368,19 +408,23 @@ mod tests {
         assert!(link.join(QueueId(1), p(-10)));
         link.publish(QueueId(1), &QueueStats { priority: p(-10).rank(), pending: 4, ..Default::default() });
         assert_eq!(link.contention(), Contention::external(None), "its own queues are not external contention");
-        // A second process (same pid, other start time: only the board tells them apart; it is
-        // alive as far as this test's liveness check is concerned until cleanup runs).
+        // A second process (same pid, as in another container: only its token tells them apart;
+        // alive while its open of the board holds its slot's lock).
         let board = SharedBoard::open(&place, 0, 16).unwrap();
-        let other = Owner { pid: std::process::id(), start_time: this_process().start_time + 7 };
+        let other = Owner { pid: std::process::id(), token: this_process().token.wrapping_add(7) };
         let h = board.claim(other, PartitionId(0), QueueId(9), p(10)).unwrap();
         assert_eq!(link.contention(), Contention::external(None), "idle queues do not contend");
         assert!(link.others_present());
         board.publish(&h, &QueueStats { priority: p(10).rank(), in_flight: 1, ..Default::default() });
         assert_eq!(link.contention(), Contention::external(Some(p(10))));
-        // The other process is not really alive: the watcher's housekeeping removes it.
-        assert_eq!(link.contention(), Contention::external(Some(p(10))), "contention reads never scan /proc");
+        assert_eq!(link.cleanup_dead(), 0, "it is alive");
+        // The other process goes (its descriptor closes): the watcher's housekeeping removes it.
+        drop(board);
+        assert_eq!(link.contention(), Contention::external(Some(p(10))), "contention reads never test liveness");
         assert_eq!(link.cleanup_dead(), 1);
         assert_eq!(link.contention(), Contention::external(None));
+        let board = SharedBoard::open(&place, 0, 16).unwrap();
+        assert_eq!(board.snapshot().len(), 1);
         link.leave_all();
         assert!(board.snapshot().is_empty());
         std::fs::remove_dir_all(&place.dir).unwrap();
@@ -392,8 +436,11 @@ mod tests {
         let link = BoardLink::open(&place, 0).unwrap();
         assert!(link.join(QueueId(1), p(3)));
         let board = SharedBoard::open(&place, 0, 16).unwrap();
-        // Someone took this process for dead and cleared its slot.
-        assert_eq!(board.cleanup_stale(|_| false), 1);
+        assert_eq!(board.cleanup_dead(), 0, "a live owner's slot is never cleared as dead");
+        // Someone who may write the file zeroed the slot.
+        let index = link.slots.lock().unwrap()[&QueueId(1)].index();
+        let file = std::fs::OpenOptions::new().write(true).open(link.path()).unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&file, &[0u8; SLOT_SIZE], (HEADER_SIZE + index * SLOT_SIZE) as u64).unwrap();
         assert!(board.snapshot().is_empty());
         link.publish(QueueId(1), &QueueStats { priority: p(3).rank(), pending: 1, ..Default::default() });
         let live: Vec<Slot> = board.snapshot();
@@ -401,6 +448,68 @@ mod tests {
         assert_eq!((live[0].state, live[0].stats.pending), (SLOT_LIVE, 1));
         link.leave(QueueId(1));
         assert!(board.snapshot().is_empty());
+        std::fs::remove_dir_all(&place.dir).unwrap();
+    }
+
+    #[test]
+    fn the_watcher_sees_as_its_own_only_the_slots_it_holds() {
+        let place = place("forged-own");
+        let link = BoardLink::open(&place, 0).unwrap();
+        assert!(link.join(QueueId(1), p(-3)));
+        link.publish(QueueId(1), &QueueStats { priority: p(-3).rank(), in_flight: 2, ..Default::default() });
+        // Another writer of the board puts up a slot in this process's name.
+        let forger = SharedBoard::open(&place, 0, 16).unwrap();
+        let h = forger.claim(link.me, PartitionId(0), QueueId(1), p(-3)).unwrap();
+        forger.publish(&h, &QueueStats { priority: p(-3).rank(), in_flight: 5, ..Default::default() });
+        let (mine, _) = Watch::view(&link);
+        assert_eq!(mine.len(), 1, "{mine:?}");
+        assert_eq!(mine[0].in_flight, 2, "the forged slot is not taken for this process's queue");
+        std::fs::remove_dir_all(&place.dir).unwrap();
+    }
+
+    #[test]
+    fn requests_need_their_senders_file_and_a_sender_who_may_steer() {
+        use xhsa_board::layout::{ACK_UNVERIFIED, OP_PAUSE};
+        let place = place("requests");
+        let link = BoardLink::open(&place, 0).unwrap();
+        assert!(link.join(QueueId(1), p(0)));
+        let index = link.slots.lock().unwrap()[&QueueId(1)].index();
+        let ctl = SharedBoard::open_existing(link.path()).unwrap();
+        // A proper request of this user reaches the watcher with the kernel's uid.
+        let req = ctl.send_control(index, OP_PAUSE, 0, 1).unwrap();
+        let got = link.controls();
+        assert_eq!(got.len(), 1);
+        assert_eq!((got[0].1.seq, got[0].1.uid), (req.seq, link.uid));
+        link.answer(QueueId(1), req.seq, xhsa_board::layout::ACK_APPLIED, 0);
+        // Its file gone before the owner looked: refused, answered, never handed on.
+        let req = ctl.send_control(index, OP_PAUSE, 0, 2).unwrap();
+        let seq = req.seq;
+        drop(req);
+        assert!(link.controls().is_empty());
+        assert_eq!(ctl.wait_ack(index, seq, Duration::from_secs(1)).map(|a| a.status), Some(ACK_UNVERIFIED));
+        // A request file of another user (root can make one): not permitted.
+        if link.uid == 0 {
+            let req = ctl.send_control(index, OP_PAUSE, 0, 3).unwrap();
+            let file = xhsa_board::place::request_path(link.path(), index, req.seq);
+            std::os::unix::fs::chown(&file, Some(4321), None).unwrap();
+            assert!(link.controls().is_empty(), "a process accepts requests of root and its own user only");
+            let ack = ctl.wait_ack(index, req.seq, Duration::from_secs(1)).unwrap();
+            assert_eq!((ack.status, ack.detail), (ACK_NOT_PERMITTED, 4321));
+        }
+        std::fs::remove_dir_all(&place.dir).unwrap();
+    }
+
+    #[test]
+    fn a_forked_child_leaves_the_parents_slots_alone() {
+        let place = place("fork");
+        let mut link = BoardLink::open(&place, 0).unwrap();
+        assert!(link.join(QueueId(1), p(0)));
+        // As in a child of fork(): another pid than the one that opened the link.
+        link.opened_by = link.opened_by.wrapping_add(1);
+        link.leave_all();
+        assert!(link.controls().is_empty());
+        let board = SharedBoard::open_existing(link.path()).unwrap();
+        assert_eq!(board.snapshot().len(), 1, "the parent's slot stays");
         std::fs::remove_dir_all(&place.dir).unwrap();
     }
 

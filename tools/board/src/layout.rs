@@ -10,7 +10,7 @@
 //! slot with a compare-and-swap on [`state`](Slot::state). Everything here assumes it was handed
 //! a consistent copy.
 //!
-//! # Layout, version 3
+//! # Layout, version 4
 //!
 //! All fields little endian and naturally aligned; the file is `64 + slot_count * 320` bytes
 //! ([`board_size`]).
@@ -20,7 +20,7 @@
 //! | offset | type       | field            | value                                          |
 //! |-------:|------------|------------------|------------------------------------------------|
 //! | 0      | `u64`      | `magic`          | [`BOARD_MAGIC`], the bytes `XHSABRD\0`         |
-//! | 8      | `u32`      | `layout_version` | [`BOARD_LAYOUT_VERSION`] (3)                   |
+//! | 8      | `u32`      | `layout_version` | [`BOARD_LAYOUT_VERSION`] (4)                   |
 //! | 12     | `u32`      | `slot_count`     | number of slots, `1..=`[`MAX_SLOT_COUNT`]      |
 //! | 16     | `u32`      | `slot_size`      | 320                                            |
 //! | 20     | `u32`      | `stats_version`  | [`STATS_LAYOUT_VERSION`] of the embedded stats |
@@ -39,22 +39,28 @@
 //! |-------:|--------------|---------------|----------------------------------------------------------------|
 //! | 0      | `u32`        | `seq`         | seqlock word of the shared-memory edge (0 in plain data)       |
 //! | 4      | `u32`        | `state`       | [`SLOT_FREE`] (0), [`SLOT_LIVE`] (1), [`SLOT_CLEARING`] (2)    |
-//! | 8      | `u32`        | `pid`         | owning process                                                 |
+//! | 8      | `u32`        | `pid`         | owning process, in its own pid namespace                       |
 //! | 12     | `u32`        | `partition`   | CU partition id of the queue                                   |
-//! | 16     | `u64`        | `owner_start` | owner's start time (`/proc/<pid>/stat` field 22), 0 if unknown |
+//! | 16     | `u64`        | `owner_token` | the owner's random token ([`Owner`])                           |
 //! | 24     | `u64`        | `queue_id`    | the owner's [`QueueId`]                                        |
 //! | 32     | `QueueStats` | `stats`       | priorities, state, counters, latency histogram ([`xhsa_model::stats`], 160 bytes) |
 //! | 192    | `[u8; 16]`   | `name`        | the owner's process name (`comm`), NUL-padded                  |
 //! | 208    | `[RecentPreemption; 4]` | `recent` | the last preemptions, newest first: `start_ns` (`CLOCK_MONOTONIC`), `duration_ns` (0 while still off); zeros when unused |
 //! | 272    | `Control`    | `control`     | a request of `xhsactl` ([`Control`]): `seq`, `op`, `level`, `uid` |
 //! | 288    | `Ack`        | `ack`         | the owner's answer ([`Ack`]): `seq`, `status`, `detail`, reserved |
-//! | 304    | `[u64; 2]`   | `reserved`    | zero                                                           |
+//! | 304    | `u64`        | `pid_ns`      | the owner's pid namespace (inode of `/proc/self/ns/pid`), 0 if unknown |
+//! | 312    | `u32`        | `owner_uid`   | the owner's real uid                                           |
+//! | 316    | `u32`        | `reserved`    | zero                                                           |
 //!
-//! The owner writes bytes 8..272 under the seqlock; `control` is written by controllers and
-//! `ack` by the owner outside it (each word atomically, the protocol is in
+//! The owner writes bytes 8..272 and 304..320 under the seqlock; `control` is written by
+//! controllers and `ack` by the owner outside it (each word atomically, the protocol is in
 //! [`crate::shared`]).
 //!
-//! Version 3 grew the slot from 128 to 320 bytes for `xhsa-top` and `xhsactl`: the stats'
+//! Version 4 identifies owners without trusting pids (containers have their own pid
+//! namespaces): `owner_start` became a random `owner_token`, liveness is the owner's lock on its
+//! slot's bytes of the file (an open-file-description lock, which the kernel drops when the
+//! process goes, in whatever namespace), and `pid_ns`/`owner_uid` let a monitor in another
+//! namespace find the process and its user. Version 3 grew the slot from 128 to 320 bytes for `xhsa-top` and `xhsactl`: the stats'
 //! requested priority, state, preemption counters and latency histogram, the process name, the
 //! recent preemptions, and the control/ack words. Version 2 added `wake` and `waiters` (version 1
 //! had zeros there) and the stats' packet-time estimate (see [`xhsa_model::stats`]): each process's preemption watcher blocks on `wake`
@@ -63,9 +69,9 @@
 //! request within a futex wake-up, without polling.
 //!
 //! A queue has work when `stats.pending + stats.in_flight > 0`. Entries of dead processes are
-//! removed by [`cleanup_stale`], which every process runs when it attaches and periodically, so
-//! a crashed process never throttles the others; `owner_start` guards against a recycled pid
-//! keeping a dead owner's slots alive.
+//! removed by [`cleanup_stale`] (over plain copies, with a liveness test given by the caller;
+//! the shared-memory edge tests the owner's lock), which every process runs when it attaches and
+//! periodically, so a crashed process never throttles the others.
 
 #![forbid(unsafe_code)]
 
@@ -79,7 +85,7 @@ use std::fmt;
 /// `XHSABRD\0`, little endian.
 pub const BOARD_MAGIC: u64 = u64::from_le_bytes(*b"XHSABRD\0");
 /// Version of the board layout.
-pub const BOARD_LAYOUT_VERSION: u32 = 3;
+pub const BOARD_LAYOUT_VERSION: u32 = 4;
 /// Size of the header in bytes.
 pub const HEADER_SIZE: usize = 64;
 /// Size of one slot in bytes.
@@ -236,14 +242,16 @@ impl BoardHeader {
     }
 }
 
-/// A process, as the board identifies it: the pid and the process start time, so that a recycled
-/// pid is a different owner.
+/// A process, as the board identifies it: its pid (in its own pid namespace: processes of two
+/// containers may have the same one) and a random token it drew when it opened the board, so
+/// that two processes never share an owner. Whether the owner still runs is not read from its
+/// pid but from the lock it holds on its slots ([`crate::shared::SharedBoard::is_held`]).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Owner {
-    /// Process id.
+    /// Process id, as the owner sees it.
     pub pid: u32,
-    /// Start time (`/proc/<pid>/stat` field 22, clock ticks since boot); 0 if unknown.
-    pub start_time: u64,
+    /// The owner's random token (never 0 for a real owner).
+    pub token: u64,
 }
 
 /// Recent preemptions a slot keeps.
@@ -282,7 +290,9 @@ pub struct Control {
     pub op: u32,
     /// The level of [`OP_SET_PRIORITY`].
     pub level: i32,
-    /// The controller's real uid (the owner enforces the cap of non-root users).
+    /// The uid the controller says it has, for display. The owner does not trust it: it takes
+    /// the requester's uid from the request file the controller created
+    /// ([`crate::shared::SharedBoard::verify_control`]).
     pub uid: u32,
 }
 
@@ -294,6 +304,12 @@ pub const ACK_ABOVE_CAP: u32 = 2;
 pub const ACK_UNKNOWN_OP: u32 = 3;
 /// `Ack::status`: refused, the level is not a level (`-256..=255`).
 pub const ACK_BAD_LEVEL: u32 = 4;
+/// `Ack::status`: refused, the request came without a valid request file of its sender (its
+/// uid could not be established).
+pub const ACK_UNVERIFIED: u32 = 5;
+/// `Ack::status`: refused, the sender is neither root nor the owner's user (`detail`: the
+/// sender's uid).
+pub const ACK_NOT_PERMITTED: u32 = 6;
 
 /// The owner's answer to the last [`Control`] it read.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -328,12 +344,12 @@ pub struct Slot {
     pub seq: u32,
     /// [`SLOT_FREE`] or [`SLOT_LIVE`].
     pub state: u32,
-    /// Owning process id.
+    /// Owning process id, in the owner's pid namespace.
     pub pid: u32,
     /// CU partition of the queue.
     pub partition: u32,
-    /// Owner start time.
-    pub owner_start: u64,
+    /// The owner's random token ([`Owner::token`]).
+    pub owner_token: u64,
     /// The owner's queue id.
     pub queue_id: u64,
     /// The queue's published counters.
@@ -346,8 +362,13 @@ pub struct Slot {
     pub control: Control,
     /// The owner's answer.
     pub ack: Ack,
+    /// The owner's pid namespace (the inode of `/proc/self/ns/pid`), 0 if unknown: with
+    /// [`Slot::pid`] it finds the process from another namespace ([`crate::owner::locate`]).
+    pub pid_ns: u64,
+    /// The owner's real uid.
+    pub owner_uid: u32,
     /// Zero.
-    pub reserved: [u64; 2],
+    pub reserved: u32,
 }
 
 impl Slot {
@@ -359,7 +380,7 @@ impl Slot {
             state: SLOT_LIVE,
             pid: owner.pid,
             partition: partition.0,
-            owner_start: owner.start_time,
+            owner_token: owner.token,
             queue_id: queue.0,
             stats: QueueStats { priority: priority.rank(), requested: priority.rank(), ..QueueStats::default() },
             ..Slot::default()
@@ -379,7 +400,7 @@ impl Slot {
 
     /// The owner (meaningful when live).
     pub fn owner(&self) -> Owner {
-        Owner { pid: self.pid, start_time: self.owner_start }
+        Owner { pid: self.pid, token: self.owner_token }
     }
 
     /// The published priority of a live slot with work; `None` if free, idle or undecodable.
@@ -538,11 +559,11 @@ mod tests {
         Priority::at_level(Level::new(level).unwrap())
     }
 
-    const A: Owner = Owner { pid: 100, start_time: 5 };
-    const B: Owner = Owner { pid: 200, start_time: 7 };
+    const A: Owner = Owner { pid: 100, token: 5 };
+    const B: Owner = Owner { pid: 200, token: 7 };
 
     #[test]
-    fn layout_v3() {
+    fn layout_v4() {
         assert_eq!(size_of::<BoardHeader>(), HEADER_SIZE);
         assert_eq!(align_of::<BoardHeader>(), 8);
         assert_eq!(offset_of!(BoardHeader, magic), 0);
@@ -565,14 +586,16 @@ mod tests {
         assert_eq!(offset_of!(Slot, state), 4);
         assert_eq!(offset_of!(Slot, pid), 8);
         assert_eq!(offset_of!(Slot, partition), 12);
-        assert_eq!(offset_of!(Slot, owner_start), 16);
+        assert_eq!(offset_of!(Slot, owner_token), 16);
         assert_eq!(offset_of!(Slot, queue_id), 24);
         assert_eq!(offset_of!(Slot, stats), 32);
         assert_eq!(offset_of!(Slot, name), 192);
         assert_eq!(offset_of!(Slot, recent), 208);
         assert_eq!(offset_of!(Slot, control), 272);
         assert_eq!(offset_of!(Slot, ack), 288);
-        assert_eq!(offset_of!(Slot, reserved), 304);
+        assert_eq!(offset_of!(Slot, pid_ns), 304);
+        assert_eq!(offset_of!(Slot, owner_uid), 312);
+        assert_eq!(offset_of!(Slot, reserved), 316);
         assert_eq!(size_of::<RecentPreemption>(), 16);
         assert_eq!(size_of::<Control>(), 16);
         assert_eq!(size_of::<Ack>(), 16);
@@ -604,7 +627,7 @@ mod tests {
         let bad = BoardHeader { magic: 0, ..h };
         assert_eq!(bad.validate(usize::MAX), Err(LayoutError::BadMagic(0)));
         let bad = BoardHeader { layout_version: 1, ..h };
-        assert_eq!(bad.validate(usize::MAX), Err(LayoutError::Version { found: 1, expected: 3 }));
+        assert_eq!(bad.validate(usize::MAX), Err(LayoutError::Version { found: 1, expected: BOARD_LAYOUT_VERSION }));
         let bad = BoardHeader { stats_version: 9, ..h };
         assert!(matches!(bad.validate(usize::MAX), Err(LayoutError::StatsVersion { found: 9, .. })));
         let bad = BoardHeader { slot_size: 128, ..h };
@@ -638,7 +661,7 @@ mod tests {
         assert!(has_higher_work(&slots, p(0), Some(B)));
         assert!(!has_higher_work(&slots, p(0), Some(A)));
         // A recycled pid is another owner.
-        assert!(summarize(&slots, Some(Owner { pid: 100, start_time: 6 })).highest_with_work.is_some());
+        assert!(summarize(&slots, Some(Owner { pid: 100, token: 6 })).highest_with_work.is_some());
         assert!(!release(&mut slots, a, B));
         assert!(release(&mut slots, a, A));
         assert!(!release(&mut slots, a, A));
@@ -686,6 +709,7 @@ mod tests {
             let slots: Vec<Slot> = entries.iter().map(|&(state, pid, level, pending, in_flight, bad)| Slot {
                 state,
                 pid,
+                owner_token: 1,
                 stats: QueueStats {
                     priority: if bad == 1 && level == 0 { 3 } else { p(level).rank() },
                     pending,
@@ -694,7 +718,7 @@ mod tests {
                 },
                 ..Default::default()
             }).collect();
-            let me = Owner { pid: me, start_time: 0 };
+            let me = Owner { pid: me, token: 1 };
             let s = summarize(&slots, Some(me));
             let others = slots.iter().filter(|s| s.state == SLOT_LIVE && s.pid != me.pid);
             let expected = others.clone()

@@ -53,3 +53,70 @@ pub fn board_file_node(name: &str) -> Option<u32> {
     (!node.is_empty() && node.bytes().all(|b| b.is_ascii_digit())).then(|| node.parse().ok())?
 }
 
+
+/// Whom a board file belongs to, by its name: `xhsa-u<uid>-…` to a user, `xhsa-g<gid>-…` to a
+/// group.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Belongs {
+    /// Owner-only: this uid owns it, nobody else may read or write it.
+    User(u32),
+    /// Shared with this group: the file's group, nobody outside it may read or write it.
+    Group(u32),
+}
+
+/// Whom the board file `name` belongs to, if the name is a board file's.
+pub fn belongs(name: &str) -> Option<Belongs> {
+    board_file_node(name)?;
+    let rest = name.strip_prefix("xhsa-")?;
+    let (who, _) = rest.split_once("-gpu")?;
+    if let Some(u) = who.strip_prefix('u') {
+        return u.parse().ok().map(Belongs::User);
+    }
+    who.strip_prefix('g')?.parse().ok().map(Belongs::Group)
+}
+
+/// Whether an opened board file may be trusted, from its `fstat` and its name: a regular file,
+/// owned as its name says (`xhsa-u<uid>-…`: that uid owns it and only it has access, mode
+/// `0600` or narrower; `xhsa-g<gid>-…`: that group is the file's and others have no access),
+/// of a size a board can have. `Err` says what is wrong, for a message naming the file.
+pub fn check_trust(meta: &std::fs::Metadata, name: &str) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    if !meta.file_type().is_file() {
+        return Err("not a regular file".into());
+    }
+    let mode = meta.mode() & 0o7777;
+    match belongs(name) {
+        None => return Err("not a board file name (xhsa-u<uid>-gpu<node>.board or xhsa-g<gid>-gpu<node>.board)".into()),
+        Some(Belongs::User(u)) => {
+            if meta.uid() != u {
+                return Err(format!("owned by uid {}, not by uid {u} whose board it names", meta.uid()));
+            }
+            if mode & 0o077 != 0 {
+                return Err(format!("mode {mode:o} gives others access (an owner-only board has mode 600)"));
+            }
+        }
+        Some(Belongs::Group(g)) => {
+            if meta.gid() != g {
+                return Err(format!("its group is gid {}, not gid {g} whose board it names", meta.gid()));
+            }
+            if mode & 0o007 != 0 {
+                return Err(format!("mode {mode:o} gives users outside group {g} access (a group board has mode 660)"));
+            }
+        }
+    }
+    let len = meta.len();
+    let max = crate::layout::board_size(crate::layout::MAX_SLOT_COUNT) as u64;
+    if len > max || len % 4 != 0 {
+        return Err(format!("{len} bytes is not the size of a board (a multiple of 4, at most {max})"));
+    }
+    Ok(())
+}
+
+/// The request file through which a controller proves who it is to the owner of slot `index`
+/// for request `seq`: beside the board, created by the controller (so the kernel records its
+/// uid as the file's owner), holding `"<op> <level>\n"`.
+pub fn request_path(board: &Path, index: usize, seq: u32) -> PathBuf {
+    let mut name = board.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".req-{index}-{seq}"));
+    board.with_file_name(name)
+}

@@ -1,39 +1,53 @@
 //! The board in shared memory: one file per GPU that every libxhsa process using that GPU maps,
 //! so a batch process yields to a latency-critical one it never talks to. No daemon: whichever
 //! process comes first creates the file; a process that dies leaves entries the next reader
-//! clears (pid and start time checked in `/proc`).
+//! clears.
 //!
 //! The layout and the pure functions are [`crate::layout`]; this module is the concurrency
 //! protocol over the mapped words ([`crate::map::SharedWords`]), in safe code:
 //!
-//! - **Creation.** `O_CREAT|O_EXCL` with mode 0600 (or 0660 and the configured group), sized
-//!   with `ftruncate`, header fields written, `magic` stored last with release. A process that
-//!   finds the file existing waits (up to [`INIT_WAIT`]) for the magic, then validates the
-//!   header ([`BoardHeader::validate`]); a board of another layout is not used (the caller
-//!   logs it and schedules with what it knows in-process).
-//! - **Claiming** a slot: compare-and-swap of `state` from [`SLOT_FREE`] to [`SLOT_LIVE`], then
-//!   raise `high_water`. A freed slot's other fields are zero, so a reader that sees a fresh
-//!   claim before its data sees an idle queue.
+//! - **Creation.** `O_CREAT|O_EXCL|O_NOFOLLOW` with mode 0600 (or 0660 and the configured
+//!   group), sized with `ftruncate`, header fields written, `magic` stored last with release.
+//! - **Opening an existing file** (`O_NOFOLLOW|O_NONBLOCK`): it must be a regular file owned as
+//!   its name says and closed to others, of a size a board can have ([`check_trust`]), else it
+//!   is refused untouched ([`BoardError::Untrusted`]); the opener then waits (up to
+//!   [`INIT_WAIT`]) for the magic and validates the header ([`BoardHeader::validate`]); a
+//!   board of another layout is not used (the caller logs it and schedules in-process).
+//! - **Claiming** a slot: the slot's lock first (an open-file-description lock on its bytes of
+//!   the file), then compare-and-swap of `state` from [`SLOT_FREE`] to [`SLOT_LIVE`], then raise
+//!   `high_water`. A freed slot's other fields are zero, so a reader that sees a fresh claim
+//!   before its data sees an idle queue.
+//! - **Liveness.** A live slot whose lock nobody holds has a dead owner: the kernel drops a
+//!   process's locks with its last descriptor of the file, in whatever pid namespace it ran.
+//!   No pid is trusted (containers share pids).
 //! - **Writing** (only the owner writes a live slot): seqlock — `seq` made odd, fields stored,
 //!   `seq` made even with release. **Reading**: copy the slot between two equal even `seq`
-//!   loads, else retry (bounded; a slot that never settles is skipped as idle).
+//!   loads, else retry (a few times; a slot that never settles is skipped as idle).
 //! - **Clearing** (owner release, or a dead owner found by anyone): compare-and-swap of `state`
 //!   from [`SLOT_LIVE`] to [`SLOT_CLEARING`] (one clearer wins), re-check the owner, zero the
-//!   fields, store [`SLOT_FREE`].
+//!   fields, store [`SLOT_FREE`], then (the owner) drop the lock.
+//! - **Control.** A controller proves its uid with a request file beside the board
+//!   ([`SharedBoard::send_control`], [`SharedBoard::verify_control`]).
 //!
 //! File names: `<dir>/xhsa-u<uid>-gpu<node>.board` with owner-only permissions, or
 //! `<dir>/xhsa-g<gid>-gpu<node>.board` shared with a group (`board_group` in the config). The
-//! directory is `XHSA_BOARD_DIR`, default `/dev/shm`. Processes in different pid namespaces
-//! must not share a board directory (liveness is checked by pid).
+//! directory is `XHSA_BOARD_DIR`, default `/dev/shm`; processes in several containers share a
+//! board by mounting one directory (`docs/deployment.md`).
 
 #![forbid(unsafe_code)]
 
 use crate::layout::{
     board_size, summarize, Ack, BoardFull, BoardHeader, Control, LayoutError, Owner, RecentPreemption, Slot, Summary,
-    BOARD_MAGIC, HEADER_SIZE, NAME_BYTES, RECENT_PREEMPTIONS, SLOT_CLEARING, SLOT_FREE, SLOT_LIVE, SLOT_SIZE,
+    ACK_UNVERIFIED, BOARD_MAGIC, HEADER_SIZE, MAX_SLOT_COUNT, NAME_BYTES, RECENT_PREEMPTIONS, SLOT_CLEARING, SLOT_FREE, SLOT_LIVE, SLOT_SIZE,
 };
 use crate::map::SharedWords;
-use crate::place::{uid, BoardPlace};
+use crate::owner::pid_namespace;
+use crate::place::{check_trust, request_path, uid, BoardPlace};
+use nix::fcntl::{fcntl, FcntlArg};
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::sync::Mutex;
 use xhsa_model::stats::{QueueStats, LATENCY_BUCKETS};
 use xhsa_model::ids::{PartitionId, QueueId};
 use xhsa_model::priority::Priority;
@@ -59,8 +73,9 @@ const WAITERS_WORD: usize = 10;
 const WAKE_NS_WORD: usize = 12;
 /// How long an opener waits for the creator to finish the header.
 pub const INIT_WAIT: Duration = Duration::from_secs(2);
-/// Seqlock read attempts before a slot is skipped.
-const READ_ATTEMPTS: usize = 64;
+/// Seqlock read attempts before a slot is skipped. An owner keeps `seq` odd for a few stores;
+/// a writer that keeps it odd (a crashed or hostile one) costs readers only this many loads.
+const READ_ATTEMPTS: usize = 4;
 
 /// Why a board could not be opened.
 #[derive(Debug)]
@@ -71,6 +86,9 @@ pub enum BoardError {
     Layout { path: PathBuf, err: LayoutError },
     /// The creator never finished the header.
     NotInitialized { path: PathBuf },
+    /// The file is not one this process may trust (another user's, a symbolic link, open to
+    /// others, of an impossible size); nothing was read or written through it.
+    Untrusted { path: PathBuf, why: String },
 }
 
 impl fmt::Display for BoardError {
@@ -81,6 +99,12 @@ impl fmt::Display for BoardError {
             BoardError::NotInitialized { path } => {
                 write!(f, "board {}: its creator did not finish initializing it within {:?}", path.display(), INIT_WAIT)
             }
+            BoardError::Untrusted { path, why } => write!(
+                f,
+                "board {}: refused, not used and left untouched: {why}. A board must be a regular file owned as its name \
+                 says, not open to others: remove it if it is not yours, or choose another directory (XHSA_BOARD_DIR)",
+                path.display()
+            ),
         }
     }
 }
@@ -101,11 +125,88 @@ impl SlotHandle {
     }
 }
 
+/// A controller's request on its way ([`SharedBoard::send_control`]): its `seq`, and its request
+/// file, removed when this is dropped.
+#[derive(Debug)]
+pub struct Request {
+    /// The `seq` the owner's [`Ack`] will name.
+    pub seq: u32,
+    path: PathBuf,
+}
+
+impl Drop for Request {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Why a controller's request could not be sent.
+#[derive(Debug)]
+pub enum ControlError {
+    /// Other controllers kept the slot's control word busy.
+    Busy,
+    /// The request file could not be created beside the board (the directory must let the
+    /// controller create files: `/dev/shm` does; a shared board directory should be mode 1777
+    /// or writable by the group).
+    RequestFile { path: PathBuf, err: io::Error },
+}
+
+impl fmt::Display for ControlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ControlError::Busy => write!(f, "other controllers kept the queue's control word busy"),
+            ControlError::RequestFile { path, err } => write!(
+                f,
+                "cannot create the request file {} ({err}): the board directory must let you create files (mode 1777 like /dev/shm, or writable by the board's group)",
+                path.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ControlError {}
+
 /// A mapped board.
 pub struct SharedBoard {
     words: SharedWords,
+    /// The open file: this process's locks on its slots live on its open file description.
+    file: File,
     path: PathBuf,
     slot_count: usize,
+    /// Slots this board object holds the lock of (its own queues').
+    held: Mutex<BTreeSet<usize>>,
+    /// This process's pid namespace, written into its slots (0 if unknown).
+    pid_ns: u64,
+}
+
+/// Flags of every open of a board or request file: never through a symbolic link, never
+/// blocking (a FIFO planted in its place), not inherited across `exec`.
+const OPEN_FLAGS: i32 = libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+
+/// `fstat` and [`check_trust`] of an opened board file.
+fn trusted(file: &File, path: &Path) -> Result<(), BoardError> {
+    let meta = file.metadata().map_err(|err| BoardError::Io { path: path.to_path_buf(), what: "stat", err })?;
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    check_trust(&meta, name).map_err(|why| BoardError::Untrusted { path: path.to_path_buf(), why })
+}
+
+/// What an open of an existing board file says, as a [`BoardError`] (a symbolic link named).
+fn open_error(path: &Path, err: io::Error) -> BoardError {
+    if err.raw_os_error() == Some(libc::ELOOP) {
+        return BoardError::Untrusted { path: path.to_path_buf(), why: "it is a symbolic link".into() };
+    }
+    BoardError::Io { path: path.to_path_buf(), what: "open", err }
+}
+
+/// The lock description of slot `index`'s bytes in the file (an OFD lock: `l_pid` 0).
+fn slot_flock(index: usize, kind: i32) -> libc::flock {
+    libc::flock {
+        l_type: kind as i16,
+        l_whence: libc::SEEK_SET as i16,
+        l_start: (HEADER_SIZE + index * SLOT_SIZE) as libc::off_t,
+        l_len: SLOT_SIZE as libc::off_t,
+        l_pid: 0,
+    }
 }
 
 fn header_to_words(h: &BoardHeader) -> [u32; HEADER_WORDS] {
@@ -148,12 +249,14 @@ fn header_from_words(w: &[u32; HEADER_WORDS]) -> BoardHeader {
     }
 }
 
-/// Word index of the first word after the owner's seqlocked part (the control words follow).
+/// Word index of the first word after the owner's first seqlocked part (the control words follow).
 const OWNER_END: usize = 68;
 /// Word index of [`Control`]'s `seq`.
 const CONTROL_WORD: usize = 68;
 /// Word index of [`Ack`]'s `seq`.
 const ACK_WORD: usize = 72;
+/// Word index of `pid_ns`, where the owner's second seqlocked part begins (to the slot's end).
+const PID_NS_WORD: usize = 76;
 
 /// A slot as its 80 words, in the layout of [`crate::layout`].
 pub fn slot_to_words(s: &Slot) -> [u32; SLOT_WORDS] {
@@ -166,7 +269,7 @@ pub fn slot_to_words(s: &Slot) -> [u32; SLOT_WORDS] {
     w[1] = s.state;
     w[2] = s.pid;
     w[3] = s.partition;
-    put64(&mut w, 4, s.owner_start);
+    put64(&mut w, 4, s.owner_token);
     put64(&mut w, 6, s.queue_id);
     let st = &s.stats;
     w[8] = st.priority as u32;
@@ -200,8 +303,9 @@ pub fn slot_to_words(s: &Slot) -> [u32; SLOT_WORDS] {
     w[ACK_WORD + 1] = s.ack.status;
     w[ACK_WORD + 2] = s.ack.detail as u32;
     w[ACK_WORD + 3] = s.ack.reserved;
-    put64(&mut w, 76, s.reserved[0]);
-    put64(&mut w, 78, s.reserved[1]);
+    put64(&mut w, PID_NS_WORD, s.pid_ns);
+    w[PID_NS_WORD + 2] = s.owner_uid;
+    w[PID_NS_WORD + 3] = s.reserved;
     w
 }
 
@@ -223,7 +327,7 @@ pub fn slot_from_words(w: &[u32; SLOT_WORDS]) -> Slot {
         state: w[1],
         pid: w[2],
         partition: w[3],
-        owner_start: u64_at(4),
+        owner_token: u64_at(4),
         queue_id: u64_at(6),
         stats: QueueStats {
             priority: w[8] as i32,
@@ -247,7 +351,9 @@ pub fn slot_from_words(w: &[u32; SLOT_WORDS]) -> Slot {
         recent,
         control: Control { seq: w[CONTROL_WORD], op: w[CONTROL_WORD + 1], level: w[CONTROL_WORD + 2] as i32, uid: w[CONTROL_WORD + 3] },
         ack: Ack { seq: w[ACK_WORD], status: w[ACK_WORD + 1], detail: w[ACK_WORD + 2] as i32, reserved: w[ACK_WORD + 3] },
-        reserved: [u64_at(76), u64_at(78)],
+        pid_ns: u64_at(PID_NS_WORD),
+        owner_uid: w[PID_NS_WORD + 2],
+        reserved: w[PID_NS_WORD + 3],
     }
 }
 
@@ -261,12 +367,13 @@ impl SharedBoard {
             move |err: io::Error| BoardError::Io { path, what, err }
         };
         let mode = if place.group.is_some() { 0o660 } else { 0o600 };
-        match OpenOptions::new().read(true).write(true).create_new(true).mode(mode).open(&path) {
+        match OpenOptions::new().read(true).write(true).create_new(true).mode(mode).custom_flags(OPEN_FLAGS).open(&path) {
             Ok(file) => Self::create(file, path.clone(), place, node, slot_count).inspect_err(|_| {
                 let _ = std::fs::remove_file(&path);
             }),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                let file = OpenOptions::new().read(true).write(true).open(&path).map_err(io_err("open"))?;
+                let file = OpenOptions::new().read(true).write(true).custom_flags(OPEN_FLAGS).open(&path).map_err(|e| open_error(&path, e))?;
+                trusted(&file, &path)?;
                 Self::attach(file, path)
             }
             Err(e) => Err(io_err("create")(e)),
@@ -295,18 +402,19 @@ impl SharedBoard {
         w[1].store(hw[1], Ordering::Relaxed);
         // The magic's low word last: an opener that sees it sees the whole header.
         w[0].store(hw[0], Ordering::Release);
-        Ok(SharedBoard { words, path, slot_count: slot_count as usize })
+        Ok(SharedBoard::new(words, file, path, slot_count as usize))
     }
 
     /// Opens an existing board file (a reader or controller: `xhsa-top`, `xhsactl`); never
     /// creates one. Read and write access to the file are needed (the futex and control words).
     pub fn open_existing(path: &Path) -> Result<SharedBoard, BoardError> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(|err| BoardError::Io { path: path.to_path_buf(), what: "open", err })?;
+        let file = OpenOptions::new().read(true).write(true).custom_flags(OPEN_FLAGS).open(path).map_err(|e| open_error(path, e))?;
+        trusted(&file, path)?;
         Self::attach(file, path.to_path_buf())
+    }
+
+    fn new(words: SharedWords, file: File, path: PathBuf, slot_count: usize) -> SharedBoard {
+        SharedBoard { words, file, path, slot_count, held: Mutex::new(BTreeSet::new()), pid_ns: pid_namespace("self").unwrap_or(0) }
     }
 
     /// The header as it is now.
@@ -323,6 +431,9 @@ impl SharedBoard {
         let deadline = Instant::now() + INIT_WAIT;
         loop {
             let len = file.metadata().map_err(|err| BoardError::Io { path: path.clone(), what: "stat", err })?.len();
+            if len > board_size(MAX_SLOT_COUNT) as u64 {
+                return Err(BoardError::Untrusted { path, why: format!("{len} bytes is larger than any board") });
+            }
             if len as usize >= HEADER_SIZE {
                 let words = SharedWords::map(&file).map_err(|err| BoardError::Io { path: path.clone(), what: "map", err })?;
                 let w = words.words();
@@ -338,7 +449,7 @@ impl SharedBoard {
                     }
                     let header = header_from_words(&hw);
                     header.validate(words.len()).map_err(|err| BoardError::Layout { path: path.clone(), err })?;
-                    return Ok(SharedBoard { slot_count: header.slot_count as usize, words, path });
+                    return Ok(SharedBoard::new(words, file, path, header.slot_count as usize));
                 }
             }
             if Instant::now() >= deadline {
@@ -368,19 +479,67 @@ impl SharedBoard {
     }
 
     /// Takes a free slot for `queue` of `owner`, publishing `priority` with no work.
+    ///
+    /// The slot's lock is taken first (an open-file-description lock on the slot's bytes of the
+    /// file, held until [`release`](Self::release) or until this process is gone, whatever its
+    /// pid namespace), then the slot turned live: a live slot whose lock nobody holds has a dead
+    /// owner ([`cleanup_dead`](Self::cleanup_dead)).
     pub fn claim(&self, owner: Owner, partition: PartitionId, queue: QueueId, priority: Priority) -> Result<SlotHandle, BoardFull> {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         for index in 0..self.slot_count {
             let w = self.slot_words(index);
-            if w[1].compare_exchange(SLOT_FREE, SLOT_LIVE, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            if w[1].load(Ordering::Relaxed) != SLOT_FREE {
                 continue;
             }
+            // A free slot whose lock this board still holds was taken away from it (cleared by
+            // someone who could write the file): its lock is reused.
+            let ours = held.contains(&index);
+            if !ours && !self.lock_slot(index, libc::F_WRLCK) {
+                continue;
+            }
+            if w[1].compare_exchange(SLOT_FREE, SLOT_LIVE, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+                if !ours {
+                    self.lock_slot(index, libc::F_UNLCK);
+                }
+                continue;
+            }
+            held.insert(index);
             self.words.words()[HIGH_WATER_WORD].fetch_max(index as u32 + 1, Ordering::AcqRel);
             let handle = SlotHandle { index, owner };
             self.reset_control(index);
-            self.write(index, &Slot::claimed(owner, partition, queue, priority));
+            let mut slot = Slot::claimed(owner, partition, queue, priority);
+            slot.pid_ns = self.pid_ns;
+            slot.owner_uid = uid();
+            self.write(index, &slot);
             return Ok(handle);
         }
         Err(BoardFull { slots: self.slot_count })
+    }
+
+    /// Takes (`F_WRLCK`) or drops (`F_UNLCK`) this board object's lock on slot `index`'s bytes;
+    /// `false` if another process holds it (or locking failed).
+    fn lock_slot(&self, index: usize, kind: i32) -> bool {
+        fcntl(self.file.as_raw_fd(), FcntlArg::F_OFD_SETLK(&slot_flock(index, kind))).is_ok()
+    }
+
+    /// Whether slot `index`'s lock is held: by this board object (its own slots), or by another
+    /// open of the file (a live process, in any pid namespace). A process that is gone holds no
+    /// lock: the kernel dropped it when the process's last descriptor of the file closed.
+    pub fn is_held(&self, index: usize) -> bool {
+        if self.held.lock().unwrap_or_else(|e| e.into_inner()).contains(&index) {
+            return true;
+        }
+        let mut fl = slot_flock(index, libc::F_WRLCK);
+        match fcntl(self.file.as_raw_fd(), FcntlArg::F_OFD_GETLK(&mut fl)) {
+            Ok(_) => i32::from(fl.l_type) != libc::F_UNLCK,
+            // Cannot tell: take the owner for alive (clearing a live owner's slot is worse).
+            Err(_) => true,
+        }
+    }
+
+    /// Whether this board object holds slot `index` (one of its own queues' slots).
+    pub fn holds(&self, index: usize) -> bool {
+        self.held.lock().unwrap_or_else(|e| e.into_inner()).contains(&index)
     }
 
     /// Seqlock write of the owner's fields (every field from `pid` to `recent`; the caller
@@ -395,12 +554,15 @@ impl SharedBoard {
         for (i, v) in words.iter().enumerate().take(OWNER_END).skip(2) {
             w[i].store(*v, Ordering::Relaxed);
         }
+        for (i, v) in words.iter().enumerate().skip(PID_NS_WORD) {
+            w[i].store(*v, Ordering::Relaxed);
+        }
         w[0].store(odd.wrapping_add(1), Ordering::Release);
     }
 
     /// Zeroes the control and ack words of slot `index` (a slot being cleared or claimed).
     fn reset_control(&self, index: usize) {
-        for word in &self.slot_words(index)[OWNER_END..] {
+        for word in &self.slot_words(index)[CONTROL_WORD..PID_NS_WORD] {
             word.store(0, Ordering::Relaxed);
         }
     }
@@ -439,9 +601,9 @@ impl SharedBoard {
         if !slot.is_live() || slot.owner() != handle.owner {
             return false;
         }
-        let (pid, start, queue) = (slot.pid, slot.owner_start, slot.queue_id);
+        let (pid, token, queue, pid_ns, owner_uid) = (slot.pid, slot.owner_token, slot.queue_id, slot.pid_ns, slot.owner_uid);
         update(&mut slot);
-        (slot.pid, slot.owner_start, slot.queue_id) = (pid, start, queue);
+        (slot.pid, slot.owner_token, slot.queue_id, slot.pid_ns, slot.owner_uid) = (pid, token, queue, pid_ns, owner_uid);
         self.write(handle.index, &slot);
         // A clearer may have started between the check and the write; its zeroing wins.
         self.slot_words(handle.index)[1].load(Ordering::Acquire) == SLOT_LIVE
@@ -449,7 +611,12 @@ impl SharedBoard {
 
     /// Frees the slot `handle` holds.
     pub fn release(&self, handle: SlotHandle) -> bool {
-        self.clear_if(handle.index, |s| s.owner() == handle.owner)
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let cleared = self.clear_if(handle.index, |s| s.owner() == handle.owner);
+        if held.remove(&handle.index) {
+            self.lock_slot(handle.index, libc::F_UNLCK);
+        }
+        cleared
     }
 
     /// Clears slot `index` if it is live and `condition` holds for its contents.
@@ -524,30 +691,68 @@ impl SharedBoard {
         w[WAITERS_WORD].fetch_sub(1, Ordering::SeqCst);
     }
 
-    /// A controller's request to the owner of slot `index` (`xhsactl`): the words are written
-    /// under the control `seq` (odd while writing; a concurrent controller of the same slot waits
-    /// its turn, bounded), then every watcher is woken. Returns the request's `seq`, which the
-    /// owner's [`Ack`] names, or `None` if another controller kept the slot busy.
-    pub fn send_control(&self, index: usize, op: u32, level: i32, uid: u32, now_ns: u64) -> Option<u32> {
+    /// A controller's request to the owner of slot `index` (`xhsactl`). The controller first
+    /// creates the request file ([`request_path`]: `O_EXCL`, never through a link) holding
+    /// `"<op> <level>"`: the kernel records the controller's uid as its owner, which is how the
+    /// owner learns who asks ([`verify_control`](Self::verify_control)); the words are then
+    /// written under the control `seq` (odd while writing; a concurrent controller of the same
+    /// slot waits its turn, bounded) and every watcher is woken. The returned [`Request`] names
+    /// the `seq` the owner's [`Ack`] answers and removes the request file when dropped.
+    pub fn send_control(&self, index: usize, op: u32, level: i32, now_ns: u64) -> Result<Request, ControlError> {
         let w = self.slot_words(index);
         for _ in 0..200 {
             let c = w[CONTROL_WORD].load(Ordering::Acquire);
             if c & 1 == 0 && w[CONTROL_WORD].compare_exchange(c, c.wrapping_add(1), Ordering::AcqRel, Ordering::Relaxed).is_ok() {
-                w[CONTROL_WORD + 1].store(op, Ordering::Relaxed);
-                w[CONTROL_WORD + 2].store(level as u32, Ordering::Relaxed);
-                w[CONTROL_WORD + 3].store(uid, Ordering::Relaxed);
                 // Never 0: an all-zero slot has no request.
                 let mut seq = c.wrapping_add(2);
                 if seq == 0 {
                     seq = 2;
                 }
+                let path = request_path(&self.path, index, seq);
+                let created = OpenOptions::new().write(true).create_new(true).mode(0o644).custom_flags(OPEN_FLAGS).open(&path);
+                // Once created, the file is ours: the request removes it, whatever happens next.
+                let written = created.map(|f| (f, Request { seq, path: path.clone() }));
+                let written = written.and_then(|(mut f, r)| f.write_all(format!("{op} {level}\n").as_bytes()).map(|()| r));
+                let request = match written {
+                    Ok(r) => r,
+                    Err(err) => {
+                        // Give the slot's control word back as it was.
+                        w[CONTROL_WORD].store(c, Ordering::Release);
+                        return Err(ControlError::RequestFile { path, err });
+                    }
+                };
+                w[CONTROL_WORD + 1].store(op, Ordering::Relaxed);
+                w[CONTROL_WORD + 2].store(level as u32, Ordering::Relaxed);
+                w[CONTROL_WORD + 3].store(uid(), Ordering::Relaxed);
                 w[CONTROL_WORD].store(seq, Ordering::Release);
                 self.notify(now_ns, 0);
-                return Some(seq);
+                return Ok(request);
             }
             std::thread::sleep(Duration::from_millis(1));
         }
-        None
+        Err(ControlError::Busy)
+    }
+
+    /// Who sent `control`, the request waiting in slot `index`: the owner of its request file,
+    /// if that file exists beside the board, is a regular file and holds the same operation and
+    /// level as the slot's words. `Err` is the refusal to answer with ([`ACK_UNVERIFIED`]).
+    /// The words alone prove nothing: anyone who may write the board can write any uid there.
+    pub fn verify_control(&self, index: usize, control: &Control) -> Result<u32, u32> {
+        let path = request_path(&self.path, index, control.seq);
+        let mut file = OpenOptions::new().read(true).custom_flags(OPEN_FLAGS).open(&path).map_err(|_| ACK_UNVERIFIED)?;
+        let meta = file.metadata().map_err(|_| ACK_UNVERIFIED)?;
+        if !meta.file_type().is_file() || meta.len() > 64 {
+            return Err(ACK_UNVERIFIED);
+        }
+        let mut text = String::new();
+        file.read_to_string(&mut text).map_err(|_| ACK_UNVERIFIED)?;
+        let mut fields = text.split_whitespace();
+        let op: Option<u32> = fields.next().and_then(|f| f.parse().ok());
+        let level: Option<i32> = fields.next().and_then(|f| f.parse().ok());
+        if op != Some(control.op) || level != Some(control.level) || fields.next().is_some() {
+            return Err(ACK_UNVERIFIED);
+        }
+        Ok(std::os::unix::fs::MetadataExt::uid(&meta))
     }
 
     /// The request waiting in slot `index` for its owner: complete (even `seq`), not answered
@@ -589,12 +794,12 @@ impl SharedBoard {
         }
     }
 
-    /// Frees the slots of owners `is_alive` says are gone; returns how many.
-    pub fn cleanup_stale(&self, is_alive: impl Fn(Owner) -> bool) -> usize {
+    /// Frees the live slots whose lock nobody holds (their owners are gone); returns how many.
+    pub fn cleanup_dead(&self) -> usize {
         let mut n = 0;
         for index in 0..self.high_water() {
             let Some(slot) = self.read(index) else { continue };
-            if slot.is_live() && !is_alive(slot.owner()) && self.clear_if(index, |s| s.owner() == slot.owner()) {
+            if slot.is_live() && !self.is_held(index) && self.clear_if(index, |s| s.owner() == slot.owner()) {
                 n += 1;
             }
         }
@@ -605,7 +810,7 @@ impl SharedBoard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::owner::{is_alive, this_process};
+    use crate::owner::this_process;
     use crate::place::{board_file_node, board_files};
     use xhsa_model::priority::Level;
 
@@ -627,7 +832,7 @@ mod tests {
             state: SLOT_LIVE,
             pid: 77,
             partition: 3,
-            owner_start: 0x1_0000_0002,
+            owner_token: 0x1_0000_0002,
             queue_id: 0xffff_0000_1234,
             stats: QueueStats {
                 priority: -1020,
@@ -651,7 +856,9 @@ mod tests {
             recent: std::array::from_fn(|i| RecentPreemption { start_ns: 100 + i as u64, duration_ns: 7 * i as u64 }),
             control: Control { seq: 4, op: 1, level: -3, uid: 1000 },
             ack: Ack { seq: 2, status: 1, detail: -7, reserved: 0 },
-            reserved: [0; 2],
+            pid_ns: 0xf000_0000_4026_5318,
+            owner_uid: 1000,
+            reserved: 0,
         };
         let back = slot_from_words(&slot_to_words(&s));
         assert_eq!(back, s);
@@ -676,10 +883,12 @@ mod tests {
         assert_eq!(owner_side.pending_control(h.index()), None, "a fresh slot has no request");
         let ctl = SharedBoard::open_existing(owner_side.path()).unwrap();
         let wake = ctl.wake_seq();
-        let seq = ctl.send_control(h.index(), crate::layout::OP_SET_PRIORITY, 7, 1000, 1).unwrap();
+        let request = ctl.send_control(h.index(), crate::layout::OP_SET_PRIORITY, 7, 1).unwrap();
+        let seq = request.seq;
         assert_ne!(ctl.wake_seq(), wake, "watchers are woken");
         let got = owner_side.pending_control(h.index()).unwrap();
-        assert_eq!((got.seq, got.op, got.level, got.uid), (seq, crate::layout::OP_SET_PRIORITY, 7, 1000));
+        assert_eq!((got.seq, got.op, got.level, got.uid), (seq, crate::layout::OP_SET_PRIORITY, 7, uid()));
+        assert_eq!(owner_side.verify_control(h.index(), &got), Ok(uid()), "the request file names the sender");
         // Publishing does not disturb the request.
         assert!(owner_side.publish(&h, &QueueStats { priority: p(0).rank(), pending: 1, ..Default::default() }));
         assert_eq!(owner_side.pending_control(h.index()).map(|c| c.seq), Some(seq));
@@ -694,7 +903,8 @@ mod tests {
         assert_eq!((ack.seq, ack.status, ack.detail), (seq, crate::layout::ACK_ABOVE_CAP, 0));
         assert_eq!(owner_side.pending_control(h.index()), None, "answered once");
         // Nobody answers: the wait times out.
-        let seq2 = ctl.send_control(h.index(), crate::layout::OP_PAUSE, 0, 1000, 2).unwrap();
+        drop(request);
+        let seq2 = ctl.send_control(h.index(), crate::layout::OP_PAUSE, 0, 2).unwrap().seq;
         assert_ne!(seq2, seq);
         assert_eq!(ctl.wait_ack(h.index(), seq2, Duration::from_millis(20)), None);
         // A released slot forgets the request.
@@ -715,8 +925,8 @@ mod tests {
         assert_eq!(b.slot_count(), 16, "the creator's size wins");
         assert_eq!(std::fs::metadata(a.path()).unwrap().permissions().mode() & 0o777, 0o600);
         let me = this_process();
-        assert!(me.start_time > 0 && is_alive(me));
-        let other = Owner { pid: me.pid, start_time: me.start_time + 1 }; // a recycled pid: dead
+        // Another process with the same pid (another container's): told apart by its token.
+        let other = Owner { pid: me.pid, token: me.token.wrapping_add(1) };
         let hp = a.claim(me, PartitionId(0), QueueId(1), p(5)).unwrap();
         let lp = b.claim(other, PartitionId(0), QueueId(2), p(-5)).unwrap();
         assert_ne!(hp.index(), lp.index());
@@ -725,10 +935,18 @@ mod tests {
         assert_eq!(b.summary(Some(other)).highest_with_work, Some(p(5)));
         assert_eq!(b.summary(Some(me)).live, 1);
         assert_eq!(a.summary(Some(me)).highest_with_work, None, "a process leaves itself out");
-        // `other` is dead (start time differs): cleared once, then gone.
-        assert_eq!(a.cleanup_stale(is_alive), 1);
-        assert_eq!(a.cleanup_stale(is_alive), 0);
-        assert!(!b.publish(&lp, &QueueStats::default()), "a cleared owner learns it lost the slot");
+        // While `b` is open its owner lives, whatever its pid says.
+        assert!(a.is_held(lp.index()) && b.is_held(hp.index()));
+        assert_eq!(a.cleanup_dead(), 0);
+        assert_eq!(b.cleanup_dead(), 0, "a live owner's slots stay, its own included");
+        // `b` goes (its descriptor closes, as at a process's exit): its lock with it.
+        let lp_index = lp.index();
+        drop(b);
+        assert!(!a.is_held(lp_index));
+        assert_eq!(a.cleanup_dead(), 1);
+        assert_eq!(a.cleanup_dead(), 0);
+        assert!(a.read(lp_index).is_some_and(|s| !s.is_live()));
+        let b = SharedBoard::open(&place, 1, 1024).unwrap();
         assert!(a.release(hp));
         assert_eq!(b.summary(None).live, 0);
         let again = b.claim(me, PartitionId(0), QueueId(3), p(0)).unwrap();
@@ -747,9 +965,90 @@ mod tests {
         // A file that is not a board (wrong magic) is never used.
         let bogus = place.path(9, uid());
         std::fs::write(&bogus, vec![0xabu8; 4096]).unwrap();
+        std::fs::set_permissions(&bogus, std::fs::Permissions::from_mode(0o600)).unwrap();
         let err = SharedBoard::open(&place, 9, 16).err().expect("not a board");
         assert!(matches!(err, BoardError::Layout { err: LayoutError::BadMagic(_), .. }), "{err}");
         assert!(err.to_string().contains("not an xhsa board"), "{err}");
+        std::fs::remove_dir_all(&place.dir).unwrap();
+    }
+
+    #[test]
+    fn files_another_user_could_have_planted_are_refused_untouched() {
+        let place = place("hostile");
+        let is_root = uid() == 0;
+        // Open to others (0666), a symbolic link to a file of ours, a FIFO, another user's file.
+        let open = place.path(1, uid());
+        std::fs::write(&open, vec![0x11u8; 4096]).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let target = place.dir.join("precious");
+        std::fs::write(&target, b"keep me").unwrap();
+        std::os::unix::fs::symlink(&target, place.path(2, uid())).unwrap();
+        nix::unistd::mkfifo(&place.path(3, uid()), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        for node in [1, 2, 3] {
+            let err = SharedBoard::open(&place, node, 16).err().expect("refused");
+            assert!(matches!(err, BoardError::Untrusted { .. }), "node {node}: {err}");
+            assert!(err.to_string().contains("refused"), "{err}");
+            let err = SharedBoard::open_existing(&place.path(node, uid())).err().expect("refused");
+            assert!(matches!(err, BoardError::Untrusted { .. }), "node {node}: {err}");
+        }
+        assert!(SharedBoard::open(&place, 2, 16).err().expect("refused").to_string().contains("symbolic link"));
+        assert_eq!(std::fs::read(&open).unwrap(), vec![0x11u8; 4096], "its bytes untouched");
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep me");
+        if is_root {
+            // Root's board file owned by someone else: refused too.
+            let theirs = place.path(4, uid());
+            std::fs::write(&theirs, vec![0u8; 4096]).unwrap();
+            std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o600)).unwrap();
+            std::os::unix::fs::chown(&theirs, Some(65534), None).unwrap();
+            let err = SharedBoard::open(&place, 4, 16).err().expect("refused");
+            assert!(err.to_string().contains("owned by uid 65534"), "{err}");
+        }
+        // A board of ours, of an impossible size: refused before anything is mapped.
+        let huge = place.path(5, uid());
+        let f = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&huge).unwrap();
+        f.set_len(board_size(MAX_SLOT_COUNT) as u64 + 4096).unwrap();
+        assert!(matches!(SharedBoard::open(&place, 5, 16), Err(BoardError::Untrusted { .. })));
+        std::fs::remove_dir_all(&place.dir).unwrap();
+    }
+
+    #[test]
+    fn a_request_without_its_senders_file_is_not_believed() {
+        let place = place("forged");
+        let owner = SharedBoard::open(&place, 6, 8).unwrap();
+        let h = owner.claim(this_process(), PartitionId(0), QueueId(1), p(0)).unwrap();
+        // A writer of the board puts words in the control slot claiming to be root, with no
+        // request file.
+        let w = owner.slot_words(h.index());
+        w[CONTROL_WORD + 1].store(crate::layout::OP_PAUSE, Ordering::Relaxed);
+        w[CONTROL_WORD + 3].store(0, Ordering::Relaxed);
+        w[CONTROL_WORD].store(8, Ordering::Release);
+        let forged = owner.pending_control(h.index()).expect("the words look like a request");
+        assert_eq!(forged.uid, 0);
+        assert_eq!(owner.verify_control(h.index(), &forged), Err(ACK_UNVERIFIED));
+        // A request file that says something else than the words: not believed either.
+        std::fs::write(request_path(owner.path(), h.index(), 8), b"1 255\n").unwrap();
+        assert_eq!(owner.verify_control(h.index(), &forged), Err(ACK_UNVERIFIED));
+        // The file's owner, not the words, is the sender.
+        std::fs::write(request_path(owner.path(), h.index(), 8), format!("{} 0\n", crate::layout::OP_PAUSE)).unwrap();
+        assert_eq!(owner.verify_control(h.index(), &forged), Ok(uid()));
+        if uid() == 0 {
+            std::os::unix::fs::chown(request_path(owner.path(), h.index(), 8), Some(4321), None).unwrap();
+            assert_eq!(owner.verify_control(h.index(), &forged), Ok(4321));
+        }
+        std::fs::remove_dir_all(&place.dir).unwrap();
+    }
+
+    #[test]
+    fn a_slot_held_odd_by_a_writer_is_skipped_as_idle() {
+        let place = place("odd");
+        let board = SharedBoard::open(&place, 7, 8).unwrap();
+        let h = board.claim(this_process(), PartitionId(0), QueueId(1), p(3)).unwrap();
+        assert!(board.publish(&h, &QueueStats { priority: p(3).rank(), pending: 2, ..Default::default() }));
+        assert_eq!(board.summary(None).highest_with_work, Some(p(3)));
+        // A writer that never finishes (crashed mid-write, or hostile).
+        board.slot_words(h.index())[0].fetch_add(1, Ordering::AcqRel);
+        assert_eq!(board.read(h.index()), None);
+        assert_eq!(board.summary(None).highest_with_work, None, "an unreadable slot holds nobody back");
         std::fs::remove_dir_all(&place.dir).unwrap();
     }
 

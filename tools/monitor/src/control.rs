@@ -12,9 +12,9 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use xhsa_board::layout::{ACK_ABOVE_CAP, ACK_APPLIED, ACK_BAD_LEVEL, ACK_UNKNOWN_OP, OP_CLEAR_PRIORITY, OP_PAUSE, OP_RESUME, OP_SET_PRIORITY};
+use xhsa_board::layout::{ACK_ABOVE_CAP, ACK_APPLIED, ACK_BAD_LEVEL, ACK_NOT_PERMITTED, ACK_UNKNOWN_OP, ACK_UNVERIFIED, OP_CLEAR_PRIORITY, OP_PAUSE, OP_RESUME, OP_SET_PRIORITY};
 use xhsa_model::clock::monotonic_ns;
-use xhsa_board::owner::is_alive;
+use xhsa_board::owner::locate;
 use xhsa_board::place::board_files;
 use xhsa_board::shared::{BoardError, SharedBoard};
 use xhsa_model::priority::Level;
@@ -102,7 +102,6 @@ fn permission_text(path: &Path, err: &BoardError) -> String {
 /// `Err` when nothing could be sent (no such process, or no board could be opened).
 pub fn send(dir: &Path, target: Target, req: Request) -> Result<Vec<Outcome>, String> {
     let files = board_files(dir).map_err(|e| format!("board directory {}: {e}", dir.display()))?;
-    let uid = nix::unistd::getuid().as_raw();
     let mut out = Vec::new();
     let mut refused = Vec::new();
     for (path, node) in files {
@@ -115,20 +114,24 @@ pub fn send(dir: &Path, target: Target, req: Request) -> Result<Vec<Outcome>, St
         };
         let mut sent = Vec::new();
         for (index, slot) in board.live_slots() {
-            if slot.pid != target.pid || target.queue.is_some_and(|q| q != slot.queue_id) {
+            // The pid as this controller sees the process (a container's from the host: its
+            // host pid), else the pid in its own namespace.
+            let pid = locate(slot.pid_ns, slot.pid).pid.unwrap_or(slot.pid);
+            if pid != target.pid || target.queue.is_some_and(|q| q != slot.queue_id) {
                 continue;
             }
-            if !is_alive(slot.owner()) {
-                out.push(Outcome { node, pid: slot.pid, queue: slot.queue_id, result: Err(format!("process {} is gone (its slots stay until a live process or `xhsactl board clean` clears them)", slot.pid)) });
+            if !board.is_held(index) {
+                out.push(Outcome { node, pid, queue: slot.queue_id, result: Err(format!("process {pid} is gone (its slots stay until a live process or `xhsactl board clean` clears them)")) });
                 continue;
             }
             let (op, level) = req.op();
-            match board.send_control(index, op, level, uid, monotonic_ns()) {
-                Some(seq) => sent.push((index, slot.queue_id, seq, std::time::Instant::now())),
-                None => out.push(Outcome { node, pid: slot.pid, queue: slot.queue_id, result: Err("another controller kept the queue's control words busy; try again".into()) }),
+            match board.send_control(index, op, level, monotonic_ns()) {
+                Ok(request) => sent.push((index, slot.queue_id, request, std::time::Instant::now())),
+                Err(e) => out.push(Outcome { node, pid, queue: slot.queue_id, result: Err(format!("{e}; nothing was sent")) }),
             }
         }
-        for (index, queue, seq, sent_at) in sent {
+        for (index, queue, request, sent_at) in sent {
+            let seq = request.seq;
             let result = match board.wait_ack(index, seq, ANSWER_WAIT) {
                 Some(a) if a.status == ACK_APPLIED => {
                     let took = format!(" (answered in {:.1} ms)", sent_at.elapsed().as_secs_f64() * 1e3);
@@ -144,6 +147,11 @@ pub fn send(dir: &Path, target: Target, req: Request) -> Result<Vec<Outcome>, St
                     a.detail
                 )),
                 Some(a) if a.status == ACK_BAD_LEVEL => Err(format!("refused by the process: {} is not a level (-256..=255)", req.op().1)),
+                Some(a) if a.status == ACK_NOT_PERMITTED => Err(format!(
+                    "refused by the process: uid {} may not steer it (only root and the process's own user may)",
+                    a.detail
+                )),
+                Some(a) if a.status == ACK_UNVERIFIED => Err("refused by the process: it could not verify who sent the request (its request file was missing or changed)".into()),
                 Some(a) if a.status == ACK_UNKNOWN_OP => Err("refused by the process: the queue is not scheduled by libxhsa any more (destroyed or degraded), or its libxhsa does not know this request".into()),
                 Some(a) => Err(format!("the process answered with an unknown status {}", a.status)),
                 None => Err(format!("no answer within {} s: the process's libxhsa watcher did not answer (stopped, or busy)", ANSWER_WAIT.as_secs())),
@@ -196,7 +204,7 @@ pub fn clean(dir: &Path, force: bool) -> Result<Vec<String>, String> {
     for (path, _) in files {
         match SharedBoard::open_existing(&path) {
             Ok(board) => {
-                let cleared = board.cleanup_stale(is_alive);
+                let cleared = board.cleanup_dead();
                 let live = board.live_slots();
                 let users: Vec<u32> = mapped_by(&path).into_iter().filter(|p| *p != std::process::id()).collect();
                 drop(board);
@@ -237,7 +245,7 @@ mod tests {
         let place = BoardPlace { dir: dir.clone(), group: None };
         // A process that is gone: a child that exited.
         let child = std::process::Command::new("true").spawn().unwrap();
-        let dead = Owner { pid: child.id(), start_time: 1 };
+        let dead = Owner { pid: child.id(), token: 1 };
         let mut child = child;
         child.wait().unwrap();
         {
@@ -253,11 +261,12 @@ mod tests {
         assert!(lines[1].starts_with("kept") && lines[1].contains("gpu8") && lines[1].contains(&std::process::id().to_string()), "{lines:?}");
         assert!(!place.path(7, nix::unistd::getuid().as_raw()).exists());
         // A board of another layout stays unless forced.
-        let old = dir.join("xhsa-u0-gpu9.board");
+        let old = dir.join(format!("xhsa-u{}-gpu9.board", nix::unistd::getuid().as_raw()));
         let mut bytes = vec![0u8; 4096];
         bytes[..8].copy_from_slice(b"XHSABRD\0");
         bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
         std::fs::write(&old, &bytes).unwrap();
+        std::fs::set_permissions(&old, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
         assert!(clean(&dir, false).unwrap().iter().any(|l| l.starts_with("not removed") && l.contains("--force")));
         assert!(old.exists());
         assert!(clean(&dir, true).unwrap().iter().any(|l| l.starts_with("removed") && l.contains("gpu9")));

@@ -25,7 +25,16 @@ struct GpuJ<'a> {
 
 #[derive(Serialize)]
 struct ProcessJ<'a> {
+    /// The pid as this monitor sees it (a container's process: its host pid, when visible).
     pid: u32,
+    /// The pid in the process's own namespace.
+    ns_pid: u32,
+    /// Runs in another pid namespace (a container).
+    container: bool,
+    /// `pid` is a pid of this monitor's namespace.
+    visible: bool,
+    cgroup: Option<&'a str>,
+    uid: u32,
     name: &'a str,
     alive: bool,
     queues: Vec<QueueJ<'a>>,
@@ -106,7 +115,15 @@ pub fn render(s: &Snapshot) -> String {
             .map(|g| GpuJ {
                 node: g.node,
                 board: g.board.display().to_string(),
-                processes: g.processes.iter().map(|p| ProcessJ { pid: p.pid, name: &p.name, alive: p.alive, queues: p.queues.iter().map(queue).collect() }).collect(),
+                processes: g.processes.iter().map(|p| ProcessJ {
+                        pid: p.pid,
+                        ns_pid: p.ns_pid,
+                        container: p.other_namespace,
+                        visible: p.visible,
+                        cgroup: p.cgroup.as_deref(),
+                        uid: p.uid,
+                        name: &p.name,
+                        alive: p.alive, queues: p.queues.iter().map(queue).collect() }).collect(),
             })
             .collect(),
         problems: &s.problems,

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use xhsa_board::layout::Slot;
 use xhsa_model::clock::monotonic_ns;
-use xhsa_board::owner::{is_alive, process_name};
+use xhsa_board::owner::{locate, process_name};
 use xhsa_board::place::board_files;
 use xhsa_board::shared::{BoardError, SharedBoard};
 use xhsa_model::stats::{latency_bucket_limit_us, QueueState, FLAG_HELD, FLAG_OVERRIDDEN, FLAG_PAUSED, LATENCY_BUCKETS};
@@ -44,7 +44,19 @@ pub struct Gpu {
 /// One process on a board.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Process {
+    /// Its pid as this monitor sees it: on the host, a container's process shows its host pid;
+    /// when it cannot be seen from here (another container), the pid in its own namespace.
     pub pid: u32,
+    /// Its pid in its own pid namespace (what the process itself sees).
+    pub ns_pid: u32,
+    /// It runs in another pid namespace than this monitor (a container).
+    pub other_namespace: bool,
+    /// Whether [`Process::pid`] is a pid of this monitor's namespace.
+    pub visible: bool,
+    /// Its cgroup (names the container or pod), when visible.
+    pub cgroup: Option<String>,
+    /// Its real uid.
+    pub uid: u32,
     /// The process name it published (`comm`).
     pub name: String,
     /// Whether it still runs (a crashed process's slots stay until a live one clears them).
@@ -185,15 +197,29 @@ pub fn read_board(path: &Path, node: u32, now: u64) -> Result<Gpu, BoardError> {
 
 /// The [`Gpu`] an open board shows now.
 pub fn gpu_of(board: &SharedBoard, path: &Path, node: u32, now: u64) -> Gpu {
-    let mut procs: BTreeMap<u32, Process> = BTreeMap::new();
+    // By owner, not by pid: processes of two containers may have the same pid.
+    let mut procs: BTreeMap<(u64, u32, u64), Process> = BTreeMap::new();
     for (index, slot) in board.live_slots() {
-        let p = procs.entry(slot.pid).or_insert_with(|| Process { pid: slot.pid, name: slot.name(), alive: is_alive(slot.owner()), queues: Vec::new() });
+        let p = procs.entry((slot.pid_ns, slot.pid, slot.owner_token)).or_insert_with(|| {
+            let at = locate(slot.pid_ns, slot.pid);
+            Process {
+                pid: at.pid.unwrap_or(slot.pid),
+                ns_pid: slot.pid,
+                other_namespace: at.other_namespace,
+                visible: at.pid.is_some(),
+                cgroup: at.cgroup,
+                uid: slot.owner_uid,
+                name: slot.name(),
+                alive: board.is_held(index),
+                queues: Vec::new(),
+            }
+        });
         if p.name.is_empty() {
             p.name = slot.name();
         }
-        if p.name.is_empty() && p.alive {
+        if p.name.is_empty() && p.alive && p.visible {
             // A slot read between its claim and its first publish.
-            p.name = process_name(slot.pid).unwrap_or_default();
+            p.name = process_name(p.pid).unwrap_or_default();
         }
         p.queues.push(Queue::from_slot(&slot, index, now));
     }
@@ -262,7 +288,9 @@ mod tests {
         for (off, v) in [(8, 2u32), (12, 4), (16, 128), (20, 2), (24, 64), (28, 1)] {
             bytes[off..off + 4].copy_from_slice(&v.to_le_bytes());
         }
-        std::fs::write(dir.join("xhsa-u0-gpu1.board"), &bytes).unwrap();
+        let file = dir.join(format!("xhsa-u{}-gpu1.board", nix::unistd::getuid().as_raw()));
+        std::fs::write(&file, &bytes).unwrap();
+        std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
         let s = take(&dir);
         assert!(s.gpus.is_empty());
         assert_eq!(s.problems.len(), 1);

@@ -33,7 +33,12 @@ pub fn render(s: &Snapshot) -> String {
             for q in &p.queues {
                 let state = if q.paused { format!("{}*", q.state.name()) } else { q.state.name().to_string() };
                 let name: String = p.name.chars().take(11).collect();
-                let dead = if p.alive { "" } else { " (gone)" };
+                let mut dead = if p.alive { String::new() } else { " (gone)".to_string() };
+                if p.other_namespace {
+                    let cg = p.cgroup.as_deref().map(|c| format!(", cgroup {c}")).unwrap_or_default();
+                    let seen = if p.visible { "" } else { ", not visible from here" };
+                    dead.push_str(&format!(" (container: pid {} inside{seen}{cg})", p.ns_pid));
+                }
                 let _ = writeln!(
                     out,
                     "{:>7} {:<11} {:>4} {:>4} {:>4} {:<9} {:>4} {:>4} {:>9} {:>4} {:>7}{dead}",

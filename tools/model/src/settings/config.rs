@@ -29,6 +29,8 @@
 //! priority = 0                      # default level of every process, -256..=255
 //! window = 2                        # W, 1..=1024
 //! passthrough_libs = ["libhipblas.so", "librocblas.so.4"]   # or one comma-separated string
+//! board_dir = "/var/run/xhsa"      # directory of the per-GPU boards (XHSA_BOARD_DIR wins); all
+//!                                   #   processes sharing a GPU, in any container, use the same one
 //! board_group = "mlusers"           # share the per-GPU board with this group (name or gid);
 //!                                   #   without it each user's processes have their own board
 //! control_max_level = 0             # the highest level `xhsactl set-priority` may give this
@@ -44,7 +46,7 @@
 //! priority = 20
 //! ```
 //!
-//! Top-level keys: `priority`, `window`, `passthrough_libs`, `board_group`, `control_max_level`, `process`, `library`; rule keys:
+//! Top-level keys: `priority`, `window`, `passthrough_libs`, `board_dir`, `board_group`, `control_max_level`, `process`, `library`; rule keys:
 //! `name`, `priority`. An unknown key is reported with the accepted ones and ignored; a rule
 //! without a valid `name` and `priority` is reported and skipped; a file that is not TOML is
 //! reported and ignored as a whole.
@@ -98,7 +100,7 @@ pub const DEFAULT_BOARD_DIR: &str = "/dev/shm";
 const ACCEPTED_PRIORITY: &str = "an integer in -256..=255 (higher is more urgent)";
 const ACCEPTED_WINDOW: &str = "an integer in 1..=1024";
 const ACCEPTED_BOOL: &str = "one of 0, 1, true, false, yes, no";
-const CONFIG_KEYS: &[&str] = &["priority", "window", "passthrough_libs", "board_group", "control_max_level", "process", "library"];
+const CONFIG_KEYS: &[&str] = &["priority", "window", "passthrough_libs", "board_dir", "board_group", "control_max_level", "process", "library"];
 const RULE_KEYS: &[&str] = &["name", "priority"];
 
 /// A setting that could not be used as given.
@@ -359,6 +361,8 @@ pub struct Config {
     pub process_rules: Vec<Rule>,
     /// `[[library]]` rules, in file order.
     pub library_rules: Vec<Rule>,
+    /// `board_dir`.
+    pub board_dir: Option<PathBuf>,
     /// `board_group`.
     pub board_group: Option<GroupSpec>,
     /// `control_max_level`.
@@ -442,6 +446,20 @@ impl Config {
                         "using no passthrough libraries from the file",
                     )),
                 },
+                "board_dir" => {
+                    config.board_dir = match value {
+                        toml::Value::String(dir) if dir.trim().starts_with('/') => Some(PathBuf::from(dir.trim())),
+                        _ => None,
+                    };
+                    if config.board_dir.is_none() {
+                        errors.push(SettingError::new(
+                            at(key),
+                            Some(value_text(value)),
+                            "expected an absolute directory path (a string starting with '/')",
+                            "XHSA_BOARD_DIR, else /dev/shm",
+                        ));
+                    }
+                }
                 "board_group" => {
                     config.board_group = match value {
                         toml::Value::Integer(n) => u32::try_from(*n).ok().map(GroupSpec::Id),
@@ -715,10 +733,10 @@ impl Settings {
             window: env.window.or(config.window).unwrap_or_default(),
             passthrough,
             env_priority: env.priority,
-            config,
             config_path: env.config_path,
             log: env.log,
-            board_dir: env.board_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_BOARD_DIR)),
+            board_dir: env.board_dir.or_else(|| config.board_dir.clone()).unwrap_or_else(|| PathBuf::from(DEFAULT_BOARD_DIR)),
+            config,
         }
     }
 
@@ -847,6 +865,16 @@ mod tests {
         assert_eq!(s.config.board_group, None);
         let (s, _) = Settings::load(env(&[("XHSA_BOARD_DIR", "/run/xhsa")]), |_| panic!("no file"));
         assert_eq!(s.board_dir, PathBuf::from("/run/xhsa"));
+        let (c, errors) = Config::parse("board_dir = \"/srv/xhsa\"", "f");
+        assert!(errors.is_empty());
+        assert_eq!(Settings::combine(EnvSettings::default(), c.clone()).board_dir, PathBuf::from("/srv/xhsa"));
+        let env_dir = EnvSettings { board_dir: Some("/run/xhsa".into()), ..EnvSettings::default() };
+        assert_eq!(Settings::combine(env_dir, c).board_dir, PathBuf::from("/run/xhsa"), "the environment wins");
+        for bad in ["board_dir = \"relative/dir\"", "board_dir = 3", "board_dir = \"\""] {
+            let (c, errors) = Config::parse(bad, "f");
+            assert_eq!(c.board_dir, None, "{bad}");
+            assert!(errors[0].to_string().contains("absolute directory path"), "{}", errors[0]);
+        }
         let (c, errors) = Config::parse("board_group = \"mlusers\"", "f");
         assert!(errors.is_empty());
         assert_eq!(c.board_group, Some(GroupSpec::Name("mlusers".into())));
@@ -1027,7 +1055,7 @@ mod tests {
         assert_eq!(
             text[1],
             "/etc/xhsa.toml: windw=\"3\": unknown key `windw`; accepted keys: `priority`, `window`, \
-             `passthrough_libs`, `board_group`, `control_max_level`, `process`, `library`; ignoring it"
+             `passthrough_libs`, `board_dir`, `board_group`, `control_max_level`, `process`, `library`; ignoring it"
         );
         assert_eq!(
             text[0],
