@@ -120,3 +120,39 @@ fn each_gpu_of_a_process_is_scheduled_on_its_own() {
     assert_eq!(boards.len(), 2, "one board per GPU\n{}", out.report());
     assert_eq!(throttled_ns(&out), 0, "the low-priority queue of GPU 1 was held back by GPU 0's work\n{}", out.report());
 }
+
+/// An idle high-priority server (one kernel, then waiting) holds nobody back beyond a moment:
+/// its last packets were written while it was alone on the board, with no tracking barrier, and
+/// still counted as in flight; once a batch process shows up with work, the server's watcher has
+/// them tracked, their completion is counted, and the batch process runs on. Before, the batch
+/// process stayed throttled (and preempted most of the time, the starvation bound putting it
+/// back now and then) for as long as the server idled.
+#[test]
+fn an_idle_high_priority_server_holds_nobody_back() {
+    let _lock = run_lock(true);
+    let dir = DeviceDir::new("idle-server");
+    let board = dir.file("board");
+    std::fs::create_dir_all(&board).unwrap();
+    let server = spawn_under_emu(&common::program("hip_idle"), &["30"], &opts(&dir, &board, "10", "auto"));
+    if server.wait_for_line(|l| l == "XHSA_IDLE_BEGIN", Duration::from_secs(60)).is_none() {
+        panic!("the server never went idle\n{}", server.wait().report());
+    }
+    let stop = dir.file("stop");
+    let prog = common::program("shared_hip");
+    let busy = spawn_under_emu(&prog, &["busy", stop.to_str().unwrap(), "30"], &opts(&dir, &board, "-10", "auto"));
+    if busy.wait_for_line(|l| l == "BUSY_RUNNING", Duration::from_secs(30)).is_none() {
+        std::fs::write(&stop, b"").unwrap();
+        panic!("the busy program never reported BUSY_RUNNING\n{}", busy.wait().report());
+    }
+    // The batch job runs a while beside the idle server (its running time is the scenario).
+    std::thread::sleep(Duration::from_secs(3));
+    std::fs::write(&stop, b"").unwrap();
+    let busy = busy.wait();
+    server.kill_group(libc::SIGKILL);
+    let server = server.wait();
+    assert_passed(&busy);
+    // One starvation period (XHSA_PREEMPT_MAX_MS, 100 ms by default) at most; the batch job ran 3 s.
+    let bound_ns = 100_000_000;
+    assert!(throttled_ns(&busy) < bound_ns, "the batch job was held back by an idle server\n{}\n{}", busy.report(), server.report());
+    assert!(preempted_us(&busy) * 1000 < bound_ns, "the batch job was preempted for an idle server\n{}\n{}", busy.report(), server.report());
+}

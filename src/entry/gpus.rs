@@ -26,6 +26,10 @@ pub(crate) struct Gpu {
     pub pass_wanted: AtomicBool,
     /// Some queue waits for hardware room: the application's read-index polls retry a pass.
     pub stalled: AtomicBool,
+    /// Some queue has untracked packets on the hardware ([`Scheduler::has_untracked`]): when
+    /// another process shows up with work, the watcher asks for a pass that tracks them, so
+    /// their completions are counted even if this process submits nothing more.
+    pub untracked: AtomicBool,
     /// The board was tried (once).
     pub board_tried: AtomicBool,
     /// The GPU's preemption, once its board and the runtime's KFD descriptor are known.
@@ -77,6 +81,7 @@ impl Gpus {
             sched: Mutex::new(Scheduler::new(self.window, self.faults.clone())),
             pass_wanted: AtomicBool::new(false),
             stalled: AtomicBool::new(false),
+            untracked: AtomicBool::new(false),
             board_tried: AtomicBool::new(false),
             preempt: OnceLock::new(),
             trace: self.trace.as_ref().map(|t| Mutex::new(QueueTracer::new(t.recorder()))),

@@ -129,6 +129,7 @@ fn run<R>(gpu: usize, wait: bool, f: impl FnOnce(&mut Scheduler, &ProcessMemory,
         match catch_unwind(AssertUnwindSafe(|| f(&mut s, &ProcessMemory, &hw, now))) {
             Ok(r) => {
                 gpu.stalled.store(s.stalled(), Ordering::Relaxed);
+                gpu.untracked.store(s.has_untracked(), Ordering::Relaxed);
                 if let Some(t) = &gpu.trace {
                     trace_queues(t, &s, now);
                 }
@@ -488,6 +489,11 @@ fn start_preemption(g: &Global, gpu: usize, link: std::sync::Arc<crate::board::l
     };
     let pre = std::sync::Arc::new(crate::preempt::Preemption::new(settings, port, Box::new(now_ns)));
     pre.set_control(std::sync::Arc::new(move |q, c| control(gpu, q, c)));
+    pre.set_track_untracked(std::sync::Arc::new(move || {
+        if global().gpus.get(gpu).is_some_and(|g| g.untracked.load(Ordering::Relaxed)) {
+            doorbell_pass(gpu);
+        }
+    }));
     if this.preempt.set(pre.clone()).is_ok() && crate::preempt::watcher::spawn(pre, link) && settings.mode != crate::preempt::PreemptMode::Off {
         tracing::info!("xhsa: preemption {} (starvation bound {} ms, budget {} %)", settings.mode, settings.max_preempted_ns / 1_000_000, settings.budget_pct);
     }

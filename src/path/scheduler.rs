@@ -502,6 +502,13 @@ impl Scheduler {
         self.stalled
     }
 
+    /// Whether some queue has packets on the hardware that no tracking barrier follows yet
+    /// (written while completions did not matter: the process was alone on the board). Their
+    /// completions are counted only once a pass tracks them; until then they count as in flight.
+    pub fn has_untracked(&self) -> bool {
+        self.queues.values().any(|q| q.mode == Mode::Scheduled && q.untracked.is_some())
+    }
+
     /// The priority the queue's application and the config ask for now (the application set a
     /// stream priority); the effective priority is that, unless an operator's level overrides
     /// it ([`Scheduler::set_override`]).

@@ -91,6 +91,8 @@ pub struct Preemption {
     settings: PreemptSettings,
     /// Carries out controllers' requests, once the process set it.
     control: std::sync::OnceLock<ControlSink>,
+    /// Asks the scheduler to track packets it wrote untracked (never waits).
+    track_untracked: std::sync::OnceLock<Arc<dyn Fn() + Send + Sync>>,
     inner: Mutex<Inner>,
     said_broken: AtomicBool,
     clock: Box<dyn Fn() -> Nanos + Send + Sync>,
@@ -123,12 +125,20 @@ impl Preemption {
             restores: 0,
             off_ns: 0,
         };
-        Preemption { settings, control: std::sync::OnceLock::new(), inner: Mutex::new(inner), said_broken: AtomicBool::new(false), clock }
+        Preemption { settings, control: std::sync::OnceLock::new(), track_untracked: std::sync::OnceLock::new(), inner: Mutex::new(inner), said_broken: AtomicBool::new(false), clock }
     }
 
     /// Whether queues may be taken off at all (preemption on and KFD reachable).
     pub fn enabled(&self) -> bool {
         self.settings.mode != super::settings::PreemptMode::Off
+    }
+
+    /// Sets what asks the scheduler to track the packets it wrote untracked (once): called when
+    /// other processes have work while this one shows packets in flight, which may be done
+    /// already without anyone having counted them (an idle server whose last packets were
+    /// written while it was alone).
+    pub fn set_track_untracked(&self, ask: Arc<dyn Fn() + Send + Sync>) {
+        let _ = self.track_untracked.set(ask);
     }
 
     /// Sets what carries out controllers' requests (once).
@@ -239,6 +249,13 @@ impl Preemption {
             g = self.lock();
         }
         let (mut mine, others) = watch.view();
+        if !others.is_empty() && mine.iter().any(|m| m.in_flight > 0) {
+            if let Some(ask) = self.track_untracked.get() {
+                drop(g);
+                ask();
+                g = self.lock();
+            }
+        }
         for m in &mut mine {
             m.preemptable = g.known.contains_key(&m.id);
         }
