@@ -114,6 +114,34 @@ pub struct BoardLink {
     own_waiting: AtomicBool,
     /// A change of this process's queues may concern its own watcher.
     own_interest: AtomicBool,
+    /// When the link was opened, and whether the lonely-board check ran ([`lonely_board`]).
+    opened_at: std::time::Instant,
+    lonely_checked: AtomicBool,
+}
+
+/// Where KFD lists the processes that have it open (one directory per process, named by its
+/// pid in the initial pid namespace; sysfs is not namespaced, so a container sees them all).
+pub const KFD_PROCESSES: &str = "/sys/class/kfd/kfd/proc";
+
+/// How long after opening the board the lonely-board check waits, so that processes started
+/// together have joined.
+const LONELY_AFTER: Duration = Duration::from_secs(2);
+
+/// The warning for a process alone on its board while other processes use the GPU driver: they
+/// are in other containers (a private `/dev/shm`), or use another board directory, user or
+/// group, and are not coordinated with this one. `kfd_processes` counts the processes KFD lists
+/// (this one among them), `others_on_board` the other processes' live slots.
+pub fn lonely_board(kfd_processes: usize, others_on_board: usize, board: &std::path::Path) -> Option<String> {
+    (others_on_board == 0 && kfd_processes >= 2).then(|| {
+        format!(
+            "xhsa: {} other process(es) use the GPU driver (KFD), but none of them is on this process's board {}: \
+             processes in other containers (each with its own /dev/shm), or with another XHSA_BOARD_DIR, user or \
+             board_group, are not scheduled with this one. To share the board, mount one host directory into every \
+             container and point XHSA_BOARD_DIR (or board_dir in the config) at it: docs/deployment.md",
+            kfd_processes - 1,
+            board.display()
+        )
+    })
 }
 
 impl BoardLink {
@@ -133,6 +161,8 @@ impl BoardLink {
             others: AtomicBool::new(false),
             own_waiting: AtomicBool::new(false),
             own_interest: AtomicBool::new(true),
+            opened_at: std::time::Instant::now(),
+            lonely_checked: AtomicBool::new(false),
         })
     }
 
@@ -347,6 +377,13 @@ impl Watch for BoardLink {
 
     fn housekeeping(&self) {
         self.cleanup_dead();
+        if self.opened_at.elapsed() >= LONELY_AFTER && !self.lonely_checked.swap(true, Ordering::Relaxed) {
+            let kfd = std::fs::read_dir(KFD_PROCESSES).map_or(0, |d| d.filter_map(Result::ok).filter(|e| e.file_name().to_str().is_some_and(|n| n.parse::<u32>().is_ok())).count());
+            let others = self.board.live_slots().iter().filter(|(i, s)| !(s.owner() == self.me && self.board.holds(*i))).count();
+            if let Some(msg) = lonely_board(kfd, others, self.path()) {
+                tracing::warn!("{msg}");
+            }
+        }
     }
 
     fn preempted(&self, queues: &[QueueId], off: bool) {
@@ -511,6 +548,16 @@ mod tests {
         let board = SharedBoard::open_existing(link.path()).unwrap();
         assert_eq!(board.snapshot().len(), 1, "the parent's slot stays");
         std::fs::remove_dir_all(&place.dir).unwrap();
+    }
+
+    #[test]
+    fn a_process_alone_on_its_board_beside_other_kfd_users_is_told_how_to_share_it() {
+        let board = std::path::Path::new("/dev/shm/xhsa-u0-gpu1.board");
+        let msg = lonely_board(3, 0, board).expect("two other KFD processes, nobody on the board");
+        assert!(msg.contains("2 other process(es)") && msg.contains("XHSA_BOARD_DIR") && msg.contains("/dev/shm/xhsa-u0-gpu1.board"), "{msg}");
+        assert_eq!(lonely_board(1, 0, board), None, "alone on the GPU: nothing to say");
+        assert_eq!(lonely_board(0, 0, board), None, "KFD lists nobody (not readable): nothing to say");
+        assert_eq!(lonely_board(3, 1, board), None, "someone else is on the board");
     }
 
     #[test]
