@@ -67,6 +67,7 @@ pub const EXPORTED_SYMBOLS: &[&str] = &[
     "OnLoad",
     "hsaKmtCreateQueue",
     "ioctl",
+    "hsa_shut_down",
     "hsa_queue_create",
     "hsa_queue_destroy",
     "hsa_queue_inactivate",

@@ -49,11 +49,13 @@ pub enum Hook {
     QueueSetPriority,
     /// `hsa_amd_queue_get_info` (ROCm 6.x only: the AMD extension table of major 2).
     QueueGetInfo,
+    /// `hsa_shut_down`.
+    ShutDown,
 }
 
 impl Hook {
     /// Every hook, in declaration order (`ALL[h as usize] == h`).
-    pub const ALL: [Hook; 28] = [
+    pub const ALL: [Hook; 29] = [
         Hook::QueueCreate,
         Hook::QueueDestroy,
         Hook::QueueInactivate,
@@ -82,6 +84,7 @@ impl Hook {
         Hook::QueueCuGetMask,
         Hook::QueueSetPriority,
         Hook::QueueGetInfo,
+        Hook::ShutDown,
     ];
 }
 
@@ -104,6 +107,7 @@ const FN_PTR: usize = 8;
 
 /// The core-table entries, identical in major 1 (ROCm 5.x) and 2 (ROCm 6.x).
 const CORE_FIELDS: &[(Hook, usize)] = &[
+    (Hook::ShutDown, 24),
     (Hook::QueueCreate, 72),
     (Hook::QueueDestroy, 88),
     (Hook::QueueInactivate, 96),
@@ -257,6 +261,7 @@ mod tests {
             let off = |h| p.patches.iter().find(|x| x.hook == h).unwrap().offset;
             use Hook::*;
             let core = [
+                (ShutDown, offset_of!(CoreApiTable, hsa_shut_down_fn)),
                 (QueueCreate, offset_of!(CoreApiTable, hsa_queue_create_fn)),
                 (QueueDestroy, offset_of!(CoreApiTable, hsa_queue_destroy_fn)),
                 (QueueInactivate, offset_of!(CoreApiTable, hsa_queue_inactivate_fn)),

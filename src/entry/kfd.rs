@@ -96,8 +96,11 @@ pub(crate) fn own_call<T>(f: impl FnOnce() -> T) -> T {
 
 /// The runtime's `AMDKFD_IOC_UPDATE_QUEUE` (a priority change through ROCr): libxhsa keeps the
 /// queue's priority and percentage for when it puts a deactivated queue back, and keeps a
-/// queue it deactivated off (percentage 0) until then. Returns the arguments to pass on.
-fn runtime_update(request: libc::c_ulong, arg: *mut libc::c_void) -> Option<UpdateQueueArgs> {
+/// queue it deactivated off (percentage 0) until then. `send` makes the call with the
+/// arguments to pass on, under the preemption's lock of the queue's GPU (so no put-back runs
+/// between the decision and the call); `None` when no GPU's preemption knows the queue (the
+/// caller makes the call as it is).
+fn runtime_update(request: libc::c_ulong, arg: *mut libc::c_void, send: &mut dyn FnMut(Option<&mut UpdateQueueArgs>) -> libc::c_int) -> Option<libc::c_int> {
     let size = ((request >> 16) & 0x3fff) as usize;
     if arg.is_null() || size != std::mem::size_of::<UpdateQueueArgs>() || OWN_CALL.with(|c| c.get()) {
         return None;
@@ -106,13 +109,20 @@ fn runtime_update(request: libc::c_ulong, arg: *mut libc::c_void) -> Option<Upda
     // SAFETY: the caller passes `size` bytes of UPDATE_QUEUE arguments at `arg` (checked above to
     // be the struct's size).
     unsafe { std::ptr::copy_nonoverlapping(arg as *const u8, (&mut a as *mut UpdateQueueArgs).cast::<u8>(), size) };
-    let mut pct = a.queue_percentage;
     for (_, gpu) in super::global().gpus.iter() {
-        if let Some(pre) = gpu.preempt.get() {
-            pct = pct.min(pre.runtime_update(a.queue_id, a.queue_priority, a.queue_percentage));
+        let Some(pre) = gpu.preempt.get() else { continue };
+        let sent = pre.runtime_update(a.queue_id, a.queue_priority, a.queue_percentage, |pct| {
+            if pct == a.queue_percentage {
+                send(None)
+            } else {
+                send(Some(&mut UpdateQueueArgs { queue_percentage: pct, ..a }))
+            }
+        });
+        if sent.is_some() {
+            return sent;
         }
     }
-    (pct != a.queue_percentage).then_some(UpdateQueueArgs { queue_percentage: pct, ..a })
+    None
 }
 
 /// `ioctl`: libc's, with KFD's CREATE_QUEUE recorded and UPDATE_QUEUE kept from putting back a
@@ -133,12 +143,17 @@ pub unsafe extern "C" fn ioctl(fd: libc::c_int, request: libc::c_ulong, arg: *mu
     // SAFETY: the next definition of ioctl (libc's, or another interposer's).
     let real: IoctlFn = unsafe { std::mem::transmute::<usize, IoctlFn>(p) };
     if is_kfd(request, 0x07) {
-        let mut changed = None;
-        record(|_| changed = runtime_update(request, arg));
-        if let Some(mut a) = changed {
+        let mut sent = None;
+        let mut send = |changed: Option<&mut UpdateQueueArgs>| match changed {
             // SAFETY: the caller's request with our copy of its arguments (same size and type),
             // which lives for the call.
-            return unsafe { real(fd, request, (&mut a as *mut UpdateQueueArgs).cast()) };
+            Some(a) => unsafe { real(fd, request, (a as *mut UpdateQueueArgs).cast()) },
+            // SAFETY: the caller's arguments, passed on unchanged.
+            None => unsafe { real(fd, request, arg) },
+        };
+        record(|_| sent = runtime_update(request, arg, &mut send));
+        if let Some(r) = sent {
+            return r;
         }
     }
     // SAFETY: the caller's arguments, passed on unchanged.

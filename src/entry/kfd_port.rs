@@ -69,6 +69,12 @@ impl KfdPort for RuntimeKfd {
         self.clear_new()
     }
 
+    fn disable_debug_trap(&mut self) -> Result<(), KfdFailure> {
+        own_call(|| self.kfd.dbg_trap_disable(self.pid)).map_err(failure)?;
+        self.debug_pipe = None;
+        Ok(())
+    }
+
     fn suspend(&mut self, ids: &mut [u32]) -> Result<u32, KfdFailure> {
         own_call(|| self.kfd.dbg_trap_suspend_queues(self.pid, ids, 0, 0)).map_err(failure)
     }

@@ -33,6 +33,7 @@ pub mod api_table;
 mod gpus;
 pub mod kfd;
 mod kfd_port;
+mod lifecycle;
 mod memory;
 mod origin;
 pub mod preload;
@@ -67,6 +68,8 @@ pub(crate) struct Global {
     pub preempt_settings: PreemptSettings,
     /// `XHSA_TRACE`: the process's trace, when one is written.
     pub trace: Option<Arc<crate::trace::Sink>>,
+    /// The runtime shut down (the last `hsa_shut_down`).
+    pub runtime_down: AtomicBool,
 
     announced_preload: AtomicBool,
     /// Whether `info` is enabled: decides at start-up whether the exit summary is written.
@@ -131,10 +134,12 @@ pub(crate) fn global() -> &'static Global {
             comm: std::fs::read_to_string("/proc/self/comm").ok().map(|s| s.trim_end().to_string()),
         };
         let trace = start_trace(&identity);
+        lifecycle::note_start();
         let summary_at_exit = tracing::enabled!(tracing::Level::INFO);
         Global {
             gpus: gpus::Gpus::new(settings.window, faults.clone(), trace.clone()),
             trace,
+            runtime_down: AtomicBool::new(false),
             warn_at_exit: tracing::enabled!(tracing::Level::WARN),
             error_at_exit: tracing::enabled!(tracing::Level::ERROR),
             settings,
@@ -253,6 +258,11 @@ pub(crate) fn next_symbol(cell: &AtomicUsize, lib: &CStr, name: &CStr) -> usize 
 extern "C" fn at_exit() {
     let _ = std::panic::catch_unwind(|| {
         let Some(g) = GLOBAL.get() else { return };
+        if lifecycle::is_forked_child() {
+            // The parent's queues, board slots and trace: none of them this process's to touch
+            // (and a lock the parent's threads held at the fork would never be let go).
+            return;
+        }
         // The scheduler may be held by a thread the exit interrupted: then its part is left out
         // (and its board slots are cleared by the next reader that finds this process gone).
         // Never leave a queue off the GPU.
@@ -263,7 +273,11 @@ extern "C" fn at_exit() {
         let mut costs: Vec<String> = Vec::new();
         for (_, gpu) in g.gpus.iter() {
             if let Some(p) = gpu.preempt.get() {
-                p.put_all_back();
+                if !p.put_all_back_at_exit() {
+                    // The watcher never let go (stuck in a KFD call): its counters are left out.
+                    complete = false;
+                    continue;
+                }
                 let s = p.summary();
                 pre.preemptions += s.preemptions;
                 pre.restores += s.restores;

@@ -74,6 +74,18 @@ pub unsafe extern "C" fn hsa_queue_create(
     unsafe { queues::queue_create(real, agent, size, kind, callback, data, private_size, group_size, queue) }
 }
 
+/// `hsa_shut_down`: every queue back on the GPU and the debug trap off first; preemption retires
+/// with the runtime (see `lifecycle::shut_down`).
+///
+/// # Safety
+///
+/// `hsa_shut_down`'s contract: the runtime is initialized.
+#[no_mangle]
+pub unsafe extern "C" fn hsa_shut_down() -> hsa_status_t {
+    // SAFETY: ROCr's definition (or None).
+    unsafe { super::lifecycle::shut_down(next!(c"hsa_shut_down", super::lifecycle::ShutDownFn)) }
+}
+
 /// `hsa_queue_destroy`: a shadow is drained and freed with its hardware queue.
 ///
 /// # Safety

@@ -768,6 +768,11 @@ pub(crate) unsafe fn queue_inactivate(real: Option<QueueFn>, queue: *mut hsa_que
     let Some(real) = real else { return HSA_STATUS_ERROR };
     let target = match SHADOWS.get(queue as u64) {
         Some(id) => {
+            // Back on the GPU first and forgotten: an inactive queue is never taken off again,
+            // and KFD may give its id to a new queue.
+            if let Some(pre) = global().gpus.of_queue(id).and_then(|(_, g)| g.preempt.get()) {
+                pre.forget(QueueId(id));
+            }
             with_queue(id, |s, _, _, _| s.inactivate(QueueId(id)));
             HW_OF.get(queue as u64).unwrap_or(0) as *mut hsa_queue_t
         }

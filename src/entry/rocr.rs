@@ -163,6 +163,16 @@ impl Rocr {
         (st == HSA_STATUS_SUCCESS && node != u32::MAX).then_some(node)
     }
 
+    /// Whether the runtime is initialized (`hsa_system_get_info` does not answer
+    /// `HSA_STATUS_ERROR_NOT_INITIALIZED`); `None` when ROCr's function is missing.
+    pub fn initialized(&self) -> Option<bool> {
+        let f = self.system_info?;
+        let mut major: u16 = 0;
+        // SAFETY: HSA_SYSTEM_INFO_VERSION_MAJOR writes a uint16_t.
+        let st = unsafe { f(hsa_sys::hsa::HSA_SYSTEM_INFO_VERSION_MAJOR, (&mut major as *mut u16).cast()) };
+        Some(st != hsa_sys::hsa::HSA_STATUS_ERROR_NOT_INITIALIZED)
+    }
+
     /// ROCr's build identifier (`HSA_AMD_SYSTEM_INFO_BUILD_VERSION`, e.g.
     /// `"1.5.0-local-build-unknown"`), or `None` when ROCr gives none.
     pub fn build_id(&self) -> Option<String> {

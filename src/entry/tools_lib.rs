@@ -62,6 +62,16 @@ unsafe extern "C" fn hook_queue_destroy(queue: *mut hsa_queue_t) -> hsa_status_t
     unsafe { queues::queue_destroy(orig(Hook::QueueDestroy), queue) }
 }
 
+/// The `hsa_shut_down` entry.
+///
+/// # Safety
+///
+/// `hsa_shut_down`'s contract: the runtime is initialized.
+unsafe extern "C" fn hook_shut_down() -> hsa_status_t {
+    // SAFETY: the saved original entry (or None).
+    unsafe { super::lifecycle::shut_down(orig(Hook::ShutDown)) }
+}
+
 /// The `hsa_queue_inactivate` entry.
 ///
 /// # Safety
@@ -159,6 +169,7 @@ macro_rules! hooks {
                 Hook::QueueCreate => hook_queue_create as *const () as usize,
                 Hook::QueueDestroy => hook_queue_destroy as *const () as usize,
                 Hook::QueueInactivate => hook_queue_inactivate as *const () as usize,
+                Hook::ShutDown => hook_shut_down as *const () as usize,
                 Hook::QueueSetPriority => hook_set_priority as *const () as usize,
                 Hook::QueueCuSetMask => hook_cu_set_mask as *const () as usize,
                 Hook::QueueCuGetMask => hook_cu_get_mask as *const () as usize,

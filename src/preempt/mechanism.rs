@@ -55,6 +55,10 @@ pub trait KfdPort: Send {
     fn update_queue(&mut self, t: &Target, percentage: u32) -> Result<(), KfdFailure>;
     /// `DBG_TRAP ENABLE` on this process (once).
     fn enable_debug_trap(&mut self) -> Result<(), KfdFailure>;
+    /// `DBG_TRAP DISABLE` on this process: KFD resumes every queue it suspended. The runtime
+    /// must never be left with the trap on when it shuts down: with it on, KFD's runtime-disable
+    /// blocks (ROCr 6.x shutdown hangs).
+    fn disable_debug_trap(&mut self) -> Result<(), KfdFailure>;
     /// `DBG_TRAP SUSPEND_QUEUES` (grace period 0) of `ids`; KFD marks refused ids in place.
     fn suspend(&mut self, ids: &mut [u32]) -> Result<u32, KfdFailure>;
     /// `DBG_TRAP RESUME_QUEUES` of `ids`.
@@ -76,6 +80,9 @@ impl KfdPort for NoKfd {
         Err(KfdFailure("no KFD access for this process's queues".into()))
     }
     fn enable_debug_trap(&mut self) -> Result<(), KfdFailure> {
+        Err(KfdFailure("no KFD access for this process's queues".into()))
+    }
+    fn disable_debug_trap(&mut self) -> Result<(), KfdFailure> {
         Err(KfdFailure("no KFD access for this process's queues".into()))
     }
     fn suspend(&mut self, _: &mut [u32]) -> Result<u32, KfdFailure> {
@@ -174,6 +181,26 @@ impl Mechanisms {
 
     fn suspend_possible(&self) -> bool {
         self.debug != Some(false)
+    }
+
+    /// Whether this process's debug trap is on (libxhsa enabled it to suspend queues).
+    pub fn debug_trap_on(&self) -> bool {
+        self.debug == Some(true)
+    }
+
+    /// Turns this process's debug trap off if libxhsa turned it on (KFD resumes whatever is still
+    /// suspended); a later suspend enables it again. `Err` if KFD refused (the caller logs it).
+    pub fn disable_debug_trap(&mut self) -> Result<(), String> {
+        if self.debug != Some(true) {
+            return Ok(());
+        }
+        match self.port.disable_debug_trap() {
+            Ok(()) => {
+                self.debug = None;
+                Ok(())
+            }
+            Err(e) => Err(format!("disabling the debug trap failed: {}", e.0)),
+        }
     }
 
     /// The mechanism the next preemption uses.
@@ -359,6 +386,10 @@ pub(crate) mod fake {
             if self.fail_debug {
                 return Err(KfdFailure("EBUSY".into()));
             }
+            Ok(())
+        }
+        fn disable_debug_trap(&mut self) -> Result<(), KfdFailure> {
+            self.log.lock().unwrap().push("disable".into());
             Ok(())
         }
         fn suspend(&mut self, ids: &mut [u32]) -> Result<u32, KfdFailure> {

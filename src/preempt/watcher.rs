@@ -35,6 +35,13 @@ pub const HOUSEKEEPING_NS: Nanos = 1_000_000_000;
 pub const LATENCY_SAMPLES: usize = 4096;
 /// How soon a failed put-back is retried.
 pub const RETRY_NS: Nanos = 50_000_000;
+/// How long the debug trap stays on with no queue suspended before it is turned off again
+/// (turning it on costs a KFD call and a queue snapshot; leaving it on blocks the runtime's
+/// shutdown).
+pub const DEBUG_TRAP_IDLE_NS: Nanos = 1_000_000_000;
+/// How long the exit path waits for the watcher to let go before giving up on putting queues
+/// back itself (KFD puts an exiting process's queues away anyway).
+pub const EXIT_WAIT: Duration = Duration::from_millis(100);
 
 /// What the watcher reads and waits on: the board (or a fake).
 pub trait Watch: Send + Sync {
@@ -84,6 +91,12 @@ struct Inner {
     preemptions: u64,
     restores: u64,
     off_ns: u64,
+    /// Since when the debug trap is on with no queue suspended.
+    trap_idle_since: Option<Nanos>,
+    /// The runtime shut down (`hsa_shut_down`): no more KFD calls, nothing is taken off.
+    retired: bool,
+    /// An `hsa_shut_down` runs: nothing is taken off.
+    held_for_shutdown: bool,
 }
 
 /// The process's preemption; see the module doc.
@@ -123,6 +136,9 @@ impl Preemption {
             wake_to_call: Default::default(),
             preemptions: 0,
             restores: 0,
+            trap_idle_since: None,
+            retired: false,
+            held_for_shutdown: false,
             off_ns: 0,
         };
         Preemption { settings, control: std::sync::OnceLock::new(), track_untracked: std::sync::OnceLock::new(), inner: Mutex::new(inner), said_broken: AtomicBool::new(false), clock }
@@ -165,49 +181,143 @@ impl Preemption {
 
     /// A queue KFD knows (its hardware queue was created).
     pub fn add(&self, target: Target) {
-        self.lock().known.insert(target.queue, target);
+        let mut g = self.lock();
+        if !g.retired {
+            g.known.insert(target.queue, target);
+        }
     }
 
-    /// The runtime changed a queue's KFD priority or percentage (its own `UPDATE_QUEUE`, seen
-    /// by the interposer). Returns the percentage KFD must get: 0 while libxhsa keeps the
-    /// queue deactivated, so that the runtime's call does not bring it back early (the
-    /// runtime's percentage is restored when libxhsa puts it back).
-    pub fn runtime_update(&self, kfd_id: u32, priority: u32, percentage: u32) -> u32 {
+    /// The runtime changes a queue's KFD priority or percentage (its own `UPDATE_QUEUE`, seen by
+    /// the interposer): `send` makes the runtime's call with the percentage KFD must get, 0 while
+    /// libxhsa keeps the queue deactivated, so that the runtime's call does not bring it back
+    /// early (the runtime's percentage is restored when libxhsa puts it back). The call is made
+    /// under the preemption's lock, so a put-back never runs between the decision and the call
+    /// (which would leave the queue off for good). `None` (nothing sent) for a queue this
+    /// process's preemption does not know.
+    pub fn runtime_update<R>(&self, kfd_id: u32, priority: u32, percentage: u32, send: impl FnOnce(u32) -> R) -> Option<R> {
         let mut g = self.lock();
-        let Some((q, t)) = g.known.iter_mut().find(|(_, t)| t.kfd_id == kfd_id) else { return percentage };
+        if g.retired {
+            return None;
+        }
+        let (q, t) = g.known.iter_mut().find(|(_, t)| t.kfd_id == kfd_id)?;
         t.priority = priority;
         t.percentage = percentage;
         let q = *q;
-        if g.off.get(&q) == Some(&How::Deactivate) {
-            0
-        } else {
-            percentage
-        }
+        let pct = if g.off.get(&q) == Some(&How::Deactivate) { 0 } else { percentage };
+        Some(send(pct))
     }
 
     /// A queue is being destroyed: put it back if it is off (KFD blocks destroying a
     /// suspended queue), and forget it.
+    ///
+    /// Also for `hsa_queue_inactivate` (KFD may give the id to a new queue). A suspended queue
+    /// whose resume fails is brought back by turning the debug trap off, which resumes every
+    /// queue KFD suspended (destroying a suspended queue would block forever).
     pub fn forget(&self, q: QueueId) {
         let mut g = self.lock();
         if let Some(how) = g.off.remove(&q) {
             if let Some(t) = g.known.get(&q).copied() {
                 if let Err(e) = g.mech.put_back(&[(t, how)]) {
-                    tracing::error!("xhsa: queue {q} could not be put back before its destroy: {e}");
+                    if how == How::Suspend {
+                        tracing::error!("xhsa: queue {q} could not be resumed before its destroy ({e}); turning the debug trap off, which resumes every suspended queue");
+                        Self::trap_off(&mut g);
+                    } else {
+                        tracing::error!("xhsa: queue {q} could not be put back before its destroy: {e}");
+                    }
                 }
             }
             g.restores += 1;
+            g.policy.put_back(&[q], &[], (self.clock)());
         }
         g.policy.forget(q);
         g.known.remove(&q);
     }
 
-    /// Puts every queue back (process exit). Never blocks on the watcher for long: skipped if
-    /// the lock is busy.
+    /// Turns the debug trap off: KFD resumes every queue it suspended, which then count as put
+    /// back.
+    fn trap_off(g: &mut Inner) {
+        match g.mech.disable_debug_trap() {
+            Ok(()) => {
+                let resumed: Vec<QueueId> = g.off.iter().filter(|(_, h)| **h == How::Suspend).map(|(q, _)| *q).collect();
+                for q in &resumed {
+                    g.off.remove(q);
+                }
+                g.restores += resumed.len() as u64;
+                g.trap_idle_since = None;
+            }
+            Err(e) => tracing::error!("xhsa: {e}"),
+        }
+    }
+
+    /// Puts every queue back and turns the debug trap off, waiting for the watcher's step if it
+    /// runs one (and going on after a panic in it).
     pub fn put_all_back(&self) {
-        let Ok(mut g) = self.inner.try_lock() else { return };
+        let mut g = self.lock();
+        Self::all_back(&mut g);
+    }
+
+    /// [`put_all_back`](Self::put_all_back) at process exit: waits at most [`EXIT_WAIT`] for
+    /// the watcher to let go (it may be inside a KFD call, or stopped by the exit), then gives
+    /// up (KFD puts an exiting process's queues away itself).
+    /// Returns whether it got the lock.
+    pub fn put_all_back_at_exit(&self) -> bool {
+        let deadline = std::time::Instant::now() + EXIT_WAIT;
+        loop {
+            match self.inner.try_lock() {
+                Ok(mut g) => {
+                    Self::all_back(&mut g);
+                    return true;
+                }
+                Err(std::sync::TryLockError::Poisoned(p)) => {
+                    Self::all_back(&mut p.into_inner());
+                    return true;
+                }
+                Err(std::sync::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(1)),
+                Err(std::sync::TryLockError::WouldBlock) => return false,
+            }
+        }
+    }
+
+    /// While the runtime's `hsa_shut_down` runs (`true`): every queue back, the debug trap off,
+    /// nothing taken off until `false` (the runtime still runs) or [`retire`](Self::retire).
+    pub fn hold_for_shutdown(&self, hold: bool) {
+        let mut g = self.lock();
+        if hold {
+            Self::all_back(&mut g);
+        }
+        g.held_for_shutdown = hold;
+    }
+
+    fn all_back(g: &mut Inner) {
+        if g.retired {
+            return;
+        }
         let targets: Vec<(Target, How)> = g.off.iter().filter_map(|(q, h)| g.known.get(q).map(|t| (*t, *h))).collect();
-        if !targets.is_empty() && g.mech.put_back(&targets).is_ok() {
-            g.off.clear();
+        if !targets.is_empty() {
+            match g.mech.put_back(&targets) {
+                Ok(_) => {
+                    g.restores += targets.len() as u64;
+                    g.off.clear();
+                }
+                Err(e) => tracing::error!("xhsa: putting every queue back failed: {e}"),
+            }
+        }
+        if g.mech.debug_trap_on() {
+            Self::trap_off(g);
+        }
+    }
+
+    /// The runtime shuts down (`hsa_shut_down`, the last one): every queue back, the debug trap
+    /// off (before the runtime's own runtime-disable, which blocks while it is on), and no KFD
+    /// call from now on (the descriptor closes with the runtime and its number may be reused).
+    /// The queues of a runtime started again are scheduled at level 1.
+    pub fn retire(&self) {
+        let mut g = self.lock();
+        Self::all_back(&mut g);
+        if !g.retired {
+            g.retired = true;
+            g.known.clear();
+            tracing::info!("xhsa: the runtime shut down: preemption of its queues stops (a runtime started again is scheduled at level 1)");
         }
     }
 
@@ -248,6 +358,22 @@ impl Preemption {
             watch.housekeeping();
             g = self.lock();
         }
+        if g.retired || g.held_for_shutdown {
+            return now + HOUSEKEEPING_NS;
+        }
+        // The debug trap goes off after a while with nothing suspended.
+        let trap_idle_at = if g.mech.debug_trap_on() && !g.off.values().any(|h| *h == How::Suspend) {
+            let since = *g.trap_idle_since.get_or_insert(now);
+            if now.saturating_sub(since) >= DEBUG_TRAP_IDLE_NS {
+                Self::trap_off(&mut g);
+                None
+            } else {
+                Some(since + DEBUG_TRAP_IDLE_NS)
+            }
+        } else {
+            g.trap_idle_since = None;
+            None
+        };
         let (mut mine, others) = watch.view();
         if !others.is_empty() && mine.iter().any(|m| m.in_flight > 0) {
             if let Some(ask) = self.track_untracked.get() {
@@ -306,6 +432,9 @@ impl Preemption {
                     }
                     g.restores += back.len() as u64;
                     g.policy.put_back(&back, &d.starved, end);
+                    if g.mech.debug_trap_on() && !g.off.values().any(|h| *h == How::Suspend) {
+                        g.trap_idle_since.get_or_insert(end);
+                    }
                     g.retry_at = None;
                     watch.preempted(&back, false);
                 }
@@ -360,6 +489,9 @@ impl Preemption {
             }
         }
         let mut wake = now + HOUSEKEEPING_NS;
+        if let Some(t) = trap_idle_at {
+            wake = wake.min(t);
+        }
         if let Some(t) = d.wake_at {
             wake = wake.min(t);
         }
@@ -471,7 +603,7 @@ mod tests {
         assert_eq!(pre.off(), vec![QueueId(1)]);
         assert_eq!(board.housekeeping.load(Ordering::Relaxed), 1);
         // The runtime changes the priority meanwhile: a suspended queue keeps its percentage.
-        assert_eq!(pre.runtime_update(3, 9, 100), 100);
+        assert_eq!(pre.runtime_update(3, 9, 100, |pct| pct), Some(100));
         clock.fetch_add(5_000_000, Ordering::Relaxed);
         *board.view.lock().unwrap() = (vec![low(2)], vec![]);
         pre.step(&board);
@@ -489,11 +621,12 @@ mod tests {
         let board = FakeBoard::default();
         *board.view.lock().unwrap() = (vec![low(2)], vec![p(3)]);
         pre.step(&board);
-        assert_eq!(pre.runtime_update(3, 11, 50), 0, "kept off");
+        assert_eq!(pre.runtime_update(3, 11, 50, |pct| pct), Some(0), "kept off");
+        assert_eq!(pre.runtime_update(99, 11, 50, |pct| pct), None, "a queue it does not know: not its call");
         *board.view.lock().unwrap() = (vec![low(2)], vec![]);
         pre.step(&board);
         assert_eq!(*k.log.lock().unwrap(), vec!["update 3 0", "update 3 50"]);
-        assert_eq!(pre.runtime_update(3, 11, 100), 100);
+        assert_eq!(pre.runtime_update(3, 11, 100, |pct| pct), Some(100));
     }
 
     #[test]
@@ -541,5 +674,121 @@ mod tests {
         pre.forget(QueueId(1));
         assert!(pre.off().is_empty());
         assert_eq!(k.log.lock().unwrap().last().unwrap(), "resume [3]");
+    }
+
+    #[test]
+    fn the_runtimes_update_and_a_put_back_never_interleave() {
+        let k = FakeKfd::default();
+        let (pre, _) = setup(PreemptMode::Queue, &k);
+        let pre = Arc::new(pre);
+        let board = FakeBoard::default();
+        *board.view.lock().unwrap() = (vec![low(2)], vec![p(3)]);
+        pre.step(&board);
+        assert_eq!(pre.off(), vec![QueueId(1)]);
+        // The runtime's call is decided and made under the lock: a put-back waiting for it
+        // comes after the call and restores the runtime's new percentage.
+        let (entered_tx, entered_rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let log = k.log.clone();
+        let p2 = pre.clone();
+        let runtime = std::thread::spawn(move || {
+            p2.runtime_update(3, 11, 60, |pct| {
+                entered_tx.send(()).unwrap();
+                go_rx.recv().unwrap();
+                log.lock().unwrap().push(format!("runtime update 3 {pct}"));
+            })
+        });
+        entered_rx.recv().unwrap();
+        let p3 = pre.clone();
+        let watcher = std::thread::spawn(move || {
+            let board = FakeBoard::default();
+            *board.view.lock().unwrap() = (vec![low(2)], vec![]);
+            p3.step(&board);
+        });
+        go_tx.send(()).unwrap();
+        runtime.join().unwrap();
+        watcher.join().unwrap();
+        assert!(pre.off().is_empty());
+        assert_eq!(*k.log.lock().unwrap(), vec!["update 3 0", "runtime update 3 0", "update 3 60"], "kept off by the runtime, then put back with its percentage");
+    }
+
+    #[test]
+    fn a_panic_in_the_watchers_step_leaves_nothing_off() {
+        struct Exploding(FakeBoard, std::sync::atomic::AtomicBool);
+        impl Watch for Exploding {
+            fn wake_seq(&self) -> u32 {
+                0
+            }
+            fn wait(&self, _: u32, _: Option<Duration>) {}
+            fn view(&self) -> (Vec<Mine>, Vec<Priority>) {
+                if self.1.load(Ordering::Relaxed) {
+                    panic!("a bug in the watcher's step");
+                }
+                self.0.view()
+            }
+            fn housekeeping(&self) {}
+            fn set_interest(&self, _: bool) {}
+            fn wake_age_ns(&self) -> Option<u64> {
+                None
+            }
+        }
+        let k = FakeKfd::default();
+        let (pre, _) = setup(PreemptMode::Suspend, &k);
+        let board = Exploding(FakeBoard::default(), std::sync::atomic::AtomicBool::new(false));
+        *board.0.view.lock().unwrap() = (vec![low(2)], vec![p(3)]);
+        pre.step(&board);
+        assert_eq!(pre.off(), vec![QueueId(1)]);
+        board.1.store(true, Ordering::Relaxed);
+        // The step panics holding the lock (poisoning it), as spawn's catch_unwind sees it.
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pre.step(&board)));
+        assert!(r.is_err());
+        pre.put_all_back();
+        assert!(pre.off().is_empty(), "put back despite the poisoned lock");
+        assert_eq!(k.log.lock().unwrap().iter().rev().take(2).cloned().collect::<Vec<_>>(), vec!["disable", "resume [3]"]);
+    }
+
+    #[test]
+    fn the_debug_trap_goes_off_when_nothing_was_suspended_for_a_while_and_at_shutdown() {
+        let k = FakeKfd { cost_ns: 0, ..Default::default() };
+        let (pre, clock) = setup(PreemptMode::Suspend, &k);
+        let board = FakeBoard::default();
+        *board.view.lock().unwrap() = (vec![low(2)], vec![p(3)]);
+        pre.step(&board);
+        *board.view.lock().unwrap() = (vec![low(0)], vec![]);
+        pre.step(&board);
+        assert!(pre.off().is_empty());
+        assert!(!k.log.lock().unwrap().contains(&"disable".to_string()), "not at once");
+        clock.fetch_add(DEBUG_TRAP_IDLE_NS / 2, Ordering::Relaxed);
+        let wake = pre.step(&board);
+        assert!(wake <= clock.load(Ordering::Relaxed) + DEBUG_TRAP_IDLE_NS / 2, "the watcher wakes for it");
+        clock.fetch_add(DEBUG_TRAP_IDLE_NS / 2, Ordering::Relaxed);
+        pre.step(&board);
+        assert_eq!(k.log.lock().unwrap().last().unwrap(), "disable");
+        // A new suspension enables it again; the runtime's shutdown turns it off and retires.
+        *board.view.lock().unwrap() = (vec![low(2)], vec![p(3)]);
+        pre.step(&board);
+        assert_eq!(pre.off(), vec![QueueId(1)]);
+        pre.retire();
+        assert!(pre.off().is_empty());
+        let log = k.log.lock().unwrap().clone();
+        assert_eq!(&log[log.len() - 4..], ["enable", "suspend [3]", "resume [3]", "disable"]);
+        // Retired: no more KFD calls, whatever the board says.
+        pre.step(&board);
+        pre.add(target(2, 4));
+        assert_eq!(pre.runtime_update(3, 1, 1, |p| p), None);
+        assert_eq!(*k.log.lock().unwrap(), log);
+    }
+
+    #[test]
+    fn a_suspended_queue_that_cannot_be_resumed_before_its_destroy_is_resumed_by_turning_the_trap_off() {
+        let k = FakeKfd::default();
+        let (pre, _) = setup(PreemptMode::Suspend, &k);
+        let board = FakeBoard::default();
+        *board.view.lock().unwrap() = (vec![low(2)], vec![p(3)]);
+        pre.step(&board);
+        *k.fail_resume.lock().unwrap() = true;
+        pre.forget(QueueId(1));
+        assert!(pre.off().is_empty());
+        assert_eq!(k.log.lock().unwrap().last().unwrap(), "disable");
     }
 }

@@ -46,6 +46,8 @@ pub enum KfdCall {
     Resume,
     /// `DBG_TRAP ENABLE` on the process.
     EnableDebugTrap,
+    /// `DBG_TRAP DISABLE` on the process.
+    DisableDebugTrap,
     /// `GET_QUEUE_SNAPSHOT` clearing KFD's new-queue flags.
     ClearNew,
 }
@@ -59,6 +61,7 @@ impl KfdCall {
             KfdCall::Suspend => "suspend (DBG_TRAP SUSPEND_QUEUES)",
             KfdCall::Resume => "resume (DBG_TRAP RESUME_QUEUES)",
             KfdCall::EnableDebugTrap => "enable debug trap (DBG_TRAP ENABLE)",
+            KfdCall::DisableDebugTrap => "disable debug trap (DBG_TRAP DISABLE)",
             KfdCall::ClearNew => "clear new-queue flags (GET_QUEUE_SNAPSHOT)",
         }
     }

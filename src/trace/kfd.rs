@@ -84,6 +84,14 @@ impl KfdPort for TracedKfd {
         r
     }
 
+    fn disable_debug_trap(&mut self) -> Result<(), KfdFailure> {
+        let start = self.inner.now();
+        let r = self.inner.disable_debug_trap();
+        self.call(KfdCall::DisableDebugTrap, start, 0, 0, r.is_ok());
+        self.flush();
+        r
+    }
+
     fn suspend(&mut self, ids: &mut [u32]) -> Result<u32, KfdFailure> {
         let asked = ids.to_vec();
         let start = self.inner.now();

@@ -5,6 +5,8 @@
 //   hsa_queues badpacket CODE_OBJECT    a packet of invalid type on one queue: its error
 //                                       callback must report HSA_STATUS_ERROR_INVALID_PACKET_FORMAT,
 //                                       and other queues must keep working
+//   hsa_queues reinit CODE_OBJECT       `normal` (which ends with hsa_shut_down), then `normal`
+//                                       again in a runtime started anew by hsa_init
 //   hsa_queues fill CODE_OBJECT         one queue filled twice over behind a 1 s kernel, then only
 //                                       a wait on the last packet's completion signal (the read
 //                                       index is never read after the last doorbell); every
@@ -129,6 +131,8 @@ static hsa_status_t print_isa(hsa_isa_t isa, void* data) {
 
 // hsa_init, the GPU and CPU agents, their properties, regions and pools.
 static bool setup_runtime(void) {
+    // A runtime started again (reinit) has new agents, regions and pools.
+    g_have_gpu = g_have_cpu = g_have_kernarg = g_have_fine = g_have_vram = false;
     HSA_OK(hsa_init(), false);
     uint16_t major = 0, minor = 0;
     hsa_system_get_info(HSA_SYSTEM_INFO_VERSION_MAJOR, &major);
@@ -775,8 +779,8 @@ int main(int argc, char** argv) {
         mode = argv[1];
         path = argv[2];
     }
-    if (!path || (strcmp(mode, "normal") && strcmp(mode, "badpacket") && strcmp(mode, "fill"))) {
-        fprintf(stderr, "usage: hsa_queues [normal|badpacket|fill] CODE_OBJECT\n");
+    if (!path || (strcmp(mode, "normal") && strcmp(mode, "badpacket") && strcmp(mode, "fill") && strcmp(mode, "reinit"))) {
+        fprintf(stderr, "usage: hsa_queues [normal|badpacket|fill|reinit] CODE_OBJECT\n");
         return 2;
     }
     struct stat st;
@@ -786,5 +790,11 @@ int main(int argc, char** argv) {
     }
     printf("hsa_queues %s, code object %s (%lld bytes)\n", mode, path, (long long)st.st_size);
     if (strcmp(mode, "fill") == 0) return run_fill(path);
+    if (strcmp(mode, "reinit") == 0) {
+        int first = run_normal(path);
+        if (first != 0) return first;
+        printf("REINIT\n");
+        return run_normal(path);
+    }
     return strcmp(mode, "badpacket") == 0 ? run_badpacket(path) : run_normal(path);
 }

@@ -272,8 +272,16 @@ impl Kfd {
     }
 
     /// AMDKFD_IOC_RUNTIME_ENABLE: records the runtime's `r_debug` pointer and TTMP request
-    /// (what DBG_TRAP ENABLE reports back to the debugger).
+    /// (what DBG_TRAP ENABLE reports back to the debugger). While a debug session is on (DBG_TRAP
+    /// ENABLE), it blocks, as KFD's does (`down_interruptible` until the debugger answers the
+    /// runtime event): a runtime that shuts down with the process's debug trap on waits until
+    /// the trap is disabled (ROCr 6.x's `hsa_shut_down` hangs).
     pub fn runtime_enable(&self, enable: bool, r_debug: u64, ttmp_setup: bool) -> Result<(), Errno> {
+        let mut st = self.lock_state();
+        while st.debug.is_some() {
+            st = self.changed.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        drop(st);
         self.r_debug.store(if enable { r_debug } else { 0 }, Ordering::Release);
         self.ttmp_setup.store(enable && ttmp_setup, Ordering::Release);
         self.runtime_enabled.store(enable, Ordering::Release);

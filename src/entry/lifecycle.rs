@@ -1,0 +1,71 @@
+//! The runtime's and the process's lifecycle as libxhsa meets it: `hsa_shut_down` (the runtime
+//! goes; with it the KFD descriptor libxhsa's preemption borrows) and `fork` (a child inherits
+//! libxhsa's state but none of its threads, and must never act for its parent).
+//!
+//! What it is not: the queues' own lifecycle (create, inactivate, destroy) is
+//! [`super::queues`].
+
+use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
+
+use hsa_sys::hsa::hsa_status_t;
+
+use super::{global, inside, rocr::rocr};
+
+/// `hsa_shut_down`'s C type.
+pub(crate) type ShutDownFn = unsafe extern "C" fn() -> hsa_status_t;
+
+/// The process libxhsa started in.
+static STARTED_IN: OnceLock<u32> = OnceLock::new();
+
+/// Records the process libxhsa starts in (called when its state is set up).
+pub(crate) fn note_start() {
+    let _ = STARTED_IN.set(std::process::id());
+}
+
+/// Whether this is a child forked after libxhsa started (its state is the parent's copy: no
+/// watcher thread, the parent's queues and board slots, possibly locks held at the fork).
+pub(crate) fn is_forked_child() -> bool {
+    STARTED_IN.get().is_some_and(|&pid| pid != std::process::id())
+}
+
+/// `hsa_shut_down`. Before the runtime's own: every queue back on the GPU and the debug trap
+/// off on every GPU (with the trap on, the runtime's runtime-disable would block forever), no
+/// preemption while the call runs. After it: if the runtime is down (the last `hsa_shut_down`
+/// of the process), preemption retires for good (no KFD call on a descriptor that closed and
+/// whose number may be reused); if it still runs (an earlier `hsa_init` keeps it), preemption
+/// goes on.
+///
+/// # Safety
+///
+/// `real` is `None` or `hsa_shut_down`.
+pub(crate) unsafe fn shut_down(real: Option<ShutDownFn>) -> hsa_status_t {
+    let Some(real) = real else { return hsa_sys::hsa::HSA_STATUS_ERROR };
+    let g = global();
+    let mine = !is_forked_child() && !g.passthrough();
+    if mine {
+        for (_, gpu) in g.gpus.iter() {
+            if let Some(p) = gpu.preempt.get() {
+                p.hold_for_shutdown(true);
+            }
+        }
+    }
+    // SAFETY: ROCr's hsa_shut_down, no arguments.
+    let status = inside(|| unsafe { real() });
+    if mine {
+        let down = rocr().and_then(|r| r.initialized()).is_none_or(|up| !up);
+        for (_, gpu) in g.gpus.iter() {
+            if let Some(p) = gpu.preempt.get() {
+                if down {
+                    p.retire();
+                } else {
+                    p.hold_for_shutdown(false);
+                }
+            }
+        }
+        if down {
+            g.runtime_down.store(true, Ordering::Relaxed);
+        }
+    }
+    status
+}
