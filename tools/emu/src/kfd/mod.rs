@@ -216,7 +216,7 @@ impl Kfd {
         let mut clock = None;
         for g in 0..gpus {
             let gpu_id = topology::gpu_id(g);
-            let conn = Arc::new(Connection::open(g).map_err(|e| format!("cannot reach the shared device: {e}"))?);
+            let conn = Connection::open(g).map_err(|e| format!("cannot reach the shared device: {e}"))?;
             clock = Some(conn.clock);
             let bytes = (DOORBELLS * 8) as u64;
             let doorbells = mem::map(bytes, 4096, true, true).map_err(|e| format!("cannot map doorbells: {e}"))?;

@@ -44,6 +44,15 @@ pub struct DeviceServeArgs {
     /// The device directory (default: the per-user one, or $XHSA_EMU_DEVICE_DIR).
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
+    /// Continue the device time of a device that went away: its CLOCK_MONOTONIC base and
+    /// device-time base in ns (given by the clients that start a successor).
+    #[arg(long, value_name = "MONO,DEV", hide = true, value_parser = parse_clock)]
+    pub clock: Option<(u64, u64)>,
+}
+
+fn parse_clock(s: &str) -> Result<(u64, u64), String> {
+    let (a, b) = s.split_once(',').ok_or("expected MONO,DEV")?;
+    Ok((a.parse().map_err(|e| format!("{e}"))?, b.parse().map_err(|e| format!("{e}"))?))
 }
 
 /// Options shared by `run` and `info`.

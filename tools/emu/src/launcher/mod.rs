@@ -89,7 +89,7 @@ fn device(args: cli::DeviceServeArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    match crate::shared::server::serve(&dir, cfg, gpus) {
+    match crate::shared::server::serve(&dir, cfg, gpus, args.clock) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(format_args!("shared device: {e}")),
     }
@@ -130,6 +130,11 @@ fn enter_rocm64(args: &cli::RunArgs, cfg: &Config, gfx: (u32, u32, u32), rt: &ru
     binds.extend(std::env::current_dir().ok());
     binds.extend(std::env::var_os("HOME").map(PathBuf::from));
     binds.extend(std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from));
+    // A shared device directory named explicitly (e.g. the one containers share) may lie outside
+    // the places above; its socket is the device's only rendezvous.
+    if std::env::var_os("XHSA_EMU_DEVICE_DIR").is_some_and(|d| !d.is_empty()) {
+        binds.extend(crate::shared::paths::device_dir().ok());
+    }
     binds.extend(thunk.parent().map(Path::to_path_buf));
     binds.extend(me.and_then(Path::parent).map(Path::to_path_buf));
     for var in ["LD_PRELOAD", "HSA_TOOLS_LIB"] {

@@ -1,13 +1,17 @@
 //! The private runtime directory of one `xhsa-emu run`:
 //!
 //! ```text
-//! $XDG_RUNTIME_DIR/xhsa-emu/<pid>/     (else $TMPDIR or /tmp: xhsa-emu-<uid>/<pid>/), mode 0700
+//! $XDG_RUNTIME_DIR/xhsa-emu/run-<unique>/  (else $TMPDIR or /tmp: xhsa-emu-<uid>/run-<unique>/), 0700
+//!   lock                               held (flock) by the launcher while it runs
 //!   lib/libhsakmt.so.1 -> the thunk    ROCr's DT_NEEDED name, found through LD_LIBRARY_PATH
 //!   bin/lsmod                          prints an amdgpu line: rocminfo runs `lsmod | grep amdgpu`
 //! ```
 //!
-//! Removed when CMD exits (and on drop). Directories left by launchers that were killed are
-//! swept by the next run: a `<pid>` entry whose process no longer exists is removed.
+//! Removed when CMD exits (and on drop). The name is made unique by creating it, not derived
+//! from the pid alone: launchers in different PID namespaces (containers sharing this
+//! directory) can have the same pid. Directories left by launchers that were killed are swept
+//! by the next run: an entry whose lock nobody holds is removed (a lock, unlike a pid, means
+//! the same in every namespace).
 
 use std::fs::{self, DirBuilder};
 use std::io;
@@ -26,20 +30,20 @@ pub struct RuntimeDir {
     root: PathBuf,
     /// Created by this process and removed on drop.
     owned: bool,
+    /// `lock`, held while this launcher runs (none for a view).
+    _lock: Option<fs::File>,
 }
+
+/// The prefix of the launchers' entries in the base directory.
+const PREFIX: &str = "run-";
 
 impl RuntimeDir {
     /// Creates the directory for this process, with the thunk link and `bin/lsmod`.
     pub fn create(thunk: &Path) -> io::Result<RuntimeDir> {
         let base = base_dir()?;
         sweep_stale(&base);
-        let root = base.join(std::process::id().to_string());
-        if fs::symlink_metadata(&root).is_ok() {
-            // Left by an earlier launcher with the same pid.
-            fs::remove_dir_all(&root)?;
-        }
-        DirBuilder::new().mode(0o700).create(&root).map_err(|e| annotate(e, &root))?;
-        let rt = RuntimeDir { root, owned: true };
+        let (root, lock) = create_unique(&base)?;
+        let rt = RuntimeDir { root, owned: true, _lock: Some(lock) };
         DirBuilder::new().mode(0o700).create(rt.lib_dir())?;
         DirBuilder::new().mode(0o700).create(rt.bin_dir())?;
         std::os::unix::fs::symlink(thunk, rt.thunk_link()).map_err(|e| annotate(e, &rt.thunk_link()))?;
@@ -51,7 +55,7 @@ impl RuntimeDir {
 
     /// A view of an existing layout at `root`, which is never removed (for tests and tools).
     pub fn at(root: PathBuf) -> RuntimeDir {
-        RuntimeDir { root, owned: false }
+        RuntimeDir { root, owned: false, _lock: None }
     }
 
     pub fn path(&self) -> &Path {
@@ -118,17 +122,35 @@ fn base_dir() -> io::Result<PathBuf> {
     Ok(base)
 }
 
-/// Removes `<base>/<pid>` entries whose process is gone.
+/// Creates `<base>/run-<pid>-<n>` for the first `n` nobody has (creating it is the test), with
+/// its `lock` held.
+fn create_unique(base: &Path) -> io::Result<(PathBuf, fs::File)> {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    for n in 0u32.. {
+        let root = base.join(format!("{PREFIX}{}-{:x}", std::process::id(), nanos.wrapping_add(n)));
+        match DirBuilder::new().mode(0o700).create(&root) {
+            Ok(()) => {
+                let lock = fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(root.join("lock")).map_err(|e| annotate(e, &root))?;
+                lock.try_lock().map_err(|e| annotate(io::Error::other(e.to_string()), &root))?;
+                return Ok((root, lock));
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(annotate(e, &root)),
+        }
+    }
+    unreachable!("u32 names run out")
+}
+
+/// Removes `<base>/run-*` entries whose launcher is gone: their `lock` is free. An entry
+/// without a lock yet (a launcher between creating it and locking) is left alone.
 fn sweep_stale(base: &Path) {
     let Ok(entries) = fs::read_dir(base) else { return };
     for e in entries.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<libc::pid_t>().ok()) else { continue };
-        if pid <= 0 || pid as u32 == std::process::id() {
+        if !e.file_name().to_str().is_some_and(|n| n.starts_with(PREFIX)) {
             continue;
         }
-        // SAFETY: signal 0 sends nothing; kill only checks that `pid` exists.
-        let gone = unsafe { libc::kill(pid, 0) } == -1 && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
-        if gone {
+        let Ok(lock) = fs::OpenOptions::new().write(true).open(e.path().join("lock")) else { continue };
+        if lock.try_lock().is_ok() {
             let _ = fs::remove_dir_all(e.path());
         }
     }
@@ -150,6 +172,19 @@ mod tests {
         assert!(String::from_utf8_lossy(&out.stdout).lines().any(|l| l.starts_with("amdgpu ")));
         rt.remove().unwrap();
         assert!(!root.exists());
+    }
+
+    #[test]
+    fn two_launchers_get_two_directories_and_only_a_dead_ones_is_swept() {
+        let a = RuntimeDir::create(Path::new("/bin/sh")).unwrap();
+        let b = RuntimeDir::create(Path::new("/bin/sh")).unwrap();
+        assert_ne!(a.path(), b.path());
+        // A launcher killed before removing its directory: nobody holds its lock.
+        let (dead, lock) = create_unique(a.path().parent().unwrap()).unwrap();
+        drop(lock);
+        sweep_stale(a.path().parent().unwrap());
+        assert!(!dead.exists());
+        assert!(a.path().exists() && b.path().exists());
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! Where the shared device lives: a directory per user and device configuration (owner-only),
-//! holding the device's socket, its shared page and one shared file per client process.
-//! Processes launched with the same configuration (config file contents, time scale, number of
-//! GPUs) share a device; a different configuration is a different device.
-//! `XHSA_EMU_DEVICE_DIR` selects a directory explicitly (tests use private ones).
+//! holding the device's socket (`device.sock`, the only rendezvous: the shared memory travels
+//! over it as descriptors), the lock its starters take (`start.lock`) and its log
+//! (`device.log`). Processes launched with the same configuration (config file contents, time
+//! scale, number of GPUs) share a device; a different configuration is a different device.
+//! `XHSA_EMU_DEVICE_DIR` selects a directory explicitly (tests use private ones; containers
+//! that share one device mount the same directory).
 
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
@@ -61,12 +63,8 @@ pub fn socket(dir: &Path) -> PathBuf {
     dir.join("device.sock")
 }
 
-pub fn device_area(dir: &Path) -> PathBuf {
-    dir.join("device.shm")
-}
-
-pub fn client_area(dir: &Path, client: u64) -> PathBuf {
-    dir.join(format!("client-{client}.shm"))
+pub fn start_lock(dir: &Path) -> PathBuf {
+    dir.join("start.lock")
 }
 
 pub fn log(dir: &Path) -> PathBuf {

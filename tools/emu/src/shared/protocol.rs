@@ -2,9 +2,14 @@
 //! per request and per reply over a Unix stream socket (`device.sock`). Only queue management,
 //! preemption and status travel here; kernels and completions use the shared rings.
 //!
-//! Requests (keys are device-wide queue keys):
-//! - `HELLO pid=P gpus=N` → `OK client=C base_mono=NS base_dev=NS scale=X gpus=N`
-//! - `CREATE gpu=G prio=P pct=N` → `OK key=K`
+//! Requests (keys are the client's own queue keys; the device keys a queue by its connection
+//! and that key, never by pid):
+//! - `HELLO pid=P pidns=N gpu=G epoch=E` with the client's shared area (a `memfd`) attached
+//!   (`SCM_RIGHTS`) → `OK client=C base_mono=NS base_dev=NS scale=X gpus=N` with the device's
+//!   area attached. `pid` and `pidns` (the inode of the client's PID namespace) are shown by
+//!   `STATUS` only; `epoch` is the job-entry epoch the device takes from the client's ring.
+//! - `CREATE key=K gpu=G prio=P pct=N [susp=0|1] [bits=N words=HEX,..]` → `OK key=K` (`susp`
+//!   and the CU mask restore a queue the client had on a device that went away, at no cost)
 //! - `DESTROY key=K`, `UPDATE key=K prio=P pct=N [susp=0|1]`, `CUMASK key=K bits=N
 //!   words=HEX,HEX..` → `OK` (`susp`: KFD's suspension flag of the queue, which the remap
 //!   follows)

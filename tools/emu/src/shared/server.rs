@@ -4,12 +4,17 @@
 //! and post kernels through shared rings; the scheduler thread posts completions back when
 //! device time reaches them and wakes the client through the futex in its shared area.
 //!
-//! A client whose connection closes (exit, crash, SIGKILL) has its queues removed and their
-//! CUs freed; the others continue. With no clients left the device exits after
-//! [`IDLE_EXIT`], so nothing lingers.
+//! A client is its connection, as a KFD process is its open `/dev/kfd`: the device keys clients
+//! by connection and their queues by (connection, the client's queue key), never by pid, so
+//! processes with the same pid in different PID namespaces (containers) are different clients.
+//! The pid and PID namespace a client reports are for `xhsa-emu status` only. A client whose
+//! connection closes (exit, crash, SIGKILL) has its queues removed and their CUs freed; the
+//! others continue. With no clients left the device exits after [`IDLE_EXIT`], so nothing
+//! lingers.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, BufRead, BufReader, Write};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -22,22 +27,28 @@ use super::shm::{ClientArea, DeviceArea, DoneEntry, Shared};
 use crate::config::Config;
 use crate::cp::clock::Clock;
 use crate::device::{CuMask, CuPool, Hws, KernelJob, Profile, QueueKey, WgNeed};
-use crate::sys::futex;
+use crate::sys::{futex, sock};
 
 /// How long the device outlives its last client.
 pub const IDLE_EXIT: Duration = Duration::from_secs(3);
 
 struct Client {
+    /// What the client reported, for status: its pid in its own PID namespace, and that
+    /// namespace's inode (0 if unknown).
     pid: i32,
+    pidns: u64,
     gpu: usize,
+    /// The epoch the client announced: only its job entries of this epoch are taken.
+    epoch: u32,
     area: Shared<ClientArea>,
-    path: PathBuf,
     backlog: VecDeque<DoneEntry>,
 }
 
 #[derive(Clone, Debug)]
 struct QueueInfo {
     client: u64,
+    /// The client's key of the queue (what its job entries and completions carry).
+    local: QueueKey,
     gpu: usize,
     priority: u8,
     percentage: u32,
@@ -70,7 +81,10 @@ fn set_active(hws: &mut Hws, key: QueueKey, was: bool, is: bool, now: u64, grace
 struct State {
     gpus: Vec<Hws>,
     clients: HashMap<u64, Client>,
+    /// By device-wide key (the HWS's).
     queues: HashMap<QueueKey, QueueInfo>,
+    /// (client, client's key) -> device-wide key.
+    by_local: HashMap<(u64, QueueKey), QueueKey>,
     next_key: QueueKey,
     next_client: u64,
     idle_since: Option<Instant>,
@@ -81,6 +95,8 @@ pub struct Device {
     clock: Clock,
     dir: PathBuf,
     area: Shared<DeviceArea>,
+    /// The area's descriptor, passed to every client.
+    area_fd: OwnedFd,
     state: Mutex<State>,
     /// Signalled when the last client leaves (or a new one arrives).
     idle_changed: std::sync::Condvar,
@@ -98,28 +114,36 @@ impl Device {
     }
 }
 
-/// Runs the shared device in this process until it has been idle for [`IDLE_EXIT`].
-pub fn serve(dir: &Path, cfg: Config, gpus: u32) -> io::Result<()> {
+/// Runs the shared device in this process until it has been idle for [`IDLE_EXIT`]. `clock`
+/// continues the device time of a device that went away (its clients start the successor
+/// with it); `None` starts device time now.
+pub fn serve(dir: &Path, cfg: Config, gpus: u32, clock_arg: Option<(u64, u64)>) -> io::Result<()> {
     let sock = paths::socket(dir);
     if UnixStream::connect(&sock).is_ok() {
         return Ok(()); // another device already serves this directory
     }
     let _ = std::fs::remove_file(&sock);
     let listener = UnixListener::bind(&sock)?;
-    let area: Shared<DeviceArea> = Shared::map(&paths::device_area(dir), true)?;
+    let (area, area_fd) = Shared::<DeviceArea>::create(c"xhsa-emu-device")?;
     let d = &cfg.device;
     let pools = (0..gpus.max(1))
         .map(|_| Hws::new(CuPool::new(d.cus() as usize, d.waves_per_cu(), d.lds_kib * 1024)).with_slots(d.cp_queues as usize, cfg.kfd.hws_quantum_us * 1000).with_jitter(cfg.timing.wg_jitter).with_capacity(cfg.timing.capacity()))
         .collect();
-    let clock = Clock::new(cfg.timing.time_scale);
+    let mut clock = Clock::new(cfg.timing.time_scale);
+    if let Some((base_mono, base_dev)) = clock_arg {
+        clock.base_mono = base_mono;
+        clock.base_dev = base_dev;
+    }
     let dev = Arc::new(Device {
         clock,
         dir: dir.to_path_buf(),
         area,
+        area_fd,
         state: Mutex::new(State {
             gpus: pools,
             clients: HashMap::new(),
             queues: HashMap::new(),
+            by_local: HashMap::new(),
             next_key: 1,
             next_client: 1,
             idle_since: Some(Instant::now()),
@@ -156,7 +180,6 @@ fn idle_watch(dev: &Device) {
         }
     }
     let _ = std::fs::remove_file(paths::socket(&dev.dir));
-    let _ = std::fs::remove_file(paths::device_area(&dev.dir));
     tracing::info!("xhsa-emu device: idle, exiting");
     std::process::exit(0);
 }
@@ -176,22 +199,26 @@ fn schedule(dev: &Device) {
             let mut jobs = Vec::new();
             for (&cid, c) in &st.clients {
                 while let Some(j) = c.area.get().take_job() {
-                    jobs.push((cid, j));
+                    // An entry of an earlier epoch was posted to a device that went away; the
+                    // client posts it again with its current epoch.
+                    if j.epoch == c.epoch {
+                        jobs.push((cid, j));
+                    }
                 }
             }
             jobs.sort_by_key(|(_, j)| j.submit_ns);
             let mut woken = Vec::new();
             for (cid, j) in jobs {
-                let Some(q) = st.queues.get(&j.key).filter(|q| q.client == cid) else { continue };
-                let g = q.gpu;
+                let Some(&key) = st.by_local.get(&(cid, j.key)) else { continue };
+                let g = st.queues[&key].gpu;
                 run_to(&mut st.gpus[g], &st.queues, &mut st.clients, j.submit_ns.min(now), &mut woken);
                 let late = st.gpus[g].now().saturating_sub(j.submit_ns);
                 if late > 0 {
-                    tracing::debug!(key = j.key, late_ns = late, "xhsa-emu device: kernel placed after its fetch time");
+                    tracing::debug!(key, late_ns = late, "xhsa-emu device: kernel placed after its fetch time");
                 }
                 let profile = Profile { cu_util: (f64::from(j.util_micro) / 1e6) as f32, hbm_bytes: j.hbm_bytes };
                 let job = KernelJob { tag: j.tag, workgroups: j.workgroups, need: WgNeed { waves: j.waves, lds: j.lds }, wg_ns: j.wg_ns, profile };
-                st.gpus[g].submit(j.key, job, j.submit_ns);
+                st.gpus[g].submit(key, job, j.submit_ns);
             }
             // The HWS clock stays at its last event: a kernel posted later is placed at the
             // device time its packet was fetched, not when this thread happened to wake.
@@ -241,7 +268,7 @@ fn run_to(hws: &mut Hws, queues: &HashMap<QueueKey, QueueInfo>, clients: &mut Ha
         for c in done {
             let Some(q) = queues.get(&c.queue) else { continue };
             let Some(cl) = clients.get_mut(&q.client) else { continue };
-            let d = DoneEntry { key: c.queue, _pad: 0, tag: c.tag, start_ns: c.start_ns, end_ns: c.end_ns };
+            let d = DoneEntry { key: q.local, _pad: 0, tag: c.tag, start_ns: c.start_ns, end_ns: c.end_ns };
             if !cl.backlog.is_empty() || !cl.area.get().post_done(d) {
                 cl.backlog.push_back(d);
             }
@@ -260,22 +287,33 @@ fn err(errno: i32, msg: &str) -> String {
 }
 
 fn serve_client(dev: &Device, stream: UnixStream) {
+    // The first line may carry a descriptor (HELLO's shared area): read it unbuffered.
+    let Ok((first, mut fds)) = sock::recv_line_with_fds(&stream) else { return };
     let Ok(mut w) = stream.try_clone() else { return };
     let mut r = BufReader::new(stream);
-    let mut line = String::new();
+    let mut line = first;
     let mut me: Option<u64> = None;
+    let mut first = true;
     loop {
-        line.clear();
-        match r.read_line(&mut line) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
+        if !first {
+            line.clear();
+            match r.read_line(&mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
         }
+        first = false;
         let Some(req) = Line::parse(&line) else { continue };
         let out = match (req.verb.as_str(), me) {
-            ("HELLO", None) => match hello(dev, &req) {
+            ("HELLO", None) => match hello(dev, &req, fds.pop()) {
                 Ok((id, text)) => {
+                    // The reply carries the device's area.
+                    if sock::send_with_fds(&w, format!("{text}\n").as_bytes(), &[dev.area_fd.as_fd()]).is_err() {
+                        disconnect(dev, id);
+                        return;
+                    }
                     me = Some(id);
-                    text
+                    continue;
                 }
                 Err(e) => err(libc::EINVAL, &e),
             },
@@ -292,27 +330,30 @@ fn serve_client(dev: &Device, stream: UnixStream) {
     }
 }
 
-fn hello(dev: &Device, req: &Line) -> Result<(u64, String), String> {
+/// `HELLO pid=P pidns=N gpu=G epoch=E` with the client's shared area attached: registers a new
+/// client (every connection is one, whatever pid it reports).
+fn hello(dev: &Device, req: &Line, area: Option<OwnedFd>) -> Result<(u64, String), String> {
     let pid: i32 = req.get("pid").ok_or("HELLO needs pid=")?;
     let gpu: usize = req.get("gpu").ok_or("HELLO needs gpu=")?;
+    let pidns: u64 = req.get("pidns").unwrap_or(0);
+    let epoch: u32 = req.get("epoch").unwrap_or(0);
+    let area = area.ok_or("HELLO needs the client's shared area (a descriptor sent with the line)")?;
+    let area: Shared<ClientArea> = Shared::map(&area).map_err(|e| format!("cannot map the client's area: {e}"))?;
+    if !area.get().valid() {
+        return Err("the client's area has the wrong layout or protocol version (another xhsa-emu build)".into());
+    }
     let mut st = dev.lock();
     if gpu >= st.gpus.len() {
         return Err(format!("gpu {gpu} does not exist: this device has {} (start every process with the same --gpus)", st.gpus.len()));
     }
     let id = st.next_client;
     st.next_client += 1;
-    let path = paths::client_area(&dev.dir, id);
-    let area: Shared<ClientArea> = Shared::map(&path, true).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-    area.get().init();
-    st.clients.insert(id, Client { pid, gpu, area, path: path.clone(), backlog: VecDeque::new() });
+    st.clients.insert(id, Client { pid, pidns, gpu, epoch, area, backlog: VecDeque::new() });
     st.idle_since = None;
     dev.idle_changed.notify_all();
     let c = dev.clock;
-    tracing::info!(client = id, pid, gpu, "xhsa-emu device: client connected");
-    Ok((
-        id,
-        format!("OK client={id} area={} base_mono={} base_dev={} scale={} gpus={}", path.display(), c.base_mono, c.base_dev, c.scale, st.gpus.len()),
-    ))
+    tracing::info!(client = id, pid, pidns, gpu, "xhsa-emu device: client connected");
+    Ok((id, format!("OK client={id} base_mono={} base_dev={} scale={} gpus={}", c.base_mono, c.base_dev, c.scale, st.gpus.len())))
 }
 
 fn disconnect(dev: &Device, id: u64) {
@@ -320,12 +361,12 @@ fn disconnect(dev: &Device, id: u64) {
     let keys: Vec<QueueKey> = st.queues.iter().filter(|(_, q)| q.client == id).map(|(k, _)| *k).collect();
     for k in &keys {
         if let Some(q) = st.queues.remove(k) {
+            st.by_local.remove(&(id, q.local));
             st.gpus[q.gpu].remove_queue(*k);
         }
     }
     if let Some(c) = st.clients.remove(&id) {
-        let _ = std::fs::remove_file(&c.path);
-        tracing::info!(client = id, pid = c.pid, queues = keys.len(), "xhsa-emu device: client gone; its queues removed");
+        tracing::info!(client = id, pid = c.pid, pidns = c.pidns, queues = keys.len(), "xhsa-emu device: client gone; its queues removed");
     }
     if st.clients.is_empty() {
         st.idle_since = Some(Instant::now());
@@ -336,6 +377,20 @@ fn disconnect(dev: &Device, id: u64) {
 }
 
 type ReqResult = Result<String, (i32, String)>;
+
+/// A CU mask given as `bits=N words=HEX,HEX..`, if `bits` is there.
+fn cu_mask(req: &Line) -> Result<Option<CuMask>, (i32, String)> {
+    let Some(bits) = req.get::<usize>("bits") else { return Ok(None) };
+    let words: Vec<u32> = req
+        .args
+        .get("words")
+        .filter(|w| !w.is_empty())
+        .map(|w| w.split(',').map(|x| u32::from_str_radix(x, 16)).collect::<Result<_, _>>())
+        .transpose()
+        .map_err(|_| (libc::EINVAL, "bad words=".to_string()))?
+        .unwrap_or_default();
+    Ok(Some(CuMask::from_words(&words, bits)))
+}
 
 fn need<T: std::str::FromStr>(req: &Line, k: &str) -> Result<T, (i32, String)> {
     req.get(k).ok_or((libc::EINVAL, format!("{} needs {k}=", req.verb)))
@@ -354,11 +409,20 @@ fn request(dev: &Device, id: u64, verb: &str, req: &Line) -> ReqResult {
     let mut st = dev.lock();
     let gpu = st.clients.get(&id).map(|c| c.gpu).ok_or((libc::EINVAL, "unknown client".into()))?;
     let mut stall = Duration::ZERO;
-    let owned = |st: &State, key: QueueKey| st.queues.get(&key).filter(|q| q.client == id).cloned();
+    // The device-wide key of this client's queue `local`.
+    let owned = |st: &State, local: QueueKey| st.by_local.get(&(id, local)).copied().ok_or((libc::EINVAL, format!("no queue {local}")));
     let out = match verb {
         "CREATE" => {
+            // `key`: the client's key for the queue. `susp` and a CU mask (`bits`, `words`)
+            // restore a queue the client had on a device that went away (no cost charged).
+            let local: QueueKey = need(req, "key")?;
             let prio: u8 = need(req, "prio")?;
             let pct: u32 = need(req, "pct")?;
+            let suspended = req.get::<u8>("susp").is_some_and(|s| s != 0);
+            let mask = cu_mask(req)?;
+            if st.by_local.contains_key(&(id, local)) {
+                return Err((libc::EEXIST, format!("queue {local} exists")));
+            }
             let mapped = st.queues.values().filter(|q| q.gpu == gpu).count();
             let limit = (dev.cfg.device.cp_queues + dev.cfg.device.sdma_engines * dev.cfg.device.sdma_queues_per_engine) as usize * 8;
             if mapped >= limit {
@@ -366,15 +430,21 @@ fn request(dev: &Device, id: u64, verb: &str, req: &Line) -> ReqResult {
             }
             let key = st.next_key;
             st.next_key += 1;
+            let q = QueueInfo { client: id, local, gpu, priority: prio, percentage: pct, suspended };
             st.gpus[gpu].add_queue(key, prio);
-            st.gpus[gpu].set_runnable(key, pct > 0);
-            st.queues.insert(key, QueueInfo { client: id, gpu, priority: prio, percentage: pct, suspended: false });
-            format!("OK key={key}")
+            st.gpus[gpu].set_runnable(key, q.active());
+            if let Some(m) = mask {
+                st.gpus[gpu].set_cu_mask(key, m);
+            }
+            st.queues.insert(key, q);
+            st.by_local.insert((id, local), key);
+            format!("OK key={local}")
         }
         "DESTROY" => {
-            let key: QueueKey = need(req, "key")?;
-            owned(&st, key).ok_or((libc::EINVAL, format!("no queue {key}")))?;
+            let local: QueueKey = need(req, "key")?;
+            let key = owned(&st, local)?;
             st.queues.remove(&key);
+            st.by_local.remove(&(id, local));
             st.gpus[gpu].remove_queue(key);
             "OK".into()
         }
@@ -385,24 +455,17 @@ fn request(dev: &Device, id: u64, verb: &str, req: &Line) -> ReqResult {
             // KFD's view of the queue's suspension (a suspend whose unmap failed left it
             // running; this remap takes it off).
             let susp: Option<bool> = req.get::<u8>("susp").map(|s| s != 0);
-            owned(&st, key).ok_or((libc::EINVAL, format!("no queue {key}")))?;
+            let key = owned(&st, key)?;
             stall = preempt_all(dev, &mut st, gpu, k.update_queue_us);
             update_queue(&mut st, key, prio, pct, susp, dev.clock.now());
             "OK".into()
         }
         "CUMASK" => {
             let key: QueueKey = need(req, "key")?;
-            let bits: usize = need(req, "bits")?;
-            let words: Vec<u32> = req
-                .args
-                .get("words")
-                .map(|w| w.split(',').map(|x| u32::from_str_radix(x, 16)).collect::<Result<_, _>>())
-                .transpose()
-                .map_err(|_| (libc::EINVAL, "bad words=".to_string()))?
-                .unwrap_or_default();
-            owned(&st, key).ok_or((libc::EINVAL, format!("no queue {key}")))?;
+            let mask = cu_mask(req)?.ok_or((libc::EINVAL, "CUMASK needs bits=".to_string()))?;
+            let key = owned(&st, key)?;
             stall = preempt_all(dev, &mut st, gpu, k.set_cu_mask_us);
-            st.gpus[gpu].set_cu_mask(key, CuMask::from_words(&words, bits));
+            st.gpus[gpu].set_cu_mask(key, mask);
             "OK".into()
         }
         "SUSPEND" | "RESUME" => {
@@ -439,15 +502,16 @@ fn update_queue(st: &mut State, key: QueueKey, prio: u8, pct: u32, suspended: Op
     set_active(&mut st.gpus[gpu], key, was, is, now, 0);
 }
 
-/// SUSPEND / RESUME of client `id`'s queues `keys` (after the device-wide unmap). A queue
-/// already in the asked state counts as handled, as in KFD's `suspend_single_queue` /
-/// `resume_single_queue`. Returns how many were handled and a status per key (0 handled,
-/// 1 no such queue).
+/// SUSPEND / RESUME of client `id`'s queues `keys` (its own keys; after the device-wide
+/// unmap). A queue already in the asked state counts as handled, as in KFD's
+/// `suspend_single_queue` / `resume_single_queue`. Returns how many were handled and a status
+/// per key (0 handled, 1 no such queue).
 fn suspend_queues(st: &mut State, id: u64, keys: &[QueueKey], suspend: bool, now: u64, grace_ns: u64) -> (u32, Vec<u32>) {
     let mut n = 0;
     let mut status = Vec::with_capacity(keys.len());
-    for &key in keys {
-        match st.queues.get_mut(&key).filter(|q| q.client == id) {
+    for &local in keys {
+        let key = st.by_local.get(&(id, local)).copied().unwrap_or(QueueKey::MAX);
+        match st.queues.get_mut(&key) {
             Some(q) => {
                 let was = q.active();
                 q.suspended = suspend;
@@ -474,7 +538,7 @@ fn queue_line(hws: &Hws, key: QueueKey, q: &QueueInfo) -> String {
         0 => String::new(),
         n => format!(", {n} workgroups saved"),
     };
-    format!("    queue {key}: priority {}, {state}, {} kernel(s) outstanding{saved}\n", q.priority, hws.outstanding(key))
+    format!("    queue {}: priority {}, {state}, {} kernel(s) outstanding{saved}\n", q.local, q.priority, hws.outstanding(key))
 }
 
 fn status(dev: &Device) -> String {
@@ -497,7 +561,8 @@ fn status(dev: &Device) -> String {
     clients.sort_by_key(|(id, _)| **id);
     out.push_str(&format!("processes: {}\n", clients.len()));
     for (id, cl) in clients {
-        out.push_str(&format!("  process {} (client {id}) on gpu {}\n", cl.pid, cl.gpu));
+        let ns = if cl.pidns == 0 { String::new() } else { format!(" in pid namespace {}", cl.pidns) };
+        out.push_str(&format!("  process {}{ns} (client {id}) on gpu {}\n", cl.pid, cl.gpu));
         let mut qs: Vec<_> = st.queues.iter().filter(|(_, q)| q.client == *id).collect();
         qs.sort_by_key(|(k, _)| **k);
         for (k, q) in qs {
@@ -516,11 +581,13 @@ mod tests {
     fn state(keys: &[QueueKey]) -> State {
         let mut hws = Hws::new(CuPool::new(1, 32, 65536));
         let mut queues = HashMap::new();
+        let mut by_local = HashMap::new();
         for &k in keys {
             hws.add_queue(k, 5);
-            queues.insert(k, QueueInfo { client: 1, gpu: 0, priority: 5, percentage: 100, suspended: false });
+            queues.insert(k, QueueInfo { client: 1, local: k, gpu: 0, priority: 5, percentage: 100, suspended: false });
+            by_local.insert((1, k), k);
         }
-        State { gpus: vec![hws], clients: HashMap::new(), queues, next_key: 10, next_client: 2, idle_since: None }
+        State { gpus: vec![hws], clients: HashMap::new(), queues, by_local, next_key: 10, next_client: 2, idle_since: None }
     }
 
     /// One workgroup filling the CU for `wg_ns`.
@@ -586,6 +653,8 @@ mod tests {
     fn a_queue_already_in_the_asked_state_counts_and_a_foreign_key_does_not() {
         let mut st = state(&[1, 2]);
         st.queues.get_mut(&2).unwrap().client = 9;
+        st.by_local.remove(&(1, 2));
+        st.by_local.insert((9, 2), 2);
         assert_eq!(suspend_queues(&mut st, 1, &[1, 2, 3], true, 0, 0), (1, vec![0, 1, 1]));
         assert_eq!(suspend_queues(&mut st, 1, &[1], true, 0, 0), (1, vec![0]));
         assert_eq!(suspend_queues(&mut st, 1, &[1], false, 0, 0), (1, vec![0]));

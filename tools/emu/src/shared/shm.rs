@@ -1,28 +1,34 @@
-//! Shared memory between the device process and its clients: files in the device directory
-//! (owner-only), mapped `MAP_SHARED`, holding futex words and single-producer/single-consumer
-//! rings. This is the hot path: a client posts kernels and the device posts completions with
-//! no socket round trip, waking the other side through a futex in the shared mapping.
+//! Shared memory between the device process and its clients: anonymous files (`memfd`) passed
+//! over the control socket, never named files, so a private `/dev/shm` or a separate IPC
+//! namespace (a container's) does not matter. Mapped `MAP_SHARED`, they hold futex words and
+//! single-producer/single-consumer rings. This is the hot path: a client posts kernels and the
+//! device posts completions with no socket round trip, waking the other side through a futex
+//! in the shared mapping (futexes on shared file pages work across namespaces).
 
-use std::fs::OpenOptions;
 use std::io;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crate::sys::sock;
 
 /// Entries per ring.
 pub const RING: usize = 8192;
-/// Layout guard and protocol version of the shared areas: "XHSAEMU2" since job entries carry
-/// a contention profile (a device and clients of different versions refuse each other).
-const MAGIC: u64 = 0x5848_5341_454d_5532; // "XHSAEMU2"
+/// Layout guard and protocol version of the shared areas: "XHSAEMU3" since job entries carry
+/// the client's epoch (a device and clients of different versions refuse each other).
+const MAGIC: u64 = 0x5848_5341_454d_5533; // "XHSAEMU3"
 
 /// A kernel a client hands to the device's scheduler.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct JobEntry {
+    /// The client's queue key.
     pub key: u32,
     pub waves: u32,
     pub lds: u32,
-    pub _pad: u32,
+    /// The client's connection epoch when it posted the entry: the device takes only entries
+    /// of the epoch the client announced (entries left from a device that went away are the
+    /// client's to post again).
+    pub epoch: u32,
     pub tag: u64,
     pub workgroups: u64,
     pub wg_ns: u64,
@@ -92,20 +98,23 @@ unsafe impl<T: Sync> Send for Shared<T> {}
 unsafe impl<T: Sync> Sync for Shared<T> {}
 
 impl<T: Sync + 'static> Shared<T> {
-    /// Creates (truncating) or opens the file and maps it; a new file is zero-filled, which is
-    /// a valid empty value of every area type here.
-    pub fn map(path: &Path, create: bool) -> io::Result<Shared<T>> {
+    /// A new anonymous file holding one zero-filled `T` (a valid empty value of every area type
+    /// here), mapped; the descriptor is for passing to the other side.
+    pub fn create(name: &std::ffi::CStr) -> io::Result<(Shared<T>, OwnedFd)> {
+        let fd = sock::memfd(name, std::mem::size_of::<T>() as u64)?;
+        Ok((Shared::map(&fd)?, fd))
+    }
+
+    /// Maps the area in `fd` (received from the other side); refused if it is too small.
+    pub fn map(fd: &OwnedFd) -> io::Result<Shared<T>> {
         let len = std::mem::size_of::<T>();
-        let file = OpenOptions::new().read(true).write(true).create(create).truncate(create).mode(0o600).open(path)?;
-        if create {
-            file.set_len(len as u64)?;
-        } else if file.metadata()?.len() < len as u64 {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{} is too small", path.display())));
+        let have = std::fs::File::from(fd.try_clone()?).metadata()?.len();
+        if have < len as u64 {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("shared area of {have} bytes, {len} expected")));
         }
-        use std::os::fd::AsRawFd;
-        // SAFETY: mapping `len` bytes of a file we hold open and sized; MAP_SHARED so both
-        // processes see the same pages.
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, file.as_raw_fd(), 0) };
+        // SAFETY: mapping `len` bytes of a file we hold open and that is at least that long;
+        // MAP_SHARED so both processes see the same pages.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd.as_raw_fd(), 0) };
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
@@ -204,12 +213,9 @@ mod tests {
 
     #[test]
     fn rings_pass_entries_in_order_through_a_shared_file() {
-        let dir = std::env::temp_dir().join(format!("xhsa-shm-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("c.shm");
-        let a: Shared<ClientArea> = Shared::map(&path, true).unwrap();
+        let (a, fd) = Shared::<ClientArea>::create(c"xhsa-test").unwrap();
         a.get().init();
-        let b: Shared<ClientArea> = Shared::map(&path, false).unwrap();
+        let b: Shared<ClientArea> = Shared::map(&fd).unwrap();
         assert!(b.get().valid());
         for i in 0..10 {
             assert!(a.get().post_job(JobEntry { key: 1, tag: i, ..Default::default() }));
@@ -224,6 +230,5 @@ mod tests {
         assert!(!b.get().post_done(DoneEntry::default()), "full");
         assert_eq!(a.get().peek_done().unwrap().tag, 0);
         assert_eq!(a.get().take_done().unwrap().tag, 0);
-        std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -6,3 +6,4 @@ pub mod futex;
 pub mod devmem;
 pub mod rdebug;
 pub mod mem;
+pub mod sock;
