@@ -43,29 +43,49 @@ pub(crate) unsafe fn shut_down(real: Option<ShutDownFn>) -> hsa_status_t {
     let Some(real) = real else { return hsa_sys::hsa::HSA_STATUS_ERROR };
     let g = global();
     let mine = !is_forked_child() && !g.passthrough();
-    if mine {
-        for (_, gpu) in g.gpus.iter() {
-            if let Some(p) = gpu.preempt.get() {
-                p.hold_for_shutdown(true);
+    // HIP shuts the runtime down from a static destructor, after libxhsa's exit summary: the
+    // logger's thread-local state may be gone then, so nothing is logged once the process exits.
+    let can_log = !super::exiting();
+    let say = |errors: Vec<String>| {
+        if can_log {
+            for e in errors {
+                tracing::error!("xhsa: {e}");
             }
         }
+    };
+    if mine {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            for (_, gpu) in g.gpus.iter() {
+                if let Some(p) = gpu.preempt.get() {
+                    say(p.hold_for_shutdown(true));
+                }
+            }
+        }));
     }
     // SAFETY: ROCr's hsa_shut_down, no arguments.
     let status = inside(|| unsafe { real() });
     if mine {
-        let down = rocr().and_then(|r| r.initialized()).is_none_or(|up| !up);
-        for (_, gpu) in g.gpus.iter() {
-            if let Some(p) = gpu.preempt.get() {
-                if down {
-                    p.retire();
-                } else {
-                    p.hold_for_shutdown(false);
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let down = rocr().and_then(|r| r.initialized()).is_none_or(|up| !up);
+            let mut retired = false;
+            for (_, gpu) in g.gpus.iter() {
+                if let Some(p) = gpu.preempt.get() {
+                    if down {
+                        let (errors, first) = p.retire();
+                        say(errors);
+                        retired |= first;
+                    } else {
+                        say(p.hold_for_shutdown(false));
+                    }
                 }
             }
-        }
-        if down {
-            g.runtime_down.store(true, Ordering::Relaxed);
-        }
+            if down {
+                g.runtime_down.store(true, Ordering::Relaxed);
+            }
+            if retired && can_log {
+                tracing::info!("xhsa: the runtime shut down: preemption of its queues stops (a runtime started again is scheduled at level 1)");
+            }
+        }));
     }
     status
 }

@@ -34,6 +34,7 @@ mod gpus;
 pub mod kfd;
 mod kfd_port;
 mod lifecycle;
+mod log;
 mod memory;
 mod origin;
 pub mod preload;
@@ -100,6 +101,15 @@ impl Global {
 
 static GLOBAL: OnceLock<Global> = OnceLock::new();
 
+/// The process is exiting: libxhsa's exit handler ran (thread-local state, the logger's
+/// included, may be gone from here on).
+static EXITING: AtomicBool = AtomicBool::new(false);
+
+/// Whether the process is exiting (see [`EXITING`]): nothing may be logged through `tracing`.
+pub(crate) fn exiting() -> bool {
+    EXITING.load(Ordering::Relaxed)
+}
+
 /// The state, set up on first use: logging (`XHSA_LOG`, to stderr) and settings, each bad
 /// setting reported once, by name, with the accepted forms and the value used instead.
 pub(crate) fn global() -> &'static Global {
@@ -109,7 +119,8 @@ pub(crate) fn global() -> &'static Global {
         let (filter, bad_log) = xhsa_model::settings::config::log_filter(std::env::var(xhsa_model::settings::config::ENV_LOG).ok().as_deref());
         let env_filter = tracing_subscriber::EnvFilter::try_new(&filter)
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(xhsa_model::settings::config::DEFAULT_LOG));
-        let _ = tracing_subscriber::fmt().with_env_filter(env_filter).with_writer(std::io::stderr).with_target(false).try_init();
+        let fmt = tracing_subscriber::fmt().with_env_filter(env_filter).with_writer(std::io::stderr).with_target(false).finish();
+        let _ = tracing::subscriber::set_global_default(log::ExitSafe(fmt));
         if let Some(e) = bad_log {
             tracing::error!("xhsa: {e}");
         }
@@ -256,6 +267,7 @@ pub(crate) fn next_symbol(cell: &AtomicUsize, lib: &CStr, name: &CStr) -> usize 
 /// thread-local storage is gone, so `tracing` cannot be used: the line goes straight to stderr,
 /// and nothing here may panic into the exit path.
 extern "C" fn at_exit() {
+    EXITING.store(true, Ordering::Relaxed);
     let _ = std::panic::catch_unwind(|| {
         let Some(g) = GLOBAL.get() else { return };
         if lifecycle::is_forked_child() {

@@ -220,7 +220,9 @@ impl Preemption {
                 if let Err(e) = g.mech.put_back(&[(t, how)]) {
                     if how == How::Suspend {
                         tracing::error!("xhsa: queue {q} could not be resumed before its destroy ({e}); turning the debug trap off, which resumes every suspended queue");
-                        Self::trap_off(&mut g);
+                        if let Err(e) = Self::trap_off(&mut g) {
+                            tracing::error!("xhsa: {e}");
+                        }
                     } else {
                         tracing::error!("xhsa: queue {q} could not be put back before its destroy: {e}");
                     }
@@ -235,25 +237,24 @@ impl Preemption {
 
     /// Turns the debug trap off: KFD resumes every queue it suspended, which then count as put
     /// back.
-    fn trap_off(g: &mut Inner) {
-        match g.mech.disable_debug_trap() {
-            Ok(()) => {
-                let resumed: Vec<QueueId> = g.off.iter().filter(|(_, h)| **h == How::Suspend).map(|(q, _)| *q).collect();
-                for q in &resumed {
-                    g.off.remove(q);
-                }
-                g.restores += resumed.len() as u64;
-                g.trap_idle_since = None;
-            }
-            Err(e) => tracing::error!("xhsa: {e}"),
+    fn trap_off(g: &mut Inner) -> Result<(), String> {
+        g.mech.disable_debug_trap()?;
+        let resumed: Vec<QueueId> = g.off.iter().filter(|(_, h)| **h == How::Suspend).map(|(q, _)| *q).collect();
+        for q in &resumed {
+            g.off.remove(q);
         }
+        g.restores += resumed.len() as u64;
+        g.trap_idle_since = None;
+        Ok(())
     }
 
     /// Puts every queue back and turns the debug trap off, waiting for the watcher's step if it
-    /// runs one (and going on after a panic in it).
+    /// runs one (and going on after a panic in it); what failed is logged.
     pub fn put_all_back(&self) {
         let mut g = self.lock();
-        Self::all_back(&mut g);
+        for e in Self::all_back(&mut g) {
+            tracing::error!("xhsa: {e}");
+        }
     }
 
     /// [`put_all_back`](Self::put_all_back) at process exit: waits at most [`EXIT_WAIT`] for
@@ -263,13 +264,14 @@ impl Preemption {
     pub fn put_all_back_at_exit(&self) -> bool {
         let deadline = std::time::Instant::now() + EXIT_WAIT;
         loop {
+            // Nothing is logged: at exit the logger's thread-local state may be gone.
             match self.inner.try_lock() {
                 Ok(mut g) => {
-                    Self::all_back(&mut g);
+                    let _ = Self::all_back(&mut g);
                     return true;
                 }
                 Err(std::sync::TryLockError::Poisoned(p)) => {
-                    Self::all_back(&mut p.into_inner());
+                    let _ = Self::all_back(&mut p.into_inner());
                     return true;
                 }
                 Err(std::sync::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(1)),
@@ -280,17 +282,20 @@ impl Preemption {
 
     /// While the runtime's `hsa_shut_down` runs (`true`): every queue back, the debug trap off,
     /// nothing taken off until `false` (the runtime still runs) or [`retire`](Self::retire).
-    pub fn hold_for_shutdown(&self, hold: bool) {
+    /// Returns what failed, for the caller to log when it can (`hsa_shut_down` may run from a
+    /// library destructor at exit, when logging is no longer possible).
+    pub fn hold_for_shutdown(&self, hold: bool) -> Vec<String> {
         let mut g = self.lock();
-        if hold {
-            Self::all_back(&mut g);
-        }
+        let errors = if hold { Self::all_back(&mut g) } else { Vec::new() };
         g.held_for_shutdown = hold;
+        errors
     }
 
-    fn all_back(g: &mut Inner) {
+    /// Every queue back, the debug trap off; returns what failed (never logs).
+    fn all_back(g: &mut Inner) -> Vec<String> {
+        let mut errors = Vec::new();
         if g.retired {
-            return;
+            return errors;
         }
         let targets: Vec<(Target, How)> = g.off.iter().filter_map(|(q, h)| g.known.get(q).map(|t| (*t, *h))).collect();
         if !targets.is_empty() {
@@ -299,26 +304,30 @@ impl Preemption {
                     g.restores += targets.len() as u64;
                     g.off.clear();
                 }
-                Err(e) => tracing::error!("xhsa: putting every queue back failed: {e}"),
+                Err(e) => errors.push(format!("putting every queue back failed: {e}")),
             }
         }
         if g.mech.debug_trap_on() {
-            Self::trap_off(g);
+            if let Err(e) = Self::trap_off(g) {
+                errors.push(e);
+            }
         }
+        errors
     }
 
     /// The runtime shuts down (`hsa_shut_down`, the last one): every queue back, the debug trap
     /// off (before the runtime's own runtime-disable, which blocks while it is on), and no KFD
     /// call from now on (the descriptor closes with the runtime and its number may be reused).
     /// The queues of a runtime started again are scheduled at level 1.
-    pub fn retire(&self) {
+    /// Returns what failed (for the caller to log when it can) and whether this retired it
+    /// (false if it was already).
+    pub fn retire(&self) -> (Vec<String>, bool) {
         let mut g = self.lock();
-        Self::all_back(&mut g);
-        if !g.retired {
-            g.retired = true;
-            g.known.clear();
-            tracing::info!("xhsa: the runtime shut down: preemption of its queues stops (a runtime started again is scheduled at level 1)");
-        }
+        let errors = Self::all_back(&mut g);
+        let first = !g.retired;
+        g.retired = true;
+        g.known.clear();
+        (errors, first)
     }
 
     /// The queues off the GPU now.
@@ -365,7 +374,9 @@ impl Preemption {
         let trap_idle_at = if g.mech.debug_trap_on() && !g.off.values().any(|h| *h == How::Suspend) {
             let since = *g.trap_idle_since.get_or_insert(now);
             if now.saturating_sub(since) >= DEBUG_TRAP_IDLE_NS {
-                Self::trap_off(&mut g);
+                if let Err(e) = Self::trap_off(&mut g) {
+                    tracing::error!("xhsa: {e}");
+                }
                 None
             } else {
                 Some(since + DEBUG_TRAP_IDLE_NS)

@@ -53,6 +53,11 @@ enum Cmd {
         /// run with `xhsa-emu run --rocm 6.4`).
         #[arg(long, value_name = "VERSION", default_value = "5.2", value_parser = ["5.2", "6.4"])]
         rocm: String,
+        /// Run each workload process in a container of its own, as Docker does: its own pid, IPC
+        /// and mount namespaces and its own /dev/shm (`unshare`, needs root), with the phase's
+        /// board and device directories shared as volumes.
+        #[arg(long)]
+        containers: bool,
     },
     /// Predict a scenario's figures from the emulator's HWS model in virtual time (ideal host).
     Predict {
@@ -283,6 +288,7 @@ fn go(cli: Cli) -> Result<(), String> {
             warmup,
             quiet,
             rocm,
+            containers,
         } => {
             let rocm64 = rocm == "6.4";
             let s = scenario::load(&scenarios_dir(), &scenario, &model_names())?;
@@ -328,6 +334,7 @@ fn go(cli: Cli) -> Result<(), String> {
                 label,
                 progress: !quiet,
                 rocm64,
+                containers,
             };
             let has_lp = s.has(Role::Lp);
             // The alone phases are native in every mode: they are the baseline a scheduler is

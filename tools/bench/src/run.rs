@@ -106,6 +106,29 @@ pub struct Setup<'a> {
     pub progress: bool,
     /// Run on the ROCm 6.4 userland (`xhsa-emu run --rocm 6.4`, gfx942).
     pub rocm64: bool,
+    /// Each workload process in a container of its own ([`container_command`]).
+    pub containers: bool,
+}
+
+/// What makes a process a container here, as Docker makes one: `unshare` gives it its own pid
+/// (it is pid 1 there, its children count from 2), IPC and mount namespaces, and a fresh tmpfs
+/// on `/dev/shm` (64 MiB, Docker's default); everything else of the host's file system stays
+/// visible, as the volumes a `docker run -v` mounts (the phase's board and device directories).
+const CONTAINER_SHELL: &str = "mount -t tmpfs -o size=64m,mode=1777 shm /dev/shm && exec \"$@\"";
+
+/// `cmd`'s program and arguments run in a container of its own (see [`CONTAINER_SHELL`]).
+pub fn container_command(cmd: &Command) -> Command {
+    let mut c = Command::new("unshare");
+    c.args(["--pid", "--fork", "--kill-child", "--mount-proc", "--ipc", "--mount", "--propagation", "private", "--", "sh", "-c", CONTAINER_SHELL, "sh"]);
+    c.arg(cmd.get_program());
+    c.args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    c
 }
 
 #[derive(Deserialize)]
@@ -199,6 +222,9 @@ pub fn phase(setup: &Setup, processes: &[Process]) -> Result<(PhaseResult, f64, 
         cmd.env("XHSA_EMU_DEVICE_DIR", &dev);
         for (k, v) in setup.mode.env(p, setup.libxhsa, &board) {
             cmd.env(k, v);
+        }
+        if setup.containers {
+            cmd = container_command(&cmd);
         }
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
