@@ -62,6 +62,12 @@ fn pair(tag: &str, busy_prio: &str, victim_prio: &str, preempt: &str) -> (RunOut
     let busy = busy.wait();
     assert_passed(&victim);
     assert_passed(&busy);
+    // The doorbell path stays bounded: an application call runs its own pass and at most one
+    // more (the rest goes to libxhsa's forwarder thread).
+    for out in [&busy, &victim] {
+        let most = figure_before(out, " passes per application call").unwrap_or_else(|| panic!("no bound in the summary\n{}", out.report()));
+        assert!(most <= 2, "{most} passes in one application call\n{}", out.report());
+    }
     eprintln!(
         "{tag}: busy throttled {} ns, preempted {} us; victim throttled {} ns, preempted {} us",
         throttled_ns(&busy),

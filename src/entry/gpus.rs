@@ -30,6 +30,8 @@ pub(crate) struct Gpu {
     /// another process shows up with work, the watcher asks for a pass that tracks them, so
     /// their completions are counted even if this process submits nothing more.
     pub untracked: AtomicBool,
+    /// Passes left behind by an application thread wait for the forwarder thread.
+    pub handed_off: AtomicBool,
     /// The board was tried (once).
     pub board_tried: AtomicBool,
     /// The GPU's preemption, once its board and the runtime's KFD descriptor are known.
@@ -82,6 +84,7 @@ impl Gpus {
             pass_wanted: AtomicBool::new(false),
             stalled: AtomicBool::new(false),
             untracked: AtomicBool::new(false),
+            handed_off: AtomicBool::new(false),
             board_tried: AtomicBool::new(false),
             preempt: OnceLock::new(),
             trace: self.trace.as_ref().map(|t| Mutex::new(QueueTracer::new(t.recorder()))),

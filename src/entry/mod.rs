@@ -30,6 +30,7 @@
 
 pub mod addr_map;
 pub mod api_table;
+mod forwarder;
 mod gpus;
 pub mod kfd;
 mod kfd_port;
@@ -330,7 +331,7 @@ extern "C" fn at_exit() {
         let shadow = if complete || total.queues > 0 {
             let t = total;
             format!(
-                "; shadow queues: {} created, {} packets taken, {} packets forwarded, {} held, {} in flight, {} ns throttled, {} degraded; passthrough libraries: {} queues, {} dispatches",
+                "; shadow queues: {} created, {} packets taken, {} packets forwarded, {} held, {} in flight, {} ns throttled, {} degraded; passthrough libraries: {} queues, {} dispatches; at most {} passes per application call",
                 t.queues,
                 t.taken,
                 t.forwarded,
@@ -339,7 +340,8 @@ extern "C" fn at_exit() {
                 t.throttle_ns,
                 t.degraded,
                 queues::WHITELISTED_QUEUES.load(std::sync::atomic::Ordering::Relaxed),
-                expedited
+                expedited,
+                forwarder::MOST_PASSES_PER_CALL.load(std::sync::atomic::Ordering::Relaxed)
             )
         } else {
             String::new()

@@ -207,20 +207,40 @@ fn doorbell_pass(gpu: usize) {
     passes_wanted(gpu);
 }
 
-/// Runs the passes asked for while the scheduler of `gpu` was busy, as long as it is free.
+/// Runs the passes asked for while the scheduler of `gpu` was busy, as long as it is free, at
+/// most [`PASSES_PER_CALL`](super::forwarder::PASSES_PER_CALL) of them; passes still wanted
+/// after that go to the forwarder thread.
 fn passes_wanted(gpu: usize) {
+    passes(gpu, Some(super::forwarder::PASSES_PER_CALL));
+}
+
+/// The forwarder's: runs the passes asked for as long as the scheduler is free.
+pub(crate) fn passes_until_done(gpu: usize) {
+    passes(gpu, None);
+}
+
+fn passes(gpu: usize, limit: Option<u64>) {
     let Some(g) = global().gpus.get(gpu) else { return };
+    let mut ran = 0u64;
     std::sync::atomic::fence(Ordering::SeqCst);
     while g.pass_wanted.load(Ordering::SeqCst) {
-        let ran = run(gpu, false, |s, m, hw, now| {
+        if limit.is_some_and(|l| ran >= l) {
+            super::forwarder::hand_off(gpu);
+            break;
+        }
+        let done = run(gpu, false, |s, m, hw, now| {
             g.pass_wanted.store(false, Ordering::SeqCst);
             s.pass(m, hw, now)
         });
-        if ran.is_none() {
+        if done.is_none() {
             // Busy: the holder sees the flag after it lets go (or rocr() is missing).
-            return;
+            break;
         }
+        ran += 1;
         std::sync::atomic::fence(Ordering::SeqCst);
+    }
+    if limit.is_some() {
+        super::forwarder::MOST_PASSES_PER_CALL.fetch_max(ran, Ordering::Relaxed);
     }
 }
 
