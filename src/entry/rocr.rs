@@ -181,7 +181,11 @@ impl Rocr {
     pub fn set_hw_priority(&self, hw: u64, p: xhsa_model::priority::StreamPriority) -> bool {
         let Some(f) = self.set_priority else { return false };
         // SAFETY: a live hardware queue libxhsa created; a valid hsa_amd_queue_priority_t.
-        unsafe { f(hw as *mut hsa_queue_t, p.to_hsa()) == HSA_STATUS_SUCCESS }
+        let ok = unsafe { f(hw as *mut hsa_queue_t, p.to_hsa()) == HSA_STATUS_SUCCESS };
+        if ok {
+            super::unseen_kfd::hw_priority_set(hw, p);
+        }
+        ok
     }
 
     /// A new signal with `value` and no consumers (an interrupt signal in ROCr).

@@ -48,6 +48,8 @@ pub enum KfdCall {
     EnableDebugTrap,
     /// `GET_QUEUE_SNAPSHOT` clearing KFD's new-queue flags.
     ClearNew,
+    /// `GET_QUEUE_SNAPSHOT` finding the queues' KFD ids (in a debug-trap session of its own).
+    QueueSnapshot,
 }
 
 impl KfdCall {
@@ -60,6 +62,7 @@ impl KfdCall {
             KfdCall::Resume => "resume (DBG_TRAP RESUME_QUEUES)",
             KfdCall::EnableDebugTrap => "enable debug trap (DBG_TRAP ENABLE)",
             KfdCall::ClearNew => "clear new-queue flags (GET_QUEUE_SNAPSHOT)",
+            KfdCall::QueueSnapshot => "find KFD queue ids (GET_QUEUE_SNAPSHOT)",
         }
     }
 }

@@ -106,7 +106,7 @@ pub fn check_trust(meta: &std::fs::Metadata, name: &str) -> Result<(), String> {
     }
     let len = meta.len();
     let max = crate::layout::board_size(crate::layout::MAX_SLOT_COUNT) as u64;
-    if len > max || len % 4 != 0 {
+    if len > max || !len.is_multiple_of(4) {
         return Err(format!("{len} bytes is not the size of a board (a multiple of 4, at most {max})"));
     }
     Ok(())
