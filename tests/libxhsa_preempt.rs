@@ -12,10 +12,14 @@ use std::time::{Duration, Instant};
 
 use common::{assert_passed, emu_status, libxhsa, run_lock, spawn_under_emu, DeviceDir, RunOpts, RunOutput, Running};
 
-fn opts(dir: &DeviceDir, board: &std::path::Path, priority: &str, extra: &[(&str, &str)]) -> RunOpts {
+/// How the processes load libxhsa: `LD_PRELOAD` or `HSA_TOOLS_LIB`.
+const PRELOAD: &str = "LD_PRELOAD";
+const TOOLS_LIB: &str = "HSA_TOOLS_LIB";
+
+fn opts(dir: &DeviceDir, board: &std::path::Path, load: &str, priority: &str, extra: &[(&str, &str)]) -> RunOpts {
     let mut env = vec![
         dir.env(),
-        ("LD_PRELOAD".into(), libxhsa()),
+        (load.into(), libxhsa()),
         ("XHSA_BOARD_DIR".into(), board.display().to_string()),
         ("XHSA_PRIORITY".into(), priority.into()),
         ("XHSA_LOG".into(), "info".into()),
@@ -58,27 +62,34 @@ struct Scene {
     board: std::path::PathBuf,
     stop: std::path::PathBuf,
     busy: Option<Running>,
+    /// The variable the processes load libxhsa with.
+    load: &'static str,
 }
 
 /// Starts the busy low-priority process and waits until it floods the device.
 fn busy_scene(tag: &str, extra: &[(&str, &str)]) -> Scene {
+    busy_scene_loaded(tag, PRELOAD, extra)
+}
+
+/// [`busy_scene`] with libxhsa loaded through `load` (`LD_PRELOAD` or `HSA_TOOLS_LIB`).
+fn busy_scene_loaded(tag: &str, load: &'static str, extra: &[(&str, &str)]) -> Scene {
     let dir = DeviceDir::new(tag);
     let board = dir.file("board");
     std::fs::create_dir_all(&board).unwrap();
     let stop = dir.file("stop");
     let prog = common::program("shared_hip");
-    let busy = spawn_under_emu(&prog, &["busy", stop.to_str().unwrap(), "60"], &opts(&dir, &board, "-10", extra));
+    let busy = spawn_under_emu(&prog, &["busy", stop.to_str().unwrap(), "60"], &opts(&dir, &board, load, "-10", extra));
     if busy.wait_for_line(|l| l == "BUSY_RUNNING", Duration::from_secs(30)).is_none() {
         std::fs::write(&stop, b"").unwrap();
         panic!("the busy program never reported BUSY_RUNNING\n{}", busy.wait().report());
     }
-    Scene { dir, board, stop, busy: Some(busy) }
+    Scene { dir, board, stop, busy: Some(busy), load }
 }
 
 impl Scene {
     fn victim(&self, trials: &str, extra: &[(&str, &str)]) -> Running {
         let prog = common::program("shared_hip");
-        spawn_under_emu(&prog, &["victim", "10", "640", "1000000", trials], &opts(&self.dir, &self.board, "10", extra))
+        spawn_under_emu(&prog, &["victim", "10", "640", "1000000", trials], &opts(&self.dir, &self.board, self.load, "10", extra))
     }
 
     fn finish(mut self) -> RunOutput {
@@ -122,6 +133,26 @@ fn a_batch_process_is_preempted_for_a_higher_priority_one_and_put_back() {
     let kfd_calls = spans(&|e| track(e).starts_with("preemption, GPU") && e["args"]["ok"] == true);
     assert!(kfd_calls >= 2 * off, "a KFD call to take each queue off and one to put it back: {kfd_calls} for {off}");
     assert_eq!(events.last().unwrap()["name"], "trace end", "{}", path.display());
+}
+
+/// Loaded only through `HSA_TOOLS_LIB` (ROCr dlopens libxhsa; its `ioctl` interposes nothing),
+/// libxhsa finds its queues' KFD ids in KFD's queue snapshot and preempts as under `LD_PRELOAD`.
+#[test]
+fn loaded_as_a_tools_lib_a_batch_process_is_preempted_and_put_back() {
+    let _lock = run_lock(true);
+    let scene = busy_scene_loaded("preempt-toolslib", TOOLS_LIB, &[]);
+    let victim = scene.victim("3", &[]).wait();
+    assert_passed(&victim);
+    assert!(eventually(Duration::from_secs(3), || !some_queue_off(&scene.dir)), "a queue stayed off the GPU\n{}", emu_status(&scene.dir));
+    let busy = scene.finish();
+    assert!(busy.stderr.contains("HSA_TOOLS_LIB") || busy.stderr.contains("tools library"), "loaded as a tools library\n{}", busy.report());
+    let (off, back, now) = preemptions(&busy).unwrap_or_else(|| panic!("no preemption summary\n{}", busy.report()));
+    assert!(off >= 1, "the busy low-priority queue was never taken off\n{}", busy.report());
+    assert_eq!((back, now), (off, 0), "every preemption is undone\n{}", busy.report());
+    assert!(busy.stderr.contains("found in KFD's queue snapshot"), "{}", busy.report());
+    eprintln!("tools-lib busy process: {off} taken off, {back} put back");
+    let (v_off, _, _) = preemptions(&victim).expect("victim summary");
+    assert_eq!(v_off, 0, "the high-priority process never preempts itself\n{}", victim.report());
 }
 
 #[test]

@@ -81,6 +81,8 @@ pub(crate) unsafe fn shut_down(real: Option<ShutDownFn>) -> hsa_status_t {
             }
             if down {
                 g.runtime_down.store(true, Ordering::Relaxed);
+                super::rocr::forget_runtime();
+                super::origin::forget_kernels();
             }
             if retired && can_log {
                 tracing::info!("xhsa: the runtime shut down: preemption of its queues stops (a runtime started again is scheduled at level 1)");

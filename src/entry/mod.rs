@@ -43,6 +43,7 @@ pub(crate) mod queues;
 mod rocr;
 pub mod seen;
 pub mod tools_lib;
+mod unseen_kfd;
 
 use std::cell::Cell;
 use std::ffi::CStr;

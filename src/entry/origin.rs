@@ -114,11 +114,21 @@ fn kernel_uri(kernel_object: u64) -> Option<String> {
     s.uri
 }
 
+/// The decisions of [`kernel_matches`], by kernel object.
+static KERNELS: OnceLock<Mutex<HashMap<u64, bool>>> = OnceLock::new();
+
+/// Forgets every decision: the runtime shut down and its code objects with it (a runtime
+/// started again loads others, maybe at the same addresses).
+pub(crate) fn forget_kernels() {
+    if let Some(cache) = KERNELS.get() {
+        cache.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+}
+
 /// Whether `kernel_object` comes from a code object of a library `matches` accepts (cached per
 /// kernel object; kernels are few and their code objects stay loaded while in use).
 pub(crate) fn kernel_matches(kernel_object: u64, matches: impl Fn(&str) -> bool) -> bool {
-    static CACHE: OnceLock<Mutex<HashMap<u64, bool>>> = OnceLock::new();
-    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    let cache = KERNELS.get_or_init(|| Mutex::new(HashMap::new()));
     if let Some(&m) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&kernel_object) {
         return m;
     }

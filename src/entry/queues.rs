@@ -479,31 +479,32 @@ fn attach_board(g: &Global, gpu: usize, node: Option<u32>) {
     }
 }
 
-/// Starts the process's watcher over the board of GPU `gpu`: preemption through the runtime's KFD
-/// descriptor when it is on and that descriptor is known, and in every case the housekeeping and
-/// the controllers' requests (`xhsactl`).
+/// Starts the process's watcher over the board of GPU `gpu`: preemption when it is on, through
+/// the runtime's KFD descriptor when the interposer saw it, else through one of libxhsa's own
+/// ([`super::unseen_kfd`]); and in every case the housekeeping and the controllers' requests
+/// (`xhsactl`).
 fn start_preemption(g: &Global, gpu: usize, link: std::sync::Arc<crate::board::link::BoardLink>) {
     let Some(this) = g.gpus.get(gpu) else { return };
     let mut settings = g.preempt_settings;
     let port: Box<dyn crate::preempt::KfdPort> = if settings.mode == crate::preempt::PreemptMode::Off {
         tracing::info!("xhsa: XHSA_PREEMPT=off: level 1 only");
         Box::new(crate::preempt::mechanism::NoKfd)
-    } else if let Some(fd) = g.seen.kfd_fd() {
+    } else if let Some(port) = g.seen.kfd_fd().map(|fd| {
         // SAFETY: `fd` is the descriptor the runtime's CREATE_QUEUE ioctl was made on, open while
         // its queues exist; libxhsa never closes it.
-        let port = unsafe { super::kfd_port::RuntimeKfd::borrow(fd) };
+        Box::new(unsafe { super::kfd_port::RuntimeKfd::borrow(fd) }) as Box<dyn crate::preempt::KfdPort>
+    }).or_else(super::unseen_kfd::port) {
         match &g.trace {
             // XHSA_TRACE: the KFD calls and each queue's time off the GPU on the trace.
             Some(sink) => Box::new(crate::trace::kfd::TracedKfd::new(
-                Box::new(port),
+                port,
                 sink.recorder(),
                 gpu.min(u16::MAX as usize) as u16,
                 Box::new(|kfd_id| KFD_QUEUES.get(u64::from(kfd_id) + 1).map(QueueId)),
             )),
-            None => Box::new(port),
+            None => port,
         }
     } else {
-        tracing::warn!("xhsa: the runtime's KFD queue creation was not seen (libxhsa sees it when loaded with LD_PRELOAD), so its queues cannot be preempted: level 1 only");
         settings.mode = crate::preempt::PreemptMode::Off;
         Box::new(crate::preempt::mechanism::NoKfd)
     };
@@ -577,7 +578,9 @@ fn control(gpu: usize, q: QueueId, c: xhsa_board::layout::Control) -> (u32, i32)
 fn register_preemptable(g: &Global, gpu: usize, id: u64, hw_ring: &AqlRing) {
     let Some(pre) = g.gpus.get(gpu).and_then(|x| x.preempt.get()) else { return };
     let Some(k) = g.seen.kfd_queue_at(hw_ring.base) else {
-        tracing::debug!("xhsa: queue {id}: no KFD queue seen at ring {:#x}; it cannot be preempted", hw_ring.base);
+        if !super::unseen_kfd::register(pre, id, hw_ring.base) {
+            tracing::debug!("xhsa: queue {id}: no KFD queue seen at ring {:#x}; it cannot be preempted", hw_ring.base);
+        }
         return;
     };
     if let (Some(kfd_id), Some(ring_bytes), Some(priority), Some(percentage)) = (k.id(), k.ring_bytes, k.priority, k.percentage) {
@@ -945,6 +948,9 @@ pub(crate) unsafe fn set_priority(real: Option<SetPriorityFn>, queue: *mut hsa_q
     let hw_priority = effective.map_or(priority, |p| p.hardware().to_hsa());
     // SAFETY: the caller's queue or the hardware queue behind it.
     let status = inside(|| unsafe { real(hw_of(queue as u64) as *mut hsa_queue_t, hw_priority) });
+    if let (HSA_STATUS_SUCCESS, Some(p)) = (status, StreamPriority::from_hsa(hw_priority)) {
+        super::unseen_kfd::hw_priority_set(hw_of(queue as u64), p);
+    }
     if let (Some(id), HSA_STATUS_SUCCESS, Some(p)) = (id, status, effective) {
         with_queue(id, |s, _, _, _| {
             trace_application_priority(id);

@@ -191,7 +191,11 @@ impl Rocr {
     pub fn set_hw_priority(&self, hw: u64, p: xhsa_model::priority::StreamPriority) -> bool {
         let Some(f) = self.set_priority else { return false };
         // SAFETY: a live hardware queue libxhsa created; a valid hsa_amd_queue_priority_t.
-        unsafe { f(hw as *mut hsa_queue_t, p.to_hsa()) == HSA_STATUS_SUCCESS }
+        let ok = unsafe { f(hw as *mut hsa_queue_t, p.to_hsa()) == HSA_STATUS_SUCCESS };
+        if ok {
+            super::unseen_kfd::hw_priority_set(hw, p);
+        }
+        ok
     }
 
     /// A new signal with `value` and no consumers (an interrupt signal in ROCr).
@@ -294,14 +298,24 @@ unsafe extern "C" fn pick_cpu(agent: hsa_agent_t, data: *mut c_void) -> hsa_stat
     HSA_STATUS_SUCCESS
 }
 
-/// ROCr's fine-grained system memory pool (of the first CPU agent), found once.
+/// ROCr's fine-grained system memory pool (of the first CPU agent), found once per runtime.
 fn fine_grained_pool(r: &Rocr) -> Option<u64> {
-    static POOL: OnceLock<u64> = OnceLock::new();
-    let p = *POOL.get_or_init(|| {
+    let mut p = POOL.load(std::sync::atomic::Ordering::Acquire);
+    if p == 0 {
         let mut s = PoolSearch { rocr: r, found: 0 };
         // SAFETY: the callback gets `s` back as data, alive during the call.
         unsafe { (r.iterate_agents)(Some(pick_cpu), (&mut s as *mut PoolSearch).cast()) };
-        s.found
-    });
+        p = s.found;
+        POOL.store(p, std::sync::atomic::Ordering::Release);
+    }
     (p != 0).then_some(p)
+}
+
+/// The pool [`fine_grained_pool`] found (0: not looked up yet, or forgotten).
+static POOL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Forgets what was found of the runtime that shut down (its handles die with it; a runtime
+/// started again has new ones).
+pub(crate) fn forget_runtime() {
+    POOL.store(0, std::sync::atomic::Ordering::Release);
 }

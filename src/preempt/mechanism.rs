@@ -49,6 +49,19 @@ pub struct Target {
     pub percentage: u32,
 }
 
+/// One queue of KFD's queue snapshot (`DBG_TRAP GET_QUEUE_SNAPSHOT`): what finds a hardware
+/// queue's KFD id by its ring when the runtime's `CREATE_QUEUE` was not seen.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct SnapshotQueue {
+    pub kfd_id: u32,
+    pub ring_base: u64,
+    /// Ring size in bytes, as the runtime created it.
+    pub ring_bytes: u32,
+    pub gpu_id: u32,
+    /// `KFD_IOC_QUEUE_TYPE_*`.
+    pub queue_type: u32,
+}
+
 /// The KFD calls the mechanisms make.
 pub trait KfdPort: Send {
     /// `UPDATE_QUEUE` of `t` with `percentage` (its ring and priority unchanged).
@@ -66,6 +79,11 @@ pub trait KfdPort: Send {
     /// Clears the "new queue" exception KFD sets on every queue it creates and until which it
     /// refuses to suspend the queue (`GET_QUEUE_SNAPSHOT` with `EC_QUEUE_NEW` in the clear mask).
     fn clear_new(&mut self) -> Result<(), KfdFailure>;
+    /// This process's KFD queues (`DBG_TRAP GET_QUEUE_SNAPSHOT`, inside a debug-trap session of
+    /// its own if none is on).
+    fn queue_snapshot(&mut self) -> Result<Vec<SnapshotQueue>, KfdFailure> {
+        Err(KfdFailure("KFD's queue snapshot is not available".into()))
+    }
     /// Nanoseconds on a monotonic clock (the calls' costs are measured with it).
     fn now(&self) -> u64;
 }
@@ -308,6 +326,17 @@ impl Mechanisms {
         Ok(out)
     }
 
+    /// This process's KFD queues, from KFD's queue snapshot.
+    pub fn queue_snapshot(&mut self) -> Result<Vec<SnapshotQueue>, KfdFailure> {
+        self.port.queue_snapshot()
+    }
+
+    /// Deactivates `t` again, which is off by deactivation but which the runtime's own
+    /// `UPDATE_QUEUE` (a priority change libxhsa could not intercept) put back on.
+    pub fn keep_off(&mut self, t: &Target) -> Result<(), String> {
+        self.port.update_queue(t, 0).map_err(|e| self.fail(How::Deactivate, "keeping a queue off", e))
+    }
+
     /// Puts `targets` back the way each was taken off. Returns the duration of the calls, or
     /// the error (the caller retries later: a queue is never left off the GPU on purpose).
     pub fn put_back(&mut self, targets: &[(Target, How)]) -> Result<u64, String> {
@@ -370,6 +399,8 @@ pub(crate) mod fake {
         /// Ids refused only until `clear_new` (new queues).
         pub new: Arc<Mutex<Vec<u32>>>,
         pub error: Vec<u32>,
+        /// What `queue_snapshot` returns (`None`: it fails).
+        pub snapshot: Option<Vec<SnapshotQueue>>,
     }
 
     impl KfdPort for FakeKfd {
@@ -415,6 +446,10 @@ pub(crate) mod fake {
             self.log.lock().unwrap().push("clear_new".into());
             self.new.lock().unwrap().clear();
             Ok(())
+        }
+        fn queue_snapshot(&mut self) -> Result<Vec<SnapshotQueue>, KfdFailure> {
+            self.log.lock().unwrap().push("snapshot".into());
+            self.snapshot.clone().ok_or_else(|| KfdFailure("EALREADY".into()))
         }
         fn resume(&mut self, ids: &mut [u32]) -> Result<u32, KfdFailure> {
             *self.clock.lock().unwrap() += self.cost_ns / 2;

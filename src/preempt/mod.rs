@@ -15,6 +15,6 @@ pub mod policy;
 pub mod settings;
 pub mod watcher;
 
-pub use mechanism::{How, KfdFailure, KfdPort, Target};
+pub use mechanism::{How, KfdFailure, KfdPort, SnapshotQueue, Target};
 pub use settings::{PreemptMode, PreemptSettings};
 pub use watcher::{Preemption, Watch};

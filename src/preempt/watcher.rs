@@ -80,6 +80,11 @@ struct Inner {
     budget: Budget,
     /// Queues KFD knows, by libxhsa queue id, kept current from the runtime's own KFD calls.
     known: BTreeMap<QueueId, Target>,
+    /// Queues whose KFD id is not known yet (the runtime's `CREATE_QUEUE` was not seen): found
+    /// in KFD's queue snapshot by their ring the first time one of them is to be taken off.
+    unresolved: BTreeMap<QueueId, Unresolved>,
+    /// KFD's queue snapshot failed: unresolved queues are never taken off.
+    snapshot_failed: bool,
     /// Queues off the GPU and how.
     off: BTreeMap<QueueId, How>,
     /// A put-back failed: retry.
@@ -97,6 +102,43 @@ struct Inner {
     retired: bool,
     /// An `hsa_shut_down` runs: nothing is taken off.
     held_for_shutdown: bool,
+}
+
+/// A queue whose KFD id is still to be found: what [`Target`] needs besides the id and size.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct Unresolved {
+    ring_base: u64,
+    priority: u32,
+    percentage: u32,
+}
+
+impl Inner {
+    /// Finds the KFD ids of the unresolved queues in KFD's queue snapshot (by ring base address)
+    /// and makes them known; a queue the snapshot does not list is dropped (never taken off).
+    /// A failed snapshot is logged once and leaves every unresolved queue at level 1.
+    fn resolve(&mut self) {
+        let pending = std::mem::take(&mut self.unresolved);
+        match self.mech.queue_snapshot() {
+            Ok(kfd) => {
+                let mut found = 0;
+                for (q, u) in &pending {
+                    match kfd.iter().find(|k| k.ring_base == u.ring_base) {
+                        Some(k) => {
+                            found += 1;
+                            let t = Target { queue: *q, kfd_id: k.kfd_id, ring_base: u.ring_base, ring_bytes: k.ring_bytes, priority: u.priority, percentage: u.percentage };
+                            self.known.insert(*q, t);
+                        }
+                        None => tracing::warn!("xhsa: queue {q}: KFD lists no queue with its ring {:#x}; it is not preempted", u.ring_base),
+                    }
+                }
+                tracing::info!("xhsa: KFD queue ids of {found} of {} queues found in KFD's queue snapshot ({} KFD queues)", pending.len(), kfd.len());
+            }
+            Err(e) => {
+                self.snapshot_failed = true;
+                tracing::error!("xhsa: KFD's queue snapshot failed ({}); this process's queues are not preempted (level 1)", e.0);
+            }
+        }
+    }
 }
 
 /// The process's preemption; see the module doc.
@@ -130,6 +172,8 @@ impl Preemption {
             mech: Mechanisms::new(port, settings.mode),
             budget: Budget::new(settings.budget_pct),
             known: BTreeMap::new(),
+            unresolved: BTreeMap::new(),
+            snapshot_failed: false,
             off: BTreeMap::new(),
             retry_at: None,
             last_housekeeping: None,
@@ -187,6 +231,37 @@ impl Preemption {
         }
     }
 
+    /// Adds queue `queue` whose KFD id is not known (the runtime's `CREATE_QUEUE` was not seen),
+    /// with the ring base address of its hardware queue and the KFD priority and percentage
+    /// the runtime gave it: its id and ring size are looked up in KFD's queue snapshot when it
+    /// is first to be taken off ([`KfdPort::queue_snapshot`]).
+    pub fn add_unresolved(&self, queue: QueueId, ring_base: u64, priority: u32, percentage: u32) {
+        let mut g = self.lock();
+        if !g.retired {
+            g.unresolved.insert(queue, Unresolved { ring_base, priority, percentage });
+        }
+    }
+
+    /// The runtime gave the hardware queue with ring `ring_base` KFD priority `priority` (with
+    /// its percentage, which puts a deactivated queue back on) through an `UPDATE_QUEUE` libxhsa
+    /// did not see: the priority is kept for the put-back, and a queue libxhsa deactivated is
+    /// deactivated again.
+    pub fn runtime_priority(&self, ring_base: u64, priority: u32) {
+        let mut g = self.lock();
+        if let Some(u) = g.unresolved.values_mut().find(|u| u.ring_base == ring_base) {
+            u.priority = priority;
+            return;
+        }
+        let Some((q, t)) = g.known.iter_mut().find(|(_, t)| t.ring_base == ring_base) else { return };
+        t.priority = priority;
+        let (q, t) = (*q, *t);
+        if g.off.get(&q) == Some(&How::Deactivate) {
+            if let Err(e) = g.mech.keep_off(&t) {
+                tracing::error!("xhsa: queue {q} could not be kept off after a priority change ({e})");
+            }
+        }
+    }
+
     /// The runtime changes a queue's KFD priority or percentage (its own `UPDATE_QUEUE`, seen by
     /// the interposer): `send` makes the runtime's call with the percentage KFD must get, 0 while
     /// libxhsa keeps the queue deactivated, so that the runtime's call does not bring it back
@@ -233,6 +308,7 @@ impl Preemption {
         }
         g.policy.forget(q);
         g.known.remove(&q);
+        g.unresolved.remove(&q);
     }
 
     /// Turns the debug trap off: KFD resumes every queue it suspended, which then count as put
@@ -327,6 +403,7 @@ impl Preemption {
         let first = !g.retired;
         g.retired = true;
         g.known.clear();
+        g.unresolved.clear();
         (errors, first)
     }
 
@@ -393,8 +470,9 @@ impl Preemption {
                 g = self.lock();
             }
         }
+        let resolvable = !g.snapshot_failed && g.mech.usable();
         for m in &mut mine {
-            m.preemptable = g.known.contains_key(&m.id);
+            m.preemptable = g.known.contains_key(&m.id) || (resolvable && g.unresolved.contains_key(&m.id));
         }
         // Own changes concern this watcher when this process has queues of several priorities
         // (one can preempt another), queues off the GPU, or queues below some other process's
@@ -454,6 +532,13 @@ impl Preemption {
                     g.retry_at = Some(end + RETRY_NS);
                 }
             }
+        }
+        if d.take_off.iter().any(|q| g.unresolved.contains_key(q)) {
+            // The snapshot's debug-trap session costs the device what a preemption does.
+            let start = (self.clock)();
+            g.resolve();
+            let end = (self.clock)();
+            g.budget.record(start, end.saturating_sub(start));
         }
         if !d.take_off.is_empty() {
             let targets: Vec<Target> = d.take_off.iter().filter_map(|q| g.known.get(q).copied()).collect();
@@ -672,6 +757,45 @@ mod tests {
         *board.view.lock().unwrap() = (vec![low(2)], vec![p(3)]);
         pre.step(&board);
         assert!(pre.off().is_empty());
+    }
+
+    #[test]
+    fn an_unresolved_queue_gets_its_kfd_id_from_the_snapshot_when_first_taken_off() {
+        use super::super::mechanism::SnapshotQueue;
+        let snap = vec![SnapshotQueue { kfd_id: 9, ring_base: 0xa000, ring_bytes: 8192, gpu_id: 1, queue_type: 2 }];
+        let k = FakeKfd { snapshot: Some(snap), ..Default::default() };
+        let settings = PreemptSettings { mode: PreemptMode::Queue, ..Default::default() };
+        let pre = Preemption::new(settings, Box::new(k.clone()), Box::new(|| 1_000));
+        pre.add_unresolved(QueueId(1), 0xa000, 7, 100);
+        // A priority change before the id is known is kept for the put-back.
+        pre.runtime_priority(0xa000, 0);
+        let board = FakeBoard::default();
+        *board.view.lock().unwrap() = (vec![low(0)], vec![p(3)]);
+        pre.step(&board);
+        assert!(k.log.lock().unwrap().is_empty(), "no snapshot before a queue is to be taken off");
+        *board.view.lock().unwrap() = (vec![low(2)], vec![p(3)]);
+        pre.step(&board);
+        assert_eq!(pre.off(), vec![QueueId(1)]);
+        // The runtime's own priority change put the deactivated queue back on: off again.
+        pre.runtime_priority(0xa000, 11);
+        *board.view.lock().unwrap() = (vec![low(2)], vec![]);
+        pre.step(&board);
+        assert!(pre.off().is_empty());
+        assert_eq!(*k.log.lock().unwrap(), vec!["snapshot", "update 9 0", "update 9 0", "update 9 100"]);
+    }
+
+    #[test]
+    fn a_failed_snapshot_leaves_unresolved_queues_at_level_1() {
+        let k = FakeKfd { snapshot: None, ..Default::default() };
+        let settings = PreemptSettings { mode: PreemptMode::Queue, ..Default::default() };
+        let pre = Preemption::new(settings, Box::new(k.clone()), Box::new(|| 1_000));
+        pre.add_unresolved(QueueId(1), 0xa000, 7, 100);
+        let board = FakeBoard::default();
+        *board.view.lock().unwrap() = (vec![low(2)], vec![p(3)]);
+        pre.step(&board);
+        pre.step(&board);
+        assert!(pre.off().is_empty());
+        assert_eq!(*k.log.lock().unwrap(), vec!["snapshot"], "asked once");
     }
 
     #[test]

@@ -50,6 +50,8 @@ pub enum KfdCall {
     DisableDebugTrap,
     /// `GET_QUEUE_SNAPSHOT` clearing KFD's new-queue flags.
     ClearNew,
+    /// `GET_QUEUE_SNAPSHOT` finding the queues' KFD ids (in a debug-trap session of its own).
+    QueueSnapshot,
 }
 
 impl KfdCall {
@@ -63,6 +65,7 @@ impl KfdCall {
             KfdCall::EnableDebugTrap => "enable debug trap (DBG_TRAP ENABLE)",
             KfdCall::DisableDebugTrap => "disable debug trap (DBG_TRAP DISABLE)",
             KfdCall::ClearNew => "clear new-queue flags (GET_QUEUE_SNAPSHOT)",
+            KfdCall::QueueSnapshot => "find KFD queue ids (GET_QUEUE_SNAPSHOT)",
         }
     }
 }

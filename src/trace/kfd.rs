@@ -116,6 +116,14 @@ impl KfdPort for TracedKfd {
         r
     }
 
+    fn queue_snapshot(&mut self) -> Result<Vec<crate::preempt::SnapshotQueue>, KfdFailure> {
+        let start = self.inner.now();
+        let r = self.inner.queue_snapshot();
+        self.call(KfdCall::QueueSnapshot, start, 0, 0, r.is_ok());
+        self.flush();
+        r
+    }
+
     fn now(&self) -> u64 {
         self.inner.now()
     }

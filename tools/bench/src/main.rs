@@ -9,7 +9,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 use xhsa_bench::models::{self, Params};
 use xhsa_bench::report::Report;
-use xhsa_bench::run::{self, Mode, Setup};
+use xhsa_bench::run::{self, Load, Mode, Setup};
 use xhsa_bench::scenario::{self, Role, Scenario};
 use xhsa_bench::sim;
 use xhsa_bench::table::Table;
@@ -58,6 +58,10 @@ enum Cmd {
         /// board and device directories shared as volumes.
         #[arg(long)]
         containers: bool,
+        /// How `--mode xhsa` loads libxhsa: `preload` (`LD_PRELOAD`) or `tools-lib`
+        /// (`HSA_TOOLS_LIB`).
+        #[arg(long, value_enum, default_value_t = Load::Preload)]
+        load: Load,
     },
     /// Predict a scenario's figures from the emulator's HWS model in virtual time (ideal host).
     Predict {
@@ -289,6 +293,7 @@ fn go(cli: Cli) -> Result<(), String> {
             quiet,
             rocm,
             containers,
+            load,
         } => {
             let rocm64 = rocm == "6.4";
             let s = scenario::load(&scenarios_dir(), &scenario, &model_names())?;
@@ -328,6 +333,7 @@ fn go(cli: Cli) -> Result<(), String> {
                 device_config: &dev_cfg,
                 mode,
                 libxhsa: Some(&libxhsa),
+                load,
                 warmup_s: warmup,
                 seconds,
                 work_dir: &work,

@@ -30,6 +30,27 @@ pub enum Mode {
     Xhsa,
 }
 
+/// How libxhsa is loaded into a workload process in [`Mode::Xhsa`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Load {
+    /// `LD_PRELOAD=libxhsa.so`.
+    #[default]
+    Preload,
+    /// `HSA_TOOLS_LIB=libxhsa.so` (ROCr loads it during `hsa_init`).
+    ToolsLib,
+}
+
+impl Load {
+    /// The environment variable that loads libxhsa.
+    pub fn var(self) -> &'static str {
+        match self {
+            Load::Preload => "LD_PRELOAD",
+            Load::ToolsLib => "HSA_TOOLS_LIB",
+        }
+    }
+}
+
 /// The `XHSA_PRIORITY` level a scenario class maps to (XSched's range, higher is more urgent).
 pub fn xhsa_level(p: Priority) -> i32 {
     match p {
@@ -56,11 +77,11 @@ impl Mode {
     }
 
     /// Environment the mode adds to a workload process.
-    pub fn env(self, p: &Process, libxhsa: Option<&Path>, board_dir: &Path) -> Vec<(String, String)> {
+    pub fn env(self, p: &Process, libxhsa: Option<&Path>, load: Load, board_dir: &Path) -> Vec<(String, String)> {
         match (self, libxhsa) {
             (Mode::Xhsa, Some(lib)) => {
                 let mut env = vec![
-                    ("LD_PRELOAD".to_string(), lib.display().to_string()),
+                    (load.var().to_string(), lib.display().to_string()),
                     ("XHSA_BOARD_DIR".to_string(), board_dir.display().to_string()),
                     ("XHSA_LOG".to_string(), "info".to_string()),
                 ];
@@ -96,6 +117,8 @@ pub struct Setup<'a> {
     pub mode: Mode,
     /// `libxhsa.so`, for [`Mode::Xhsa`].
     pub libxhsa: Option<&'a Path>,
+    /// How libxhsa is loaded.
+    pub load: Load,
     /// Wall-clock seconds after "go" before the window opens.
     pub warmup_s: f64,
     /// Wall-clock seconds of the window.
@@ -220,7 +243,7 @@ pub fn phase(setup: &Setup, processes: &[Process]) -> Result<(PhaseResult, f64, 
             cmd.arg("--stream").arg(setup.mode.stream_arg(p, s));
         }
         cmd.env("XHSA_EMU_DEVICE_DIR", &dev);
-        for (k, v) in setup.mode.env(p, setup.libxhsa, &board) {
+        for (k, v) in setup.mode.env(p, setup.libxhsa, setup.load, &board) {
             cmd.env(k, v);
         }
         if setup.containers {
@@ -482,8 +505,8 @@ mod tests {
         let lib = Path::new("/x/libxhsa.so");
         let board = Path::new("/tmp/b");
         let hp = Process { model: "m".into(), streams: vec![stream(Role::Hp, Priority::High)] };
-        assert!(Mode::Native.env(&hp, Some(lib), board).is_empty());
-        let env = Mode::Xhsa.env(&hp, Some(lib), board);
+        assert!(Mode::Native.env(&hp, Some(lib), Load::Preload, board).is_empty());
+        let env = Mode::Xhsa.env(&hp, Some(lib), Load::Preload, board);
         let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
         assert_eq!(get("LD_PRELOAD"), Some("/x/libxhsa.so"));
         assert_eq!(get("XHSA_BOARD_DIR"), Some("/tmp/b"));
@@ -491,8 +514,9 @@ mod tests {
         assert_eq!(Mode::Xhsa.stream_arg(&hp, &hp.streams[0]), "hp:20", "one class: a plain stream");
         // Mixed classes in one process: no process level, HIP stream priorities instead.
         let mixed = Process { model: "m".into(), streams: vec![stream(Role::Hp, Priority::High), stream(Role::Lp, Priority::Low)] };
-        let env = Mode::Xhsa.env(&mixed, Some(lib), board);
+        let env = Mode::Xhsa.env(&mixed, Some(lib), Load::ToolsLib, board);
         assert!(!env.iter().any(|(k, _)| k == "XHSA_PRIORITY"));
+        assert!(env.iter().any(|(k, v)| k == "HSA_TOOLS_LIB" && v == "/x/libxhsa.so") && !env.iter().any(|(k, _)| k == "LD_PRELOAD"));
         assert_eq!(Mode::Xhsa.stream_arg(&mixed, &mixed.streams[0]), "hp:20:high");
         assert_eq!(Mode::Xhsa.stream_arg(&mixed, &mixed.streams[1]), "lp:20:low");
         assert_eq!(Mode::Native.stream_arg(&mixed, &mixed.streams[1]), "lp:20", "native streams are plain, as PyTorch's");
