@@ -106,6 +106,9 @@ pub struct Sink {
     dropped: AtomicU64,
     drop_logged: AtomicBool,
     failure_logged: AtomicBool,
+    /// Tests: runs between a full buffer leaving its source and entering the queue.
+    #[cfg(test)]
+    in_hand_off: Mutex<Option<Box<dyn Fn() + Send>>>,
 }
 
 impl std::fmt::Debug for Sink {
@@ -133,6 +136,8 @@ impl Sink {
             dropped: AtomicU64::new(0),
             drop_logged: AtomicBool::new(false),
             failure_logged: AtomicBool::new(false),
+            #[cfg(test)]
+            in_hand_off: Mutex::new(None),
         })
     }
 
@@ -211,6 +216,10 @@ impl Sink {
             return;
         }
         let full = std::mem::replace(buf, self.spare());
+        #[cfg(test)]
+        if let Some(f) = lock(&self.in_hand_off).as_ref() {
+            f();
+        }
         lock(&self.queue).push_back(full);
         self.ready.notify_one();
     }
@@ -319,6 +328,13 @@ impl Sink {
                         self.dropped.fetch_add(1, Ordering::Relaxed);
                     }
                 }
+            }
+            // A source that was handing a full buffer off when the queue was drained (the buffer
+            // out of the source, not yet queued; it is queued under the source's lock, which
+            // the loop above waited for) left it in the queue meanwhile: written too.
+            let late: Vec<Buffer> = lock_within(&self.queue, EXIT_PATIENCE).map(|mut q| q.drain(..).collect()).unwrap_or_default();
+            for buf in &late {
+                self.write_locked(&mut out, buf);
             }
             report.dropped = self.dropped();
             if out.failed.is_none() {
@@ -553,6 +569,31 @@ mod tests {
         let before = lock(&file.0).len();
         s.finish(4);
         assert_eq!(lock(&file.0).len(), before);
+    }
+
+    /// A buffer on its way from a full source to the queue when the exit drains the queue is
+    /// written too (the exit waits for the source, which queues it under its lock, then drains
+    /// the queue again).
+    #[test]
+    fn a_buffer_handed_off_during_the_exit_is_written() {
+        let (s, file) = sink(4);
+        let r = s.recorder();
+        let (at_hand_off, paused) = std::sync::mpsc::channel();
+        *lock(&s.in_hand_off) = Some(Box::new(move || {
+            at_hand_off.send(()).unwrap();
+            // The exit drains the queue meanwhile, then waits for this source's lock.
+            std::thread::sleep(Duration::from_millis(20));
+        }));
+        let recording = std::thread::spawn(move || {
+            for i in 0..5 {
+                r.record(taken(i));
+            }
+        });
+        paused.recv().unwrap();
+        let f = s.finish(10);
+        recording.join().unwrap();
+        assert_eq!(f.dropped, 0);
+        assert_eq!(times_of(&file, "taken").len(), 4, "the four events of the buffer in hand are in the file");
     }
 
     /// A failing file stops the trace: recording is off, the failure is reported once.
