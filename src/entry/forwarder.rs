@@ -3,7 +3,8 @@
 //! for meanwhile, but an application thread runs at most [`PASSES_PER_CALL`] per call (its own
 //! and one more): more would make its doorbell pay for other threads' work without bound. What
 //! is still asked for then is handed to this thread, woken through a futex (never waiting on a
-//! lock), which runs it.
+//! lock), which runs it. It also makes the passthrough whitelist's decisions about kernel
+//! objects the submission path met for the first time (ROCr's loader is asked here, never there).
 //!
 //! What it is not: a scheduler of its own. It runs the same passes, under the same lock.
 
@@ -19,6 +20,8 @@ pub(crate) const PASSES_PER_CALL: u64 = 2;
 /// Bumped by every hand-off; the forwarder sleeps on it.
 static WORD: AtomicU32 = AtomicU32::new(0);
 static STARTED: AtomicBool = AtomicBool::new(false);
+/// The submission path met a kernel object whose passthrough decision is not made yet.
+pub(crate) static KERNELS_ASKED: AtomicBool = AtomicBool::new(false);
 /// The most passes one call ran (for the exit summary and the tests).
 pub(crate) static MOST_PASSES_PER_CALL: AtomicU64 = AtomicU64::new(0);
 
@@ -27,23 +30,41 @@ pub(crate) static MOST_PASSES_PER_CALL: AtomicU64 = AtomicU64::new(0);
 pub(crate) fn hand_off(gpu: usize) {
     let Some(g) = global().gpus.get(gpu) else { return };
     g.handed_off.store(true, Ordering::SeqCst);
+    let _ = wake();
+}
+
+/// Wakes the forwarder (started on first use); `false` if it could not be started. Never
+/// blocks (but for starting the thread, once).
+pub(crate) fn wake() -> bool {
     if !STARTED.swap(true, Ordering::SeqCst) {
         let started = std::thread::Builder::new().name("xhsa-forwarder".into()).spawn(run);
         if started.is_err() {
             STARTED.store(false, Ordering::SeqCst);
             tracing::error!("xhsa: the forwarder thread could not be started; passes left behind run at the next doorbell or completion");
-            return;
+            return false;
         }
     }
     WORD.fetch_add(1, Ordering::SeqCst);
     futex_wake(&WORD);
+    true
 }
 
 fn run() {
     loop {
         let seen = WORD.load(Ordering::SeqCst);
-        for (gpu, g) in global().gpus.iter() {
-            if g.handed_off.swap(false, Ordering::SeqCst) {
+        let g = global();
+        let asked = KERNELS_ASKED.swap(false, Ordering::SeqCst);
+        if asked {
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| super::origin::decide_asked(|uri| g.settings.passthrough.matches(uri).is_some())));
+        }
+        for (gpu, gpu_state) in g.gpus.iter() {
+            // Packets waiting in their shadow rings for a decision now made: a pass takes them
+            // (or asks again for what is still unknown).
+            if asked {
+                gpu_state.pass_wanted.store(true, Ordering::SeqCst);
+                gpu_state.handed_off.store(true, Ordering::SeqCst);
+            }
+            if gpu_state.handed_off.swap(false, Ordering::SeqCst) {
                 let _ = std::panic::catch_unwind(|| super::queues::passes_until_done(gpu));
             }
         }

@@ -116,6 +116,42 @@ fn kernel_uri(kernel_object: u64) -> Option<String> {
 
 /// The decisions of [`kernel_matches`], by kernel object.
 static KERNELS: OnceLock<Mutex<HashMap<u64, bool>>> = OnceLock::new();
+/// Kernel objects dispatched before their decision was made, for the forwarder to look up.
+static ASKED: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+
+/// The decision for `kernel_object` if it was made, never waiting: on the submission path. A
+/// kernel object without one is handed to the forwarder thread, which asks ROCr's loader (whose
+/// lock a thread loading code objects may hold for milliseconds) off the submission path, then
+/// runs a pass; until then (`None`) its packet waits in the shadow ring. Without a forwarder
+/// (the thread could not be started) the loader is asked here.
+pub(crate) fn kernel_decision(kernel_object: u64) -> Option<bool> {
+    let known = KERNELS.get().and_then(|c| c.try_lock().ok()).and_then(|c| c.get(&kernel_object).copied());
+    if known.is_some() {
+        return known;
+    }
+    if let Ok(mut asked) = ASKED.try_lock() {
+        if !asked.contains(&kernel_object) {
+            asked.push(kernel_object);
+        }
+    }
+    // Even when the list was busy: the forwarder's next pass meets the packet again and asks.
+    super::forwarder::KERNELS_ASKED.store(true, std::sync::atomic::Ordering::SeqCst);
+    if super::forwarder::wake() {
+        None
+    } else {
+        let g = super::global();
+        Some(kernel_matches(kernel_object, |uri| g.settings.passthrough.matches(uri).is_some()))
+    }
+}
+
+/// The forwarder's: makes the decisions asked for by [`kernel_decision`]; returns how many.
+pub(crate) fn decide_asked(matches: impl Fn(&str) -> bool) -> usize {
+    let asked: Vec<u64> = std::mem::take(&mut *ASKED.lock().unwrap_or_else(|e| e.into_inner()));
+    for &ko in &asked {
+        kernel_matches(ko, &matches);
+    }
+    asked.len()
+}
 
 /// Forgets every decision: the runtime shut down and its code objects with it (a runtime
 /// started again loads others, maybe at the same addresses).

@@ -437,9 +437,7 @@ fn init_kernel_filter(gpu: usize) {
     if g.settings.passthrough.is_empty() {
         return;
     }
-    let filter = crate::path::scheduler::KernelFilter(std::sync::Arc::new(move |ko| {
-        super::origin::kernel_matches(ko, |uri| g.settings.passthrough.matches(uri).is_some())
-    }));
+    let filter = crate::path::scheduler::KernelFilter(std::sync::Arc::new(super::origin::kernel_decision));
     with_gpu(gpu, |s, _, _, _| s.set_passthrough_kernels(filter));
 }
 

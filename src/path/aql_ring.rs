@@ -55,6 +55,12 @@ fn invalid_header() -> u16 {
 /// copies each, sets its slot back to INVALID and then publishes the new read index. Returns
 /// the packets in queue order.
 pub fn intake(mem: &dyn QueueMemory, shadow: &AqlRing, room: usize) -> Vec<Packet> {
+    intake_until(mem, shadow, room, &|_| false)
+}
+
+/// [`intake`], stopping before the first packet `stop` holds back: it and everything after it
+/// stay in the shadow ring, in order, for a later intake.
+pub fn intake_until(mem: &dyn QueueMemory, shadow: &AqlRing, room: usize, stop: &dyn Fn(&Packet) -> bool) -> Vec<Packet> {
     let read = mem.load_u64(shadow.amd_queue + READ_DISPATCH_ID);
     let write = mem.load_u64(shadow.amd_queue + WRITE_DISPATCH_ID);
     let mut out = Vec::new();
@@ -64,6 +70,9 @@ pub fn intake(mem: &dyn QueueMemory, shadow: &AqlRing, room: usize) -> Vec<Packe
         let p = mem.read_packet(slot);
         if p.packet_type() == PacketType::Invalid {
             break; // reserved but not yet published
+        }
+        if stop(&p) {
+            break;
         }
         out.push(p);
         mem.store_header(slot, invalid_header());
@@ -214,6 +223,18 @@ mod tests {
         // Nothing new: nothing taken, the read index stays.
         assert!(intake(&m, &SHADOW, 16).is_empty());
         assert_eq!(m.load_u64(SHADOW.amd_queue + READ_DISPATCH_ID), 2);
+    }
+
+    #[test]
+    fn a_packet_held_back_stays_in_the_shadow_ring_with_everything_after_it() {
+        let m = fresh();
+        for (i, s) in [0xa, 0xb, 0xc].iter().enumerate() {
+            publish(&m, i as u64, &barrier(*s));
+        }
+        let got = intake_until(&m, &SHADOW, 16, &|p| p.completion_signal() == 0xb);
+        assert_eq!(got.iter().map(Packet::completion_signal).collect::<Vec<_>>(), vec![0xa]);
+        assert_eq!(m.load_u64(SHADOW.amd_queue + READ_DISPATCH_ID), 1);
+        assert_eq!(intake(&m, &SHADOW, 16).iter().map(Packet::completion_signal).collect::<Vec<_>>(), vec![0xb, 0xc], "taken later, in order");
     }
 
     #[test]

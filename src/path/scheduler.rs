@@ -33,7 +33,7 @@
 #![forbid(unsafe_code)]
 
 use xhsa_model::stats::QueueStats;
-use crate::path::aql_ring::{intake, next_published, write_reserved, QueueMemory};
+use crate::path::aql_ring::{QueueMemory, intake, intake_until, next_published, write_reserved};
 use crate::path::packet::Packet;
 use crate::path::partition::{CuMask, Partition};
 use xhsa_model::ids::PartitionId;
@@ -81,9 +81,11 @@ pub const CONTENTION_CACHE_NS: Nanos = 20_000;
 pub const PUBLISH_PERIOD_NS: Nanos = 10_000_000;
 
 /// Which dispatched kernels belong to a passthrough library (by kernel object): their
-/// packets, and everything before them in their queue, reach the hardware unthrottled.
+/// packets, and everything before them in their queue, reach the hardware unthrottled. `None`:
+/// not known yet (being looked up off the submission path); the packet and those after it in its
+/// queue wait in the shadow ring, and the edge runs a pass once it is known.
 #[derive(Clone)]
-pub struct KernelFilter(pub Arc<dyn Fn(u64) -> bool + Send + Sync>);
+pub struct KernelFilter(pub Arc<dyn Fn(u64) -> Option<bool> + Send + Sync>);
 
 impl std::fmt::Debug for KernelFilter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -615,11 +617,16 @@ impl Scheduler {
                 Mode::Scheduled => {
                     let held = self.part.pending(id).unwrap_or(0);
                     let room = (q.shadow.slots as usize).saturating_sub(held);
-                    let taken = intake(mem, &q.shadow, room);
+                    let filter = self.passthrough_kernels.clone();
+                    let unknown = |p: &Packet| match (&filter, p.kernel_object()) {
+                        (Some(f), Some(ko)) => (f.0)(ko).is_none(),
+                        _ => false,
+                    };
+                    let taken = intake_until(mem, &q.shadow, room, &unknown);
                     q.taken += taken.len() as u64;
                     for p in taken {
                         let passthrough = match (&self.passthrough_kernels, p.kernel_object()) {
-                            (Some(f), Some(ko)) => (f.0)(ko),
+                            (Some(f), Some(ko)) => (f.0)(ko).unwrap_or(false),
                             _ => false,
                         };
                         if passthrough {
