@@ -14,13 +14,16 @@
 use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use xhsa_emu::shared::client;
 use xhsa_ioctl::abi::*;
 use xhsa_ioctl::Kfd;
+
+#[path = "support/raw_queue.rs"]
+mod raw_queue;
+use raw_queue::{gpu, Queue, RING, RING_AT};
 
 const BIN: &str = env!("CARGO_BIN_EXE_xhsa-emu");
 const CHILD: &str = "XHSA_EMU_KFD_IOCTL_SCENARIO";
@@ -177,104 +180,6 @@ fn me() -> u32 {
     std::process::id()
 }
 
-/// A user queue in this process's memory: `amd_queue_t` (its dispatch ids), the ring, and a
-/// kernel object.
-struct Queue {
-    id: u32,
-    base: *mut u8,
-}
-
-const RING: u64 = 4096;
-const AMD_QUEUE: usize = 0;
-const RING_AT: usize = 4096;
-const KERNEL_AT: usize = 8192;
-
-impl Queue {
-    /// Registers 16 KiB of our memory with the KFD and creates an AQL queue on it, holding
-    /// (before the queue exists) a dispatch of `workgroups` workgroups of 256 work-items when
-    /// `workgroups > 0`.
-    fn create(kfd: &Kfd, workgroups: u32) -> Queue {
-        let layout = std::alloc::Layout::from_size_align(16384, 4096).unwrap();
-        // SAFETY: a non-zero size; the block is leaked (the emulated device may read it until
-        // the process exits).
-        let base = unsafe { std::alloc::alloc_zeroed(layout) };
-        assert!(!base.is_null());
-        let mut alloc = AllocMemoryOfGpuArgs {
-            va_addr: base as u64,
-            size: 16384,
-            gpu_id: gpu(),
-            flags: KFD_IOC_ALLOC_MEM_FLAGS_USERPTR | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE,
-            mmap_offset: base as u64,
-            ..Default::default()
-        };
-        // SAFETY: ALLOC_MEMORY_OF_GPU reads and writes only the argument struct.
-        unsafe { kfd.ioctl(&mut alloc) }.expect("register the queue memory");
-        let q = Queue { id: u32::MAX, base };
-        if workgroups > 0 {
-            q.write_dispatch(workgroups);
-        }
-        let mut a = CreateQueueArgs {
-            ring_base_address: q.addr(RING_AT),
-            write_pointer_address: q.addr(AMD_QUEUE + 56),
-            read_pointer_address: q.addr(AMD_QUEUE + 128),
-            ring_size: RING as u32,
-            gpu_id: gpu(),
-            queue_type: KFD_IOC_QUEUE_TYPE_COMPUTE_AQL,
-            queue_percentage: 100,
-            queue_priority: 7,
-            ..Default::default()
-        };
-        kfd.create_queue(&mut a).expect("CREATE_QUEUE");
-        Queue { id: a.queue_id, ..q }
-    }
-
-    fn addr(&self, off: usize) -> u64 {
-        self.base as u64 + off as u64
-    }
-
-    fn word(&self, off: usize) -> &AtomicU64 {
-        // SAFETY: `off` is 8-aligned inside the leaked 16 KiB block.
-        unsafe { &*(self.base.add(off) as *const AtomicU64) }
-    }
-
-    /// Packet 0: a kernel dispatch (header last), and the write index past it.
-    fn write_dispatch(&self, workgroups: u32) {
-        let mut p = [0u8; 64];
-        p[2..4].copy_from_slice(&1u16.to_le_bytes()); // 1 dimension
-        p[4..6].copy_from_slice(&256u16.to_le_bytes());
-        p[6..8].copy_from_slice(&1u16.to_le_bytes());
-        p[8..10].copy_from_slice(&1u16.to_le_bytes());
-        p[12..16].copy_from_slice(&(256 * workgroups).to_le_bytes());
-        p[16..20].copy_from_slice(&1u32.to_le_bytes());
-        p[20..24].copy_from_slice(&1u32.to_le_bytes());
-        p[32..40].copy_from_slice(&self.addr(KERNEL_AT).to_le_bytes());
-        // The kernel: a descriptor whose code (256 bytes on) is `s_endpgm`; the ISA
-        // interpreter runs it when the dispatch completes.
-        // SAFETY: KERNEL_AT + 260 is inside the block; nothing reads it yet.
-        unsafe {
-            std::ptr::copy_nonoverlapping(256i64.to_le_bytes().as_ptr(), self.base.add(KERNEL_AT + 16), 8);
-            std::ptr::copy_nonoverlapping(0xBF81_0000u32.to_le_bytes().as_ptr(), self.base.add(KERNEL_AT + 256), 4);
-        }
-        // SAFETY: the ring slot is inside the block; the queue does not exist yet.
-        unsafe { std::ptr::copy_nonoverlapping(p.as_ptr().add(2), self.base.add(RING_AT + 2), 62) };
-        // SAFETY: 2-aligned, inside the block.
-        unsafe { &*(self.base.add(RING_AT) as *const AtomicU16) }.store(u16::from(2u8), Ordering::Release);
-        self.word(AMD_QUEUE + 56).store(1, Ordering::Release);
-    }
-
-    /// Packets completed (`read_dispatch_id`).
-    fn completed(&self) -> u64 {
-        self.word(AMD_QUEUE + 128).load(Ordering::Acquire)
-    }
-
-    fn update(&self, kfd: &Kfd, percentage: u32, priority: u32) -> Result<(), xhsa_ioctl::KfdError> {
-        kfd.update_queue(UpdateQueueArgs { ring_base_address: self.addr(RING_AT), queue_id: self.id, ring_size: RING as u32, queue_percentage: percentage, queue_priority: priority })
-    }
-}
-
-fn gpu() -> u32 {
-    xhsa_emu::kfd::topology::gpu_id(0)
-}
 
 fn device_dir() -> PathBuf {
     PathBuf::from(std::env::var_os("XHSA_EMU_DEVICE_DIR").expect("XHSA_EMU_DEVICE_DIR"))
@@ -356,7 +261,7 @@ fn pct0() {
     q.update(&kfd, 100, 12).expect("UPDATE_QUEUE priority");
     assert!(queue_lines(&client::status(&device_dir()).unwrap())[0].contains("priority 12, active"));
     // KFD reports an unknown queue id as EFAULT (pqm_update_queue_properties).
-    let bogus = Queue { id: 999, base: q.base };
+    let bogus = q.with_id(999);
     assert_eq!(bogus.update(&kfd, 0, 7).map_err(errno), Err(libc::EFAULT));
     assert_eq!(kfd.set_cu_mask(999, &[1]).map_err(errno), Err(libc::EFAULT));
     // GWS (pqm_set_gws): one queue of the process per GPU holds them; unknown queue and
