@@ -276,3 +276,33 @@ fn kernels_that_wait_complete_under_rocm64_natively_and_under_libxhsa() {
         }
     }
 }
+
+/// The lifecycle on ROCm 6.4 (HIP 6.4 shuts the runtime down from a static destructor), in both
+/// loading modes with preemption forced (`XHSA_PREEMPT=suspend`) and a board: forked children
+/// leaving by `exit()`, `_exit()` and `exec` while the parent goes on, and an HSA runtime shut
+/// down and started again in one process. Every program passes and exits (no hang, no crash).
+#[test]
+fn fork_and_reinit_under_libxhsa_on_rocm64() {
+    let fork = common::program64("hip_fork", "gfx942", &[]);
+    let hsa = common::program64("hsa_queues", "gfx942", &[]);
+    let co = common::code_object64("xhsa_kernels", "gfx942");
+    let dir = common::DeviceDir::new("lifecycle64");
+    let board = dir.file("board");
+    std::fs::create_dir_all(&board).unwrap();
+    // The parent waits for this file after its children: it exists already.
+    let go = dir.file("go");
+    std::fs::write(&go, b"").unwrap();
+    for (mode, o) in modes("gfx942").into_iter().filter(|(m, _)| *m != "native") {
+        let o = with_env(with_env(o, "XHSA_PREEMPT", "suspend".into()), "XHSA_BOARD_DIR", board.display().to_string());
+        let out = run_under_emu(&fork, &[go.to_str().unwrap()], &o);
+        assert_passed(&out);
+        for c in ["fork.child_exit_ended", "fork.child__exit_ended", "fork.child_exec_ended", "fork.after", "fork.last"] {
+            assert_check_passed(&out, c);
+        }
+        assert_libxhsa_ran(mode, &out);
+        let out = run_under_emu(&hsa, &["reinit", co.to_str().unwrap()], &o);
+        assert_passed(&out);
+        assert_eq!(out.stdout.lines().filter(|l| *l == "PASS dispatch.vadd_q1").count(), 2, "{mode}: both runtimes dispatch\n{}", out.report());
+        assert_libxhsa_ran(mode, &out);
+    }
+}
