@@ -277,16 +277,15 @@ fn kernels_that_wait_complete_under_rocm64_natively_and_under_libxhsa() {
     }
 }
 
-/// The lifecycle on ROCm 6.4 (HIP 6.4 shuts the runtime down from a static destructor), in both
-/// loading modes with preemption forced (`XHSA_PREEMPT=suspend`) and a board: forked children
-/// leaving by `exit()`, `_exit()` and `exec` while the parent goes on, and an HSA runtime shut
-/// down and started again in one process. Every program passes and exits (no hang, no crash).
+/// Forked children on ROCm 6.4 (HIP 6.4 shuts the runtime down from a static destructor), in
+/// both loading modes with preemption forced (`XHSA_PREEMPT=suspend`) and a board: children
+/// leaving by `exit()`, `_exit()` and `exec` while the parent goes on; every program passes and
+/// exits (no hang, no crash). (Re-initialising ROCr 6.4 in one process fails natively on the
+/// emulator: its second `hsa_init` gives OUT_OF_RESOURCES; the re-init test runs on 5.2.)
 #[test]
-fn fork_and_reinit_under_libxhsa_on_rocm64() {
+fn forked_children_under_libxhsa_on_rocm64() {
     let fork = common::program64("hip_fork", "gfx942", &[]);
-    let hsa = common::program64("hsa_queues", "gfx942", &[]);
-    let co = common::code_object64("xhsa_kernels", "gfx942");
-    let dir = common::DeviceDir::new("lifecycle64");
+    let dir = common::DeviceDir::new("fork64");
     let board = dir.file("board");
     std::fs::create_dir_all(&board).unwrap();
     // The parent waits for this file after its children: it exists already.
@@ -299,10 +298,6 @@ fn fork_and_reinit_under_libxhsa_on_rocm64() {
         for c in ["fork.child_exit_ended", "fork.child__exit_ended", "fork.child_exec_ended", "fork.after", "fork.last"] {
             assert_check_passed(&out, c);
         }
-        assert_libxhsa_ran(mode, &out);
-        let out = run_under_emu(&hsa, &["reinit", co.to_str().unwrap()], &o);
-        assert_passed(&out);
-        assert_eq!(out.stdout.lines().filter(|l| *l == "PASS dispatch.vadd_q1").count(), 2, "{mode}: both runtimes dispatch\n{}", out.report());
         assert_libxhsa_ran(mode, &out);
     }
 }
