@@ -113,6 +113,20 @@ struct Unresolved {
 }
 
 impl Inner {
+    /// `queues` are back on the GPU: no longer off, their time off (to `off_until`) and the
+    /// put-back counted, and the policy told (at `at`; `starved` ones get their minimum run).
+    /// Every put-back goes through here, whatever brought the queues back.
+    fn came_back(&mut self, queues: &[QueueId], starved: &[QueueId], off_until: Nanos, at: Nanos) {
+        for q in queues {
+            if let State::Off { since } = self.policy.state(*q) {
+                self.off_ns += off_until.saturating_sub(since);
+            }
+            self.off.remove(q);
+        }
+        self.restores += queues.len() as u64;
+        self.policy.put_back(queues, starved, at);
+    }
+
     /// Finds the KFD ids of the unresolved queues in KFD's queue snapshot (by ring base address)
     /// and makes them known; a queue the snapshot does not list is dropped (never taken off).
     /// A failed snapshot is logged once and leaves every unresolved queue at level 1.
@@ -295,7 +309,7 @@ impl Preemption {
                 if let Err(e) = g.mech.put_back(&[(t, how)]) {
                     if how == How::Suspend {
                         tracing::error!("xhsa: queue {q} could not be resumed before its destroy ({e}); turning the debug trap off, which resumes every suspended queue");
-                        if let Err(e) = Self::trap_off(&mut g) {
+                        if let Err(e) = Self::trap_off(&mut g, (self.clock)()) {
                             tracing::error!("xhsa: {e}");
                         }
                     } else {
@@ -304,7 +318,6 @@ impl Preemption {
                 }
             }
             g.restores += 1;
-            g.policy.put_back(&[q], &[], (self.clock)());
         }
         g.policy.forget(q);
         g.known.remove(&q);
@@ -313,13 +326,10 @@ impl Preemption {
 
     /// Turns the debug trap off: KFD resumes every queue it suspended, which then count as put
     /// back.
-    fn trap_off(g: &mut Inner) -> Result<(), String> {
+    fn trap_off(g: &mut Inner, now: Nanos) -> Result<(), String> {
         g.mech.disable_debug_trap()?;
         let resumed: Vec<QueueId> = g.off.iter().filter(|(_, h)| **h == How::Suspend).map(|(q, _)| *q).collect();
-        for q in &resumed {
-            g.off.remove(q);
-        }
-        g.restores += resumed.len() as u64;
+        g.came_back(&resumed, &[], now, now);
         g.trap_idle_since = None;
         Ok(())
     }
@@ -328,7 +338,7 @@ impl Preemption {
     /// runs one (and going on after a panic in it); what failed is logged.
     pub fn put_all_back(&self) {
         let mut g = self.lock();
-        for e in Self::all_back(&mut g) {
+        for e in Self::all_back(&mut g, (self.clock)()) {
             tracing::error!("xhsa: {e}");
         }
     }
@@ -343,11 +353,11 @@ impl Preemption {
             // Nothing is logged: at exit the logger's thread-local state may be gone.
             match self.inner.try_lock() {
                 Ok(mut g) => {
-                    let _ = Self::all_back(&mut g);
+                    let _ = Self::all_back(&mut g, (self.clock)());
                     return true;
                 }
                 Err(std::sync::TryLockError::Poisoned(p)) => {
-                    let _ = Self::all_back(&mut p.into_inner());
+                    let _ = Self::all_back(&mut p.into_inner(), (self.clock)());
                     return true;
                 }
                 Err(std::sync::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(1)),
@@ -362,13 +372,13 @@ impl Preemption {
     /// library destructor at exit, when logging is no longer possible).
     pub fn hold_for_shutdown(&self, hold: bool) -> Vec<String> {
         let mut g = self.lock();
-        let errors = if hold { Self::all_back(&mut g) } else { Vec::new() };
+        let errors = if hold { Self::all_back(&mut g, (self.clock)()) } else { Vec::new() };
         g.held_for_shutdown = hold;
         errors
     }
 
     /// Every queue back, the debug trap off; returns what failed (never logs).
-    fn all_back(g: &mut Inner) -> Vec<String> {
+    fn all_back(g: &mut Inner, now: Nanos) -> Vec<String> {
         let mut errors = Vec::new();
         if g.retired {
             return errors;
@@ -377,14 +387,14 @@ impl Preemption {
         if !targets.is_empty() {
             match g.mech.put_back(&targets) {
                 Ok(_) => {
-                    g.restores += targets.len() as u64;
-                    g.off.clear();
+                    let queues: Vec<QueueId> = targets.iter().map(|(t, _)| t.queue).collect();
+                    g.came_back(&queues, &[], now, now);
                 }
                 Err(e) => errors.push(format!("putting every queue back failed: {e}")),
             }
         }
         if g.mech.debug_trap_on() {
-            if let Err(e) = Self::trap_off(g) {
+            if let Err(e) = Self::trap_off(g, now) {
                 errors.push(e);
             }
         }
@@ -399,7 +409,7 @@ impl Preemption {
     /// (false if it was already).
     pub fn retire(&self) -> (Vec<String>, bool) {
         let mut g = self.lock();
-        let errors = Self::all_back(&mut g);
+        let errors = Self::all_back(&mut g, (self.clock)());
         let first = !g.retired;
         g.retired = true;
         g.known.clear();
@@ -451,7 +461,7 @@ impl Preemption {
         let trap_idle_at = if g.mech.debug_trap_on() && !g.off.values().any(|h| *h == How::Suspend) {
             let since = *g.trap_idle_since.get_or_insert(now);
             if now.saturating_sub(since) >= DEBUG_TRAP_IDLE_NS {
-                if let Err(e) = Self::trap_off(&mut g) {
+                if let Err(e) = Self::trap_off(&mut g, now) {
                     tracing::error!("xhsa: {e}");
                 }
                 None
@@ -513,14 +523,7 @@ impl Preemption {
             g.budget.record(start, end.saturating_sub(start));
             match r {
                 Ok(_) => {
-                    for q in &back {
-                        if let State::Off { since } = g.policy.state(*q) {
-                            g.off_ns += now.saturating_sub(since);
-                        }
-                        g.off.remove(q);
-                    }
-                    g.restores += back.len() as u64;
-                    g.policy.put_back(&back, &d.starved, end);
+                    g.came_back(&back, &d.starved, now, end);
                     if g.mech.debug_trap_on() && !g.off.values().any(|h| *h == How::Suspend) {
                         g.trap_idle_since.get_or_insert(end);
                     }
@@ -925,5 +928,26 @@ mod tests {
         pre.forget(QueueId(1));
         assert!(pre.off().is_empty());
         assert_eq!(k.log.lock().unwrap().last().unwrap(), "disable");
+    }
+
+    #[test]
+    fn queues_put_back_for_a_shutdown_that_keeps_the_runtime_are_preempted_again() {
+        let k = FakeKfd { cost_ns: 0, ..Default::default() };
+        let (pre, clock) = setup(PreemptMode::Queue, &k);
+        let board = FakeBoard::default();
+        *board.view.lock().unwrap() = (vec![low(2)], vec![p(3)]);
+        pre.step(&board);
+        assert_eq!(pre.off(), vec![QueueId(1)]);
+        clock.fetch_add(1_000_000, Ordering::Relaxed);
+        // An hsa_shut_down that leaves the runtime up (another hsa_init holds it).
+        assert!(pre.hold_for_shutdown(true).is_empty());
+        assert!(pre.off().is_empty());
+        assert!(pre.hold_for_shutdown(false).is_empty());
+        let s = pre.summary();
+        assert_eq!((s.preemptions, s.restores, s.off_ns), (1, 1, 1_000_000), "the time off and the put-back are counted");
+        // Higher work still waits: the queue goes off again.
+        pre.step(&board);
+        assert_eq!(pre.off(), vec![QueueId(1)]);
+        assert_eq!(*k.log.lock().unwrap(), vec!["update 3 0", "update 3 100", "update 3 0"]);
     }
 }
