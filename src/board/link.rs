@@ -265,6 +265,13 @@ impl BoardLink {
         out
     }
 
+    /// Whether slot `index` (holding `slot`) is one of this process's own: it names this process
+    /// and this process holds it. Another slot that names this process (a forgery, or a forked
+    /// parent's) is not.
+    fn is_mine(&self, index: usize, slot: &Slot) -> bool {
+        slot.owner() == self.me && self.board.holds(index)
+    }
+
     /// Whether this is the process that opened the link (not a forked child).
     fn same_process(&self) -> bool {
         std::process::id() == self.opened_by
@@ -353,9 +360,8 @@ impl Watch for BoardLink {
         let mut mine = Vec::new();
         let mut others = Vec::new();
         for (index, slot) in self.board.live_slots() {
-            // Only slots this process holds are its own: another slot that names this process
-            // (a forgery, or a forked parent's) never makes the watcher act on its queues.
-            if slot.owner() == self.me && self.board.holds(index) {
+            // A slot in this process's name it does not hold never makes the watcher act.
+            if self.is_mine(index, &slot) {
                 if let Some(priority) = slot.stats.priority() {
                     let st = &slot.stats;
                     mine.push(Mine {
@@ -379,7 +385,7 @@ impl Watch for BoardLink {
         self.cleanup_dead();
         if self.opened_at.elapsed() >= LONELY_AFTER && !self.lonely_checked.swap(true, Ordering::Relaxed) {
             let kfd = std::fs::read_dir(KFD_PROCESSES).map_or(0, |d| d.filter_map(Result::ok).filter(|e| e.file_name().to_str().is_some_and(|n| n.parse::<u32>().is_ok())).count());
-            let others = self.board.live_slots().iter().filter(|(i, s)| !(s.owner() == self.me && self.board.holds(*i))).count();
+            let others = self.board.live_slots().iter().filter(|(i, s)| !self.is_mine(*i, s)).count();
             if let Some(msg) = lonely_board(kfd, others, self.path()) {
                 tracing::warn!("{msg}");
             }

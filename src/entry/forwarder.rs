@@ -52,19 +52,18 @@ pub(crate) fn wake() -> bool {
 fn run() {
     loop {
         let seen = WORD.load(Ordering::SeqCst);
-        let g = global();
         let asked = KERNELS_ASKED.swap(false, Ordering::SeqCst);
         if asked {
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| super::origin::decide_asked(|uri| g.settings.passthrough.matches(uri).is_some())));
+            let _ = std::panic::catch_unwind(super::origin::decide_asked);
         }
-        for (gpu, gpu_state) in g.gpus.iter() {
-            // Packets waiting in their shadow rings for a decision now made: a pass takes them
-            // (or asks again for what is still unknown).
+        for (gpu, g) in global().gpus.iter() {
+            let handed_off = g.handed_off.swap(false, Ordering::SeqCst);
             if asked {
-                gpu_state.pass_wanted.store(true, Ordering::SeqCst);
-                gpu_state.handed_off.store(true, Ordering::SeqCst);
+                // Packets waiting in their shadow rings for a decision now made: a pass takes
+                // them (or asks again for what is still unknown).
+                g.pass_wanted.store(true, Ordering::SeqCst);
             }
-            if gpu_state.handed_off.swap(false, Ordering::SeqCst) {
+            if asked || handed_off {
                 let _ = std::panic::catch_unwind(|| super::queues::passes_until_done(gpu));
             }
         }

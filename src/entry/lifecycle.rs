@@ -5,7 +5,6 @@
 //! What it is not: the queues' own lifecycle (create, inactivate, destroy) is
 //! [`super::queues`].
 
-use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 
 use hsa_sys::hsa::hsa_status_t;
@@ -80,7 +79,6 @@ pub(crate) unsafe fn shut_down(real: Option<ShutDownFn>) -> hsa_status_t {
                 }
             }
             if down {
-                g.runtime_down.store(true, Ordering::Relaxed);
                 super::rocr::forget_runtime();
                 super::origin::forget_kernels();
             }

@@ -71,8 +71,6 @@ pub(crate) struct Global {
     pub preempt_settings: PreemptSettings,
     /// `XHSA_TRACE`: the process's trace, when one is written.
     pub trace: Option<Arc<crate::trace::Sink>>,
-    /// The runtime shut down (the last `hsa_shut_down`).
-    pub runtime_down: AtomicBool,
 
     announced_preload: AtomicBool,
     /// Whether `info` is enabled: decides at start-up whether the exit summary is written.
@@ -152,7 +150,6 @@ pub(crate) fn global() -> &'static Global {
         Global {
             gpus: gpus::Gpus::new(settings.window, faults.clone(), trace.clone()),
             trace,
-            runtime_down: AtomicBool::new(false),
             warn_at_exit: tracing::enabled!(tracing::Level::WARN),
             error_at_exit: tracing::enabled!(tracing::Level::ERROR),
             settings,

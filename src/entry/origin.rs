@@ -136,21 +136,15 @@ pub(crate) fn kernel_decision(kernel_object: u64) -> Option<bool> {
     }
     // Even when the list was busy: the forwarder's next pass meets the packet again and asks.
     super::forwarder::KERNELS_ASKED.store(true, std::sync::atomic::Ordering::SeqCst);
-    if super::forwarder::wake() {
-        None
-    } else {
-        let g = super::global();
-        Some(kernel_matches(kernel_object, |uri| g.settings.passthrough.matches(uri).is_some()))
-    }
+    (!super::forwarder::wake()).then(|| kernel_matches(kernel_object))
 }
 
-/// The forwarder's: makes the decisions asked for by [`kernel_decision`]; returns how many.
-pub(crate) fn decide_asked(matches: impl Fn(&str) -> bool) -> usize {
+/// The forwarder's: makes the decisions asked for by [`kernel_decision`].
+pub(crate) fn decide_asked() {
     let asked: Vec<u64> = std::mem::take(&mut *ASKED.lock().unwrap_or_else(|e| e.into_inner()));
-    for &ko in &asked {
-        kernel_matches(ko, &matches);
+    for ko in asked {
+        kernel_matches(ko);
     }
-    asked.len()
 }
 
 /// Forgets every decision: the runtime shut down and its code objects with it (a runtime
@@ -161,14 +155,16 @@ pub(crate) fn forget_kernels() {
     }
 }
 
-/// Whether `kernel_object` comes from a code object of a library `matches` accepts (cached per
-/// kernel object; kernels are few and their code objects stay loaded while in use).
-pub(crate) fn kernel_matches(kernel_object: u64, matches: impl Fn(&str) -> bool) -> bool {
+/// Whether `kernel_object` comes from a code object of a library the passthrough list
+/// (`XHSA_PASSTHROUGH_LIBS`) names (cached per kernel object; kernels are few and their code
+/// objects stay loaded while in use).
+fn kernel_matches(kernel_object: u64) -> bool {
     let cache = KERNELS.get_or_init(|| Mutex::new(HashMap::new()));
     if let Some(&m) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&kernel_object) {
         return m;
     }
-    let m = kernel_uri(kernel_object).is_some_and(|uri| matches(&uri));
+    let passthrough = &super::global().settings.passthrough;
+    let m = kernel_uri(kernel_object).is_some_and(|uri| passthrough.matches(&uri).is_some());
     cache.lock().unwrap_or_else(|e| e.into_inner()).insert(kernel_object, m);
     m
 }

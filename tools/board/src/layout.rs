@@ -363,7 +363,7 @@ pub struct Slot {
     /// The owner's answer.
     pub ack: Ack,
     /// The owner's pid namespace (the inode of `/proc/self/ns/pid`), 0 if unknown: with
-    /// [`Slot::pid`] it finds the process from another namespace ([`crate::owner::locate`]).
+    /// [`Slot::pid`] it finds the process from another namespace ([`crate::owner::Locator`]).
     pub pid_ns: u64,
     /// The owner's real uid.
     pub owner_uid: u32,

@@ -62,22 +62,47 @@ pub struct Located {
     pub cgroup: Option<String>,
 }
 
-/// Finds the process with pid `pid` in pid namespace `pid_ns` (as a slot records them) from the
-/// caller's namespace: the same namespace, or one nested in it (a container seen from the
-/// host, through each process's `NSpid`). A namespace the caller cannot see into gives
-/// `pid: None`.
-pub fn locate(pid_ns: u64, pid: u32) -> Located {
-    let mine = pid_namespace("self");
-    if pid_ns == 0 || Some(pid_ns) == mine {
-        let visible = std::fs::metadata(format!("/proc/{pid}")).is_ok();
-        return Located { pid: visible.then_some(pid), other_namespace: false, cgroup: visible.then(|| cgroup(pid)).flatten() };
+/// Finds board owners from the caller's pid namespace: the same namespace, or one nested in it
+/// (a container seen from the host, through each process's `NSpid`). `/proc` is read at most
+/// once, the first time an owner of another namespace is asked about, however many are.
+pub struct Locator {
+    /// The caller's pid namespace.
+    mine: Option<u64>,
+    /// The processes of other namespaces visible from here: (namespace, pid there) → pid here.
+    nested: Option<std::collections::HashMap<(u64, u32), u32>>,
+}
+
+impl Default for Locator {
+    fn default() -> Locator {
+        Locator { mine: pid_namespace("self"), nested: None }
     }
-    let found = std::fs::read_dir("/proc").ok().and_then(|dir| {
-        dir.filter_map(|e| e.ok())
-            .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
-            .find(|p| pid_namespace(&p.to_string()) == Some(pid_ns) && innermost_pid(*p) == Some(pid))
-    });
-    Located { pid: found, other_namespace: true, cgroup: found.and_then(cgroup) }
+}
+
+impl Locator {
+    /// The process with pid `pid` in pid namespace `pid_ns` (as a slot records them). A
+    /// namespace the caller cannot see into gives `pid: None`.
+    pub fn locate(&mut self, pid_ns: u64, pid: u32) -> Located {
+        if pid_ns == 0 || Some(pid_ns) == self.mine {
+            let visible = std::fs::metadata(format!("/proc/{pid}")).is_ok();
+            return Located { pid: visible.then_some(pid), other_namespace: false, cgroup: visible.then(|| cgroup(pid)).flatten() };
+        }
+        let mine = self.mine;
+        let found = self.nested.get_or_insert_with(|| nested_processes(mine)).get(&(pid_ns, pid)).copied();
+        Located { pid: found, other_namespace: true, cgroup: found.and_then(cgroup) }
+    }
+}
+
+/// The visible processes outside pid namespace `mine`: (their namespace, their pid there) → pid.
+fn nested_processes(mine: Option<u64>) -> std::collections::HashMap<(u64, u32), u32> {
+    let mut out = std::collections::HashMap::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else { return out };
+    for p in dir.filter_map(|e| e.ok()).filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok())) {
+        let Some(ns) = pid_namespace(&p.to_string()).filter(|ns| Some(*ns) != mine) else { continue };
+        if let Some(inner) = innermost_pid(p) {
+            out.entry((ns, inner)).or_insert(p);
+        }
+    }
+    out
 }
 
 /// The pid process `pid` has in its own (innermost) pid namespace: the last field of `NSpid`.
@@ -111,11 +136,12 @@ mod tests {
     #[test]
     fn this_process_is_located_in_its_own_namespace() {
         let ns = pid_namespace("self").expect("/proc/self/ns/pid is readable");
-        let here = locate(ns, std::process::id());
+        let mut locator = Locator::default();
+        let here = locator.locate(ns, std::process::id());
         assert_eq!(here.pid, Some(std::process::id()));
         assert!(!here.other_namespace);
         // A namespace that exists nowhere: not found, and said to be another one.
-        let nowhere = locate(ns ^ 0x5a5a_5a5a, std::process::id());
+        let nowhere = locator.locate(ns ^ 0x5a5a_5a5a, std::process::id());
         assert_eq!(nowhere.pid, None);
         assert!(nowhere.other_namespace);
     }

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use xhsa_board::layout::{ACK_ABOVE_CAP, ACK_APPLIED, ACK_BAD_LEVEL, ACK_NOT_PERMITTED, ACK_UNKNOWN_OP, ACK_UNVERIFIED, OP_CLEAR_PRIORITY, OP_PAUSE, OP_RESUME, OP_SET_PRIORITY};
 use xhsa_model::clock::monotonic_ns;
-use xhsa_board::owner::locate;
+use xhsa_board::owner::Locator;
 use xhsa_board::place::board_files;
 use xhsa_board::shared::{BoardError, SharedBoard};
 use xhsa_model::priority::Level;
@@ -104,6 +104,7 @@ pub fn send(dir: &Path, target: Target, req: Request) -> Result<Vec<Outcome>, St
     let files = board_files(dir).map_err(|e| format!("board directory {}: {e}", dir.display()))?;
     let mut out = Vec::new();
     let mut refused = Vec::new();
+    let mut locator = Locator::default();
     for (path, node) in files {
         let board = match SharedBoard::open_existing(&path) {
             Ok(b) => b,
@@ -116,7 +117,7 @@ pub fn send(dir: &Path, target: Target, req: Request) -> Result<Vec<Outcome>, St
         for (index, slot) in board.live_slots() {
             // The pid as this controller sees the process (a container's from the host: its
             // host pid), else the pid in its own namespace.
-            let pid = locate(slot.pid_ns, slot.pid).pid.unwrap_or(slot.pid);
+            let pid = locator.locate(slot.pid_ns, slot.pid).pid.unwrap_or(slot.pid);
             if pid != target.pid || target.queue.is_some_and(|q| q != slot.queue_id) {
                 continue;
             }

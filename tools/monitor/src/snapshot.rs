@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use xhsa_board::layout::Slot;
 use xhsa_model::clock::monotonic_ns;
-use xhsa_board::owner::{locate, process_name};
+use xhsa_board::owner::{process_name, Locator};
 use xhsa_board::place::board_files;
 use xhsa_board::shared::{BoardError, SharedBoard};
 use xhsa_model::stats::{latency_bucket_limit_us, QueueState, FLAG_HELD, FLAG_OVERRIDDEN, FLAG_PAUSED, LATENCY_BUCKETS};
@@ -199,9 +199,10 @@ pub fn read_board(path: &Path, node: u32, now: u64) -> Result<Gpu, BoardError> {
 pub fn gpu_of(board: &SharedBoard, path: &Path, node: u32, now: u64) -> Gpu {
     // By owner, not by pid: processes of two containers may have the same pid.
     let mut procs: BTreeMap<(u64, u32, u64), Process> = BTreeMap::new();
+    let mut locator = Locator::default();
     for (index, slot) in board.live_slots() {
         let p = procs.entry((slot.pid_ns, slot.pid, slot.owner_token)).or_insert_with(|| {
-            let at = locate(slot.pid_ns, slot.pid);
+            let at = locator.locate(slot.pid_ns, slot.pid);
             Process {
                 pid: at.pid.unwrap_or(slot.pid),
                 ns_pid: slot.pid,
