@@ -162,3 +162,74 @@ fn an_idle_high_priority_server_holds_nobody_back() {
     assert!(throttled_ns(&busy) < bound_ns, "the batch job was held back by an idle server\n{}\n{}", busy.report(), server.report());
     assert!(preempted_us(&busy) * 1000 < bound_ns, "the batch job was preempted for an idle server\n{}\n{}", busy.report(), server.report());
 }
+
+/// The batch queues' time held back so far (window and off the GPU, ns), as `xhsa-top --json`
+/// shows the process whose requested level is `level`.
+fn held_so_far(board: &std::path::Path, level: i64) -> Option<u64> {
+    let out = std::process::Command::new(common::artifact("xhsa-top")).args(["--json", "--board-dir"]).arg(board).output().ok()?;
+    let snap: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    let mut total = None;
+    for g in snap["gpus"].as_array()? {
+        for p in g["processes"].as_array()? {
+            for q in p["queues"].as_array()?.iter().filter(|q| q["requested_priority"].as_i64() == Some(level)) {
+                *total.get_or_insert(0) += q["time_held_ns"].as_u64()? + q["time_preempted_ns"].as_u64()?;
+            }
+        }
+    }
+    total
+}
+
+/// A high-priority process stopped (SIGSTOP) with work on the GPU holds the batch process back
+/// for one starvation period at most: its counters say it has work, but it stops confirming them
+/// and the others stop counting them. Before, the batch process was throttled and preempted for
+/// as long as the other stayed stopped (the starvation bound putting it back now and then). When
+/// it runs on, it finishes normally.
+#[test]
+fn a_stopped_high_priority_process_holds_nobody_back() {
+    let _lock = run_lock(true);
+    let dir = DeviceDir::new("stopped-hp");
+    let board = dir.file("board");
+    std::fs::create_dir_all(&board).unwrap();
+    let prog = common::program("shared_hip");
+    let (stop_hp, stop_lp) = (dir.file("stop-hp"), dir.file("stop-lp"));
+    let stop_all = || {
+        std::fs::write(&stop_hp, b"").unwrap();
+        std::fs::write(&stop_lp, b"").unwrap();
+    };
+    let lp = spawn_under_emu(&prog, &["busy", stop_lp.to_str().unwrap(), "60"], &opts(&dir, &board, "-10", "auto"));
+    if lp.wait_for_line(|l| l == "BUSY_RUNNING", Duration::from_secs(30)).is_none() {
+        stop_all();
+        panic!("the batch program never reported BUSY_RUNNING\n{}", lp.wait().report());
+    }
+    let hp = spawn_under_emu(&prog, &["busy", stop_hp.to_str().unwrap(), "60"], &opts(&dir, &board, "10", "auto"));
+    if hp.wait_for_line(|l| l == "BUSY_RUNNING", Duration::from_secs(30)).is_none() {
+        stop_all();
+        panic!("the high-priority program never reported BUSY_RUNNING\n{}", hp.wait().report());
+    }
+    // Both flood the GPU a while: the batch process is held back (a precondition, not the test).
+    std::thread::sleep(Duration::from_secs(1));
+    let before_stop = held_so_far(&board, -10);
+    hp.kill_group(libc::SIGSTOP);
+    // One starvation period (100 ms) and the time the stopped process's GPU work takes to drain,
+    // then two seconds in which the batch process must not be held back at all.
+    std::thread::sleep(Duration::from_millis(500));
+    let from = held_so_far(&board, -10);
+    std::thread::sleep(Duration::from_secs(2));
+    let to = held_so_far(&board, -10);
+    hp.kill_group(libc::SIGCONT);
+    stop_all();
+    let lp = lp.wait();
+    let hp = hp.wait();
+    assert_passed(&lp);
+    assert_passed(&hp);
+    assert!(before_stop.is_some_and(|h| h > 0), "the batch process was never held back beside the running high-priority one\n{}", lp.report());
+    let (from, to) = (from.expect("no batch queues on the board"), to.expect("no batch queues on the board"));
+    // One starvation period (XHSA_PREEMPT_MAX_MS, 100 ms by default) at most.
+    assert!(
+        to.saturating_sub(from) < 100_000_000,
+        "the batch process was held back {} ms (window and off the GPU, summed) in 2 s by a stopped process\n{}\n{}",
+        to.saturating_sub(from) / 1_000_000,
+        lp.report(),
+        hp.report()
+    );
+}

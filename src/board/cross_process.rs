@@ -40,7 +40,7 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn publish_all(board: &mut [Slot], proc: &Proc) {
-    let c = Contention::external(summarize(board, Some(proc.owner)).highest_with_work);
+    let c = Contention::external(summarize(board, Some(proc.owner), 0).highest_with_work);
     for &(q, slot) in &proc.slots {
         let stats = proc.part.stats(q, 0, &c).unwrap();
         assert!(publish(board, slot, proc.owner, &stats));
@@ -85,7 +85,7 @@ proptest! {
                     publish_all(&mut board, &procs[p]);
                 }
                 Op::Schedule(p) if procs[p].alive => {
-                    let view = summarize(&board, Some(procs[p].owner)).contention();
+                    let view = summarize(&board, Some(procs[p].owner), 0).contention();
                     // The board view plus the local state is the truth about the GPU.
                     prop_assert_eq!(
                         view.external_highest.max(procs[p].part.highest_with_work()),

@@ -284,6 +284,20 @@ impl BoardLink {
         }
     }
 
+    /// Confirms this process's slots (it runs; what they say stands): the other processes
+    /// count a slot's work only while its owner confirms it
+    /// ([`STALE_AFTER_NS`](xhsa_model::stats::STALE_AFTER_NS)). A forked child confirms nothing
+    /// of its parent's.
+    pub fn beat(&self) {
+        if !self.same_process() {
+            return;
+        }
+        let handles: Vec<SlotHandle> = self.slots.lock().unwrap_or_else(|e| e.into_inner()).values().copied().collect();
+        for h in &handles {
+            self.board.confirm(h);
+        }
+    }
+
     /// Frees `queue`'s slot.
     pub fn leave(&self, queue: QueueId) {
         self.preemptions.lock().unwrap_or_else(|e| e.into_inner()).remove(&queue);
@@ -357,6 +371,7 @@ impl Watch for BoardLink {
     }
 
     fn view(&self) -> (Vec<Mine>, Vec<Priority>) {
+        let now = monotonic_ns();
         let mut mine = Vec::new();
         let mut others = Vec::new();
         for (index, slot) in self.board.live_slots() {
@@ -374,7 +389,7 @@ impl Watch for BoardLink {
                         paused: st.has_flag(FLAG_PAUSED),
                     });
                 }
-            } else if let Some(p) = slot.priority_with_work() {
+            } else if let Some(p) = slot.priority_with_work(now) {
                 others.push(p);
             }
         }
@@ -402,6 +417,10 @@ impl Watch for BoardLink {
 
     fn answer(&self, queue: QueueId, seq: u32, status: u32, detail: i32) {
         BoardLink::answer(self, queue, seq, status, detail);
+    }
+
+    fn beat(&self) {
+        BoardLink::beat(self);
     }
 }
 

@@ -21,6 +21,7 @@ use super::policy::{Mine, Policy};
 use super::settings::PreemptSettings;
 use xhsa_board::layout::Control;
 use xhsa_model::ids::QueueId;
+use xhsa_model::stats::BEAT_NS;
 use crate::path::window::Nanos;
 use xhsa_model::priority::Priority;
 use std::collections::BTreeMap;
@@ -67,6 +68,9 @@ pub trait Watch: Send + Sync {
     }
     /// Answers request `seq` for `queue` (`ACK_*` status and detail).
     fn answer(&self, _queue: QueueId, _seq: u32, _status: u32, _detail: i32) {}
+    /// Confirms to the other processes that this one runs and its published work stands (the
+    /// board's `beat_ns`; a process that stops confirming holds nobody back for long).
+    fn beat(&self) {}
 }
 
 /// What carries out a controller's request for one of this process's queues (the scheduler's
@@ -102,6 +106,8 @@ struct Inner {
     retired: bool,
     /// An `hsa_shut_down` runs: nothing is taken off.
     held_for_shutdown: bool,
+    /// When this process last confirmed its work on the board ([`Watch::beat`]).
+    last_beat: Option<Nanos>,
 }
 
 /// A queue whose KFD id is still to be found: what [`Target`] needs besides the id and size.
@@ -197,6 +203,7 @@ impl Preemption {
             trap_idle_since: None,
             retired: false,
             held_for_shutdown: false,
+            last_beat: None,
             off_ns: 0,
         };
         Preemption { settings, control: std::sync::OnceLock::new(), track_untracked: std::sync::OnceLock::new(), inner: Mutex::new(inner), said_broken: AtomicBool::new(false), clock }
@@ -473,6 +480,18 @@ impl Preemption {
             None
         };
         let (mut mine, others) = watch.view();
+        // While this process has work, it confirms it every BEAT_NS at the least: the other
+        // processes stop counting work nobody confirms (a stopped process's).
+        let working = mine.iter().any(|m| !m.paused && (m.pending > 0 || m.in_flight > 0));
+        let beat_at = if working {
+            if g.last_beat.is_none_or(|t| now.saturating_sub(t) >= BEAT_NS / 2) {
+                g.last_beat = Some(now);
+                watch.beat();
+            }
+            g.last_beat.map(|t| t + BEAT_NS)
+        } else {
+            None
+        };
         if !others.is_empty() && mine.iter().any(|m| m.in_flight > 0) {
             if let Some(ask) = self.track_untracked.get() {
                 drop(g);
@@ -588,6 +607,14 @@ impl Preemption {
             }
         }
         let mut wake = now + HOUSEKEEPING_NS;
+        if let Some(t) = beat_at {
+            wake = wake.min(t);
+        }
+        if below_others || !g.off.is_empty() {
+            // Work above this process's may go stale without a wake-up (its owner stopped):
+            // look again within a beat.
+            wake = wake.min(now + BEAT_NS);
+        }
         if let Some(t) = trap_idle_at {
             wake = wake.min(t);
         }
@@ -656,6 +683,7 @@ mod tests {
     struct FakeBoard {
         view: Mutex<(Vec<Mine>, Vec<Priority>)>,
         housekeeping: AtomicU64,
+        beats: AtomicU64,
     }
 
     impl Watch for FakeBoard {
@@ -672,6 +700,9 @@ mod tests {
         fn set_interest(&self, _: bool) {}
         fn wake_age_ns(&self) -> Option<u64> {
             Some(20_000)
+        }
+        fn beat(&self) {
+            self.beats.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -711,6 +742,38 @@ mod tests {
         assert_eq!((s.preemptions, s.restores, s.off_now), (1, 1, 0));
         assert_eq!(s.off_ns, 5_000_000);
         assert_eq!(*k.log.lock().unwrap(), vec!["enable", "suspend [3]", "resume [3]"]);
+    }
+
+    /// A process with work confirms it on the board at least every beat (others stop counting
+    /// work nobody confirms), and one below others' work looks again within a beat even if no
+    /// wake-up comes (their owner may have stopped).
+    #[test]
+    fn the_watcher_confirms_its_work_every_beat_and_looks_again_within_one() {
+        let k = FakeKfd { cost_ns: 0, ..Default::default() };
+        let (pre, clock) = setup(PreemptMode::Off, &k);
+        let board = FakeBoard::default();
+        // Idle and alone: nothing to confirm, nothing to look at before the housekeeping.
+        *board.view.lock().unwrap() = (vec![low(0)], vec![]);
+        let now = clock.load(Ordering::Relaxed);
+        assert_eq!(pre.step(&board), now + HOUSEKEEPING_NS);
+        assert_eq!(board.beats.load(Ordering::Relaxed), 0);
+        // With work: confirmed at once, and again one beat later at the latest.
+        *board.view.lock().unwrap() = (vec![low(3)], vec![]);
+        assert_eq!(pre.step(&board), now + BEAT_NS);
+        assert_eq!(board.beats.load(Ordering::Relaxed), 1);
+        // Steps in between (wake-ups of the board) confirm no more often than every half beat.
+        clock.fetch_add(BEAT_NS / 4, Ordering::Relaxed);
+        assert_eq!(pre.step(&board), now + BEAT_NS);
+        assert_eq!(board.beats.load(Ordering::Relaxed), 1);
+        clock.store(now + BEAT_NS, Ordering::Relaxed);
+        assert_eq!(pre.step(&board), now + 2 * BEAT_NS);
+        assert_eq!(board.beats.load(Ordering::Relaxed), 2);
+        // Idle again, below another process's work: no beats, but a look within a beat.
+        *board.view.lock().unwrap() = (vec![low(0)], vec![p(3)]);
+        let at = now + BEAT_NS + 1;
+        clock.store(at, Ordering::Relaxed);
+        assert_eq!(pre.step(&board), at + BEAT_NS);
+        assert_eq!(board.beats.load(Ordering::Relaxed), 2);
     }
 
     #[test]

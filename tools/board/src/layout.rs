@@ -403,9 +403,11 @@ impl Slot {
         Owner { pid: self.pid, token: self.owner_token }
     }
 
-    /// The published priority of a live slot with work; `None` if free, idle or undecodable.
-    pub fn priority_with_work(&self) -> Option<Priority> {
-        if self.is_live() && self.stats.has_work() {
+    /// The published priority of a live slot with work, as a reader at `now_ns`
+    /// (`CLOCK_MONOTONIC`) counts it ([`QueueStats::has_work_at`]: only while its owner confirms
+    /// it); `None` if free, idle, stale or undecodable.
+    pub fn priority_with_work(&self, now_ns: u64) -> Option<Priority> {
+        if self.is_live() && self.stats.has_work_at(now_ns) {
             self.stats.priority()
         } else {
             None
@@ -520,9 +522,10 @@ fn counted(slot: &Slot, exclude: Option<Owner>) -> bool {
     slot.is_live() && exclude.is_none_or(|me| slot.owner() != me)
 }
 
-/// Summarizes the live slots, leaving out those of `exclude` (the calling process, which knows
-/// its own queues exactly).
-pub fn summarize(slots: &[Slot], exclude: Option<Owner>) -> Summary {
+/// Summarizes the live slots at `now_ns` (`CLOCK_MONOTONIC`: work its owner stopped confirming
+/// is not counted), leaving out those of `exclude` (the calling process, which knows its own
+/// queues exactly).
+pub fn summarize(slots: &[Slot], exclude: Option<Owner>, now_ns: u64) -> Summary {
     let mut summary = Summary::default();
     for slot in slots.iter().filter(|s| counted(s, exclude)) {
         summary.live += 1;
@@ -530,7 +533,7 @@ pub fn summarize(slots: &[Slot], exclude: Option<Owner>) -> Summary {
             summary.invalid += 1;
             continue;
         };
-        if slot.stats.has_work() {
+        if slot.stats.has_work_at(now_ns) {
             summary.with_work += 1;
             summary.highest_with_work = summary.highest_with_work.max(Some(priority));
         }
@@ -538,14 +541,15 @@ pub fn summarize(slots: &[Slot], exclude: Option<Owner>) -> Summary {
     summary
 }
 
-/// Whether a queue of another process than `exclude` has work at a priority above `p`.
-pub fn has_higher_work(slots: &[Slot], p: Priority, exclude: Option<Owner>) -> bool {
-    slots.iter().filter(|s| counted(s, exclude)).filter_map(Slot::priority_with_work).any(|q| q > p)
+/// Whether a queue of another process than `exclude` has work at a priority above `p`, at
+/// `now_ns`.
+pub fn has_higher_work(slots: &[Slot], p: Priority, exclude: Option<Owner>, now_ns: u64) -> bool {
+    slots.iter().filter(|s| counted(s, exclude)).filter_map(|s| s.priority_with_work(now_ns)).any(|q| q > p)
 }
 
-/// The priorities at which some queue (of another process than `exclude`) has work.
-pub fn priorities_with_work(slots: &[Slot], exclude: Option<Owner>) -> BTreeSet<Priority> {
-    slots.iter().filter(|s| counted(s, exclude)).filter_map(Slot::priority_with_work).collect()
+/// The priorities at which some queue (of another process than `exclude`) has work, at `now_ns`.
+pub fn priorities_with_work(slots: &[Slot], exclude: Option<Owner>, now_ns: u64) -> BTreeSet<Priority> {
+    slots.iter().filter(|s| counted(s, exclude)).filter_map(|s| s.priority_with_work(now_ns)).collect()
 }
 
 #[cfg(test)]
@@ -553,11 +557,16 @@ mod tests {
     use super::*;
     use xhsa_model::priority::Level;
     use proptest::prelude::*;
+    use xhsa_model::stats::STALE_AFTER_NS;
     use std::mem::{align_of, offset_of, size_of};
 
     fn p(level: i64) -> Priority {
         Priority::at_level(Level::new(level).unwrap())
     }
+
+    /// The readers' clock in these tests: the slots' owners confirmed their counters (`beat_ns`
+    /// 0) just now.
+    const NOW: u64 = 0;
 
     const A: Owner = Owner { pid: 100, token: 5 };
     const B: Owner = Owner { pid: 200, token: 7 };
@@ -646,22 +655,22 @@ mod tests {
         assert_eq!(claim(&mut slots, A, PartitionId(0), QueueId(2), p(0)), Err(BoardFull { slots: 2 }));
         assert_eq!(slots[a].stats.priority(), Some(p(3)));
         // Idle slots are not work.
-        assert_eq!(summarize(&slots, None).highest_with_work, None);
-        assert_eq!(summarize(&slots, None).live, 2);
+        assert_eq!(summarize(&slots, None, NOW).highest_with_work, None);
+        assert_eq!(summarize(&slots, None, NOW).live, 2);
         let busy = QueueStats { priority: p(3).rank(), pending: 1, ..QueueStats::default() };
         assert!(publish(&mut slots, a, A, &busy));
         assert!(!publish(&mut slots, a, B, &busy), "only the owner publishes");
         assert!(!publish(&mut slots, 9, A, &busy));
-        let s = summarize(&slots, None);
+        let s = summarize(&slots, None, NOW);
         assert_eq!((s.highest_with_work, s.with_work), (Some(p(3)), 1));
         assert!(s.has_higher_work(p(2)) && !s.has_higher_work(p(3)));
         assert_eq!(s.contention(), Contention::external(Some(p(3))));
         // A process does not see its own entries.
-        assert_eq!(summarize(&slots, Some(A)).highest_with_work, None);
-        assert!(has_higher_work(&slots, p(0), Some(B)));
-        assert!(!has_higher_work(&slots, p(0), Some(A)));
+        assert_eq!(summarize(&slots, Some(A), NOW).highest_with_work, None);
+        assert!(has_higher_work(&slots, p(0), Some(B), NOW));
+        assert!(!has_higher_work(&slots, p(0), Some(A), NOW));
         // A recycled pid is another owner.
-        assert!(summarize(&slots, Some(Owner { pid: 100, token: 6 })).highest_with_work.is_some());
+        assert!(summarize(&slots, Some(Owner { pid: 100, token: 6 }), NOW).highest_with_work.is_some());
         assert!(!release(&mut slots, a, B));
         assert!(release(&mut slots, a, A));
         assert!(!release(&mut slots, a, A));
@@ -678,10 +687,10 @@ mod tests {
             let i = claim(&mut slots, owner, PartitionId(0), QueueId(q), p(9)).unwrap();
             publish(&mut slots, i, owner, &QueueStats { priority: p(9).rank(), in_flight: 3, ..Default::default() });
         }
-        assert!(has_higher_work(&slots, p(0), Some(B)));
+        assert!(has_higher_work(&slots, p(0), Some(B), NOW));
         assert_eq!(cleanup_stale(&mut slots, |o| o != A), 2);
-        assert!(!has_higher_work(&slots, p(0), Some(B)), "a dead process never throttles");
-        assert!(has_higher_work(&slots, p(0), None));
+        assert!(!has_higher_work(&slots, p(0), Some(B), NOW), "a dead process never throttles");
+        assert!(has_higher_work(&slots, p(0), None, NOW));
         assert_eq!(cleanup_stale(&mut slots, |_| true), 0);
         assert_eq!(slots.iter().filter(|s| s.is_live()).count(), 1);
     }
@@ -691,10 +700,28 @@ mod tests {
         let mut slots = vec![Slot::default(); 1];
         claim(&mut slots, A, PartitionId(0), QueueId(1), p(0)).unwrap();
         publish(&mut slots, 0, A, &QueueStats { priority: i32::MAX, pending: 1, ..Default::default() });
-        let s = summarize(&slots, None);
+        let s = summarize(&slots, None, NOW);
         assert_eq!((s.live, s.invalid, s.highest_with_work), (1, 1, None));
-        assert!(!has_higher_work(&slots, Priority::LOWEST, None));
-        assert!(priorities_with_work(&slots, None).is_empty());
+        assert!(!has_higher_work(&slots, Priority::LOWEST, None, NOW));
+        assert!(priorities_with_work(&slots, None, NOW).is_empty());
+    }
+
+    #[test]
+    fn a_stopped_owners_work_goes_stale() {
+        let mut slots = vec![Slot::default(); 2];
+        let a = claim(&mut slots, A, PartitionId(0), QueueId(1), p(5)).unwrap();
+        publish(&mut slots, a, A, &QueueStats { priority: p(5).rank(), in_flight: 2, beat_ns: 1_000, ..Default::default() });
+        let fresh = 1_000 + STALE_AFTER_NS;
+        assert_eq!(summarize(&slots, Some(B), fresh).highest_with_work, Some(p(5)));
+        assert!(has_higher_work(&slots, p(0), Some(B), fresh));
+        let stale = fresh + 1;
+        let s = summarize(&slots, Some(B), stale);
+        assert_eq!((s.live, s.with_work, s.highest_with_work), (1, 0, None), "still live, no longer counted");
+        assert!(!has_higher_work(&slots, p(0), Some(B), stale));
+        assert!(priorities_with_work(&slots, Some(B), stale).is_empty());
+        // Confirmed again (the process runs on): counted again.
+        slots[a].stats.beat_ns = stale;
+        assert!(has_higher_work(&slots, p(0), Some(B), stale));
     }
 
     proptest! {
@@ -702,11 +729,14 @@ mod tests {
         #[test]
         fn summary_matches_direct_computation(
             entries in proptest::collection::vec(
-                (0u32..3, 1u32..4, -3i64..3, 0u32..3, 0u32..3, 0u32..2), 0..40),
+                (0u32..3, 1u32..4, -3i64..3, 0u32..3, 0u32..3, 0u32..2, proptest::bool::ANY), 0..40),
             me in 1u32..4,
             probe in -4i64..4,
         ) {
-            let slots: Vec<Slot> = entries.iter().map(|&(state, pid, level, pending, in_flight, bad)| Slot {
+            // Owners that stopped confirming their counters (`stopped`) are as old as a beat can
+            // be and still count, plus one nanosecond.
+            let now = 10 * STALE_AFTER_NS;
+            let slots: Vec<Slot> = entries.iter().map(|&(state, pid, level, pending, in_flight, bad, stopped)| Slot {
                 state,
                 pid,
                 owner_token: 1,
@@ -714,25 +744,26 @@ mod tests {
                     priority: if bad == 1 && level == 0 { 3 } else { p(level).rank() },
                     pending,
                     in_flight,
+                    beat_ns: if stopped { now - STALE_AFTER_NS - 1 } else { now - STALE_AFTER_NS },
                     ..Default::default()
                 },
                 ..Default::default()
             }).collect();
             let me = Owner { pid: me, token: 1 };
-            let s = summarize(&slots, Some(me));
+            let s = summarize(&slots, Some(me), now);
             let others = slots.iter().filter(|s| s.state == SLOT_LIVE && s.pid != me.pid);
             let expected = others.clone()
-                .filter(|s| s.stats.pending + s.stats.in_flight > 0)
+                .filter(|s| s.stats.pending + s.stats.in_flight > 0 && s.stats.beat_ns + STALE_AFTER_NS >= now)
                 .filter_map(|s| Priority::from_rank(s.stats.priority))
                 .max();
             prop_assert_eq!(s.highest_with_work, expected);
             prop_assert_eq!(s.live, others.count());
-            prop_assert_eq!(has_higher_work(&slots, p(probe), Some(me)), expected.is_some_and(|e| e > p(probe)));
-            prop_assert_eq!(priorities_with_work(&slots, Some(me)).into_iter().next_back(), expected);
+            prop_assert_eq!(has_higher_work(&slots, p(probe), Some(me), now), expected.is_some_and(|e| e > p(probe)));
+            prop_assert_eq!(priorities_with_work(&slots, Some(me), now).into_iter().next_back(), expected);
             // After every owner but `me` dies, nothing throttles `me`.
             let mut cleaned = slots.clone();
             cleanup_stale(&mut cleaned, |o| o == me);
-            prop_assert_eq!(summarize(&cleaned, Some(me)).highest_with_work, None);
+            prop_assert_eq!(summarize(&cleaned, Some(me), now).highest_with_work, None);
         }
     }
 }

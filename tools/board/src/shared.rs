@@ -49,6 +49,7 @@ use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::sync::Mutex;
 use xhsa_model::stats::{QueueStats, LATENCY_BUCKETS};
+use xhsa_model::clock::monotonic_ns;
 use xhsa_model::ids::{PartitionId, QueueId};
 use xhsa_model::priority::Priority;
 use std::fmt;
@@ -287,7 +288,7 @@ pub fn slot_to_words(s: &Slot) -> [u32; SLOT_WORDS] {
     put64(&mut w, 26, st.preemptions);
     put64(&mut w, 28, st.preempted_ns);
     w[30..30 + LATENCY_BUCKETS].copy_from_slice(&st.latency);
-    put64(&mut w, 46, st.reserved);
+    put64(&mut w, 46, st.beat_ns);
     for (i, chunk) in s.name.chunks_exact(4).enumerate() {
         w[48 + i] = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
     }
@@ -345,7 +346,7 @@ pub fn slot_from_words(w: &[u32; SLOT_WORDS]) -> Slot {
             preemptions: u64_at(26),
             preempted_ns: u64_at(28),
             latency,
-            reserved: u64_at(46),
+            beat_ns: u64_at(46),
         },
         name,
         recent,
@@ -595,7 +596,8 @@ impl SharedBoard {
     }
 
     /// Publishes what `update` changes in the owner's fields of the slot `handle` holds (the
-    /// counters, the name, the recent preemptions); `false` if it no longer holds it.
+    /// counters, the name, the recent preemptions), confirmed now (the counters' `beat_ns`);
+    /// `false` if it no longer holds it.
     pub fn publish_with(&self, handle: &SlotHandle, update: impl FnOnce(&mut Slot)) -> bool {
         let Some(mut slot) = self.read(handle.index) else { return false };
         if !slot.is_live() || slot.owner() != handle.owner {
@@ -603,6 +605,7 @@ impl SharedBoard {
         }
         let (pid, token, queue, pid_ns, owner_uid) = (slot.pid, slot.owner_token, slot.queue_id, slot.pid_ns, slot.owner_uid);
         update(&mut slot);
+        slot.stats.beat_ns = monotonic_ns();
         (slot.pid, slot.owner_token, slot.queue_id, slot.pid_ns, slot.owner_uid) = (pid, token, queue, pid_ns, owner_uid);
         self.write(handle.index, &slot);
         // A clearer may have started between the check and the write; its zeroing wins.
@@ -649,9 +652,16 @@ impl SharedBoard {
         (0..self.high_water()).filter_map(|i| self.read(i)).filter(Slot::is_live).collect()
     }
 
-    /// What the board says, leaving out `exclude`'s own queues.
+    /// Confirms that the owner of the slot `handle` holds is running and its counters stand
+    /// (their `beat_ns`, without which readers stop counting its work after
+    /// [`STALE_AFTER_NS`](xhsa_model::stats::STALE_AFTER_NS)); `false` if it no longer holds it.
+    pub fn confirm(&self, handle: &SlotHandle) -> bool {
+        self.publish_with(handle, |_| {})
+    }
+
+    /// What the board says now, leaving out `exclude`'s own queues.
     pub fn summary(&self, exclude: Option<Owner>) -> Summary {
-        summarize(&self.snapshot(), exclude)
+        summarize(&self.snapshot(), exclude, monotonic_ns())
     }
 
     /// The current value of the `wake` word: pass it to [`SharedBoard::wait`].
@@ -850,7 +860,7 @@ mod tests {
                 preemptions: 14,
                 preempted_ns: 1 << 50,
                 latency: std::array::from_fn(|i| i as u32 * 3 + 1),
-                reserved: 0,
+                beat_ns: 1 << 45,
             },
             name: crate::layout::name_bytes("batch-job"),
             recent: std::array::from_fn(|i| RecentPreemption { start_ns: 100 + i as u64, duration_ns: 7 * i as u64 }),

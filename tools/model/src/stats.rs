@@ -5,7 +5,7 @@
 //! layout is versioned by [`STATS_LAYOUT_VERSION`], which the board header records next to its
 //! own version; a reader that finds another version must not interpret the bytes.
 //!
-//! Layout, version 3 (160 bytes, little endian, naturally aligned, no padding):
+//! Layout, version 4 (160 bytes, little endian, naturally aligned, no padding):
 //!
 //! | offset | type  | field             | meaning                                                   |
 //! |-------:|-------|-------------------|-----------------------------------------------------------|
@@ -24,18 +24,30 @@
 //! | 72     | `u64` | `preemptions`     | times the queue was taken off the GPU                     |
 //! | 80     | `u64` | `preempted_ns`    | total time off the GPU (the current spell included)       |
 //! | 88     | `[u32; 16]` | `latency`   | dispatch-to-completion histogram: bucket `i` counts packets that took `< 2^(i+4)` µs (the last one: the rest) |
-//! | 152    | `u64` | `reserved`        | zero                                                      |
+//! | 152    | `u64` | `beat_ns`         | `CLOCK_MONOTONIC` ns when the owner last published or confirmed these counters |
 //!
 //! Version 2 turned version 1's `reserved` word into `packet_ns`: what the owner measured from
 //! its completions (the preemption watchers of other processes estimate from it how long the
 //! work in flight would delay a higher priority). Version 3 added everything from `requested` on,
-//! for `xhsa-top` and `xhsactl`.
+//! for `xhsa-top` and `xhsactl`. Version 4 turned `reserved` into `beat_ns`: a process that
+//! stops (SIGSTOP, a debugger, a hung runtime) stops confirming its counters, and readers count
+//! its work only while it is fresh ([`QueueStats::has_work_at`]), so a stopped process holds
+//! nobody back for longer than [`STALE_AFTER_NS`].
 #![forbid(unsafe_code)]
 
 use crate::priority::Priority;
 
 /// Version of the [`QueueStats`] layout.
-pub const STATS_LAYOUT_VERSION: u32 = 3;
+pub const STATS_LAYOUT_VERSION: u32 = 4;
+
+/// How often an owner with work confirms its counters (`beat_ns`) at the least.
+pub const BEAT_NS: u64 = 20_000_000;
+
+/// How old an owner's confirmation may be before readers stop counting its work: four missed
+/// beats, and below the default starvation bound (100 ms), so that a stopped process holds
+/// others back no longer than one starvation period.
+pub const STALE_AFTER_NS: u64 = 80_000_000;
+const _: () = assert!(STALE_AFTER_NS >= 4 * BEAT_NS && STALE_AFTER_NS < 100_000_000);
 
 /// `flags`: the queue was held back by the window at the last throttle observation
 /// (libxhsa's `path::partition::Partition::observe`).
@@ -145,8 +157,8 @@ pub struct QueueStats {
     pub preempted_ns: u64,
     /// Dispatch-to-completion histogram ([`latency_bucket`]).
     pub latency: [u32; LATENCY_BUCKETS],
-    /// Zero.
-    pub reserved: u64,
+    /// `CLOCK_MONOTONIC` nanoseconds when the owner last published or confirmed the counters.
+    pub beat_ns: u64,
 }
 
 impl QueueStats {
@@ -159,6 +171,13 @@ impl QueueStats {
     /// work holds nobody back).
     pub fn has_work(&self) -> bool {
         (self.pending > 0 || self.in_flight > 0) && !self.has_flag(FLAG_PAUSED)
+    }
+
+    /// [`has_work`](Self::has_work), as a reader at `now_ns` (`CLOCK_MONOTONIC`) counts it: only
+    /// while the owner confirmed the counters within [`STALE_AFTER_NS`]. The work of a process
+    /// that stopped running (SIGSTOP, a debugger) holds nobody back for longer.
+    pub fn has_work_at(&self, now_ns: u64) -> bool {
+        self.has_work() && now_ns.saturating_sub(self.beat_ns) <= STALE_AFTER_NS
     }
 
     /// The decoded state (`running` for a number no state has).
@@ -188,8 +207,8 @@ mod tests {
     use std::mem::{align_of, offset_of, size_of};
 
     #[test]
-    fn layout_v3() {
-        assert_eq!(STATS_LAYOUT_VERSION, 3);
+    fn layout_v4() {
+        assert_eq!(STATS_LAYOUT_VERSION, 4);
         assert_eq!(size_of::<QueueStats>(), 160);
         assert_eq!(align_of::<QueueStats>(), 8);
         assert_eq!(offset_of!(QueueStats, priority), 0);
@@ -207,7 +226,17 @@ mod tests {
         assert_eq!(offset_of!(QueueStats, preemptions), 72);
         assert_eq!(offset_of!(QueueStats, preempted_ns), 80);
         assert_eq!(offset_of!(QueueStats, latency), 88);
-        assert_eq!(offset_of!(QueueStats, reserved), 152);
+        assert_eq!(offset_of!(QueueStats, beat_ns), 152);
+    }
+
+    #[test]
+    fn work_counts_only_while_its_owner_confirms_it() {
+        let s = QueueStats { in_flight: 3, beat_ns: 1_000_000_000, ..Default::default() };
+        assert!(s.has_work_at(1_000_000_000));
+        assert!(s.has_work_at(1_000_000_000 + STALE_AFTER_NS));
+        assert!(!s.has_work_at(1_000_000_001 + STALE_AFTER_NS), "a stopped owner's work goes stale");
+        assert!(s.has_work_at(0), "a beat ahead of the reader's clock is fresh");
+        assert!(!QueueStats { beat_ns: 1_000_000_000, ..Default::default() }.has_work_at(1_000_000_000), "no work is no work");
     }
 
     #[test]

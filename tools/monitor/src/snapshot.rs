@@ -117,6 +117,11 @@ pub struct Queue {
     pub overridden: bool,
     /// The window holds it back now.
     pub held_now: bool,
+    /// It has work its owner stopped confirming (the process is stopped or hangs): the other
+    /// processes no longer count that work.
+    pub stale: bool,
+    /// How long ago its owner last confirmed its counters, nanoseconds.
+    pub confirmed_ns_ago: u64,
     pub pending: u32,
     pub in_flight: u32,
     pub submitted: u64,
@@ -150,6 +155,8 @@ impl Queue {
             paused: st.has_flag(FLAG_PAUSED),
             overridden: st.has_flag(FLAG_OVERRIDDEN),
             held_now: st.has_flag(FLAG_HELD),
+            stale: st.has_work() && !st.has_work_at(now),
+            confirmed_ns_ago: now.saturating_sub(st.beat_ns),
             pending: st.pending,
             in_flight: st.in_flight,
             submitted: st.submitted,
@@ -259,11 +266,26 @@ impl Snapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use xhsa_model::stats::STALE_AFTER_NS;
 
     fn queue_with(latency: &[u32]) -> Queue {
         let mut slot = Slot::default();
         slot.stats.latency[..latency.len()].copy_from_slice(latency);
         Queue::from_slot(&slot, 0, 0)
+    }
+
+    #[test]
+    fn work_nobody_confirms_is_marked_stale() {
+        let mut slot = Slot::default();
+        slot.stats.in_flight = 4;
+        slot.stats.beat_ns = 1_000_000;
+        let fresh = Queue::from_slot(&slot, 0, 1_000_000 + STALE_AFTER_NS);
+        assert!(!fresh.stale);
+        assert_eq!(fresh.confirmed_ns_ago, STALE_AFTER_NS);
+        let stopped = Queue::from_slot(&slot, 0, 2_000_000 + STALE_AFTER_NS);
+        assert!(stopped.stale);
+        slot.stats.in_flight = 0;
+        assert!(!Queue::from_slot(&slot, 0, 2_000_000 + STALE_AFTER_NS).stale, "no work, nothing stale");
     }
 
     #[test]

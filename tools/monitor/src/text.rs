@@ -1,5 +1,6 @@
 //! A snapshot as a plain text table (`xhsa-top --once`, `xhsactl list`): one line per queue
-//! under a header per GPU, in 80 columns (`*` after the state: paused by an operator; the JSON
+//! under a header per GPU, in 80 columns (`*` after the state: paused by an operator; a note
+//! after the line: a process in another container, gone, or not confirming its work; the JSON
 //! form has every field).
 #![forbid(unsafe_code)]
 
@@ -38,6 +39,9 @@ pub fn render(s: &Snapshot) -> String {
                     let cg = p.cgroup.as_deref().map(|c| format!(", cgroup {c}")).unwrap_or_default();
                     let seen = if p.visible { "" } else { ", not visible from here" };
                     dead.push_str(&format!(" (container: pid {} inside{seen}{cg})", p.ns_pid));
+                }
+                if q.stale && p.alive {
+                    dead.push_str(&format!(" (stopped? work unconfirmed for {} ms, not counted)", q.confirmed_ns_ago / 1_000_000));
                 }
                 let _ = writeln!(
                     out,
