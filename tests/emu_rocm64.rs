@@ -279,7 +279,8 @@ fn kernels_that_wait_complete_under_rocm64_natively_and_under_libxhsa() {
 
 /// Forked children on ROCm 6.4 (HIP 6.4 shuts the runtime down from a static destructor), in
 /// both loading modes with preemption forced (`XHSA_PREEMPT=suspend`) and a board: children
-/// leaving by `exit()`, `_exit()` and `exec` while the parent goes on; every program passes and
+/// leaving by `exit()`, `_exit()` and `exec`, and one exec'ing a GPU program of its own (runtime
+/// and libxhsa loaded afresh, same GPU and board), while the parent goes on; every program passes and
 /// exits (no hang, no crash). (Re-initialising ROCr 6.4 in one process fails natively on the
 /// emulator: its second `hsa_init` gives OUT_OF_RESOURCES; the re-init test runs on 5.2.)
 #[test]
@@ -295,7 +296,7 @@ fn forked_children_under_libxhsa_on_rocm64() {
         let o = with_env(with_env(o, "XHSA_PREEMPT", "suspend".into()), "XHSA_BOARD_DIR", board.display().to_string());
         let out = run_under_emu(&fork, &[go.to_str().unwrap()], &o);
         assert_passed(&out);
-        for c in ["fork.child_exit_ended", "fork.child__exit_ended", "fork.child_exec_ended", "fork.after", "fork.last"] {
+        for c in ["fork.child_exit_ended", "fork.child__exit_ended", "fork.child_exec_ended", "fork.child_gpu_ended", "fork.child_gpu_ok", "fork.after", "fork.last"] {
             assert_check_passed(&out, c);
         }
         assert_libxhsa_ran(mode, &out);

@@ -1,6 +1,7 @@
 //! The process's and the runtime's lifecycle under libxhsa, with preemption forced
 //! (`XHSA_PREEMPT=suspend`) and a board: forked children that leave by `exit()`, `_exit()` or
-//! `exec` (they never touch their parent's queues, board slots or locks), and an HSA runtime
+//! `exec` (they never touch their parent's queues, board slots or locks), or exec a GPU program
+//! (its own runtime and libxhsa, on the same GPU and board), and an HSA runtime
 //! shut down and started again in one process (the queues of the second runtime work; nothing
 //! of the first is used after its `hsa_shut_down`).
 mod common;
@@ -53,14 +54,15 @@ fn forked_children_leave_the_parents_queues_and_board_alone() {
     let out = run.wait();
     assert!(done.is_some(), "the parent never got past its children\n{}", out.report());
     assert_passed(&out);
-    for c in ["fork.before", "fork.child_exit_ended", "fork.child__exit_ended", "fork.child_exec_ended", "fork.after", "fork.last"] {
+    for c in ["fork.before", "fork.child_exit_ended", "fork.child__exit_ended", "fork.child_exec_ended", "fork.child_gpu_ended", "fork.child_gpu_ok", "fork.after", "fork.last"] {
         assert_check_passed(&out, c);
     }
     assert_eq!(procs.len(), 1, "exactly the parent on the board after its children left: {procs:?}\n{}", out.report());
     assert!(procs[0].1 >= 1, "the parent's queues are still on the board: {procs:?}");
-    // One exit summary: the parent's (a child that exits says nothing for its parent).
+    // Two exit summaries: the parent's and the GPU child's own (a child that exits says nothing
+    // for its parent).
     let summaries = out.stderr.lines().filter(|l| l.contains("INFO xhsa:") && l.contains("HSA queues created")).count();
-    assert_eq!(summaries, 1, "{}", out.report());
+    assert_eq!(summaries, 2, "{}", out.report());
 }
 
 #[test]

@@ -9,8 +9,11 @@
 //   exit   the child calls exit(0): atexit handlers and library destructors run in the child
 //   _exit  the child calls _exit(0)
 //   exec   the child execs /bin/true
-// (A child that uses its parent's runtime is not among them: real KFD refuses the parent's
-// descriptor in a child, which the emulator does not model yet.)
+//   gpu    the child execs this program as `hip_fork --child`, which uses the GPU with a runtime
+//          (and, inherited through LD_PRELOAD, a libxhsa) of its own and exits 0 if its vector
+//          add is right: the way launchers start GPU workers
+// (A child that uses its parent's runtime without exec is not among them: real KFD refuses the
+// parent's descriptor in a child, which the emulator does not model yet.)
 // Each child must end within 20 s (a check). The parent then adds two vectors again (a check),
 // prints `CHILDREN_DONE`, waits until STOPFILE exists (at most 60 s; the harness looks at the
 // board meanwhile), adds again and exits.
@@ -60,10 +63,11 @@ int main(int argc, char** argv) {
         fprintf(stderr, "usage: hip_fork STOPFILE\n");
         return 2;
     }
+    if (!strcmp(argv[1], "--child")) return vadd_ok(4096) ? 0 : 1;
     start_watchdog(170);
     g_step = "first use";
     check(vadd_ok(4096), "fork.before", "vector add before the forks");
-    const char* kinds[] = {"exit", "_exit", "exec"};
+    const char* kinds[] = {"exit", "_exit", "exec", "gpu"};
     for (const char* kind : kinds) {
         g_step = kind;
         fflush(stdout);
@@ -71,14 +75,17 @@ int main(int argc, char** argv) {
         if (pid == 0) {
             if (!strcmp(kind, "exit")) exit(0);
             if (!strcmp(kind, "_exit")) _exit(0);
-            execl("/bin/true", "true", (char*)nullptr);
+            if (!strcmp(kind, "gpu")) execl("/proc/self/exe", argv[0], "--child", (char*)nullptr);
+            else execl("/bin/true", "true", (char*)nullptr);
             _exit(127);
         }
-        int st = wait_child(pid, 20);
+        int st = wait_child(pid, !strcmp(kind, "gpu") ? 60 : 20);
         char name[64];
         snprintf(name, sizeof name, "fork.child_%s_ended", kind);
-        check(st != -1, name, "the child (%s) did not end within 20 s", kind);
+        check(st != -1, name, "the child (%s) did not end in time", kind);
         if (st == -1) kill(pid, SIGKILL);
+        if (!strcmp(kind, "gpu"))
+            check(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "fork.child_gpu_ok", "the child's own vector add failed (status %d)", st);
     }
     g_step = "after the forks";
     check(vadd_ok(4096), "fork.after", "vector add after the children ended");

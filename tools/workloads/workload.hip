@@ -185,7 +185,9 @@ void run_stream(int idx, const Table& t, StreamSpec spec, bool null_stream) {
     if (period > 0) {
       long long due = first + (long long)(period * (double)i);
       if (start < due) {
-        sleep_until(due);
+        // In steps of at most 100 ms, so that "stop" ends a stream that waits long (an idle
+        // server at a low rate) at once.
+        while (state.load() == 1 && now_ns() < due) sleep_until(std::min(due, now_ns() + 100000000LL));
         start = now_ns();
       }
       // A request that arrived while the previous one ran starts at once (synchronous loop).
