@@ -281,8 +281,7 @@ fn kernels_that_wait_complete_under_rocm64_natively_and_under_libxhsa() {
 /// both loading modes with preemption forced (`XHSA_PREEMPT=suspend`) and a board: children
 /// leaving by `exit()`, `_exit()` and `exec`, and one exec'ing a GPU program of its own (runtime
 /// and libxhsa loaded afresh, same GPU and board), while the parent goes on; every program passes and
-/// exits (no hang, no crash). (Re-initialising ROCr 6.4 in one process fails natively on the
-/// emulator: its second `hsa_init` gives OUT_OF_RESOURCES; the re-init test runs on 5.2.)
+/// exits (no hang, no crash).
 #[test]
 fn forked_children_under_libxhsa_on_rocm64() {
     let fork = common::program64("hip_fork", "gfx942", &[]);
@@ -300,5 +299,32 @@ fn forked_children_under_libxhsa_on_rocm64() {
             assert_check_passed(&out, c);
         }
         assert_libxhsa_ran(mode, &out);
+    }
+}
+
+/// The HSA runtime shut down and started again in one process on ROCm 6.4 (whose thunk enables
+/// the KFD runtime at start and disables it at shutdown): natively and under libxhsa in both
+/// modes with preemption forced (`XHSA_PREEMPT=suspend`, the debug trap) and a board, both
+/// runtimes' queues dispatch, and libxhsa leaves nothing off.
+#[test]
+fn a_rocr64_runtime_shut_down_and_started_again_keeps_working() {
+    let prog = common::program64("hsa_queues", "gfx942", &[]);
+    let co = common::code_object64("xhsa_kernels", "gfx942");
+    let dir = common::DeviceDir::new("reinit64");
+    let board = dir.file("board");
+    std::fs::create_dir_all(&board).unwrap();
+    for (mode, o) in modes("gfx942") {
+        let o = with_env(with_env(o, "XHSA_PREEMPT", "suspend".into()), "XHSA_BOARD_DIR", board.display().to_string());
+        let out = run_under_emu(&prog, &["reinit", co.to_str().unwrap()], &o);
+        assert_passed(&out);
+        assert!(out.stdout.contains("REINIT"), "{mode}\n{}", out.report());
+        let passes = |c: &str| out.stdout.lines().filter(|l| *l == format!("PASS {c}")).count();
+        for c in ["dispatch.vadd_q1", "dispatch.saxpy_q2", "dispatch.barrier_and_cross_queue", "shutdown"] {
+            assert_eq!(passes(c), 2, "{mode}: {c} passes in both runtimes\n{}", out.report());
+        }
+        assert_libxhsa_ran(mode, &out);
+        if let Some(n) = common::numbers_after(&out, "preemption: ") {
+            assert_eq!(n[2], 0, "{mode}: nothing stays off\n{}", out.report());
+        }
     }
 }

@@ -27,10 +27,19 @@ pub const DRM_MAJOR: u32 = 226;
 /// The first render-node minor (`renderD128`).
 pub const RENDER_MINOR_BASE: u32 = 128;
 
-/// `HSA_CAP_*` bits a gfx9 dGPU reports in `capability` (kfd_topology.c, `kfd_crat.h`):
-/// DoorbellType 2 (bits 12-13, 64-bit AQL doorbells), WatchPointsTotalBits 2^2 (bits 8-11),
-/// SRAM EDC (bit 26, as gfx90a/gfx942 parts have).
-pub const CAPABILITY: u32 = (2 << 12) | (1 << 26) | (2 << 8);
+/// `HSA_CAP_*` bits a gfx9.4.2+ dGPU (gfx90a, gfx942) reports in `capability`
+/// (kfd_topology.c `kfd_topology_set_capabilities`, uapi `kfd_sysfs.h`): DoorbellType 2 (bits
+/// 12-13, 64-bit AQL doorbells), WatchPointsTotalBits 2^2 (bits 8-11), SRAM EDC (bit 26), and
+/// the debugger's: TRAP_DEBUG_SUPPORT, WAVE_LAUNCH_TRAP_OVERRIDE, WAVE_LAUNCH_MODE and
+/// PRECISE_MEMORY_OPERATIONS (every gfx9 from 9.4.2), TRAP_DEBUG_FIRMWARE_SUPPORTED (MEC
+/// firmware [`MEC_FW_VERSION`](super::topology::MEC_FW_VERSION) is past the versions KFD
+/// requires). The thunk of ROCm 6.x enables the runtime (`AMDKFD_IOC_RUNTIME_ENABLE`) at start
+/// and disables it at shutdown only when the firmware bit is set, as on a real MI308X.
+pub const CAPABILITY: u32 = (2 << 12) | (1 << 26) | (2 << 8) | CAP_TRAP_DEBUG;
+/// The debugger's bits of [`CAPABILITY`].
+pub const CAP_TRAP_DEBUG: u32 = 0x0000_8000 | 0x0001_0000 | 0x0002_0000 | 0x0004_0000 | 0x2000_0000;
+/// `debug_prop` of a gfx9 node: the address-watch mask bits (low bit 6, high bit 29).
+pub const DEBUG_PROP: u64 = 6 | (29 << 4);
 /// KFD's `generation_id` (incremented on hot plug; any value).
 pub const GENERATION_ID: u32 = 1;
 /// `platform_oem` "AMD" and `platform_id` "XHSA" (the CRAT's OEM fields).
@@ -100,7 +109,7 @@ pub fn node_properties(n: &Node, num_xcc: u32, fw_version: u32) -> String {
     line(&mut o, "local_mem_size", 0);
     line(&mut o, "fw_version", if gpu { fw_version } else { 0 });
     line(&mut o, "capability", if gpu { CAPABILITY } else { 0 });
-    line(&mut o, "debug_prop", 0);
+    line(&mut o, "debug_prop", if gpu { DEBUG_PROP } else { 0 });
     line(&mut o, "sdma_fw_version", if gpu { 9 } else { 0 });
     line(&mut o, "unique_id", if gpu { n.unique_id } else { 0 });
     line(&mut o, "num_xcc", if gpu { num_xcc } else { 1 });

@@ -114,9 +114,9 @@ fn node_props(n: &Node, id: u32) -> HsaNodeProperties {
     p.CComputeIdLo = n.ccompute_id_lo;
     p.FComputeIdLo = n.fcompute_id_lo;
     if n.simds > 0 {
-        // HSA_CAPABILITY: DoorbellType (bits 12-13) = 2 (64-bit AQL doorbells, gfx9),
-        // SRAM_EDCSupport (bit 26) as gfx90a parts have; SVMAPISupported stays 0.
-        p.Capability = HSA_CAPABILITY { Value: (2 << 12) | (1 << 26) | (2 << 8) };
+        // HSA_CAPABILITY as the sysfs `capability` says (DoorbellType 2, SRAM EDC, the
+        // debugger's bits); SVMAPISupported stays 0.
+        p.Capability = HSA_CAPABILITY { Value: xhsa_emu::kfd::sysfs::CAPABILITY };
         // HSA_ENGINE_ID: uCode 0-9, Major 10-15, Minor 16-23, Stepping 24-31.
         let (maj, min, step) = n.gfx;
         p.EngineId = HSA_ENGINE_ID { Value: xhsa_emu::kfd::topology::MEC_UCODE | maj << 10 | min << 16 | step << 24 };
