@@ -60,9 +60,7 @@ struct DbgTrapBytes([u8; core::mem::size_of::<DbgTrapArgs>()]);
 const _: () = assert!(core::mem::size_of::<DbgTrapBytes>() == core::mem::size_of::<DbgTrapArgs>());
 const _: () = assert!(core::mem::align_of::<DbgTrapBytes>() == core::mem::align_of::<DbgTrapArgs>());
 
-impl IoctlArgs for DbgTrapBytes {
-    const REQUEST: Request = Request::DbgTrap;
-}
+crate::abi::request::ioctl_args! { DbgTrapBytes => DbgTrap }
 
 /// The sizes `AMDKFD_IOC_GET_QUEUE_WAVE_STATE` reports.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -470,12 +468,12 @@ fn queue_count(queue_ids: &[u32], op: Option<u32>) -> Result<u32, KfdError> {
 /// `A::REQUEST` (with the DBG_TRAP `op`, if any, for the message).
 fn call<A: IoctlArgs>(fd: BorrowedFd<'_>, args: &mut A, op: Option<u32>) -> Result<i32, KfdError> {
     let request = A::REQUEST;
-    debug_assert_eq!(core::mem::size_of::<A>(), request.arg_size());
+    let () = A::SIZE_MATCHES;
     let arg: *mut A = args;
     // SAFETY: `fd` is a live descriptor borrowed for the call. `arg` points to an exclusively
     // borrowed, initialised `#[repr(C)]` struct of exactly `request.arg_size()` bytes (the
-    // `IoctlArgs` impl ties each struct to its request, and the tests check every size against
-    // the uapi), so the kernel's copy_from_user/copy_to_user of `_IOC_SIZE` bytes stays inside
+    // `IoctlArgs` contract, its size checked at compile time just above; the tests check every
+    // size against the uapi), so the kernel's copy_from_user/copy_to_user of `_IOC_SIZE` bytes stays inside
     // it. User pointers embedded in `*args` are the caller's obligation: the safe methods of
     // `Kfd` set them only from slices/structs they borrow for the duration of this call and
     // size them to what the kernel touches; the `unsafe fn`s state it as their precondition.

@@ -50,11 +50,10 @@ pub unsafe extern "C" fn hsaKmtCreateQueue(
     res: *mut HsaQueueResource,
 ) -> HSAKMT_STATUS {
     let p = next_symbol(&NEXT_CREATE_QUEUE, c"libhsakmt.so.1", c"hsaKmtCreateQueue");
-    if p == 0 {
+    // SAFETY: 0 or the next definition of hsaKmtCreateQueue (the thunk's), of this type.
+    let Some(real) = (unsafe { super::symbol::typed::<CreateQueueFn>(p) }) else {
         return HSAKMT_STATUS_ERROR;
-    }
-    // SAFETY: the next definition of hsaKmtCreateQueue (the thunk's), of this type.
-    let real: CreateQueueFn = unsafe { std::mem::transmute::<usize, CreateQueueFn>(p) };
+    };
     // SAFETY: the caller's arguments, passed on unchanged.
     let status = unsafe { real(node, kind, percentage, priority, ring, ring_bytes, event, res) };
     if status == 0 && !res.is_null() {
@@ -135,13 +134,12 @@ fn runtime_update(request: libc::c_ulong, arg: *mut libc::c_void, send: &mut dyn
 #[no_mangle]
 pub unsafe extern "C" fn ioctl(fd: libc::c_int, request: libc::c_ulong, arg: *mut libc::c_void) -> libc::c_int {
     let p = next_symbol(&NEXT_IOCTL, c"libc.so.6", c"ioctl");
-    if p == 0 {
+    // SAFETY: 0 or the next definition of ioctl (libc's, or another interposer's), of this type.
+    let Some(real) = (unsafe { super::symbol::typed::<IoctlFn>(p) }) else {
         // SAFETY: errno of this thread.
         unsafe { *libc::__errno_location() = libc::ENOSYS };
         return -1;
-    }
-    // SAFETY: the next definition of ioctl (libc's, or another interposer's).
-    let real: IoctlFn = unsafe { std::mem::transmute::<usize, IoctlFn>(p) };
+    };
     if is_kfd(request, 0x07) {
         let mut sent = None;
         let mut send = |changed: Option<&mut UpdateQueueArgs>| match changed {

@@ -42,6 +42,7 @@ pub mod preload;
 pub(crate) mod queues;
 mod rocr;
 pub mod seen;
+mod symbol;
 pub mod tools_lib;
 mod unseen_kfd;
 

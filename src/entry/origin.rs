@@ -51,7 +51,8 @@ fn loader() -> Option<&'static hsa_ven_amd_loader_1_01_pfn_t> {
     static TABLE: OnceLock<Option<hsa_ven_amd_loader_1_01_pfn_t>> = OnceLock::new();
     TABLE
         .get_or_init(|| {
-            let f: MajorTableFn = super::rocr::resolve(c"hsa_system_get_major_extension_table", None)?;
+            // SAFETY: `MajorTableFn` is the C type of hsa_system_get_major_extension_table.
+            let f: MajorTableFn = unsafe { super::rocr::resolve(c"hsa_system_get_major_extension_table", None) }?;
             // SAFETY: an all-null table is a valid value of this struct of Option<fn>s.
             let mut t: hsa_ven_amd_loader_1_01_pfn_t = unsafe { std::mem::zeroed() };
             let size = std::mem::size_of::<hsa_ven_amd_loader_1_01_pfn_t>();

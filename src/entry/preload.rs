@@ -22,17 +22,12 @@ use crate::entry::seen::Loading;
 /// The library that defines the HSA functions (ROCm 5.x and 6.x soname).
 const ROCR: &std::ffi::CStr = c"libhsa-runtime64.so.1";
 
-/// `transmute` of a looked-up address to its function type; `None` when not found.
-fn as_fn<T: Copy>(p: usize) -> Option<T> {
-    // SAFETY: T is the C function-pointer type of the symbol the address was looked up for.
-    (p != 0).then(|| unsafe { std::mem::transmute_copy::<usize, T>(&p) })
-}
-
-/// ROCr's next definition of the symbol `$name`, as a `$ty` (cached per symbol).
+/// ROCr's next definition of the symbol `$name`, as a `$ty` (cached per symbol). An unsafe
+/// call ([`super::symbol::typed`]): `$ty` must be the C type of the HSA function `$name`.
 macro_rules! next {
     ($name:expr, $ty:ty) => {{
         static NEXT: AtomicUsize = AtomicUsize::new(0);
-        as_fn::<$ty>(next_symbol(&NEXT, ROCR, $name))
+        super::symbol::typed::<$ty>(next_symbol(&NEXT, ROCR, $name))
     }};
 }
 
@@ -69,9 +64,8 @@ pub unsafe extern "C" fn hsa_queue_create(
     queue: *mut *mut hsa_queue_t,
 ) -> hsa_status_t {
     global().announce(Loading::Preload);
-    let real = next!(c"hsa_queue_create", QueueCreateFn);
-    // SAFETY: ROCr's definition (or None), given the caller's arguments under its contract.
-    unsafe { queues::queue_create(real, agent, size, kind, callback, data, private_size, group_size, queue) }
+    // SAFETY: ROCr's definition (or None) as QueueCreateFn, the C type of that function; given the caller's arguments under its contract.
+    unsafe { queues::queue_create(next!(c"hsa_queue_create", QueueCreateFn), agent, size, kind, callback, data, private_size, group_size, queue) }
 }
 
 /// `hsa_shut_down`: every queue back on the GPU and the debug trap off first; preemption retires
@@ -82,7 +76,7 @@ pub unsafe extern "C" fn hsa_queue_create(
 /// `hsa_shut_down`'s contract: the runtime is initialized.
 #[no_mangle]
 pub unsafe extern "C" fn hsa_shut_down() -> hsa_status_t {
-    // SAFETY: ROCr's definition (or None).
+    // SAFETY: ROCr's definition of the function named (or None), as its C type (the pairing `next!` asks for).
     unsafe { super::lifecycle::shut_down(next!(c"hsa_shut_down", super::lifecycle::ShutDownFn)) }
 }
 
@@ -94,7 +88,7 @@ pub unsafe extern "C" fn hsa_shut_down() -> hsa_status_t {
 /// destroyed, and no other thread uses it during or after the call.
 #[no_mangle]
 pub unsafe extern "C" fn hsa_queue_destroy(queue: *mut hsa_queue_t) -> hsa_status_t {
-    // SAFETY: ROCr's definition (or None), given the caller's queue under its contract.
+    // SAFETY: ROCr's definition of the function named (or None), as its C type (the pairing `next!` asks for), given the caller's queue under its contract.
     unsafe { queues::queue_destroy(next!(c"hsa_queue_destroy", QueueFn), queue) }
 }
 
@@ -107,7 +101,7 @@ pub unsafe extern "C" fn hsa_queue_destroy(queue: *mut hsa_queue_t) -> hsa_statu
 /// destroyed.
 #[no_mangle]
 pub unsafe extern "C" fn hsa_queue_inactivate(queue: *mut hsa_queue_t) -> hsa_status_t {
-    // SAFETY: ROCr's definition (or None), given the caller's queue under its contract.
+    // SAFETY: ROCr's definition of the function named (or None), as its C type (the pairing `next!` asks for), given the caller's queue under its contract.
     unsafe { queues::queue_inactivate(next!(c"hsa_queue_inactivate", QueueFn), queue) }
 }
 
@@ -121,9 +115,8 @@ macro_rules! load_index {
         /// `hsa_queue_create` and is not destroyed.
         #[no_mangle]
         pub unsafe extern "C" fn $name(queue: *const hsa_queue_t) -> u64 {
-            let real = next!(cname!($name), LoadIndexFn);
-            // SAFETY: ROCr's definition (or None), given the caller's queue under its contract.
-            unsafe { queues::load_index(real, queue, $field, $order) }
+            // SAFETY: ROCr's definition (or None) as LoadIndexFn, the C type of that function; given the caller's queue under its contract.
+            unsafe { queues::load_index(next!(cname!($name), LoadIndexFn), queue, $field, $order) }
         }
     )*};
 }
@@ -138,9 +131,8 @@ macro_rules! store_write_index {
         /// `hsa_queue_create` and is not destroyed.
         #[no_mangle]
         pub unsafe extern "C" fn $name(queue: *const hsa_queue_t, value: u64) {
-            let real = next!(cname!($name), StoreIndexFn);
-            // SAFETY: ROCr's definition (or None), given the caller's queue under its contract.
-            unsafe { queues::store_write_index(real, queue, value, $order) }
+            // SAFETY: ROCr's definition (or None) as StoreIndexFn, the C type of that function; given the caller's queue under its contract.
+            unsafe { queues::store_write_index(next!(cname!($name), StoreIndexFn), queue, value, $order) }
         }
     )*};
 }
@@ -155,9 +147,8 @@ macro_rules! cas_write_index {
         /// `hsa_queue_create` and is not destroyed.
         #[no_mangle]
         pub unsafe extern "C" fn $name(queue: *const hsa_queue_t, expected: u64, value: u64) -> u64 {
-            let real = next!(cname!($name), CasIndexFn);
-            // SAFETY: ROCr's definition (or None), given the caller's queue under its contract.
-            unsafe { queues::cas_write_index(real, queue, expected, value, $order) }
+            // SAFETY: ROCr's definition (or None) as CasIndexFn, the C type of that function; given the caller's queue under its contract.
+            unsafe { queues::cas_write_index(next!(cname!($name), CasIndexFn), queue, expected, value, $order) }
         }
     )*};
 }
@@ -172,9 +163,8 @@ macro_rules! add_write_index {
         /// `hsa_queue_create` and is not destroyed.
         #[no_mangle]
         pub unsafe extern "C" fn $name(queue: *const hsa_queue_t, value: u64) -> u64 {
-            let real = next!(cname!($name), AddIndexFn);
-            // SAFETY: ROCr's definition (or None), given the caller's queue under its contract.
-            unsafe { queues::add_write_index(real, queue, value, $order) }
+            // SAFETY: ROCr's definition (or None) as AddIndexFn, the C type of that function; given the caller's queue under its contract.
+            unsafe { queues::add_write_index(next!(cname!($name), AddIndexFn), queue, value, $order) }
         }
     )*};
 }
@@ -189,9 +179,8 @@ macro_rules! store_read_index {
         /// `hsa_queue_create` and is not destroyed.
         #[no_mangle]
         pub unsafe extern "C" fn $name(queue: *const hsa_queue_t, value: u64) {
-            let real = next!(cname!($name), StoreIndexFn);
-            // SAFETY: ROCr's definition (or None), given the caller's queue under its contract.
-            unsafe { queues::store_read_index(real, queue, value) }
+            // SAFETY: ROCr's definition (or None) as StoreIndexFn, the C type of that function; given the caller's queue under its contract.
+            unsafe { queues::store_read_index(next!(cname!($name), StoreIndexFn), queue, value) }
         }
     )*};
 }
@@ -206,9 +195,8 @@ macro_rules! signal_store {
         /// runtime and not destroyed.
         #[no_mangle]
         pub unsafe extern "C" fn $name(signal: hsa_signal_t, value: hsa_signal_value_t) {
-            let real = next!(cname!($name), SignalStoreFn);
-            // SAFETY: ROCr's definition (or None), given the caller's signal under its contract.
-            unsafe { queues::signal_store(real, signal, value) }
+            // SAFETY: ROCr's definition (or None) as SignalStoreFn, the C type of that function; given the caller's signal under its contract.
+            unsafe { queues::signal_store(next!(cname!($name), SignalStoreFn), signal, value) }
         }
     )*};
 }
@@ -271,7 +259,7 @@ signal_store! {
 /// not destroyed.
 #[no_mangle]
 pub unsafe extern "C" fn hsa_amd_queue_set_priority(queue: *mut hsa_queue_t, priority: hsa_amd_queue_priority_t) -> hsa_status_t {
-    // SAFETY: ROCr's definition (or None), given the caller's arguments under its contract.
+    // SAFETY: ROCr's definition of the function named (or None), as its C type (the pairing `next!` asks for), given the caller's arguments under its contract.
     unsafe { queues::set_priority(next!(c"hsa_amd_queue_set_priority", SetPriorityFn), queue, priority) }
 }
 
@@ -284,7 +272,7 @@ pub unsafe extern "C" fn hsa_amd_queue_set_priority(queue: *mut hsa_queue_t, pri
 /// the call.
 #[no_mangle]
 pub unsafe extern "C" fn hsa_amd_queue_cu_set_mask(queue: *const hsa_queue_t, count: u32, mask: *const u32) -> hsa_status_t {
-    // SAFETY: ROCr's definition (or None), given the caller's arguments under its contract.
+    // SAFETY: ROCr's definition of the function named (or None), as its C type (the pairing `next!` asks for), given the caller's arguments under its contract.
     unsafe { queues::cu_set_mask(next!(c"hsa_amd_queue_cu_set_mask", CuSetMaskFn), queue, count, mask) }
 }
 
@@ -297,7 +285,7 @@ pub unsafe extern "C" fn hsa_amd_queue_cu_set_mask(queue: *const hsa_queue_t, co
 /// the call.
 #[no_mangle]
 pub unsafe extern "C" fn hsa_amd_queue_cu_get_mask(queue: *const hsa_queue_t, count: u32, mask: *mut u32) -> hsa_status_t {
-    // SAFETY: ROCr's definition (or None), given the caller's arguments under its contract.
+    // SAFETY: ROCr's definition of the function named (or None), as its C type (the pairing `next!` asks for), given the caller's arguments under its contract.
     unsafe { queues::cu_get_mask(next!(c"hsa_amd_queue_cu_get_mask", CuGetMaskFn), queue, count, mask) }
 }
 
@@ -310,7 +298,7 @@ pub unsafe extern "C" fn hsa_amd_queue_cu_get_mask(queue: *const hsa_queue_t, co
 /// destroyed; `value` is writable for the attribute's type.
 #[no_mangle]
 pub unsafe extern "C" fn hsa_amd_queue_get_info(queue: *mut hsa_queue_t, attribute: u32, value: *mut libc::c_void) -> hsa_status_t {
-    // SAFETY: ROCr's definition (or None), given the caller's arguments under its contract.
+    // SAFETY: ROCr's definition of the function named (or None), as its C type (the pairing `next!` asks for), given the caller's arguments under its contract.
     unsafe { queues::queue_get_info(next!(c"hsa_amd_queue_get_info", QueueGetInfoFn), queue, attribute, value) }
 }
 
@@ -323,6 +311,6 @@ pub unsafe extern "C" fn hsa_amd_queue_get_info(queue: *mut hsa_queue_t, attribu
 /// `hsa_queue_create` and is not destroyed.
 #[no_mangle]
 pub unsafe extern "C" fn hsa_amd_profiling_set_profiler_enabled(queue: *mut hsa_queue_t, enable: libc::c_int) -> hsa_status_t {
-    // SAFETY: ROCr's definition (or None), given the caller's arguments under its contract.
+    // SAFETY: ROCr's definition of the function named (or None), as its C type (the pairing `next!` asks for), given the caller's arguments under its contract.
     unsafe { queues::set_profiler_enabled(next!(c"hsa_amd_profiling_set_profiler_enabled", ProfilerFn), queue, enable) }
 }

@@ -32,6 +32,11 @@ use hsa_sys::hsa::{
 };
 
 use super::memory::{self, ProcessMemory};
+
+// SAFETY: the schedulers are given only rings and queues `queue_create` registered (libxhsa's
+// shadows and the hardware queues behind them), and forget a queue before `hsa_queue_destroy`
+// frees it.
+static MEMORY: ProcessMemory = unsafe { ProcessMemory::new() };
 use super::rocr::{rocr, RocrHardware};
 use super::{depth, global, inside, outermost, Global};
 use crate::entry::addr_map::AddrMap;
@@ -114,7 +119,9 @@ pub(crate) fn now_ns() -> Nanos {
 fn run<R>(gpu: usize, wait: bool, f: impl FnOnce(&mut Scheduler, &ProcessMemory, &RocrHardware, Nanos) -> R) -> Option<R> {
     let g = global();
     let gpu = g.gpus.get(gpu)?;
-    let hw = RocrHardware { rocr: rocr()?, on_tracking: tracking_done };
+    // SAFETY: the scheduler holds only hardware queues and signals libxhsa created and destroys
+    // them only after the scheduler forgot them; `tracking_done` reads its argument as a queue id.
+    let hw = unsafe { RocrHardware::new(rocr()?, tracking_done) };
     inside(|| {
         let mut s = if wait {
             gpu.sched.lock().unwrap_or_else(|p| p.into_inner())
@@ -126,7 +133,7 @@ fn run<R>(gpu: usize, wait: bool, f: impl FnOnce(&mut Scheduler, &ProcessMemory,
             }
         };
         let now = now_ns();
-        match catch_unwind(AssertUnwindSafe(|| f(&mut s, &ProcessMemory, &hw, now))) {
+        match catch_unwind(AssertUnwindSafe(|| f(&mut s, &MEMORY, &hw, now))) {
             Ok(r) => {
                 gpu.stalled.store(s.stalled(), Ordering::Relaxed);
                 gpu.untracked.store(s.has_untracked(), Ordering::Relaxed);
@@ -139,7 +146,7 @@ fn run<R>(gpu: usize, wait: bool, f: impl FnOnce(&mut Scheduler, &ProcessMemory,
                 if !g.degraded.swap(true, Ordering::Relaxed) {
                     tracing::error!("xhsa: internal error in the scheduler; every queue passes through unscheduled from now on");
                 }
-                let _ = catch_unwind(AssertUnwindSafe(|| s.degrade_all("libxhsa failed internally", &ProcessMemory, &hw)));
+                let _ = catch_unwind(AssertUnwindSafe(|| s.degrade_all("libxhsa failed internally", &MEMORY, &hw)));
                 None
             }
         }
@@ -328,7 +335,8 @@ pub(crate) unsafe fn queue_create(
         outermost(|g| {
             // SAFETY: on success ROCr wrote the queue's pointer.
             if let (HSA_STATUS_SUCCESS, Some(q)) = (status, unsafe { queue.as_ref() }.filter(|q| !q.is_null())) {
-                g.seen.queue_created(memory::read_u64(*q as u64 + DOORBELL));
+                // SAFETY: the doorbell field of the amd_queue_t ROCr just created.
+                g.seen.queue_created(unsafe { memory::read_u64(*q as u64 + DOORBELL) });
                 show_unshadowed(g, agent, *q as u64, None);
             }
         });
@@ -340,7 +348,8 @@ pub(crate) unsafe fn queue_create(
         outermost(|g| {
             // SAFETY: on success ROCr wrote the queue's pointer.
             if let (HSA_STATUS_SUCCESS, Some(q)) = (status, unsafe { queue.as_ref() }.filter(|q| !q.is_null())) {
-                g.seen.queue_created(memory::read_u64(*q as u64 + DOORBELL));
+                // SAFETY: the doorbell field of the amd_queue_t ROCr just created.
+                g.seen.queue_created(unsafe { memory::read_u64(*q as u64 + DOORBELL) });
                 WHITELISTED_QUEUES.fetch_add(1, Ordering::Relaxed);
                 tracing::info!("xhsa: a queue created by {lib} passes through unscheduled (passthrough entry {entry:?})");
                 show_unshadowed(g, agent, *q as u64, Some(&lib));
@@ -375,7 +384,8 @@ pub(crate) unsafe fn queue_create(
             hw as u64
         }
     };
-    g.seen.queue_created(memory::read_u64(handed + DOORBELL));
+    // SAFETY: the doorbell field of the queue handed out: the shadow just built or ROCr's own.
+    g.seen.queue_created(unsafe { memory::read_u64(handed + DOORBELL) });
     // SAFETY: the caller's out-parameter, non-null (checked above).
     unsafe { *queue = handed as *mut hsa_queue_t };
     HSA_STATUS_SUCCESS
@@ -599,9 +609,11 @@ fn build_shadow(g: &Global, id: u64, agent: hsa_agent_t, hw: u64, size: u32) -> 
     if size == 0 || !size.is_power_of_two() {
         return Err(format!("unexpected queue size {size}"));
     }
-    let hw_size = memory::read_u32(hw + SIZE) as u64;
-    let hw_ring = AqlRing { base: memory::read_u64(hw + BASE_ADDRESS), slots: hw_size, amd_queue: hw };
-    let hwq = HwQueue { queue: hw, ring: hw_ring, doorbell: memory::read_u64(hw + DOORBELL) };
+    // SAFETY: fields of the amd_queue_t ROCr just created for this shadow, which nobody writes
+    // (ROCr set them at creation).
+    let (hw_size, hw_base, hw_doorbell) = unsafe { (memory::read_u32(hw + SIZE) as u64, memory::read_u64(hw + BASE_ADDRESS), memory::read_u64(hw + DOORBELL)) };
+    let hw_ring = AqlRing { base: hw_base, slots: hw_size, amd_queue: hw };
+    let hwq = HwQueue { queue: hw, ring: hw_ring, doorbell: hw_doorbell };
     if hw_size == 0 || !hw_size.is_power_of_two() || hw_ring.base == 0 {
         return Err(format!("the hardware queue has an unexpected ring ({hw_size} slots at {:#x})", hw_ring.base));
     }
@@ -620,14 +632,19 @@ fn build_shadow(g: &Global, id: u64, agent: hsa_agent_t, hw: u64, size: u32) -> 
     };
     // The hardware queue's amd_queue_t (type, features, id, apertures, max CU/wave ids,
     // properties), then the shadow's own ring, doorbell, size and indices.
-    memory::copy(hw, mem, AMD_QUEUE_BYTES);
-    memory::write_u64(mem + CORE_QUEUE_WORD, memory::read_u64(hw + CORE_QUEUE_WORD));
-    memory::invalidate_ring(mem + RING_OFFSET, size as u64);
-    memory::write_u64(mem + BASE_ADDRESS, mem + RING_OFFSET);
-    memory::write_u64(mem + DOORBELL, doorbell);
-    memory::write_u32(mem + SIZE, size);
-    memory::write_u64(mem + WRITE_INDEX, 0);
-    memory::write_u64(mem + READ_INDEX, 0);
+    // SAFETY: `mem` is the shadow's allocation (AMD_QUEUE_BYTES of amd_queue_t, then `size`
+    // packets at RING_OFFSET), just made and known to nobody else; `hw` is ROCr's live
+    // amd_queue_t of AMD_QUEUE_BYTES, whose fields read here ROCr set at creation.
+    unsafe {
+        memory::copy(hw, mem, AMD_QUEUE_BYTES);
+        memory::write_u64(mem + CORE_QUEUE_WORD, memory::read_u64(hw + CORE_QUEUE_WORD));
+        memory::invalidate_ring(mem + RING_OFFSET, size as u64);
+        memory::write_u64(mem + BASE_ADDRESS, mem + RING_OFFSET);
+        memory::write_u64(mem + DOORBELL, doorbell);
+        memory::write_u32(mem + SIZE, size);
+        memory::write_u64(mem + WRITE_INDEX, 0);
+        memory::write_u64(mem + READ_INDEX, 0);
+    }
     let shadow = AqlRing { base: mem + RING_OFFSET, slots: size as u64, amd_queue: mem };
     let node = inside(|| r.node_id(agent));
     let gpu = g.gpus.for_node(node).map(|(i, _)| i);
@@ -679,7 +696,8 @@ pub(crate) unsafe fn queue_destroy(real: Option<QueueFn>, queue: *mut hsa_queue_
     }
     outermost(|g| {
         if !queue.is_null() {
-            g.seen.queue_destroyed(memory::read_u64(queue as u64 + DOORBELL));
+            // SAFETY: the caller's queue, not destroyed yet (hsa_queue_destroy's contract).
+            g.seen.queue_destroyed(unsafe { memory::read_u64(queue as u64 + DOORBELL) });
         }
     });
     if let Some(id) = UNSHADOWED.get(queue as u64) {
@@ -713,7 +731,8 @@ fn show_unshadowed(g: &Global, agent: hsa_agent_t, queue: u64, library: Option<&
 fn destroy_shadow(real: QueueFn, shadow: u64, id: QueueId) -> hsa_status_t {
     let Some(r) = rocr() else { return HSA_STATUS_ERROR };
     let hw = HW_OF.get(shadow).unwrap_or(0);
-    let doorbell = memory::read_u64(shadow + DOORBELL);
+    // SAFETY: the doorbell field of a shadow libxhsa built and has not freed.
+    let doorbell = unsafe { memory::read_u64(shadow + DOORBELL) };
     // A queue off the GPU goes back first (its last packets must run; KFD blocks destroying a
     // suspended queue) and is never taken off again.
     if let Some(pre) = global().gpus.of_queue(id.0).and_then(|(_, g)| g.preempt.get()) {
@@ -816,7 +835,8 @@ fn hw_of(queue: u64) -> u64 {
 /// `hsa_queue_create` and is not destroyed.
 pub(crate) unsafe fn load_index(real: Option<LoadIndexFn>, queue: *const hsa_queue_t, field: u64, order: Ordering) -> u64 {
     if SHADOWS.contains(queue as u64) {
-        let v = memory::index(queue as u64 + field).load(order);
+        // SAFETY: an index field of a live shadow (the caller's queue, # Safety).
+        let v = unsafe { memory::index(queue as u64 + field) }.load(order);
         if field == READ_INDEX {
             if let Some((gpu, g)) = SHADOWS.get(queue as u64).and_then(|id| global().gpus.of_queue(id)) {
                 if g.stalled.load(Ordering::Relaxed) {
@@ -838,7 +858,8 @@ pub(crate) unsafe fn load_index(real: Option<LoadIndexFn>, queue: *const hsa_que
 /// `hsa_queue_create` and is not destroyed.
 pub(crate) unsafe fn store_write_index(real: Option<StoreIndexFn>, queue: *const hsa_queue_t, value: u64, order: Ordering) {
     if SHADOWS.contains(queue as u64) {
-        memory::index(queue as u64 + WRITE_INDEX).store(value, order);
+        // SAFETY: the write index of a live shadow (the caller's queue, # Safety).
+        unsafe { memory::index(queue as u64 + WRITE_INDEX) }.store(value, order);
         return;
     }
     if let Some(f) = real {
@@ -859,7 +880,8 @@ pub(crate) unsafe fn cas_write_index(real: Option<CasIndexFn>, queue: *const hsa
             Ordering::AcqRel | Ordering::Acquire => Ordering::Acquire,
             _ => Ordering::Relaxed,
         };
-        let r = memory::index(queue as u64 + WRITE_INDEX).compare_exchange(expected, value, order, failure);
+        // SAFETY: the write index of a live shadow (the caller's queue, # Safety).
+        let r = unsafe { memory::index(queue as u64 + WRITE_INDEX) }.compare_exchange(expected, value, order, failure);
         return r.unwrap_or_else(|found| found);
     }
     // SAFETY: the caller's arguments, unchanged, to the function they were meant for (# Safety).
@@ -874,7 +896,8 @@ pub(crate) unsafe fn cas_write_index(real: Option<CasIndexFn>, queue: *const hsa
 /// `hsa_queue_create` and is not destroyed.
 pub(crate) unsafe fn add_write_index(real: Option<AddIndexFn>, queue: *const hsa_queue_t, value: u64, order: Ordering) -> u64 {
     if SHADOWS.contains(queue as u64) {
-        return memory::index(queue as u64 + WRITE_INDEX).fetch_add(value, order);
+        // SAFETY: the write index of a live shadow (the caller's queue, # Safety).
+        return unsafe { memory::index(queue as u64 + WRITE_INDEX) }.fetch_add(value, order);
     }
     // SAFETY: the caller's arguments, unchanged, to the function they were meant for (# Safety).
     real.map_or(0, |f| unsafe { f(queue, value) })
@@ -1012,7 +1035,9 @@ pub(crate) unsafe fn set_profiler_enabled(real: Option<ProfilerFn>, queue: *mut 
     // shadow is).
     let status = inside(|| unsafe { real(hw as *mut hsa_queue_t, enable) });
     if hw != shadow && status == HSA_STATUS_SUCCESS {
-        memory::write_u32(shadow + QUEUE_PROPERTIES, memory::read_u32(hw + QUEUE_PROPERTIES));
+        // SAFETY: the properties word of the caller's live shadow and of the hardware queue
+        // behind it (ROCr just updated it and the shadow mirrors it).
+        unsafe { memory::write_u32(shadow + QUEUE_PROPERTIES, memory::read_u32(hw + QUEUE_PROPERTIES)) };
     }
     status
 }

@@ -66,7 +66,11 @@ pub(crate) struct Rocr {
 }
 
 /// A function of ROCr by name, or the saved original of the table entry libxhsa patched.
-pub(crate) fn resolve<T: Copy>(name: &CStr, hook: Option<Hook>) -> Option<T> {
+///
+/// # Safety
+///
+/// `T` must be the C type of the HSA function `name` (and of the table entry `hook`).
+pub(crate) unsafe fn resolve<T: super::symbol::CFn>(name: &CStr, hook: Option<Hook>) -> Option<T> {
     let saved = hook.map_or(0, super::tools_lib::original);
     let p = if saved != 0 {
         saved
@@ -75,8 +79,9 @@ pub(crate) fn resolve<T: Copy>(name: &CStr, hook: Option<Hook>) -> Option<T> {
         let cell = AtomicUsize::new(0);
         next_symbol(&cell, ROCR, name)
     };
-    // SAFETY: T is the C function-pointer type of the function named `name`.
-    (p != 0).then(|| unsafe { std::mem::transmute_copy::<usize, T>(&p) })
+    // SAFETY: `p` is 0 or ROCr's function `name` (or its table entry), whose C type is `T` (the
+    // caller's obligation), and ROCr stays loaded while libxhsa runs.
+    unsafe { super::symbol::typed(p) }
 }
 
 static ROCR_FNS: OnceLock<Option<Rocr>> = OnceLock::new();
@@ -86,7 +91,9 @@ static ROCR_FNS: OnceLock<Option<Rocr>> = OnceLock::new();
 pub(crate) fn rocr() -> Option<&'static Rocr> {
     ROCR_FNS
         .get_or_init(|| {
-            Some(Rocr {
+            // SAFETY: each field's type is the C type of the HSA function named beside it (the
+            // `*Fn` types follow hsa.h / hsa_ext_amd.h).
+            Some(unsafe { Rocr {
                 add_write_index: resolve(c"hsa_queue_add_write_index_scacq_screl", Some(Hook::AddWriteIndexScacqScrel))?,
                 load_read_index: resolve(c"hsa_queue_load_read_index_scacquire", Some(Hook::LoadReadIndexScacquire))?,
                 load_write_index: resolve(c"hsa_queue_load_write_index_relaxed", Some(Hook::LoadWriteIndexRelaxed))?,
@@ -104,7 +111,7 @@ pub(crate) fn rocr() -> Option<&'static Rocr> {
                 allow_access: resolve(c"hsa_amd_agents_allow_access", None)?,
                 set_priority: resolve(c"hsa_amd_queue_set_priority", Some(Hook::QueueSetPriority)),
                 system_info: resolve(c"hsa_system_get_info", None),
-            })
+            } })
         })
         .as_ref()
 }
@@ -112,35 +119,53 @@ pub(crate) fn rocr() -> Option<&'static Rocr> {
 /// The tracking-barrier completion handler (ROCr's async thread); set by the queue layer.
 pub(crate) type TrackingHandler = unsafe extern "C" fn(hsa_signal_value_t, *mut c_void) -> bool;
 
-/// The scheduler's [`Hardware`], through ROCr.
+/// The scheduler's [`Hardware`], through ROCr. Its methods take the [`HwQueue`]s and signal
+/// handles the scheduler holds; the obligation that they are live is taken once, by whoever
+/// makes one ([`RocrHardware::new`]).
 pub(crate) struct RocrHardware {
-    pub rocr: &'static Rocr,
-    pub on_tracking: TrackingHandler,
+    rocr: &'static Rocr,
+    on_tracking: TrackingHandler,
+}
+
+impl RocrHardware {
+    /// ROCr's functions for a scheduler, with `on_tracking` as the completion handler of its
+    /// tracking signals.
+    ///
+    /// # Safety
+    ///
+    /// Every [`HwQueue`] the holder passes is a hardware queue libxhsa created through ROCr and
+    /// has not destroyed (libxhsa destroys it only after its shadow left the scheduler), and
+    /// every signal handle is a signal libxhsa created and has not destroyed; `on_tracking`
+    /// treats its argument as a queue id only.
+    pub(crate) unsafe fn new(rocr: &'static Rocr, on_tracking: TrackingHandler) -> RocrHardware {
+        RocrHardware { rocr, on_tracking }
+    }
 }
 
 impl Hardware for RocrHardware {
     fn reserve(&self, hw: &HwQueue, n: u64) -> u64 {
-        // SAFETY: a live hardware queue libxhsa created (destroyed only after its shadow).
+        // SAFETY: a live hardware queue libxhsa created (`RocrHardware::new`).
         unsafe { (self.rocr.add_write_index)(hw.queue as *const hsa_queue_t, n) }
     }
 
     fn read_index(&self, hw: &HwQueue) -> u64 {
-        // SAFETY: a live hardware queue libxhsa created (destroyed only after its shadow).
+        // SAFETY: a live hardware queue libxhsa created (`RocrHardware::new`).
         unsafe { (self.rocr.load_read_index)(hw.queue as *const hsa_queue_t) }
     }
 
     fn write_index(&self, hw: &HwQueue) -> u64 {
-        // SAFETY: a live hardware queue libxhsa created (destroyed only after its shadow).
+        // SAFETY: a live hardware queue libxhsa created (`RocrHardware::new`).
         unsafe { (self.rocr.load_write_index)(hw.queue as *const hsa_queue_t) }
     }
 
     fn ring(&self, hw: &HwQueue, index: u64) {
-        // SAFETY: the hardware queue's own doorbell signal.
+        // SAFETY: the doorbell signal of a live hardware queue (`RocrHardware::new`).
         unsafe { (self.rocr.store_screlease)(hsa_signal_t { handle: hw.doorbell }, index as hsa_signal_value_t) }
     }
 
     fn arm(&self, queue: QueueId, signal: u64, below: i64) -> bool {
-        // SAFETY: a signal libxhsa created; the handler only uses `arg` as a queue id.
+        // SAFETY: a live signal libxhsa created; the handler only uses `arg` as a queue id
+        // (`RocrHardware::new`).
         let st = unsafe {
             (self.rocr.async_handler)(hsa_signal_t { handle: signal }, HSA_SIGNAL_CONDITION_LT, below, Some(self.on_tracking), queue.0 as *mut c_void)
         };
@@ -148,7 +173,7 @@ impl Hardware for RocrHardware {
     }
 
     fn signal_value(&self, signal: u64) -> i64 {
-        // SAFETY: a live signal libxhsa created.
+        // SAFETY: a live signal libxhsa created (`RocrHardware::new`).
         unsafe { (self.rocr.signal_load)(hsa_signal_t { handle: signal }) }
     }
 }

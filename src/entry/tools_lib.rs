@@ -23,10 +23,15 @@ pub(crate) fn original(h: Hook) -> usize {
     ORIGINALS[h as usize].load(Ordering::Acquire)
 }
 
-fn orig<T: Copy>(h: Hook) -> Option<T> {
-    let p = original(h);
-    // SAFETY: the slot holds the original table entry of exactly this function type.
-    (p != 0).then(|| unsafe { std::mem::transmute_copy::<usize, T>(&p) })
+/// The original entry `h` as a `T` (`None` if libxhsa did not patch it).
+///
+/// # Safety
+///
+/// `T` must be the C type of the table entry `h`.
+unsafe fn orig<T: super::symbol::CFn>(h: Hook) -> Option<T> {
+    // SAFETY: the slot holds 0 or the original table entry `h`, whose C type is `T` (the
+    // caller's obligation), of a runtime that stays loaded while its table is patched.
+    unsafe { super::symbol::typed(original(h)) }
 }
 
 /// The `hsa_queue_create` entry.
@@ -47,7 +52,7 @@ unsafe extern "C" fn hook_queue_create(
     group_size: u32,
     queue: *mut *mut hsa_queue_t,
 ) -> hsa_status_t {
-    // SAFETY: the saved original entry (or None), given the caller's arguments under its contract.
+    // SAFETY: the saved original entry (or None), as the C type of that entry, given the caller's arguments under its contract.
     unsafe { queues::queue_create(orig(Hook::QueueCreate), agent, size, kind, callback, data, private_size, group_size, queue) }
 }
 
@@ -58,7 +63,7 @@ unsafe extern "C" fn hook_queue_create(
 /// `hsa_queue_destroy`'s contract: `queue` was returned by `hsa_queue_create`, is not yet
 /// destroyed, and no other thread uses it during or after the call.
 unsafe extern "C" fn hook_queue_destroy(queue: *mut hsa_queue_t) -> hsa_status_t {
-    // SAFETY: the saved original entry (or None), given the caller's queue under its contract.
+    // SAFETY: the saved original entry (or None), as the C type of that entry, given the caller's queue under its contract.
     unsafe { queues::queue_destroy(orig(Hook::QueueDestroy), queue) }
 }
 
@@ -68,7 +73,7 @@ unsafe extern "C" fn hook_queue_destroy(queue: *mut hsa_queue_t) -> hsa_status_t
 ///
 /// `hsa_shut_down`'s contract: the runtime is initialized.
 unsafe extern "C" fn hook_shut_down() -> hsa_status_t {
-    // SAFETY: the saved original entry (or None).
+    // SAFETY: the saved original entry (or None), as the C type of that entry.
     unsafe { super::lifecycle::shut_down(orig(Hook::ShutDown)) }
 }
 
@@ -79,7 +84,7 @@ unsafe extern "C" fn hook_shut_down() -> hsa_status_t {
 /// `hsa_queue_inactivate`'s contract: `queue` was returned by `hsa_queue_create` and is not
 /// destroyed.
 unsafe extern "C" fn hook_queue_inactivate(queue: *mut hsa_queue_t) -> hsa_status_t {
-    // SAFETY: the saved original entry (or None), given the caller's queue under its contract.
+    // SAFETY: the saved original entry (or None), as the C type of that entry, given the caller's queue under its contract.
     unsafe { queues::queue_inactivate(orig(Hook::QueueInactivate), queue) }
 }
 
@@ -98,7 +103,7 @@ macro_rules! hooks {
         /// The HSA contract of the function whose entry it replaces: `queue` was returned by
         /// `hsa_queue_create` and is not destroyed.
         unsafe extern "C" fn $lname(queue: *const hsa_queue_t) -> u64 {
-            // SAFETY: the saved original entry (or None), given the caller's queue under its
+            // SAFETY: the saved original entry (or None), as the C type of that entry, given the caller's queue under its
             // contract.
             unsafe { queues::load_index(orig(Hook::$lhook), queue, $lfield, Ordering::$lorder) }
         })*
@@ -110,7 +115,7 @@ macro_rules! hooks {
         /// The HSA contract of the function whose entry it replaces: `queue` was returned by
         /// `hsa_queue_create` and is not destroyed.
         unsafe extern "C" fn $sname(queue: *const hsa_queue_t, value: u64) {
-            // SAFETY: the saved original entry (or None), given the caller's queue under its
+            // SAFETY: the saved original entry (or None), as the C type of that entry, given the caller's queue under its
             // contract.
             unsafe { queues::store_write_index(orig(Hook::$shook), queue, value, Ordering::$sorder) }
         })*
@@ -122,7 +127,7 @@ macro_rules! hooks {
         /// The HSA contract of the function whose entry it replaces: `queue` was returned by
         /// `hsa_queue_create` and is not destroyed.
         unsafe extern "C" fn $cname(queue: *const hsa_queue_t, expected: u64, value: u64) -> u64 {
-            // SAFETY: the saved original entry (or None), given the caller's queue under its
+            // SAFETY: the saved original entry (or None), as the C type of that entry, given the caller's queue under its
             // contract.
             unsafe { queues::cas_write_index(orig(Hook::$chook), queue, expected, value, Ordering::$corder) }
         })*
@@ -134,7 +139,7 @@ macro_rules! hooks {
         /// The HSA contract of the function whose entry it replaces: `queue` was returned by
         /// `hsa_queue_create` and is not destroyed.
         unsafe extern "C" fn $aname(queue: *const hsa_queue_t, value: u64) -> u64 {
-            // SAFETY: the saved original entry (or None), given the caller's queue under its
+            // SAFETY: the saved original entry (or None), as the C type of that entry, given the caller's queue under its
             // contract.
             unsafe { queues::add_write_index(orig(Hook::$ahook), queue, value, Ordering::$aorder) }
         })*
@@ -146,7 +151,7 @@ macro_rules! hooks {
         /// The HSA contract of the function whose entry it replaces: `queue` was returned by
         /// `hsa_queue_create` and is not destroyed.
         unsafe extern "C" fn $rname(queue: *const hsa_queue_t, value: u64) {
-            // SAFETY: the saved original entry (or None), given the caller's queue under its
+            // SAFETY: the saved original entry (or None), as the C type of that entry, given the caller's queue under its
             // contract.
             unsafe { queues::store_read_index(orig(Hook::$rhook), queue, value) }
         })*
@@ -158,7 +163,7 @@ macro_rules! hooks {
         /// The HSA contract of the function whose entry it replaces: `signal` was created by the
         /// runtime and is not destroyed.
         unsafe extern "C" fn $gname(signal: hsa_signal_t, value: hsa_signal_value_t) {
-            // SAFETY: the saved original entry (or None), given the caller's signal under its
+            // SAFETY: the saved original entry (or None), as the C type of that entry, given the caller's signal under its
             // contract.
             unsafe { queues::signal_store(orig(Hook::$ghook), signal, value) }
         })*
@@ -228,7 +233,7 @@ hooks! {
 /// `hsa_amd_queue_set_priority`'s contract: `queue` was returned by `hsa_queue_create` and is
 /// not destroyed.
 unsafe extern "C" fn hook_set_priority(queue: *mut hsa_queue_t, priority: hsa_amd_queue_priority_t) -> hsa_status_t {
-    // SAFETY: the saved original entry (or None), given the caller's arguments under its contract.
+    // SAFETY: the saved original entry (or None), as the C type of that entry, given the caller's arguments under its contract.
     unsafe { queues::set_priority(orig(Hook::QueueSetPriority), queue, priority) }
 }
 
@@ -239,7 +244,7 @@ unsafe extern "C" fn hook_set_priority(queue: *mut hsa_queue_t, priority: hsa_am
 /// `hsa_amd_queue_cu_set_mask`'s contract: `queue` was returned by `hsa_queue_create` and is
 /// not destroyed; `mask` holds `count` bits readable for the call.
 unsafe extern "C" fn hook_cu_set_mask(queue: *const hsa_queue_t, count: u32, mask: *const u32) -> hsa_status_t {
-    // SAFETY: the saved original entry (or None), given the caller's arguments under its contract.
+    // SAFETY: the saved original entry (or None), as the C type of that entry, given the caller's arguments under its contract.
     unsafe { queues::cu_set_mask(orig(Hook::QueueCuSetMask), queue, count, mask) }
 }
 
@@ -250,7 +255,7 @@ unsafe extern "C" fn hook_cu_set_mask(queue: *const hsa_queue_t, count: u32, mas
 /// `hsa_amd_queue_cu_get_mask`'s contract: `queue` was returned by `hsa_queue_create` and is
 /// not destroyed; `mask` has room for `count` bits, writable for the call.
 unsafe extern "C" fn hook_cu_get_mask(queue: *const hsa_queue_t, count: u32, mask: *mut u32) -> hsa_status_t {
-    // SAFETY: the saved original entry (or None), given the caller's arguments under its contract.
+    // SAFETY: the saved original entry (or None), as the C type of that entry, given the caller's arguments under its contract.
     unsafe { queues::cu_get_mask(orig(Hook::QueueCuGetMask), queue, count, mask) }
 }
 
@@ -261,7 +266,7 @@ unsafe extern "C" fn hook_cu_get_mask(queue: *const hsa_queue_t, count: u32, mas
 /// `hsa_amd_queue_get_info`'s contract: `queue` was returned by `hsa_queue_create` and is not
 /// destroyed; `value` is writable for the attribute's type.
 unsafe extern "C" fn hook_queue_get_info(queue: *mut hsa_queue_t, attribute: u32, value: *mut libc::c_void) -> hsa_status_t {
-    // SAFETY: the saved original entry (or None), given the caller's arguments under its contract.
+    // SAFETY: the saved original entry (or None), as the C type of that entry, given the caller's arguments under its contract.
     unsafe { queues::queue_get_info(orig(Hook::QueueGetInfo), queue, attribute, value) }
 }
 
@@ -272,7 +277,7 @@ unsafe extern "C" fn hook_queue_get_info(queue: *mut hsa_queue_t, attribute: u32
 /// `hsa_amd_profiling_set_profiler_enabled`'s contract: `queue` was returned by
 /// `hsa_queue_create` and is not destroyed.
 unsafe extern "C" fn hook_profiler_enabled(queue: *mut hsa_queue_t, enable: libc::c_int) -> hsa_status_t {
-    // SAFETY: the saved original entry (or None), given the caller's arguments under its contract.
+    // SAFETY: the saved original entry (or None), as the C type of that entry, given the caller's arguments under its contract.
     unsafe { queues::set_profiler_enabled(orig(Hook::ProfilingSetProfilerEnabled), queue, enable) }
 }
 

@@ -73,7 +73,8 @@ pub(crate) fn hw_priority_set(hw: u64, priority: StreamPriority) {
         return;
     }
     let kfd = kfd_priority(priority, rocr_version());
-    let ring = memory::read_u64(hw + BASE_ADDRESS);
+    // SAFETY: the ring-base field of a live hardware queue (the caller's, just updated).
+    let ring = unsafe { memory::read_u64(hw + BASE_ADDRESS) };
     for (_, gpu) in global().gpus.iter() {
         if let Some(pre) = gpu.preempt.get() {
             pre.runtime_priority(ring, kfd);

@@ -313,122 +313,76 @@ impl core::fmt::Display for Request {
 
 /// An argument struct and the request that takes it, so a caller cannot pair a request number
 /// with the wrong struct: `ioctl(fd, A::REQUEST.raw(), &mut A)`.
-pub trait IoctlArgs: Copy {
+///
+/// # Safety
+///
+/// The kernel copies `REQUEST.arg_size()` bytes in and out of a `&mut Self` (the size encoded
+/// in the request number), so an implementor must be a `#[repr(C)]` struct (or array) of
+/// exactly that size, valid for every bit pattern the kernel writes into it (integers and
+/// arrays of them). [`IoctlArgs::SIZE_MATCHES`] checks the size when a call is compiled; the
+/// implementations here also check it where they are written (with this crate's `ioctl_args!`).
+pub unsafe trait IoctlArgs: Copy {
     /// The request that takes `Self`.
     const REQUEST: Request;
+    /// Evaluated by every caller of the ioctl (`let () = A::SIZE_MATCHES;`): compiling a call
+    /// with an argument struct of another size than its request's fails.
+    const SIZE_MATCHES: () = assert!(core::mem::size_of::<Self>() == Self::REQUEST.arg_size(), "an IoctlArgs struct differs in size from its request");
 }
 
-impl IoctlArgs for GetVersionArgs {
-    const REQUEST: Request = Request::GetVersion;
+/// `unsafe impl IoctlArgs` for argument structs of this crate, each with a compile-time check
+/// of its size against its request's.
+macro_rules! ioctl_args {
+    ($($args:ty => $request:ident),* $(,)?) => {
+        $(
+            // SAFETY: `$args` is a `#[repr(C)]` struct of integers (and arrays of them) from the
+            // uapi, and its size is the request's (asserted just below, at compile time).
+            unsafe impl $crate::abi::request::IoctlArgs for $args {
+                const REQUEST: $crate::abi::request::Request = $crate::abi::request::Request::$request;
+            }
+            const _: () = assert!(core::mem::size_of::<$args>() == $crate::abi::request::Request::$request.arg_size());
+        )*
+    };
 }
-impl IoctlArgs for CreateQueueArgs {
-    const REQUEST: Request = Request::CreateQueue;
-}
-impl IoctlArgs for DestroyQueueArgs {
-    const REQUEST: Request = Request::DestroyQueue;
-}
-impl IoctlArgs for SetMemoryPolicyArgs {
-    const REQUEST: Request = Request::SetMemoryPolicy;
-}
-impl IoctlArgs for GetClockCountersArgs {
-    const REQUEST: Request = Request::GetClockCounters;
-}
-impl IoctlArgs for GetProcessAperturesArgs {
-    const REQUEST: Request = Request::GetProcessApertures;
-}
-impl IoctlArgs for UpdateQueueArgs {
-    const REQUEST: Request = Request::UpdateQueue;
-}
-impl IoctlArgs for CreateEventArgs {
-    const REQUEST: Request = Request::CreateEvent;
-}
-impl IoctlArgs for DestroyEventArgs {
-    const REQUEST: Request = Request::DestroyEvent;
-}
-impl IoctlArgs for SetEventArgs {
-    const REQUEST: Request = Request::SetEvent;
-}
-impl IoctlArgs for ResetEventArgs {
-    const REQUEST: Request = Request::ResetEvent;
-}
-impl IoctlArgs for WaitEventsArgs {
-    const REQUEST: Request = Request::WaitEvents;
-}
-impl IoctlArgs for DbgRegisterArgs {
-    const REQUEST: Request = Request::DbgRegisterDeprecated;
-}
-impl IoctlArgs for DbgUnregisterArgs {
-    const REQUEST: Request = Request::DbgUnregisterDeprecated;
-}
-impl IoctlArgs for DbgAddressWatchArgs {
-    const REQUEST: Request = Request::DbgAddressWatchDeprecated;
-}
-impl IoctlArgs for DbgWaveControlArgs {
-    const REQUEST: Request = Request::DbgWaveControlDeprecated;
-}
-impl IoctlArgs for SetScratchBackingVaArgs {
-    const REQUEST: Request = Request::SetScratchBackingVa;
-}
-impl IoctlArgs for GetTileConfigArgs {
-    const REQUEST: Request = Request::GetTileConfig;
-}
-impl IoctlArgs for SetTrapHandlerArgs {
-    const REQUEST: Request = Request::SetTrapHandler;
-}
-impl IoctlArgs for GetProcessAperturesNewArgs {
-    const REQUEST: Request = Request::GetProcessAperturesNew;
-}
-impl IoctlArgs for AcquireVmArgs {
-    const REQUEST: Request = Request::AcquireVm;
-}
-impl IoctlArgs for AllocMemoryOfGpuArgs {
-    const REQUEST: Request = Request::AllocMemoryOfGpu;
-}
-impl IoctlArgs for FreeMemoryOfGpuArgs {
-    const REQUEST: Request = Request::FreeMemoryOfGpu;
-}
-impl IoctlArgs for MapMemoryToGpuArgs {
-    const REQUEST: Request = Request::MapMemoryToGpu;
-}
-impl IoctlArgs for UnmapMemoryFromGpuArgs {
-    const REQUEST: Request = Request::UnmapMemoryFromGpu;
-}
-impl IoctlArgs for SetCuMaskArgs {
-    const REQUEST: Request = Request::SetCuMask;
-}
-impl IoctlArgs for GetQueueWaveStateArgs {
-    const REQUEST: Request = Request::GetQueueWaveState;
-}
-impl IoctlArgs for GetDmabufInfoArgs {
-    const REQUEST: Request = Request::GetDmabufInfo;
-}
-impl IoctlArgs for ImportDmabufArgs {
-    const REQUEST: Request = Request::ImportDmabuf;
-}
-impl IoctlArgs for AllocQueueGwsArgs {
-    const REQUEST: Request = Request::AllocQueueGws;
-}
-impl IoctlArgs for SmiEventsArgs {
-    const REQUEST: Request = Request::SmiEvents;
-}
-impl IoctlArgs for SvmArgs {
-    const REQUEST: Request = Request::Svm;
-}
-impl IoctlArgs for SetXnackModeArgs {
-    const REQUEST: Request = Request::SetXnackMode;
-}
-impl IoctlArgs for CriuArgs {
-    const REQUEST: Request = Request::CriuOp;
-}
-impl IoctlArgs for GetAvailableMemoryArgs {
-    const REQUEST: Request = Request::AvailableMemory;
-}
-impl IoctlArgs for ExportDmabufArgs {
-    const REQUEST: Request = Request::ExportDmabuf;
-}
-impl IoctlArgs for RuntimeEnableArgs {
-    const REQUEST: Request = Request::RuntimeEnable;
-}
-impl IoctlArgs for DbgTrapArgs {
-    const REQUEST: Request = Request::DbgTrap;
+
+pub(crate) use ioctl_args;
+
+ioctl_args! {
+    GetVersionArgs => GetVersion,
+    CreateQueueArgs => CreateQueue,
+    DestroyQueueArgs => DestroyQueue,
+    SetMemoryPolicyArgs => SetMemoryPolicy,
+    GetClockCountersArgs => GetClockCounters,
+    GetProcessAperturesArgs => GetProcessApertures,
+    UpdateQueueArgs => UpdateQueue,
+    CreateEventArgs => CreateEvent,
+    DestroyEventArgs => DestroyEvent,
+    SetEventArgs => SetEvent,
+    ResetEventArgs => ResetEvent,
+    WaitEventsArgs => WaitEvents,
+    DbgRegisterArgs => DbgRegisterDeprecated,
+    DbgUnregisterArgs => DbgUnregisterDeprecated,
+    DbgAddressWatchArgs => DbgAddressWatchDeprecated,
+    DbgWaveControlArgs => DbgWaveControlDeprecated,
+    SetScratchBackingVaArgs => SetScratchBackingVa,
+    GetTileConfigArgs => GetTileConfig,
+    SetTrapHandlerArgs => SetTrapHandler,
+    GetProcessAperturesNewArgs => GetProcessAperturesNew,
+    AcquireVmArgs => AcquireVm,
+    AllocMemoryOfGpuArgs => AllocMemoryOfGpu,
+    FreeMemoryOfGpuArgs => FreeMemoryOfGpu,
+    MapMemoryToGpuArgs => MapMemoryToGpu,
+    UnmapMemoryFromGpuArgs => UnmapMemoryFromGpu,
+    SetCuMaskArgs => SetCuMask,
+    GetQueueWaveStateArgs => GetQueueWaveState,
+    GetDmabufInfoArgs => GetDmabufInfo,
+    ImportDmabufArgs => ImportDmabuf,
+    AllocQueueGwsArgs => AllocQueueGws,
+    SmiEventsArgs => SmiEvents,
+    SvmArgs => Svm,
+    SetXnackModeArgs => SetXnackMode,
+    CriuArgs => CriuOp,
+    GetAvailableMemoryArgs => AvailableMemory,
+    ExportDmabufArgs => ExportDmabuf,
+    RuntimeEnableArgs => RuntimeEnable,
+    DbgTrapArgs => DbgTrap,
 }

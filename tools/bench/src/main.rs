@@ -62,6 +62,10 @@ enum Cmd {
         /// (`HSA_TOOLS_LIB`).
         #[arg(long, value_enum, default_value_t = Load::Preload)]
         load: Load,
+        /// Keep every phase's process logs (libxhsa's and the emulator's messages, libxhsa's exit
+        /// summary) after a successful run, and say where (they are kept after a failure anyway).
+        #[arg(long)]
+        keep_logs: bool,
     },
     /// Predict a scenario's figures from the emulator's HWS model in virtual time (ideal host).
     Predict {
@@ -294,6 +298,7 @@ fn go(cli: Cli) -> Result<(), String> {
             rocm,
             containers,
             load,
+            keep_logs,
         } => {
             let rocm64 = rocm == "6.4";
             let s = scenario::load(&scenarios_dir(), &scenario, &model_names())?;
@@ -384,7 +389,11 @@ fn go(cli: Cli) -> Result<(), String> {
             })();
             match result {
                 Ok(report) => {
-                    let _ = std::fs::remove_dir_all(&work);
+                    if keep_logs {
+                        eprintln!("xhsa-bench: the phases' process logs are in {}", work.display());
+                    } else {
+                        let _ = std::fs::remove_dir_all(&work);
+                    }
                     print!("{}", report.table());
                     write_json(&json, &report)
                 }

@@ -83,7 +83,9 @@ impl Mode {
                 let mut env = vec![
                     (load.var().to_string(), lib.display().to_string()),
                     ("XHSA_BOARD_DIR".to_string(), board_dir.display().to_string()),
-                    ("XHSA_LOG".to_string(), "info".to_string()),
+                    // libxhsa's messages and exit summary in the process logs; the user's own
+                    // filter, when set, instead (e.g. `info,xhsa::preempt=debug`).
+                    ("XHSA_LOG".to_string(), std::env::var("XHSA_LOG").unwrap_or_else(|_| "info".to_string())),
                 ];
                 let first = p.streams[0].priority;
                 if p.streams.iter().all(|s| s.priority == first) {

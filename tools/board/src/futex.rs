@@ -5,31 +5,23 @@
 //! What it is not: a lock. Callers build their own protocol (a wake counter, an ack word) and
 //! use these two calls only to sleep and wake instead of spinning.
 
+use rustix::thread::futex;
 use std::sync::atomic::AtomicU32;
 
 /// Blocks while `word` holds `expected`, until [`futex_wake`] on it, `timeout` (relative), or a
-/// signal; returns at once if the value already differs. Never spins.
+/// signal; returns at once if the value already differs. Never spins. A shared (not
+/// process-private) futex: the kernel keys it on the mapping, so other processes mapping the
+/// same file wake it. Every outcome (woken, value changed, timed out, interrupted) means
+/// "look again", so none is reported.
 pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<std::time::Duration>) {
-    let ts = timeout.map(|t| libc::timespec {
-        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: libc::c_long::from(t.subsec_nanos() as i32),
-    });
-    let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: FUTEX_WAIT reads the aligned 32-bit word `word` points to (alive for the call:
-    // it is borrowed) and the timespec `ts_ptr` points to (or null: no timeout); it writes
-    // nothing. A shared (non-PRIVATE) futex keys on the mapping, so other processes mapping the
-    // same file wake it.
-    unsafe {
-        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAIT, expected, ts_ptr, std::ptr::null::<u32>(), 0u32);
-    }
+    let ts = timeout.map(|t| rustix::time::Timespec { tv_sec: t.as_secs().min(i64::MAX as u64) as i64, tv_nsec: i64::from(t.subsec_nanos()) });
+    let _ = futex::wait(word, futex::Flags::empty(), expected, ts.as_ref());
 }
 
-/// Wakes every thread blocked in [`futex_wait`] on `word`, in any process. Never blocks.
+/// Wakes every thread blocked in [`futex_wait`] on `word`, in any process. Never blocks;
+/// async-signal-safe (one system call).
 pub fn futex_wake(word: &AtomicU32) {
-    // SAFETY: FUTEX_WAKE only uses the address as a key; nothing is read or written through it.
-    unsafe {
-        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX, std::ptr::null::<libc::timespec>(), std::ptr::null::<u32>(), 0u32);
-    }
+    let _ = futex::wake(word, futex::Flags::empty(), i32::MAX as u32);
 }
 
 #[cfg(test)]

@@ -4,32 +4,22 @@
 //! The word may live in memory shared between processes: the futex calls are not
 //! process-private.
 
+use rustix::thread::futex;
 use std::sync::atomic::AtomicU32;
 use std::time::Duration;
 
 /// Blocks while `*word == expected`, until woken or `timeout` passes (None: no limit).
-/// Returns early on spurious wake-ups; callers re-check their condition.
+/// Returns early on spurious wake-ups; callers re-check their condition (every outcome of the
+/// call, EAGAIN, ETIMEDOUT or EINTR included, means "re-check", so none is reported).
 pub fn wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
-    let ts = timeout.map(|d| libc::timespec {
-        tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: d.subsec_nanos() as libc::c_long,
-    });
-    let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: `word` is a valid, aligned u32 for the duration of the call; FUTEX_WAIT only reads
-    // it and the timespec, which outlives the call. Errors (EAGAIN: value changed, ETIMEDOUT,
-    // EINTR) all mean "re-check", so the result is ignored.
-    unsafe {
-        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAIT, expected, ts_ptr, 0usize, 0u32);
-    }
+    let ts = timeout.map(|d| rustix::time::Timespec { tv_sec: d.as_secs().min(i64::MAX as u64) as i64, tv_nsec: i64::from(d.subsec_nanos()) });
+    let _ = futex::wait(word, futex::Flags::empty(), expected, ts.as_ref());
 }
 
 /// Wakes every thread blocked in [`wait`] on `word`.
-/// Async-signal-safe (one syscall), so the doorbell trap handler calls it.
+/// Async-signal-safe (one system call, no allocation), so the doorbell trap handler calls it.
 pub fn wake_all(word: &AtomicU32) {
-    // SAFETY: FUTEX_WAKE uses the address only as a key; `word` is a valid reference.
-    unsafe {
-        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX, 0usize, 0usize, 0u32);
-    }
+    let _ = futex::wake(word, futex::Flags::empty(), i32::MAX as u32);
 }
 
 #[cfg(test)]
