@@ -24,17 +24,25 @@ fn have_hipcc() -> bool {
 /// in the target's temporary directory): gfx90a with the host's hipcc, gfx942 with the ROCm
 /// 6.4 root's (through `xhsa-emu run --rocm 6.4`, the worktree bound in).
 fn code_object(src: &Path, arch: &str) -> PathBuf {
+    code_object_by(src, arch, arch != "gfx90a")
+}
+
+/// As [`code_object`], with the ROCm 6.4 root's hipcc when `rocm64` (any arch), else the host's.
+fn code_object_by(src: &Path, arch: &str, rocm64: bool) -> PathBuf {
     let data = std::fs::read(src).unwrap();
     let mut h = support::Fnv::default();
     h.feed(&data);
     h.feed(arch.as_bytes());
+    if rocm64 {
+        h.feed(b"rocm64");
+    }
     let h = h.0;
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{}-{arch}-{h:016x}.hsaco", src.file_stem().unwrap().to_string_lossy()));
     if !out.exists() {
         // Tests run in threads of one process: each build gets its own temporary name.
         static BUILDS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let tmp = out.with_extension(format!("tmp{}-{}", std::process::id(), BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
-        let mut cmd = if arch == "gfx90a" {
+        let mut cmd = if !rocm64 {
             Command::new("hipcc")
         } else {
             let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap();
@@ -79,6 +87,19 @@ impl Rig {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(src);
         let elf = std::fs::read(code_object(&path, arch)).unwrap();
         HostRig::new(CodeObject::load(&elf).unwrap())
+    }
+
+    /// Built for gfx90a by the ROCm 6.4 root's hipcc (clang 21 and its device libraries, as
+    /// AMD's 6.4 libraries are): needs the root, as [`Rig::gfx942`].
+    fn gfx90a_rocm64(src: &str) -> HostRig {
+        if let Err(e) = xhsa_emu::launcher::rocm::root(std::env::var_os(xhsa_emu::launcher::rocm::ROOT_VAR)) {
+            panic!("{e}");
+        }
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(src);
+        let elf = std::fs::read(code_object_by(&path, "gfx90a", true)).unwrap();
+        let r = HostRig::new(CodeObject::load(&elf).unwrap());
+        assert_eq!(r.code().target(), Target::Gfx90a);
+        r
     }
 }
 
@@ -1419,4 +1440,159 @@ fn cpu_time() -> std::time::Duration {
     // utime and stime are fields 14 and 15 (1-based, counting pid and comm): 11 and 12 here.
     let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
     std::time::Duration::from_millis(ticks * 10)
+}
+
+// ---- Double-precision math library calls (tests/isa/fp64_math.hip) ----
+
+/// Units in the last place between two doubles (0 for the same value or both NaN, a large
+/// number when one is NaN or they differ in sign).
+fn ulps(x: f64, y: f64) -> u64 {
+    if x.is_nan() && y.is_nan() || x == y {
+        return 0;
+    }
+    if x.is_nan() || y.is_nan() || x.is_sign_negative() != y.is_sign_negative() {
+        return u64::MAX;
+    }
+    x.to_bits().abs_diff(y.to_bits())
+}
+
+/// Operands for the double math: ordinary values over many magnitudes, large arguments (for
+/// sin/cos/tan: Payne-Hanek reduction through v_trig_preop_f64), tiny and denormal values,
+/// values near overflow, and exact cases.
+fn fp64_operands(n: usize) -> (Vec<f64>, Vec<f64>) {
+    let w = words(77, 2 * n);
+    let mut xs = Vec::with_capacity(n);
+    let mut ys = Vec::with_capacity(n);
+    for i in 0..n {
+        let (u, v) = (w[2 * i], w[2 * i + 1]);
+        let frac = |s: u32| 1.0 + f64::from(s % 1_000_003) / 1_000_003.0;
+        let sign = |s: u32| if s & 1 == 1 { -1.0 } else { 1.0 };
+        let x = match i % 8 {
+            // Magnitudes 2^-60 .. 2^60.
+            0..=3 => sign(u >> 7) * frac(u) * 2f64.powi((u % 121) as i32 - 60),
+            // Large: 2^20 .. 2^1000.
+            4 => sign(u >> 7) * frac(u) * 2f64.powi(20 + (u % 981) as i32),
+            // Tiny and denormal: 2^-1070 .. 2^-900.
+            5 => sign(u >> 7) * frac(u) * 2f64.powi(-1070 + (u % 171) as i32),
+            // Near the top of the range.
+            6 => sign(u >> 7) * frac(u) * 2f64.powi(1000 + (u % 23) as i32),
+            _ => f64::from(u % 2001) - 1000.0,
+        };
+        let y = match i % 5 {
+            // Exponents and divisors: -700 .. 700.
+            0 | 1 => (f64::from(v % 1_400_001) - 700_000.0) / 1000.0,
+            2 => sign(v >> 7) * frac(v) * 2f64.powi((v % 41) as i32 - 20),
+            3 => sign(v >> 7) * frac(v) * 2f64.powi((v % 2001) as i32 - 1000),
+            _ => f64::from(v % 41) - 20.0,
+        };
+        xs.push(x);
+        ys.push(y);
+    }
+    (xs, ys)
+}
+
+fn frexp_host(x: f64) -> (f64, i32) {
+    if x == 0.0 || !x.is_finite() {
+        return (x, 0);
+    }
+    let mut e = 0;
+    let mut m = x;
+    while m.abs() >= 1.0 {
+        m /= 2.0;
+        e += 1;
+    }
+    while m.abs() < 0.5 {
+        m *= 2.0;
+        e -= 1;
+    }
+    (m, e)
+}
+
+const FP64_MATH: &str = "tests/isa/fp64_math.hip";
+
+/// Built by the host's hipcc (ROCm 5.2's device libraries).
+#[test]
+fn fp64_math_agrees_with_the_host() {
+    let Some(mut r) = Rig::new(FP64_MATH) else { return };
+    fp64_math(&mut r);
+}
+
+/// Built by the ROCm 6.4 root's hipcc (its device libraries, clang 21), for gfx90a and gfx942.
+#[test]
+fn fp64_math_built_by_rocm64_agrees_with_the_host() {
+    fp64_math(&mut Rig::gfx90a_rocm64(FP64_MATH));
+    fp64_math(&mut Rig::gfx942(FP64_MATH));
+}
+
+fn fp64_math(r: &mut HostRig) {
+    const N_OUT: usize = 24;
+    let n = 4096usize;
+    let (xs, ys) = fp64_operands(n);
+    let (dx, dy) = (r.upload(&xs), r.upload(&ys));
+    let dout = r.alloc(n * N_OUT * 8);
+    r.run("fp64_math", &[dx, dy, dout, n as u64], [n as u32, 1, 1], [256, 1, 1]).unwrap();
+    let out: Vec<f64> = r.download(dout, n * N_OUT);
+    // The host's libm (glibc: within an ulp or two) and OCML (documented to 1-4 ulp for
+    // these): allowed apart by `tol` ulps; division, sqrt, fma, conversions, ldexp, frexp and
+    // fmod are exact on both.
+    type F = fn(f64, f64) -> f64;
+    let funcs: [(&str, F, u64); N_OUT] = [
+        ("div", |a, b| a / b, 0),
+        ("sqrt", |a, _| a.abs().sqrt(), 0),
+        ("exp", |_, b| b.exp(), 2),
+        ("log", |a, _| a.abs().ln(), 2),
+        ("sin", |a, _| a.sin(), 2),
+        ("cos", |a, _| a.cos(), 2),
+        ("log1p", |a, _| a.abs().ln_1p(), 2),
+        ("rcp", |a, _| 1.0 / a, 0),
+        ("rsqrt", |a, _| 1.0 / a.abs().sqrt(), 2),
+        ("pow", |a, b| a.abs().powf(b), 2),
+        ("tan", |a, _| a.tan(), 3),
+        ("atan2", |a, b| a.atan2(b), 3),
+        ("cbrt", |a, _| a.cbrt(), 2),
+        ("exp2", |_, b| b.exp2(), 2),
+        ("expm1", |_, b| b.exp_m1(), 2),
+        ("fma", |a, b| a.mul_add(b, a), 0),
+        ("f32 round trip", |a, _| f64::from(a as f32), 0),
+        ("ldexp", |a, b| a * 2f64.powi(0) * if (b as i32).abs() < 1100 { 2f64.powf(f64::from(b as i32)) } else { f64::NAN }, 0),
+        ("frexp mantissa", |a, _| frexp_host(a).0, 0),
+        ("frexp exponent", |a, _| f64::from(frexp_host(a).1), 0),
+        ("fmod", |a, b| a % b, 0),
+        ("tanh", |_, b| b.tanh(), 2),
+        ("erf", |_, b| libm_erf(b), 2),
+        ("log10", |a, _| a.abs().log10(), 2),
+    ];
+    let mut report = String::new();
+    let mut bad_total = 0;
+    for (k, (name, f, tol)) in funcs.iter().enumerate() {
+        let mut bad = Vec::new();
+        for i in 0..n {
+            let (a, b) = (xs[i], ys[i]);
+            let mut want = f(a, b);
+            // ldexp's exact result where 2^b is not itself a double: computed in two steps.
+            if *name == "ldexp" {
+                let e = b as i32;
+                want = a * 2f64.powi(e / 2) * 2f64.powi(e - e / 2);
+            }
+            let got = out[i * N_OUT + k];
+            if ulps(got, want) > *tol {
+                bad.push((i, a, b, got, want));
+            }
+        }
+        if !bad.is_empty() {
+            bad_total += bad.len();
+            let (i, a, b, got, want) = bad[0];
+            report.push_str(&format!("{name}: {} of {n} lanes wrong, first lane {i}: ({a:e}, {b:e}) gave {got:e}, want {want:e}\n", bad.len()));
+        }
+    }
+    assert!(bad_total == 0, "{report}");
+}
+
+/// erf from the host's C library.
+fn libm_erf(x: f64) -> f64 {
+    extern "C" {
+        fn erf(x: f64) -> f64;
+    }
+    // SAFETY: erf(3) is a pure function of its argument.
+    unsafe { erf(x) }
 }
