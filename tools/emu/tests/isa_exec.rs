@@ -1596,3 +1596,26 @@ fn libm_erf(x: f64) -> f64 {
     // SAFETY: erf(3) is a pure function of its argument.
     unsafe { erf(x) }
 }
+
+/// `v_cndmask_b32_e64` with abs/neg on its sources: the modifiers act on bit 31 of the selected
+/// word (as on an f32), for any bits (NaNs and integers too). rocSPARSE's conjugate transpose
+/// csrmv selects `x` or `-x` this way; the modifiers were ignored before.
+#[test]
+fn cndmask_applies_its_source_modifiers() {
+    let Some(mut r) = Rig::new(MISC) else { return };
+    let mask: u64 = 0x00ff_00ff_0f0f_3333;
+    let a = words(61, 64);
+    let b = words(62, 64);
+    let c = vec![0u32; 64];
+    let cases: [(&str, fn(u32, u32, bool) -> u32); 3] = [
+        ("cndmask_neg1", |x, y, s| if s { y ^ 1 << 31 } else { x }),
+        ("cndmask_abs0_neg1", |x, y, s| if s { y ^ 1 << 31 } else { x & !(1 << 31) }),
+        ("cndmask_negabs0", |x, y, s| if s { y } else { x | 1 << 31 }),
+    ];
+    for (k, want) in cases {
+        let d = lanes3(&mut r, k, &a, &b, &c, 1);
+        for l in 0..64 {
+            assert_eq!(d[l], want(a[l], b[l], mask >> l & 1 == 1), "{k} lane {l}: a {:#x} b {:#x}", a[l], b[l]);
+        }
+    }
+}
