@@ -1607,7 +1607,8 @@ fn cndmask_applies_its_source_modifiers() {
     let a = words(61, 64);
     let b = words(62, 64);
     let c = vec![0u32; 64];
-    let cases: [(&str, fn(u32, u32, bool) -> u32); 3] = [
+    type Want = fn(u32, u32, bool) -> u32;
+    let cases: [(&str, Want); 3] = [
         ("cndmask_neg1", |x, y, s| if s { y ^ 1 << 31 } else { x }),
         ("cndmask_abs0_neg1", |x, y, s| if s { y ^ 1 << 31 } else { x & !(1 << 31) }),
         ("cndmask_negabs0", |x, y, s| if s { y } else { x | 1 << 31 }),
