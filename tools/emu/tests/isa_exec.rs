@@ -1620,3 +1620,39 @@ fn cndmask_applies_its_source_modifiers() {
         }
     }
 }
+
+/// MUBUF range checking of raw buffers (stride 0): the SGPR offset counts (soffset + offset <
+/// num_records), and multi-dword accesses are checked per dword; out of range, loads read 0
+/// and stores write nothing. Tensile's GEMM kernels step through matrix rows with soffset and
+/// rely on the check to read zeros past the matrix (rocBLAS's NaN guard bytes came through
+/// before: gemm_small NaN results).
+#[test]
+fn raw_buffer_range_checks_count_soffset_and_each_dword() {
+    let Some(mut r) = Rig::new("tests/isa/buffer.hip") else { return };
+    let src: Vec<u32> = (0..512).map(|k| 0x1000 + k).collect();
+    let dsrc = r.upload(&src);
+    // soffset 64, 256 bytes: lanes 0..47 read dword 16 + lane, the rest 0.
+    let dout = r.upload(&vec![0xdeadu32; 64]);
+    r.run("buf_load_soffset", &[dsrc, dout, 64 | 256 << 32], [64, 1, 1], [64, 1, 1]).unwrap();
+    let out: Vec<u32> = r.download(dout, 64);
+    for l in 0..64 {
+        let want = if 64 + 4 * l < 256 { src[16 + l] } else { 0 };
+        assert_eq!(out[l], want, "buffer_load_dword soffset 64 lane {l}");
+    }
+    // dwordx4 with 16 * 32 + 8 bytes: lanes 0..31 whole, lane 32 its first two dwords.
+    let records = 16 * 32 + 8;
+    let dout = r.upload(&vec![0xdeadu32; 256]);
+    r.run("buf_load_x4_records", &[dsrc, dout, records], [64, 1, 1], [64, 1, 1]).unwrap();
+    let out: Vec<u32> = r.download(dout, 256);
+    for (k, &got) in out.iter().enumerate() {
+        let want = if 4 * k < records as usize { src[k] } else { 0 };
+        assert_eq!(got, want, "buffer_load_dwordx4 dword {k} (lane {})", k / 4);
+    }
+    let ddst = r.upload(&vec![0xdeadu32; 256]);
+    r.run("buf_store_x4_records", &[ddst, records], [64, 1, 1], [64, 1, 1]).unwrap();
+    let out: Vec<u32> = r.download(ddst, 256);
+    for (k, &got) in out.iter().enumerate() {
+        let want = if 4 * k < records as usize { k as u32 } else { 0xdead };
+        assert_eq!(got, want, "buffer_store_dwordx4 dword {k} (lane {})", k / 4);
+    }
+}

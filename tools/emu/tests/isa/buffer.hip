@@ -95,3 +95,27 @@ extern "C" __global__ void s_atomics(unsigned* p, unsigned* out) {
         out[5 * wg + 4] = orv;
     }
 }
+
+// Raw-buffer range checking (MUBUF). One dword per lane at VGPR offset 4 * lane with the SGPR
+// offset `soff`: in range while soff + 4 * lane < `records` (the SGPR offset counts).
+extern "C" __global__ void buf_load_soffset(const unsigned* src, unsigned* out, unsigned soff, unsigned records) {
+    unsigned i = threadIdx.x, off = 4 * i, r;
+    asm volatile("buffer_load_dword %0, %1, %2, %3 offen\n\ts_waitcnt vmcnt(0)" : "=v"(r) : "v"(off), "s"(rsrc(src, 0, records)), "s"(soff));
+    out[i] = r;
+}
+
+// Four dwords per lane at 16 * lane: each dword is checked on its own against `records`.
+extern "C" __global__ void buf_load_x4_records(const unsigned* src, unsigned* out, unsigned records) {
+    unsigned i = threadIdx.x, off = 16 * i;
+    v4u r;
+    asm volatile("buffer_load_dwordx4 %0, %1, %2, 0 offen\n\ts_waitcnt vmcnt(0)" : "=v"(r) : "v"(off), "s"(rsrc(src, 0, records)));
+    for (int k = 0; k < 4; k++) out[4 * i + k] = r[k];
+}
+
+// The store: lane l writes l * 4 + k to dword k of its 16 bytes; dwords past `records` are not
+// written.
+extern "C" __global__ void buf_store_x4_records(unsigned* dst, unsigned records) {
+    unsigned i = threadIdx.x, off = 16 * i;
+    v4u v = {4 * i, 4 * i + 1, 4 * i + 2, 4 * i + 3};
+    asm volatile("buffer_store_dwordx4 %0, %1, %2, 0 offen\n\ts_waitcnt vmcnt(0)" : : "v"(v), "v"(off), "s"(rsrc(dst, 0, records)) : "memory");
+}
