@@ -6,6 +6,7 @@
 //! libxhsa is a libxhsa defect. See docs/emulator.md, "Conformance run".
 
 pub mod gtest;
+pub mod isa_stats;
 pub mod run;
 pub mod suites;
 pub mod table;

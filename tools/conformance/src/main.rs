@@ -11,7 +11,7 @@ use xhsa_conformance::table::{self, SuiteResult};
 
 const USAGE: &str = "\
 usage: xhsa-conformance [--only SUITE,...] [--modes native,preload,tools] [--timeout-scale X]
-                        [--suites FILE] [--log-dir DIR] [--markdown FILE] [--list]
+                        [--suites FILE] [--log-dir DIR] [--markdown FILE] [--isa-stats] [--list]
   --only           run only these suites (names from the suites file)
   --modes          which ways to load libxhsa: native (none), preload (LD_PRELOAD),
                    tools (HSA_TOOLS_LIB); default all three
@@ -19,6 +19,8 @@ usage: xhsa-conformance [--only SUITE,...] [--modes native,preload,tools] [--tim
   --suites         the selection (default tools/conformance/suites.txt)
   --log-dir        each run's output, as DIR/SUITE.MODE.log and .stderr (default target/conformance)
   --markdown       also write the table as Markdown to FILE
+  --isa-stats      run with the emulator's debug log and report the interpreter's work per run
+                   (dispatches, wave-instructions, wave-instructions/s)
   --list           print the selection and exit";
 
 struct Args {
@@ -28,6 +30,7 @@ struct Args {
     suites: PathBuf,
     log_dir: PathBuf,
     markdown: Option<PathBuf>,
+    isa_stats: bool,
     list: bool,
 }
 
@@ -40,6 +43,7 @@ fn parse_args() -> Result<Args, String> {
         suites: here.join("suites.txt"),
         log_dir: here.join("../../target/conformance"),
         markdown: None,
+        isa_stats: false,
         list: false,
     };
     let mut it = std::env::args().skip(1);
@@ -55,6 +59,7 @@ fn parse_args() -> Result<Args, String> {
             "--log-dir" => a.log_dir = value("a directory")?.into(),
             "--markdown" => a.markdown = Some(value("a file")?.into()),
             "--list" => a.list = true,
+            "--isa-stats" => a.isa_stats = true,
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -111,7 +116,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let setup = Setup { emu: run::artifact("xhsa-emu"), libxhsa: run::artifact("libxhsa.so"), log_dir: args.log_dir.clone(), timeout_scale: args.scale };
+    let setup = Setup { emu: run::artifact("xhsa-emu"), libxhsa: run::artifact("libxhsa.so"), log_dir: args.log_dir.clone(), timeout_scale: args.scale, isa_stats: args.isa_stats };
     for p in [&setup.emu, &setup.libxhsa] {
         if !p.exists() {
             eprintln!("xhsa-conformance: {} not built (cargo build --release -p xhsa -p xhsa-emu -p xhsa-emu-thunk)", p.display());

@@ -9,6 +9,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::gtest::Report;
+use crate::isa_stats::IsaStats;
 use crate::suites::Suite;
 
 /// How the program meets libxhsa.
@@ -52,6 +53,8 @@ pub struct Setup {
     pub log_dir: PathBuf,
     /// Time limits are multiplied by this.
     pub timeout_scale: f64,
+    /// Run with the emulator's debug log and count the interpreter's work ([`IsaStats`]).
+    pub isa_stats: bool,
 }
 
 /// How the program ended.
@@ -73,6 +76,8 @@ pub struct Outcome {
     /// In a libxhsa mode: libxhsa's exit summary was seen (it was loaded and ran).
     pub libxhsa_ran: bool,
     pub log: PathBuf,
+    /// With [`Setup::isa_stats`]: the interpreter's work in the run.
+    pub isa: Option<IsaStats>,
 }
 
 impl Outcome {
@@ -123,6 +128,9 @@ pub fn run(suite: &Suite, mode: Mode, setup: &Setup) -> std::io::Result<Outcome>
     cmd.env("XHSA_EMU_DEVICE_DIR", &device_dir);
     for (k, v) in &suite.env {
         cmd.env(k, v);
+    }
+    if setup.isa_stats {
+        cmd.env("XHSA_EMU_LOG", "debug");
     }
     match mode {
         Mode::Native => {}
@@ -196,8 +204,9 @@ pub fn run(suite: &Suite, mode: Mode, setup: &Setup) -> std::io::Result<Outcome>
     writeln!(log, "# end: {end:?} after {:.1} s", elapsed.as_secs_f64())?;
     let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
     let libxhsa_ran = mode != Mode::Native && stderr.contains("INFO xhsa:") && stderr.contains("HSA queues created");
+    let isa = setup.isa_stats.then(|| IsaStats::parse(&stderr));
     let _ = std::fs::remove_dir_all(&device_dir);
-    Ok(Outcome { mode, report, end, elapsed, libxhsa_ran, log: log_path })
+    Ok(Outcome { mode, report, end, elapsed, libxhsa_ran, log: log_path, isa })
 }
 
 /// SIGTERM to the program's process group (`xhsa-emu run` forwards it and tidies up), then

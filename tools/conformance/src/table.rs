@@ -75,6 +75,26 @@ pub fn text(r: &SuiteResult) -> String {
         )
         .unwrap();
     }
+    for o in &r.outcomes {
+        if let Some(s) = &o.isa {
+            writeln!(
+                out,
+                "  interpreter ({}): {} dispatch parts, {:.1} M wave-instructions, {:.1} s of part time: {:.1} M wave-instructions/s per part-second, {:.1} M/s over the run's {:.0} s",
+                o.mode.label(),
+                s.parts,
+                s.instructions as f64 / 1e6,
+                s.part_us as f64 / 1e6,
+                s.rate() / 1e6,
+                s.instructions as f64 / o.elapsed.as_secs_f64().max(1e-9) / 1e6,
+                o.elapsed.as_secs_f64()
+            )
+            .unwrap();
+            for (k, n, us) in s.top(3) {
+                let k: String = k.chars().take(60).collect();
+                writeln!(out, "    {k}: {:.1} M in {:.2} s ({:.1} M/s)", n as f64 / 1e6, us as f64 / 1e6, n as f64 / (us as f64).max(1.0)).unwrap();
+            }
+        }
+    }
     if let Some(n) = r.native() {
         writeln!(out, "  failing natively (emulator): {}", names(&n.failures(), 12)).unwrap();
         if let Some(t) = n.timed_out() {
@@ -123,7 +143,7 @@ mod tests {
     fn outcome(mode: Mode, text: &str, end: End) -> Outcome {
         let mut report = Report::default();
         text.lines().for_each(|l| report.line(l));
-        Outcome { mode, report, end, elapsed: Duration::from_secs(2), libxhsa_ran: mode != Mode::Native, log: "x".into() }
+        Outcome { mode, report, end, elapsed: Duration::from_secs(2), libxhsa_ran: mode != Mode::Native, log: "x".into(), isa: None }
     }
 
     #[test]

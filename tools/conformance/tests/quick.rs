@@ -35,6 +35,7 @@ fn rocrand_basic_passes_natively_and_under_libxhsa() {
         libxhsa: dir.join("libxhsa.so"),
         log_dir: PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("conformance-quick"),
         timeout_scale: 1.0,
+        isa_stats: false,
     };
     for p in [&setup.emu, &dir.join("libhsakmt.so"), &setup.libxhsa] {
         assert!(p.exists(), "{} not built: cargo build --release --workspace", p.display());
