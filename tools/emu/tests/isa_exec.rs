@@ -1656,3 +1656,22 @@ fn raw_buffer_range_checks_count_soffset_and_each_dword() {
         assert_eq!(got, want, "buffer_store_dwordx4 dword {k} (lane {})", k / 4);
     }
 }
+
+/// D16 loads (`global_load_short_d16`, `*_d16_hi`, the buffer forms) zero the half of the
+/// register they do not write: with SRAM ECC on (the emulated devices report
+/// `gfx90a:sramecc+`) the unused bits are not preserved. Tensile's half-precision kernels `v_or`
+/// a `_d16` and a `_d16_hi` result; kept bits gave rocBLAS f16 gemm_small -90.375 for -90.
+#[test]
+fn d16_loads_zero_the_half_they_do_not_write() {
+    let Some(mut r) = Rig::new("tests/isa/buffer.hip") else { return };
+    let src: Vec<u32> = (0..64).map(|k| 0x8001_0001u32.wrapping_mul(k + 3)).collect();
+    let halves: Vec<u16> = src.iter().flat_map(|w| [*w as u16, (*w >> 16) as u16]).collect();
+    let dsrc = r.upload(&src);
+    let dout = r.alloc(64 * 16);
+    r.run("load_d16_zero_other_half", &[dsrc, dout], [64, 1, 1], [64, 1, 1]).unwrap();
+    let out: Vec<u32> = r.download(dout, 256);
+    for l in 0..64 {
+        let h = u32::from(halves[l]);
+        assert_eq!(out[4 * l..4 * l + 4], [h, h << 16, h, h << 16], "lane {l}");
+    }
+}

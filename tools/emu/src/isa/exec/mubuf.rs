@@ -272,9 +272,11 @@ fn typed(w: &mut Wave, i: &Inst, c: &mut Ctx) -> Result<Step, ExecError> {
                     } else {
                         v & 0xffff
                     };
+                    // A register whose high half no component fills gets zero there (D16
+                    // loads do not keep the unused bits with SRAM ECC: see vmem::subdword).
                     let r = i.dst + (k / 2) as u16;
-                    let old = w.reg(r, l);
-                    w.set_reg(r, l, if k % 2 == 0 { (old & 0xffff_0000) | h } else { (old & 0xffff) | h << 16 });
+                    let old = if k % 2 == 0 { 0 } else { w.reg(r, l) & 0xffff };
+                    w.set_reg(r, l, if k % 2 == 0 { h } else { old | h << 16 });
                 }
             } else {
                 for (k, v) in vals.iter().enumerate() {
