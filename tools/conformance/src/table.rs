@@ -90,7 +90,9 @@ pub fn text(r: &SuiteResult) -> String {
             )
             .unwrap();
             for (k, n, us) in s.top(3) {
-                let k: String = k.chars().take(60).collect();
+                // Mangled names share long prefixes: the start and the end.
+                let c: Vec<char> = k.chars().collect();
+                let k: String = if c.len() > 72 { format!("{}...{}", c[..24].iter().collect::<String>(), c[c.len() - 45..].iter().collect::<String>()) } else { k.to_string() };
                 writeln!(out, "    {k}: {:.1} M in {:.2} s ({:.1} M/s)", n as f64 / 1e6, us as f64 / 1e6, n as f64 / (us as f64).max(1.0)).unwrap();
             }
         }
