@@ -1675,3 +1675,21 @@ fn d16_loads_zero_the_half_they_do_not_write() {
         assert_eq!(out[4 * l..4 * l + 4], [h, h << 16, h, h << 16], "lane {l}");
     }
 }
+
+/// Waves of a workgroup leave a barrier together, as on a compute unit: all read an LDS word
+/// before work-item 0 overwrites it twenty-odd instructions later (tests/isa/lockstep.hip). Run
+/// one wave to its next barrier at a time, waves 1.. read the new word: rocSOLVER's potf2 small
+/// kernel then divided by the square root of the square root of the diagonal (POTRF n >= 66
+/// with more than one wave: relative error 4e2 where 4e-7 is right).
+#[test]
+fn waves_leave_a_barrier_together() {
+    let Some(mut r) = Rig::new("tests/isa/lockstep.hip") else { return };
+    r.group_segment = 64;
+    for wg in [64u16, 128, 256, 1024] {
+        let dout = r.upload(&vec![0u32; usize::from(wg)]);
+        r.run("read_then_overwrite", &[dout], [u32::from(wg), 1, 1], [wg, 1, 1]).unwrap();
+        let out: Vec<u32> = r.download(dout, usize::from(wg));
+        let late: Vec<usize> = (0..usize::from(wg)).filter(|&t| out[t] != 7).collect();
+        assert!(late.is_empty(), "workgroup of {wg}: {} work-items read the overwritten word (first {:?})", late.len(), &late[..late.len().min(4)]);
+    }
+}
