@@ -24,17 +24,25 @@ fn have_hipcc() -> bool {
 /// in the target's temporary directory): gfx90a with the host's hipcc, gfx942 with the ROCm
 /// 6.4 root's (through `xhsa-emu run --rocm 6.4`, the worktree bound in).
 fn code_object(src: &Path, arch: &str) -> PathBuf {
+    code_object_by(src, arch, arch != "gfx90a")
+}
+
+/// As [`code_object`], with the ROCm 6.4 root's hipcc when `rocm64` (any arch), else the host's.
+fn code_object_by(src: &Path, arch: &str, rocm64: bool) -> PathBuf {
     let data = std::fs::read(src).unwrap();
     let mut h = support::Fnv::default();
     h.feed(&data);
     h.feed(arch.as_bytes());
+    if rocm64 {
+        h.feed(b"rocm64");
+    }
     let h = h.0;
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{}-{arch}-{h:016x}.hsaco", src.file_stem().unwrap().to_string_lossy()));
     if !out.exists() {
         // Tests run in threads of one process: each build gets its own temporary name.
         static BUILDS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let tmp = out.with_extension(format!("tmp{}-{}", std::process::id(), BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
-        let mut cmd = if arch == "gfx90a" {
+        let mut cmd = if !rocm64 {
             Command::new("hipcc")
         } else {
             let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap();
@@ -79,6 +87,19 @@ impl Rig {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(src);
         let elf = std::fs::read(code_object(&path, arch)).unwrap();
         HostRig::new(CodeObject::load(&elf).unwrap())
+    }
+
+    /// Built for gfx90a by the ROCm 6.4 root's hipcc (clang 21 and its device libraries, as
+    /// AMD's 6.4 libraries are): needs the root, as [`Rig::gfx942`].
+    fn gfx90a_rocm64(src: &str) -> HostRig {
+        if let Err(e) = xhsa_emu::launcher::rocm::root(std::env::var_os(xhsa_emu::launcher::rocm::ROOT_VAR)) {
+            panic!("{e}");
+        }
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(src);
+        let elf = std::fs::read(code_object_by(&path, "gfx90a", true)).unwrap();
+        let r = HostRig::new(CodeObject::load(&elf).unwrap());
+        assert_eq!(r.code().target(), Target::Gfx90a);
+        r
     }
 }
 
@@ -1419,4 +1440,256 @@ fn cpu_time() -> std::time::Duration {
     // utime and stime are fields 14 and 15 (1-based, counting pid and comm): 11 and 12 here.
     let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
     std::time::Duration::from_millis(ticks * 10)
+}
+
+// ---- Double-precision math library calls (tests/isa/fp64_math.hip) ----
+
+/// Units in the last place between two doubles (0 for the same value or both NaN, a large
+/// number when one is NaN or they differ in sign).
+fn ulps(x: f64, y: f64) -> u64 {
+    if x.is_nan() && y.is_nan() || x == y {
+        return 0;
+    }
+    if x.is_nan() || y.is_nan() || x.is_sign_negative() != y.is_sign_negative() {
+        return u64::MAX;
+    }
+    x.to_bits().abs_diff(y.to_bits())
+}
+
+/// Operands for the double math: ordinary values over many magnitudes, large arguments (for
+/// sin/cos/tan: Payne-Hanek reduction through v_trig_preop_f64), tiny and denormal values,
+/// values near overflow, and exact cases.
+fn fp64_operands(n: usize) -> (Vec<f64>, Vec<f64>) {
+    let w = words(77, 2 * n);
+    let mut xs = Vec::with_capacity(n);
+    let mut ys = Vec::with_capacity(n);
+    for i in 0..n {
+        let (u, v) = (w[2 * i], w[2 * i + 1]);
+        let frac = |s: u32| 1.0 + f64::from(s % 1_000_003) / 1_000_003.0;
+        let sign = |s: u32| if s & 1 == 1 { -1.0 } else { 1.0 };
+        let x = match i % 8 {
+            // Magnitudes 2^-60 .. 2^60.
+            0..=3 => sign(u >> 7) * frac(u) * 2f64.powi((u % 121) as i32 - 60),
+            // Large: 2^20 .. 2^1000.
+            4 => sign(u >> 7) * frac(u) * 2f64.powi(20 + (u % 981) as i32),
+            // Tiny and denormal: 2^-1070 .. 2^-900.
+            5 => sign(u >> 7) * frac(u) * 2f64.powi(-1070 + (u % 171) as i32),
+            // Near the top of the range.
+            6 => sign(u >> 7) * frac(u) * 2f64.powi(1000 + (u % 23) as i32),
+            _ => f64::from(u % 2001) - 1000.0,
+        };
+        let y = match i % 5 {
+            // Exponents and divisors: -700 .. 700.
+            0 | 1 => (f64::from(v % 1_400_001) - 700_000.0) / 1000.0,
+            2 => sign(v >> 7) * frac(v) * 2f64.powi((v % 41) as i32 - 20),
+            3 => sign(v >> 7) * frac(v) * 2f64.powi((v % 2001) as i32 - 1000),
+            _ => f64::from(v % 41) - 20.0,
+        };
+        xs.push(x);
+        ys.push(y);
+    }
+    (xs, ys)
+}
+
+fn frexp_host(x: f64) -> (f64, i32) {
+    if x == 0.0 || !x.is_finite() {
+        return (x, 0);
+    }
+    let mut e = 0;
+    let mut m = x;
+    while m.abs() >= 1.0 {
+        m /= 2.0;
+        e += 1;
+    }
+    while m.abs() < 0.5 {
+        m *= 2.0;
+        e -= 1;
+    }
+    (m, e)
+}
+
+const FP64_MATH: &str = "tests/isa/fp64_math.hip";
+
+/// Built by the host's hipcc (ROCm 5.2's device libraries).
+#[test]
+fn fp64_math_agrees_with_the_host() {
+    let Some(mut r) = Rig::new(FP64_MATH) else { return };
+    fp64_math(&mut r);
+}
+
+/// Built by the ROCm 6.4 root's hipcc (its device libraries, clang 21), for gfx90a and gfx942.
+#[test]
+fn fp64_math_built_by_rocm64_agrees_with_the_host() {
+    fp64_math(&mut Rig::gfx90a_rocm64(FP64_MATH));
+    fp64_math(&mut Rig::gfx942(FP64_MATH));
+}
+
+fn fp64_math(r: &mut HostRig) {
+    const N_OUT: usize = 24;
+    let n = 4096usize;
+    let (xs, ys) = fp64_operands(n);
+    let (dx, dy) = (r.upload(&xs), r.upload(&ys));
+    let dout = r.alloc(n * N_OUT * 8);
+    r.run("fp64_math", &[dx, dy, dout, n as u64], [n as u32, 1, 1], [256, 1, 1]).unwrap();
+    let out: Vec<f64> = r.download(dout, n * N_OUT);
+    // The host's libm (glibc: within an ulp or two) and OCML (documented to 1-4 ulp for
+    // these): allowed apart by `tol` ulps; division, sqrt, fma, conversions, ldexp, frexp and
+    // fmod are exact on both.
+    type F = fn(f64, f64) -> f64;
+    let funcs: [(&str, F, u64); N_OUT] = [
+        ("div", |a, b| a / b, 0),
+        ("sqrt", |a, _| a.abs().sqrt(), 0),
+        ("exp", |_, b| b.exp(), 2),
+        ("log", |a, _| a.abs().ln(), 2),
+        ("sin", |a, _| a.sin(), 2),
+        ("cos", |a, _| a.cos(), 2),
+        ("log1p", |a, _| a.abs().ln_1p(), 2),
+        ("rcp", |a, _| 1.0 / a, 0),
+        ("rsqrt", |a, _| 1.0 / a.abs().sqrt(), 2),
+        ("pow", |a, b| a.abs().powf(b), 2),
+        ("tan", |a, _| a.tan(), 3),
+        ("atan2", |a, b| a.atan2(b), 3),
+        ("cbrt", |a, _| a.cbrt(), 2),
+        ("exp2", |_, b| b.exp2(), 2),
+        ("expm1", |_, b| b.exp_m1(), 2),
+        ("fma", |a, b| a.mul_add(b, a), 0),
+        ("f32 round trip", |a, _| f64::from(a as f32), 0),
+        ("ldexp", |a, b| a * 2f64.powi(0) * if (b as i32).abs() < 1100 { 2f64.powf(f64::from(b as i32)) } else { f64::NAN }, 0),
+        ("frexp mantissa", |a, _| frexp_host(a).0, 0),
+        ("frexp exponent", |a, _| f64::from(frexp_host(a).1), 0),
+        ("fmod", |a, b| a % b, 0),
+        ("tanh", |_, b| b.tanh(), 2),
+        ("erf", |_, b| libm_erf(b), 2),
+        ("log10", |a, _| a.abs().log10(), 2),
+    ];
+    let mut report = String::new();
+    let mut bad_total = 0;
+    for (k, (name, f, tol)) in funcs.iter().enumerate() {
+        let mut bad = Vec::new();
+        for i in 0..n {
+            let (a, b) = (xs[i], ys[i]);
+            let mut want = f(a, b);
+            // ldexp's exact result where 2^b is not itself a double: computed in two steps.
+            if *name == "ldexp" {
+                let e = b as i32;
+                want = a * 2f64.powi(e / 2) * 2f64.powi(e - e / 2);
+            }
+            let got = out[i * N_OUT + k];
+            if ulps(got, want) > *tol {
+                bad.push((i, a, b, got, want));
+            }
+        }
+        if !bad.is_empty() {
+            bad_total += bad.len();
+            let (i, a, b, got, want) = bad[0];
+            report.push_str(&format!("{name}: {} of {n} lanes wrong, first lane {i}: ({a:e}, {b:e}) gave {got:e}, want {want:e}\n", bad.len()));
+        }
+    }
+    assert!(bad_total == 0, "{report}");
+}
+
+/// erf from the host's C library.
+fn libm_erf(x: f64) -> f64 {
+    extern "C" {
+        fn erf(x: f64) -> f64;
+    }
+    // SAFETY: erf(3) is a pure function of its argument.
+    unsafe { erf(x) }
+}
+
+/// `v_cndmask_b32_e64` with abs/neg on its sources: the modifiers act on bit 31 of the selected
+/// word (as on an f32), for any bits (NaNs and integers too). rocSPARSE's conjugate transpose
+/// csrmv selects `x` or `-x` this way; the modifiers were ignored before.
+#[test]
+fn cndmask_applies_its_source_modifiers() {
+    let Some(mut r) = Rig::new(MISC) else { return };
+    let mask: u64 = 0x00ff_00ff_0f0f_3333;
+    let a = words(61, 64);
+    let b = words(62, 64);
+    let c = vec![0u32; 64];
+    type Want = fn(u32, u32, bool) -> u32;
+    let cases: [(&str, Want); 3] = [
+        ("cndmask_neg1", |x, y, s| if s { y ^ 1 << 31 } else { x }),
+        ("cndmask_abs0_neg1", |x, y, s| if s { y ^ 1 << 31 } else { x & !(1 << 31) }),
+        ("cndmask_negabs0", |x, y, s| if s { y } else { x | 1 << 31 }),
+    ];
+    for (k, want) in cases {
+        let d = lanes3(&mut r, k, &a, &b, &c, 1);
+        for l in 0..64 {
+            assert_eq!(d[l], want(a[l], b[l], mask >> l & 1 == 1), "{k} lane {l}: a {:#x} b {:#x}", a[l], b[l]);
+        }
+    }
+}
+
+/// MUBUF range checking of raw buffers (stride 0): the SGPR offset counts (soffset + offset <
+/// num_records), and multi-dword accesses are checked per dword; out of range, loads read 0
+/// and stores write nothing. Tensile's GEMM kernels step through matrix rows with soffset and
+/// rely on the check to read zeros past the matrix (rocBLAS's NaN guard bytes came through
+/// before: gemm_small NaN results).
+#[test]
+fn raw_buffer_range_checks_count_soffset_and_each_dword() {
+    let Some(mut r) = Rig::new("tests/isa/buffer.hip") else { return };
+    let src: Vec<u32> = (0..512).map(|k| 0x1000 + k).collect();
+    let dsrc = r.upload(&src);
+    // soffset 64, 256 bytes: lanes 0..47 read dword 16 + lane, the rest 0.
+    let dout = r.upload(&vec![0xdeadu32; 64]);
+    r.run("buf_load_soffset", &[dsrc, dout, 64 | 256 << 32], [64, 1, 1], [64, 1, 1]).unwrap();
+    let out: Vec<u32> = r.download(dout, 64);
+    for l in 0..64 {
+        let want = if 64 + 4 * l < 256 { src[16 + l] } else { 0 };
+        assert_eq!(out[l], want, "buffer_load_dword soffset 64 lane {l}");
+    }
+    // dwordx4 with 16 * 32 + 8 bytes: lanes 0..31 whole, lane 32 its first two dwords.
+    let records = 16 * 32 + 8;
+    let dout = r.upload(&vec![0xdeadu32; 256]);
+    r.run("buf_load_x4_records", &[dsrc, dout, records], [64, 1, 1], [64, 1, 1]).unwrap();
+    let out: Vec<u32> = r.download(dout, 256);
+    for (k, &got) in out.iter().enumerate() {
+        let want = if 4 * k < records as usize { src[k] } else { 0 };
+        assert_eq!(got, want, "buffer_load_dwordx4 dword {k} (lane {})", k / 4);
+    }
+    let ddst = r.upload(&vec![0xdeadu32; 256]);
+    r.run("buf_store_x4_records", &[ddst, records], [64, 1, 1], [64, 1, 1]).unwrap();
+    let out: Vec<u32> = r.download(ddst, 256);
+    for (k, &got) in out.iter().enumerate() {
+        let want = if 4 * k < records as usize { k as u32 } else { 0xdead };
+        assert_eq!(got, want, "buffer_store_dwordx4 dword {k} (lane {})", k / 4);
+    }
+}
+
+/// D16 loads (`global_load_short_d16`, `*_d16_hi`, the buffer forms) zero the half of the
+/// register they do not write: with SRAM ECC on (the emulated devices report
+/// `gfx90a:sramecc+`) the unused bits are not preserved. Tensile's half-precision kernels `v_or`
+/// a `_d16` and a `_d16_hi` result; kept bits gave rocBLAS f16 gemm_small -90.375 for -90.
+#[test]
+fn d16_loads_zero_the_half_they_do_not_write() {
+    let Some(mut r) = Rig::new("tests/isa/buffer.hip") else { return };
+    let src: Vec<u32> = (0..64).map(|k| 0x8001_0001u32.wrapping_mul(k + 3)).collect();
+    let halves: Vec<u16> = src.iter().flat_map(|w| [*w as u16, (*w >> 16) as u16]).collect();
+    let dsrc = r.upload(&src);
+    let dout = r.alloc(64 * 16);
+    r.run("load_d16_zero_other_half", &[dsrc, dout], [64, 1, 1], [64, 1, 1]).unwrap();
+    let out: Vec<u32> = r.download(dout, 256);
+    for l in 0..64 {
+        let h = u32::from(halves[l]);
+        assert_eq!(out[4 * l..4 * l + 4], [h, h << 16, h, h << 16], "lane {l}");
+    }
+}
+
+/// Waves of a workgroup leave a barrier together, as on a compute unit: all read an LDS word
+/// before work-item 0 overwrites it twenty-odd instructions later (tests/isa/lockstep.hip). Run
+/// one wave to its next barrier at a time, waves 1.. read the new word: rocSOLVER's potf2 small
+/// kernel then divided by the square root of the square root of the diagonal (POTRF n >= 66
+/// with more than one wave: relative error 4e2 where 4e-7 is right).
+#[test]
+fn waves_leave_a_barrier_together() {
+    let Some(mut r) = Rig::new("tests/isa/lockstep.hip") else { return };
+    r.group_segment = 64;
+    for wg in [64u16, 128, 256, 1024] {
+        let dout = r.upload(&vec![0u32; usize::from(wg)]);
+        r.run("read_then_overwrite", &[dout], [u32::from(wg), 1, 1], [wg, 1, 1]).unwrap();
+        let out: Vec<u32> = r.download(dout, usize::from(wg));
+        let late: Vec<usize> = (0..usize::from(wg)).filter(|&t| out[t] != 7).collect();
+        assert!(late.is_empty(), "workgroup of {wg}: {} work-items read the overwritten word (first {:?})", late.len(), &late[..late.len().min(4)]);
+    }
 }

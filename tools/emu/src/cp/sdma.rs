@@ -21,6 +21,11 @@ const OP_TIMESTAMP: u32 = 13;
 const SUB_COPY_LINEAR: u32 = 0;
 const SUB_COPY_LINEAR_RECT: u32 = 4;
 const ATOMIC_ADD64: u32 = 47;
+/// COPY_LINEAR's and CONSTANT_FILL's byte count: 30 bits on the SDMA 4.4 engines of gfx90a and
+/// gfx942 (22 on older gfx9). ROCr 6.4 copies up to 0x3fffffe0 bytes in one packet there
+/// (ROCr 5.2 split at 0x3fffe0); reading 22 bits copied a 4 MiB + 308 byte copy's first 308
+/// bytes only.
+const COUNT_MASK: u32 = 0x3fff_ffff;
 
 #[derive(Debug)]
 pub struct SdmaQueue {
@@ -102,7 +107,7 @@ fn run(q: &mut SdmaQueue, env: &Env, cfg: &Config, now: u64) -> bool {
         let len_dw = match op {
             OP_NOP => 1 + (dw[0] >> 16 & 0x3fff) as usize,
             OP_COPY if sub == SUB_COPY_LINEAR && need(7) => {
-                let bytes = u64::from(dw[1] & 0x3f_ffff) + 1;
+                let bytes = u64::from(dw[1] & COUNT_MASK) + 1;
                 let (src, dst) = (lohi(dw[3], dw[4]), lohi(dw[5], dw[6]));
                 if !(env.memory.device_accessible(src, bytes) && env.memory.device_accessible(dst, bytes)) {
                     return fault(q, env, if env.memory.device_accessible(src, bytes) { dst } else { src });
@@ -170,7 +175,7 @@ fn run(q: &mut SdmaQueue, env: &Env, cfg: &Config, now: u64) -> bool {
             }
             OP_CONST_FILL if need(5) => {
                 let dst = lohi(dw[1], dw[2]);
-                let bytes = u64::from(dw[4] & 0x3f_ffff) + 4;
+                let bytes = u64::from(dw[4] & COUNT_MASK) + 4;
                 if !env.memory.device_accessible(dst, bytes) {
                     return fault(q, env, dst);
                 }
@@ -236,4 +241,80 @@ fn fault(q: &mut SdmaQueue, env: &Env, addr: u64) -> bool {
     };
     env.events.memory_fault(data);
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kfd::events::Events;
+    use crate::kfd::memory::{MemKind, Memory, Range};
+    use crate::sys::devmem::{DeviceMemory, HostMemory};
+
+    /// One SDMA packet run over host memory: a buffer of `bytes` words with the ring, the read
+    /// and write indices, a source and a destination of `len` bytes each.
+    fn run_packet(packet: &[u32], buf: &mut [u64]) {
+        let base = buf.as_mut_ptr() as u64;
+        let memory = Memory::default();
+        memory.insert(Range { host: 0, start: base, size: 8 * buf.len() as u64, kind: MemKind::System, node: 0, flags: 0, mapped_nodes: vec![1], user_data: 0, handle: 1 });
+        let (ring, rptr, wptr) = (base, base + 256, base + 264);
+        for (k, d) in packet.iter().enumerate() {
+            HostMemory.write(ring + 4 * k as u64, &d.to_le_bytes());
+        }
+        HostMemory.store_u64(rptr, 0);
+        HostMemory.store_u64(wptr, 4 * packet.len() as u64);
+        let events = Events::default();
+        let clock = || 0;
+        let to_host = |t| t;
+        let env = Env { mem: &HostMemory, events: &events, memory: &memory, gpu_id: 1, clock: &clock, to_host: &to_host, executor: None };
+        let mut q = SdmaQueue::new(ring, 256, rptr, wptr);
+        let cfg = Config::default();
+        // The copy keeps the engine busy until its modelled end; run until the packet is done.
+        let mut now = 0;
+        while HostMemory.load_u64(rptr) < 4 * packet.len() as u64 {
+            run(&mut q, &env, &cfg, now);
+            assert!(!q.failed, "the queue failed");
+            now = q.wake_at().unwrap_or(now + 1_000_000);
+        }
+    }
+
+    #[test]
+    fn a_linear_copy_above_4_mib_copies_every_byte() {
+        // 4 MiB + 308 bytes in one packet (count = bytes - 1 = 0x400133, as ROCr 6.4 sends for
+        // gfx90a), from an odd source offset to an odd destination offset.
+        let len: usize = (4 << 20) + 308;
+        let words = 64 + 2 * (len / 8 + 2);
+        let mut buf = vec![0u64; words];
+        let base = buf.as_mut_ptr() as u64;
+        let src = base + 512 + 4;
+        let dst = src + len as u64 + 12;
+        let pattern = |i: usize| (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[i % 4];
+        for i in 0..len {
+            HostMemory.write(src + i as u64, &[pattern(i)]);
+        }
+        HostMemory.write(dst + len as u64, &[0xee]);
+        let count = len as u32 - 1;
+        assert_eq!(count, 0x40_0133);
+        run_packet(&[OP_COPY | SUB_COPY_LINEAR << 8, count, 0, src as u32, (src >> 32) as u32, dst as u32, (dst >> 32) as u32], &mut buf);
+        let mut got = vec![0u8; len + 1];
+        HostMemory.read(dst, &mut got);
+        let wrong = (0..len).filter(|&i| got[i] != pattern(i)).count();
+        assert_eq!(wrong, 0, "{wrong} of {len} bytes not copied (first wrong at {:?})", (0..len).find(|&i| got[i] != pattern(i)));
+        assert_eq!(got[len], 0xee, "the byte after the copy is left alone");
+    }
+
+    #[test]
+    fn a_constant_fill_above_4_mib_fills_every_dword() {
+        let dwords: usize = (1 << 20) + 3;
+        let mut buf = vec![0u64; 64 + dwords / 2 + 4];
+        let dst = buf.as_mut_ptr() as u64 + 512;
+        HostMemory.write(dst + 4 * dwords as u64, &0x1234_5678u32.to_le_bytes());
+        // count = bytes - 4, fill size 2 (dwords) in DW0 bits 30-31.
+        let count = 4 * dwords as u32 - 4;
+        run_packet(&[OP_CONST_FILL | 2 << 30, dst as u32, (dst >> 32) as u32, 0xa5a5_5a5a, count], &mut buf);
+        let mut got = vec![0u8; 4 * dwords + 4];
+        HostMemory.read(dst, &mut got);
+        let words: Vec<u32> = got.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+        assert!(words[..dwords].iter().all(|&w| w == 0xa5a5_5a5a), "{} dwords not filled", words[..dwords].iter().filter(|&&w| w != 0xa5a5_5a5a).count());
+        assert_eq!(words[dwords], 0x1234_5678, "the dword after the fill is left alone");
+    }
 }

@@ -3,7 +3,14 @@
 //! in v0, EXEC), and run in turns on the calling thread: a wave runs until it ends, reaches
 //! `s_barrier` (released when every wave of its workgroup still running is there), a GWS
 //! barrier or `s_sleep`, or has run a quantum; see [`Run`] for when workgroups start. No
-//! thread waits on another.
+//! thread waits on another. Within its workgroup's turn the waves take turns of a few
+//! instructions ([`SLICE`] at the start and after each barrier, doubling each round up to
+//! [`MAX_SLICE`]), so that they leave a barrier together as on a compute unit, where they issue
+//! side by side: code that reads LDS after a barrier while one wave goes on to overwrite it
+//! before the next barrier sees what it sees on the GPU (rocSOLVER's potf2 small kernel does:
+//! every wave reads the diagonal element, and thread 0 writes its square root over it about
+//! forty instructions later; run one wave to its next barrier at a time, the others read the
+//! square root).
 //!
 //! SGPR set-up (AMDGPUUsage "Initial Kernel Execution State", in this order from s0): private
 //! segment buffer (4), dispatch ptr (2), queue ptr (2), kernarg segment ptr (2), dispatch id
@@ -190,6 +197,12 @@ struct Group {
 /// Instructions a wave runs before it gives its turn up at a taken branch, so that a wave
 /// spinning on memory lets the wave it waits for run.
 const QUANTUM: u64 = 1 << 18;
+
+/// Instructions a wave runs before the next wave of its workgroup has its turn, in the first
+/// round after the workgroup starts or leaves a barrier; each further round doubles it, up to
+/// [`MAX_SLICE`] (see the module's doc).
+pub const SLICE: u64 = 4;
+pub const MAX_SLICE: u64 = 4096;
 
 /// Real time to sleep when every wave sleeps or waits (`s_sleep` loops waiting for the host),
 /// first and at most; doubled each idle round.
@@ -514,10 +527,23 @@ fn run_group(waves: &mut [Wave], code: &mut Code, ctx: &mut Ctx, gws: &mut Gws, 
     }
     let mut moved = release_gws(waves, gws);
     loop {
-        for w in waves.iter_mut() {
-            if w.state == WaveState::Running {
-                moved |= run_wave(w, code, ctx, gws, progress)?;
+        // Slices round the waves until none is running (each has ended or waits). A wave's
+        // quantum counts from here (the turn's start, or the barrier the waves left), across
+        // its slices.
+        let yield_at: Vec<u64> = waves.iter().map(|w| w.executed + QUANTUM).collect();
+        let mut slice = SLICE;
+        loop {
+            let mut sliced = false;
+            for (w, &y) in waves.iter_mut().zip(&yield_at) {
+                if w.state == WaveState::Running {
+                    moved |= if slice < MAX_SLICE { run_wave::<true>(w, code, ctx, gws, progress, slice, y)? } else { run_wave::<false>(w, code, ctx, gws, progress, slice, y)? };
+                    sliced |= w.state == WaveState::Running;
+                }
             }
+            if !sliced {
+                break;
+            }
+            slice = (slice * 2).min(MAX_SLICE);
         }
         if waves.iter().all(|w| w.state == WaveState::Ended) {
             return Ok(true);
@@ -553,11 +579,14 @@ fn release_gws(waves: &mut [Wave], gws: &Gws) -> bool {
     any
 }
 
-/// Runs one wave until it ends, waits (workgroup barrier, GWS barrier, `s_sleep`) or has run
-/// [`QUANTUM`] instructions and takes a branch. Returns whether it passed a GWS barrier or
-/// used its quantum up (ending is seen by the caller).
-fn run_wave(w: &mut Wave, code: &mut Code, ctx: &mut Ctx, gws: &mut Gws, progress: &mut Progress) -> Result<bool, IsaError> {
-    let yield_at = w.executed + QUANTUM;
+/// Runs one wave until it ends, waits (workgroup barrier, GWS barrier, `s_sleep`), has reached
+/// `yield_at` instructions (its [`QUANTUM`]) and takes a branch (it is then preempted), or has run `slice`
+/// instructions (it stays running: the next wave of the workgroup has its turn): with `FINE`
+/// the slice is looked at after every instruction (the short slices after a barrier), else
+/// between blocks only (the hot loop stays as it was). Returns whether it passed a GWS barrier
+/// or used its quantum up (ending is seen by the caller).
+fn run_wave<const FINE: bool>(w: &mut Wave, code: &mut Code, ctx: &mut Ctx, gws: &mut Gws, progress: &mut Progress, slice: u64, yield_at: u64) -> Result<bool, IsaError> {
+    let slice_end = w.executed + slice;
     let mut moved = false;
     loop {
         let block = code.block(ctx.mem, w.pc)?;
@@ -576,6 +605,9 @@ fn run_wave(w: &mut Wave, code: &mut Code, ctx: &mut Ctx, gws: &mut Gws, progres
             // table (`==` compiles to one): the block's next instruction.
             if matches!(step, Step::Next) {
                 w.pc = pc + u64::from(inst.len);
+                if FINE && w.executed >= slice_end {
+                    return Ok(moved);
+                }
                 continue;
             }
             match step {
@@ -617,6 +649,11 @@ fn run_wave(w: &mut Wave, code: &mut Code, ctx: &mut Ctx, gws: &mut Gws, progres
             }
             // Any step but the next instruction leaves the block: look the code up at the new pc.
             break;
+        }
+        // The slice is looked at between blocks (they end at program control), not after each
+        // instruction.
+        if w.executed >= slice_end {
+            return Ok(moved);
         }
     }
 }

@@ -94,11 +94,14 @@ pub struct HostRig {
     /// Threads a dispatch's workgroups are shared out among ([`super::run_part`], as the
     /// device model's interpreter threads share them); 1 unless set.
     pub threads: u32,
+    /// The packet's group segment size (LDS bytes per workgroup, the kernel's static LDS plus
+    /// the dynamic `extern __shared__` it is launched with); 0 (the static size) unless set.
+    pub group_segment: u32,
 }
 
 impl HostRig {
     pub fn new(code: CodeObject) -> HostRig {
-        HostRig { code, buffers: Vec::new(), cus: 80, interrupts: Vec::new(), threads: 1 }
+        HostRig { code, buffers: Vec::new(), cus: 80, interrupts: Vec::new(), threads: 1, group_segment: 0 }
     }
 
     pub fn code(&self) -> &CodeObject {
@@ -173,10 +176,11 @@ impl HostRig {
             packet[4 + 2 * k..6 + 2 * k].copy_from_slice(&wg[k].to_le_bytes());
             packet[12 + 4 * k..16 + 4 * k].copy_from_slice(&grid[k].to_le_bytes());
         }
+        packet[28..32].copy_from_slice(&self.group_segment.to_le_bytes());
         packet[32..40].copy_from_slice(&ko.to_le_bytes());
         packet[40..48].copy_from_slice(&kernarg.to_le_bytes());
         let packet_addr = self.upload(&packet);
-        let d = Dispatch { kernel_object: ko, grid, wg, kernarg, group_segment: 0, private_segment: 0 };
+        let d = Dispatch { kernel_object: ko, grid, wg, kernarg, group_segment: self.group_segment, private_segment: 0 };
         let ranges = self.ranges();
         let accessible = |a: u64, l: u64| ranges.iter().any(|&(s, n)| a >= s && a.checked_add(l).is_some_and(|e| e <= s + n));
         let launch = Launch { dispatch: d, packet: packet_addr, queue: 0, dispatch_id: 1, cus: self.cus, lds_per_cu: 64 * 1024, target: self.code.target };

@@ -95,3 +95,43 @@ extern "C" __global__ void s_atomics(unsigned* p, unsigned* out) {
         out[5 * wg + 4] = orv;
     }
 }
+
+// Raw-buffer range checking (MUBUF). One dword per lane at VGPR offset 4 * lane with the SGPR
+// offset `soff`: in range while soff + 4 * lane < `records` (the SGPR offset counts).
+extern "C" __global__ void buf_load_soffset(const unsigned* src, unsigned* out, unsigned soff, unsigned records) {
+    unsigned i = threadIdx.x, off = 4 * i, r;
+    asm volatile("buffer_load_dword %0, %1, %2, %3 offen\n\ts_waitcnt vmcnt(0)" : "=v"(r) : "v"(off), "s"(rsrc(src, 0, records)), "s"(soff));
+    out[i] = r;
+}
+
+// Four dwords per lane at 16 * lane: each dword is checked on its own against `records`.
+extern "C" __global__ void buf_load_x4_records(const unsigned* src, unsigned* out, unsigned records) {
+    unsigned i = threadIdx.x, off = 16 * i;
+    v4u r;
+    asm volatile("buffer_load_dwordx4 %0, %1, %2, 0 offen\n\ts_waitcnt vmcnt(0)" : "=v"(r) : "v"(off), "s"(rsrc(src, 0, records)));
+    for (int k = 0; k < 4; k++) out[4 * i + k] = r[k];
+}
+
+// The store: lane l writes l * 4 + k to dword k of its 16 bytes; dwords past `records` are not
+// written.
+extern "C" __global__ void buf_store_x4_records(unsigned* dst, unsigned records) {
+    unsigned i = threadIdx.x, off = 16 * i;
+    v4u v = {4 * i, 4 * i + 1, 4 * i + 2, 4 * i + 3};
+    asm volatile("buffer_store_dwordx4 %0, %1, %2, 0 offen\n\ts_waitcnt vmcnt(0)" : : "v"(v), "v"(off), "s"(rsrc(dst, 0, records)) : "memory");
+}
+
+// D16 loads into registers that hold other bits: the emulated MI200/MI300 have SRAM ECC on, and
+// with it a D16 load zeroes the half it does not write (lane i reads the 16-bit word i).
+extern "C" __global__ void load_d16_zero_other_half(const unsigned* src, unsigned* out) {
+    unsigned i = threadIdx.x, off = 2 * i;
+    unsigned g_lo = 0xdead0000u | i, g_hi = 0x0000beefu ^ i, b_lo = 0xa5a50000u, b_hi = 0x00005a5au;
+    const unsigned short* p = (const unsigned short*)src + i;
+    asm volatile("global_load_short_d16 %0, %1, off\n\ts_waitcnt vmcnt(0)" : "+v"(g_lo) : "v"(p));
+    asm volatile("global_load_short_d16_hi %0, %1, off\n\ts_waitcnt vmcnt(0)" : "+v"(g_hi) : "v"(p));
+    asm volatile("buffer_load_short_d16 %0, %1, %2, 0 offen\n\ts_waitcnt vmcnt(0)" : "+v"(b_lo) : "v"(off), "s"(rsrc(src, 0, 256)));
+    asm volatile("buffer_load_short_d16_hi %0, %1, %2, 0 offen\n\ts_waitcnt vmcnt(0)" : "+v"(b_hi) : "v"(off), "s"(rsrc(src, 0, 256)));
+    out[4 * i] = g_lo;
+    out[4 * i + 1] = g_hi;
+    out[4 * i + 2] = b_lo;
+    out[4 * i + 3] = b_hi;
+}

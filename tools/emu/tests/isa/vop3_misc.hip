@@ -126,3 +126,16 @@ K3(cvt_norm_i16_f16, "v_cvt_norm_i16_f16 %0, %1")
 K3(cvt_norm_u16_f16, "v_cvt_norm_u16_f16 %0, %1")
 K3(cvt_norm_i16_f16_hi, "v_cvt_norm_i16_f16_sdwa %0, -%1 dst_sel:WORD_0 dst_unused:UNUSED_PAD src0_sel:WORD_1")
 K3(sat_pk_u8_i16, "v_sat_pk_u8_i16 %0, %1")
+
+// v_cndmask_b32_e64 with source modifiers (abs/neg act on bit 31, as on floats); the lane mask
+// 0x00ff00ff0f0f3333 in an SGPR pair: lanes whose bit is set take src1.
+#define KSEL(NAME, ASM)                                                                                     \
+    extern "C" __global__ void NAME(const unsigned* a, const unsigned* b, const unsigned* c, unsigned* d) { \
+        ABC;                                                                                                \
+        unsigned long long m = 0x00ff00ff0f0f3333ull;                                                       \
+        asm volatile(ASM : "=v"(r) : "v"(x), "v"(y), "s"(m));                                               \
+        d[i] = r;                                                                                           \
+    }
+KSEL(cndmask_neg1, "v_cndmask_b32_e64 %0, %1, -%2, %3")
+KSEL(cndmask_abs0_neg1, "v_cndmask_b32_e64 %0, |%1|, -%2, %3")
+KSEL(cndmask_negabs0, "v_cndmask_b32_e64 %0, -|%1|, %2, %3")

@@ -160,7 +160,7 @@ pub fn process_ioctl(e: &Emu, req: Request, arg: *mut libc::c_void, size: usize)
 /// (see `bo`); doorbell and MMIO-remap buffers are address space the thunk maps through mmap;
 /// userptr buffers are the caller's memory.
 pub fn alloc_buffer(e: &Emu, a: &mut AllocMemoryOfGpuArgs) -> Result<(), i32> {
-    tracing::debug!("xhsa-emu: ALLOC_MEMORY_OF_GPU va {:#x} size {:#x} flags {:#x} gpu {:#x}", a.va_addr, a.size, a.flags, a.gpu_id);
+    tracing::debug!("xhsa-emu: ALLOC_MEMORY_OF_GPU va {:#x} size {:#x} flags {:#x} gpu {:#x} mmap_offset {:#x}", a.va_addr, a.size, a.flags, a.gpu_id, a.mmap_offset);
     if a.flags & (KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL | KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP) != 0 {
         gpu_ok(e, a.gpu_id)?;
         if a.size == 0 || a.va_addr == 0 {

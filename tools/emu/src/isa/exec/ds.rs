@@ -102,7 +102,7 @@ fn read_small(w: &mut Wave, i: &Inst, c: &mut Ctx, bytes: usize, sign: bool, d16
         let a = addr(w, i, l).wrapping_add(off16(i));
         let mut b = [0u8; 2];
         c.lds.read(a, &mut b[..bytes]);
-        let v = super::vmem::subdword(&b[..bytes], sign, d16, w.reg(i.dst, l));
+        let v = super::vmem::subdword(&b[..bytes], sign, d16);
         w.set_reg(i.dst, l, v);
     }
     Ok(Step::Next)

@@ -1,6 +1,9 @@
 //! The vector ALU's fast path: the common 32-bit integer opcodes in their plain form (VGPR
 //! destination, 32-bit sources, no DPP, SDWA, input or output modifiers), computed on `u32`
-//! lanes in loops the compiler vectorises. Chosen once per decoded instruction
+//! lanes in loops the compiler vectorises; also the add/sub family with a carry out (and in)
+//! and `v_mad_u64_u32`, which the random-number and 64-bit address arithmetic of AMD's
+//! libraries is made of (rocRAND's test programs spent a fifth of their time in their general
+//! handlers). Chosen once per decoded instruction
 //! ([`handler`]); everything else goes through the general path (`valu::vop`), whose
 //! semantics these restate exactly (the tests compare the two on random operands).
 
@@ -55,6 +58,17 @@ macro_rules! shift {
     };
 }
 
+/// An add or subtract with a carry (borrow) out to `sdst`, and with `CIN` one in from src2's
+/// SGPR pair: `f(src0, src1, carry in) -> (result, carry out)`.
+macro_rules! carry {
+    ($cin:literal, |$a:ident, $b:ident, $c:ident| $e:expr) => {
+        Some((
+            2,
+            (|w: &mut Wave, i: &Inst, c: &mut Ctx| run_carry::<$cin>(w, i, c, |$a: u32, $b: u32, $c: u32| $e)) as Handler,
+        ))
+    };
+}
+
 /// The fast handler of `i` (opcode `op` in the VOP3 numbering), if it has one.
 pub fn handler(i: &Inst, op: u16) -> Option<Handler> {
     let (sources, h) = match op {
@@ -100,9 +114,108 @@ pub fn handler(i: &Inst, op: u16) -> Option<Handler> {
                 (((a[0] >> off) << (32 - wd)) as i32 >> (32 - wd)) as u32
             }
         }),
+        o::V_ADD_CO_U32 => carry!(false, |a, b, _c| {
+            let (r, o) = a.overflowing_add(b);
+            (r, o)
+        }),
+        o::V_SUB_CO_U32 => carry!(false, |a, b, _c| a.overflowing_sub(b)),
+        o::V_SUBREV_CO_U32 => carry!(false, |a, b, _c| b.overflowing_sub(a)),
+        o::V_ADDC_CO_U32 => carry!(true, |a, b, c| {
+            let t = u64::from(a) + u64::from(b) + u64::from(c);
+            (t as u32, t >> 32 != 0)
+        }),
+        o::V_SUBB_CO_U32 => carry!(true, |a, b, c| (a.wrapping_sub(b).wrapping_sub(c), u64::from(b) + u64::from(c) > u64::from(a))),
+        o::V_SUBBREV_CO_U32 => carry!(true, |a, b, c| (b.wrapping_sub(a).wrapping_sub(c), u64::from(a) + u64::from(c) > u64::from(b))),
+        o::V_MAD_U64_U32 => Some((2, mad_u64_u32 as Handler)),
         _ => None,
     }?;
     plain(i, sources).then_some(h)
+}
+
+/// Runs a carry op over the 64 lanes; the carry mask has the active lanes' bits only.
+#[inline(always)]
+fn run_carry<const CIN: bool>(w: &mut Wave, i: &Inst, c: &mut Ctx, f: impl Fn(u32, u32, u32) -> (u32, bool)) -> Result<Step, ExecError> {
+    let exec = w.exec();
+    let ap = c.apertures;
+    let cin = if CIN { w.sread(i.src[2], i.literal, Ty::B64, &ap) } else { 0 };
+    let [s0, s1, _, res] = &mut *c.lanes32;
+    let mut cout = 0u64;
+    {
+        let x0 = source(w, i, 0, &ap, s0);
+        let x1 = source(w, i, 1, &ap, s1);
+        let (x0, x1) = (&x0[..LANES], &x1[..LANES]);
+        for (l, o) in res.iter_mut().enumerate() {
+            let (r, co) = f(x0[l], x1[l], (cin >> l & 1) as u32);
+            *o = r;
+            cout |= u64::from(co) << l;
+        }
+    }
+    write_dst(w, i, exec, res);
+    w.set_s64(i.sdst, cout & exec);
+    Ok(Step::Next)
+}
+
+/// `v_mad_u64_u32`: D (a VGPR pair) = src0 * src1 + src2 (64 bits: a VGPR pair, an SGPR pair
+/// or a constant), the carry out of bit 63 to `sdst`.
+fn mad_u64_u32(w: &mut Wave, i: &Inst, c: &mut Ctx) -> Result<Step, ExecError> {
+    let exec = w.exec();
+    let ap = c.apertures;
+    // src2's 64 lanes: a VGPR pair in place (one the wave does not have reads 0), else a splat.
+    let acc: [u64; LANES] = {
+        let code = i.src[2];
+        let mut v = [0u64; LANES];
+        if operand::is_vgpr(code) {
+            let r = usize::from(code - operand::VGPR0) * LANES;
+            if let (Some(lo), Some(hi)) = (w.v.get(r..r + LANES), w.v.get(r + LANES..r + 2 * LANES)) {
+                for ((o, l), h) in v.iter_mut().zip(lo).zip(hi) {
+                    *o = u64::from(*l) | u64::from(*h) << 32;
+                }
+            }
+        } else if !operand::is_agpr(code) {
+            v.fill(w.sread(code, i.literal, Ty::B64, &ap));
+        } else {
+            let r = usize::from(code - operand::AGPR0) * LANES;
+            if let (Some(lo), Some(hi)) = (w.a.get(r..r + LANES), w.a.get(r + LANES..r + 2 * LANES)) {
+                for ((o, l), h) in v.iter_mut().zip(lo).zip(hi) {
+                    *o = u64::from(*l) | u64::from(*h) << 32;
+                }
+            }
+        }
+        v
+    };
+    let [s0, s1, lo, hi] = &mut *c.lanes32;
+    let mut cout = 0u64;
+    {
+        let x0 = source(w, i, 0, &ap, s0);
+        let x1 = source(w, i, 1, &ap, s1);
+        let (x0, x1) = (&x0[..LANES], &x1[..LANES]);
+        for l in 0..LANES {
+            let p = u128::from(x0[l]) * u128::from(x1[l]) + u128::from(acc[l]);
+            lo[l] = p as u32;
+            hi[l] = (p >> 32) as u32;
+            cout |= u64::from(p >> 64 != 0) << l;
+        }
+    }
+    // The pair, as the general path writes it: each half where the wave has the register.
+    for l in super::valu::lanes(exec) {
+        w.set_reg(i.dst, l, lo[l]);
+        w.set_reg(i.dst + 1, l, hi[l]);
+    }
+    w.set_s64(i.sdst, cout & exec);
+    Ok(Step::Next)
+}
+
+/// Writes the active lanes of `res` to the destination VGPR (none when the wave lacks it).
+#[inline(always)]
+fn write_dst(w: &mut Wave, i: &Inst, exec: u64, res: &[u32; LANES]) {
+    let r = usize::from(i.dst - operand::VGPR0) * LANES;
+    if let Some(d) = w.v.get_mut(r..r + LANES) {
+        if exec == u64::MAX {
+            d.copy_from_slice(&res[..]);
+        } else {
+            blend(d, exec, &res[..]);
+        }
+    }
 }
 
 /// Source `k`'s 64 lanes: a VGPR in place, or a constant (SGPR, inline constant, literal)
@@ -138,14 +251,7 @@ fn run<const N: usize>(w: &mut Wave, i: &Inst, c: &mut Ctx, f: impl Fn([u32; 3])
             *o = f([x0[l], x1[l], x2[l]]);
         }
     }
-    let r = usize::from(i.dst - operand::VGPR0) * LANES;
-    if let Some(d) = w.v.get_mut(r..r + LANES) {
-        if exec == u64::MAX {
-            d.copy_from_slice(&res[..]);
-        } else {
-            blend(d, exec, &res[..]);
-        }
-    }
+    write_dst(w, i, exec, res);
     Ok(Step::Next)
 }
 

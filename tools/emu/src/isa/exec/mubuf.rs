@@ -1,7 +1,13 @@
 //! MUBUF (untyped buffer) instructions. The buffer resource (V#, four SGPRs): base [47:0],
 //! stride [61:48], num_records (dword 2), swizzle/add_tid bits (dword 3). Address per lane:
 //! base + soffset + offset + (offen: the VGPR offset) + (idxen: the VGPR index * stride), in
-//! range when the offset (raw buffers) or index (strided ones) is below num_records.
+//! range when the offset, soffset included (raw buffers), or the index (strided ones) is below
+//! num_records. Multi-dword loads and stores of raw buffers are range-checked per dword (a
+//! dwordx4 that runs past num_records reads zeros / writes nothing for its dwords beyond it).
+//! Out of range, loads read 0 and stores and atomics are dropped. Tensile's GEMM kernels rely
+//! on both: they step through the rows of A and B with soffset and let the range check zero
+//! the rows past the matrix (rocBLAS's NaN guard bytes past its buffers showed as NaN results
+//! when soffset was left out).
 //!
 //! The private segment buffer the dispatch gives a wave (its s[0:3]) has its base at
 //! `Apertures::private_buffer`; an access through it goes to the lane's private memory at the per-lane
@@ -63,7 +69,7 @@ impl Resource {
         if self.private {
             return Place::Private((self.base - c.apertures.private_buffer + self.soffset / 64 + offset) as u32);
         }
-        let in_range = if self.stride == 0 { offset < self.num_records } else { index < self.num_records };
+        let in_range = if self.stride == 0 { self.soffset + offset < self.num_records } else { index < self.num_records };
         if in_range {
             Place::Global(self.base + self.soffset + offset + index * self.stride)
         } else {
@@ -78,7 +84,26 @@ fn run(w: &mut Wave, i: &Inst, c: &mut Ctx) -> Result<Step, ExecError> {
     }
     let op = vmem::classify(i.op).ok_or(ExecError::Unimplemented)?;
     let res = Resource::new(w, i, c);
+    // A raw buffer's multi-dword load or store: one dword at a time, each checked on its own.
+    let per_dword = match op {
+        vmem::MemOp::Load { bytes, .. } | vmem::MemOp::Store { bytes, hi: false } if bytes > 4 && res.stride == 0 && !res.private => Some(bytes / 4),
+        _ => None,
+    };
+    let mut j = per_dword.map(|_| i.clone());
     for l in super::valu::lanes(w.exec()) {
+        if let (Some(n), Some(j)) = (per_dword, j.as_mut()) {
+            for k in 0..n {
+                j.imm = i.imm + 4 * i32::from(k);
+                let place = res.place(w, j, c, l);
+                let one = match op {
+                    vmem::MemOp::Load { sign, d16, .. } => vmem::MemOp::Load { bytes: 4, sign, d16 },
+                    _ => vmem::MemOp::Store { bytes: 4, hi: false },
+                };
+                let k = u16::from(k);
+                vmem::access(w, c, l, place, one, vmem::Regs { dst: i.dst + k, data: i.src[1] + k, ret: i.glc })?;
+            }
+            continue;
+        }
         let place = res.place(w, i, c, l);
         vmem::access(w, c, l, place, op, vmem::Regs { dst: i.dst, data: i.src[1], ret: i.glc })?;
     }
@@ -247,9 +272,11 @@ fn typed(w: &mut Wave, i: &Inst, c: &mut Ctx) -> Result<Step, ExecError> {
                     } else {
                         v & 0xffff
                     };
+                    // A register whose high half no component fills gets zero there (D16
+                    // loads do not keep the unused bits with SRAM ECC: see vmem::subdword).
                     let r = i.dst + (k / 2) as u16;
-                    let old = w.reg(r, l);
-                    w.set_reg(r, l, if k % 2 == 0 { (old & 0xffff_0000) | h } else { (old & 0xffff) | h << 16 });
+                    let old = if k % 2 == 0 { 0 } else { w.reg(r, l) & 0xffff };
+                    w.set_reg(r, l, if k % 2 == 0 { h } else { old | h << 16 });
                 }
             } else {
                 for (k, v) in vals.iter().enumerate() {

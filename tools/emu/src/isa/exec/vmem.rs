@@ -196,8 +196,14 @@ pub struct Regs {
 
 /// The register value of a sub-dword load (memory or LDS): `bytes` (1 or 2, little-endian)
 /// zero- or sign-extended (`sign`) into the whole register (`d16` None), or into its low
-/// (`Some(false)`) or high (`Some(true)`) half with the other half of `old` kept.
-pub fn subdword(bytes: &[u8], sign: bool, d16: Option<bool>, old: u32) -> u32 {
+/// (`Some(false)`) or high (`Some(true)`) half. A `d16` load does not keep the register's other
+/// half: it is zeroed. The emulated MI200/MI300 report SRAM ECC on (`gfx90a:sramecc+`), and with
+/// it D16 loads do not preserve the unused bits (LLVM: `d16PreservesUnusedBits()` is false
+/// when SRAMECC is enabled, so hipcc combines two halves with `v_perm` there, not with
+/// `*_d16_hi`); Tensile's half-precision GEMM kernels load two halves with
+/// `buffer_load_short_d16` and `buffer_load_short_d16_hi` into two registers and `v_or` them,
+/// which needs the zeros (rocBLAS f16 gemm_small gave -90.375 where the CPU gives -90).
+pub fn subdword(bytes: &[u8], sign: bool, d16: Option<bool>) -> u32 {
     let v = match (bytes, sign) {
         ([b], false) => u32::from(*b),
         ([b], true) => *b as i8 as i32 as u32,
@@ -207,8 +213,8 @@ pub fn subdword(bytes: &[u8], sign: bool, d16: Option<bool>, old: u32) -> u32 {
     };
     match d16 {
         None => v,
-        Some(false) => (old & 0xffff_0000) | (v & 0xffff),
-        Some(true) => (old & 0xffff) | (v << 16),
+        Some(false) => v & 0xffff,
+        Some(true) => v << 16,
     }
 }
 
@@ -225,7 +231,7 @@ pub fn access(w: &mut Wave, c: &mut Ctx, l: usize, p: Place, op: MemOp, r: Regs)
                     w.set_reg(dst + k as u16, l, u32::from_le_bytes(b[k * 4..k * 4 + 4].try_into().expect("4 bytes")));
                 }
             } else {
-                let v = subdword(&b[..n], sign, d16, w.reg(dst, l));
+                let v = subdword(&b[..n], sign, d16);
                 w.set_reg(dst, l, v);
             }
         }
@@ -272,14 +278,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn subdword_loads_extend_and_merge() {
-        assert_eq!(subdword(&[0x80], false, None, 0xdead_beef), 0x80);
-        assert_eq!(subdword(&[0x80], true, None, 0), 0xffff_ff80);
-        assert_eq!(subdword(&[0x34, 0x92], false, None, 0), 0x9234);
-        assert_eq!(subdword(&[0x34, 0x92], true, None, 0), 0xffff_9234);
-        assert_eq!(subdword(&[0x34, 0x12], false, Some(false), 0xaaaa_bbbb), 0xaaaa_1234);
-        assert_eq!(subdword(&[0x34, 0x12], false, Some(true), 0xaaaa_bbbb), 0x1234_bbbb);
-        assert_eq!(subdword(&[0xff], true, Some(true), 0xaaaa_bbbb), 0xffff_bbbb, "the sign fills only its half");
+    fn subdword_loads_extend_and_d16_zeroes_the_other_half() {
+        assert_eq!(subdword(&[0x80], false, None), 0x80);
+        assert_eq!(subdword(&[0x80], true, None), 0xffff_ff80);
+        assert_eq!(subdword(&[0x34, 0x92], false, None), 0x9234);
+        assert_eq!(subdword(&[0x34, 0x92], true, None), 0xffff_9234);
+        assert_eq!(subdword(&[0x34, 0x12], false, Some(false)), 0x0000_1234);
+        assert_eq!(subdword(&[0x34, 0x12], false, Some(true)), 0x1234_0000);
+        assert_eq!(subdword(&[0xff], true, Some(false)), 0x0000_ffff, "the sign fills only its half");
+        assert_eq!(subdword(&[0xff], true, Some(true)), 0xffff_0000, "the sign fills only its half");
     }
 
     #[test]

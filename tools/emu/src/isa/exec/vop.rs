@@ -516,9 +516,12 @@ macro_rules! noclamp {
 pub fn valu(op: u16) -> Option<Handler> {
     match op {
         // VOP2 (0x100 + op)
+        // VOP3's abs/neg apply to both sources as 32-bit float modifiers (sign bit 31): the
+        // compiler selects `x` or `-x` with one `v_cndmask_b32_e64 d, x, -x, s` (rocSPARSE's
+        // conjugate; read as plain bits before, the conjugate was lost).
         o::V_CNDMASK_B32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
             let m = w.sread(i.src[2], i.literal, B64, &c.apertures);
-            vop(w, i, c, &[B32, B32], B32, |a, l| if m >> l & 1 == 1 { a[1] } else { a[0] })
+            vop(w, i, c, &[F32, F32], B32, |a, l| if m >> l & 1 == 1 { a[1] } else { a[0] })
         }),
         o::V_ADD_F32 => op!([F32, F32] -> F32, |a| fb(f(a[0]) + f(a[1]))),
         o::V_SUB_F32 => op!([F32, F32] -> F32, |a| fb(f(a[0]) - f(a[1]))),

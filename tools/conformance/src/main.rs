@@ -1,0 +1,156 @@
+//! `xhsa-conformance`: runs the conformance selection (`tools/conformance/suites.txt`) on the
+//! emulated GPU and prints a table per suite. `./x conformance` installs the test packages,
+//! builds, and calls this.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use xhsa_conformance::run::{self, Mode, Setup};
+use xhsa_conformance::suites;
+use xhsa_conformance::table::{self, SuiteResult};
+
+const USAGE: &str = "\
+usage: xhsa-conformance [--only SUITE,...] [--modes native,preload,tools] [--timeout-scale X]
+                        [--suites FILE] [--log-dir DIR] [--markdown FILE] [--isa-stats] [--list]
+  --only           run only these suites (names from the suites file)
+  --modes          which ways to load libxhsa: native (none), preload (LD_PRELOAD),
+                   tools (HSA_TOOLS_LIB); default all three
+  --timeout-scale  multiply every suite's time limit by X (default 1)
+  --suites         the selection (default tools/conformance/suites.txt)
+  --log-dir        each run's output, as DIR/SUITE.MODE.log and .stderr (default target/conformance)
+  --markdown       also write the table as Markdown to FILE
+  --isa-stats      run with the emulator's debug log and report the interpreter's work per run
+                   (dispatches, wave-instructions, wave-instructions/s)
+  --list           print the selection and exit";
+
+struct Args {
+    only: Option<Vec<String>>,
+    modes: Vec<Mode>,
+    scale: f64,
+    suites: PathBuf,
+    log_dir: PathBuf,
+    markdown: Option<PathBuf>,
+    isa_stats: bool,
+    list: bool,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut a = Args {
+        only: None,
+        modes: Mode::ALL.to_vec(),
+        scale: 1.0,
+        suites: here.join("suites.txt"),
+        log_dir: here.join("../../target/conformance"),
+        markdown: None,
+        isa_stats: false,
+        list: false,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = |what: &str| it.next().ok_or_else(|| format!("{arg} needs {what}"));
+        match arg.as_str() {
+            "--only" => a.only = Some(value("suite names")?.split(',').map(str::to_string).collect()),
+            "--modes" => a.modes = value("modes")?.split(',').map(Mode::parse).collect::<Result<_, _>>()?,
+            "--timeout-scale" => {
+                a.scale = value("a number")?.parse().ok().filter(|x: &f64| *x > 0.0).ok_or("--timeout-scale takes a number above 0")?;
+            }
+            "--suites" => a.suites = value("a file")?.into(),
+            "--log-dir" => a.log_dir = value("a directory")?.into(),
+            "--markdown" => a.markdown = Some(value("a file")?.into()),
+            "--list" => a.list = true,
+            "--isa-stats" => a.isa_stats = true,
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            o => return Err(format!("unknown argument '{o}'")),
+        }
+    }
+    if a.modes.is_empty() {
+        return Err("--modes names no mode".into());
+    }
+    Ok(a)
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("xhsa-conformance: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let text = match std::fs::read_to_string(&args.suites) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("xhsa-conformance: cannot read {}: {e}", args.suites.display());
+            return ExitCode::from(2);
+        }
+    };
+    let mut all = match suites::parse(&text) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("xhsa-conformance: {}: {e}", args.suites.display());
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(only) = &args.only {
+        if let Some(bad) = only.iter().find(|n| !all.iter().any(|s| &s.name == *n)) {
+            let names: Vec<&str> = all.iter().map(|s| s.name.as_str()).collect();
+            eprintln!("xhsa-conformance: no suite '{bad}' in {}; accepted: {}", args.suites.display(), names.join(", "));
+            return ExitCode::from(2);
+        }
+        all.retain(|s| only.contains(&s.name));
+    }
+    if args.list {
+        for s in &all {
+            println!("{:<18} {:<48} {:>5} s  {}", s.name, s.binary, s.timeout.as_secs(), s.filter);
+        }
+        return ExitCode::SUCCESS;
+    }
+    let root = match xhsa_emu::launcher::rocm::root(std::env::var_os(xhsa_emu::launcher::rocm::ROOT_VAR)) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("xhsa-conformance: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let setup = Setup { emu: run::artifact("xhsa-emu"), libxhsa: run::artifact("libxhsa.so"), log_dir: args.log_dir.clone(), timeout_scale: args.scale, isa_stats: args.isa_stats };
+    for p in [&setup.emu, &setup.libxhsa] {
+        if !p.exists() {
+            eprintln!("xhsa-conformance: {} not built (cargo build --release -p xhsa -p xhsa-emu -p xhsa-emu-thunk)", p.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    let missing: Vec<String> = all.iter().filter(|s| !root.join(s.program().trim_start_matches('/')).exists()).map(|s| s.program()).collect();
+    if !missing.is_empty() {
+        eprintln!("xhsa-conformance: not installed in {}: {} (tools/conformance/install.sh installs the test packages)", root.display(), missing.join(", "));
+        return ExitCode::FAILURE;
+    }
+    let start = std::time::Instant::now();
+    let mut results = Vec::new();
+    for s in &all {
+        let mut r = SuiteResult { suite: s, outcomes: Vec::new() };
+        for &m in &args.modes {
+            eprintln!("xhsa-conformance: {} ({}) ...", s.name, m.label());
+            match run::run(s, m, &setup) {
+                Ok(o) => r.outcomes.push(o),
+                Err(e) => {
+                    eprintln!("xhsa-conformance: cannot run {} ({}): {e}", s.name, m.label());
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        println!("{}", table::text(&r));
+        results.push(r);
+    }
+    println!("conformance run: {} suites, {} modes, {:.0} s; logs in {}", results.len(), args.modes.len(), start.elapsed().as_secs_f64(), setup.log_dir.display());
+    if let Some(md) = &args.markdown {
+        if let Err(e) = std::fs::write(md, table::markdown(&results)) {
+            eprintln!("xhsa-conformance: cannot write {}: {e}", md.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,89 @@
+//! The selection of each suite that the conformance run runs (`tools/conformance/suites.txt`).
+
+use std::time::Duration;
+
+/// One test program with its GoogleTest filter and time budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Suite {
+    /// Short name, for the table and `--only`.
+    pub name: String,
+    /// Path inside the ROCm 6.4 root, under `/usr/libexec/rocm/`.
+    pub binary: String,
+    /// The whole program's time limit (per run: each mode gets its own).
+    pub timeout: Duration,
+    /// `--gtest_filter`.
+    pub filter: String,
+    /// Extra environment (`KEY=VALUE` after the filter).
+    pub env: Vec<(String, String)>,
+}
+
+/// Where Debian's `lib*-tests` packages put their programs.
+pub const TESTS_DIR: &str = "/usr/libexec/rocm";
+
+impl Suite {
+    /// The program's path inside the root.
+    pub fn program(&self) -> String {
+        format!("{TESTS_DIR}/{}", self.binary)
+    }
+}
+
+/// Parses the suites file: one suite a line, `NAME BINARY TIMEOUT_S FILTER [KEY=VALUE]...`,
+/// `#` to the end of a line is a comment.
+pub fn parse(text: &str) -> Result<Vec<Suite>, String> {
+    let mut out: Vec<Suite> = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let at = |m: &str| format!("line {}: {m}: '{line}'", n + 1);
+        let w: Vec<&str> = line.split_whitespace().collect();
+        if w.len() < 4 {
+            return Err(at("expected NAME BINARY TIMEOUT_S FILTER [KEY=VALUE]..."));
+        }
+        let secs: u64 = w[2].parse().map_err(|_| at("TIMEOUT_S is not a whole number of seconds"))?;
+        if secs == 0 {
+            return Err(at("TIMEOUT_S must be above 0"));
+        }
+        if w[1].starts_with('/') || w[1].contains("..") {
+            return Err(at("BINARY is a path under /usr/libexec/rocm, without .."));
+        }
+        let mut env = Vec::new();
+        for kv in &w[4..] {
+            let (k, v) = kv.split_once('=').ok_or_else(|| at("extra fields are KEY=VALUE"))?;
+            env.push((k.to_string(), v.to_string()));
+        }
+        if out.iter().any(|s| s.name == w[0]) {
+            return Err(at("NAME used twice"));
+        }
+        out.push(Suite { name: w[0].into(), binary: w[1].into(), timeout: Duration::from_secs(secs), filter: w[3].into(), env });
+    }
+    if out.is_empty() {
+        return Err("no suites listed".into());
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_comments_and_environment() {
+        let s = parse("# header\n\nrocrand-basic librocrand1-tests/test_rocrand_basic 120 * # all 44\nblas librocblas4-tests/rocblas-test 600 *quick*gemm* GTEST_LISTENER=PASS_LINE_IN_LOG\n").unwrap();
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].program(), "/usr/libexec/rocm/librocrand1-tests/test_rocrand_basic");
+        assert_eq!((s[0].timeout.as_secs(), s[0].filter.as_str()), (120, "*"));
+        assert_eq!(s[1].env, vec![("GTEST_LISTENER".to_string(), "PASS_LINE_IN_LOG".to_string())]);
+    }
+
+    #[test]
+    fn bad_lines_are_refused_with_their_number() {
+        assert!(parse("a b 10\n").unwrap_err().starts_with("line 1:"));
+        assert!(parse("a b x *\n").unwrap_err().contains("TIMEOUT_S"));
+        assert!(parse("a /bin/b 10 *\n").unwrap_err().contains("BINARY"));
+        assert!(parse("a b 10 * NOEQ\n").unwrap_err().contains("KEY=VALUE"));
+        assert!(parse("a b 10 *\na c 10 *\n").unwrap_err().contains("twice"));
+        assert!(parse("# nothing\n").is_err());
+    }
+}
