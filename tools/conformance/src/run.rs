@@ -126,6 +126,12 @@ pub fn run(suite: &Suite, mode: Mode, setup: &Setup) -> std::io::Result<Outcome>
     cmd.arg("--").arg(suite.program());
     cmd.arg(format!("--gtest_filter={}", suite.filter)).arg("--gtest_color=no");
     cmd.env("XHSA_EMU_DEVICE_DIR", &device_dir);
+    // rocFFT keeps the kernels it compiles at run time in an SQLite file under $HOME, shared
+    // with every other rocFFT program of the user: each run gets a fresh one of its own (a run
+    // once failed its first plan, `rocfft_plan_create failed`, while other programs ran).
+    let rtc_cache = setup.log_dir.join(format!("{}.{}.rocfft-cache.db", suite.name, mode.label()));
+    let _ = std::fs::remove_file(&rtc_cache);
+    cmd.env("ROCFFT_RTC_CACHE_PATH", &rtc_cache);
     for (k, v) in &suite.env {
         cmd.env(k, v);
     }
