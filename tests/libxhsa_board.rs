@@ -12,7 +12,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{assert_passed, libxhsa, run_lock, spawn_under_emu, DeviceDir, RunOpts, RunOutput};
+use common::{assert_passed, libxhsa, run_lock, spawn_under_emu, DeviceDir, RunOpts, RunOutput, Running};
 
 fn opts(dir: &DeviceDir, board: &std::path::Path, priority: &str, preempt: &str) -> RunOpts {
     let env = vec![
@@ -44,6 +44,20 @@ fn preempted_us(out: &RunOutput) -> u64 {
     figure_before(out, " us off in all").unwrap_or(0)
 }
 
+/// Starts tests/programs/shared_hip.hip `busy` (`who`, flooding the GPU until `stop` exists, for
+/// `secs` at most) with `o`, and returns once it reports running; if it never does, writes every
+/// file of `stops` (so that the test's other programs end too) and fails with its output.
+fn start_busy(who: &str, stop: &std::path::Path, secs: &str, o: &RunOpts, stops: &[&std::path::Path]) -> Running {
+    let busy = spawn_under_emu(&common::program("shared_hip"), &["busy", stop.to_str().unwrap(), secs], o);
+    if busy.wait_for_line(|l| l == "BUSY_RUNNING", Duration::from_secs(30)).is_none() {
+        for f in stops {
+            std::fs::write(f, b"").unwrap();
+        }
+        panic!("{who} never reported BUSY_RUNNING\n{}", busy.wait().report());
+    }
+    busy
+}
+
 /// Runs busy at `busy_prio` and, while it floods the device, the victim at `victim_prio`;
 /// returns (busy, victim) outputs.
 fn pair(tag: &str, busy_prio: &str, victim_prio: &str, preempt: &str) -> (RunOutput, RunOutput) {
@@ -52,11 +66,7 @@ fn pair(tag: &str, busy_prio: &str, victim_prio: &str, preempt: &str) -> (RunOut
     let board = dir.file("board");
     std::fs::create_dir_all(&board).unwrap();
     let stop = dir.file("stop");
-    let busy = spawn_under_emu(&prog, &["busy", stop.to_str().unwrap(), "40"], &opts(&dir, &board, busy_prio, preempt));
-    if busy.wait_for_line(|l| l == "BUSY_RUNNING", Duration::from_secs(30)).is_none() {
-        std::fs::write(&stop, b"").unwrap();
-        panic!("the busy program never reported BUSY_RUNNING\n{}", busy.wait().report());
-    }
+    let busy = start_busy("the busy program", &stop, "40", &opts(&dir, &board, busy_prio, preempt), &[&stop]);
     let victim = spawn_under_emu(&prog, &["victim", "10", "640", "1000000", "3"], &opts(&dir, &board, victim_prio, preempt)).wait();
     std::fs::write(&stop, b"").unwrap();
     let busy = busy.wait();
@@ -144,12 +154,7 @@ fn an_idle_high_priority_server_holds_nobody_back() {
         panic!("the server never went idle\n{}", server.wait().report());
     }
     let stop = dir.file("stop");
-    let prog = common::program("shared_hip");
-    let busy = spawn_under_emu(&prog, &["busy", stop.to_str().unwrap(), "30"], &opts(&dir, &board, "-10", "auto"));
-    if busy.wait_for_line(|l| l == "BUSY_RUNNING", Duration::from_secs(30)).is_none() {
-        std::fs::write(&stop, b"").unwrap();
-        panic!("the busy program never reported BUSY_RUNNING\n{}", busy.wait().report());
-    }
+    let busy = start_busy("the busy program", &stop, "30", &opts(&dir, &board, "-10", "auto"), &[&stop]);
     // The batch job runs a while beside the idle server (its running time is the scenario).
     std::thread::sleep(Duration::from_secs(3));
     std::fs::write(&stop, b"").unwrap();
@@ -166,15 +171,11 @@ fn an_idle_high_priority_server_holds_nobody_back() {
 /// The batch queues' time held back so far (window and off the GPU, ns), as `xhsa-top --json`
 /// shows the process whose requested level is `level`.
 fn held_so_far(board: &std::path::Path, level: i64) -> Option<u64> {
-    let out = std::process::Command::new(common::artifact("xhsa-top")).args(["--json", "--board-dir"]).arg(board).output().ok()?;
-    let snap: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    let snap = common::top_json(board);
+    let queues = common::snapshot_processes(&snap).flat_map(|p| p["queues"].as_array().into_iter().flatten());
     let mut total = None;
-    for g in snap["gpus"].as_array()? {
-        for p in g["processes"].as_array()? {
-            for q in p["queues"].as_array()?.iter().filter(|q| q["requested_priority"].as_i64() == Some(level)) {
-                *total.get_or_insert(0) += q["time_held_ns"].as_u64()? + q["time_preempted_ns"].as_u64()?;
-            }
-        }
+    for q in queues.filter(|q| q["requested_priority"].as_i64() == Some(level)) {
+        *total.get_or_insert(0) += q["time_held_ns"].as_u64()? + q["time_preempted_ns"].as_u64()?;
     }
     total
 }
@@ -190,22 +191,11 @@ fn a_stopped_high_priority_process_holds_nobody_back() {
     let dir = DeviceDir::new("stopped-hp");
     let board = dir.file("board");
     std::fs::create_dir_all(&board).unwrap();
-    let prog = common::program("shared_hip");
     let (stop_hp, stop_lp) = (dir.file("stop-hp"), dir.file("stop-lp"));
-    let stop_all = || {
-        std::fs::write(&stop_hp, b"").unwrap();
-        std::fs::write(&stop_lp, b"").unwrap();
-    };
-    let lp = spawn_under_emu(&prog, &["busy", stop_lp.to_str().unwrap(), "60"], &opts(&dir, &board, "-10", "auto"));
-    if lp.wait_for_line(|l| l == "BUSY_RUNNING", Duration::from_secs(30)).is_none() {
-        stop_all();
-        panic!("the batch program never reported BUSY_RUNNING\n{}", lp.wait().report());
-    }
-    let hp = spawn_under_emu(&prog, &["busy", stop_hp.to_str().unwrap(), "60"], &opts(&dir, &board, "10", "auto"));
-    if hp.wait_for_line(|l| l == "BUSY_RUNNING", Duration::from_secs(30)).is_none() {
-        stop_all();
-        panic!("the high-priority program never reported BUSY_RUNNING\n{}", hp.wait().report());
-    }
+    let stops = [stop_hp.as_path(), stop_lp.as_path()];
+    let stop_all = || stops.iter().for_each(|f| std::fs::write(f, b"").unwrap());
+    let lp = start_busy("the batch program", &stop_lp, "60", &opts(&dir, &board, "-10", "auto"), &stops);
+    let hp = start_busy("the high-priority program", &stop_hp, "60", &opts(&dir, &board, "10", "auto"), &stops);
     // Both flood the GPU a while: the batch process is held back (a precondition, not the test).
     std::thread::sleep(Duration::from_secs(1));
     let before_stop = held_so_far(&board, -10);

@@ -6,10 +6,9 @@
 //! of the first is used after its `hsa_shut_down`).
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
-use common::{artifact, assert_check_passed, assert_passed, libxhsa, run_lock, spawn_under_emu, DeviceDir, RunOpts};
+use common::{assert_check_passed, assert_passed, libxhsa, run_lock, spawn_under_emu, DeviceDir, RunOpts};
 use serde_json::Value;
 
 fn opts(dir: &DeviceDir, board: &std::path::Path) -> RunOpts {
@@ -25,18 +24,11 @@ fn opts(dir: &DeviceDir, board: &std::path::Path) -> RunOpts {
 
 /// The live processes on the boards in `board` and their queue counts, from `xhsa-top --json`.
 fn live_processes(board: &std::path::Path) -> Vec<(u64, usize)> {
-    let out = Command::new(artifact("xhsa-top")).args(["--json", "--board-dir"]).arg(board).output().expect("run xhsa-top");
-    assert!(out.status.success(), "xhsa-top --json failed: {}", String::from_utf8_lossy(&out.stderr));
-    let snap: Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    let mut procs = Vec::new();
-    for g in snap["gpus"].as_array().into_iter().flatten() {
-        for p in g["processes"].as_array().into_iter().flatten() {
-            if p["alive"] == Value::Bool(true) {
-                procs.push((p["pid"].as_u64().unwrap(), p["queues"].as_array().map_or(0, Vec::len)));
-            }
-        }
-    }
-    procs
+    let snap = common::top_json(board);
+    common::snapshot_processes(&snap)
+        .filter(|p| p["alive"] == Value::Bool(true))
+        .map(|p| (p["pid"].as_u64().unwrap(), p["queues"].as_array().map_or(0, Vec::len)))
+        .collect()
 }
 
 #[test]

@@ -26,9 +26,7 @@ fn opts(dir: &DeviceDir, board: &Path, priority: &str) -> RunOpts {
 }
 
 fn json(board: &Path) -> Value {
-    let out = Command::new(artifact("xhsa-top")).args(["--json", "--board-dir"]).arg(board).output().expect("run xhsa-top");
-    assert!(out.status.success(), "xhsa-top --json failed: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("xhsa-top --json is not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+    common::top_json(board)
 }
 
 fn ctl(board: &Path, args: &[&str]) -> std::process::Output {

@@ -44,7 +44,7 @@ pub struct Mine {
 
 impl Mine {
     /// Whether it has work that lower priorities must yield to (a paused queue's does not count).
-    fn has_work(&self) -> bool {
+    pub(super) fn has_work(&self) -> bool {
         !self.paused && (self.pending > 0 || self.in_flight > 0)
     }
 }

@@ -482,7 +482,7 @@ impl Preemption {
         let (mut mine, others) = watch.view();
         // While this process has work, it confirms it every BEAT_NS at the least: the other
         // processes stop counting work nobody confirms (a stopped process's).
-        let working = mine.iter().any(|m| !m.paused && (m.pending > 0 || m.in_flight > 0));
+        let working = mine.iter().any(Mine::has_work);
         let beat_at = if working {
             if g.last_beat.is_none_or(|t| now.saturating_sub(t) >= BEAT_NS / 2) {
                 g.last_beat = Some(now);

@@ -946,6 +946,18 @@ pub fn run_with_libxhsa_log(name: &str, args: &[&str], env: &[(&str, &str)]) -> 
     out
 }
 
+/// One `xhsa-top --json` snapshot of the boards in `board` (the test fails if xhsa-top does).
+pub fn top_json(board: &Path) -> serde_json::Value {
+    let out = Command::new(artifact("xhsa-top")).args(["--json", "--board-dir"]).arg(board).output().expect("run xhsa-top");
+    assert!(out.status.success(), "xhsa-top --json failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("xhsa-top --json is not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// The processes of every GPU of an `xhsa-top --json` snapshot.
+pub fn snapshot_processes(snap: &serde_json::Value) -> impl Iterator<Item = &serde_json::Value> {
+    snap["gpus"].as_array().into_iter().flatten().flat_map(|g| g["processes"].as_array().into_iter().flatten())
+}
+
 /// The events of an `XHSA_TRACE` file (Chrome trace-event JSON, one array), asserting that it
 /// is valid JSON.
 pub fn read_trace(path: &Path) -> Vec<serde_json::Value> {
