@@ -90,10 +90,7 @@ fn builder(wrapper: &str, contents: String) -> bindgen::Builder {
 }
 
 fn includes(set: &headers::HeaderSet) -> String {
-    set.headers
-        .iter()
-        .map(|h| format!("#include \"{h}\"\n"))
-        .collect()
+    set.headers.iter().map(|h| format!("#include \"{h}\"\n")).collect()
 }
 
 fn generate_hsa(dir: &Path, out: &Path) {
@@ -165,10 +162,7 @@ fn natural_bitfield_align(code: &str) -> String {
             pending = int;
             continue;
         }
-        match (
-            pending,
-            line.trim_start().starts_with("pub _bitfield_align_1:"),
-        ) {
+        match (pending, line.trim_start().starts_with("pub _bitfield_align_1:")) {
             (Some(int), true) => {
                 out.push_str(&format!("    pub _bitfield_align_1: [{int}; 0],\n"));
                 pending = None;

@@ -51,9 +51,7 @@ fn main() {
         );
         return;
     }
-    let header = header
-        .canonicalize()
-        .expect("canonicalize the KFD header path");
+    let header = header.canonicalize().expect("canonicalize the KFD header path");
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
     let text = fs::read_to_string(&header).expect("read the KFD header");
 
@@ -79,20 +77,14 @@ fn main() {
         .generate_comments(false)
         .generate()
         .unwrap_or_else(|e| {
-            panic!(
-                "bindgen of {} failed ({e}); is libclang installed?",
-                header.display()
-            )
+            panic!("bindgen of {} failed ({e}); is libclang installed?", header.display())
         })
         .to_string();
     fs::write(out.join("kfd_sys.rs"), &bindings).expect("write kfd_sys.rs");
 
     let items = scan_bindings(&bindings);
-    fs::write(
-        out.join("kfd_sys_tables.rs"),
-        tables(&header, &requests, &items),
-    )
-    .expect("write kfd_sys_tables.rs");
+    fs::write(out.join("kfd_sys_tables.rs"), tables(&header, &requests, &items))
+        .expect("write kfd_sys_tables.rs");
 
     println!("cargo::rustc-cfg=system_kfd_header");
 }
@@ -106,10 +98,8 @@ fn object_macros(text: &str, prefix: &str) -> Vec<String> {
             continue;
         };
         let rest = rest.trim_start();
-        let name: String = rest
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect();
+        let name: String =
+            rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
         if name.starts_with(prefix) && !rest[name.len()..].starts_with('(') {
             names.push(name);
         }
@@ -123,11 +113,7 @@ fn shim_header(header: &Path, requests: &[String], ec_masks: &[String]) -> Strin
         writeln!(s, "static const unsigned long xhsa_sys_{name} = {name};").unwrap();
     }
     for name in ec_masks {
-        writeln!(
-            s,
-            "static const unsigned long long xhsa_sys_{name} = {name};"
-        )
-        .unwrap();
+        writeln!(s, "static const unsigned long long xhsa_sys_{name} = {name};").unwrap();
     }
     s
 }
@@ -150,24 +136,15 @@ fn scan_bindings(bindings: &str) -> Items {
                 in_type = false;
             } else if let Some(field) = line.trim().strip_prefix("pub ") {
                 if let Some((name, _)) = field.split_once(':') {
-                    items
-                        .types
-                        .last_mut()
-                        .unwrap()
-                        .1
-                        .push(name.trim().to_string());
+                    items.types.last_mut().unwrap().1.push(name.trim().to_string());
                 }
             }
             continue;
         }
-        let decl = line
-            .strip_prefix("pub struct ")
-            .or_else(|| line.strip_prefix("pub union "));
+        let decl = line.strip_prefix("pub struct ").or_else(|| line.strip_prefix("pub union "));
         if let Some(decl) = decl {
-            let name: String = decl
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
+            let name: String =
+                decl.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
             // Only the header's own types (not bindgen helpers like __IncompleteArrayField).
             if name.starts_with("kfd_") && decl.trim_end().ends_with('{') {
                 items.types.push((name, Vec::new()));
@@ -185,27 +162,15 @@ fn scan_bindings(bindings: &str) -> Items {
 fn tables(header: &Path, requests: &[String], items: &Items) -> String {
     let mut s = String::new();
     writeln!(s, "/// The header these bindings come from.").unwrap();
-    writeln!(
-        s,
-        "pub const SYS_HEADER: &str = {:?};",
-        header.display().to_string()
-    )
-    .unwrap();
-    writeln!(
-        s,
-        "/// Every `AMDKFD_IOC_*` request of the header, as clang evaluated it."
-    )
-    .unwrap();
+    writeln!(s, "pub const SYS_HEADER: &str = {:?};", header.display().to_string()).unwrap();
+    writeln!(s, "/// Every `AMDKFD_IOC_*` request of the header, as clang evaluated it.").unwrap();
     writeln!(s, "pub const SYS_REQUESTS: &[(&str, u64)] = &[").unwrap();
     for name in requests {
         writeln!(s, "    ({name:?}, xhsa_sys_{name} as u64),").unwrap();
     }
     writeln!(s, "];").unwrap();
-    writeln!(
-        s,
-        "/// Every integer constant (macro, enum value, evaluated macro) of the header."
-    )
-    .unwrap();
+    writeln!(s, "/// Every integer constant (macro, enum value, evaluated macro) of the header.")
+        .unwrap();
     writeln!(s, "pub const SYS_CONSTS: &[(&str, i128)] = &[").unwrap();
     for name in &items.consts {
         let c_name = name.strip_prefix("xhsa_sys_").unwrap_or(name);
@@ -215,11 +180,8 @@ fn tables(header: &Path, requests: &[String], items: &Items) -> String {
         writeln!(s, "    ({c_name:?}, {name} as i128),").unwrap();
     }
     writeln!(s, "];").unwrap();
-    writeln!(
-        s,
-        "/// (name, size_of, align_of, [(field, offset_of)]) of every struct and union."
-    )
-    .unwrap();
+    writeln!(s, "/// (name, size_of, align_of, [(field, offset_of)]) of every struct and union.")
+        .unwrap();
     writeln!(s, "#[allow(clippy::type_complexity)]").unwrap();
     writeln!(
         s,
@@ -235,11 +197,8 @@ fn tables(header: &Path, requests: &[String], items: &Items) -> String {
         .unwrap();
         for field in fields {
             let c_field = c_field_name(field);
-            writeln!(
-                s,
-                "            ({c_field:?}, ::std::mem::offset_of!({ty}, {field})),"
-            )
-            .unwrap();
+            writeln!(s, "            ({c_field:?}, ::std::mem::offset_of!({ty}, {field})),")
+                .unwrap();
         }
         writeln!(s, "        ]),").unwrap();
     }

@@ -102,7 +102,15 @@ fn hiprand_generators_produce_random_numbers() {
     eprintln!("{}", out.stdout);
     assert_passed(&out);
     for g in ["default", "xorwow", "philox", "philox_again", "philox_other_seed"] {
-        for c in ["hiprandGenerateUniform", "uniform_range", "uniform_mean", "uniform_variance", "uniform_chi2", "uniform_serial_correlation", "normal_moments"] {
+        for c in [
+            "hiprandGenerateUniform",
+            "uniform_range",
+            "uniform_mean",
+            "uniform_variance",
+            "uniform_chi2",
+            "uniform_serial_correlation",
+            "normal_moments",
+        ] {
             assert_check_passed(&out, &format!("{g}.{c}"));
         }
     }
@@ -115,9 +123,16 @@ fn hiprand_generators_produce_random_numbers() {
 #[test]
 fn hip_basic_memcpy_and_memset_with_sdma_on_and_off() {
     for sdma in ["0", "1"] {
-        let opts = RunOpts { env: vec![("HSA_ENABLE_SDMA".into(), sdma.into())], ..RunOpts::default() };
+        let opts =
+            RunOpts { env: vec![("HSA_ENABLE_SDMA".into(), sdma.into())], ..RunOpts::default() };
         let out = hip_basic(&["memcpy", "memset"], &opts);
-        for c in ["memcpy.pageable.8388608.d2d", "memcpy.pinned.8388608.h2d_d2h", "memcpy.after_freed_async", "memset.bytes", "memset.d32"] {
+        for c in [
+            "memcpy.pageable.8388608.d2d",
+            "memcpy.pinned.8388608.h2d_d2h",
+            "memcpy.after_freed_async",
+            "memset.bytes",
+            "memset.d32",
+        ] {
             assert_check_passed(&out, c);
         }
     }
@@ -128,11 +143,16 @@ fn hip_basic_memcpy_and_memset_with_sdma_on_and_off() {
 /// the host waits that long.
 #[test]
 fn events_report_device_time_under_a_time_scale() {
-    let opts = RunOpts { exclusive: true, emu_args: vec!["--time-scale".into(), "3".into()], ..RunOpts::default() };
+    let opts = RunOpts {
+        exclusive: true,
+        emu_args: vec!["--time-scale".into(), "3".into()],
+        ..RunOpts::default()
+    };
     let out = hip_basic(&["events"], &opts);
     assert_check_passed(&out, "events.synthetic_2ms");
     // Host wall time per trial covers a 5 ms warm-up kernel plus 2 ms: ~21 ms at scale 3.
-    let line = out.stdout.lines().find(|l| l.contains("events.synthetic_2ms:")).expect("timing line");
+    let line =
+        out.stdout.lines().find(|l| l.contains("events.synthetic_2ms:")).expect("timing line");
     let walls: Vec<f64> = line
         .split("trial incl. 5 ms warm-up:")
         .nth(1)

@@ -77,10 +77,15 @@ fn idle_emulator_uses_under_2_percent_of_a_core() {
     let (b_min, i_min) = (*base_cpu.iter().min().unwrap(), *idle_cpu.iter().min().unwrap());
     let diff_ms = ms(i_min) - ms(b_min);
 
-    let list = |v: &[Duration]| v.iter().map(|d| format!("{:.2}", ms(*d))).collect::<Vec<_>>().join(", ");
+    let list =
+        |v: &[Duration]| v.iter().map(|d| format!("{:.2}", ms(*d))).collect::<Vec<_>>().join(", ");
     eprintln!("idle CPU over a 2 s sleep (limit {:.0} ms = 2 % of a core):", ms(LIMIT));
     eprintln!("  window (process group, schedstat): {} ms, median {:.2} ms", list(&windows), ms(w));
-    eprintln!("  self (program, CLOCK_PROCESS_CPUTIME_ID): {} ms, median {:.2} ms", list(&selfs), ms(s));
+    eprintln!(
+        "  self (program, CLOCK_PROCESS_CPUTIME_ID): {} ms, median {:.2} ms",
+        list(&selfs),
+        ms(s)
+    );
     eprintln!("  rusage whole run, 0 s sleep: {} ms", list(&base_cpu));
     eprintln!("  rusage whole run, 2 s sleep: {} ms", list(&idle_cpu));
     eprintln!("  rusage difference (best 2 s run - best 0 s run): {diff_ms:.2} ms");

@@ -28,7 +28,13 @@ fn kernels_that_wait_on_the_host_the_grid_or_each_other_complete() {
     let l = common::libxhsa();
     let want: BTreeSet<String> = (0..2)
         .flat_map(|b| (0..64).map(move |t| (b, t)))
-        .map(|(b, t)| format!("dev-printf block {b} thread {t} word emu half {:.2} hex {:x}", f64::from(b * 100 + t) / 2.0, 0xabc000 + b * 100 + t))
+        .map(|(b, t)| {
+            format!(
+                "dev-printf block {b} thread {t} word emu half {:.2} hex {:x}",
+                f64::from(b * 100 + t) / 2.0,
+                0xabc000 + b * 100 + t
+            )
+        })
         .collect();
     for var in [None, Some("LD_PRELOAD"), Some("HSA_TOOLS_LIB")] {
         let mut env = vec![("XHSA_LOG".to_string(), "info".to_string())];
@@ -46,7 +52,11 @@ fn kernels_that_wait_on_the_host_the_grid_or_each_other_complete() {
         assert_eq!(lines.len(), want.len(), "{mode}: every device printf once\n{}", out.report());
         assert_eq!(got, want, "{mode}: device printf lines\n{}", out.report());
         if let Some(v) = var {
-            assert!(out.stderr.contains(&format!("xhsa: loaded through {v}")), "{mode}: libxhsa not loaded\n{}", out.report());
+            assert!(
+                out.stderr.contains(&format!("xhsa: loaded through {v}")),
+                "{mode}: libxhsa not loaded\n{}",
+                out.report()
+            );
         }
     }
 }

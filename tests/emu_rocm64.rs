@@ -11,7 +11,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::{assert_check_passed, assert_passed, libxhsa, rocm64_args, run_under_emu, DeviceDir, RunOpts, RunOutput};
+use common::{
+    assert_check_passed, assert_passed, libxhsa, rocm64_args, run_under_emu, DeviceDir, RunOpts,
+    RunOutput,
+};
 
 fn opts(isa: &str) -> RunOpts {
     RunOpts { emu_args: rocm64_args(isa), timeout: Duration::from_secs(240), ..RunOpts::default() }
@@ -26,8 +29,14 @@ fn with_env(mut o: RunOpts, k: &str, v: String) -> RunOpts {
 fn modes(isa: &str) -> Vec<(&'static str, RunOpts)> {
     vec![
         ("native", opts(isa)),
-        ("LD_PRELOAD", with_env(with_env(opts(isa), "LD_PRELOAD", libxhsa()), "XHSA_LOG", "info".into())),
-        ("HSA_TOOLS_LIB", with_env(with_env(opts(isa), "HSA_TOOLS_LIB", libxhsa()), "XHSA_LOG", "info".into())),
+        (
+            "LD_PRELOAD",
+            with_env(with_env(opts(isa), "LD_PRELOAD", libxhsa()), "XHSA_LOG", "info".into()),
+        ),
+        (
+            "HSA_TOOLS_LIB",
+            with_env(with_env(opts(isa), "HSA_TOOLS_LIB", libxhsa()), "XHSA_LOG", "info".into()),
+        ),
     ]
 }
 
@@ -39,7 +48,11 @@ fn assert_libxhsa_ran(mode: &str, out: &RunOutput) {
             "{mode}: libxhsa left no summary: it did not run\n{}",
             out.report()
         );
-        assert!(out.stderr.contains(" 0 degraded") && !out.stderr.contains("ERROR xhsa"), "{mode}: libxhsa degraded or reported an error\n{}", out.report());
+        assert!(
+            out.stderr.contains(" 0 degraded") && !out.stderr.contains("ERROR xhsa"),
+            "{mode}: libxhsa degraded or reported an error\n{}",
+            out.report()
+        );
     }
 }
 
@@ -52,12 +65,19 @@ fn rocminfo_lists_a_gfx942_agent_with_80_compute_units() {
     let out = shell("rocminfo", "gfx942");
     assert!(out.status.success(), "{}", out.report());
     let agents: Vec<&str> = out.stdout.split("*******").collect();
-    let gpu = agents.iter().find(|a| a.contains("Device Type:             GPU")).unwrap_or_else(|| panic!("no GPU agent\n{}", out.report()));
+    let gpu = agents
+        .iter()
+        .find(|a| a.contains("Device Type:             GPU"))
+        .unwrap_or_else(|| panic!("no GPU agent\n{}", out.report()));
     assert!(gpu.contains("Name:                    gfx942"), "{}", out.report());
     assert!(gpu.contains("Compute Unit:            80"), "{}", out.report());
     assert!(gpu.contains("amdgcn-amd-amdhsa--gfx942"), "{}", out.report());
     let out = shell("rocminfo", "gfx90a");
-    assert!(out.status.success() && out.stdout.contains("amdgcn-amd-amdhsa--gfx90a"), "--isa gfx90a\n{}", out.report());
+    assert!(
+        out.status.success() && out.stdout.contains("amdgcn-amd-amdhsa--gfx90a"),
+        "--isa gfx90a\n{}",
+        out.report()
+    );
 }
 
 #[test]
@@ -73,9 +93,23 @@ fn the_command_sees_the_rocm64_root_the_emulated_devices_and_the_host() {
     let s = &out.stdout;
     assert!(s.contains("sid") || s.contains("forky"), "not the sid root\n{s}");
     assert!(s.contains("clang version 21") || s.contains("HIP version: 6.4"), "not its hipcc\n{s}");
-    assert!(s.contains("character special file ee:0") && s.contains("character special file e2:80"), "device nodes\n{s}");
-    assert!(s.contains("gfx942\n") && s.contains("gfx_target_version 90402") && s.contains("simd_count 320") && s.contains("drm_render_minor 128"), "{s}");
-    assert!(s.contains("/sys/devices/pci0000:0c/0000:0c:00.0") && s.contains("live") && s.contains("proc-ok"), "{s}");
+    assert!(
+        s.contains("character special file ee:0") && s.contains("character special file e2:80"),
+        "device nodes\n{s}"
+    );
+    assert!(
+        s.contains("gfx942\n")
+            && s.contains("gfx_target_version 90402")
+            && s.contains("simd_count 320")
+            && s.contains("drm_render_minor 128"),
+        "{s}"
+    );
+    assert!(
+        s.contains("/sys/devices/pci0000:0c/0000:0c:00.0")
+            && s.contains("live")
+            && s.contains("proc-ok"),
+        "{s}"
+    );
     assert!(s.contains(&cwd.display().to_string()), "the working directory\n{s}");
 }
 
@@ -85,7 +119,11 @@ fn the_command_sees_the_rocm64_root_the_emulated_devices_and_the_host() {
 fn hip_basic_built_by_the_rocm64_hipcc_passes_natively_and_under_libxhsa() {
     let prog = common::program64("hip_basic", "gfx942", &[]);
     for (mode, o) in modes("gfx942") {
-        let out = run_under_emu(&prog, &["device", "memcpy", "memset", "kernels", "streams", "priority"], &o);
+        let out = run_under_emu(
+            &prog,
+            &["device", "memcpy", "memset", "kernels", "streams", "priority"],
+            &o,
+        );
         assert_passed(&out);
         assert_check_passed(&out, "kernels.matmul_64");
         assert!(out.stdout.contains("gfx942"), "{mode}: not a gfx942 device\n{}", out.report());
@@ -123,7 +161,11 @@ fn hsa_queues_built_against_rocr64_passes_natively_and_under_libxhsa() {
 }
 
 fn rocm_libs() -> std::path::PathBuf {
-    common::program64("rocm_libs", "gfx90a", &["hipblas", "rocblas", "MIOpen", "rocfft", "hipsparse", "hiprand"])
+    common::program64(
+        "rocm_libs",
+        "gfx90a",
+        &["hipblas", "rocblas", "MIOpen", "rocfft", "hipsparse", "hiprand"],
+    )
 }
 
 /// hipBLAS, rocBLAS, rocFFT, hipSPARSE and hipRAND (Debian builds their kernels for gfx90a,
@@ -137,10 +179,22 @@ fn rocm64_libraries_compute_right_results_natively_and_under_libxhsa() {
         o.timeout = Duration::from_secs(600);
         let out = run_under_emu(&prog, &["--values", "sgemm", "fft", "spmv", "rand"], &o);
         assert_passed(&out);
-        for check in ["hipblas.sgemm", "rocblas.sgemm", "rocfft.execute", "hipsparse.spmv", "hiprand.uniform"] {
+        for check in [
+            "hipblas.sgemm",
+            "rocblas.sgemm",
+            "rocfft.execute",
+            "hipsparse.spmv",
+            "hiprand.uniform",
+        ] {
             assert_check_passed(&out, check);
         }
-        for check in ["hipblas.sgemm_values", "rocblas.sgemm_values", "rocfft.values", "hipsparse.spmv_values", "hiprand.uniform_values"] {
+        for check in [
+            "hipblas.sgemm_values",
+            "rocblas.sgemm_values",
+            "rocfft.values",
+            "hipsparse.spmv_values",
+            "hiprand.uniform_values",
+        ] {
             assert_check_passed(&out, check);
         }
         assert_libxhsa_ran(mode, &out);
@@ -159,7 +213,14 @@ fn miopen_handles_and_descriptors_work_on_rocm64() {
     o.timeout = Duration::from_secs(600);
     let out = run_under_emu(&prog, &["conv"], &o);
     assert!(out.status.code().is_some(), "rocm_libs conv did not exit normally\n{}", out.report());
-    for check in ["miopen.create", "miopen.conv", "miopen.outdim", "miopen.workspace", "miopen.sync", "miopen.destroy"] {
+    for check in [
+        "miopen.create",
+        "miopen.conv",
+        "miopen.outdim",
+        "miopen.workspace",
+        "miopen.sync",
+        "miopen.destroy",
+    ] {
         assert_check_passed(&out, check);
     }
 }
@@ -179,11 +240,18 @@ fn rocm52_and_rocm64_processes_share_one_emulated_gpu() {
     let pid_of = |l: &str| l.strip_prefix("shared_hip busy, pid ").map(str::to_string);
     let a = common::spawn_under_emu(&p52, &["busy", stop52.to_str().unwrap(), "60"], &o52);
     let b = common::spawn_under_emu(&p64, &["busy", stop64.to_str().unwrap(), "60"], &o64);
-    let pid_a = a.wait_for_line(|l| pid_of(l).is_some(), Duration::from_secs(60)).and_then(|l| pid_of(&l));
-    let pid_b = b.wait_for_line(|l| pid_of(l).is_some(), Duration::from_secs(90)).and_then(|l| pid_of(&l));
-    let running = a.wait_for_line(|l| l == "BUSY_RUNNING", Duration::from_secs(60)).is_some() && b.wait_for_line(|l| l == "BUSY_RUNNING", Duration::from_secs(90)).is_some();
+    let pid_a =
+        a.wait_for_line(|l| pid_of(l).is_some(), Duration::from_secs(60)).and_then(|l| pid_of(&l));
+    let pid_b =
+        b.wait_for_line(|l| pid_of(l).is_some(), Duration::from_secs(90)).and_then(|l| pid_of(&l));
+    let running = a.wait_for_line(|l| l == "BUSY_RUNNING", Duration::from_secs(60)).is_some()
+        && b.wait_for_line(|l| l == "BUSY_RUNNING", Duration::from_secs(90)).is_some();
     let (k, v) = dir.env();
-    let st = std::process::Command::new(common::emu_launcher()).arg("status").env(k, v).output().unwrap();
+    let st = std::process::Command::new(common::emu_launcher())
+        .arg("status")
+        .env(k, v)
+        .output()
+        .unwrap();
     std::fs::write(&stop52, b"").unwrap();
     std::fs::write(&stop64, b"").unwrap();
     let (a, b) = (a.wait(), b.wait());
@@ -192,7 +260,10 @@ fn rocm52_and_rocm64_processes_share_one_emulated_gpu() {
     assert_passed(&b);
     let text = String::from_utf8_lossy(&st.stdout);
     for pid in [pid_a.expect("5.2 pid"), pid_b.expect("6.4 pid")] {
-        assert!(text.contains(&format!("process {pid} ")), "the shared device does not list pid {pid}\n{text}");
+        assert!(
+            text.contains(&format!("process {pid} ")),
+            "the shared device does not list pid {pid}\n{text}"
+        );
     }
 }
 
@@ -203,12 +274,14 @@ fn rocm52_and_rocm64_processes_share_one_emulated_gpu() {
 fn the_whitelist_recognises_a_rocm64_library_by_its_code_objects() {
     let prog = rocm_libs();
     let counts = |wl: &str| {
-        let mut o = with_env(with_env(opts("gfx90a"), "LD_PRELOAD", libxhsa()), "XHSA_LOG", "info".into());
+        let mut o =
+            with_env(with_env(opts("gfx90a"), "LD_PRELOAD", libxhsa()), "XHSA_LOG", "info".into());
         o.env.push(("XHSA_PASSTHROUGH_LIBS".into(), wl.into()));
         o.timeout = Duration::from_secs(300);
         let out = run_under_emu(&prog, &["spmv"], &o);
         assert_passed(&out);
-        let nums = common::numbers_after(&out, "passthrough libraries: ").unwrap_or_else(|| panic!("no libxhsa summary\n{}", out.report()));
+        let nums = common::numbers_after(&out, "passthrough libraries: ")
+            .unwrap_or_else(|| panic!("no libxhsa summary\n{}", out.report()));
         (nums[0], nums[1], out)
     };
     let (q, d, out) = counts("");
@@ -230,7 +303,8 @@ fn a_batch_process_on_rocm64_is_preempted_for_a_higher_priority_one() {
     std::fs::create_dir_all(&board).unwrap();
     let stop = dir.file("stop");
     let o = |prio: &str| {
-        let mut o = with_env(with_env(opts("gfx942"), "LD_PRELOAD", libxhsa()), "XHSA_LOG", "info".into());
+        let mut o =
+            with_env(with_env(opts("gfx942"), "LD_PRELOAD", libxhsa()), "XHSA_LOG", "info".into());
         o.env.push(dir.env());
         o.env.push(("XHSA_BOARD_DIR".into(), board.display().to_string()));
         o.env.push(("XHSA_PRIORITY".into(), prio.into()));
@@ -242,16 +316,32 @@ fn a_batch_process_on_rocm64_is_preempted_for_a_higher_priority_one() {
         panic!("the busy program never reported BUSY_RUNNING\n{}", busy.wait().report());
     }
     // spawn + wait, not run_under_emu: that takes the run lock this test already holds.
-    let victim = common::spawn_under_emu(&prog, &["victim", "10", "640", "1000000", "3"], &o("10")).wait();
+    let victim =
+        common::spawn_under_emu(&prog, &["victim", "10", "640", "1000000", "3"], &o("10")).wait();
     std::fs::write(&stop, b"").unwrap();
     let busy = busy.wait();
     assert_passed(&victim);
     assert_passed(&busy);
-    let taken = |out: &RunOutput| -> (u64, u64) { common::numbers_after(out, "preemption: ").map_or((0, 0), |n| (n[0], n[1])) };
+    let taken = |out: &RunOutput| -> (u64, u64) {
+        common::numbers_after(out, "preemption: ").map_or((0, 0), |n| (n[0], n[1]))
+    };
     let (off, back) = taken(&busy);
-    assert!(off >= 1 && back == off, "the busy process was not taken off and put back ({off} off, {back} back)\n{}", busy.report());
-    assert!(busy.stderr.contains("UPDATE_QUEUE percentage 0"), "deactivation is the mechanism\n{}", busy.report());
-    assert_eq!(taken(&victim).0, 0, "the high-priority process must never be preempted\n{}", victim.report());
+    assert!(
+        off >= 1 && back == off,
+        "the busy process was not taken off and put back ({off} off, {back} back)\n{}",
+        busy.report()
+    );
+    assert!(
+        busy.stderr.contains("UPDATE_QUEUE percentage 0"),
+        "deactivation is the mechanism\n{}",
+        busy.report()
+    );
+    assert_eq!(
+        taken(&victim).0,
+        0,
+        "the high-priority process must never be preempted\n{}",
+        victim.report()
+    );
 }
 
 /// Kernels that wait (`tests/programs/hip_waiting.hip`: device printf through HIP 6.4's
@@ -271,7 +361,11 @@ fn kernels_that_wait_complete_under_rocm64_natively_and_under_libxhsa() {
             }
             let printed = out.stdout.lines().filter(|l| l.starts_with("dev-printf block")).count();
             assert_eq!(printed, 128, "{isa} {mode}: device printf lines\n{}", out.report());
-            assert!(out.stdout.contains("dev-printf block 1 thread 63 word emu half 81.50 hex abc0a3"), "{isa} {mode}\n{}", out.report());
+            assert!(
+                out.stdout.contains("dev-printf block 1 thread 63 word emu half 81.50 hex abc0a3"),
+                "{isa} {mode}\n{}",
+                out.report()
+            );
             assert_libxhsa_ran(mode, &out);
         }
     }
@@ -292,10 +386,22 @@ fn forked_children_under_libxhsa_on_rocm64() {
     let go = dir.file("go");
     std::fs::write(&go, b"").unwrap();
     for (mode, o) in modes("gfx942").into_iter().filter(|(m, _)| *m != "native") {
-        let o = with_env(with_env(o, "XHSA_PREEMPT", "suspend".into()), "XHSA_BOARD_DIR", board.display().to_string());
+        let o = with_env(
+            with_env(o, "XHSA_PREEMPT", "suspend".into()),
+            "XHSA_BOARD_DIR",
+            board.display().to_string(),
+        );
         let out = run_under_emu(&fork, &[go.to_str().unwrap()], &o);
         assert_passed(&out);
-        for c in ["fork.child_exit_ended", "fork.child__exit_ended", "fork.child_exec_ended", "fork.child_gpu_ended", "fork.child_gpu_ok", "fork.after", "fork.last"] {
+        for c in [
+            "fork.child_exit_ended",
+            "fork.child__exit_ended",
+            "fork.child_exec_ended",
+            "fork.child_gpu_ended",
+            "fork.child_gpu_ok",
+            "fork.after",
+            "fork.last",
+        ] {
             assert_check_passed(&out, c);
         }
         assert_libxhsa_ran(mode, &out);
@@ -314,12 +420,21 @@ fn a_rocr64_runtime_shut_down_and_started_again_keeps_working() {
     let board = dir.file("board");
     std::fs::create_dir_all(&board).unwrap();
     for (mode, o) in modes("gfx942") {
-        let o = with_env(with_env(o, "XHSA_PREEMPT", "suspend".into()), "XHSA_BOARD_DIR", board.display().to_string());
+        let o = with_env(
+            with_env(o, "XHSA_PREEMPT", "suspend".into()),
+            "XHSA_BOARD_DIR",
+            board.display().to_string(),
+        );
         let out = run_under_emu(&prog, &["reinit", co.to_str().unwrap()], &o);
         assert_passed(&out);
         assert!(out.stdout.contains("REINIT"), "{mode}\n{}", out.report());
         let passes = |c: &str| out.stdout.lines().filter(|l| *l == format!("PASS {c}")).count();
-        for c in ["dispatch.vadd_q1", "dispatch.saxpy_q2", "dispatch.barrier_and_cross_queue", "shutdown"] {
+        for c in [
+            "dispatch.vadd_q1",
+            "dispatch.saxpy_q2",
+            "dispatch.barrier_and_cross_queue",
+            "shutdown",
+        ] {
             assert_eq!(passes(c), 2, "{mode}: {c} passes in both runtimes\n{}", out.report());
         }
         assert_libxhsa_ran(mode, &out);

@@ -33,12 +33,25 @@ fn rocminfo_lists_a_gfx90a_agent_with_80_compute_units() {
         agents.iter().filter(|a| a.get("Device Type").map(String::as_str) == Some("GPU")).collect();
     eprintln!(
         "rocminfo agents: {:?}",
-        agents.iter().map(|a| (a.get("Name"), a.get("Device Type"), a.get("Compute Unit"))).collect::<Vec<_>>()
+        agents
+            .iter()
+            .map(|a| (a.get("Name"), a.get("Device Type"), a.get("Compute Unit")))
+            .collect::<Vec<_>>()
     );
     assert_eq!(gpus.len(), 1, "want exactly one GPU agent\n{}", out.report());
     let gpu = gpus[0];
-    assert_eq!(gpu.get("Name").map(String::as_str), Some("gfx90a"), "GPU agent name\n{}", out.report());
-    assert_eq!(gpu.get("Compute Unit").map(String::as_str), Some("80"), "GPU compute units\n{}", out.report());
+    assert_eq!(
+        gpu.get("Name").map(String::as_str),
+        Some("gfx90a"),
+        "GPU agent name\n{}",
+        out.report()
+    );
+    assert_eq!(
+        gpu.get("Compute Unit").map(String::as_str),
+        Some("80"),
+        "GPU compute units\n{}",
+        out.report()
+    );
     assert!(
         out.stdout.contains("amdgcn-amd-amdhsa--gfx90a"),
         "no gfx90a ISA (amdgcn-amd-amdhsa--gfx90a...) listed\n{}",
@@ -49,10 +62,14 @@ fn rocminfo_lists_a_gfx90a_agent_with_80_compute_units() {
 #[test]
 fn rocminfo_lists_two_gpus_with_gpus_2() {
     let rocminfo = common::require_tool("rocminfo", "rocminfo");
-    let opts = common::RunOpts { emu_args: vec!["--gpus".into(), "2".into()], ..common::RunOpts::default() };
+    let opts = common::RunOpts {
+        emu_args: vec!["--gpus".into(), "2".into()],
+        ..common::RunOpts::default()
+    };
     let out = common::run_under_emu::<&str>(&rocminfo, &[], &opts);
     assert!(out.status.success() && !out.timed_out, "rocminfo failed\n{}", out.report());
     let agents = agents(&out.stdout);
-    let gpus = agents.iter().filter(|a| a.get("Device Type").map(String::as_str) == Some("GPU")).count();
+    let gpus =
+        agents.iter().filter(|a| a.get("Device Type").map(String::as_str) == Some("GPU")).count();
     assert_eq!(gpus, 2, "want two GPU agents\n{}", out.report());
 }

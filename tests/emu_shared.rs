@@ -14,7 +14,9 @@ mod common;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::{assert_check_passed, assert_passed, run_lock, spawn_under_emu, DeviceDir, RunOpts, RunOutput};
+use common::{
+    assert_check_passed, assert_passed, run_lock, spawn_under_emu, DeviceDir, RunOpts, RunOutput,
+};
 
 fn opts(dir: &DeviceDir) -> RunOpts {
     RunOpts { env: vec![dir.env()], timeout: Duration::from_secs(60), ..RunOpts::default() }
@@ -34,11 +36,16 @@ fn run<S: AsRef<std::ffi::OsStr>>(prog: &std::path::Path, args: &[S], o: &RunOpt
 }
 
 fn value_f64(out: &RunOutput, key: &str) -> f64 {
-    out.value(key).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("no `{key}=` line\n{}", out.report()))
+    out.value(key)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no `{key}=` line\n{}", out.report()))
 }
 
 fn hsa_kfd() -> (PathBuf, String) {
-    let prog = common::program_with_inputs("hsa_kfd", &[common::tests_dir().join("programs").join("hsa_queues.c")]);
+    let prog = common::program_with_inputs(
+        "hsa_kfd",
+        &[common::tests_dir().join("programs").join("hsa_queues.c")],
+    );
     let co = common::code_object("xhsa_kernels");
     (prog, co.to_str().expect("UTF-8 path").to_string())
 }
@@ -66,12 +73,21 @@ fn victim(prog: &std::path::Path, dir: &DeviceDir, mask: Option<(&str, &str)>) -
         args.extend([lo.to_string(), hi.to_string()]);
     }
     let out = run(prog, &args, &opts(dir));
-    eprintln!("{}", out.stdout.lines().filter(|l| l.contains("victim")).collect::<Vec<_>>().join("\n"));
+    eprintln!(
+        "{}",
+        out.stdout.lines().filter(|l| l.contains("victim")).collect::<Vec<_>>().join("\n")
+    );
     assert_passed(&out);
     (value_f64(&out, "victim_ms"), out)
 }
 
-fn victim_beside_busy(prog: &std::path::Path, dir: &DeviceDir, tag: &str, victim_mask: Option<(&str, &str)>, busy_mask: Option<(&str, &str)>) -> f64 {
+fn victim_beside_busy(
+    prog: &std::path::Path,
+    dir: &DeviceDir,
+    tag: &str,
+    victim_mask: Option<(&str, &str)>,
+    busy_mask: Option<(&str, &str)>,
+) -> f64 {
     let stop = dir.file(&format!("stop-{tag}"));
     let mut args = vec!["busy".to_string(), stop.display().to_string(), "20".into()];
     if let Some((lo, hi)) = busy_mask {
@@ -87,7 +103,11 @@ fn victim_beside_busy(prog: &std::path::Path, dir: &DeviceDir, tag: &str, victim
     let (ms, _) = victim(prog, dir, victim_mask);
     std::fs::write(&stop, b"").unwrap();
     let b = busy.wait();
-    eprintln!("busy ({tag}): {} kernels in {} ms", b.value("busy_kernels").unwrap_or("?"), b.value("busy_wall_ms").unwrap_or("?"));
+    eprintln!(
+        "busy ({tag}): {} kernels in {} ms",
+        b.value("busy_kernels").unwrap_or("?"),
+        b.value("busy_wall_ms").unwrap_or("?")
+    );
     assert_passed(&b);
     ms
 }
@@ -105,9 +125,15 @@ fn two_processes_share_one_device_and_disjoint_cu_masks_isolate_them() {
 
     eprintln!("victim (10 kernels x 640 workgroups x 1 ms), median of 5, device time:");
     eprintln!("  alone, 80 CUs:                       {alone:.3} ms");
-    eprintln!("  beside busy, both on all CUs:        {shared:.3} ms ({:.2}x alone)", shared / alone);
+    eprintln!(
+        "  beside busy, both on all CUs:        {shared:.3} ms ({:.2}x alone)",
+        shared / alone
+    );
     eprintln!("  alone, CUs 0-39:                     {alone40:.3} ms");
-    eprintln!("  beside busy on CUs 40-79, CUs 0-39:  {split:.3} ms ({:+.1} % vs alone on 40 CUs)", (split / alone40 - 1.0) * 100.0);
+    eprintln!(
+        "  beside busy on CUs 40-79, CUs 0-39:  {split:.3} ms ({:+.1} % vs alone on 40 CUs)",
+        (split / alone40 - 1.0) * 100.0
+    );
     assert!(shared > 1.5 * alone, "sharing the CUs with a busy process should slow the victim: {shared:.3} ms vs {alone:.3} ms alone");
     assert!(
         (split - alone40).abs() <= 0.2 * alone40,
@@ -148,7 +174,13 @@ fn queue_percentage_0_stops_the_queue_and_100_restarts_it() {
     let out = common::run_under_emu(&prog, &["pct0", co.as_str()], &spy_opts(&dir));
     eprintln!("{}", out.stdout);
     assert_passed(&out);
-    for c in ["pct0.update_to_0", "pct0.no_progress_50ms", "pct0.update_to_100", "pct0.completes_after_100", "pct0.queue_works_after"] {
+    for c in [
+        "pct0.update_to_0",
+        "pct0.no_progress_50ms",
+        "pct0.update_to_100",
+        "pct0.completes_after_100",
+        "pct0.queue_works_after",
+    ] {
         assert_check_passed(&out, c);
     }
 }
@@ -192,7 +224,11 @@ fn suspend_resume_pairs_delay_another_process_by_the_preemption_cost() {
 
     let pairs = PAIRS.to_string();
     let trig = trigger.display().to_string();
-    let a = spawn_under_emu(&hsa, &["suspend_cost", co.as_str(), pairs.as_str(), trig.as_str()], &spy_opts(&dir));
+    let a = spawn_under_emu(
+        &hsa,
+        &["suspend_cost", co.as_str(), pairs.as_str(), trig.as_str()],
+        &spy_opts(&dir),
+    );
     if a.wait_for_line(|l| l == "READY", Duration::from_secs(30)).is_none() {
         panic!("the suspending program never became ready\n{}", a.wait().report());
     }
@@ -200,7 +236,15 @@ fn suspend_resume_pairs_delay_another_process_by_the_preemption_cost() {
     // trigger file B creates right after the launch) during it.
     let b = run(&hip, &["timed", "2560", "200000000", trig.as_str()], &opts(&dir));
     let a = a.wait();
-    eprintln!("{}\n{}", b.stdout, a.stdout.lines().filter(|l| l.contains('=') || l.starts_with("FAIL")).collect::<Vec<_>>().join("\n"));
+    eprintln!(
+        "{}\n{}",
+        b.stdout,
+        a.stdout
+            .lines()
+            .filter(|l| l.contains('=') || l.starts_with("FAIL"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
     assert_passed(&b);
     assert_passed(&a);
     let alone = value_f64(&b, "alone_ms");
@@ -213,14 +257,23 @@ fn suspend_resume_pairs_delay_another_process_by_the_preemption_cost() {
          (modelled {expected:.1} ms); the pairs took {pairs_wall:.1} ms of wall time"
     );
     assert!(pairs_wall < 180.0, "the pairs ({pairs_wall:.1} ms) did not all fall within the 200 ms kernel; cannot judge the delay");
-    assert!(delay >= 0.5 * expected, "the kernel was delayed {delay:.3} ms by {PAIRS} suspend+resume pairs, want >= {:.1} ms", 0.5 * expected);
+    assert!(
+        delay >= 0.5 * expected,
+        "the kernel was delayed {delay:.3} ms by {PAIRS} suspend+resume pairs, want >= {:.1} ms",
+        0.5 * expected
+    );
     assert!(delay <= 2.0 * expected, "the kernel was delayed {delay:.3} ms by {PAIRS} suspend+resume pairs, more than twice the modelled {expected:.1} ms");
 }
 
 // ---------------------------------------------------------------------------------------------
 // 5. A process killed mid-kernel leaves nothing behind on the device.
 
-fn wait_status(dir: &DeviceDir, what: &str, timeout: Duration, pred: impl Fn(&str) -> bool) -> (String, Duration) {
+fn wait_status(
+    dir: &DeviceDir,
+    what: &str,
+    timeout: Duration,
+    pred: impl Fn(&str) -> bool,
+) -> (String, Duration) {
     let t0 = Instant::now();
     loop {
         let s = common::emu_status(dir);
@@ -228,7 +281,10 @@ fn wait_status(dir: &DeviceDir, what: &str, timeout: Duration, pred: impl Fn(&st
             return (s, t0.elapsed());
         }
         if t0.elapsed() > timeout {
-            panic!("{what}: not seen within {timeout:?}; last status:\n{s}\ndevice log:\n{}", dir.log());
+            panic!(
+                "{what}: not seen within {timeout:?}; last status:\n{s}\ndevice log:\n{}",
+                dir.log()
+            );
         }
         std::thread::sleep(Duration::from_millis(25));
     }
@@ -244,11 +300,17 @@ fn a_process_killed_mid_kernel_is_removed_and_frees_its_cus() {
 
     // A neighbour that stays connected throughout (and must not notice anything).
     let keeper = spawn_under_emu(&idle, &["6"], &opts(&dir));
-    assert!(keeper.wait_for_line(|l| l == "XHSA_IDLE_BEGIN", Duration::from_secs(30)).is_some(), "keeper did not start\n{}", keeper.wait().report());
+    assert!(
+        keeper.wait_for_line(|l| l == "XHSA_IDLE_BEGIN", Duration::from_secs(30)).is_some(),
+        "keeper did not start\n{}",
+        keeper.wait().report()
+    );
 
     // 80 CUs x 32 workgroups x 5 s: the whole device for 5 s.
     let long = spawn_under_emu(&hip, &["long", "5000000000"], &opts(&dir));
-    let Some(line) = long.wait_for_line(|l| l.starts_with("LONG_LAUNCHED pid="), Duration::from_secs(30)) else {
+    let Some(line) =
+        long.wait_for_line(|l| l.starts_with("LONG_LAUNCHED pid="), Duration::from_secs(30))
+    else {
         panic!("the long kernel was not launched\n{}", long.wait().report());
     };
     let pid: i32 = line.trim_start_matches("LONG_LAUNCHED pid=").trim().parse().expect("pid");
@@ -259,12 +321,22 @@ fn a_process_killed_mid_kernel_is_removed_and_frees_its_cus() {
 
     let killed_at = Instant::now();
     long.kill_group(libc::SIGKILL);
-    let (after, took) = wait_status(&dir, "the killed process gone and its CUs free", Duration::from_secs(2), |s| {
-        !s.contains(&format!("process {pid} ")) && s.contains("gpu 0: 0 of 2560 wave slots busy")
-    });
+    let (after, took) = wait_status(
+        &dir,
+        "the killed process gone and its CUs free",
+        Duration::from_secs(2),
+        |s| {
+            !s.contains(&format!("process {pid} "))
+                && s.contains("gpu 0: 0 of 2560 wave slots busy")
+        },
+    );
     eprintln!("{:.0} ms after SIGKILL:\n{after}", took.as_secs_f64() * 1e3);
     let killed = long.wait();
-    assert!(!killed.status.success(), "the killed program exited successfully?\n{}", killed.report());
+    assert!(
+        !killed.status.success(),
+        "the killed program exited successfully?\n{}",
+        killed.report()
+    );
     assert!(after.contains("processes: 1"), "only the keeper should remain\n{after}");
 
     // The device works on: hip_basic's kernels, and a kernel needing every CU runs at once.
@@ -298,10 +370,19 @@ fn idle_shared_device_process_uses_under_2_percent_of_a_core() {
     let mut o = opts(&dir);
     o.sample_on = vec!["XHSA_IDLE_BEGIN".into(), "XHSA_IDLE_END".into()];
     let p = spawn_under_emu(&idle, &["2"], &o);
-    assert!(p.wait_for_line(|l| l == "XHSA_IDLE_BEGIN", Duration::from_secs(30)).is_some(), "no XHSA_IDLE_BEGIN\n{}", p.wait().report());
-    let dev = common::device_pid(&dir).unwrap_or_else(|| panic!("no device process for {}", dir.path.display()));
+    assert!(
+        p.wait_for_line(|l| l == "XHSA_IDLE_BEGIN", Duration::from_secs(30)).is_some(),
+        "no XHSA_IDLE_BEGIN\n{}",
+        p.wait().report()
+    );
+    let dev = common::device_pid(&dir)
+        .unwrap_or_else(|| panic!("no device process for {}", dir.path.display()));
     let c0 = common::process_cpu(dev).expect("device process alive");
-    assert!(p.wait_for_line(|l| l == "XHSA_IDLE_END", Duration::from_secs(30)).is_some(), "no XHSA_IDLE_END\n{}", p.wait().report());
+    assert!(
+        p.wait_for_line(|l| l == "XHSA_IDLE_END", Duration::from_secs(30)).is_some(),
+        "no XHSA_IDLE_END\n{}",
+        p.wait().report()
+    );
     let c1 = common::process_cpu(dev).expect("device process alive");
     let out = p.wait();
     assert_passed(&out);
@@ -315,8 +396,25 @@ fn idle_shared_device_process_uses_under_2_percent_of_a_core() {
         _ => panic!("no CPU samples at the idle markers\n{}", out.report()),
     };
     eprintln!("over the program's 2 s sleep (limit {:.0} ms = 2 % of a core):", ms(LIMIT));
-    eprintln!("  device process {dev}: {:.2} ms (schedstat), {:.0} ms (utime+stime ticks)", ms(sched), ms(ticks));
-    eprintln!("  the program's process group: {:.2} ms; the program itself: {} ms", ms(group), out.value("idle_self_cpu_ms").unwrap_or("?"));
-    assert!(sched < LIMIT && ticks < LIMIT, "the idle device process used {:.2} ms ({:.0} ms in ticks) of CPU over 2 s", ms(sched), ms(ticks));
-    assert!(group < LIMIT, "the idle program's process group used {:.2} ms of CPU over 2 s", ms(group));
+    eprintln!(
+        "  device process {dev}: {:.2} ms (schedstat), {:.0} ms (utime+stime ticks)",
+        ms(sched),
+        ms(ticks)
+    );
+    eprintln!(
+        "  the program's process group: {:.2} ms; the program itself: {} ms",
+        ms(group),
+        out.value("idle_self_cpu_ms").unwrap_or("?")
+    );
+    assert!(
+        sched < LIMIT && ticks < LIMIT,
+        "the idle device process used {:.2} ms ({:.0} ms in ticks) of CPU over 2 s",
+        ms(sched),
+        ms(ticks)
+    );
+    assert!(
+        group < LIMIT,
+        "the idle program's process group used {:.2} ms of CPU over 2 s",
+        ms(group)
+    );
 }

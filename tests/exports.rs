@@ -13,7 +13,12 @@ fn libxhsa_exports_exactly_the_interposed_symbols() {
     assert!(lib.exists(), "{} not built", lib.display());
     let defined = common::dynamic_symbols(&lib, true);
     let expected: BTreeSet<String> = xhsa::EXPORTED_SYMBOLS.iter().map(|s| s.to_string()).collect();
-    assert_eq!(defined, expected, "exported symbols of {} differ from xhsa::EXPORTED_SYMBOLS", lib.display());
+    assert_eq!(
+        defined,
+        expected,
+        "exported symbols of {} differ from xhsa::EXPORTED_SYMBOLS",
+        lib.display()
+    );
 }
 
 #[test]

@@ -12,7 +12,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{assert_passed, libxhsa, run_lock, spawn_under_emu, DeviceDir, RunOpts, RunOutput, Running};
+use common::{
+    assert_passed, libxhsa, run_lock, spawn_under_emu, DeviceDir, RunOpts, RunOutput, Running,
+};
 
 fn opts(dir: &DeviceDir, board: &std::path::Path, priority: &str, preempt: &str) -> RunOpts {
     let env = vec![
@@ -31,12 +33,19 @@ fn opts(dir: &DeviceDir, board: &std::path::Path, priority: &str, preempt: &str)
 fn figure_before(out: &RunOutput, unit: &str) -> Option<u64> {
     let line = out.stderr.lines().find(|l| l.contains("INFO xhsa:") && l.contains(unit))?;
     let head = line.split(unit).next().unwrap();
-    Some(head.split_whitespace().last().unwrap().parse().unwrap_or_else(|_| panic!("bad summary line: {line}")))
+    Some(
+        head.split_whitespace()
+            .last()
+            .unwrap()
+            .parse()
+            .unwrap_or_else(|_| panic!("bad summary line: {line}")),
+    )
 }
 
 /// The `N ns throttled` figure of libxhsa's exit summary.
 fn throttled_ns(out: &RunOutput) -> u64 {
-    figure_before(out, " ns throttled").unwrap_or_else(|| panic!("no libxhsa summary with shadow queues\n{}", out.report()))
+    figure_before(out, " ns throttled")
+        .unwrap_or_else(|| panic!("no libxhsa summary with shadow queues\n{}", out.report()))
 }
 
 /// The `N us off in all` figure of libxhsa's exit summary (0 when the process never preempted).
@@ -47,8 +56,15 @@ fn preempted_us(out: &RunOutput) -> u64 {
 /// Starts tests/programs/shared_hip.hip `busy` (`who`, flooding the GPU until `stop` exists, for
 /// `secs` at most) with `o`, and returns once it reports running; if it never does, writes every
 /// file of `stops` (so that the test's other programs end too) and fails with its output.
-fn start_busy(who: &str, stop: &std::path::Path, secs: &str, o: &RunOpts, stops: &[&std::path::Path]) -> Running {
-    let busy = spawn_under_emu(&common::program("shared_hip"), &["busy", stop.to_str().unwrap(), secs], o);
+fn start_busy(
+    who: &str,
+    stop: &std::path::Path,
+    secs: &str,
+    o: &RunOpts,
+    stops: &[&std::path::Path],
+) -> Running {
+    let busy =
+        spawn_under_emu(&common::program("shared_hip"), &["busy", stop.to_str().unwrap(), secs], o);
     if busy.wait_for_line(|l| l == "BUSY_RUNNING", Duration::from_secs(30)).is_none() {
         for f in stops {
             std::fs::write(f, b"").unwrap();
@@ -66,8 +82,19 @@ fn pair(tag: &str, busy_prio: &str, victim_prio: &str, preempt: &str) -> (RunOut
     let board = dir.file("board");
     std::fs::create_dir_all(&board).unwrap();
     let stop = dir.file("stop");
-    let busy = start_busy("the busy program", &stop, "40", &opts(&dir, &board, busy_prio, preempt), &[&stop]);
-    let victim = spawn_under_emu(&prog, &["victim", "10", "640", "1000000", "3"], &opts(&dir, &board, victim_prio, preempt)).wait();
+    let busy = start_busy(
+        "the busy program",
+        &stop,
+        "40",
+        &opts(&dir, &board, busy_prio, preempt),
+        &[&stop],
+    );
+    let victim = spawn_under_emu(
+        &prog,
+        &["victim", "10", "640", "1000000", "3"],
+        &opts(&dir, &board, victim_prio, preempt),
+    )
+    .wait();
     std::fs::write(&stop, b"").unwrap();
     let busy = busy.wait();
     assert_passed(&victim);
@@ -75,7 +102,8 @@ fn pair(tag: &str, busy_prio: &str, victim_prio: &str, preempt: &str) -> (RunOut
     // The doorbell path stays bounded: an application call runs its own pass and at most one
     // more (the rest goes to libxhsa's forwarder thread).
     for out in [&busy, &victim] {
-        let most = figure_before(out, " passes per application call").unwrap_or_else(|| panic!("no bound in the summary\n{}", out.report()));
+        let most = figure_before(out, " passes per application call")
+            .unwrap_or_else(|| panic!("no bound in the summary\n{}", out.report()));
         assert!(most <= 2, "{most} passes in one application call\n{}", out.report());
     }
     eprintln!(
@@ -97,8 +125,18 @@ fn a_batch_process_yields_to_a_higher_priority_process_through_the_board() {
         "the low-priority busy process was never held back (neither throttled nor preempted)\n{}",
         busy.report()
     );
-    assert_eq!(throttled_ns(&victim), 0, "the high-priority victim must never be held back\n{}", victim.report());
-    assert_eq!(preempted_us(&victim), 0, "the high-priority victim must never be preempted\n{}", victim.report());
+    assert_eq!(
+        throttled_ns(&victim),
+        0,
+        "the high-priority victim must never be held back\n{}",
+        victim.report()
+    );
+    assert_eq!(
+        preempted_us(&victim),
+        0,
+        "the high-priority victim must never be preempted\n{}",
+        victim.report()
+    );
 
     // Same priority: nobody yields.
     let (busy, victim) = pair("equal", "0", "0", "auto");
@@ -113,9 +151,23 @@ fn a_batch_process_yields_to_a_higher_priority_process_through_the_board() {
 fn without_preemption_the_window_holds_the_batch_process_back() {
     let _lock = run_lock(true);
     let (busy, victim) = pair("yield-l1", "-10", "10", "off");
-    assert!(throttled_ns(&busy) > 0, "the low-priority busy process was never throttled\n{}", busy.report());
-    assert_eq!(preempted_us(&busy), 0, "XHSA_PREEMPT=off, yet the busy process preempted\n{}", busy.report());
-    assert_eq!(throttled_ns(&victim), 0, "the high-priority victim must never be held back\n{}", victim.report());
+    assert!(
+        throttled_ns(&busy) > 0,
+        "the low-priority busy process was never throttled\n{}",
+        busy.report()
+    );
+    assert_eq!(
+        preempted_us(&busy),
+        0,
+        "XHSA_PREEMPT=off, yet the busy process preempted\n{}",
+        busy.report()
+    );
+    assert_eq!(
+        throttled_ns(&victim),
+        0,
+        "the high-priority victim must never be held back\n{}",
+        victim.report()
+    );
 }
 
 /// A process using two GPUs is scheduled per GPU: a low-priority stream on GPU 1 is never held
@@ -131,10 +183,19 @@ fn each_gpu_of_a_process_is_scheduled_on_its_own() {
     o.exclusive = true;
     let out = common::run_under_emu(&prog, &["two_gpus", "12", "2000000"], &o);
     assert_passed(&out);
-    let boards: std::collections::BTreeSet<&str> =
-        out.stderr.lines().filter_map(|l| l.split("xhsa: board ").nth(1)).map(|p| p.trim()).collect();
+    let boards: std::collections::BTreeSet<&str> = out
+        .stderr
+        .lines()
+        .filter_map(|l| l.split("xhsa: board ").nth(1))
+        .map(|p| p.trim())
+        .collect();
     assert_eq!(boards.len(), 2, "one board per GPU\n{}", out.report());
-    assert_eq!(throttled_ns(&out), 0, "the low-priority queue of GPU 1 was held back by GPU 0's work\n{}", out.report());
+    assert_eq!(
+        throttled_ns(&out),
+        0,
+        "the low-priority queue of GPU 1 was held back by GPU 0's work\n{}",
+        out.report()
+    );
 }
 
 /// An idle high-priority server (one kernel, then waiting) holds nobody back beyond a moment:
@@ -149,12 +210,14 @@ fn an_idle_high_priority_server_holds_nobody_back() {
     let dir = DeviceDir::new("idle-server");
     let board = dir.file("board");
     std::fs::create_dir_all(&board).unwrap();
-    let server = spawn_under_emu(&common::program("hip_idle"), &["30"], &opts(&dir, &board, "10", "auto"));
+    let server =
+        spawn_under_emu(&common::program("hip_idle"), &["30"], &opts(&dir, &board, "10", "auto"));
     if server.wait_for_line(|l| l == "XHSA_IDLE_BEGIN", Duration::from_secs(60)).is_none() {
         panic!("the server never went idle\n{}", server.wait().report());
     }
     let stop = dir.file("stop");
-    let busy = start_busy("the busy program", &stop, "30", &opts(&dir, &board, "-10", "auto"), &[&stop]);
+    let busy =
+        start_busy("the busy program", &stop, "30", &opts(&dir, &board, "-10", "auto"), &[&stop]);
     // The batch job runs a while beside the idle server (its running time is the scenario).
     std::thread::sleep(Duration::from_secs(3));
     std::fs::write(&stop, b"").unwrap();
@@ -164,15 +227,26 @@ fn an_idle_high_priority_server_holds_nobody_back() {
     assert_passed(&busy);
     // One starvation period (XHSA_PREEMPT_MAX_MS, 100 ms by default) at most; the batch job ran 3 s.
     let bound_ns = 100_000_000;
-    assert!(throttled_ns(&busy) < bound_ns, "the batch job was held back by an idle server\n{}\n{}", busy.report(), server.report());
-    assert!(preempted_us(&busy) * 1000 < bound_ns, "the batch job was preempted for an idle server\n{}\n{}", busy.report(), server.report());
+    assert!(
+        throttled_ns(&busy) < bound_ns,
+        "the batch job was held back by an idle server\n{}\n{}",
+        busy.report(),
+        server.report()
+    );
+    assert!(
+        preempted_us(&busy) * 1000 < bound_ns,
+        "the batch job was preempted for an idle server\n{}\n{}",
+        busy.report(),
+        server.report()
+    );
 }
 
 /// The batch queues' time held back so far (window and off the GPU, ns), as `xhsa-top --json`
 /// shows the process whose requested level is `level`.
 fn held_so_far(board: &std::path::Path, level: i64) -> Option<u64> {
     let snap = common::top_json(board);
-    let queues = common::snapshot_processes(&snap).flat_map(|p| p["queues"].as_array().into_iter().flatten());
+    let queues = common::snapshot_processes(&snap)
+        .flat_map(|p| p["queues"].as_array().into_iter().flatten());
     let mut total = None;
     for q in queues.filter(|q| q["requested_priority"].as_i64() == Some(level)) {
         *total.get_or_insert(0) += q["time_held_ns"].as_u64()? + q["time_preempted_ns"].as_u64()?;
@@ -194,8 +268,15 @@ fn a_stopped_high_priority_process_holds_nobody_back() {
     let (stop_hp, stop_lp) = (dir.file("stop-hp"), dir.file("stop-lp"));
     let stops = [stop_hp.as_path(), stop_lp.as_path()];
     let stop_all = || stops.iter().for_each(|f| std::fs::write(f, b"").unwrap());
-    let lp = start_busy("the batch program", &stop_lp, "60", &opts(&dir, &board, "-10", "auto"), &stops);
-    let hp = start_busy("the high-priority program", &stop_hp, "60", &opts(&dir, &board, "10", "auto"), &stops);
+    let lp =
+        start_busy("the batch program", &stop_lp, "60", &opts(&dir, &board, "-10", "auto"), &stops);
+    let hp = start_busy(
+        "the high-priority program",
+        &stop_hp,
+        "60",
+        &opts(&dir, &board, "10", "auto"),
+        &stops,
+    );
     // Both flood the GPU a while: the batch process is held back (a precondition, not the test).
     std::thread::sleep(Duration::from_secs(1));
     let before_stop = held_so_far(&board, -10);
@@ -212,8 +293,13 @@ fn a_stopped_high_priority_process_holds_nobody_back() {
     let hp = hp.wait();
     assert_passed(&lp);
     assert_passed(&hp);
-    assert!(before_stop.is_some_and(|h| h > 0), "the batch process was never held back beside the running high-priority one\n{}", lp.report());
-    let (from, to) = (from.expect("no batch queues on the board"), to.expect("no batch queues on the board"));
+    assert!(
+        before_stop.is_some_and(|h| h > 0),
+        "the batch process was never held back beside the running high-priority one\n{}",
+        lp.report()
+    );
+    let (from, to) =
+        (from.expect("no batch queues on the board"), to.expect("no batch queues on the board"));
     // One starvation period (XHSA_PREEMPT_MAX_MS, 100 ms by default) at most.
     assert!(
         to.saturating_sub(from) < 100_000_000,

@@ -4,12 +4,18 @@
 //! KFD id is recorded from both `hsaKmtCreateQueue` and the CREATE_QUEUE ioctl.
 mod common;
 
-use common::{assert_passed, libxhsa, run_under_emu, run_with_libxhsa_log as run, RunOpts, RunOutput};
+use common::{
+    assert_passed, libxhsa, run_under_emu, run_with_libxhsa_log as run, RunOpts, RunOutput,
+};
 
 /// The counts of libxhsa's exit summary: (queues created, doorbell stores, KFD queues seen by
 /// both the thunk and the ioctl).
 fn summary(out: &RunOutput) -> (u64, u64, usize) {
-    let line = out.stderr.lines().find(|l| l.contains("INFO xhsa:") && l.contains("HSA queues created")).unwrap_or_else(|| panic!("no summary\n{}", out.report()));
+    let line = out
+        .stderr
+        .lines()
+        .find(|l| l.contains("INFO xhsa:") && l.contains("HSA queues created"))
+        .unwrap_or_else(|| panic!("no summary\n{}", out.report()));
     let num = |before: &str| -> u64 {
         let head = line.split(before).next().unwrap();
         head.split_whitespace().last().unwrap().trim_start_matches(',').parse().unwrap()
@@ -42,19 +48,40 @@ fn tools_lib_and_both_modes_intercept_once() {
     assert!(pre.0 == 2 && pre.1 >= 2, "hsa_queues creates 2 queues and rings both: {pre:?}");
     let tools = hsa(&[("HSA_TOOLS_LIB", &l)]);
     let both = hsa(&[("LD_PRELOAD", &l), ("HSA_TOOLS_LIB", &l)]);
-    assert_eq!((tools.0, tools.1), (pre.0, pre.1), "HSA_TOOLS_LIB saw a different number of queues/doorbells");
-    assert_eq!((both.0, both.1), (pre.0, pre.1), "loaded both ways, libxhsa must count each call once");
+    assert_eq!(
+        (tools.0, tools.1),
+        (pre.0, pre.1),
+        "HSA_TOOLS_LIB saw a different number of queues/doorbells"
+    );
+    assert_eq!(
+        (both.0, both.1),
+        (pre.0, pre.1),
+        "loaded both ways, libxhsa must count each call once"
+    );
 
     let hip_pre = summary(&run("hip_basic", SUBSETS, &[("LD_PRELOAD", &l)]));
     let tools_out = run("hip_basic", SUBSETS, &[("HSA_TOOLS_LIB", &l)]);
     // Every hook but hsa_amd_queue_get_info, which ROCr 5.2's AMD extension table does not have.
     let hooks_in_5_2 = xhsa::entry::api_table::Hook::ALL.len() - 1;
     let patched = format!("patched={hooks_in_5_2}");
-    assert!(tools_out.stderr.lines().any(|l| l.contains("API tables patched") && l.trim_end().ends_with(&patched)), "{}", tools_out.report());
-    let hip_both = summary(&run("hip_basic", SUBSETS, &[("LD_PRELOAD", &l), ("HSA_TOOLS_LIB", &l)]));
+    assert!(
+        tools_out
+            .stderr
+            .lines()
+            .any(|l| l.contains("API tables patched") && l.trim_end().ends_with(&patched)),
+        "{}",
+        tools_out.report()
+    );
+    let hip_both =
+        summary(&run("hip_basic", SUBSETS, &[("LD_PRELOAD", &l), ("HSA_TOOLS_LIB", &l)]));
     for (mode, got) in [("HSA_TOOLS_LIB", summary(&tools_out)), ("both", hip_both)] {
         assert_eq!(got.0, hip_pre.0, "{mode}: HIP queues seen");
-        assert!(got.1 * 10 >= hip_pre.1 * 9 && got.1 * 10 <= hip_pre.1 * 11, "{mode}: HIP doorbell stores {} vs {} with LD_PRELOAD", got.1, hip_pre.1);
+        assert!(
+            got.1 * 10 >= hip_pre.1 * 9 && got.1 * 10 <= hip_pre.1 * 11,
+            "{mode}: HIP doorbell stores {} vs {} with LD_PRELOAD",
+            got.1,
+            hip_pre.1
+        );
     }
 }
 
@@ -70,7 +97,8 @@ fn disabled_libxhsa_passes_everything_through() {
 fn a_malformed_setting_is_reported_once_and_the_app_succeeds() {
     let l = libxhsa();
     let out = run("hip_basic", &["kernels"], &[("LD_PRELOAD", &l), ("XHSA_WINDOW", "abc")]);
-    let errors: Vec<&str> = out.stderr.lines().filter(|l| l.contains("ERROR") && l.contains("XHSA_WINDOW")).collect();
+    let errors: Vec<&str> =
+        out.stderr.lines().filter(|l| l.contains("ERROR") && l.contains("XHSA_WINDOW")).collect();
     assert_eq!(errors.len(), 1, "{}", out.report());
     assert!(errors[0].contains("1..=1024"), "the accepted forms are named: {}", errors[0]);
 }
@@ -82,13 +110,25 @@ fn a_malformed_setting_is_reported_once_and_the_app_succeeds() {
 fn an_invalid_log_filter_is_reported_once_and_the_app_succeeds() {
     let l = libxhsa();
     let env = vec![("LD_PRELOAD".to_string(), l), ("XHSA_LOG".to_string(), "infoo".to_string())];
-    let out = run_under_emu(&common::program("hip_basic"), &["kernels"], &RunOpts { env, ..RunOpts::default() });
+    let out = run_under_emu(
+        &common::program("hip_basic"),
+        &["kernels"],
+        &RunOpts { env, ..RunOpts::default() },
+    );
     assert_passed(&out);
     let errors: Vec<&str> = out.stderr.lines().filter(|l| l.contains("ERROR")).collect();
     assert_eq!(errors.len(), 1, "exactly one error\n{}", out.report());
-    assert!(errors[0].contains("XHSA_LOG=\"infoo\"") && errors[0].contains("accepted: a level"), "names the variable, the value and the accepted forms: {}", errors[0]);
+    assert!(
+        errors[0].contains("XHSA_LOG=\"infoo\"") && errors[0].contains("accepted: a level"),
+        "names the variable, the value and the accepted forms: {}",
+        errors[0]
+    );
     assert!(errors[0].contains("using warn"), "{}", errors[0]);
-    assert!(!out.stderr.contains(" INFO xhsa:"), "logging at warn: no info lines\n{}", out.report());
+    assert!(
+        !out.stderr.contains(" INFO xhsa:"),
+        "logging at warn: no info lines\n{}",
+        out.report()
+    );
 }
 
 /// hipRAND under libxhsa: every check of hiprand_gen's Philox generators passes (their values
@@ -102,8 +142,18 @@ fn hiprand_works_with_libxhsa_loaded() {
     for var in ["LD_PRELOAD", "HSA_TOOLS_LIB"] {
         let out = run("hiprand_gen", &["philox"], &[(var, &l)]);
         assert!(summary(&out).0 >= 1, "{var}: no queue seen\n{}", out.report());
-        assert!(!out.stderr.contains("shadow queues: 0 created"), "{var}: hipRAND's queues were not shadowed\n{}", out.report());
-        for c in ["philox.uniform_chi2", "philox.normal_moments", "philox_other_seed.uniform_mean", "determinism.philox_same_seed", "determinism.philox_other_seed_differs"] {
+        assert!(
+            !out.stderr.contains("shadow queues: 0 created"),
+            "{var}: hipRAND's queues were not shadowed\n{}",
+            out.report()
+        );
+        for c in [
+            "philox.uniform_chi2",
+            "philox.normal_moments",
+            "philox_other_seed.uniform_mean",
+            "determinism.philox_same_seed",
+            "determinism.philox_other_seed_differs",
+        ] {
             common::assert_check_passed(&out, c);
         }
     }
@@ -118,7 +168,8 @@ fn run_plugin(env: &[(&str, &str)]) -> RunOutput {
     let plugin = common::hip_shared_library("hip_plugin");
     let host = common::program("dlopen_host");
     let plugin_arg = plugin.display().to_string();
-    let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let env: Vec<(String, String)> =
+        env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     let out = run_under_emu(&host, &[plugin_arg.as_str()], &RunOpts { env, ..RunOpts::default() });
     assert_passed(&out);
     out
@@ -133,7 +184,8 @@ fn hip_loaded_with_dlopen_rtld_local_works_with_libxhsa_preloaded() {
 
 /// The `passthrough libraries: Q queues, D dispatches` figures of the exit summary.
 fn passthrough_counts(out: &RunOutput) -> (u64, u64) {
-    let nums = common::numbers_after(out, "passthrough libraries:").unwrap_or_else(|| panic!("no summary\n{}", out.report()));
+    let nums = common::numbers_after(out, "passthrough libraries:")
+        .unwrap_or_else(|| panic!("no summary\n{}", out.report()));
     (nums[0], nums[1])
 }
 
@@ -147,7 +199,11 @@ fn dispatches_of_a_whitelisted_library_kernels_pass_unthrottled() {
     assert_eq!(passthrough_counts(&out), (0, 0), "nothing whitelisted");
     let plugin = common::hip_shared_library("hip_plugin");
     let name = plugin.file_name().unwrap().to_str().expect("UTF-8 name");
-    let out = run_plugin(&[("LD_PRELOAD", &l), ("XHSA_LOG", "info"), ("XHSA_PASSTHROUGH_LIBS", &format!("libother.so, {name}"))]);
+    let out = run_plugin(&[
+        ("LD_PRELOAD", &l),
+        ("XHSA_LOG", "info"),
+        ("XHSA_PASSTHROUGH_LIBS", &format!("libother.so, {name}")),
+    ]);
     let (queues, dispatches) = passthrough_counts(&out);
     assert_eq!(queues, 0, "HIP, not the plugin, creates the queues");
     assert!(dispatches >= 1, "the plugin's vadd dispatch was not recognised\n{}", out.report());
@@ -162,7 +218,11 @@ fn queues_created_by_a_whitelisted_library_are_untouched() {
     let name = prog.file_name().unwrap().to_str().unwrap().to_string();
     let co = common::code_object("xhsa_kernels");
     let co = co.to_str().expect("UTF-8 path");
-    let out = run("hsa_queues", &["normal", co], &[("LD_PRELOAD", &l), ("XSCHED_PASSTHROUGH_LIBS", &name)]);
+    let out = run(
+        "hsa_queues",
+        &["normal", co],
+        &[("LD_PRELOAD", &l), ("XSCHED_PASSTHROUGH_LIBS", &name)],
+    );
     let (queues, _) = passthrough_counts(&out);
     assert_eq!(queues, 2, "both queues passed through\n{}", out.report());
     assert!(out.stderr.contains("shadow queues: 0 created"), "{}", out.report());
@@ -178,15 +238,27 @@ fn a_library_rule_sets_the_priority_of_the_queues_it_creates() {
     let dir = std::env::temp_dir().join(format!("xhsa-librule-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let cfg = dir.join("xhsa.toml");
-    std::fs::write(&cfg, format!("priority = -3\n[[library]]\nname = \"{name}\"\npriority = 7\n")).unwrap();
+    std::fs::write(&cfg, format!("priority = -3\n[[library]]\nname = \"{name}\"\npriority = 7\n"))
+        .unwrap();
     let co = common::code_object("xhsa_kernels");
     let co = co.to_str().expect("UTF-8 path");
     let cfg_s = cfg.display().to_string();
-    let env = [("LD_PRELOAD", l.as_str()), ("XHSA_CONFIG", cfg_s.as_str()), ("XHSA_LOG", "xhsa=debug")];
-    let out = run_under_emu(&prog, &["normal", co], &RunOpts { env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), ..RunOpts::default() });
+    let env =
+        [("LD_PRELOAD", l.as_str()), ("XHSA_CONFIG", cfg_s.as_str()), ("XHSA_LOG", "xhsa=debug")];
+    let out = run_under_emu(
+        &prog,
+        &["normal", co],
+        &RunOpts {
+            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            ..RunOpts::default()
+        },
+    );
     assert_passed(&out);
     let shadows: Vec<&str> = out.stderr.lines().filter(|l| l.contains("shadow 0x")).collect();
     assert_eq!(shadows.len(), 2, "{}", out.report());
-    assert!(shadows.iter().all(|l| l.contains("Level(7)")), "the library rule wins over the top-level priority: {shadows:?}");
+    assert!(
+        shadows.iter().all(|l| l.contains("Level(7)")),
+        "the library rule wins over the top-level priority: {shadows:?}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

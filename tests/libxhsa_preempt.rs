@@ -10,13 +10,22 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{assert_passed, emu_status, libxhsa, run_lock, spawn_under_emu, DeviceDir, RunOpts, RunOutput, Running};
+use common::{
+    assert_passed, emu_status, libxhsa, run_lock, spawn_under_emu, DeviceDir, RunOpts, RunOutput,
+    Running,
+};
 
 /// How the processes load libxhsa: `LD_PRELOAD` or `HSA_TOOLS_LIB`.
 const PRELOAD: &str = "LD_PRELOAD";
 const TOOLS_LIB: &str = "HSA_TOOLS_LIB";
 
-fn opts(dir: &DeviceDir, board: &std::path::Path, load: &str, priority: &str, extra: &[(&str, &str)]) -> RunOpts {
+fn opts(
+    dir: &DeviceDir,
+    board: &std::path::Path,
+    load: &str,
+    priority: &str,
+    extra: &[(&str, &str)],
+) -> RunOpts {
     let mut env = vec![
         dir.env(),
         (load.into(), libxhsa()),
@@ -31,9 +40,22 @@ fn opts(dir: &DeviceDir, board: &std::path::Path, load: &str, priority: &str, ex
 /// `(taken off, put back, off now)` from libxhsa's exit summary; `None` without a preemption
 /// part (preemption off or never started).
 fn preemptions(out: &RunOutput) -> Option<(u64, u64, u64)> {
-    let line = out.stderr.lines().find(|l| l.contains("INFO xhsa:") && l.contains("HSA queues created"))?;
+    let line = out
+        .stderr
+        .lines()
+        .find(|l| l.contains("INFO xhsa:") && l.contains("HSA queues created"))?;
     let part = line.split("; preemption: ").nth(1)?;
-    let num = |before: &str| -> u64 { part.split(before).next().unwrap().split_whitespace().last().unwrap().trim_start_matches(',').parse().unwrap() };
+    let num = |before: &str| -> u64 {
+        part.split(before)
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .last()
+            .unwrap()
+            .trim_start_matches(',')
+            .parse()
+            .unwrap()
+    };
     Some((num(" taken off"), num(" put back"), num(" off now")))
 }
 
@@ -78,7 +100,11 @@ fn busy_scene_loaded(tag: &str, load: &'static str, extra: &[(&str, &str)]) -> S
     std::fs::create_dir_all(&board).unwrap();
     let stop = dir.file("stop");
     let prog = common::program("shared_hip");
-    let busy = spawn_under_emu(&prog, &["busy", stop.to_str().unwrap(), "60"], &opts(&dir, &board, load, "-10", extra));
+    let busy = spawn_under_emu(
+        &prog,
+        &["busy", stop.to_str().unwrap(), "60"],
+        &opts(&dir, &board, load, "-10", extra),
+    );
     if busy.wait_for_line(|l| l == "BUSY_RUNNING", Duration::from_secs(30)).is_none() {
         std::fs::write(&stop, b"").unwrap();
         panic!("the busy program never reported BUSY_RUNNING\n{}", busy.wait().report());
@@ -89,7 +115,11 @@ fn busy_scene_loaded(tag: &str, load: &'static str, extra: &[(&str, &str)]) -> S
 impl Scene {
     fn victim(&self, trials: &str, extra: &[(&str, &str)]) -> Running {
         let prog = common::program("shared_hip");
-        spawn_under_emu(&prog, &["victim", "10", "640", "1000000", trials], &opts(&self.dir, &self.board, self.load, "10", extra))
+        spawn_under_emu(
+            &prog,
+            &["victim", "10", "640", "1000000", trials],
+            &opts(&self.dir, &self.board, self.load, "10", extra),
+        )
     }
 
     fn finish(mut self) -> RunOutput {
@@ -110,9 +140,14 @@ fn a_batch_process_is_preempted_for_a_higher_priority_one_and_put_back() {
     let victim = scene.victim("3", &[]).wait();
     assert_passed(&victim);
     // The victim's work is done: the busy queue is back on the GPU within a moment.
-    assert!(eventually(Duration::from_secs(3), || !some_queue_off(&scene.dir)), "a queue stayed off the GPU\n{}", emu_status(&scene.dir));
+    assert!(
+        eventually(Duration::from_secs(3), || !some_queue_off(&scene.dir)),
+        "a queue stayed off the GPU\n{}",
+        emu_status(&scene.dir)
+    );
     let busy = scene.finish();
-    let (off, back, now) = preemptions(&busy).unwrap_or_else(|| panic!("no preemption summary\n{}", busy.report()));
+    let (off, back, now) =
+        preemptions(&busy).unwrap_or_else(|| panic!("no preemption summary\n{}", busy.report()));
     assert!(off >= 1, "the busy low-priority queue was never taken off\n{}", busy.report());
     assert_eq!((back, now), (off, 0), "every preemption is undone\n{}", busy.report());
     let (v_off, _, _) = preemptions(&victim).expect("victim summary");
@@ -121,17 +156,32 @@ fn a_batch_process_is_preempted_for_a_higher_priority_one_and_put_back() {
     // GPU's preemption track.
     let (path, _) = common::trace_file(&traces.path, "busy-");
     let events = common::read_trace(&path);
-    let spans = |pred: &dyn Fn(&serde_json::Value) -> bool| events.iter().filter(|e| e["ph"] == "X" && pred(e)).count() as u64;
+    let spans = |pred: &dyn Fn(&serde_json::Value) -> bool| {
+        events.iter().filter(|e| e["ph"] == "X" && pred(e)).count() as u64
+    };
     let names: std::collections::BTreeMap<u64, String> = events
         .iter()
         .filter(|e| e["name"] == "thread_name")
         .map(|e| (e["tid"].as_u64().unwrap(), e["args"]["name"].as_str().unwrap().to_string()))
         .collect();
-    let track = |e: &serde_json::Value| names.get(&e["tid"].as_u64().unwrap()).cloned().unwrap_or_default();
-    let off_spans = spans(&|e| e["name"] == "off the GPU" && track(e).starts_with("queue ") && e["args"].get("still_off_at_exit").is_none());
-    assert_eq!(off_spans, off, "one closed `off the GPU` span per preemption in {}", path.display());
+    let track =
+        |e: &serde_json::Value| names.get(&e["tid"].as_u64().unwrap()).cloned().unwrap_or_default();
+    let off_spans = spans(&|e| {
+        e["name"] == "off the GPU"
+            && track(e).starts_with("queue ")
+            && e["args"].get("still_off_at_exit").is_none()
+    });
+    assert_eq!(
+        off_spans,
+        off,
+        "one closed `off the GPU` span per preemption in {}",
+        path.display()
+    );
     let kfd_calls = spans(&|e| track(e).starts_with("preemption, GPU") && e["args"]["ok"] == true);
-    assert!(kfd_calls >= 2 * off, "a KFD call to take each queue off and one to put it back: {kfd_calls} for {off}");
+    assert!(
+        kfd_calls >= 2 * off,
+        "a KFD call to take each queue off and one to put it back: {kfd_calls} for {off}"
+    );
     assert_eq!(events.last().unwrap()["name"], "trace end", "{}", path.display());
 }
 
@@ -143,10 +193,19 @@ fn loaded_as_a_tools_lib_a_batch_process_is_preempted_and_put_back() {
     let scene = busy_scene_loaded("preempt-toolslib", TOOLS_LIB, &[]);
     let victim = scene.victim("3", &[]).wait();
     assert_passed(&victim);
-    assert!(eventually(Duration::from_secs(3), || !some_queue_off(&scene.dir)), "a queue stayed off the GPU\n{}", emu_status(&scene.dir));
+    assert!(
+        eventually(Duration::from_secs(3), || !some_queue_off(&scene.dir)),
+        "a queue stayed off the GPU\n{}",
+        emu_status(&scene.dir)
+    );
     let busy = scene.finish();
-    assert!(busy.stderr.contains("HSA_TOOLS_LIB") || busy.stderr.contains("tools library"), "loaded as a tools library\n{}", busy.report());
-    let (off, back, now) = preemptions(&busy).unwrap_or_else(|| panic!("no preemption summary\n{}", busy.report()));
+    assert!(
+        busy.stderr.contains("HSA_TOOLS_LIB") || busy.stderr.contains("tools library"),
+        "loaded as a tools library\n{}",
+        busy.report()
+    );
+    let (off, back, now) =
+        preemptions(&busy).unwrap_or_else(|| panic!("no preemption summary\n{}", busy.report()));
     assert!(off >= 1, "the busy low-priority queue was never taken off\n{}", busy.report());
     assert_eq!((back, now), (off, 0), "every preemption is undone\n{}", busy.report());
     assert!(busy.stderr.contains("found in KFD's queue snapshot"), "{}", busy.report());
@@ -163,7 +222,12 @@ fn with_preemption_off_only_the_window_acts() {
     assert_passed(&victim);
     assert!(!some_queue_off(&scene.dir));
     let busy = scene.finish();
-    assert_eq!(preemptions(&busy), None, "XHSA_PREEMPT=off starts no preemption\n{}", busy.report());
+    assert_eq!(
+        preemptions(&busy),
+        None,
+        "XHSA_PREEMPT=off starts no preemption\n{}",
+        busy.report()
+    );
     assert!(busy.stderr.contains("XHSA_PREEMPT=off"), "{}", busy.report());
 }
 
@@ -173,7 +237,11 @@ fn a_killed_high_priority_process_does_not_leave_the_batch_process_off_the_gpu()
     let scene = busy_scene("preempt-kill", &[]);
     let victim = scene.victim("50", &[]);
     let off = eventually(Duration::from_secs(30), || some_queue_off(&scene.dir));
-    assert!(off, "the busy queue was never taken off while the victim ran\n{}", emu_status(&scene.dir));
+    assert!(
+        off,
+        "the busy queue was never taken off while the victim ran\n{}",
+        emu_status(&scene.dir)
+    );
     let t = Instant::now();
     victim.kill_group(libc::SIGKILL);
     let _ = victim.wait();
@@ -196,9 +264,14 @@ fn suspend_mode_suspends_and_resumes() {
     let scene = busy_scene("preempt-suspend", &[("XHSA_PREEMPT", "suspend")]);
     let victim = scene.victim("3", &[]).wait();
     assert_passed(&victim);
-    assert!(eventually(Duration::from_secs(3), || !some_queue_off(&scene.dir)), "a queue stayed suspended\n{}", emu_status(&scene.dir));
+    assert!(
+        eventually(Duration::from_secs(3), || !some_queue_off(&scene.dir)),
+        "a queue stayed suspended\n{}",
+        emu_status(&scene.dir)
+    );
     let busy = scene.finish();
-    let (off, back, now) = preemptions(&busy).unwrap_or_else(|| panic!("no preemption summary\n{}", busy.report()));
+    let (off, back, now) =
+        preemptions(&busy).unwrap_or_else(|| panic!("no preemption summary\n{}", busy.report()));
     assert!(off >= 1 && back == off && now == 0, "{}", busy.report());
     assert!(!busy.stderr.contains("preemption failed"), "{}", busy.report());
 }
@@ -209,14 +282,26 @@ fn suspend_mode_suspends_and_resumes() {
 #[test]
 fn an_injected_preemption_failure_is_logged_once_and_the_application_completes() {
     let _lock = run_lock(true);
-    for (mode, fault) in [("queue", "preempt_fail"), ("queue", "preempt_timeout:0:300"), ("suspend", "preempt_fail")] {
-        let scene = busy_scene("preempt-fault", &[("XHSA_PREEMPT", mode), ("XHSA_EMU_FAULT", fault)]);
+    for (mode, fault) in
+        [("queue", "preempt_fail"), ("queue", "preempt_timeout:0:300"), ("suspend", "preempt_fail")]
+    {
+        let scene =
+            busy_scene("preempt-fault", &[("XHSA_PREEMPT", mode), ("XHSA_EMU_FAULT", fault)]);
         let victim = scene.victim("3", &[]).wait();
         assert_passed(&victim);
-        assert!(!some_queue_off(&scene.dir), "{mode}/{fault}: a queue was left off\n{}", emu_status(&scene.dir));
+        assert!(
+            !some_queue_off(&scene.dir),
+            "{mode}/{fault}: a queue was left off\n{}",
+            emu_status(&scene.dir)
+        );
         let busy = scene.finish();
         let failures = busy.stderr.lines().filter(|l| l.contains("preemption failed")).count();
-        assert_eq!(failures, 1, "{mode}/{fault}: the failure is reported exactly once\n{}", busy.report());
+        assert_eq!(
+            failures,
+            1,
+            "{mode}/{fault}: the failure is reported exactly once\n{}",
+            busy.report()
+        );
         let (off, back, now) = preemptions(&busy).expect("busy summary");
         assert_eq!(now, 0, "{mode}/{fault}: nothing stays off\n{}", busy.report());
         assert_eq!(off, back, "{mode}/{fault}\n{}", busy.report());

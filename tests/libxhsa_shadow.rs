@@ -10,7 +10,11 @@ use std::collections::BTreeSet;
 
 /// The names of the checks that passed (`PASS name` lines).
 fn passed_checks(out: &RunOutput) -> BTreeSet<String> {
-    out.stdout.lines().filter_map(|l| l.strip_prefix("PASS ")).map(|s| s.trim().to_string()).collect()
+    out.stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("PASS "))
+        .map(|s| s.trim().to_string())
+        .collect()
 }
 
 /// The shadow part of the exit summary.
@@ -29,10 +33,18 @@ fn shadow_summary(out: &RunOutput) -> Shadow {
         .lines()
         .find(|l| l.contains("INFO xhsa:") && l.contains("HSA queues created"))
         .unwrap_or_else(|| panic!("no summary\n{}", out.report()));
-    let part = line.split("; shadow queues: ").nth(1).unwrap_or_else(|| panic!("no shadow summary in {line}"));
+    let part = line
+        .split("; shadow queues: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no shadow summary in {line}"));
     let num = |label: &str| -> u64 {
         let head = part.split(label).next().unwrap();
-        head.split_whitespace().last().unwrap().trim_start_matches(',').parse().unwrap_or_else(|_| panic!("{label} in {part}"))
+        head.split_whitespace()
+            .last()
+            .unwrap()
+            .trim_start_matches(',')
+            .parse()
+            .unwrap_or_else(|_| panic!("{label} in {part}"))
     };
     Shadow {
         created: num(" created"),
@@ -63,10 +75,18 @@ fn same_as_native(program: &str, args: &[&str], min_queues: u64) {
     assert!(!native.is_empty());
     for (mode, env) in modes(&l) {
         let out = run(program, args, &env_of(&env));
-        assert_eq!(passed_checks(&out), native, "{mode}: the checks that pass differ from native\n{}", out.report());
+        assert_eq!(
+            passed_checks(&out),
+            native,
+            "{mode}: the checks that pass differ from native\n{}",
+            out.report()
+        );
         let s = shadow_summary(&out);
         assert!(s.created >= min_queues, "{mode}: {s:?}");
-        assert!(s.forwarded > 0 && s.forwarded == s.taken && s.held == 0, "{mode}: every packet taken is forwarded: {s:?}");
+        assert!(
+            s.forwarded > 0 && s.forwarded == s.taken && s.held == 0,
+            "{mode}: every packet taken is forwarded: {s:?}"
+        );
         assert_eq!(s.degraded, 0, "{mode}: {s:?}");
         assert!(!out.stderr.contains("ERROR"), "{mode}: an error was logged\n{}", out.report());
     }
@@ -95,7 +115,11 @@ fn hsa_queues_badpacket_reports_the_shadow_queue() {
 /// this test is about; `./x demo` and `./x bench` measure libxhsa's costs.
 #[test]
 fn hip_basic_full_suite_through_shadow_queues() {
-    same_as_native("hip_basic", &["device", "memcpy", "memset", "kernels", "streams", "priority", "launches"], 4);
+    same_as_native(
+        "hip_basic",
+        &["device", "memcpy", "memset", "kernels", "streams", "priority", "launches"],
+        4,
+    );
 }
 
 /// A shadow that cannot be built leaves the queue a plain hardware queue: the application
@@ -104,7 +128,11 @@ fn hip_basic_full_suite_through_shadow_queues() {
 fn failed_shadow_creation_passes_the_queue_through() {
     let l = libxhsa();
     let co = common::code_object("xhsa_kernels");
-    let out = run("hsa_queues", &["normal", co.to_str().unwrap()], &[("LD_PRELOAD", &l), ("XHSA_FAULT_INJECT", "shadow_create")]);
+    let out = run(
+        "hsa_queues",
+        &["normal", co.to_str().unwrap()],
+        &[("LD_PRELOAD", &l), ("XHSA_FAULT_INJECT", "shadow_create")],
+    );
     let errors: Vec<&str> = out.stderr.lines().filter(|l| l.contains("ERROR")).collect();
     assert_eq!(errors.len(), 1, "{}", out.report());
     assert!(errors[0].contains("could not build a shadow queue"), "{}", errors[0]);
@@ -117,7 +145,9 @@ fn failed_shadow_creation_passes_the_queue_through() {
 #[test]
 fn a_failed_forwarding_pass_degrades_the_queue_to_passthrough() {
     let l = libxhsa();
-    for (program, args) in [("hip_basic", vec!["kernels", "streams"]), ("hsa_queues", vec!["normal"])] {
+    for (program, args) in
+        [("hip_basic", vec!["kernels", "streams"]), ("hsa_queues", vec!["normal"])]
+    {
         let co = common::code_object("xhsa_kernels");
         let mut args = args;
         if program == "hsa_queues" {
@@ -146,10 +176,22 @@ fn an_unknown_rocr_version_passes_queues_through_unshadowed() {
     let preload = format!("{l}:{}", spoof.display());
     let co = common::code_object("xhsa_kernels");
     let args = ["normal", co.to_str().unwrap()];
-    let out = run("hsa_queues", &args, &[("LD_PRELOAD", &preload), ("XHSA_TEST_ROCR_BUILD_ID", "1.18.70000-rocm-rel-7.0-1-abcdef")]);
-    let warnings: Vec<&str> = out.stderr.lines().filter(|l| l.contains("WARN") && l.contains("xhsa:")).collect();
+    let out = run(
+        "hsa_queues",
+        &args,
+        &[
+            ("LD_PRELOAD", &preload),
+            ("XHSA_TEST_ROCR_BUILD_ID", "1.18.70000-rocm-rel-7.0-1-abcdef"),
+        ],
+    );
+    let warnings: Vec<&str> =
+        out.stderr.lines().filter(|l| l.contains("WARN") && l.contains("xhsa:")).collect();
     assert_eq!(warnings.len(), 1, "one warning\n{}", out.report());
-    assert!(warnings[0].contains("ROCr 1.18") && warnings[0].contains("unshadowed"), "{}", warnings[0]);
+    assert!(
+        warnings[0].contains("ROCr 1.18") && warnings[0].contains("unshadowed"),
+        "{}",
+        warnings[0]
+    );
     assert!(!out.stderr.contains("ERROR"), "{}", out.report());
     let s = shadow_summary(&out);
     assert_eq!((s.created, s.taken), (0, 0), "{s:?}");
@@ -173,7 +215,11 @@ fn an_unknown_rocr_version_passes_queues_through_unshadowed() {
 fn a_degraded_queue_drains_without_the_application() {
     let l = libxhsa();
     let co = common::code_object("xhsa_kernels");
-    let out = run("hsa_queues", &["fill", co.to_str().unwrap()], &[("LD_PRELOAD", &l), ("XHSA_FAULT_INJECT", "forward:1")]);
+    let out = run(
+        "hsa_queues",
+        &["fill", co.to_str().unwrap()],
+        &[("LD_PRELOAD", &l), ("XHSA_FAULT_INJECT", "forward:1")],
+    );
     common::assert_check_passed(&out, "fill.counts");
     let errors: Vec<&str> = out.stderr.lines().filter(|l| l.contains("ERROR")).collect();
     assert_eq!(errors.len(), 1, "{}", out.report());
@@ -194,20 +240,40 @@ fn a_failure_after_the_reserve_fills_the_slots_and_loses_nothing() {
     let l = libxhsa();
     let co = common::code_object("xhsa_kernels");
     let co = co.to_str().unwrap();
-    let out = run("hsa_queues", &["fill", co], &[("LD_PRELOAD", &l), ("XHSA_FAULT_INJECT", "forward_after_reserve:256")]);
+    let out = run(
+        "hsa_queues",
+        &["fill", co],
+        &[("LD_PRELOAD", &l), ("XHSA_FAULT_INJECT", "forward_after_reserve:256")],
+    );
     common::assert_check_passed(&out, "fill.counts");
     let errors: Vec<&str> = out.stderr.lines().filter(|l| l.contains("ERROR")).collect();
     assert_eq!(errors.len(), 1, "{}", out.report());
-    assert!(errors[0].contains("after its slots were reserved") && errors[0].contains("passes through unscheduled"), "{}", errors[0]);
-    let counts = errors[0].split('(').nth(1).and_then(|r| r.split(" packets written").next()).unwrap_or_default();
-    let (written, of) = counts.split_once(" of ").map(|(a, b)| (a.parse::<u64>().unwrap(), b.parse::<u64>().unwrap())).expect("N of M");
+    assert!(
+        errors[0].contains("after its slots were reserved")
+            && errors[0].contains("passes through unscheduled"),
+        "{}",
+        errors[0]
+    );
+    let counts = errors[0]
+        .split('(')
+        .nth(1)
+        .and_then(|r| r.split(" packets written").next())
+        .unwrap_or_default();
+    let (written, of) = counts
+        .split_once(" of ")
+        .map(|(a, b)| (a.parse::<u64>().unwrap(), b.parse::<u64>().unwrap()))
+        .expect("N of M");
     assert!(0 < written && written < of, "the failure is in the middle of a batch: {}", errors[0]);
     let s = shadow_summary(&out);
     assert_eq!(s.degraded, 1, "{s:?}");
     assert!(s.taken == 512 && s.forwarded == 512 && s.held == 0, "{s:?}");
 
     let native = passed_checks(&run("hsa_queues", &["normal", co], &[]));
-    let out = run("hsa_queues", &["normal", co], &[("LD_PRELOAD", &l), ("XHSA_FAULT_INJECT", "forward_after_reserve:3")]);
+    let out = run(
+        "hsa_queues",
+        &["normal", co],
+        &[("LD_PRELOAD", &l), ("XHSA_FAULT_INJECT", "forward_after_reserve:3")],
+    );
     assert_eq!(passed_checks(&out), native, "{}", out.report());
     let s = shadow_summary(&out);
     assert!(s.degraded == 1 && s.forwarded == s.taken && s.held == 0, "{s:?}");

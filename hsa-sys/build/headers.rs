@@ -53,12 +53,8 @@ pub const HSAKMT: HeaderSet = HeaderSet {
 };
 
 /// Variables that steer the search; `build.rs` emits `rerun-if-env-changed` for each.
-pub const ENV_VARS: &[&str] = &[
-    "HSA_INCLUDE_DIR",
-    "HSAKMT_INCLUDE_DIR",
-    "ROCM_PATH",
-    NO_SYSTEM_HEADERS,
-];
+pub const ENV_VARS: &[&str] =
+    &["HSA_INCLUDE_DIR", "HSAKMT_INCLUDE_DIR", "ROCM_PATH", NO_SYSTEM_HEADERS];
 
 /// Test-only switch: when set (to anything), the system locations below are not searched, so a
 /// missing header can be provoked on a machine that has the Debian packages installed.
@@ -82,29 +78,17 @@ pub fn candidates(set: &HeaderSet, env: &dyn Fn(&str) -> Option<OsString>) -> Ve
     for &(name, parent_too) in set.env_vars {
         let Some(dir) = var(name) else { continue };
         let parent = dir.parent().filter(|_| parent_too).map(Path::to_path_buf);
-        out.push(Candidate {
-            dir,
-            origin: format!("${name}"),
-        });
+        out.push(Candidate { dir, origin: format!("${name}") });
         if let Some(dir) = parent {
-            out.push(Candidate {
-                dir,
-                origin: format!("${name}/.."),
-            });
+            out.push(Candidate { dir, origin: format!("${name}/..") });
         }
     }
     if let Some(rocm) = var("ROCM_PATH") {
-        out.push(Candidate {
-            dir: rocm.join("include"),
-            origin: "$ROCM_PATH/include".into(),
-        });
+        out.push(Candidate { dir: rocm.join("include"), origin: "$ROCM_PATH/include".into() });
     }
     if var(NO_SYSTEM_HEADERS).is_none() {
         for root in SYSTEM_ROOTS {
-            out.push(Candidate {
-                dir: root.into(),
-                origin: "system".into(),
-            });
+            out.push(Candidate { dir: root.into(), origin: "system".into() });
         }
     }
     out
@@ -133,15 +117,8 @@ pub fn find(set: &HeaderSet, candidates: &[Candidate]) -> Result<PathBuf, String
 }
 
 fn missing_message(set: &HeaderSet, missing: &str, tried: &[(PathBuf, String, &str)]) -> String {
-    let mut m = format!(
-        "hsa-sys: cannot find the {} header `{missing}`.\n",
-        set.what
-    );
-    let _ = writeln!(
-        m,
-        "  Needed together in one directory: {}.",
-        set.headers.join(", ")
-    );
+    let mut m = format!("hsa-sys: cannot find the {} header `{missing}`.\n", set.what);
+    let _ = writeln!(m, "  Needed together in one directory: {}.", set.headers.join(", "));
     if tried.is_empty() {
         m.push_str(
             "  No directory was searched (no variable set and system locations disabled).\n",
@@ -152,12 +129,7 @@ fn missing_message(set: &HeaderSet, missing: &str, tried: &[(PathBuf, String, &s
             let _ = writeln!(m, "    {:<40} ({origin}): no {h}", dir.display());
         }
     }
-    let vars = set
-        .env_vars
-        .iter()
-        .map(|v| v.0)
-        .collect::<Vec<_>>()
-        .join(" or ");
+    let vars = set.env_vars.iter().map(|v| v.0).collect::<Vec<_>>().join(" or ");
     let _ = write!(
         m,
         "  Fix: install the Debian package `{pkg}` (apt-get install {pkg}), or set {vars} to the \
@@ -186,10 +158,7 @@ pub fn release_of(dir: &Path, main: &str) -> Option<String> {
 }
 
 fn dpkg_query(args: &[&std::ffi::OsStr]) -> Option<String> {
-    let out = std::process::Command::new("dpkg-query")
-        .args(args)
-        .output()
-        .ok()?;
+    let out = std::process::Command::new("dpkg-query").args(args).output().ok()?;
     let text = String::from_utf8(out.stdout).ok()?;
     let text = text.lines().next()?.trim().to_string();
     (out.status.success() && !text.is_empty()).then_some(text)

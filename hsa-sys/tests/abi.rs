@@ -16,10 +16,7 @@ use hsa_sys::hsakmt;
 fn rocr_5_2() -> bool {
     let yes = hsa_sys::ROCR_RELEASE.starts_with("5.2.");
     if !yes {
-        eprintln!(
-            "ROCr headers {} are not 5.2: size checks skipped",
-            hsa_sys::ROCR_RELEASE
-        );
+        eprintln!("ROCr headers {} are not 5.2: size checks skipped", hsa_sys::ROCR_RELEASE);
     }
     yes
 }
@@ -215,14 +212,8 @@ fn amd_signal() {
     assert_eq!(size_of::<S>(), 64);
     assert_eq!(align_of::<S>(), 64);
     assert_eq!(offset_of!(S, kind), 0);
-    assert_eq!(
-        offset_of!(S, __bindgen_anon_1) + offset_of!(amd_signal_s__bindgen_ty_1, value),
-        8
-    );
-    assert_eq!(
-        offset_of!(amd_signal_s__bindgen_ty_1, hardware_doorbell_ptr),
-        0
-    );
+    assert_eq!(offset_of!(S, __bindgen_anon_1) + offset_of!(amd_signal_s__bindgen_ty_1, value), 8);
+    assert_eq!(offset_of!(amd_signal_s__bindgen_ty_1, hardware_doorbell_ptr), 0);
     assert_eq!(offset_of!(S, event_mailbox_ptr), 16);
     assert_eq!(offset_of!(S, event_id), 24);
     assert_eq!(offset_of!(S, reserved1), 28);
@@ -299,10 +290,7 @@ fn core_api_table() {
     if rocr_5_2() {
         // ROCr 5.2 hands tools core table version 1.1016: 16 + 125 entries * 8.
         assert_eq!(size_of::<T>(), 1016);
-        assert_eq!(
-            offset_of!(T, hsa_executable_iterate_program_symbols_fn),
-            1008
-        );
+        assert_eq!(offset_of!(T, hsa_executable_iterate_program_symbols_fn), 1008);
     }
 }
 
@@ -349,12 +337,7 @@ fn amd_ext_table() {
 fn hsakmt_struct_sizes() {
     use hsakmt::*;
     let cases: [(&str, usize, usize, usize); 16] = [
-        (
-            "HsaNodeProperties",
-            size_of::<HsaNodeProperties>(),
-            356,
-            align_of::<HsaNodeProperties>(),
-        ),
+        ("HsaNodeProperties", size_of::<HsaNodeProperties>(), 356, align_of::<HsaNodeProperties>()),
         (
             "HsaMemoryProperties",
             size_of::<HsaMemoryProperties>(),
@@ -373,78 +356,28 @@ fn hsakmt_struct_sizes() {
             48,
             align_of::<HsaIoLinkProperties>(),
         ),
-        (
-            "HsaQueueResource",
-            size_of::<HsaQueueResource>(),
-            40,
-            align_of::<HsaQueueResource>(),
-        ),
-        (
-            "HsaEvent",
-            size_of::<HsaEvent>(),
-            48,
-            align_of::<HsaEvent>(),
-        ),
-        (
-            "HsaEventData",
-            size_of::<HsaEventData>(),
-            44,
-            align_of::<HsaEventData>(),
-        ),
+        ("HsaQueueResource", size_of::<HsaQueueResource>(), 40, align_of::<HsaQueueResource>()),
+        ("HsaEvent", size_of::<HsaEvent>(), 48, align_of::<HsaEvent>()),
+        ("HsaEventData", size_of::<HsaEventData>(), 44, align_of::<HsaEventData>()),
         (
             "HsaEventDescriptor",
             size_of::<HsaEventDescriptor>(),
             24,
             align_of::<HsaEventDescriptor>(),
         ),
-        (
-            "HsaSyncVar",
-            size_of::<HsaSyncVar>(),
-            16,
-            align_of::<HsaSyncVar>(),
-        ),
-        (
-            "HsaPointerInfo",
-            size_of::<HsaPointerInfo>(),
-            68,
-            align_of::<HsaPointerInfo>(),
-        ),
+        ("HsaSyncVar", size_of::<HsaSyncVar>(), 16, align_of::<HsaSyncVar>()),
+        ("HsaPointerInfo", size_of::<HsaPointerInfo>(), 68, align_of::<HsaPointerInfo>()),
         (
             "HsaSystemProperties",
             size_of::<HsaSystemProperties>(),
             16,
             align_of::<HsaSystemProperties>(),
         ),
-        (
-            "HsaClockCounters",
-            size_of::<HsaClockCounters>(),
-            32,
-            align_of::<HsaClockCounters>(),
-        ),
-        (
-            "HsaVersionInfo",
-            size_of::<HsaVersionInfo>(),
-            8,
-            align_of::<HsaVersionInfo>(),
-        ),
-        (
-            "HsaMemFlags",
-            size_of::<HsaMemFlags>(),
-            4,
-            align_of::<HsaMemFlags>(),
-        ),
-        (
-            "HsaMemMapFlags",
-            size_of::<HsaMemMapFlags>(),
-            4,
-            align_of::<HsaMemMapFlags>(),
-        ),
-        (
-            "HsaQueueInfo",
-            size_of::<HsaQueueInfo>(),
-            68,
-            align_of::<HsaQueueInfo>(),
-        ),
+        ("HsaClockCounters", size_of::<HsaClockCounters>(), 32, align_of::<HsaClockCounters>()),
+        ("HsaVersionInfo", size_of::<HsaVersionInfo>(), 8, align_of::<HsaVersionInfo>()),
+        ("HsaMemFlags", size_of::<HsaMemFlags>(), 4, align_of::<HsaMemFlags>()),
+        ("HsaMemMapFlags", size_of::<HsaMemMapFlags>(), 4, align_of::<HsaMemMapFlags>()),
+        ("HsaQueueInfo", size_of::<HsaQueueInfo>(), 68, align_of::<HsaQueueInfo>()),
     ];
     for (name, got, want, align) in cases {
         assert_eq!(got, want, "size_of::<{name}>()");
@@ -572,12 +505,8 @@ fn hsakmt_enums() {
 
 #[test]
 fn build_metadata() {
-    assert!(std::path::Path::new(hsa_sys::HSA_INCLUDE_DIR)
-        .join("hsa.h")
-        .is_file());
-    assert!(std::path::Path::new(hsa_sys::HSAKMT_INCLUDE_DIR)
-        .join("hsakmt.h")
-        .is_file());
+    assert!(std::path::Path::new(hsa_sys::HSA_INCLUDE_DIR).join("hsa.h").is_file());
+    assert!(std::path::Path::new(hsa_sys::HSAKMT_INCLUDE_DIR).join("hsakmt.h").is_file());
     assert!(!hsa_sys::ROCR_RELEASE.is_empty());
     assert!(!hsa_sys::HSAKMT_RELEASE.is_empty());
 }

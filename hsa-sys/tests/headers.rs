@@ -37,16 +37,9 @@ impl Drop for Scratch {
 }
 
 fn env(pairs: &[(&str, &Path)]) -> impl Fn(&str) -> Option<OsString> {
-    let pairs: Vec<(String, OsString)> = pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.as_os_str().to_owned()))
-        .collect();
-    move |k| {
-        pairs
-            .iter()
-            .find(|(name, _)| name == k)
-            .map(|(_, v)| v.clone())
-    }
+    let pairs: Vec<(String, OsString)> =
+        pairs.iter().map(|(k, v)| (k.to_string(), v.as_os_str().to_owned())).collect();
+    move |k| pairs.iter().find(|(name, _)| name == k).map(|(_, v)| v.clone())
 }
 
 fn search(set: &HeaderSet, e: &dyn Fn(&str) -> Option<OsString>) -> Result<PathBuf, String> {
@@ -58,24 +51,11 @@ fn env_var_comes_before_rocm_path_and_system() {
     let s = Scratch::new("order");
     let mine = s.headers("mine/hsa", &ROCR);
     s.headers("rocm/include/hsa", &ROCR);
-    let e = env(&[
-        ("HSA_INCLUDE_DIR", &s.0.join("mine")),
-        ("ROCM_PATH", &s.0.join("rocm")),
-    ]);
+    let e = env(&[("HSA_INCLUDE_DIR", &s.0.join("mine")), ("ROCM_PATH", &s.0.join("rocm"))]);
     let c = candidates(&ROCR, &e);
-    assert_eq!(
-        c[0],
-        Candidate {
-            dir: s.0.join("mine"),
-            origin: "$HSA_INCLUDE_DIR".into()
-        }
-    );
+    assert_eq!(c[0], Candidate { dir: s.0.join("mine"), origin: "$HSA_INCLUDE_DIR".into() });
     assert_eq!(c[1].dir, s.0.join("rocm/include"));
-    assert_eq!(
-        c[2].dir,
-        Path::new("/usr/include"),
-        "system locations follow"
-    );
+    assert_eq!(c[2].dir, Path::new("/usr/include"), "system locations follow");
     assert_eq!(find(&ROCR, &c), Ok(mine));
 }
 
@@ -83,15 +63,9 @@ fn env_var_comes_before_rocm_path_and_system() {
 fn env_var_may_name_the_header_dir_or_its_parent() {
     let s = Scratch::new("forms");
     let flat = s.headers("flat", &ROCR);
-    assert_eq!(
-        search(&ROCR, &env(&[("HSA_INCLUDE_DIR", &flat)])),
-        Ok(flat.clone())
-    );
+    assert_eq!(search(&ROCR, &env(&[("HSA_INCLUDE_DIR", &flat)])), Ok(flat.clone()));
     let nested = s.headers("root/hsa", &ROCR);
-    assert_eq!(
-        search(&ROCR, &env(&[("HSA_INCLUDE_DIR", &s.0.join("root"))])),
-        Ok(nested)
-    );
+    assert_eq!(search(&ROCR, &env(&[("HSA_INCLUDE_DIR", &s.0.join("root"))])), Ok(nested));
 }
 
 #[test]
@@ -118,27 +92,19 @@ fn hsakmt_var_comes_before_hsa_var() {
 fn system_locations_can_be_switched_off() {
     let on = candidates(&ROCR, &env(&[]));
     assert_eq!(
-        on.iter()
-            .map(|c| c.dir.to_str().unwrap())
-            .collect::<Vec<_>>(),
+        on.iter().map(|c| c.dir.to_str().unwrap()).collect::<Vec<_>>(),
         headers::SYSTEM_ROOTS
     );
     assert!(candidates(&ROCR, &env(&[(NO_SYSTEM_HEADERS, Path::new("1"))])).is_empty());
     // An empty variable counts as unset.
-    assert_eq!(
-        candidates(&ROCR, &env(&[("HSA_INCLUDE_DIR", Path::new(""))])),
-        on
-    );
+    assert_eq!(candidates(&ROCR, &env(&[("HSA_INCLUDE_DIR", Path::new(""))])), on);
 }
 
 #[test]
 fn missing_header_message() {
     let s = Scratch::new("empty");
-    let e = env(&[
-        ("HSA_INCLUDE_DIR", &s.0),
-        ("ROCM_PATH", &s.0),
-        (NO_SYSTEM_HEADERS, Path::new("1")),
-    ]);
+    let e =
+        env(&[("HSA_INCLUDE_DIR", &s.0), ("ROCM_PATH", &s.0), (NO_SYSTEM_HEADERS, Path::new("1"))]);
     let msg = search(&ROCR, &e).unwrap_err();
     for needle in [
         "`hsa.h`",
@@ -153,13 +119,9 @@ fn missing_header_message() {
     }
 
     let msg = search(&HSAKMT, &e).unwrap_err();
-    for needle in [
-        "`hsakmt.h`",
-        "libhsakmt-dev",
-        "HSAKMT_INCLUDE_DIR",
-        "HSA_INCLUDE_DIR",
-        "ROCM_PATH",
-    ] {
+    for needle in
+        ["`hsakmt.h`", "libhsakmt-dev", "HSAKMT_INCLUDE_DIR", "HSA_INCLUDE_DIR", "ROCM_PATH"]
+    {
         assert!(msg.contains(needle), "{needle:?} missing from:\n{msg}");
     }
 }
@@ -168,10 +130,7 @@ fn missing_header_message() {
 fn missing_companion_is_named() {
     let s = Scratch::new("partial");
     std::fs::write(s.0.join("hsa.h"), "").unwrap();
-    let e = env(&[
-        ("HSA_INCLUDE_DIR", &s.0),
-        (NO_SYSTEM_HEADERS, Path::new("1")),
-    ]);
+    let e = env(&[("HSA_INCLUDE_DIR", &s.0), (NO_SYSTEM_HEADERS, Path::new("1"))]);
     let msg = search(&ROCR, &e).unwrap_err();
     assert!(msg.contains("header `hsa_ext_amd.h`"), "{msg}");
 }
@@ -190,18 +149,12 @@ fn hsa_var_parent_finds_hsakmt_beside_hsa() {
     let s = Scratch::new("beside");
     let hsa = s.headers("debian/hsa", &ROCR);
     let kmt = s.headers("debian", &HSAKMT);
-    let e = env(&[
-        ("HSA_INCLUDE_DIR", &hsa),
-        (NO_SYSTEM_HEADERS, Path::new("1")),
-    ]);
+    let e = env(&[("HSA_INCLUDE_DIR", &hsa), (NO_SYSTEM_HEADERS, Path::new("1"))]);
     assert_eq!(search(&ROCR, &e), Ok(hsa));
     assert_eq!(search(&HSAKMT, &e), Ok(kmt));
 
     let hsa = s.headers("rocm/include/hsa", &ROCR);
     let kmt = s.headers("rocm/include/hsakmt", &HSAKMT);
-    let e = env(&[
-        ("HSA_INCLUDE_DIR", &hsa),
-        (NO_SYSTEM_HEADERS, Path::new("1")),
-    ]);
+    let e = env(&[("HSA_INCLUDE_DIR", &hsa), (NO_SYSTEM_HEADERS, Path::new("1"))]);
     assert_eq!(search(&HSAKMT, &e), Ok(kmt));
 }

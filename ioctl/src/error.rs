@@ -27,24 +27,12 @@ pub struct KfdError {
 impl KfdError {
     /// The error of ioctl `request` (with DBG_TRAP op `op`) that failed with `errno`.
     pub const fn ioctl(request: Request, op: Option<u32>, errno: Errno) -> KfdError {
-        KfdError {
-            ioctl: request.name(),
-            request: Some(request),
-            op,
-            errno,
-            detail: None,
-        }
+        KfdError { ioctl: request.name(), request: Some(request), op, errno, detail: None }
     }
 
     /// The error of opening `/dev/kfd`.
     pub const fn open(errno: Errno) -> KfdError {
-        KfdError {
-            ioctl: "open /dev/kfd",
-            request: None,
-            op: None,
-            errno,
-            detail: None,
-        }
+        KfdError { ioctl: "open /dev/kfd", request: None, op: None, errno, detail: None }
     }
 
     /// A call this crate refused before making it (reported as `EINVAL`).
@@ -187,25 +175,15 @@ mod tests {
 
     #[test]
     fn display_names_the_ioctl_the_op_and_the_cause() {
-        let e = KfdError::ioctl(
-            Request::DbgTrap,
-            Some(KFD_IOC_DBG_TRAP_SUSPEND_QUEUES),
-            Errno::EPERM,
-        );
+        let e =
+            KfdError::ioctl(Request::DbgTrap, Some(KFD_IOC_DBG_TRAP_SUSPEND_QUEUES), Errno::EPERM);
         let s = e.to_string();
-        assert!(
-            s.starts_with("AMDKFD_IOC_DBG_TRAP(SUSPEND_QUEUES) failed with EPERM: "),
-            "{s}"
-        );
+        assert!(s.starts_with("AMDKFD_IOC_DBG_TRAP(SUSPEND_QUEUES) failed with EPERM: "), "{s}");
         assert!(s.contains("not permitted"), "{s}");
         assert!(s.contains("ptrace child"), "{s}");
 
-        let s = KfdError::ioctl(
-            Request::DbgTrap,
-            Some(KFD_IOC_DBG_TRAP_ENABLE),
-            Errno::EINVAL,
-        )
-        .to_string();
+        let s = KfdError::ioctl(Request::DbgTrap, Some(KFD_IOC_DBG_TRAP_ENABLE), Errno::EINVAL)
+            .to_string();
         assert!(s.contains("(ENABLE)") && s.contains("EINVAL"), "{s}");
 
         let s = KfdError::ioctl(Request::DbgTrap, Some(99), Errno::EINVAL).to_string();
@@ -215,13 +193,7 @@ mod tests {
     #[test]
     fn every_request_and_common_errno_has_a_message() {
         for req in Request::ALL {
-            for errno in [
-                Errno::ENOTTY,
-                Errno::EINVAL,
-                Errno::EPERM,
-                Errno::ENODEV,
-                Errno::EBUSY,
-            ] {
+            for errno in [Errno::ENOTTY, Errno::EINVAL, Errno::EPERM, Errno::ENODEV, Errno::EBUSY] {
                 let s = KfdError::ioctl(req, None, errno).to_string();
                 assert!(s.starts_with(req.name()), "{s}");
                 assert!(s.contains(&format!("{errno:?}")), "{s}");

@@ -19,13 +19,13 @@ use std::os::unix::fs::OpenOptionsExt;
 use nix::errno::Errno;
 
 use crate::abi::{
-    CreateQueueArgs, DbgTrapArgs, DbgTrapEnableArgs, DbgTrapOp, DbgTrapQueryDebugEventArgs,
-    DbgTrapQueryExceptionInfoArgs, DbgTrapQueueSnapshotArgs, DbgTrapResumeQueuesArgs,
-    DbgTrapSendRuntimeEventArgs, DbgTrapSetExceptionsEnabledArgs, DbgTrapSuspendQueuesArgs,
-    DestroyQueueArgs, GetAvailableMemoryArgs, GetClockCountersArgs, GetQueueWaveStateArgs,
-    GetVersionArgs, IoctlArgs, QueueSnapshotEntry, QueueStatus, Request, RuntimeEnableArgs,
-    AllocQueueGwsArgs, RuntimeInfo, SetCuMaskArgs, UpdateQueueArgs, KFD_IOC_DBG_TRAP_GET_QUEUE_SNAPSHOT,
-    KFD_IOC_DBG_TRAP_QUERY_EXCEPTION_INFO,
+    AllocQueueGwsArgs, CreateQueueArgs, DbgTrapArgs, DbgTrapEnableArgs, DbgTrapOp,
+    DbgTrapQueryDebugEventArgs, DbgTrapQueryExceptionInfoArgs, DbgTrapQueueSnapshotArgs,
+    DbgTrapResumeQueuesArgs, DbgTrapSendRuntimeEventArgs, DbgTrapSetExceptionsEnabledArgs,
+    DbgTrapSuspendQueuesArgs, DestroyQueueArgs, GetAvailableMemoryArgs, GetClockCountersArgs,
+    GetQueueWaveStateArgs, GetVersionArgs, IoctlArgs, QueueSnapshotEntry, QueueStatus, Request,
+    RuntimeEnableArgs, RuntimeInfo, SetCuMaskArgs, UpdateQueueArgs,
+    KFD_IOC_DBG_TRAP_GET_QUEUE_SNAPSHOT, KFD_IOC_DBG_TRAP_QUERY_EXCEPTION_INFO,
 };
 use crate::error::KfdError;
 
@@ -58,7 +58,8 @@ pub struct DebugEvent {
 struct DbgTrapBytes([u8; core::mem::size_of::<DbgTrapArgs>()]);
 
 const _: () = assert!(core::mem::size_of::<DbgTrapBytes>() == core::mem::size_of::<DbgTrapArgs>());
-const _: () = assert!(core::mem::align_of::<DbgTrapBytes>() == core::mem::align_of::<DbgTrapArgs>());
+const _: () =
+    assert!(core::mem::align_of::<DbgTrapBytes>() == core::mem::align_of::<DbgTrapArgs>());
 
 crate::abi::request::ioctl_args! { DbgTrapBytes => DbgTrap }
 
@@ -137,21 +138,15 @@ impl Kfd {
     /// set in `mask` (word `i` holds CUs `32*i..32*i+32`). The kernel uses at most 1024 bits
     /// and rejects an empty mask with `EINVAL`.
     pub fn set_cu_mask(&self, queue_id: u32, mask: &[u32]) -> Result<(), KfdError> {
-        let Some(bits) = u32::try_from(mask.len())
-            .ok()
-            .and_then(|n| n.checked_mul(32))
-        else {
+        let Some(bits) = u32::try_from(mask.len()).ok().and_then(|n| n.checked_mul(32)) else {
             return Err(KfdError::refused(
                 Request::SetCuMask,
                 None,
                 "the mask has more than 2^27 words; KFD takes at most 1024 bits",
             ));
         };
-        let mut args = SetCuMaskArgs {
-            queue_id,
-            num_cu_mask: bits,
-            cu_mask_ptr: mask.as_ptr() as u64,
-        };
+        let mut args =
+            SetCuMaskArgs { queue_id, num_cu_mask: bits, cu_mask_ptr: mask.as_ptr() as u64 };
         call(self.fd.as_fd(), &mut args, None).map(drop)
     }
 
@@ -190,11 +185,7 @@ impl Kfd {
         r_debug: u64,
         mode_mask: u32,
     ) -> Result<RuntimeEnableArgs, KfdError> {
-        let mut args = RuntimeEnableArgs {
-            r_debug,
-            mode_mask,
-            capabilities_mask: 0,
-        };
+        let mut args = RuntimeEnableArgs { r_debug, mode_mask, capabilities_mask: 0 };
         call(self.fd.as_fd(), &mut args, None)?;
         Ok(args)
     }
@@ -388,20 +379,14 @@ impl Kfd {
 
     /// `AMDKFD_IOC_GET_CLOCK_COUNTERS` for `gpu_id`.
     pub fn get_clock_counters(&self, gpu_id: u32) -> Result<GetClockCountersArgs, KfdError> {
-        let mut args = GetClockCountersArgs {
-            gpu_id,
-            ..Default::default()
-        };
+        let mut args = GetClockCountersArgs { gpu_id, ..Default::default() };
         call(self.fd.as_fd(), &mut args, None)?;
         Ok(args)
     }
 
     /// `AMDKFD_IOC_AVAILABLE_MEMORY`: bytes of VRAM `gpu_id` can still allocate.
     pub fn available_memory(&self, gpu_id: u32) -> Result<u64, KfdError> {
-        let mut args = GetAvailableMemoryArgs {
-            gpu_id,
-            ..Default::default()
-        };
+        let mut args = GetAvailableMemoryArgs { gpu_id, ..Default::default() };
         call(self.fd.as_fd(), &mut args, None)?;
         Ok(args.available)
     }
@@ -504,37 +489,17 @@ mod tests {
             ("AMDKFD_IOC_GET_VERSION", kfd.get_version().unwrap_err()),
             (
                 "AMDKFD_IOC_CREATE_QUEUE",
-                kfd.create_queue(&mut CreateQueueArgs::default())
-                    .unwrap_err(),
+                kfd.create_queue(&mut CreateQueueArgs::default()).unwrap_err(),
             ),
-            (
-                "AMDKFD_IOC_DESTROY_QUEUE",
-                kfd.destroy_queue(1).unwrap_err(),
-            ),
-            (
-                "AMDKFD_IOC_UPDATE_QUEUE",
-                kfd.update_queue(UpdateQueueArgs::default()).unwrap_err(),
-            ),
-            (
-                "AMDKFD_IOC_SET_CU_MASK",
-                kfd.set_cu_mask(1, &[0xffff_ffff, 0xff]).unwrap_err(),
-            ),
-            (
-                "AMDKFD_IOC_RUNTIME_ENABLE",
-                kfd.runtime_enable(0, 1).unwrap_err(),
-            ),
-            (
-                "AMDKFD_IOC_DBG_TRAP(ENABLE)",
-                kfd.dbg_trap_enable(1, !0, null.as_fd()).unwrap_err(),
-            ),
-            (
-                "AMDKFD_IOC_DBG_TRAP(DISABLE)",
-                kfd.dbg_trap_disable(1).unwrap_err(),
-            ),
+            ("AMDKFD_IOC_DESTROY_QUEUE", kfd.destroy_queue(1).unwrap_err()),
+            ("AMDKFD_IOC_UPDATE_QUEUE", kfd.update_queue(UpdateQueueArgs::default()).unwrap_err()),
+            ("AMDKFD_IOC_SET_CU_MASK", kfd.set_cu_mask(1, &[0xffff_ffff, 0xff]).unwrap_err()),
+            ("AMDKFD_IOC_RUNTIME_ENABLE", kfd.runtime_enable(0, 1).unwrap_err()),
+            ("AMDKFD_IOC_DBG_TRAP(ENABLE)", kfd.dbg_trap_enable(1, !0, null.as_fd()).unwrap_err()),
+            ("AMDKFD_IOC_DBG_TRAP(DISABLE)", kfd.dbg_trap_disable(1).unwrap_err()),
             (
                 "AMDKFD_IOC_DBG_TRAP(SUSPEND_QUEUES)",
-                kfd.dbg_trap_suspend_queues(1, &mut queues, 0, 0)
-                    .unwrap_err(),
+                kfd.dbg_trap_suspend_queues(1, &mut queues, 0, 0).unwrap_err(),
             ),
             (
                 "AMDKFD_IOC_DBG_TRAP(RESUME_QUEUES)",
@@ -554,37 +519,23 @@ mod tests {
             ),
             (
                 "AMDKFD_IOC_DBG_TRAP(QUERY_EXCEPTION_INFO)",
-                kfd.dbg_trap_query_exception_info(1, 3, 31, true, &mut [])
-                    .unwrap_err(),
+                kfd.dbg_trap_query_exception_info(1, 3, 31, true, &mut []).unwrap_err(),
             ),
             (
                 "AMDKFD_IOC_DBG_TRAP(GET_QUEUE_SNAPSHOT)",
                 kfd.dbg_trap_get_queue_snapshot(1, 0, &mut [QueueSnapshotEntry::default(); 2])
                     .unwrap_err(),
             ),
-            (
-                "AMDKFD_IOC_GET_CLOCK_COUNTERS",
-                kfd.get_clock_counters(1).unwrap_err(),
-            ),
-            (
-                "AMDKFD_IOC_AVAILABLE_MEMORY",
-                kfd.available_memory(1).unwrap_err(),
-            ),
+            ("AMDKFD_IOC_GET_CLOCK_COUNTERS", kfd.get_clock_counters(1).unwrap_err()),
+            ("AMDKFD_IOC_AVAILABLE_MEMORY", kfd.available_memory(1).unwrap_err()),
         ];
         for (what, err) in results {
             assert_eq!(err.errno, Errno::ENOTTY, "{err}");
             let text = err.to_string();
-            assert!(
-                text.starts_with(&format!("{what} failed with ENOTTY: ")),
-                "{text}"
-            );
+            assert!(text.starts_with(&format!("{what} failed with ENOTTY: ")), "{text}");
             assert!(text.contains("not supported"), "{text}");
         }
-        assert_eq!(
-            queues,
-            [1, 2, 3],
-            "a failed call leaves the queue ids alone"
-        );
+        assert_eq!(queues, [1, 2, 3], "a failed call leaves the queue ids alone");
     }
 
     #[test]
@@ -611,11 +562,7 @@ mod tests {
     #[test]
     fn queue_statuses_reads_the_marks_kfd_leaves() {
         use crate::abi::{KFD_DBG_QUEUE_ERROR_MASK, KFD_DBG_QUEUE_INVALID_MASK};
-        let slots = [
-            7,
-            8 | KFD_DBG_QUEUE_INVALID_MASK,
-            9 | KFD_DBG_QUEUE_ERROR_MASK,
-        ];
+        let slots = [7, 8 | KFD_DBG_QUEUE_INVALID_MASK, 9 | KFD_DBG_QUEUE_ERROR_MASK];
         let st: Vec<QueueStatus> = queue_statuses(&slots).collect();
         assert!(st[0].ok() && st[0].queue_id == 7);
         assert!(st[1].invalid && !st[1].error && st[1].queue_id == 8);

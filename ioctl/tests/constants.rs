@@ -228,10 +228,7 @@ fn exception_masks_and_predicates() {
     assert!(!kfd_dbg_ec_type_is_queue(EC_MAX));
     assert_eq!(KFD_EC_MASK_QUEUE & KFD_EC_MASK_DEVICE, 0);
     assert_eq!(KFD_EC_MASK_PACKET & !KFD_EC_MASK_QUEUE, 0);
-    assert_eq!(
-        kfd_smi_event_mask_from_index(KFD_SMI_EVENT_ALL_PROCESS),
-        1 << 63
-    );
+    assert_eq!(kfd_smi_event_mask_from_index(KFD_SMI_EVENT_ALL_PROCESS), 1 << 63);
 }
 
 #[test]
@@ -239,10 +236,7 @@ fn queue_status_bits() {
     assert_eq!(KFD_DBG_QUEUE_ERROR_MASK, 1 << 30);
     assert_eq!(KFD_DBG_QUEUE_INVALID_MASK, 1 << 31);
     let s = QueueStatus::from_slot(5 | KFD_DBG_QUEUE_INVALID_MASK);
-    assert_eq!(
-        (s.queue_id, s.invalid, s.error, s.ok()),
-        (5, true, false, false)
-    );
+    assert_eq!((s.queue_id, s.invalid, s.error, s.ok()), (5, true, false, false));
     assert_eq!(s.to_slot(), 5 | KFD_DBG_QUEUE_INVALID_MASK);
     assert!(QueueStatus::from_slot(5).ok());
 }

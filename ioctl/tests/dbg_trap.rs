@@ -50,10 +50,7 @@ fn every_op() -> Vec<DbgTrapOp> {
             id: 0,
         }),
         DbgTrapOp::ClearNodeAddressWatch(DbgTrapClearNodeAddressWatchArgs { gpu_id: 7, id: 2 }),
-        DbgTrapOp::SetFlags(DbgTrapSetFlagsArgs {
-            flags: KFD_DBG_TRAP_FLAG_SINGLE_MEM_OP,
-            pad: 0,
-        }),
+        DbgTrapOp::SetFlags(DbgTrapSetFlagsArgs { flags: KFD_DBG_TRAP_FLAG_SINGLE_MEM_OP, pad: 0 }),
         DbgTrapOp::QueryDebugEvent(DbgTrapQueryDebugEventArgs {
             exception_mask: !0,
             gpu_id: 0,
@@ -149,10 +146,7 @@ fn hardware_ops_are_the_ones_the_header_marks() {
 fn default_args_are_all_zero() {
     let bytes = DbgTrapArgs::encode(0, &DbgTrapOp::Enable(DbgTrapEnableArgs::default()));
     assert_eq!(bytes, [0u8; 32]);
-    assert_eq!(
-        DbgTrapArgs::decode(&bytes).op,
-        Some(DbgTrapOp::Enable(Default::default()))
-    );
+    assert_eq!(DbgTrapArgs::decode(&bytes).op, Some(DbgTrapOp::Enable(Default::default())));
     let args = DbgTrapArgs::default();
     assert_eq!((args.pid, args.op), (0, KFD_IOC_DBG_TRAP_ENABLE));
 }

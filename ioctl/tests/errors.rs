@@ -20,9 +20,7 @@ fn get_queue_wave_state_names_the_ioctl() {
     // SAFETY: /dev/null has no ioctls; the kernel answers ENOTTY without touching the buffer.
     let err = unsafe { kfd.get_queue_wave_state(1, &mut ctl_stack) }.unwrap_err();
     assert_eq!(err.errno, Errno::ENOTTY);
-    assert!(err
-        .to_string()
-        .starts_with("AMDKFD_IOC_GET_QUEUE_WAVE_STATE failed with ENOTTY"));
+    assert!(err.to_string().starts_with("AMDKFD_IOC_GET_QUEUE_WAVE_STATE failed with ENOTTY"));
 }
 
 fn raw_ioctl<A: IoctlArgs + Default>(kfd: &Kfd) -> KfdError {
@@ -89,11 +87,8 @@ fn every_request_through_the_generic_call_fails_with_enotty_naming_it() {
 
 #[test]
 fn dbg_trap_eperm_explains_the_permission_rule() {
-    let err = KfdError::ioctl(
-        Request::DbgTrap,
-        Some(KFD_IOC_DBG_TRAP_SUSPEND_QUEUES),
-        Errno::EPERM,
-    );
+    let err =
+        KfdError::ioctl(Request::DbgTrap, Some(KFD_IOC_DBG_TRAP_SUSPEND_QUEUES), Errno::EPERM);
     assert_eq!(
         err.to_string(),
         "AMDKFD_IOC_DBG_TRAP(SUSPEND_QUEUES) failed with EPERM: not permitted: debug trap not \

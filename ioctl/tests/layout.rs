@@ -398,11 +398,7 @@ fn upstream(c_name: &str) -> Option<&'static StructLayout> {
 #[test]
 fn every_struct_matches_upstream_1_17() {
     let mine: Vec<Layout> = mine();
-    assert_eq!(
-        mine.len(),
-        UPSTREAM_1_17.len(),
-        "one Rust type per C struct/union"
-    );
+    assert_eq!(mine.len(), UPSTREAM_1_17.len(), "one Rust type per C struct/union");
     for m in &mine {
         let (name, size, align, fields) =
             *upstream(m.c_name).unwrap_or_else(|| panic!("{} is not in the 1.17 header", m.c_name));

@@ -61,12 +61,7 @@ fn every_request_number_matches_upstream_1_17() {
     assert_eq!(Request::ALL.len(), UPSTREAM_1_17.len());
     for (req, &(name, number)) in Request::ALL.iter().zip(UPSTREAM_1_17) {
         assert_eq!(req.name(), name);
-        assert_eq!(
-            req.raw() as u64,
-            number,
-            "{name}: {:#010x} != {number:#010x}",
-            req.raw()
-        );
+        assert_eq!(req.raw() as u64, number, "{name}: {:#010x} != {number:#010x}", req.raw());
     }
 }
 
@@ -141,11 +136,7 @@ fn from_raw_round_trips_every_request() {
         #[cfg(target_pointer_width = "64")]
         {
             assert_eq!(Request::from_raw(req.raw() | (1 << 40)), None, "{req}");
-            assert_eq!(
-                Request::from_raw_lenient(req.raw() | (1 << 40)),
-                Some(req),
-                "{req}"
-            );
+            assert_eq!(Request::from_raw_lenient(req.raw() | (1 << 40)), Some(req), "{req}");
         }
     }
 }
@@ -223,15 +214,9 @@ fn unknown_and_foreign_numbers_are_rejected() {
     assert_eq!(Request::from_nr(0xff), None);
     // Another driver's letter with a valid nr.
     assert_eq!(Request::from_raw(ioc(IocDir::Read, b'd', 0x01, 8)), None);
-    assert_eq!(
-        Request::from_raw_lenient(ioc(IocDir::Read, b'd', 0x01, 8)),
-        None
-    );
+    assert_eq!(Request::from_raw_lenient(ioc(IocDir::Read, b'd', 0x01, 8)), None);
     // nr 0x27 is past the 1.17 table.
-    assert_eq!(
-        Request::from_raw_lenient(iowr::<[u8; 16]>(b'K', 0x27)),
-        None
-    );
+    assert_eq!(Request::from_raw_lenient(iowr::<[u8; 16]>(b'K', 0x27)), None);
     // The right nr with the wrong direction or size is not the exact request.
     assert_eq!(Request::from_raw(iow::<GetVersionArgs>(b'K', 0x01)), None);
 }
@@ -242,8 +227,5 @@ fn lenient_decoding_accepts_other_uapi_sizes_like_the_kernel() {
     let create_queue_1_11 = ioc(IocDir::ReadWrite, b'K', 0x02, 88);
     assert_ne!(create_queue_1_11, AMDKFD_IOC_CREATE_QUEUE);
     assert_eq!(Request::from_raw(create_queue_1_11), None);
-    assert_eq!(
-        Request::from_raw_lenient(create_queue_1_11),
-        Some(Request::CreateQueue)
-    );
+    assert_eq!(Request::from_raw_lenient(create_queue_1_11), Some(Request::CreateQueue));
 }

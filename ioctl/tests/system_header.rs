@@ -69,18 +69,12 @@ mod compare {
 
     /// Whether `c_name` may legitimately differ from this header (it grew in a later minor).
     fn may_have_grown(c_name: &str) -> bool {
-        GROWN_SINCE
-            .iter()
-            .any(|&(n, minor)| n == c_name && sys_minor() < minor)
+        GROWN_SINCE.iter().any(|&(n, minor)| n == c_name && sys_minor() < minor)
     }
 
     #[test]
     fn header_is_found_and_not_newer_than_this_crate() {
-        eprintln!(
-            "comparing with {} (uapi 1.{})",
-            sys::SYS_HEADER,
-            sys_minor()
-        );
+        eprintln!("comparing with {} (uapi 1.{})", sys::SYS_HEADER, sys_minor());
         assert!(sys_minor() <= xhsa_ioctl::KFD_IOCTL_MINOR_VERSION);
         assert!(!sys::SYS_REQUESTS.is_empty() && !sys::sys_layouts().is_empty());
     }
@@ -102,15 +96,8 @@ mod compare {
             }
             // An older header: its fields must be our first ones, and it must end where our
             // first newer field starts (a union: no larger than ours).
-            assert!(
-                may_have_grown(name),
-                "{name}: fields {sys_names:?} != {mine_names:?}"
-            );
-            assert_eq!(
-                &mine_names[..sys_names.len()],
-                &sys_names[..],
-                "{name}: not a prefix"
-            );
+            assert!(may_have_grown(name), "{name}: fields {sys_names:?} != {mine_names:?}");
+            assert_eq!(&mine_names[..sys_names.len()], &sys_names[..], "{name}: not a prefix");
             let (first_new, new_offset) = mine.fields[sys_names.len()];
             let is_union = mine.fields.iter().all(|&(_, off)| off == 0);
             if is_union {
@@ -128,13 +115,8 @@ mod compare {
     #[allow(clippy::unnecessary_cast)] // `c_ulong` is `u32` on 32-bit targets
     fn every_request_of_the_header_has_the_same_number() {
         let layouts = sys::sys_layouts();
-        let sys_size = |c_name: &str| {
-            layouts
-                .iter()
-                .find(|l| l.0 == c_name)
-                .map(|l| l.1)
-                .expect(c_name)
-        };
+        let sys_size =
+            |c_name: &str| layouts.iter().find(|l| l.0 == c_name).map(|l| l.1).expect(c_name);
         for &(name, number) in sys::SYS_REQUESTS {
             let req = Request::ALL
                 .into_iter()
@@ -143,41 +125,22 @@ mod compare {
             let arg = arg_struct(req);
             let theirs = IocFields::decode(number as _);
             let ours = IocFields::decode(req.raw());
-            assert_eq!(
-                (theirs.dir, theirs.ty, theirs.nr),
-                (ours.dir, ours.ty, ours.nr),
-                "{name}"
-            );
-            assert_eq!(
-                theirs.size,
-                sys_size(arg),
-                "{name}: the header's own struct size"
-            );
+            assert_eq!((theirs.dir, theirs.ty, theirs.nr), (ours.dir, ours.ty, ours.nr), "{name}");
+            assert_eq!(theirs.size, sys_size(arg), "{name}: the header's own struct size");
             assert_eq!(ours.size, mine_of(arg).size, "{name}: our struct size");
             if may_have_grown(arg) {
                 // An older uapi's number for the same command: the kernel runs it alike.
                 assert_eq!(Request::from_raw_lenient(number as _), Some(req), "{name}");
             } else {
-                assert_eq!(
-                    req.raw() as u64,
-                    number,
-                    "{name}: {:#x} != {number:#x}",
-                    req.raw()
-                );
+                assert_eq!(req.raw() as u64, number, "{name}: {:#x} != {number:#x}", req.raw());
                 assert_eq!(Request::from_raw(number as _), Some(req), "{name}");
             }
         }
         // What the header lacks must be past its table.
-        let (_, end) = sys::SYS_CONSTS
-            .iter()
-            .find(|(n, _)| *n == "AMDKFD_COMMAND_END")
-            .unwrap();
+        let (_, end) = sys::SYS_CONSTS.iter().find(|(n, _)| *n == "AMDKFD_COMMAND_END").unwrap();
         for req in Request::ALL {
             if !sys::SYS_REQUESTS.iter().any(|(n, _)| *n == req.name()) {
-                assert!(
-                    i128::from(req.nr()) >= *end,
-                    "{req} is in the header's range but absent"
-                );
+                assert!(i128::from(req.nr()) >= *end, "{req} is in the header's range but absent");
             }
         }
     }

@@ -14,24 +14,26 @@
 
 #![forbid(unsafe_code)]
 
-use xhsa_board::layout::{name_bytes, Control, Owner, RecentPreemption, Slot, ACK_NOT_PERMITTED, NAME_BYTES, RECENT_PREEMPTIONS};
-use xhsa_board::owner::{process_name, this_process};
-use xhsa_board::place::BoardPlace;
-use xhsa_board::shared::{BoardError, SharedBoard, SlotHandle};
-use xhsa_model::stats::{QueueState, QueueStats, FLAG_PAUSED};
-use xhsa_model::ids::{PartitionId, QueueId};
 use crate::path::scheduler::Board;
-use xhsa_model::contention::Contention;
 use crate::preempt::policy::Mine;
 use crate::preempt::Watch;
-use xhsa_model::settings::config::{GroupSpec, Settings};
-use xhsa_model::priority::Priority;
 use std::collections::HashMap;
-use xhsa_model::clock::monotonic_ns;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
-
+use xhsa_board::layout::{
+    name_bytes, Control, Owner, RecentPreemption, Slot, ACK_NOT_PERMITTED, NAME_BYTES,
+    RECENT_PREEMPTIONS,
+};
+use xhsa_board::owner::{process_name, this_process};
+use xhsa_board::place::BoardPlace;
+use xhsa_board::shared::{BoardError, SharedBoard, SlotHandle};
+use xhsa_model::clock::monotonic_ns;
+use xhsa_model::contention::Contention;
+use xhsa_model::ids::{PartitionId, QueueId};
+use xhsa_model::priority::Priority;
+use xhsa_model::settings::config::{GroupSpec, Settings};
+use xhsa_model::stats::{QueueState, QueueStats, FLAG_PAUSED};
 
 /// Where the boards of this process live: `XHSA_BOARD_DIR` and the config's `board_group`
 /// (a group name is looked up in the group database).
@@ -41,7 +43,11 @@ pub fn place_from_settings(settings: &Settings) -> Result<BoardPlace, String> {
         Some(GroupSpec::Id(gid)) => Some(*gid),
         Some(GroupSpec::Name(name)) => match nix::unistd::Group::from_name(name) {
             Ok(Some(g)) => Some(g.gid.as_raw()),
-            Ok(None) => return Err(format!("board_group {name:?}: no such group (expected a group name or a numeric gid)")),
+            Ok(None) => {
+                return Err(format!(
+                    "board_group {name:?}: no such group (expected a group name or a numeric gid)"
+                ))
+            }
             Err(e) => return Err(format!("board_group {name:?}: cannot look the group up: {e}")),
         },
     };
@@ -84,7 +90,8 @@ impl PreemptRecord {
     /// Writes the record into a slot about to be published at `now`.
     fn apply(&self, slot: &mut Slot, now: u64) {
         slot.stats.preemptions = self.count;
-        slot.stats.preempted_ns = self.total_ns + self.off_since.map_or(0, |s| now.saturating_sub(s));
+        slot.stats.preempted_ns =
+            self.total_ns + self.off_since.map_or(0, |s| now.saturating_sub(s));
         if self.off_since.is_some() {
             slot.stats.state = QueueState::Preempted.code();
         } else if slot.stats.state() == QueueState::Preempted {
@@ -131,7 +138,11 @@ const LONELY_AFTER: Duration = Duration::from_secs(2);
 /// are in other containers (a private `/dev/shm`), or use another board directory, user or
 /// group, and are not coordinated with this one. `kfd_processes` counts the processes KFD lists
 /// (this one among them), `others_on_board` the other processes' live slots.
-pub fn lonely_board(kfd_processes: usize, others_on_board: usize, board: &std::path::Path) -> Option<String> {
+pub fn lonely_board(
+    kfd_processes: usize,
+    others_on_board: usize,
+    board: &std::path::Path,
+) -> Option<String> {
     (others_on_board == 0 && kfd_processes >= 2).then(|| {
         format!(
             "xhsa: {} other process(es) use the GPU driver (KFD), but none of them is on this process's board {}: \
@@ -209,7 +220,12 @@ impl BoardLink {
     }
 
     fn record(&self, queue: QueueId) -> PreemptRecord {
-        self.preemptions.lock().unwrap_or_else(|e| e.into_inner()).get(&queue).copied().unwrap_or_default()
+        self.preemptions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&queue)
+            .copied()
+            .unwrap_or_default()
     }
 
     /// The watcher took `queues` off the GPU (`off`) or put them back: recorded and published
@@ -292,7 +308,8 @@ impl BoardLink {
         if !self.same_process() {
             return;
         }
-        let handles: Vec<SlotHandle> = self.slots.lock().unwrap_or_else(|e| e.into_inner()).values().copied().collect();
+        let handles: Vec<SlotHandle> =
+            self.slots.lock().unwrap_or_else(|e| e.into_inner()).values().copied().collect();
         for h in &handles {
             self.board.confirm(h);
         }
@@ -311,7 +328,8 @@ impl BoardLink {
         if !self.same_process() {
             return;
         }
-        let handles: Vec<SlotHandle> = self.slots.lock().unwrap_or_else(|e| e.into_inner()).drain().map(|(_, h)| h).collect();
+        let handles: Vec<SlotHandle> =
+            self.slots.lock().unwrap_or_else(|e| e.into_inner()).drain().map(|(_, h)| h).collect();
         for h in handles {
             self.board.release(h);
         }
@@ -339,7 +357,9 @@ impl BoardLink {
     /// ([`Watch::set_interest`]: queues of several priorities, or queues off the GPU). A process
     /// alone on the GPU with one priority thus pays no wake-up per transition.
     pub fn notify(&self) {
-        let skip = u32::from(self.own_waiting.load(Ordering::SeqCst) && !self.own_interest.load(Ordering::Relaxed));
+        let skip = u32::from(
+            self.own_waiting.load(Ordering::SeqCst) && !self.own_interest.load(Ordering::Relaxed),
+        );
         self.board.notify(monotonic_ns(), skip);
     }
 }
@@ -398,9 +418,16 @@ impl Watch for BoardLink {
 
     fn housekeeping(&self) {
         self.cleanup_dead();
-        if self.opened_at.elapsed() >= LONELY_AFTER && !self.lonely_checked.swap(true, Ordering::Relaxed) {
-            let kfd = std::fs::read_dir(KFD_PROCESSES).map_or(0, |d| d.filter_map(Result::ok).filter(|e| e.file_name().to_str().is_some_and(|n| n.parse::<u32>().is_ok())).count());
-            let others = self.board.live_slots().iter().filter(|(i, s)| !self.is_mine(*i, s)).count();
+        if self.opened_at.elapsed() >= LONELY_AFTER
+            && !self.lonely_checked.swap(true, Ordering::Relaxed)
+        {
+            let kfd = std::fs::read_dir(KFD_PROCESSES).map_or(0, |d| {
+                d.filter_map(Result::ok)
+                    .filter(|e| e.file_name().to_str().is_some_and(|n| n.parse::<u32>().is_ok()))
+                    .count()
+            });
+            let others =
+                self.board.live_slots().iter().filter(|(i, s)| !self.is_mine(*i, s)).count();
             if let Some(msg) = lonely_board(kfd, others, self.path()) {
                 tracing::warn!("{msg}");
             }
@@ -457,7 +484,8 @@ mod tests {
     }
 
     fn place(name: &str) -> BoardPlace {
-        let dir = std::env::temp_dir().join(format!("xhsa-link-test-{}-{name}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("xhsa-link-test-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         BoardPlace { dir, group: None }
@@ -468,8 +496,15 @@ mod tests {
         let place = place("contend");
         let link = BoardLink::open(&place, 0).unwrap();
         assert!(link.join(QueueId(1), p(-10)));
-        link.publish(QueueId(1), &QueueStats { priority: p(-10).rank(), pending: 4, ..Default::default() });
-        assert_eq!(link.contention(), Contention::external(None), "its own queues are not external contention");
+        link.publish(
+            QueueId(1),
+            &QueueStats { priority: p(-10).rank(), pending: 4, ..Default::default() },
+        );
+        assert_eq!(
+            link.contention(),
+            Contention::external(None),
+            "its own queues are not external contention"
+        );
         // A second process (same pid, as in another container: only its token tells them apart;
         // alive while its open of the board holds its slot's lock).
         let board = SharedBoard::open(&place, 0, 16).unwrap();
@@ -477,12 +512,19 @@ mod tests {
         let h = board.claim(other, PartitionId(0), QueueId(9), p(10)).unwrap();
         assert_eq!(link.contention(), Contention::external(None), "idle queues do not contend");
         assert!(link.others_present());
-        board.publish(&h, &QueueStats { priority: p(10).rank(), in_flight: 1, ..Default::default() });
+        board.publish(
+            &h,
+            &QueueStats { priority: p(10).rank(), in_flight: 1, ..Default::default() },
+        );
         assert_eq!(link.contention(), Contention::external(Some(p(10))));
         assert_eq!(link.cleanup_dead(), 0, "it is alive");
         // The other process goes (its descriptor closes): the watcher's housekeeping removes it.
         drop(board);
-        assert_eq!(link.contention(), Contention::external(Some(p(10))), "contention reads never test liveness");
+        assert_eq!(
+            link.contention(),
+            Contention::external(Some(p(10))),
+            "contention reads never test liveness"
+        );
         assert_eq!(link.cleanup_dead(), 1);
         assert_eq!(link.contention(), Contention::external(None));
         let board = SharedBoard::open(&place, 0, 16).unwrap();
@@ -502,9 +544,17 @@ mod tests {
         // Someone who may write the file zeroed the slot.
         let index = link.slots.lock().unwrap()[&QueueId(1)].index();
         let file = std::fs::OpenOptions::new().write(true).open(link.path()).unwrap();
-        std::os::unix::fs::FileExt::write_all_at(&file, &[0u8; SLOT_SIZE], (HEADER_SIZE + index * SLOT_SIZE) as u64).unwrap();
+        std::os::unix::fs::FileExt::write_all_at(
+            &file,
+            &[0u8; SLOT_SIZE],
+            (HEADER_SIZE + index * SLOT_SIZE) as u64,
+        )
+        .unwrap();
         assert!(board.snapshot().is_empty());
-        link.publish(QueueId(1), &QueueStats { priority: p(3).rank(), pending: 1, ..Default::default() });
+        link.publish(
+            QueueId(1),
+            &QueueStats { priority: p(3).rank(), pending: 1, ..Default::default() },
+        );
         let live: Vec<Slot> = board.snapshot();
         assert_eq!(live.len(), 1);
         assert_eq!((live[0].state, live[0].stats.pending), (SLOT_LIVE, 1));
@@ -518,11 +568,17 @@ mod tests {
         let place = place("forged-own");
         let link = BoardLink::open(&place, 0).unwrap();
         assert!(link.join(QueueId(1), p(-3)));
-        link.publish(QueueId(1), &QueueStats { priority: p(-3).rank(), in_flight: 2, ..Default::default() });
+        link.publish(
+            QueueId(1),
+            &QueueStats { priority: p(-3).rank(), in_flight: 2, ..Default::default() },
+        );
         // Another writer of the board puts up a slot in this process's name.
         let forger = SharedBoard::open(&place, 0, 16).unwrap();
         let h = forger.claim(link.me, PartitionId(0), QueueId(1), p(-3)).unwrap();
-        forger.publish(&h, &QueueStats { priority: p(-3).rank(), in_flight: 5, ..Default::default() });
+        forger.publish(
+            &h,
+            &QueueStats { priority: p(-3).rank(), in_flight: 5, ..Default::default() },
+        );
         let (mine, _) = Watch::view(&link);
         assert_eq!(mine.len(), 1, "{mine:?}");
         assert_eq!(mine[0].in_flight, 2, "the forged slot is not taken for this process's queue");
@@ -548,13 +604,19 @@ mod tests {
         let seq = req.seq;
         drop(req);
         assert!(link.controls().is_empty());
-        assert_eq!(ctl.wait_ack(index, seq, Duration::from_secs(1)).map(|a| a.status), Some(ACK_UNVERIFIED));
+        assert_eq!(
+            ctl.wait_ack(index, seq, Duration::from_secs(1)).map(|a| a.status),
+            Some(ACK_UNVERIFIED)
+        );
         // A request file of another user (root can make one): not permitted.
         if link.uid == 0 {
             let req = ctl.send_control(index, OP_PAUSE, 0, 3).unwrap();
             let file = xhsa_board::place::request_path(link.path(), index, req.seq);
             std::os::unix::fs::chown(&file, Some(4321), None).unwrap();
-            assert!(link.controls().is_empty(), "a process accepts requests of root and its own user only");
+            assert!(
+                link.controls().is_empty(),
+                "a process accepts requests of root and its own user only"
+            );
             let ack = ctl.wait_ack(index, req.seq, Duration::from_secs(1)).unwrap();
             assert_eq!((ack.status, ack.detail), (ACK_NOT_PERMITTED, 4321));
         }
@@ -579,9 +641,18 @@ mod tests {
     fn a_process_alone_on_its_board_beside_other_kfd_users_is_told_how_to_share_it() {
         let board = std::path::Path::new("/dev/shm/xhsa-u0-gpu1.board");
         let msg = lonely_board(3, 0, board).expect("two other KFD processes, nobody on the board");
-        assert!(msg.contains("2 other process(es)") && msg.contains("XHSA_BOARD_DIR") && msg.contains("/dev/shm/xhsa-u0-gpu1.board"), "{msg}");
+        assert!(
+            msg.contains("2 other process(es)")
+                && msg.contains("XHSA_BOARD_DIR")
+                && msg.contains("/dev/shm/xhsa-u0-gpu1.board"),
+            "{msg}"
+        );
         assert_eq!(lonely_board(1, 0, board), None, "alone on the GPU: nothing to say");
-        assert_eq!(lonely_board(0, 0, board), None, "KFD lists nobody (not readable): nothing to say");
+        assert_eq!(
+            lonely_board(0, 0, board),
+            None,
+            "KFD lists nobody (not readable): nothing to say"
+        );
         assert_eq!(lonely_board(3, 1, board), None, "someone else is on the board");
     }
 

@@ -121,7 +121,11 @@ fn home(key: u64) -> usize {
 impl AddrMap {
     /// An empty map.
     pub fn new() -> AddrMap {
-        AddrMap { tables: [Table::new(), Table::new()], current: AtomicUsize::new(0), writer: Mutex::new(Counts::default()) }
+        AddrMap {
+            tables: [Table::new(), Table::new()],
+            current: AtomicUsize::new(0),
+            writer: Mutex::new(Counts::default()),
+        }
     }
 
     fn counts(&self) -> MutexGuard<'_, Counts> {
@@ -144,7 +148,8 @@ impl AddrMap {
                 loom::thread::yield_now();
                 continue;
             }
-            let found = t.find(key, Ordering::Acquire).ok().map(|i| t.values[i].load(Ordering::Acquire));
+            let found =
+                t.find(key, Ordering::Acquire).ok().map(|i| t.values[i].load(Ordering::Acquire));
             fence(Ordering::Acquire);
             if t.seq.load(Ordering::Relaxed) == seq {
                 return found;
@@ -317,7 +322,10 @@ mod loom_tests {
             assert_eq!(m.remove(b), Some(20));
             let (c_seen, b_seen) = reader.join().unwrap();
             assert_eq!(c_seen, Some(30), "a key that stays is always found");
-            assert!(b_seen.is_none() || b_seen == Some(20), "a key being removed is found with its value, or not at all");
+            assert!(
+                b_seen.is_none() || b_seen == Some(20),
+                "a key being removed is found with its value, or not at all"
+            );
             assert_eq!(m.get(c), Some(30));
         });
     }
@@ -389,7 +397,11 @@ mod tests {
                 // A miss (a signal libxhsa does not own) and every live key.
                 worst_miss = worst_miss.max(m.probe_length(0xdead_0000 + round * 8));
                 for &k in &live {
-                    assert!(m.probe_length(k) <= 32, "a live key probes {} slots", m.probe_length(k));
+                    assert!(
+                        m.probe_length(k) <= 32,
+                        "a live key probes {} slots",
+                        m.probe_length(k)
+                    );
                 }
             }
         }
@@ -423,7 +435,8 @@ mod tests {
         let start = std::sync::Arc::new(std::sync::Barrier::new(3));
         let readers: Vec<_> = (0..2)
             .map(|r| {
-                let (m, stop, stable, start) = (m.clone(), stop.clone(), stable.clone(), start.clone());
+                let (m, stop, stable, start) =
+                    (m.clone(), stop.clone(), stable.clone(), start.clone());
                 std::thread::spawn(move || {
                     let mut n = 0u64;
                     start.wait();

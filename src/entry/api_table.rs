@@ -139,9 +139,26 @@ pub const CORE_LAYOUTS: &[(u32, &[(Hook, usize)])] = &[(1, CORE_FIELDS), (2, COR
 /// Known AMD-extension-table layouts by major version (major 2, ROCm 6.x, reordered the
 /// entries after `hsa_amd_queue_cu_set_mask`).
 pub const AMD_LAYOUTS: &[(u32, &[(Hook, usize)])] = &[
-    (1, &[(Hook::ProfilingSetProfilerEnabled, 32), (Hook::QueueCuSetMask, 96), (Hook::QueueSetPriority, 312), (Hook::QueueCuGetMask, 392)]),
+    (
+        1,
+        &[
+            (Hook::ProfilingSetProfilerEnabled, 32),
+            (Hook::QueueCuSetMask, 96),
+            (Hook::QueueSetPriority, 312),
+            (Hook::QueueCuGetMask, 392),
+        ],
+    ),
     // hsa_amd_queue_get_info_fn at 560: offsetof in ROCm 6.4.3's hsa_api_trace.h (table 592 bytes).
-    (2, &[(Hook::ProfilingSetProfilerEnabled, 32), (Hook::QueueCuSetMask, 96), (Hook::QueueSetPriority, 328), (Hook::QueueCuGetMask, 432), (Hook::QueueGetInfo, 560)]),
+    (
+        2,
+        &[
+            (Hook::ProfilingSetProfilerEnabled, 32),
+            (Hook::QueueCuSetMask, 96),
+            (Hook::QueueSetPriority, 328),
+            (Hook::QueueCuGetMask, 432),
+            (Hook::QueueGetInfo, 560),
+        ],
+    ),
 ];
 
 /// What to patch, and what to report about the tables that are not (fully) patched.
@@ -151,9 +168,16 @@ pub struct Plan {
     pub notes: Vec<String>,
 }
 
-fn plan_table(plan: &mut Plan, table: Table, name: &str, v: Option<TableVersion>, layouts: &[(u32, &[(Hook, usize)])]) {
+fn plan_table(
+    plan: &mut Plan,
+    table: Table,
+    name: &str,
+    v: Option<TableVersion>,
+    layouts: &[(u32, &[(Hook, usize)])],
+) {
     let Some(v) = v else {
-        plan.notes.push(format!("the runtime gave no {name} table; its entries are not intercepted"));
+        plan.notes
+            .push(format!("the runtime gave no {name} table; its entries are not intercepted"));
         return;
     };
     let Some((_, fields)) = layouts.iter().find(|(m, _)| *m == v.major) else {
@@ -170,7 +194,10 @@ fn plan_table(plan: &mut Plan, table: Table, name: &str, v: Option<TableVersion>
         if offset + FN_PTR <= v.minor as usize {
             plan.patches.push(Patch { table, hook, offset });
         } else {
-            plan.notes.push(format!("{name} table {}.{} is too short for {hook:?} (offset {offset}); not patched", v.major, v.minor));
+            plan.notes.push(format!(
+                "{name} table {}.{} is too short for {hook:?} (offset {offset}); not patched",
+                v.major, v.minor
+            ));
         }
     }
 }
@@ -226,8 +253,12 @@ pub const SHARED_QUEUE_KNOWN: std::ops::RangeInclusive<RocrVersion> =
 /// when ROCr did not give one): `Ok` with the version when its queue layout is known, else why
 /// not.
 pub fn shared_queue_layout_known(build_id: Option<&str>) -> Result<RocrVersion, String> {
-    let Some(id) = build_id else { return Err("ROCr did not report its version (HSA_AMD_SYSTEM_INFO_BUILD_VERSION)".into()) };
-    let Some(v) = parse_rocr_build_id(id) else { return Err(format!("ROCr's build identifier {id:?} names no version")) };
+    let Some(id) = build_id else {
+        return Err("ROCr did not report its version (HSA_AMD_SYSTEM_INFO_BUILD_VERSION)".into());
+    };
+    let Some(v) = parse_rocr_build_id(id) else {
+        return Err(format!("ROCr's build identifier {id:?} names no version"));
+    };
     if SHARED_QUEUE_KNOWN.contains(&v) {
         Ok(v)
     } else {
@@ -248,7 +279,10 @@ mod tests {
     #[test]
     fn rocr_5_2_tables_are_patched_where_the_headers_say() {
         // Debian's ROCr 5.2 passes core 1.1016 and AMD extension 1.400.
-        let p = plan(Some(TableVersion { major: 1, minor: 1016 }), Some(TableVersion { major: 1, minor: 400 }));
+        let p = plan(
+            Some(TableVersion { major: 1, minor: 1016 }),
+            Some(TableVersion { major: 1, minor: 400 }),
+        );
         assert!(p.notes.is_empty(), "{:?}", p.notes);
         // Every hook but hsa_amd_queue_get_info, which 5.x's AMD extension table does not have.
         assert_eq!(p.patches.len(), Hook::ALL.len() - 1);
@@ -265,27 +299,84 @@ mod tests {
                 (QueueCreate, offset_of!(CoreApiTable, hsa_queue_create_fn)),
                 (QueueDestroy, offset_of!(CoreApiTable, hsa_queue_destroy_fn)),
                 (QueueInactivate, offset_of!(CoreApiTable, hsa_queue_inactivate_fn)),
-                (LoadReadIndexScacquire, offset_of!(CoreApiTable, hsa_queue_load_read_index_scacquire_fn)),
-                (LoadReadIndexRelaxed, offset_of!(CoreApiTable, hsa_queue_load_read_index_relaxed_fn)),
-                (LoadWriteIndexScacquire, offset_of!(CoreApiTable, hsa_queue_load_write_index_scacquire_fn)),
-                (LoadWriteIndexRelaxed, offset_of!(CoreApiTable, hsa_queue_load_write_index_relaxed_fn)),
-                (StoreWriteIndexRelaxed, offset_of!(CoreApiTable, hsa_queue_store_write_index_relaxed_fn)),
-                (StoreWriteIndexScrelease, offset_of!(CoreApiTable, hsa_queue_store_write_index_screlease_fn)),
-                (CasWriteIndexScacqScrel, offset_of!(CoreApiTable, hsa_queue_cas_write_index_scacq_screl_fn)),
-                (CasWriteIndexScacquire, offset_of!(CoreApiTable, hsa_queue_cas_write_index_scacquire_fn)),
-                (CasWriteIndexRelaxed, offset_of!(CoreApiTable, hsa_queue_cas_write_index_relaxed_fn)),
-                (CasWriteIndexScrelease, offset_of!(CoreApiTable, hsa_queue_cas_write_index_screlease_fn)),
-                (AddWriteIndexScacqScrel, offset_of!(CoreApiTable, hsa_queue_add_write_index_scacq_screl_fn)),
-                (AddWriteIndexScacquire, offset_of!(CoreApiTable, hsa_queue_add_write_index_scacquire_fn)),
-                (AddWriteIndexRelaxed, offset_of!(CoreApiTable, hsa_queue_add_write_index_relaxed_fn)),
-                (AddWriteIndexScrelease, offset_of!(CoreApiTable, hsa_queue_add_write_index_screlease_fn)),
-                (StoreReadIndexRelaxed, offset_of!(CoreApiTable, hsa_queue_store_read_index_relaxed_fn)),
-                (StoreReadIndexScrelease, offset_of!(CoreApiTable, hsa_queue_store_read_index_screlease_fn)),
+                (
+                    LoadReadIndexScacquire,
+                    offset_of!(CoreApiTable, hsa_queue_load_read_index_scacquire_fn),
+                ),
+                (
+                    LoadReadIndexRelaxed,
+                    offset_of!(CoreApiTable, hsa_queue_load_read_index_relaxed_fn),
+                ),
+                (
+                    LoadWriteIndexScacquire,
+                    offset_of!(CoreApiTable, hsa_queue_load_write_index_scacquire_fn),
+                ),
+                (
+                    LoadWriteIndexRelaxed,
+                    offset_of!(CoreApiTable, hsa_queue_load_write_index_relaxed_fn),
+                ),
+                (
+                    StoreWriteIndexRelaxed,
+                    offset_of!(CoreApiTable, hsa_queue_store_write_index_relaxed_fn),
+                ),
+                (
+                    StoreWriteIndexScrelease,
+                    offset_of!(CoreApiTable, hsa_queue_store_write_index_screlease_fn),
+                ),
+                (
+                    CasWriteIndexScacqScrel,
+                    offset_of!(CoreApiTable, hsa_queue_cas_write_index_scacq_screl_fn),
+                ),
+                (
+                    CasWriteIndexScacquire,
+                    offset_of!(CoreApiTable, hsa_queue_cas_write_index_scacquire_fn),
+                ),
+                (
+                    CasWriteIndexRelaxed,
+                    offset_of!(CoreApiTable, hsa_queue_cas_write_index_relaxed_fn),
+                ),
+                (
+                    CasWriteIndexScrelease,
+                    offset_of!(CoreApiTable, hsa_queue_cas_write_index_screlease_fn),
+                ),
+                (
+                    AddWriteIndexScacqScrel,
+                    offset_of!(CoreApiTable, hsa_queue_add_write_index_scacq_screl_fn),
+                ),
+                (
+                    AddWriteIndexScacquire,
+                    offset_of!(CoreApiTable, hsa_queue_add_write_index_scacquire_fn),
+                ),
+                (
+                    AddWriteIndexRelaxed,
+                    offset_of!(CoreApiTable, hsa_queue_add_write_index_relaxed_fn),
+                ),
+                (
+                    AddWriteIndexScrelease,
+                    offset_of!(CoreApiTable, hsa_queue_add_write_index_screlease_fn),
+                ),
+                (
+                    StoreReadIndexRelaxed,
+                    offset_of!(CoreApiTable, hsa_queue_store_read_index_relaxed_fn),
+                ),
+                (
+                    StoreReadIndexScrelease,
+                    offset_of!(CoreApiTable, hsa_queue_store_read_index_screlease_fn),
+                ),
                 (SignalStoreRelaxed, offset_of!(CoreApiTable, hsa_signal_store_relaxed_fn)),
                 (SignalStoreScrelease, offset_of!(CoreApiTable, hsa_signal_store_screlease_fn)),
-                (SignalSilentStoreRelaxed, offset_of!(CoreApiTable, hsa_signal_silent_store_relaxed_fn)),
-                (SignalSilentStoreScrelease, offset_of!(CoreApiTable, hsa_signal_silent_store_screlease_fn)),
-                (ProfilingSetProfilerEnabled, offset_of!(AmdExtTable, hsa_amd_profiling_set_profiler_enabled_fn)),
+                (
+                    SignalSilentStoreRelaxed,
+                    offset_of!(CoreApiTable, hsa_signal_silent_store_relaxed_fn),
+                ),
+                (
+                    SignalSilentStoreScrelease,
+                    offset_of!(CoreApiTable, hsa_signal_silent_store_screlease_fn),
+                ),
+                (
+                    ProfilingSetProfilerEnabled,
+                    offset_of!(AmdExtTable, hsa_amd_profiling_set_profiler_enabled_fn),
+                ),
                 (QueueCuSetMask, offset_of!(AmdExtTable, hsa_amd_queue_cu_set_mask_fn)),
                 (QueueCuGetMask, offset_of!(AmdExtTable, hsa_amd_queue_cu_get_mask_fn)),
                 (QueueSetPriority, offset_of!(AmdExtTable, hsa_amd_queue_set_priority_fn)),
@@ -301,7 +392,10 @@ mod tests {
     fn rocm_6_tables_use_the_reordered_amd_layout() {
         // ROCm 6.2's hsa_api_trace.h: core major 2 (same offsets), AMD extension major 2 (576 bytes,
         // hsa_amd_queue_set_priority_fn at 328).
-        let p = plan(Some(TableVersion { major: 2, minor: 1024 }), Some(TableVersion { major: 2, minor: 576 }));
+        let p = plan(
+            Some(TableVersion { major: 2, minor: 1024 }),
+            Some(TableVersion { major: 2, minor: 576 }),
+        );
         assert!(p.notes.is_empty());
         let pr = p.patches.iter().find(|x| x.hook == Hook::QueueSetPriority).unwrap();
         assert_eq!((pr.table, pr.offset), (Table::AmdExt, 328));
@@ -310,15 +404,29 @@ mod tests {
         // 576 bytes hold hsa_amd_queue_get_info_fn (560..568); 6.4.3's table is 592.
         let gi = p.patches.iter().find(|x| x.hook == Hook::QueueGetInfo).unwrap();
         assert_eq!((gi.table, gi.offset), (Table::AmdExt, 560));
-        let p = plan(Some(TableVersion { major: 2, minor: 1024 }), Some(TableVersion { major: 2, minor: 560 }));
-        assert!(p.patches.iter().all(|x| x.hook != Hook::QueueGetInfo) && p.notes.iter().any(|n| n.contains("too short for QueueGetInfo")), "{:?}", p.notes);
+        let p = plan(
+            Some(TableVersion { major: 2, minor: 1024 }),
+            Some(TableVersion { major: 2, minor: 560 }),
+        );
+        assert!(
+            p.patches.iter().all(|x| x.hook != Hook::QueueGetInfo)
+                && p.notes.iter().any(|n| n.contains("too short for QueueGetInfo")),
+            "{:?}",
+            p.notes
+        );
     }
 
     #[test]
     fn unknown_or_short_tables_are_left_alone_and_reported() {
-        let p = plan(Some(TableVersion { major: 3, minor: 2048 }), Some(TableVersion { major: 1, minor: 300 }));
+        let p = plan(
+            Some(TableVersion { major: 3, minor: 2048 }),
+            Some(TableVersion { major: 1, minor: 300 }),
+        );
         // Only the entries inside the short AMD table: the profiler and CU-mask hooks.
-        assert_eq!(p.patches.iter().map(|x| x.hook).collect::<Vec<_>>(), vec![Hook::ProfilingSetProfilerEnabled, Hook::QueueCuSetMask]);
+        assert_eq!(
+            p.patches.iter().map(|x| x.hook).collect::<Vec<_>>(),
+            vec![Hook::ProfilingSetProfilerEnabled, Hook::QueueCuSetMask]
+        );
         assert!(p.notes[0].contains("core API table version 3.2048 is unknown"), "{:?}", p.notes);
         assert!(p.notes[1].contains("too short for QueueSetPriority"), "{:?}", p.notes);
         assert!(p.notes[2].contains("too short for QueueCuGetMask"), "{:?}", p.notes);
@@ -335,7 +443,11 @@ mod tests {
     #[test]
     fn rocr_build_ids_are_parsed() {
         let v = |major, minor| Some(RocrVersion { major, minor });
-        assert_eq!(parse_rocr_build_id("\"1.5.0-local-build-unknown\""), v(1, 5), "Debian's 5.2.3, quotes included");
+        assert_eq!(
+            parse_rocr_build_id("\"1.5.0-local-build-unknown\""),
+            v(1, 5),
+            "Debian's 5.2.3, quotes included"
+        );
         assert_eq!(parse_rocr_build_id("1.5.0-local-build-unknown"), v(1, 5));
         assert_eq!(parse_rocr_build_id("1.14.60200-rocm-rel-6.2-116-df7549038b45"), v(1, 14));
         assert_eq!(parse_rocr_build_id(" 1.15.0-local-build-abc-dirty"), v(1, 15));
@@ -346,7 +458,14 @@ mod tests {
 
     #[test]
     fn the_shared_queue_layout_is_known_for_rocm_5_and_6_up_to_6_4_only() {
-        for id in ["\"1.5.0-local-build-unknown\"", "1.7.5-a-b", "1.11.0-x-y", "1.12.0-x-y", "1.14.60300-x-y", "1.15.60400-x-y"] {
+        for id in [
+            "\"1.5.0-local-build-unknown\"",
+            "1.7.5-a-b",
+            "1.11.0-x-y",
+            "1.12.0-x-y",
+            "1.14.60300-x-y",
+            "1.15.60400-x-y",
+        ] {
             assert!(shared_queue_layout_known(Some(id)).is_ok(), "{id}");
         }
         for (id, why) in [

@@ -8,11 +8,11 @@ use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 
 use crate::entry::addr_map::AddrMap;
 use crate::path::scheduler::Scheduler;
-use xhsa_model::window_size::WindowSize;
 use crate::preempt::Preemption;
 use crate::settings::fault::FaultPlan;
 use crate::trace::queue_track::QueueTracer;
 use crate::trace::Sink;
+use xhsa_model::window_size::WindowSize;
 
 /// Most GPUs one process schedules (KFD nodes beyond are passed through).
 pub(crate) const MAX_GPUS: usize = 64;
@@ -54,7 +54,13 @@ pub(crate) static GPU_OF: LazyLock<AddrMap> = LazyLock::new(AddrMap::new);
 
 impl Gpus {
     pub fn new(window: WindowSize, faults: Arc<FaultPlan>, trace: Option<Arc<Sink>>) -> Gpus {
-        Gpus { slots: [const { OnceLock::new() }; MAX_GPUS], adding: Mutex::new(()), window, faults, trace }
+        Gpus {
+            slots: [const { OnceLock::new() }; MAX_GPUS],
+            adding: Mutex::new(()),
+            window,
+            faults,
+            trace,
+        }
     }
 
     /// GPU `index`, if used.

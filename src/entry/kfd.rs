@@ -5,15 +5,26 @@
 
 use std::sync::atomic::AtomicUsize;
 
-use hsa_sys::hsakmt::{HsaEvent, HsaQueueResource, HSAKMT_STATUS, HSAKMT_STATUS_ERROR, HSA_QUEUE_PRIORITY, HSA_QUEUE_TYPE};
-use xhsa_ioctl::abi::queue::{CreateQueueArgs, UpdateQueueArgs};
+use hsa_sys::hsakmt::{
+    HsaEvent, HsaQueueResource, HSAKMT_STATUS, HSAKMT_STATUS_ERROR, HSA_QUEUE_PRIORITY,
+    HSA_QUEUE_TYPE,
+};
 use std::cell::Cell;
+use xhsa_ioctl::abi::queue::{CreateQueueArgs, UpdateQueueArgs};
 
 use super::{next_symbol, record};
 use crate::entry::seen::{KfdCreate, KfdSource};
 
-type CreateQueueFn =
-    unsafe extern "C" fn(u32, HSA_QUEUE_TYPE, u32, HSA_QUEUE_PRIORITY, *mut libc::c_void, u64, *mut HsaEvent, *mut HsaQueueResource) -> HSAKMT_STATUS;
+type CreateQueueFn = unsafe extern "C" fn(
+    u32,
+    HSA_QUEUE_TYPE,
+    u32,
+    HSA_QUEUE_PRIORITY,
+    *mut libc::c_void,
+    u64,
+    *mut HsaEvent,
+    *mut HsaQueueResource,
+) -> HSAKMT_STATUS;
 type IoctlFn = unsafe extern "C" fn(libc::c_int, libc::c_ulong, *mut libc::c_void) -> libc::c_int;
 
 static NEXT_CREATE_QUEUE: AtomicUsize = AtomicUsize::new(0);
@@ -59,7 +70,8 @@ pub unsafe extern "C" fn hsaKmtCreateQueue(
     if status == 0 && !res.is_null() {
         record(|g| {
             // SAFETY: on success the thunk filled the resource block the caller passed.
-            let (qid, doorbell) = unsafe { ((*res).QueueId, (*res).__bindgen_anon_1.QueueDoorBell) };
+            let (qid, doorbell) =
+                unsafe { ((*res).QueueId, (*res).__bindgen_anon_1.QueueDoorBell) };
             if let Some(id) = read_u32(qid) {
                 g.seen.kfd_queue(KfdSource::Thunk, ring as u64, id, Some(doorbell), None, None);
             }
@@ -99,15 +111,26 @@ pub(crate) fn own_call<T>(f: impl FnOnce() -> T) -> T {
 /// arguments to pass on, under the preemption's lock of the queue's GPU (so no put-back runs
 /// between the decision and the call); `None` when no GPU's preemption knows the queue (the
 /// caller makes the call as it is).
-fn runtime_update(request: libc::c_ulong, arg: *mut libc::c_void, send: &mut dyn FnMut(Option<&mut UpdateQueueArgs>) -> libc::c_int) -> Option<libc::c_int> {
+fn runtime_update(
+    request: libc::c_ulong,
+    arg: *mut libc::c_void,
+    send: &mut dyn FnMut(Option<&mut UpdateQueueArgs>) -> libc::c_int,
+) -> Option<libc::c_int> {
     let size = ((request >> 16) & 0x3fff) as usize;
-    if arg.is_null() || size != std::mem::size_of::<UpdateQueueArgs>() || OWN_CALL.with(|c| c.get()) {
+    if arg.is_null() || size != std::mem::size_of::<UpdateQueueArgs>() || OWN_CALL.with(|c| c.get())
+    {
         return None;
     }
     let mut a = UpdateQueueArgs::default();
     // SAFETY: the caller passes `size` bytes of UPDATE_QUEUE arguments at `arg` (checked above to
     // be the struct's size).
-    unsafe { std::ptr::copy_nonoverlapping(arg as *const u8, (&mut a as *mut UpdateQueueArgs).cast::<u8>(), size) };
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            arg as *const u8,
+            (&mut a as *mut UpdateQueueArgs).cast::<u8>(),
+            size,
+        )
+    };
     for (_, gpu) in super::global().gpus.iter() {
         let Some(pre) = gpu.preempt.get() else { continue };
         let sent = pre.runtime_update(a.queue_id, a.queue_priority, a.queue_percentage, |pct| {
@@ -132,7 +155,11 @@ fn runtime_update(request: libc::c_ulong, arg: *mut libc::c_void, send: &mut dyn
 /// `ioctl(2)`'s contract: `arg` is what `request` takes; for a KFD request, null or valid for
 /// reading and writing the argument size encoded in `request`.
 #[no_mangle]
-pub unsafe extern "C" fn ioctl(fd: libc::c_int, request: libc::c_ulong, arg: *mut libc::c_void) -> libc::c_int {
+pub unsafe extern "C" fn ioctl(
+    fd: libc::c_int,
+    request: libc::c_ulong,
+    arg: *mut libc::c_void,
+) -> libc::c_int {
     let p = next_symbol(&NEXT_IOCTL, c"libc.so.6", c"ioctl");
     // SAFETY: 0 or the next definition of ioctl (libc's, or another interposer's), of this type.
     let Some(real) = (unsafe { super::symbol::typed::<IoctlFn>(p) }) else {
@@ -165,9 +192,30 @@ pub unsafe extern "C" fn ioctl(fd: libc::c_int, request: libc::c_ulong, arg: *mu
             let mut a = CreateQueueArgs::default();
             let n = size.min(std::mem::size_of::<CreateQueueArgs>());
             // SAFETY: the kernel (or KFD emulation) wrote `size` bytes of arguments at `arg`.
-            unsafe { std::ptr::copy_nonoverlapping(arg as *const u8, (&mut a as *mut CreateQueueArgs).cast::<u8>(), n) };
-            g.seen.kfd_queue(KfdSource::Ioctl, a.ring_base_address, a.queue_id, None, Some(a.doorbell_offset), Some(a.queue_type));
-            g.seen.kfd_created(a.ring_base_address, fd, KfdCreate { ring_bytes: a.ring_size, percentage: a.queue_percentage, priority: a.queue_priority });
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    arg as *const u8,
+                    (&mut a as *mut CreateQueueArgs).cast::<u8>(),
+                    n,
+                )
+            };
+            g.seen.kfd_queue(
+                KfdSource::Ioctl,
+                a.ring_base_address,
+                a.queue_id,
+                None,
+                Some(a.doorbell_offset),
+                Some(a.queue_type),
+            );
+            g.seen.kfd_created(
+                a.ring_base_address,
+                fd,
+                KfdCreate {
+                    ring_bytes: a.ring_size,
+                    percentage: a.queue_percentage,
+                    priority: a.queue_priority,
+                },
+            );
         });
         // SAFETY: errno of this thread (__errno_location never returns null).
         unsafe { *libc::__errno_location() = errno };

@@ -41,7 +41,11 @@ impl RuntimeKfd {
     pub(crate) unsafe fn borrow(fd: RawFd) -> RuntimeKfd {
         // SAFETY: per the contract, `fd` is open; ManuallyDrop keeps the OwnedFd from closing it.
         let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-        RuntimeKfd { kfd: ManuallyDrop::new(Kfd::from_fd(owned)), pid: std::process::id(), debug_pipe: None }
+        RuntimeKfd {
+            kfd: ManuallyDrop::new(Kfd::from_fd(owned)),
+            pid: std::process::id(),
+            debug_pipe: None,
+        }
     }
 
     /// Over `kfd`, a descriptor libxhsa opened itself; it stays open for the process's life.
@@ -54,7 +58,8 @@ impl RuntimeKfd {
     fn read_snapshot(&self) -> Result<Vec<SnapshotQueue>, KfdFailure> {
         let mut entries = vec![QueueSnapshotEntry::default(); 64];
         for _ in 0..4 {
-            let n = own_call(|| self.kfd.dbg_trap_get_queue_snapshot(self.pid, 0, &mut entries)).map_err(failure)? as usize;
+            let n = own_call(|| self.kfd.dbg_trap_get_queue_snapshot(self.pid, 0, &mut entries))
+                .map_err(failure)? as usize;
             if n <= entries.len() {
                 entries.truncate(n);
                 let q = |e: &QueueSnapshotEntry| SnapshotQueue {
@@ -121,12 +126,18 @@ impl KfdPort for RuntimeKfd {
         // One session at a time in the process (each GPU's watcher has its own port).
         static SESSION: std::sync::Mutex<()> = std::sync::Mutex::new(());
         let _one = SESSION.lock().unwrap_or_else(|p| p.into_inner());
-        let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_CLOEXEC).map_err(failure)?;
-        let info = own_call(|| self.kfd.dbg_trap_enable(self.pid, 0, write.as_fd())).map_err(failure)?;
+        let (read, write) =
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_CLOEXEC)
+                .map_err(failure)?;
+        let info =
+            own_call(|| self.kfd.dbg_trap_enable(self.pid, 0, write.as_fd())).map_err(failure)?;
         // A failed activation still returns 0 (kfd_dbg_trap_enable); the runtime state says.
         if info.runtime_state != 1 {
             let _ = own_call(|| self.kfd.dbg_trap_disable(self.pid));
-            return Err(KfdFailure(format!("debug trap enabled but the runtime state is {} (not enabled)", info.runtime_state)));
+            return Err(KfdFailure(format!(
+                "debug trap enabled but the runtime state is {} (not enabled)",
+                info.runtime_state
+            )));
         }
         self.debug_pipe = Some((read, write));
         // Every queue KFD created is flagged new, and refused by SUSPEND until that is cleared.
@@ -148,9 +159,12 @@ impl KfdPort for RuntimeKfd {
     }
 
     fn clear_new(&mut self) -> Result<(), KfdFailure> {
-        let mask = xhsa_ioctl::abi::exception::kfd_ec_mask(xhsa_ioctl::abi::exception::EC_QUEUE_NEW);
+        let mask =
+            xhsa_ioctl::abi::exception::kfd_ec_mask(xhsa_ioctl::abi::exception::EC_QUEUE_NEW);
         let mut entries = vec![xhsa_ioctl::abi::QueueSnapshotEntry::default(); 1024];
-        own_call(|| self.kfd.dbg_trap_get_queue_snapshot(self.pid, mask, &mut entries)).map(drop).map_err(failure)
+        own_call(|| self.kfd.dbg_trap_get_queue_snapshot(self.pid, mask, &mut entries))
+            .map(drop)
+            .map_err(failure)
     }
 
     fn queue_snapshot(&mut self) -> Result<Vec<SnapshotQueue>, KfdFailure> {
@@ -166,12 +180,18 @@ impl KfdPort for RuntimeKfd {
         // One session at a time in the process (each GPU's watcher has its own port).
         static SESSION: std::sync::Mutex<()> = std::sync::Mutex::new(());
         let _one = SESSION.lock().unwrap_or_else(|p| p.into_inner());
-        let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_CLOEXEC).map_err(failure)?;
+        let (read, write) =
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_CLOEXEC)
+                .map_err(failure)?;
         let mask = kfd_ec_mask(EC_PROCESS_RUNTIME);
-        own_call(|| self.kfd.dbg_trap_enable(self.pid, mask, write.as_fd())).map_err(|e| match e.errno {
-            nix::errno::Errno::EALREADY => KfdFailure(format!("{e}: a debugger holds this process's debug trap")),
-            _ => failure(e),
-        })?;
+        own_call(|| self.kfd.dbg_trap_enable(self.pid, mask, write.as_fd())).map_err(
+            |e| match e.errno {
+                nix::errno::Errno::EALREADY => {
+                    KfdFailure(format!("{e}: a debugger holds this process's debug trap"))
+                }
+                _ => failure(e),
+            },
+        )?;
         let snapshot = self.read_snapshot();
         let off = own_call(|| self.kfd.dbg_trap_disable(self.pid));
         self.answer_runtime(&read, &write);

@@ -64,7 +64,13 @@ impl QueueMemory for ProcessMemory {
         let mut bytes = [0u8; PACKET_SIZE];
         // SAFETY: the slot is PACKET_SIZE readable bytes; a published slot's body is not written
         // again until libxhsa frees the slot, so the copy is not torn.
-        unsafe { std::ptr::copy_nonoverlapping((addr + 2) as *const u8, bytes.as_mut_ptr().add(2), PACKET_SIZE - 2) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                (addr + 2) as *const u8,
+                bytes.as_mut_ptr().add(2),
+                PACKET_SIZE - 2,
+            )
+        };
         bytes[..2].copy_from_slice(&header.to_le_bytes());
         Packet::from_bytes(bytes)
     }
@@ -72,7 +78,13 @@ impl QueueMemory for ProcessMemory {
     fn write_body(&self, addr: u64, packet: &Packet) {
         // SAFETY: a slot libxhsa reserved in a registered ring (`ProcessMemory::new`); its header still says
         // INVALID, so the packet processor does not read the body being written.
-        unsafe { std::ptr::copy_nonoverlapping(packet.as_bytes().as_ptr().add(2), (addr + 2) as *mut u8, PACKET_SIZE - 2) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                packet.as_bytes().as_ptr().add(2),
+                (addr + 2) as *mut u8,
+                PACKET_SIZE - 2,
+            )
+        };
     }
 
     fn store_header(&self, addr: u64, header: u16) {
@@ -92,7 +104,9 @@ pub(crate) unsafe fn invalidate_ring(addr: u64, slots: u64) {
     for i in 0..slots {
         let slot = addr + i * PACKET_SIZE as u64;
         // SAFETY: inside the caller's fresh ring.
-        unsafe { std::ptr::copy_nonoverlapping(invalid.as_bytes().as_ptr(), slot as *mut u8, PACKET_SIZE) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(invalid.as_bytes().as_ptr(), slot as *mut u8, PACKET_SIZE)
+        };
     }
 }
 

@@ -53,8 +53,8 @@ use std::sync::{Arc, OnceLock};
 
 use crate::entry::seen::{Interception, Loading};
 use crate::preempt::PreemptSettings;
-use xhsa_model::settings::config::{ProcessIdentity, Settings};
 use crate::settings::fault::{FaultPlan, ENV_FAULT_INJECT};
+use xhsa_model::settings::config::{ProcessIdentity, Settings};
 
 /// Process-wide state of libxhsa.
 pub(crate) struct Global {
@@ -92,11 +92,15 @@ impl Global {
         if how == Loading::Preload && self.announced_preload.swap(true, Ordering::Relaxed) {
             return;
         }
-        let mode = if self.settings.disable { "pure passthrough (XHSA_DISABLE)" } else { "intercepting" };
-        tracing::info!("xhsa: loaded through {}; {mode}", match how {
-            Loading::Preload => "LD_PRELOAD",
-            Loading::ToolsLib => "HSA_TOOLS_LIB",
-        });
+        let mode =
+            if self.settings.disable { "pure passthrough (XHSA_DISABLE)" } else { "intercepting" };
+        tracing::info!(
+            "xhsa: loaded through {}; {mode}",
+            match how {
+                Loading::Preload => "LD_PRELOAD",
+                Loading::ToolsLib => "HSA_TOOLS_LIB",
+            }
+        );
     }
 }
 
@@ -117,10 +121,17 @@ pub(crate) fn global() -> &'static Global {
     GLOBAL.get_or_init(|| {
         // A filter EnvFilter would take but that names no level libxhsa logs at (`infoo` reads
         // as a target name) would silence it entirely, errors included: validated first.
-        let (filter, bad_log) = xhsa_model::settings::config::log_filter(std::env::var(xhsa_model::settings::config::ENV_LOG).ok().as_deref());
-        let env_filter = tracing_subscriber::EnvFilter::try_new(&filter)
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(xhsa_model::settings::config::DEFAULT_LOG));
-        let fmt = tracing_subscriber::fmt().with_env_filter(env_filter).with_writer(std::io::stderr).with_target(false).finish();
+        let (filter, bad_log) = xhsa_model::settings::config::log_filter(
+            std::env::var(xhsa_model::settings::config::ENV_LOG).ok().as_deref(),
+        );
+        let env_filter = tracing_subscriber::EnvFilter::try_new(&filter).unwrap_or_else(|_| {
+            tracing_subscriber::EnvFilter::new(xhsa_model::settings::config::DEFAULT_LOG)
+        });
+        let fmt = tracing_subscriber::fmt()
+            .with_env_filter(env_filter)
+            .with_writer(std::io::stderr)
+            .with_target(false)
+            .finish();
         let _ = tracing::subscriber::set_global_default(log::ExitSafe(fmt));
         if let Some(e) = bad_log {
             tracing::error!("xhsa: {e}");
@@ -129,12 +140,15 @@ pub(crate) fn global() -> &'static Global {
         for e in errors {
             tracing::error!("xhsa: {e}");
         }
-        let (faults, errors) = FaultPlan::parse(&std::env::var(ENV_FAULT_INJECT).unwrap_or_default());
+        let (faults, errors) =
+            FaultPlan::parse(&std::env::var(ENV_FAULT_INJECT).unwrap_or_default());
         for e in errors {
             tracing::error!("xhsa: {e}");
         }
         if !faults.is_empty() {
-            tracing::warn!("xhsa: {ENV_FAULT_INJECT} is set: internal failures will be injected (test knob)");
+            tracing::warn!(
+                "xhsa: {ENV_FAULT_INJECT} is set: internal failures will be injected (test knob)"
+            );
         }
         let faults = Arc::new(faults);
         let (preempt_settings, errors) = PreemptSettings::from_process_env();
@@ -179,12 +193,19 @@ fn start_trace(identity: &ProcessIdentity) -> Option<Arc<crate::trace::Sink>> {
     let before = queues::now_ns();
     let mono = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).ok();
     let after = queues::now_ns();
-    let offset = mono.map_or(0, |t| (t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64).saturating_sub(before / 2 + after / 2));
+    let offset = mono.map_or(0, |t| {
+        (t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
+            .saturating_sub(before / 2 + after / 2)
+    });
     let process = identity.comm.clone().unwrap_or_else(|| "process".into());
     match crate::trace::start(&settings, std::process::id(), offset, &process, after) {
         Ok(sink) => {
             if sink.is_some() {
-                tracing::info!("xhsa: tracing to {} (buffers of {} events)", path.display(), settings.buffer);
+                tracing::info!(
+                    "xhsa: tracing to {} (buffers of {} events)",
+                    path.display(),
+                    settings.buffer
+                );
             }
             sink
         }
@@ -207,7 +228,9 @@ pub(crate) fn outermost(record: impl FnOnce(&Global)) {
     if g.passthrough() || DEPTH.with(|d| d.get()) > 0 {
         return;
     }
-    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| record(g))).is_err() && !g.degraded.swap(true, Ordering::Relaxed) {
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| record(g))).is_err()
+        && !g.degraded.swap(true, Ordering::Relaxed)
+    {
         tracing::error!("xhsa: internal error; passing everything through from now on");
     }
 }
@@ -219,7 +242,9 @@ pub(crate) fn record(record: impl FnOnce(&Global)) {
     if g.passthrough() {
         return;
     }
-    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| record(g))).is_err() && !g.degraded.swap(true, Ordering::Relaxed) {
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| record(g))).is_err()
+        && !g.degraded.swap(true, Ordering::Relaxed)
+    {
         tracing::error!("xhsa: internal error; passing everything through from now on");
     }
 }
@@ -347,7 +372,11 @@ extern "C" fn at_exit() {
         };
         let mut lines = Vec::new();
         if g.summary_at_exit {
-            lines.push(format!(" INFO xhsa: {}{shadow}{}\n", g.seen.summary(), preempt.unwrap_or_default()));
+            lines.push(format!(
+                " INFO xhsa: {}{shadow}{}\n",
+                g.seen.summary(),
+                preempt.unwrap_or_default()
+            ));
         }
         if let Some(t) = &g.trace {
             // The rest of the trace, written on this thread, and the JSON closed. Nothing to say
@@ -361,7 +390,10 @@ extern "C" fn at_exit() {
                     lines.push(format!(" WARN xhsa: XHSA_TRACE: {} events were dropped (the writer fell behind; marked in the trace)\n", f.dropped));
                 }
                 if g.summary_at_exit {
-                    lines.push(format!(" INFO xhsa: trace: {} events written, {} dropped\n", f.written, f.dropped));
+                    lines.push(format!(
+                        " INFO xhsa: trace: {} events written, {} dropped\n",
+                        f.written, f.dropped
+                    ));
                 }
             }
         }

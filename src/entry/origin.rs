@@ -10,9 +10,12 @@ use std::ffi::{c_int, c_void, CStr};
 use std::sync::{Mutex, OnceLock};
 
 use hsa_sys::hsa::{
-    hsa_executable_t, hsa_loaded_code_object_t, hsa_status_t, hsa_ven_amd_loader_1_01_pfn_t, HSA_EXTENSION_AMD_LOADER,
-    HSA_STATUS_SUCCESS, HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_BASE, HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_SIZE,
-    HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_URI, HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_URI_LENGTH,
+    hsa_executable_t, hsa_loaded_code_object_t, hsa_status_t, hsa_ven_amd_loader_1_01_pfn_t,
+    HSA_EXTENSION_AMD_LOADER, HSA_STATUS_SUCCESS,
+    HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_BASE,
+    HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_SIZE,
+    HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_URI,
+    HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_URI_LENGTH,
 };
 
 use super::inside;
@@ -41,7 +44,10 @@ pub(crate) fn calling_library() -> Option<String> {
     // SAFETY: the buffer holds 16 pointers.
     let n = unsafe { backtrace(frames.as_mut_ptr(), frames.len() as c_int) }.max(0) as usize;
     let me = object_of(calling_library as *const () as usize);
-    frames[..n].iter().filter_map(|&f| object_of(f as usize)).find(|o| Some(o) != me.as_ref() && !o.contains("libhsa-runtime64"))
+    frames[..n]
+        .iter()
+        .filter_map(|&f| object_of(f as usize))
+        .find(|o| Some(o) != me.as_ref() && !o.contains("libhsa-runtime64"))
 }
 
 type MajorTableFn = unsafe extern "C" fn(u16, u16, usize, *mut c_void) -> hsa_status_t;
@@ -52,12 +58,20 @@ fn loader() -> Option<&'static hsa_ven_amd_loader_1_01_pfn_t> {
     TABLE
         .get_or_init(|| {
             // SAFETY: `MajorTableFn` is the C type of hsa_system_get_major_extension_table.
-            let f: MajorTableFn = unsafe { super::rocr::resolve(c"hsa_system_get_major_extension_table", None) }?;
+            let f: MajorTableFn =
+                unsafe { super::rocr::resolve(c"hsa_system_get_major_extension_table", None) }?;
             // SAFETY: an all-null table is a valid value of this struct of Option<fn>s.
             let mut t: hsa_ven_amd_loader_1_01_pfn_t = unsafe { std::mem::zeroed() };
             let size = std::mem::size_of::<hsa_ven_amd_loader_1_01_pfn_t>();
             // SAFETY: ROCr fills at most `size` bytes of the table we own.
-            let st = inside(|| unsafe { f(HSA_EXTENSION_AMD_LOADER as u16, 1, size, (&mut t as *mut hsa_ven_amd_loader_1_01_pfn_t).cast()) });
+            let st = inside(|| unsafe {
+                f(
+                    HSA_EXTENSION_AMD_LOADER as u16,
+                    1,
+                    size,
+                    (&mut t as *mut hsa_ven_amd_loader_1_01_pfn_t).cast(),
+                )
+            });
             (st == HSA_STATUS_SUCCESS).then_some(t)
         })
         .as_ref()
@@ -75,24 +89,45 @@ struct Search<'a> {
 ///
 /// `data` is the `Search` the iteration was started with, alive and not otherwise used for the
 /// call.
-unsafe extern "C" fn visit(_exe: hsa_executable_t, lco: hsa_loaded_code_object_t, data: *mut c_void) -> hsa_status_t {
+unsafe extern "C" fn visit(
+    _exe: hsa_executable_t,
+    lco: hsa_loaded_code_object_t,
+    data: *mut c_void,
+) -> hsa_status_t {
     // SAFETY: `data` is the Search passed by kernel_library, alive during the iteration.
     let s = unsafe { &mut *(data as *mut Search) };
-    let Some(info) = s.table.hsa_ven_amd_loader_loaded_code_object_get_info else { return HSA_STATUS_SUCCESS };
+    let Some(info) = s.table.hsa_ven_amd_loader_loaded_code_object_get_info else {
+        return HSA_STATUS_SUCCESS;
+    };
     let (mut base, mut size, mut len) = (0u64, 0u64, 0u32);
     // SAFETY: each attribute writes the documented type into our variable.
     unsafe {
-        info(lco, HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_BASE, (&mut base as *mut u64).cast());
-        info(lco, HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_SIZE, (&mut size as *mut u64).cast());
+        info(
+            lco,
+            HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_BASE,
+            (&mut base as *mut u64).cast(),
+        );
+        info(
+            lco,
+            HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_SIZE,
+            (&mut size as *mut u64).cast(),
+        );
     }
     if s.address < base || s.address >= base.saturating_add(size) {
         return HSA_STATUS_SUCCESS;
     }
     // SAFETY: URI_LENGTH writes a u32 into our variable.
-    unsafe { info(lco, HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_URI_LENGTH, (&mut len as *mut u32).cast()) };
+    unsafe {
+        info(
+            lco,
+            HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_URI_LENGTH,
+            (&mut len as *mut u32).cast(),
+        )
+    };
     let mut buf = vec![0u8; len as usize + 1];
+    let uri = HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_URI;
     // SAFETY: `buf` has room for the URI and a NUL.
-    if len > 0 && unsafe { info(lco, HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_URI, buf.as_mut_ptr().cast()) } == HSA_STATUS_SUCCESS {
+    if len > 0 && unsafe { info(lco, uri, buf.as_mut_ptr().cast()) } == HSA_STATUS_SUCCESS {
         buf.truncate(len as usize);
         s.uri = Some(String::from_utf8_lossy(&buf).into_owned());
     }
@@ -106,7 +141,9 @@ fn kernel_uri(kernel_object: u64) -> Option<String> {
     let iterate = t.hsa_ven_amd_loader_executable_iterate_loaded_code_objects?;
     let mut exe = hsa_executable_t { handle: 0 };
     // SAFETY: a device address the application dispatched, and an out-parameter.
-    if inside(|| unsafe { query(kernel_object as *const c_void, &mut exe) }) != HSA_STATUS_SUCCESS || exe.handle == 0 {
+    if inside(|| unsafe { query(kernel_object as *const c_void, &mut exe) }) != HSA_STATUS_SUCCESS
+        || exe.handle == 0
+    {
         return None;
     }
     let mut s = Search { table: t, address: kernel_object, uri: None };
@@ -126,7 +163,8 @@ static ASKED: Mutex<Vec<u64>> = Mutex::new(Vec::new());
 /// runs a pass; until then (`None`) its packet waits in the shadow ring. Without a forwarder
 /// (the thread could not be started) the loader is asked here.
 pub(crate) fn kernel_decision(kernel_object: u64) -> Option<bool> {
-    let known = KERNELS.get().and_then(|c| c.try_lock().ok()).and_then(|c| c.get(&kernel_object).copied());
+    let known =
+        KERNELS.get().and_then(|c| c.try_lock().ok()).and_then(|c| c.get(&kernel_object).copied());
     if known.is_some() {
         return known;
     }

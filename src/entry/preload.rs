@@ -10,11 +10,15 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use hsa_sys::hsa::{hsa_agent_t, hsa_amd_queue_priority_t, hsa_queue_t, hsa_queue_type32_t, hsa_signal_t, hsa_signal_value_t, hsa_status_t};
+use hsa_sys::hsa::{
+    hsa_agent_t, hsa_amd_queue_priority_t, hsa_queue_t, hsa_queue_type32_t, hsa_signal_t,
+    hsa_signal_value_t, hsa_status_t,
+};
 
 use super::queues::{
-    self, AddIndexFn, CasIndexFn, CuGetMaskFn, CuSetMaskFn, QueueGetInfoFn, LoadIndexFn, ProfilerFn, QueueCallback, QueueCreateFn, QueueFn, SetPriorityFn,
-    SignalStoreFn, StoreIndexFn, READ_INDEX, WRITE_INDEX,
+    self, AddIndexFn, CasIndexFn, CuGetMaskFn, CuSetMaskFn, LoadIndexFn, ProfilerFn, QueueCallback,
+    QueueCreateFn, QueueFn, QueueGetInfoFn, SetPriorityFn, SignalStoreFn, StoreIndexFn, READ_INDEX,
+    WRITE_INDEX,
 };
 use super::{global, next_symbol};
 use crate::entry::seen::Loading;
@@ -34,7 +38,9 @@ macro_rules! next {
 /// The name of function `$name` as a C string, at compile time.
 macro_rules! cname {
     ($name:ident) => {{
-        const NAME: &std::ffi::CStr = match std::ffi::CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
+        const NAME: &std::ffi::CStr = match std::ffi::CStr::from_bytes_with_nul(
+            concat!(stringify!($name), "\0").as_bytes(),
+        ) {
             Ok(c) => c,
             Err(_) => panic!("a symbol name has no interior NUL"),
         };
@@ -65,7 +71,19 @@ pub unsafe extern "C" fn hsa_queue_create(
 ) -> hsa_status_t {
     global().announce(Loading::Preload);
     // SAFETY: ROCr's definition (or None) as QueueCreateFn, the C type of that function; given the caller's arguments under its contract.
-    unsafe { queues::queue_create(next!(c"hsa_queue_create", QueueCreateFn), agent, size, kind, callback, data, private_size, group_size, queue) }
+    unsafe {
+        queues::queue_create(
+            next!(c"hsa_queue_create", QueueCreateFn),
+            agent,
+            size,
+            kind,
+            callback,
+            data,
+            private_size,
+            group_size,
+            queue,
+        )
+    }
 }
 
 /// `hsa_shut_down`: every queue back on the GPU and the debug trap off first; preemption retires
@@ -258,9 +276,14 @@ signal_store! {
 /// `hsa_amd_queue_set_priority`'s contract: `queue` was returned by `hsa_queue_create` and is
 /// not destroyed.
 #[no_mangle]
-pub unsafe extern "C" fn hsa_amd_queue_set_priority(queue: *mut hsa_queue_t, priority: hsa_amd_queue_priority_t) -> hsa_status_t {
+pub unsafe extern "C" fn hsa_amd_queue_set_priority(
+    queue: *mut hsa_queue_t,
+    priority: hsa_amd_queue_priority_t,
+) -> hsa_status_t {
     // SAFETY: ROCr's definition of the function named (or None), as its C type (the pairing `next!` asks for), given the caller's arguments under its contract.
-    unsafe { queues::set_priority(next!(c"hsa_amd_queue_set_priority", SetPriorityFn), queue, priority) }
+    unsafe {
+        queues::set_priority(next!(c"hsa_amd_queue_set_priority", SetPriorityFn), queue, priority)
+    }
 }
 
 /// `hsa_amd_queue_cu_set_mask`: on the hardware queue behind a shadow.
@@ -271,9 +294,15 @@ pub unsafe extern "C" fn hsa_amd_queue_set_priority(queue: *mut hsa_queue_t, pri
 /// not destroyed; `mask` points to `count` bits (`count / 32` rounded up `u32`s) readable for
 /// the call.
 #[no_mangle]
-pub unsafe extern "C" fn hsa_amd_queue_cu_set_mask(queue: *const hsa_queue_t, count: u32, mask: *const u32) -> hsa_status_t {
+pub unsafe extern "C" fn hsa_amd_queue_cu_set_mask(
+    queue: *const hsa_queue_t,
+    count: u32,
+    mask: *const u32,
+) -> hsa_status_t {
     // SAFETY: ROCr's definition of the function named (or None), as its C type (the pairing `next!` asks for), given the caller's arguments under its contract.
-    unsafe { queues::cu_set_mask(next!(c"hsa_amd_queue_cu_set_mask", CuSetMaskFn), queue, count, mask) }
+    unsafe {
+        queues::cu_set_mask(next!(c"hsa_amd_queue_cu_set_mask", CuSetMaskFn), queue, count, mask)
+    }
 }
 
 /// `hsa_amd_queue_cu_get_mask`: from the hardware queue behind a shadow.
@@ -284,9 +313,15 @@ pub unsafe extern "C" fn hsa_amd_queue_cu_set_mask(queue: *const hsa_queue_t, co
 /// not destroyed; `mask` points to `count` bits (`count / 32` rounded up `u32`s) writable for
 /// the call.
 #[no_mangle]
-pub unsafe extern "C" fn hsa_amd_queue_cu_get_mask(queue: *const hsa_queue_t, count: u32, mask: *mut u32) -> hsa_status_t {
+pub unsafe extern "C" fn hsa_amd_queue_cu_get_mask(
+    queue: *const hsa_queue_t,
+    count: u32,
+    mask: *mut u32,
+) -> hsa_status_t {
     // SAFETY: ROCr's definition of the function named (or None), as its C type (the pairing `next!` asks for), given the caller's arguments under its contract.
-    unsafe { queues::cu_get_mask(next!(c"hsa_amd_queue_cu_get_mask", CuGetMaskFn), queue, count, mask) }
+    unsafe {
+        queues::cu_get_mask(next!(c"hsa_amd_queue_cu_get_mask", CuGetMaskFn), queue, count, mask)
+    }
 }
 
 /// `hsa_amd_queue_get_info` (ROCm 6.x; absent from 5.x's ROCr, then an error): from the
@@ -297,9 +332,20 @@ pub unsafe extern "C" fn hsa_amd_queue_cu_get_mask(queue: *const hsa_queue_t, co
 /// `hsa_amd_queue_get_info`'s contract: `queue` was returned by `hsa_queue_create` and is not
 /// destroyed; `value` is writable for the attribute's type.
 #[no_mangle]
-pub unsafe extern "C" fn hsa_amd_queue_get_info(queue: *mut hsa_queue_t, attribute: u32, value: *mut libc::c_void) -> hsa_status_t {
+pub unsafe extern "C" fn hsa_amd_queue_get_info(
+    queue: *mut hsa_queue_t,
+    attribute: u32,
+    value: *mut libc::c_void,
+) -> hsa_status_t {
     // SAFETY: ROCr's definition of the function named (or None), as its C type (the pairing `next!` asks for), given the caller's arguments under its contract.
-    unsafe { queues::queue_get_info(next!(c"hsa_amd_queue_get_info", QueueGetInfoFn), queue, attribute, value) }
+    unsafe {
+        queues::queue_get_info(
+            next!(c"hsa_amd_queue_get_info", QueueGetInfoFn),
+            queue,
+            attribute,
+            value,
+        )
+    }
 }
 
 /// `hsa_amd_profiling_set_profiler_enabled`: on the hardware queue behind a shadow, mirrored
@@ -310,7 +356,16 @@ pub unsafe extern "C" fn hsa_amd_queue_get_info(queue: *mut hsa_queue_t, attribu
 /// `hsa_amd_profiling_set_profiler_enabled`'s contract: `queue` was returned by
 /// `hsa_queue_create` and is not destroyed.
 #[no_mangle]
-pub unsafe extern "C" fn hsa_amd_profiling_set_profiler_enabled(queue: *mut hsa_queue_t, enable: libc::c_int) -> hsa_status_t {
+pub unsafe extern "C" fn hsa_amd_profiling_set_profiler_enabled(
+    queue: *mut hsa_queue_t,
+    enable: libc::c_int,
+) -> hsa_status_t {
     // SAFETY: ROCr's definition of the function named (or None), as its C type (the pairing `next!` asks for), given the caller's arguments under its contract.
-    unsafe { queues::set_profiler_enabled(next!(c"hsa_amd_profiling_set_profiler_enabled", ProfilerFn), queue, enable) }
+    unsafe {
+        queues::set_profiler_enabled(
+            next!(c"hsa_amd_profiling_set_profiler_enabled", ProfilerFn),
+            queue,
+            enable,
+        )
+    }
 }

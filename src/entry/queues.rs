@@ -27,8 +27,9 @@ use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use hsa_sys::hsa::{
-    amd_queue_t, hsa_agent_t, hsa_amd_queue_priority_t, hsa_queue_t, hsa_queue_type32_t, hsa_signal_t, hsa_signal_value_t, hsa_status_t,
-    HSA_QUEUE_TYPE_MULTI, HSA_QUEUE_TYPE_SINGLE, HSA_STATUS_ERROR, HSA_STATUS_SUCCESS,
+    amd_queue_t, hsa_agent_t, hsa_amd_queue_priority_t, hsa_queue_t, hsa_queue_type32_t,
+    hsa_signal_t, hsa_signal_value_t, hsa_status_t, HSA_QUEUE_TYPE_MULTI, HSA_QUEUE_TYPE_SINGLE,
+    HSA_STATUS_ERROR, HSA_STATUS_SUCCESS,
 };
 
 use super::memory::{self, ProcessMemory};
@@ -41,27 +42,40 @@ use super::rocr::{rocr, RocrHardware};
 use super::{depth, global, inside, outermost, Global};
 use crate::entry::addr_map::AddrMap;
 use crate::path::aql_ring::AqlRing;
-use xhsa_model::ids::QueueId;
 use crate::path::scheduler::{Drain, Scheduler};
 use crate::path::shadow_queue::{HwQueue, ShadowQueue, TRACKING_START};
 use crate::path::window::Nanos;
 use crate::settings::fault::Point;
+use xhsa_model::ids::QueueId;
 use xhsa_model::priority::StreamPriority;
 
-pub(crate) type QueueCallback = Option<unsafe extern "C" fn(hsa_status_t, *mut hsa_queue_t, *mut c_void)>;
-pub(crate) type QueueCreateFn =
-    unsafe extern "C" fn(hsa_agent_t, u32, hsa_queue_type32_t, QueueCallback, *mut c_void, u32, u32, *mut *mut hsa_queue_t) -> hsa_status_t;
+pub(crate) type QueueCallback =
+    Option<unsafe extern "C" fn(hsa_status_t, *mut hsa_queue_t, *mut c_void)>;
+pub(crate) type QueueCreateFn = unsafe extern "C" fn(
+    hsa_agent_t,
+    u32,
+    hsa_queue_type32_t,
+    QueueCallback,
+    *mut c_void,
+    u32,
+    u32,
+    *mut *mut hsa_queue_t,
+) -> hsa_status_t;
 pub(crate) type QueueFn = unsafe extern "C" fn(*mut hsa_queue_t) -> hsa_status_t;
 pub(crate) type LoadIndexFn = unsafe extern "C" fn(*const hsa_queue_t) -> u64;
 pub(crate) type StoreIndexFn = unsafe extern "C" fn(*const hsa_queue_t, u64);
 pub(crate) type CasIndexFn = unsafe extern "C" fn(*const hsa_queue_t, u64, u64) -> u64;
 pub(crate) type AddIndexFn = unsafe extern "C" fn(*const hsa_queue_t, u64) -> u64;
 pub(crate) type SignalStoreFn = unsafe extern "C" fn(hsa_signal_t, hsa_signal_value_t);
-pub(crate) type SetPriorityFn = unsafe extern "C" fn(*mut hsa_queue_t, hsa_amd_queue_priority_t) -> hsa_status_t;
-pub(crate) type CuSetMaskFn = unsafe extern "C" fn(*const hsa_queue_t, u32, *const u32) -> hsa_status_t;
-pub(crate) type CuGetMaskFn = unsafe extern "C" fn(*const hsa_queue_t, u32, *mut u32) -> hsa_status_t;
+pub(crate) type SetPriorityFn =
+    unsafe extern "C" fn(*mut hsa_queue_t, hsa_amd_queue_priority_t) -> hsa_status_t;
+pub(crate) type CuSetMaskFn =
+    unsafe extern "C" fn(*const hsa_queue_t, u32, *const u32) -> hsa_status_t;
+pub(crate) type CuGetMaskFn =
+    unsafe extern "C" fn(*const hsa_queue_t, u32, *mut u32) -> hsa_status_t;
 /// `hsa_amd_queue_get_info` (ROCm 6.x): queue, `hsa_queue_info_attribute_t`, value.
-pub(crate) type QueueGetInfoFn = unsafe extern "C" fn(*mut hsa_queue_t, u32, *mut libc::c_void) -> hsa_status_t;
+pub(crate) type QueueGetInfoFn =
+    unsafe extern "C" fn(*mut hsa_queue_t, u32, *mut libc::c_void) -> hsa_status_t;
 pub(crate) type ProfilerFn = unsafe extern "C" fn(*mut hsa_queue_t, libc::c_int) -> hsa_status_t;
 
 /// Offsets in `amd_queue_t` (its first member is the `hsa_queue_t`).
@@ -116,7 +130,11 @@ pub(crate) fn now_ns() -> Nanos {
 /// Runs `f` on the scheduler of GPU `gpu` (blocking for its lock, or only if it is free when
 /// `wait` is false), inside an intercepted call. A panic in `f` degrades every queue of that
 /// GPU to passthrough, logged once. `None` when `f` did not run.
-fn run<R>(gpu: usize, wait: bool, f: impl FnOnce(&mut Scheduler, &ProcessMemory, &RocrHardware, Nanos) -> R) -> Option<R> {
+fn run<R>(
+    gpu: usize,
+    wait: bool,
+    f: impl FnOnce(&mut Scheduler, &ProcessMemory, &RocrHardware, Nanos) -> R,
+) -> Option<R> {
     let g = global();
     let gpu = g.gpus.get(gpu)?;
     // SAFETY: the scheduler holds only hardware queues and signals libxhsa created and destroys
@@ -146,7 +164,9 @@ fn run<R>(gpu: usize, wait: bool, f: impl FnOnce(&mut Scheduler, &ProcessMemory,
                 if !g.degraded.swap(true, Ordering::Relaxed) {
                     tracing::error!("xhsa: internal error in the scheduler; every queue passes through unscheduled from now on");
                 }
-                let _ = catch_unwind(AssertUnwindSafe(|| s.degrade_all("libxhsa failed internally", &MEMORY, &hw)));
+                let _ = catch_unwind(AssertUnwindSafe(|| {
+                    s.degrade_all("libxhsa failed internally", &MEMORY, &hw)
+                }));
                 None
             }
         }
@@ -192,14 +212,20 @@ fn trace_operator_priority(id: u64) {
 
 /// Runs `f` on the scheduler of GPU `gpu`, waiting for it; then the passes other threads asked
 /// for meanwhile.
-fn with_gpu<R>(gpu: usize, f: impl FnOnce(&mut Scheduler, &ProcessMemory, &RocrHardware, Nanos) -> R) -> Option<R> {
+fn with_gpu<R>(
+    gpu: usize,
+    f: impl FnOnce(&mut Scheduler, &ProcessMemory, &RocrHardware, Nanos) -> R,
+) -> Option<R> {
     let r = run(gpu, true, f);
     passes_wanted(gpu);
     r
 }
 
 /// Runs `f` on the scheduler of queue `id`'s GPU.
-fn with_queue<R>(id: u64, f: impl FnOnce(&mut Scheduler, &ProcessMemory, &RocrHardware, Nanos) -> R) -> Option<R> {
+fn with_queue<R>(
+    id: u64,
+    f: impl FnOnce(&mut Scheduler, &ProcessMemory, &RocrHardware, Nanos) -> R,
+) -> Option<R> {
     let (gpu, _) = global().gpus.of_queue(id)?;
     with_gpu(gpu, f)
 }
@@ -272,7 +298,11 @@ unsafe extern "C" fn tracking_done(value: hsa_signal_value_t, arg: *mut c_void) 
 /// Called by ROCr as the queue error callback libxhsa registered: `data` is the queue id
 /// (never dereferenced), `source` the hardware queue. The application's callback is called as
 /// ROCr would have called it, which `hsa_queue_create`'s caller made safe.
-unsafe extern "C" fn hw_queue_error(status: hsa_status_t, source: *mut hsa_queue_t, data: *mut c_void) {
+unsafe extern "C" fn hw_queue_error(
+    status: hsa_status_t,
+    source: *mut hsa_queue_t,
+    data: *mut c_void,
+) {
     let id = data as u64;
     let entry = catch_unwind(|| callbacks().get(&id).copied()).ok().flatten();
     let Some(e) = entry else { return };
@@ -328,13 +358,18 @@ pub(crate) unsafe fn queue_create(
     let cooperative = kind != HSA_QUEUE_TYPE_MULTI && kind != HSA_QUEUE_TYPE_SINGLE;
     if cooperative {
         static SAID: AtomicBool = AtomicBool::new(false);
-        log_once(&SAID, || tracing::info!("xhsa: queues of type {kind} (cooperative) are passed through unscheduled"));
+        log_once(&SAID, || {
+            tracing::info!(
+                "xhsa: queues of type {kind} (cooperative) are passed through unscheduled"
+            )
+        });
     }
     if cooperative || !rocr_layout_known() {
         let status = call(callback, data, queue);
         outermost(|g| {
             // SAFETY: on success ROCr wrote the queue's pointer.
-            if let (HSA_STATUS_SUCCESS, Some(q)) = (status, unsafe { queue.as_ref() }.filter(|q| !q.is_null())) {
+            let created = unsafe { queue.as_ref() }.filter(|q| !q.is_null());
+            if let (HSA_STATUS_SUCCESS, Some(q)) = (status, created) {
                 // SAFETY: the doorbell field of the amd_queue_t ROCr just created.
                 g.seen.queue_created(unsafe { memory::read_u64(*q as u64 + DOORBELL) });
                 show_unshadowed(g, agent, *q as u64, None);
@@ -347,7 +382,8 @@ pub(crate) unsafe fn queue_create(
         let status = call(callback, data, queue);
         outermost(|g| {
             // SAFETY: on success ROCr wrote the queue's pointer.
-            if let (HSA_STATUS_SUCCESS, Some(q)) = (status, unsafe { queue.as_ref() }.filter(|q| !q.is_null())) {
+            let created = unsafe { queue.as_ref() }.filter(|q| !q.is_null());
+            if let (HSA_STATUS_SUCCESS, Some(q)) = (status, created) {
                 // SAFETY: the doorbell field of the amd_queue_t ROCr just created.
                 g.seen.queue_created(unsafe { memory::read_u64(*q as u64 + DOORBELL) });
                 WHITELISTED_QUEUES.fetch_add(1, Ordering::Relaxed);
@@ -370,7 +406,8 @@ pub(crate) unsafe fn queue_create(
         callbacks().remove(&id);
         return status;
     }
-    let built = catch_unwind(AssertUnwindSafe(|| build_shadow(g, id, agent, hw as u64, size))).unwrap_or_else(|_| Err("internal error".into()));
+    let built = catch_unwind(AssertUnwindSafe(|| build_shadow(g, id, agent, hw as u64, size)))
+        .unwrap_or_else(|_| Err("internal error".into()));
     let handed = match built {
         Ok(shadow) => {
             if let Some(e) = callbacks().get_mut(&id) {
@@ -380,7 +417,9 @@ pub(crate) unsafe fn queue_create(
         }
         Err(why) => {
             static SAID: AtomicBool = AtomicBool::new(false);
-            log_once(&SAID, || tracing::error!("xhsa: could not build a shadow queue ({why}); such queues are passed through unscheduled"));
+            log_once(&SAID, || {
+                tracing::error!("xhsa: could not build a shadow queue ({why}); such queues are passed through unscheduled")
+            });
             hw as u64
         }
     };
@@ -402,11 +441,16 @@ fn rocr_layout_known() -> bool {
         let id = inside(|| r.build_id());
         match crate::entry::api_table::shared_queue_layout_known(id.as_deref()) {
             Ok(v) => {
-                tracing::debug!("xhsa: ROCr {v} (build {:?}): known queue layout", id.unwrap_or_default());
+                tracing::debug!(
+                    "xhsa: ROCr {v} (build {:?}): known queue layout",
+                    id.unwrap_or_default()
+                );
                 true
             }
             Err(why) => {
-                tracing::warn!("xhsa: {why}; its queues are passed through unshadowed and unscheduled");
+                tracing::warn!(
+                    "xhsa: {why}; its queues are passed through unshadowed and unscheduled"
+                );
                 false
             }
         }
@@ -414,7 +458,8 @@ fn rocr_layout_known() -> bool {
 }
 
 /// The library that created each shadow queue, when the config has `[[library]]` rules.
-static CREATORS: LazyLock<Mutex<BTreeMap<u64, String>>> = LazyLock::new(|| Mutex::new(BTreeMap::new()));
+static CREATORS: LazyLock<Mutex<BTreeMap<u64, String>>> =
+    LazyLock::new(|| Mutex::new(BTreeMap::new()));
 
 /// The library creating queue `id` (for the config's `[[library]]` priority rules; only looked
 /// up when there are any), remembered for later priority changes.
@@ -447,7 +492,8 @@ fn init_kernel_filter(gpu: usize) {
     if g.settings.passthrough.is_empty() {
         return;
     }
-    let filter = crate::path::scheduler::KernelFilter(std::sync::Arc::new(super::origin::kernel_decision));
+    let filter =
+        crate::path::scheduler::KernelFilter(std::sync::Arc::new(super::origin::kernel_decision));
     with_gpu(gpu, |s, _, _, _| s.set_passthrough_kernels(filter));
 }
 
@@ -468,7 +514,9 @@ fn attach_board(g: &Global, gpu: usize, node: Option<u32>) {
     let place = match crate::board::link::place_from_settings(&g.settings) {
         Ok(place) => place,
         Err(e) => {
-            tracing::error!("xhsa: {e}; no board: only this process's queues are scheduled against each other");
+            tracing::error!(
+                "xhsa: {e}; no board: only this process's queues are scheduled against each other"
+            );
             return;
         }
     };
@@ -479,11 +527,15 @@ fn attach_board(g: &Global, gpu: usize, node: Option<u32>) {
             let waker = link.clone();
             with_gpu(gpu, |s, _, _, _| {
                 s.attach_board(link.clone());
-                s.set_notifier(crate::path::scheduler::Notifier(std::sync::Arc::new(move || waker.notify())));
+                s.set_notifier(crate::path::scheduler::Notifier(std::sync::Arc::new(move || {
+                    waker.notify()
+                })));
             });
             start_preemption(g, gpu, link);
         }
-        Err(e) => tracing::warn!("xhsa: {e}; no board: only this process's queues are scheduled against each other"),
+        Err(e) => tracing::warn!(
+            "xhsa: {e}; no board: only this process's queues are scheduled against each other"
+        ),
     }
 }
 
@@ -494,49 +546,70 @@ fn attach_board(g: &Global, gpu: usize, node: Option<u32>) {
 fn start_preemption(g: &Global, gpu: usize, link: std::sync::Arc<crate::board::link::BoardLink>) {
     let Some(this) = g.gpus.get(gpu) else { return };
     let mut settings = g.preempt_settings;
-    let port: Box<dyn crate::preempt::KfdPort> = if settings.mode == crate::preempt::PreemptMode::Off {
-        tracing::info!("xhsa: XHSA_PREEMPT=off: level 1 only");
-        Box::new(crate::preempt::mechanism::NoKfd)
-    } else if let Some(port) = g.seen.kfd_fd().map(|fd| {
-        // SAFETY: `fd` is the descriptor the runtime's CREATE_QUEUE ioctl was made on, open while
-        // its queues exist; libxhsa never closes it.
-        Box::new(unsafe { super::kfd_port::RuntimeKfd::borrow(fd) }) as Box<dyn crate::preempt::KfdPort>
-    }).or_else(super::unseen_kfd::port) {
-        match &g.trace {
-            // XHSA_TRACE: the KFD calls and each queue's time off the GPU on the trace.
-            Some(sink) => Box::new(crate::trace::kfd::TracedKfd::new(
-                port,
-                sink.recorder(),
-                gpu.min(u16::MAX as usize) as u16,
-                Box::new(|kfd_id| KFD_QUEUES.get(u64::from(kfd_id) + 1).map(QueueId)),
-            )),
-            None => port,
-        }
-    } else {
-        settings.mode = crate::preempt::PreemptMode::Off;
-        Box::new(crate::preempt::mechanism::NoKfd)
-    };
-    let pre = std::sync::Arc::new(crate::preempt::Preemption::new(settings, port, Box::new(now_ns)));
+    let port: Box<dyn crate::preempt::KfdPort> =
+        if settings.mode == crate::preempt::PreemptMode::Off {
+            tracing::info!("xhsa: XHSA_PREEMPT=off: level 1 only");
+            Box::new(crate::preempt::mechanism::NoKfd)
+        } else if let Some(port) = g
+            .seen
+            .kfd_fd()
+            .map(|fd| {
+                // SAFETY: `fd` is the descriptor the runtime's CREATE_QUEUE ioctl was made on, open while
+                // its queues exist; libxhsa never closes it.
+                Box::new(unsafe { super::kfd_port::RuntimeKfd::borrow(fd) })
+                    as Box<dyn crate::preempt::KfdPort>
+            })
+            .or_else(super::unseen_kfd::port)
+        {
+            match &g.trace {
+                // XHSA_TRACE: the KFD calls and each queue's time off the GPU on the trace.
+                Some(sink) => Box::new(crate::trace::kfd::TracedKfd::new(
+                    port,
+                    sink.recorder(),
+                    gpu.min(u16::MAX as usize) as u16,
+                    Box::new(|kfd_id| KFD_QUEUES.get(u64::from(kfd_id) + 1).map(QueueId)),
+                )),
+                None => port,
+            }
+        } else {
+            settings.mode = crate::preempt::PreemptMode::Off;
+            Box::new(crate::preempt::mechanism::NoKfd)
+        };
+    let pre =
+        std::sync::Arc::new(crate::preempt::Preemption::new(settings, port, Box::new(now_ns)));
     pre.set_control(std::sync::Arc::new(move |q, c| control(gpu, q, c)));
     pre.set_track_untracked(std::sync::Arc::new(move || {
         if global().gpus.get(gpu).is_some_and(|g| g.untracked.load(Ordering::Relaxed)) {
             doorbell_pass(gpu);
         }
     }));
-    if this.preempt.set(pre.clone()).is_ok() && crate::preempt::watcher::spawn(pre, link) && settings.mode != crate::preempt::PreemptMode::Off {
-        tracing::info!("xhsa: preemption {} (starvation bound {} ms, budget {} %)", settings.mode, settings.max_preempted_ns / 1_000_000, settings.budget_pct);
+    if this.preempt.set(pre.clone()).is_ok()
+        && crate::preempt::watcher::spawn(pre, link)
+        && settings.mode != crate::preempt::PreemptMode::Off
+    {
+        tracing::info!(
+            "xhsa: preemption {} (starvation bound {} ms, budget {} %)",
+            settings.mode,
+            settings.max_preempted_ns / 1_000_000,
+            settings.budget_pct
+        );
     }
 }
 
 /// Carries out a controller's request (`xhsactl`) for queue `q` of GPU `gpu`, on the watcher's
 /// thread; returns the `ACK_*` status and its detail.
 fn control(gpu: usize, q: QueueId, c: xhsa_board::layout::Control) -> (u32, i32) {
-    use xhsa_board::layout::{ACK_ABOVE_CAP, ACK_APPLIED, ACK_BAD_LEVEL, ACK_UNKNOWN_OP, OP_CLEAR_PRIORITY, OP_PAUSE, OP_RESUME, OP_SET_PRIORITY};
+    use xhsa_board::layout::{
+        ACK_ABOVE_CAP, ACK_APPLIED, ACK_BAD_LEVEL, ACK_UNKNOWN_OP, OP_CLEAR_PRIORITY, OP_PAUSE,
+        OP_RESUME, OP_SET_PRIORITY,
+    };
     let g = global();
     match c.op {
         OP_SET_PRIORITY | OP_CLEAR_PRIORITY => {
             let level = if c.op == OP_SET_PRIORITY {
-                let Some(level) = xhsa_model::priority::Level::new(i64::from(c.level)) else { return (ACK_BAD_LEVEL, 0) };
+                let Some(level) = xhsa_model::priority::Level::new(i64::from(c.level)) else {
+                    return (ACK_BAD_LEVEL, 0);
+                };
                 if let Err(cap) = g.settings.control_allows(c.uid, level) {
                     tracing::warn!("xhsa: queue {q}: uid {} asked for level {}, above control_max_level {}: refused", c.uid, c.level, cap.get());
                     return (ACK_ABOVE_CAP, cap.get());
@@ -571,7 +644,11 @@ fn control(gpu: usize, q: QueueId, c: xhsa_board::layout::Control) -> (u32, i32)
                     s.pass(m, hw, now);
                 }
             });
-            tracing::info!("xhsa: queue {q}: {} by uid {}", if paused { "paused" } else { "resumed" }, c.uid);
+            tracing::info!(
+                "xhsa: queue {q}: {} by uid {}",
+                if paused { "paused" } else { "resumed" },
+                c.uid
+            );
             if done.is_some() {
                 (ACK_APPLIED, 0)
             } else {
@@ -587,21 +664,39 @@ fn register_preemptable(g: &Global, gpu: usize, id: u64, hw_ring: &AqlRing) {
     let Some(pre) = g.gpus.get(gpu).and_then(|x| x.preempt.get()) else { return };
     let Some(k) = g.seen.kfd_queue_at(hw_ring.base) else {
         if !super::unseen_kfd::register(pre, id, hw_ring.base) {
-            tracing::debug!("xhsa: queue {id}: no KFD queue seen at ring {:#x}; it cannot be preempted", hw_ring.base);
+            tracing::debug!(
+                "xhsa: queue {id}: no KFD queue seen at ring {:#x}; it cannot be preempted",
+                hw_ring.base
+            );
         }
         return;
     };
-    if let (Some(kfd_id), Some(ring_bytes), Some(priority), Some(percentage)) = (k.id(), k.ring_bytes, k.priority, k.percentage) {
+    if let (Some(kfd_id), Some(ring_bytes), Some(priority), Some(percentage)) =
+        (k.id(), k.ring_bytes, k.priority, k.percentage)
+    {
         if g.trace.is_some() {
             // KFD reuses the ids of destroyed queues: the newest owner replaces the old entry.
             KFD_QUEUES.insert(u64::from(kfd_id) + 1, id);
         }
-        pre.add(crate::preempt::Target { queue: QueueId(id), kfd_id, ring_base: hw_ring.base, ring_bytes, priority, percentage });
+        pre.add(crate::preempt::Target {
+            queue: QueueId(id),
+            kfd_id,
+            ring_base: hw_ring.base,
+            ring_bytes,
+            priority,
+            percentage,
+        });
     }
 }
 
 /// Builds and registers the shadow of hardware queue `hw`; returns its address.
-fn build_shadow(g: &Global, id: u64, agent: hsa_agent_t, hw: u64, size: u32) -> Result<u64, String> {
+fn build_shadow(
+    g: &Global,
+    id: u64,
+    agent: hsa_agent_t,
+    hw: u64,
+    size: u32,
+) -> Result<u64, String> {
     if g.faults.hit(Point::ShadowCreate) {
         return Err("injected by XHSA_FAULT_INJECT".into());
     }
@@ -611,14 +706,24 @@ fn build_shadow(g: &Global, id: u64, agent: hsa_agent_t, hw: u64, size: u32) -> 
     }
     // SAFETY: fields of the amd_queue_t ROCr just created for this shadow, which nobody writes
     // (ROCr set them at creation).
-    let (hw_size, hw_base, hw_doorbell) = unsafe { (memory::read_u32(hw + SIZE) as u64, memory::read_u64(hw + BASE_ADDRESS), memory::read_u64(hw + DOORBELL)) };
+    let (hw_size, hw_base, hw_doorbell) = unsafe {
+        (
+            memory::read_u32(hw + SIZE) as u64,
+            memory::read_u64(hw + BASE_ADDRESS),
+            memory::read_u64(hw + DOORBELL),
+        )
+    };
     let hw_ring = AqlRing { base: hw_base, slots: hw_size, amd_queue: hw };
     let hwq = HwQueue { queue: hw, ring: hw_ring, doorbell: hw_doorbell };
     if hw_size == 0 || !hw_size.is_power_of_two() || hw_ring.base == 0 {
-        return Err(format!("the hardware queue has an unexpected ring ({hw_size} slots at {:#x})", hw_ring.base));
+        return Err(format!(
+            "the hardware queue has an unexpected ring ({hw_size} slots at {:#x})",
+            hw_ring.base
+        ));
     }
     let bytes = RING_OFFSET as usize + size as usize * crate::path::packet::PACKET_SIZE;
-    let mem = inside(|| r.alloc_gpu_visible(agent, bytes)).ok_or("no GPU-readable fine-grained system memory")?;
+    let mem = inside(|| r.alloc_gpu_visible(agent, bytes))
+        .ok_or("no GPU-readable fine-grained system memory")?;
     let Some(doorbell) = inside(|| r.signal_create(0)) else {
         inside(|| r.free(mem));
         return Err("hsa_signal_create failed".into());
@@ -655,7 +760,9 @@ fn build_shadow(g: &Global, id: u64, agent: hsa_agent_t, hw: u64, size: u32) -> 
     let priority = g.settings.priority_for(StreamPriority::Normal, &g.identity, library.as_deref());
     let added = gpu.is_some_and(|gpu| {
         super::gpus::GPU_OF.insert(id, gpu as u64 + 1)
-            && with_gpu(gpu, |s, _, _, _| s.add(ShadowQueue::new(QueueId(id), shadow, hwq, tracking), priority)) == Some(true)
+            && with_gpu(gpu, |s, _, _, _| {
+                s.add(ShadowQueue::new(QueueId(id), shadow, hwq, tracking), priority)
+            }) == Some(true)
     });
     if added && SHADOWS.insert(mem, id) && HW_OF.insert(mem, hw) && DOORBELLS.insert(doorbell, id) {
         register_preemptable(g, gpu.unwrap_or(0), id, &hw_ring);
@@ -743,7 +850,9 @@ fn destroy_shadow(real: QueueFn, shadow: u64, id: QueueId) -> hsa_status_t {
     let wait = loop {
         match with_queue(id.0, |s, m, hw, _| s.drain_step(id, m, hw)) {
             Some(Drain::Done { wait_for }) => break wait_for,
-            Some(Drain::NeedRoom) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(1)),
+            Some(Drain::NeedRoom) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(1))
+            }
             _ => {
                 tracing::warn!("xhsa: {id}: the hardware queue stayed full; destroying it with packets still held");
                 break None;
@@ -755,7 +864,8 @@ fn destroy_shadow(real: QueueFn, shadow: u64, id: QueueId) -> hsa_status_t {
             if inside(|| r.signal_wait_at_most(signal, target, 100)) <= target {
                 break;
             }
-            let failed = with_queue(id.0, |s, _, _, _| s.queue(id).is_some_and(|q| q.failed)).unwrap_or(true);
+            let failed = with_queue(id.0, |s, _, _, _| s.queue(id).is_some_and(|q| q.failed))
+                .unwrap_or(true);
             if failed {
                 break;
             }
@@ -768,7 +878,10 @@ fn destroy_shadow(real: QueueFn, shadow: u64, id: QueueId) -> hsa_status_t {
     // The last completion handler normally runs right after the final barrier; give it a moment,
     // so that the tracking signal is not destroyed while ROCr's async thread still holds a
     // handler on it (a signal with a pending handler is leaked instead, see below).
-    let armed = || with_queue(id.0, |s, _, _, _| s.queue(id).is_some_and(|q| q.tracking.armed && !q.failed)).unwrap_or(false);
+    let armed = || {
+        with_queue(id.0, |s, _, _, _| s.queue(id).is_some_and(|q| q.tracking.armed && !q.failed))
+            .unwrap_or(false)
+    };
     let settle = Instant::now() + Duration::from_millis(200);
     while armed() && Instant::now() < settle {
         std::thread::sleep(Duration::from_millis(1));
@@ -788,7 +901,9 @@ fn destroy_shadow(real: QueueFn, shadow: u64, id: QueueId) -> hsa_status_t {
             // handler registered (the tracking barrier of a failed queue never completes) was
             // followed, intermittently, by a later hsa_queue_destroy blocking forever in ROCr's
             // queue teardown. Such a signal is leaked (one per failed or inactivated queue).
-            Some(q) if q.tracking.armed => tracing::debug!("xhsa: {id}: tracking signal kept (a completion handler is still registered)"),
+            Some(q) if q.tracking.armed => tracing::debug!(
+                "xhsa: {id}: tracking signal kept (a completion handler is still registered)"
+            ),
             Some(q) => r.signal_destroy(q.tracking.signal),
             None => {}
         }
@@ -804,7 +919,10 @@ fn destroy_shadow(real: QueueFn, shadow: u64, id: QueueId) -> hsa_status_t {
 ///
 /// `real` is `None` or `hsa_queue_inactivate`; `queue` was returned by `hsa_queue_create` and is
 /// not destroyed.
-pub(crate) unsafe fn queue_inactivate(real: Option<QueueFn>, queue: *mut hsa_queue_t) -> hsa_status_t {
+pub(crate) unsafe fn queue_inactivate(
+    real: Option<QueueFn>,
+    queue: *mut hsa_queue_t,
+) -> hsa_status_t {
     let Some(real) = real else { return HSA_STATUS_ERROR };
     let target = match SHADOWS.get(queue as u64) {
         Some(id) => {
@@ -833,12 +951,19 @@ fn hw_of(queue: u64) -> u64 {
 ///
 /// `real` is `None` or the HSA function this call replaces; `queue` was returned by
 /// `hsa_queue_create` and is not destroyed.
-pub(crate) unsafe fn load_index(real: Option<LoadIndexFn>, queue: *const hsa_queue_t, field: u64, order: Ordering) -> u64 {
+pub(crate) unsafe fn load_index(
+    real: Option<LoadIndexFn>,
+    queue: *const hsa_queue_t,
+    field: u64,
+    order: Ordering,
+) -> u64 {
     if SHADOWS.contains(queue as u64) {
         // SAFETY: an index field of a live shadow (the caller's queue, # Safety).
         let v = unsafe { memory::index(queue as u64 + field) }.load(order);
         if field == READ_INDEX {
-            if let Some((gpu, g)) = SHADOWS.get(queue as u64).and_then(|id| global().gpus.of_queue(id)) {
+            if let Some((gpu, g)) =
+                SHADOWS.get(queue as u64).and_then(|id| global().gpus.of_queue(id))
+            {
                 if g.stalled.load(Ordering::Relaxed) {
                     doorbell_pass(gpu);
                 }
@@ -856,7 +981,12 @@ pub(crate) unsafe fn load_index(real: Option<LoadIndexFn>, queue: *const hsa_que
 ///
 /// `real` is `None` or the HSA function this call replaces; `queue` was returned by
 /// `hsa_queue_create` and is not destroyed.
-pub(crate) unsafe fn store_write_index(real: Option<StoreIndexFn>, queue: *const hsa_queue_t, value: u64, order: Ordering) {
+pub(crate) unsafe fn store_write_index(
+    real: Option<StoreIndexFn>,
+    queue: *const hsa_queue_t,
+    value: u64,
+    order: Ordering,
+) {
     if SHADOWS.contains(queue as u64) {
         // SAFETY: the write index of a live shadow (the caller's queue, # Safety).
         unsafe { memory::index(queue as u64 + WRITE_INDEX) }.store(value, order);
@@ -874,14 +1004,21 @@ pub(crate) unsafe fn store_write_index(real: Option<StoreIndexFn>, queue: *const
 ///
 /// `real` is `None` or the HSA function this call replaces; `queue` was returned by
 /// `hsa_queue_create` and is not destroyed.
-pub(crate) unsafe fn cas_write_index(real: Option<CasIndexFn>, queue: *const hsa_queue_t, expected: u64, value: u64, order: Ordering) -> u64 {
+pub(crate) unsafe fn cas_write_index(
+    real: Option<CasIndexFn>,
+    queue: *const hsa_queue_t,
+    expected: u64,
+    value: u64,
+    order: Ordering,
+) -> u64 {
     if SHADOWS.contains(queue as u64) {
         let failure = match order {
             Ordering::AcqRel | Ordering::Acquire => Ordering::Acquire,
             _ => Ordering::Relaxed,
         };
         // SAFETY: the write index of a live shadow (the caller's queue, # Safety).
-        let r = unsafe { memory::index(queue as u64 + WRITE_INDEX) }.compare_exchange(expected, value, order, failure);
+        let r = unsafe { memory::index(queue as u64 + WRITE_INDEX) }
+            .compare_exchange(expected, value, order, failure);
         return r.unwrap_or_else(|found| found);
     }
     // SAFETY: the caller's arguments, unchanged, to the function they were meant for (# Safety).
@@ -894,7 +1031,12 @@ pub(crate) unsafe fn cas_write_index(real: Option<CasIndexFn>, queue: *const hsa
 ///
 /// `real` is `None` or the HSA function this call replaces; `queue` was returned by
 /// `hsa_queue_create` and is not destroyed.
-pub(crate) unsafe fn add_write_index(real: Option<AddIndexFn>, queue: *const hsa_queue_t, value: u64, order: Ordering) -> u64 {
+pub(crate) unsafe fn add_write_index(
+    real: Option<AddIndexFn>,
+    queue: *const hsa_queue_t,
+    value: u64,
+    order: Ordering,
+) -> u64 {
     if SHADOWS.contains(queue as u64) {
         // SAFETY: the write index of a live shadow (the caller's queue, # Safety).
         return unsafe { memory::index(queue as u64 + WRITE_INDEX) }.fetch_add(value, order);
@@ -910,10 +1052,16 @@ pub(crate) unsafe fn add_write_index(real: Option<AddIndexFn>, queue: *const hsa
 ///
 /// `real` is `None` or the HSA function this call replaces; `queue` was returned by
 /// `hsa_queue_create` and is not destroyed.
-pub(crate) unsafe fn store_read_index(real: Option<StoreIndexFn>, queue: *const hsa_queue_t, value: u64) {
+pub(crate) unsafe fn store_read_index(
+    real: Option<StoreIndexFn>,
+    queue: *const hsa_queue_t,
+    value: u64,
+) {
     if SHADOWS.contains(queue as u64) {
         static SAID: AtomicBool = AtomicBool::new(false);
-        log_once(&SAID, || tracing::warn!("xhsa: hsa_queue_store_read_index on a queue's read index is not allowed on hardware queues; ignored"));
+        log_once(&SAID, || {
+            tracing::warn!("xhsa: hsa_queue_store_read_index on a queue's read index is not allowed on hardware queues; ignored")
+        });
         return;
     }
     if let Some(f) = real {
@@ -928,7 +1076,11 @@ pub(crate) unsafe fn store_read_index(real: Option<StoreIndexFn>, queue: *const 
 ///
 /// `real` is `None` or the HSA function this call replaces; `signal` was created by the runtime
 /// and is not destroyed.
-pub(crate) unsafe fn signal_store(real: Option<SignalStoreFn>, signal: hsa_signal_t, value: hsa_signal_value_t) {
+pub(crate) unsafe fn signal_store(
+    real: Option<SignalStoreFn>,
+    signal: hsa_signal_t,
+    value: hsa_signal_value_t,
+) {
     if let Some(id) = DOORBELLS.get(signal.handle) {
         let g = global();
         g.seen.doorbell_stores.fetch_add(1, Ordering::Relaxed);
@@ -951,7 +1103,11 @@ pub(crate) unsafe fn signal_store(real: Option<SignalStoreFn>, signal: hsa_signa
 ///
 /// `real` is `None` or `hsa_amd_queue_set_priority`; `queue` was returned by `hsa_queue_create`
 /// and is not destroyed.
-pub(crate) unsafe fn set_priority(real: Option<SetPriorityFn>, queue: *mut hsa_queue_t, priority: hsa_amd_queue_priority_t) -> hsa_status_t {
+pub(crate) unsafe fn set_priority(
+    real: Option<SetPriorityFn>,
+    queue: *mut hsa_queue_t,
+    priority: hsa_amd_queue_priority_t,
+) -> hsa_status_t {
     let Some(real) = real else { return HSA_STATUS_ERROR };
     outermost(|g| g.seen.priority_call());
     let id = SHADOWS.get(queue as u64);
@@ -961,7 +1117,9 @@ pub(crate) unsafe fn set_priority(real: Option<SetPriorityFn>, queue: *mut hsa_q
     let effective = match (id, StreamPriority::from_hsa(priority)) {
         (Some(_), Some(stream)) => {
             let g = global();
-            let library = id.and_then(|id| CREATORS.lock().unwrap_or_else(|e| e.into_inner()).get(&id).cloned());
+            let library = id.and_then(|id| {
+                CREATORS.lock().unwrap_or_else(|e| e.into_inner()).get(&id).cloned()
+            });
             Some(g.settings.priority_for(stream, &g.identity, library.as_deref()))
         }
         _ => None,
@@ -987,7 +1145,12 @@ pub(crate) unsafe fn set_priority(real: Option<SetPriorityFn>, queue: *mut hsa_q
 ///
 /// `real` is `None` or `hsa_amd_queue_cu_set_mask`; `queue` was returned by `hsa_queue_create`
 /// and is not destroyed; `mask` holds `count` bits readable for the call.
-pub(crate) unsafe fn cu_set_mask(real: Option<CuSetMaskFn>, queue: *const hsa_queue_t, count: u32, mask: *const u32) -> hsa_status_t {
+pub(crate) unsafe fn cu_set_mask(
+    real: Option<CuSetMaskFn>,
+    queue: *const hsa_queue_t,
+    count: u32,
+    mask: *const u32,
+) -> hsa_status_t {
     let Some(real) = real else { return HSA_STATUS_ERROR };
     // SAFETY: the caller's arguments, with the hardware queue behind a shadow.
     inside(|| unsafe { real(hw_of(queue as u64) as *const hsa_queue_t, count, mask) })
@@ -999,7 +1162,12 @@ pub(crate) unsafe fn cu_set_mask(real: Option<CuSetMaskFn>, queue: *const hsa_qu
 ///
 /// `real` is `None` or `hsa_amd_queue_cu_get_mask`; `queue` was returned by `hsa_queue_create`
 /// and is not destroyed; `mask` has room for `count` bits, writable for the call.
-pub(crate) unsafe fn cu_get_mask(real: Option<CuGetMaskFn>, queue: *const hsa_queue_t, count: u32, mask: *mut u32) -> hsa_status_t {
+pub(crate) unsafe fn cu_get_mask(
+    real: Option<CuGetMaskFn>,
+    queue: *const hsa_queue_t,
+    count: u32,
+    mask: *mut u32,
+) -> hsa_status_t {
     let Some(real) = real else { return HSA_STATUS_ERROR };
     // SAFETY: the caller's arguments, with the hardware queue behind a shadow (alive while the
     // shadow is).
@@ -1013,7 +1181,12 @@ pub(crate) unsafe fn cu_get_mask(real: Option<CuGetMaskFn>, queue: *const hsa_qu
 ///
 /// `real` is `None` or `hsa_amd_queue_get_info`; `queue` was returned by `hsa_queue_create` and
 /// is not destroyed; `value` is writable for the attribute's type.
-pub(crate) unsafe fn queue_get_info(real: Option<QueueGetInfoFn>, queue: *mut hsa_queue_t, attribute: u32, value: *mut libc::c_void) -> hsa_status_t {
+pub(crate) unsafe fn queue_get_info(
+    real: Option<QueueGetInfoFn>,
+    queue: *mut hsa_queue_t,
+    attribute: u32,
+    value: *mut libc::c_void,
+) -> hsa_status_t {
     let Some(real) = real else { return HSA_STATUS_ERROR };
     // SAFETY: the caller's arguments, with the hardware queue behind a shadow (alive while the
     // shadow is).
@@ -1027,7 +1200,11 @@ pub(crate) unsafe fn queue_get_info(real: Option<QueueGetInfoFn>, queue: *mut hs
 ///
 /// `real` is `None` or `hsa_amd_profiling_set_profiler_enabled`; `queue` was returned by
 /// `hsa_queue_create` and is not destroyed.
-pub(crate) unsafe fn set_profiler_enabled(real: Option<ProfilerFn>, queue: *mut hsa_queue_t, enable: libc::c_int) -> hsa_status_t {
+pub(crate) unsafe fn set_profiler_enabled(
+    real: Option<ProfilerFn>,
+    queue: *mut hsa_queue_t,
+    enable: libc::c_int,
+) -> hsa_status_t {
     let Some(real) = real else { return HSA_STATUS_ERROR };
     let shadow = queue as u64;
     let hw = hw_of(shadow);
@@ -1037,7 +1214,9 @@ pub(crate) unsafe fn set_profiler_enabled(real: Option<ProfilerFn>, queue: *mut 
     if hw != shadow && status == HSA_STATUS_SUCCESS {
         // SAFETY: the properties word of the caller's live shadow and of the hardware queue
         // behind it (ROCr just updated it and the shadow mirrors it).
-        unsafe { memory::write_u32(shadow + QUEUE_PROPERTIES, memory::read_u32(hw + QUEUE_PROPERTIES)) };
+        unsafe {
+            memory::write_u32(shadow + QUEUE_PROPERTIES, memory::read_u32(hw + QUEUE_PROPERTIES))
+        };
     }
     status
 }

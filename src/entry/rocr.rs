@@ -9,37 +9,53 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::OnceLock;
 
 use hsa_sys::hsa::{
-    hsa_agent_t, hsa_amd_memory_pool_t, hsa_amd_signal_handler, hsa_queue_t, hsa_signal_condition_t, hsa_signal_t, hsa_signal_value_t,
-    hsa_status_t, HSA_AMD_AGENT_INFO_DRIVER_NODE_ID, HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED, HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS,
-    HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED, HSA_AMD_MEMORY_POOL_INFO_SEGMENT, HSA_AMD_SEGMENT_GLOBAL, HSA_AGENT_INFO_DEVICE,
-    HSA_AMD_SYSTEM_INFO_BUILD_VERSION, HSA_DEVICE_TYPE_CPU, HSA_SIGNAL_CONDITION_LT, HSA_STATUS_SUCCESS,
+    hsa_agent_t, hsa_amd_memory_pool_t, hsa_amd_signal_handler, hsa_queue_t,
+    hsa_signal_condition_t, hsa_signal_t, hsa_signal_value_t, hsa_status_t, HSA_AGENT_INFO_DEVICE,
+    HSA_AMD_AGENT_INFO_DRIVER_NODE_ID, HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED,
+    HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS, HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED,
+    HSA_AMD_MEMORY_POOL_INFO_SEGMENT, HSA_AMD_SEGMENT_GLOBAL, HSA_AMD_SYSTEM_INFO_BUILD_VERSION,
+    HSA_DEVICE_TYPE_CPU, HSA_SIGNAL_CONDITION_LT, HSA_STATUS_SUCCESS,
 };
 
 use super::next_symbol;
 use crate::entry::api_table::Hook;
-use xhsa_model::ids::QueueId;
 use crate::path::scheduler::Hardware;
 use crate::path::shadow_queue::HwQueue;
+use xhsa_model::ids::QueueId;
 
 const ROCR: &CStr = c"libhsa-runtime64.so.1";
 
 type LoadIndexFn = unsafe extern "C" fn(*const hsa_queue_t) -> u64;
 type AddIndexFn = unsafe extern "C" fn(*const hsa_queue_t, u64) -> u64;
 type StoreFn = unsafe extern "C" fn(hsa_signal_t, hsa_signal_value_t);
-type SignalCreateFn = unsafe extern "C" fn(hsa_signal_value_t, u32, *const hsa_agent_t, *mut hsa_signal_t) -> hsa_status_t;
+type SignalCreateFn = unsafe extern "C" fn(
+    hsa_signal_value_t,
+    u32,
+    *const hsa_agent_t,
+    *mut hsa_signal_t,
+) -> hsa_status_t;
 type SignalDestroyFn = unsafe extern "C" fn(hsa_signal_t) -> hsa_status_t;
 type SignalLoadFn = unsafe extern "C" fn(hsa_signal_t) -> hsa_signal_value_t;
-type AsyncHandlerFn = unsafe extern "C" fn(hsa_signal_t, hsa_signal_condition_t, hsa_signal_value_t, hsa_amd_signal_handler, *mut c_void) -> hsa_status_t;
+type AsyncHandlerFn = unsafe extern "C" fn(
+    hsa_signal_t,
+    hsa_signal_condition_t,
+    hsa_signal_value_t,
+    hsa_amd_signal_handler,
+    *mut c_void,
+) -> hsa_status_t;
 type AgentCallback = Option<unsafe extern "C" fn(hsa_agent_t, *mut c_void) -> hsa_status_t>;
 type IterateAgentsFn = unsafe extern "C" fn(AgentCallback, *mut c_void) -> hsa_status_t;
 type AgentInfoFn = unsafe extern "C" fn(hsa_agent_t, u32, *mut c_void) -> hsa_status_t;
-type PoolCallback = Option<unsafe extern "C" fn(hsa_amd_memory_pool_t, *mut c_void) -> hsa_status_t>;
+type PoolCallback =
+    Option<unsafe extern "C" fn(hsa_amd_memory_pool_t, *mut c_void) -> hsa_status_t>;
 type IteratePoolsFn = unsafe extern "C" fn(hsa_agent_t, PoolCallback, *mut c_void) -> hsa_status_t;
 type PoolInfoFn = unsafe extern "C" fn(hsa_amd_memory_pool_t, u32, *mut c_void) -> hsa_status_t;
-type PoolAllocateFn = unsafe extern "C" fn(hsa_amd_memory_pool_t, usize, u32, *mut *mut c_void) -> hsa_status_t;
+type PoolAllocateFn =
+    unsafe extern "C" fn(hsa_amd_memory_pool_t, usize, u32, *mut *mut c_void) -> hsa_status_t;
 type PoolFreeFn = unsafe extern "C" fn(*mut c_void) -> hsa_status_t;
 type SetPriorityFn = unsafe extern "C" fn(*mut hsa_queue_t, u32) -> hsa_status_t;
-type AllowAccessFn = unsafe extern "C" fn(u32, *const hsa_agent_t, *const u32, *const c_void) -> hsa_status_t;
+type AllowAccessFn =
+    unsafe extern "C" fn(u32, *const hsa_agent_t, *const u32, *const c_void) -> hsa_status_t;
 type SystemInfoFn = unsafe extern "C" fn(u32, *mut c_void) -> hsa_status_t;
 
 /// The ROCr functions libxhsa calls.
@@ -93,25 +109,42 @@ pub(crate) fn rocr() -> Option<&'static Rocr> {
         .get_or_init(|| {
             // SAFETY: each field's type is the C type of the HSA function named beside it (the
             // `*Fn` types follow hsa.h / hsa_ext_amd.h).
-            Some(unsafe { Rocr {
-                add_write_index: resolve(c"hsa_queue_add_write_index_scacq_screl", Some(Hook::AddWriteIndexScacqScrel))?,
-                load_read_index: resolve(c"hsa_queue_load_read_index_scacquire", Some(Hook::LoadReadIndexScacquire))?,
-                load_write_index: resolve(c"hsa_queue_load_write_index_relaxed", Some(Hook::LoadWriteIndexRelaxed))?,
-                store_screlease: resolve(c"hsa_signal_store_screlease", Some(Hook::SignalStoreScrelease))?,
-                signal_create: resolve(c"hsa_signal_create", None)?,
-                signal_destroy: resolve(c"hsa_signal_destroy", None)?,
-                signal_load: resolve(c"hsa_signal_load_scacquire", None)?,
-                async_handler: resolve(c"hsa_amd_signal_async_handler", None)?,
-                iterate_agents: resolve(c"hsa_iterate_agents", None)?,
-                agent_info: resolve(c"hsa_agent_get_info", None)?,
-                iterate_pools: resolve(c"hsa_amd_agent_iterate_memory_pools", None)?,
-                pool_info: resolve(c"hsa_amd_memory_pool_get_info", None)?,
-                pool_allocate: resolve(c"hsa_amd_memory_pool_allocate", None)?,
-                pool_free: resolve(c"hsa_amd_memory_pool_free", None)?,
-                allow_access: resolve(c"hsa_amd_agents_allow_access", None)?,
-                set_priority: resolve(c"hsa_amd_queue_set_priority", Some(Hook::QueueSetPriority)),
-                system_info: resolve(c"hsa_system_get_info", None),
-            } })
+            Some(unsafe {
+                Rocr {
+                    add_write_index: resolve(
+                        c"hsa_queue_add_write_index_scacq_screl",
+                        Some(Hook::AddWriteIndexScacqScrel),
+                    )?,
+                    load_read_index: resolve(
+                        c"hsa_queue_load_read_index_scacquire",
+                        Some(Hook::LoadReadIndexScacquire),
+                    )?,
+                    load_write_index: resolve(
+                        c"hsa_queue_load_write_index_relaxed",
+                        Some(Hook::LoadWriteIndexRelaxed),
+                    )?,
+                    store_screlease: resolve(
+                        c"hsa_signal_store_screlease",
+                        Some(Hook::SignalStoreScrelease),
+                    )?,
+                    signal_create: resolve(c"hsa_signal_create", None)?,
+                    signal_destroy: resolve(c"hsa_signal_destroy", None)?,
+                    signal_load: resolve(c"hsa_signal_load_scacquire", None)?,
+                    async_handler: resolve(c"hsa_amd_signal_async_handler", None)?,
+                    iterate_agents: resolve(c"hsa_iterate_agents", None)?,
+                    agent_info: resolve(c"hsa_agent_get_info", None)?,
+                    iterate_pools: resolve(c"hsa_amd_agent_iterate_memory_pools", None)?,
+                    pool_info: resolve(c"hsa_amd_memory_pool_get_info", None)?,
+                    pool_allocate: resolve(c"hsa_amd_memory_pool_allocate", None)?,
+                    pool_free: resolve(c"hsa_amd_memory_pool_free", None)?,
+                    allow_access: resolve(c"hsa_amd_agents_allow_access", None)?,
+                    set_priority: resolve(
+                        c"hsa_amd_queue_set_priority",
+                        Some(Hook::QueueSetPriority),
+                    ),
+                    system_info: resolve(c"hsa_system_get_info", None),
+                }
+            })
         })
         .as_ref()
 }
@@ -160,14 +193,25 @@ impl Hardware for RocrHardware {
 
     fn ring(&self, hw: &HwQueue, index: u64) {
         // SAFETY: the doorbell signal of a live hardware queue (`RocrHardware::new`).
-        unsafe { (self.rocr.store_screlease)(hsa_signal_t { handle: hw.doorbell }, index as hsa_signal_value_t) }
+        unsafe {
+            (self.rocr.store_screlease)(
+                hsa_signal_t { handle: hw.doorbell },
+                index as hsa_signal_value_t,
+            )
+        }
     }
 
     fn arm(&self, queue: QueueId, signal: u64, below: i64) -> bool {
         // SAFETY: a live signal libxhsa created; the handler only uses `arg` as a queue id
         // (`RocrHardware::new`).
         let st = unsafe {
-            (self.rocr.async_handler)(hsa_signal_t { handle: signal }, HSA_SIGNAL_CONDITION_LT, below, Some(self.on_tracking), queue.0 as *mut c_void)
+            (self.rocr.async_handler)(
+                hsa_signal_t { handle: signal },
+                HSA_SIGNAL_CONDITION_LT,
+                below,
+                Some(self.on_tracking),
+                queue.0 as *mut c_void,
+            )
         };
         st == HSA_STATUS_SUCCESS
     }
@@ -184,7 +228,13 @@ impl Rocr {
     pub fn node_id(&self, agent: hsa_agent_t) -> Option<u32> {
         let mut node: u32 = u32::MAX;
         // SAFETY: HSA_AMD_AGENT_INFO_DRIVER_NODE_ID writes a uint32_t.
-        let st = unsafe { (self.agent_info)(agent, HSA_AMD_AGENT_INFO_DRIVER_NODE_ID, (&mut node as *mut u32).cast()) };
+        let st = unsafe {
+            (self.agent_info)(
+                agent,
+                HSA_AMD_AGENT_INFO_DRIVER_NODE_ID,
+                (&mut node as *mut u32).cast(),
+            )
+        };
         (st == HSA_STATUS_SUCCESS && node != u32::MAX).then_some(node)
     }
 
@@ -194,7 +244,9 @@ impl Rocr {
         let f = self.system_info?;
         let mut major: u16 = 0;
         // SAFETY: HSA_SYSTEM_INFO_VERSION_MAJOR writes a uint16_t.
-        let st = unsafe { f(hsa_sys::hsa::HSA_SYSTEM_INFO_VERSION_MAJOR, (&mut major as *mut u16).cast()) };
+        let st = unsafe {
+            f(hsa_sys::hsa::HSA_SYSTEM_INFO_VERSION_MAJOR, (&mut major as *mut u16).cast())
+        };
         Some(st != hsa_sys::hsa::HSA_STATUS_ERROR_NOT_INITIALIZED)
     }
 
@@ -204,7 +256,9 @@ impl Rocr {
         let f = self.system_info?;
         let mut id: *const libc::c_char = std::ptr::null();
         // SAFETY: for this attribute ROCr writes a `const char*` (a static string of its own).
-        let st = unsafe { f(HSA_AMD_SYSTEM_INFO_BUILD_VERSION, (&mut id as *mut *const libc::c_char).cast()) };
+        let st = unsafe {
+            f(HSA_AMD_SYSTEM_INFO_BUILD_VERSION, (&mut id as *mut *const libc::c_char).cast())
+        };
         if st != HSA_STATUS_SUCCESS || id.is_null() {
             return None;
         }
@@ -258,7 +312,10 @@ impl Rocr {
         let pool = fine_grained_pool(self)?;
         let mut p: *mut c_void = std::ptr::null_mut();
         // SAFETY: a pool ROCr listed; out-parameter.
-        if unsafe { (self.pool_allocate)(hsa_amd_memory_pool_t { handle: pool }, bytes, 0, &mut p) } != HSA_STATUS_SUCCESS || p.is_null() {
+        if unsafe { (self.pool_allocate)(hsa_amd_memory_pool_t { handle: pool }, bytes, 0, &mut p) }
+            != HSA_STATUS_SUCCESS
+            || p.is_null()
+        {
             return None;
         }
         // SAFETY: the memory just allocated, for the agent the queue was created on.
@@ -295,11 +352,27 @@ unsafe extern "C" fn pick_pool(pool: hsa_amd_memory_pool_t, data: *mut c_void) -
     let mut alloc = false;
     // SAFETY: each attribute writes the type ROCr documents for it.
     unsafe {
-        (s.rocr.pool_info)(pool, HSA_AMD_MEMORY_POOL_INFO_SEGMENT, (&mut segment as *mut u32).cast());
-        (s.rocr.pool_info)(pool, HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS, (&mut flags as *mut u32).cast());
-        (s.rocr.pool_info)(pool, HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED, (&mut alloc as *mut bool).cast());
+        (s.rocr.pool_info)(
+            pool,
+            HSA_AMD_MEMORY_POOL_INFO_SEGMENT,
+            (&mut segment as *mut u32).cast(),
+        );
+        (s.rocr.pool_info)(
+            pool,
+            HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS,
+            (&mut flags as *mut u32).cast(),
+        );
+        (s.rocr.pool_info)(
+            pool,
+            HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED,
+            (&mut alloc as *mut bool).cast(),
+        );
     }
-    if s.found == 0 && segment == HSA_AMD_SEGMENT_GLOBAL && flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED != 0 && alloc {
+    if s.found == 0
+        && segment == HSA_AMD_SEGMENT_GLOBAL
+        && flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED != 0
+        && alloc
+    {
         s.found = pool.handle;
     }
     HSA_STATUS_SUCCESS

@@ -110,7 +110,15 @@ impl Interception {
 
     /// Records a KFD queue learnt from either source; both describe the same queue when they
     /// name the same ring.
-    pub fn kfd_queue(&self, source: KfdSource, ring: u64, id: u32, doorbell: Option<u64>, doorbell_offset: Option<u64>, kfd_type: Option<u32>) {
+    pub fn kfd_queue(
+        &self,
+        source: KfdSource,
+        ring: u64,
+        id: u32,
+        doorbell: Option<u64>,
+        doorbell_offset: Option<u64>,
+        kfd_type: Option<u32>,
+    ) {
         let mut v = self.kfd.lock().unwrap_or_else(|p| p.into_inner());
         let i = match v.iter().position(|q| q.ring == ring) {
             Some(i) => i,

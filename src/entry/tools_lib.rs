@@ -8,7 +8,10 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use hsa_sys::hsa::{hsa_agent_t, hsa_amd_queue_priority_t, hsa_queue_t, hsa_queue_type32_t, hsa_signal_t, hsa_signal_value_t, hsa_status_t};
+use hsa_sys::hsa::{
+    hsa_agent_t, hsa_amd_queue_priority_t, hsa_queue_t, hsa_queue_type32_t, hsa_signal_t,
+    hsa_signal_value_t, hsa_status_t,
+};
 
 use super::global;
 use super::queues::{self, QueueCallback, READ_INDEX, WRITE_INDEX};
@@ -53,7 +56,19 @@ unsafe extern "C" fn hook_queue_create(
     queue: *mut *mut hsa_queue_t,
 ) -> hsa_status_t {
     // SAFETY: the saved original entry (or None), as the C type of that entry, given the caller's arguments under its contract.
-    unsafe { queues::queue_create(orig(Hook::QueueCreate), agent, size, kind, callback, data, private_size, group_size, queue) }
+    unsafe {
+        queues::queue_create(
+            orig(Hook::QueueCreate),
+            agent,
+            size,
+            kind,
+            callback,
+            data,
+            private_size,
+            group_size,
+            queue,
+        )
+    }
 }
 
 /// The `hsa_queue_destroy` entry.
@@ -232,7 +247,10 @@ hooks! {
 ///
 /// `hsa_amd_queue_set_priority`'s contract: `queue` was returned by `hsa_queue_create` and is
 /// not destroyed.
-unsafe extern "C" fn hook_set_priority(queue: *mut hsa_queue_t, priority: hsa_amd_queue_priority_t) -> hsa_status_t {
+unsafe extern "C" fn hook_set_priority(
+    queue: *mut hsa_queue_t,
+    priority: hsa_amd_queue_priority_t,
+) -> hsa_status_t {
     // SAFETY: the saved original entry (or None), as the C type of that entry, given the caller's arguments under its contract.
     unsafe { queues::set_priority(orig(Hook::QueueSetPriority), queue, priority) }
 }
@@ -243,7 +261,11 @@ unsafe extern "C" fn hook_set_priority(queue: *mut hsa_queue_t, priority: hsa_am
 ///
 /// `hsa_amd_queue_cu_set_mask`'s contract: `queue` was returned by `hsa_queue_create` and is
 /// not destroyed; `mask` holds `count` bits readable for the call.
-unsafe extern "C" fn hook_cu_set_mask(queue: *const hsa_queue_t, count: u32, mask: *const u32) -> hsa_status_t {
+unsafe extern "C" fn hook_cu_set_mask(
+    queue: *const hsa_queue_t,
+    count: u32,
+    mask: *const u32,
+) -> hsa_status_t {
     // SAFETY: the saved original entry (or None), as the C type of that entry, given the caller's arguments under its contract.
     unsafe { queues::cu_set_mask(orig(Hook::QueueCuSetMask), queue, count, mask) }
 }
@@ -254,7 +276,11 @@ unsafe extern "C" fn hook_cu_set_mask(queue: *const hsa_queue_t, count: u32, mas
 ///
 /// `hsa_amd_queue_cu_get_mask`'s contract: `queue` was returned by `hsa_queue_create` and is
 /// not destroyed; `mask` has room for `count` bits, writable for the call.
-unsafe extern "C" fn hook_cu_get_mask(queue: *const hsa_queue_t, count: u32, mask: *mut u32) -> hsa_status_t {
+unsafe extern "C" fn hook_cu_get_mask(
+    queue: *const hsa_queue_t,
+    count: u32,
+    mask: *mut u32,
+) -> hsa_status_t {
     // SAFETY: the saved original entry (or None), as the C type of that entry, given the caller's arguments under its contract.
     unsafe { queues::cu_get_mask(orig(Hook::QueueCuGetMask), queue, count, mask) }
 }
@@ -265,7 +291,11 @@ unsafe extern "C" fn hook_cu_get_mask(queue: *const hsa_queue_t, count: u32, mas
 ///
 /// `hsa_amd_queue_get_info`'s contract: `queue` was returned by `hsa_queue_create` and is not
 /// destroyed; `value` is writable for the attribute's type.
-unsafe extern "C" fn hook_queue_get_info(queue: *mut hsa_queue_t, attribute: u32, value: *mut libc::c_void) -> hsa_status_t {
+unsafe extern "C" fn hook_queue_get_info(
+    queue: *mut hsa_queue_t,
+    attribute: u32,
+    value: *mut libc::c_void,
+) -> hsa_status_t {
     // SAFETY: the saved original entry (or None), as the C type of that entry, given the caller's arguments under its contract.
     unsafe { queues::queue_get_info(orig(Hook::QueueGetInfo), queue, attribute, value) }
 }
@@ -276,7 +306,10 @@ unsafe extern "C" fn hook_queue_get_info(queue: *mut hsa_queue_t, attribute: u32
 ///
 /// `hsa_amd_profiling_set_profiler_enabled`'s contract: `queue` was returned by
 /// `hsa_queue_create` and is not destroyed.
-unsafe extern "C" fn hook_profiler_enabled(queue: *mut hsa_queue_t, enable: libc::c_int) -> hsa_status_t {
+unsafe extern "C" fn hook_profiler_enabled(
+    queue: *mut hsa_queue_t,
+    enable: libc::c_int,
+) -> hsa_status_t {
     // SAFETY: the saved original entry (or None), as the C type of that entry, given the caller's arguments under its contract.
     unsafe { queues::set_profiler_enabled(orig(Hook::ProfilingSetProfilerEnabled), queue, enable) }
 }
@@ -289,7 +322,9 @@ unsafe extern "C" fn hook_profiler_enabled(queue: *mut hsa_queue_t, enable: libc
 /// version).
 unsafe fn version(table: *const u32) -> Option<TableVersion> {
     // SAFETY: the caller passes the start of an API table, which begins with its version.
-    (!table.is_null()).then(|| unsafe { TableVersion { major: table.read_unaligned(), minor: table.add(1).read_unaligned() } })
+    (!table.is_null()).then(|| unsafe {
+        TableVersion { major: table.read_unaligned(), minor: table.add(1).read_unaligned() }
+    })
 }
 
 /// Called by ROCr for every library named in `HSA_TOOLS_LIB`. Returns true (loaded) in every
@@ -303,7 +338,12 @@ unsafe fn version(table: *const u32) -> Option<TableVersion> {
 /// version and as long as its minor version says) are writable and not called through by other
 /// threads while `OnLoad` runs (ROCr calls it inside `hsa_init`).
 #[no_mangle]
-pub unsafe extern "C" fn OnLoad(table: *mut libc::c_void, runtime_version: u64, _failed_tool_count: u64, _failed_tool_names: *const *const libc::c_char) -> bool {
+pub unsafe extern "C" fn OnLoad(
+    table: *mut libc::c_void,
+    runtime_version: u64,
+    _failed_tool_count: u64,
+    _failed_tool_names: *const *const libc::c_char,
+) -> bool {
     let g = global();
     g.announce(Loading::ToolsLib);
     if g.passthrough() {
@@ -318,7 +358,8 @@ pub unsafe extern "C" fn OnLoad(table: *mut libc::c_void, runtime_version: u64, 
             return;
         }
         // SAFETY: within the table's first 32 bytes, as its size says.
-        let (core, amd) = unsafe { (*(table as *const *mut u8).add(2), *(table as *const *mut u8).add(3)) };
+        let (core, amd) =
+            unsafe { (*(table as *const *mut u8).add(2), *(table as *const *mut u8).add(3)) };
         // SAFETY: each pointer, when non-null, is a table starting with its version.
         let (cv, av) = unsafe { (version(core as *const u32), version(amd as *const u32)) };
         let p = plan(cv, av);

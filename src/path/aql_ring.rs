@@ -60,7 +60,12 @@ pub fn intake(mem: &dyn QueueMemory, shadow: &AqlRing, room: usize) -> Vec<Packe
 
 /// [`intake`], stopping before the first packet `stop` holds back: it and everything after it
 /// stay in the shadow ring, in order, for a later intake.
-pub fn intake_until(mem: &dyn QueueMemory, shadow: &AqlRing, room: usize, stop: &dyn Fn(&Packet) -> bool) -> Vec<Packet> {
+pub fn intake_until(
+    mem: &dyn QueueMemory,
+    shadow: &AqlRing,
+    room: usize,
+    stop: &dyn Fn(&Packet) -> bool,
+) -> Vec<Packet> {
     let read = mem.load_u64(shadow.amd_queue + READ_DISPATCH_ID);
     let write = mem.load_u64(shadow.amd_queue + WRITE_DISPATCH_ID);
     let mut out = Vec::new();
@@ -93,7 +98,12 @@ pub fn hw_room(mem: &dyn QueueMemory, hw: &AqlRing, next_write: u64) -> u64 {
 /// Writes `packets` into the hardware ring from index `next_write` on (the caller checked
 /// [`hw_room`]), each body first and header last, advances the ring's write index and returns
 /// the index of the last packet (the doorbell value), or `None` when there was nothing to write.
-pub fn forward(mem: &dyn QueueMemory, hw: &AqlRing, next_write: &mut u64, packets: &[Packet]) -> Option<u64> {
+pub fn forward(
+    mem: &dyn QueueMemory,
+    hw: &AqlRing,
+    next_write: &mut u64,
+    packets: &[Packet],
+) -> Option<u64> {
     if packets.is_empty() {
         return None;
     }
@@ -123,7 +133,8 @@ pub fn write_reserved(mem: &dyn QueueMemory, hw: &AqlRing, first: u64, packets: 
 /// header valid): what [`intake`] would take next.
 pub fn next_published(mem: &dyn QueueMemory, ring: &AqlRing) -> bool {
     let read = mem.load_u64(ring.amd_queue + READ_DISPATCH_ID);
-    read < mem.load_u64(ring.amd_queue + WRITE_DISPATCH_ID) && mem.read_packet(ring.slot(read)).packet_type() != PacketType::Invalid
+    read < mem.load_u64(ring.amd_queue + WRITE_DISPATCH_ID)
+        && mem.read_packet(ring.slot(read)).packet_type() != PacketType::Invalid
 }
 
 /// Packets published in `ring` and not yet taken (its write index is ahead of its read index).
@@ -200,7 +211,10 @@ mod tests {
     fn publish(m: &Fake, id: u64, p: &Packet) {
         m.put(SHADOW.slot(id) + 2, &p.as_bytes()[2..]);
         m.store_header(SHADOW.slot(id), p.header());
-        m.store_u64(SHADOW.amd_queue + WRITE_DISPATCH_ID, m.load_u64(SHADOW.amd_queue + WRITE_DISPATCH_ID).max(id + 1));
+        m.store_u64(
+            SHADOW.amd_queue + WRITE_DISPATCH_ID,
+            m.load_u64(SHADOW.amd_queue + WRITE_DISPATCH_ID).max(id + 1),
+        );
     }
 
     fn fresh() -> Fake {
@@ -234,7 +248,11 @@ mod tests {
         let got = intake_until(&m, &SHADOW, 16, &|p| p.completion_signal() == 0xb);
         assert_eq!(got.iter().map(Packet::completion_signal).collect::<Vec<_>>(), vec![0xa]);
         assert_eq!(m.load_u64(SHADOW.amd_queue + READ_DISPATCH_ID), 1);
-        assert_eq!(intake(&m, &SHADOW, 16).iter().map(Packet::completion_signal).collect::<Vec<_>>(), vec![0xb, 0xc], "taken later, in order");
+        assert_eq!(
+            intake(&m, &SHADOW, 16).iter().map(Packet::completion_signal).collect::<Vec<_>>(),
+            vec![0xb, 0xc],
+            "taken later, in order"
+        );
     }
 
     #[test]

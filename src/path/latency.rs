@@ -8,9 +8,9 @@
 //! so the histogram is an upper bound of the packets' own time then. Time is passed in.
 #![forbid(unsafe_code)]
 
-use xhsa_model::stats::{latency_bucket, LATENCY_BUCKETS};
 use crate::path::window::{Nanos, Seq};
 use std::collections::VecDeque;
+use xhsa_model::stats::{latency_bucket, LATENCY_BUCKETS};
 
 /// Most batches remembered: beyond, the two oldest merge (their packets count from the older
 /// one's time, an upper bound), so a queue whose completions are not observed for a long time
@@ -30,7 +30,9 @@ impl Latency {
     pub fn forwarded(&mut self, last: Seq, packets: u64, now: Nanos) {
         if packets > 0 {
             if self.batches.len() >= MAX_BATCHES {
-                if let (Some((_, n0, at0)), Some(second)) = (self.batches.pop_front(), self.batches.front_mut()) {
+                if let (Some((_, n0, at0)), Some(second)) =
+                    (self.batches.pop_front(), self.batches.front_mut())
+                {
                     second.1 += n0;
                     second.2 = at0;
                 }
@@ -47,7 +49,8 @@ impl Latency {
             }
             self.batches.pop_front();
             let b = latency_bucket(now.saturating_sub(at));
-            self.histogram[b] = self.histogram[b].saturating_add(packets.min(u32::MAX as u64) as u32);
+            self.histogram[b] =
+                self.histogram[b].saturating_add(packets.min(u32::MAX as u64) as u32);
         }
     }
 

@@ -185,7 +185,8 @@ impl Packet {
 
     /// The `kernel_object` (offset 32) of a kernel dispatch; `None` for other types.
     pub fn kernel_object(&self) -> Option<u64> {
-        (self.packet_type() == PacketType::KernelDispatch).then(|| self.u64_at(KERNEL_OBJECT_OFFSET))
+        (self.packet_type() == PacketType::KernelDispatch)
+            .then(|| self.u64_at(KERNEL_OBJECT_OFFSET))
     }
 
     /// The dependency signals (offsets 8..48) of a barrier-AND or barrier-OR packet; `None` for
@@ -204,7 +205,12 @@ impl Packet {
     }
 
     /// Builds a header word.
-    pub fn make_header(ty: PacketType, barrier: bool, acquire: FenceScope, release: FenceScope) -> u16 {
+    pub fn make_header(
+        ty: PacketType,
+        barrier: bool,
+        acquire: FenceScope,
+        release: FenceScope,
+    ) -> u16 {
         ty.to_raw() as u16
             | if barrier { HEADER_BARRIER_BIT } else { 0 }
             | acquire.to_bits() << ACQUIRE_SHIFT
@@ -280,7 +286,12 @@ mod tests {
     /// setup dims 1 at bits 16..18.
     fn dispatch() -> Packet {
         let mut b = [0u8; PACKET_SIZE];
-        let header = Packet::make_header(PacketType::KernelDispatch, false, FenceScope::System, FenceScope::System);
+        let header = Packet::make_header(
+            PacketType::KernelDispatch,
+            false,
+            FenceScope::System,
+            FenceScope::System,
+        );
         assert_eq!(header, 0x1402);
         b[0..2].copy_from_slice(&header.to_le_bytes());
         b[2..4].copy_from_slice(&1u16.to_le_bytes()); // setup: 1 dimension
@@ -332,7 +343,8 @@ mod tests {
 
     #[test]
     fn barrier_and_with_deps_and_fences() {
-        let p = Packet::barrier_and([1, 2, 0, 0, 5], 9, false, FenceScope::Agent, FenceScope::System);
+        let p =
+            Packet::barrier_and([1, 2, 0, 0, 5], 9, false, FenceScope::Agent, FenceScope::System);
         assert_eq!(p.header(), 3 | 1 << 9 | 2 << 11);
         assert!(!p.barrier());
         assert_eq!(p.acquire_fence_scope(), FenceScope::Agent);

@@ -36,7 +36,8 @@ impl PacketTime {
         if let Some(since) = self.busy_since {
             let sample = now.saturating_sub(since) / n;
             // Exponential smoothing with weight 1/4 for the new sample.
-            self.ns = if self.ns == 0 { sample.max(1) } else { ((self.ns * 3 + sample) / 4).max(1) };
+            self.ns =
+                if self.ns == 0 { sample.max(1) } else { ((self.ns * 3 + sample) / 4).max(1) };
         }
         self.busy_since = (in_flight_after > 0).then_some(now);
     }

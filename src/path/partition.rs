@@ -20,15 +20,15 @@
 //! [`Partition::stats`]; nothing here reads a clock or touches memory outside itself.
 #![forbid(unsafe_code)]
 
-use xhsa_model::stats::{saturate_u32, QueueStats, FLAG_CONTENDED, FLAG_HELD};
 use crate::path::packet::Packet;
 use crate::path::window::{limit, CompletionError, Limit, Nanos, QueueWindow, Seq};
-use xhsa_model::contention::Contention;
-use xhsa_model::ids::{PartitionId, QueueId};
-use xhsa_model::window_size::WindowSize;
-use xhsa_model::priority::Priority;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
+use xhsa_model::contention::Contention;
+use xhsa_model::ids::{PartitionId, QueueId};
+use xhsa_model::priority::Priority;
+use xhsa_model::stats::{saturate_u32, QueueStats, FLAG_CONTENDED, FLAG_HELD};
+use xhsa_model::window_size::WindowSize;
 
 /// A set of CUs, bit `i` of word `i / 32` for CU `i` — the form `hsa_amd_queue_cu_set_mask`
 /// takes.
@@ -153,7 +153,8 @@ impl QueueState {
 
     /// Held back by the window (not by capacity): packets waiting, and the window is full.
     fn held(&self, limit: Limit) -> bool {
-        !self.fifo.is_empty() && !self.effective(limit).allows(saturate_u32(self.window.in_flight()))
+        !self.fifo.is_empty()
+            && !self.effective(limit).allows(saturate_u32(self.window.in_flight()))
     }
 }
 
@@ -201,7 +202,14 @@ impl Partition {
         }
         self.queues.insert(
             queue,
-            QueueState { priority, fifo: VecDeque::new(), window: QueueWindow::new(), capacity: u32::MAX, expedite: 0, paused: false },
+            QueueState {
+                priority,
+                fifo: VecDeque::new(),
+                window: QueueWindow::new(),
+                capacity: u32::MAX,
+                expedite: 0,
+                paused: false,
+            },
         );
         self.levels.entry(priority).or_default().push_back(queue);
         Ok(())
@@ -315,7 +323,9 @@ impl Partition {
         self.levels
             .iter()
             .rev()
-            .find(|(_, ring)| ring.iter().any(|q| self.queues.get(q).is_some_and(QueueState::has_work)))
+            .find(|(_, ring)| {
+                ring.iter().any(|q| self.queues.get(q).is_some_and(QueueState::has_work))
+            })
             .map(|(&p, _)| p)
     }
 
@@ -439,7 +449,10 @@ mod tests {
 
     fn ids(p: &Packet) -> (u64, u64) {
         let b = p.as_bytes();
-        (u64::from_le_bytes(b[8..16].try_into().unwrap()), u64::from_le_bytes(b[16..24].try_into().unwrap()))
+        (
+            u64::from_le_bytes(b[8..16].try_into().unwrap()),
+            u64::from_le_bytes(b[16..24].try_into().unwrap()),
+        )
     }
 
     fn part(w: u64) -> Partition {
@@ -477,7 +490,11 @@ mod tests {
         r.push_expedited(QueueId(2), pkt(2, 3)).unwrap();
         assert!(!r.is_held(QueueId(2), &Contention::NONE).unwrap());
         r.push(QueueId(2), pkt(2, 4)).unwrap();
-        assert_eq!(order(&r.drain_forwardable(&Contention::NONE)), vec![(2, 1), (2, 2), (2, 3)], "in order, and not the packet after it");
+        assert_eq!(
+            order(&r.drain_forwardable(&Contention::NONE)),
+            vec![(2, 1), (2, 2), (2, 3)],
+            "in order, and not the packet after it"
+        );
         assert!(r.is_held(QueueId(2), &Contention::NONE).unwrap(), "throttled again after it");
     }
 
@@ -495,7 +512,11 @@ mod tests {
         assert_eq!(r.len(), 1);
         let f = r.next_forwardable(&Contention::NONE).unwrap();
         assert_eq!((f.seq, ids(&f.packet)), (0, (1, 0)));
-        assert_eq!(r.push(QueueId(1), pkt(1, 2)), Ok(2), "sequence numbers count forwarded packets too");
+        assert_eq!(
+            r.push(QueueId(1), pkt(1, 2)),
+            Ok(2),
+            "sequence numbers count forwarded packets too"
+        );
         assert!(matches!(r.complete(QueueId(1), 2), Err(RingError::Completion(QueueId(1), _))));
         let removed = r.remove_queue(QueueId(1)).unwrap();
         assert_eq!(removed.first_seq, 1);
@@ -516,7 +537,10 @@ mod tests {
         }
         let fs = r.drain_forwardable(&Contention::NONE);
         assert_eq!(fs.len(), 100);
-        assert!(fs.iter().enumerate().all(|(i, f)| f.seq == i as u64 && ids(&f.packet) == (1, i as u64)));
+        assert!(fs
+            .iter()
+            .enumerate()
+            .all(|(i, f)| f.seq == i as u64 && ids(&f.packet) == (1, i as u64)));
         assert_eq!(r.in_flight(QueueId(1)), Some(100));
     }
 
@@ -556,7 +580,10 @@ mod tests {
         r.add_queue(QueueId(9), p(0)).unwrap();
         r.push(QueueId(9), pkt(9, 0)).unwrap();
         let fs = r.drain_forwardable(&Contention::NONE);
-        assert_eq!(order(&fs), vec![(1, 0), (2, 0), (3, 0), (1, 1), (2, 1), (3, 1), (1, 2), (2, 2), (3, 2), (9, 0)]);
+        assert_eq!(
+            order(&fs),
+            vec![(1, 0), (2, 0), (3, 0), (1, 1), (2, 1), (3, 1), (1, 2), (2, 2), (3, 2), (9, 0)]
+        );
     }
 
     #[test]
@@ -569,7 +596,10 @@ mod tests {
             r.push(QueueId(1), pkt(1, n)).unwrap();
             r.push(QueueId(2), pkt(2, n)).unwrap();
         }
-        assert_eq!(order(&r.drain_forwardable(&Contention::NONE)), vec![(1, 0), (2, 0), (2, 1), (2, 2)]);
+        assert_eq!(
+            order(&r.drain_forwardable(&Contention::NONE)),
+            vec![(1, 0), (2, 0), (2, 1), (2, 2)]
+        );
         // Capacity is not throttling.
         assert_eq!(r.is_held(QueueId(1), &Contention::NONE), Some(false));
         r.complete(QueueId(1), 1).unwrap();
@@ -627,7 +657,10 @@ mod tests {
         assert_eq!(r.drain_forwardable(&c).len(), 2);
         r.observe(1_000, &c);
         let s = r.stats(QueueId(1), 1_500, &c).unwrap();
-        assert_eq!((s.pending, s.in_flight, s.submitted, s.forwarded, s.completed), (1, 1, 2, 1, 0));
+        assert_eq!(
+            (s.pending, s.in_flight, s.submitted, s.forwarded, s.completed),
+            (1, 1, 2, 1, 0)
+        );
         assert_eq!(s.throttle_ns, 500);
         assert_eq!(s.flags, FLAG_HELD | FLAG_CONTENDED);
         assert_eq!(s.priority(), Some(p(0)));
@@ -647,9 +680,9 @@ mod tests {
 mod properties {
     use super::*;
     use crate::path::packet::PACKET_SIZE;
-    use xhsa_model::priority::{Level, StreamPriority};
     use proptest::prelude::*;
     use std::collections::BTreeMap;
+    use xhsa_model::priority::{Level, StreamPriority};
 
     const QUEUES: u64 = 6;
 
@@ -670,8 +703,9 @@ mod properties {
 
     fn priority() -> impl Strategy<Value = Priority> {
         // A few levels, so that ties (round-robin) and orders both occur.
-        (-1i64..=2, 0u32..3)
-            .prop_map(|(l, s)| Priority::new(Level::new(l).unwrap(), StreamPriority::from_hsa(s).unwrap()))
+        (-1i64..=2, 0u32..3).prop_map(|(l, s)| {
+            Priority::new(Level::new(l).unwrap(), StreamPriority::from_hsa(s).unwrap())
+        })
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -774,7 +808,11 @@ mod properties {
             let Some(f) = self.part.next_forwardable(&c) else {
                 // Nothing may go: check the model agrees.
                 for q in 0..QUEUES {
-                    prop_assert!(!self.may_forward(q), "queue {} could forward but was not selected", q);
+                    prop_assert!(
+                        !self.may_forward(q),
+                        "queue {} could forward but was not selected",
+                        q
+                    );
                 }
                 return Ok(false);
             };
@@ -784,7 +822,12 @@ mod properties {
             // Never passed over: no queue of a higher priority could have gone instead.
             for (&r, m) in &self.models {
                 if m.priority.is_some_and(|rp| rp > p) {
-                    prop_assert!(!self.may_forward(r), "queue {} passed over for lower queue {}", r, q);
+                    prop_assert!(
+                        !self.may_forward(r),
+                        "queue {} passed over for lower queue {}",
+                        r,
+                        q
+                    );
                 }
             }
             // Contents: the next packet of that queue, in order, unmodified.
@@ -797,7 +840,12 @@ mod properties {
             // The window invariant, after the forward.
             let in_flight = m.in_flight();
             if self.higher_work(p) {
-                prop_assert!(in_flight <= self.w, "queue {} has {} in flight under higher work", q, in_flight);
+                prop_assert!(
+                    in_flight <= self.w,
+                    "queue {} has {} in flight under higher work",
+                    q,
+                    in_flight
+                );
             }
             Ok(true)
         }
@@ -934,12 +982,16 @@ mod properties {
                 Op::Tick(dt) => {
                     // Throttle time never exceeds the time that passed, and never goes down.
                     let before: Vec<u64> = (0..QUEUES)
-                        .filter_map(|q| self.part.stats(QueueId(q), self.now, &c).map(|s| s.throttle_ns))
+                        .filter_map(|q| {
+                            self.part.stats(QueueId(q), self.now, &c).map(|s| s.throttle_ns)
+                        })
                         .collect();
                     self.part.observe(self.now, &c);
                     self.now += dt as u64;
                     let after: Vec<u64> = (0..QUEUES)
-                        .filter_map(|q| self.part.stats(QueueId(q), self.now, &c).map(|s| s.throttle_ns))
+                        .filter_map(|q| {
+                            self.part.stats(QueueId(q), self.now, &c).map(|s| s.throttle_ns)
+                        })
                         .collect();
                     for (b, a) in before.iter().zip(&after) {
                         prop_assert!(a >= b && a - b <= dt as u64);
@@ -957,7 +1009,8 @@ mod properties {
                     prop_assert_eq!(self.part.pending(QueueId(q)), None);
                 }
             }
-            let local = self.models.values().filter(|m| m.has_work()).filter_map(|m| m.priority).max();
+            let local =
+                self.models.values().filter(|m| m.has_work()).filter_map(|m| m.priority).max();
             prop_assert_eq!(self.part.highest_with_work(), local);
             Ok(())
         }
@@ -973,7 +1026,9 @@ mod properties {
                 for q in 0..QUEUES {
                     let n = self.models[&q].in_flight();
                     if self.models[&q].priority.is_some() && n > 0 {
-                        self.part.complete(QueueId(q), n).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                        self.part
+                            .complete(QueueId(q), n)
+                            .map_err(|e| TestCaseError::fail(e.to_string()))?;
                         let m = self.models.get_mut(&q).unwrap();
                         m.completed += n;
                         self.completed_total += n;
@@ -992,9 +1047,18 @@ mod properties {
             }
             for (key, &n) in &self.pushed {
                 let got = self.delivered.get(key).cloned().unwrap_or_default();
-                prop_assert_eq!(got, (0..n).collect::<Vec<_>>(), "queue {:?}: lost, duplicated or reordered", key);
+                prop_assert_eq!(
+                    got,
+                    (0..n).collect::<Vec<_>>(),
+                    "queue {:?}: lost, duplicated or reordered",
+                    key
+                );
             }
-            prop_assert_eq!(self.forwarded_total, self.completed_total, "a completion was never observed");
+            prop_assert_eq!(
+                self.forwarded_total,
+                self.completed_total,
+                "a completion was never observed"
+            );
             Ok(())
         }
     }

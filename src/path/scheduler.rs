@@ -32,24 +32,24 @@
 //! go back, in order, ahead of everything else the queue holds, and the queue degrades.
 #![forbid(unsafe_code)]
 
-use xhsa_model::stats::QueueStats;
-use crate::path::aql_ring::{QueueMemory, intake, intake_until, next_published, write_reserved};
+use crate::path::aql_ring::{intake, intake_until, next_published, write_reserved, QueueMemory};
 use crate::path::packet::Packet;
 use crate::path::partition::{CuMask, Partition};
-use xhsa_model::ids::PartitionId;
-use xhsa_model::ids::QueueId;
 use crate::path::shadow_queue::{HwQueue, Mode, ShadowQueue};
 use crate::path::window::{Nanos, Seq};
-use xhsa_model::contention::Contention;
-use xhsa_model::window_size::WindowSize;
 use crate::settings::fault::{FaultPlan, Point};
-use xhsa_model::stats::QueueState;
-use xhsa_model::priority::{Level, Priority};
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use xhsa_model::contention::Contention;
+use xhsa_model::ids::PartitionId;
+use xhsa_model::ids::QueueId;
+use xhsa_model::priority::{Level, Priority};
+use xhsa_model::stats::QueueState;
+use xhsa_model::stats::QueueStats;
+use xhsa_model::window_size::WindowSize;
 
 /// The `tracing` target of this module's logs: the module path it had before `src/` was sorted
 /// into folders, so that an `XHSA_LOG` directive such as `xhsa::scheduler=debug` (the example
@@ -156,19 +156,31 @@ struct Written {
 /// stored holds nothing published, and a filler overwrites it whole. The application's packets
 /// not written are the caller's to put back.
 #[allow(clippy::too_many_arguments)]
-fn write_guarded(faults: &FaultPlan, mem: &dyn QueueMemory, hw: &dyn Hardware, q: &HwQueue, signal: u64, first: u64, packets: &[Packet], barrier: bool) -> Written {
+fn write_guarded(
+    faults: &FaultPlan,
+    mem: &dyn QueueMemory,
+    hw: &dyn Hardware,
+    q: &HwQueue,
+    signal: u64,
+    first: u64,
+    packets: &[Packet],
+    barrier: bool,
+) -> Written {
     let slots = packets.len() + usize::from(barrier);
     if slots == 0 {
         return Written { packets: 0, barrier: false, failed: false };
     }
     let tracking = Packet::tracking_barrier(signal);
-    let fail_at = (!packets.is_empty() && faults.hit(Point::ForwardAfterReserve)).then_some(packets.len() / 2);
+    let fail_at = (!packets.is_empty() && faults.hit(Point::ForwardAfterReserve))
+        .then_some(packets.len() / 2);
     let done = Cell::new(0usize);
     let whole = catch_unwind(AssertUnwindSafe(|| {
         for i in 0..slots {
             if fail_at == Some(i) {
                 // A panic without the panic hook's message: the test knob stays quiet.
-                resume_unwind(Box::new("xhsa: failure injected after the reserve (XHSA_FAULT_INJECT)"));
+                resume_unwind(Box::new(
+                    "xhsa: failure injected after the reserve (XHSA_FAULT_INJECT)",
+                ));
             }
             let p = packets.get(i).unwrap_or(&tracking);
             write_reserved(mem, &q.ring, first + i as u64, std::slice::from_ref(p));
@@ -181,7 +193,10 @@ fn write_guarded(faults: &FaultPlan, mem: &dyn QueueMemory, hw: &dyn Hardware, q
     for i in done..slots {
         let last = i + 1 == slots;
         let p = if last { tracking } else { Packet::no_op() };
-        let ok = catch_unwind(AssertUnwindSafe(|| write_reserved(mem, &q.ring, first + i as u64, std::slice::from_ref(&p)))).is_ok();
+        let ok = catch_unwind(AssertUnwindSafe(|| {
+            write_reserved(mem, &q.ring, first + i as u64, std::slice::from_ref(&p))
+        }))
+        .is_ok();
         if last {
             barrier_written = ok;
         }
@@ -424,7 +439,13 @@ impl Scheduler {
             if hw.arm(id, q.tracking.signal, q.tracking.arm_below()) {
                 q.tracking.armed = true;
             } else {
-                self.degrade(id, Vec::new(), "the completion handler could not be registered", mem, hw);
+                self.degrade(
+                    id,
+                    Vec::new(),
+                    "the completion handler could not be registered",
+                    mem,
+                    hw,
+                );
             }
         }
     }
@@ -437,11 +458,23 @@ impl Scheduler {
         let mut changed = false;
         for id in self.queue_ids() {
             let Some(stats) = self.stats(id, now) else { continue };
-            let new = Published { priority: stats.priority, has_work: stats.has_work(), busy: stats.in_flight > 0, flags: stats.flags, at: now };
+            let new = Published {
+                priority: stats.priority,
+                has_work: stats.has_work(),
+                busy: stats.in_flight > 0,
+                flags: stats.flags,
+                at: now,
+            };
             let (due, moved) = match self.published.get(&id) {
                 Some(old) => {
-                    let moved = (old.priority, old.has_work, old.busy) != (new.priority, new.has_work, new.busy);
-                    (moved || old.flags != new.flags || now.saturating_sub(old.at) >= PUBLISH_PERIOD_NS, moved)
+                    let moved = (old.priority, old.has_work, old.busy)
+                        != (new.priority, new.has_work, new.busy);
+                    (
+                        moved
+                            || old.flags != new.flags
+                            || now.saturating_sub(old.at) >= PUBLISH_PERIOD_NS,
+                        moved,
+                    )
                 }
                 None => (true, new.has_work),
             };
@@ -596,7 +629,13 @@ impl Scheduler {
 
     /// A doorbell store on the shadow doorbell of `id`: one forwarding pass. False when the
     /// queue does not take doorbells (unknown, inactive, failed or closing).
-    pub fn doorbell(&mut self, id: QueueId, mem: &dyn QueueMemory, hw: &dyn Hardware, now: Nanos) -> bool {
+    pub fn doorbell(
+        &mut self,
+        id: QueueId,
+        mem: &dyn QueueMemory,
+        hw: &dyn Hardware,
+        now: Nanos,
+    ) -> bool {
         if !self.queues.get(&id).is_some_and(ShadowQueue::takes_doorbells) {
             return false;
         }
@@ -642,7 +681,9 @@ impl Scheduler {
         }
         // 2. Hardware room.
         for &id in &ids {
-            let Some(q) = self.queues.get(&id).filter(|q| q.mode == Mode::Scheduled) else { continue };
+            let Some(q) = self.queues.get(&id).filter(|q| q.mode == Mode::Scheduled) else {
+                continue;
+            };
             let free = Self::hw_free(q, hw);
             let in_flight = self.part.in_flight(id).unwrap_or(0);
             let cap = in_flight.saturating_add(free.saturating_sub(1)).min(u32::MAX as u64) as u32;
@@ -662,7 +703,8 @@ impl Scheduler {
         let track = self.wants_wakeups();
         for (id, (packets, last)) in batches {
             if let Some(q) = self.queues.get_mut(&id) {
-                let before = self.part.in_flight(id).unwrap_or(0).saturating_sub(packets.len() as u64);
+                let before =
+                    self.part.in_flight(id).unwrap_or(0).saturating_sub(packets.len() as u64);
                 q.timing.forwarded(now, before);
                 q.latency.forwarded(last, packets.len() as u64, now);
             }
@@ -677,7 +719,15 @@ impl Scheduler {
     }
 
     /// Writes one queue's batch, and its tracking barrier if `track`.
-    fn write_batch(&mut self, id: QueueId, packets: Vec<Packet>, last: Seq, track: bool, mem: &dyn QueueMemory, hw: &dyn Hardware) {
+    fn write_batch(
+        &mut self,
+        id: QueueId,
+        packets: Vec<Packet>,
+        last: Seq,
+        track: bool,
+        mem: &dyn QueueMemory,
+        hw: &dyn Hardware,
+    ) {
         if self.faults.hit(Point::Forward) {
             self.degrade(id, packets, "forwarding failed (injected by XHSA_FAULT_INJECT)", mem, hw);
             return;
@@ -685,7 +735,8 @@ impl Scheduler {
         let Some(q) = self.queues.get_mut(&id) else { return };
         let n = packets.len();
         let first = hw.reserve(&q.hw, n as u64 + u64::from(track));
-        let w = write_guarded(&self.faults, mem, hw, &q.hw, q.tracking.signal, first, &packets, track);
+        let w =
+            write_guarded(&self.faults, mem, hw, &q.hw, q.tracking.signal, first, &packets, track);
         q.forwarded += w.packets as u64;
         if w.barrier {
             q.tracking.issue((!w.failed).then_some(last));
@@ -714,7 +765,8 @@ impl Scheduler {
                 continue;
             }
             let first = hw.reserve(&q.hw, 1);
-            let w = write_guarded(&self.faults, mem, hw, &q.hw, q.tracking.signal, first, &[], true);
+            let w =
+                write_guarded(&self.faults, mem, hw, &q.hw, q.tracking.signal, first, &[], true);
             if w.barrier {
                 q.tracking.issue(Some(last));
                 q.untracked = None;
@@ -724,7 +776,13 @@ impl Scheduler {
             }
         }
         for id in failed {
-            self.degrade(id, Vec::new(), "writing a tracking barrier into the hardware ring failed", mem, hw);
+            self.degrade(
+                id,
+                Vec::new(),
+                "writing a tracking barrier into the hardware ring failed",
+                mem,
+                hw,
+            );
         }
     }
 
@@ -740,7 +798,12 @@ impl Scheduler {
     /// there is always room for that barrier. Returns whether packets are left over with nothing
     /// to wake libxhsa (the runtime refused the handler): the edge then retries from the
     /// application's doorbells and read-index polls.
-    fn direct_flush(q: &mut ShadowQueue, faults: &FaultPlan, mem: &dyn QueueMemory, hw: &dyn Hardware) -> bool {
+    fn direct_flush(
+        q: &mut ShadowQueue,
+        faults: &FaultPlan,
+        mem: &dyn QueueMemory,
+        hw: &dyn Hardware,
+    ) -> bool {
         let free = Self::hw_free(q, hw) as usize;
         let budget = free.saturating_sub(1);
         let mut out: Vec<Packet> = Vec::new();
@@ -791,7 +854,14 @@ impl Scheduler {
     /// Takes the queue out of the rings after an internal failure: `drawn` (packets already
     /// taken out of the rings for forwarding, not written) and what the rings held go first,
     /// then the queue passes straight through. Logged once per queue.
-    pub fn degrade(&mut self, id: QueueId, drawn: Vec<Packet>, why: &str, mem: &dyn QueueMemory, hw: &dyn Hardware) {
+    pub fn degrade(
+        &mut self,
+        id: QueueId,
+        drawn: Vec<Packet>,
+        why: &str,
+        mem: &dyn QueueMemory,
+        hw: &dyn Hardware,
+    ) {
         let Some(q) = self.queues.get_mut(&id) else { return };
         if q.mode != Mode::Scheduled {
             q.backlog.extend(drawn);
@@ -818,7 +888,14 @@ impl Scheduler {
     /// The tracking signal of `id` changed to `value` (its completion handler ran): records the
     /// completions, runs a pass, and registers the handler again while barriers are
     /// outstanding.
-    pub fn on_tracking(&mut self, id: QueueId, value: i64, mem: &dyn QueueMemory, hw: &dyn Hardware, now: Nanos) {
+    pub fn on_tracking(
+        &mut self,
+        id: QueueId,
+        value: i64,
+        mem: &dyn QueueMemory,
+        hw: &dyn Hardware,
+        now: Nanos,
+    ) {
         let Some(q) = self.queues.get_mut(&id) else { return };
         q.tracking.armed = false;
         let scheduled = q.mode == Mode::Scheduled;
@@ -829,7 +906,13 @@ impl Scheduler {
                     q.timing.completed(now, n, self.part.in_flight(id).unwrap_or(0));
                     q.latency.completed_through(seq, now);
                 }
-                Err(e) => self.degrade(id, Vec::new(), &format!("completion report does not fit ({e})"), mem, hw),
+                Err(e) => self.degrade(
+                    id,
+                    Vec::new(),
+                    &format!("completion report does not fit ({e})"),
+                    mem,
+                    hw,
+                ),
             }
         }
         // The pass registers the handler again where completions must still wake libxhsa.
@@ -916,7 +999,8 @@ impl Scheduler {
         }
         let mut out: Vec<Packet> = q.backlog.drain(..n).collect();
         let first = hw.reserve(&q.hw, n as u64 + u64::from(last_chunk));
-        let w = write_guarded(&self.faults, mem, hw, &q.hw, q.tracking.signal, first, &out, last_chunk);
+        let w =
+            write_guarded(&self.faults, mem, hw, &q.hw, q.tracking.signal, first, &out, last_chunk);
         q.forwarded += w.packets as u64;
         if w.barrier {
             q.tracking.issue(None);
@@ -961,7 +1045,14 @@ impl Scheduler {
         let mut s = self
             .part
             .stats(id, now, &self.external_contention())
-            .or_else(|| self.closed.get(&id).map(|c| QueueStats { pending: 0, in_flight: 0, flags: 0, ..*c }))
+            .or_else(|| {
+                self.closed.get(&id).map(|c| QueueStats {
+                    pending: 0,
+                    in_flight: 0,
+                    flags: 0,
+                    ..*c
+                })
+            })
             .unwrap_or_default();
         s.submitted = q.taken;
         s.forwarded = q.forwarded;
@@ -979,7 +1070,9 @@ impl Scheduler {
         s.latency = q.latency.histogram();
         s.state = if q.mode == Mode::Direct {
             QueueState::Degraded
-        } else if s.has_flag(xhsa_model::stats::FLAG_HELD) || (s.has_flag(xhsa_model::stats::FLAG_PAUSED) && s.pending > 0) {
+        } else if s.has_flag(xhsa_model::stats::FLAG_HELD)
+            || (s.has_flag(xhsa_model::stats::FLAG_PAUSED) && s.pending > 0)
+        {
             QueueState::Held
         } else {
             QueueState::Running
@@ -992,7 +1085,11 @@ impl Scheduler {
     pub fn summary(&self, now: Nanos) -> Summary {
         let mut total = self.retired;
         for (&id, q) in &self.queues {
-            add_stats(&mut total, q, self.part.stats(id, now, &self.external_contention()).as_ref());
+            add_stats(
+                &mut total,
+                q,
+                self.part.stats(id, now, &self.external_contention()).as_ref(),
+            );
         }
         total.queues = self.created;
         total.degraded = self.degraded;
@@ -1006,9 +1103,9 @@ mod tests {
     use crate::path::aql_ring::{AqlRing, READ_DISPATCH_ID, WRITE_DISPATCH_ID};
     use crate::path::packet::{FenceScope, PacketType, PACKET_SIZE};
     use crate::path::shadow_queue::TRACKING_START;
-    use xhsa_model::priority::{Level, StreamPriority};
     use std::cell::RefCell;
     use std::collections::HashMap;
+    use xhsa_model::priority::{Level, StreamPriority};
 
     type Mem = crate::path::aql_ring::fake::Fake;
 
@@ -1071,7 +1168,15 @@ mod tests {
         AqlRing { base: 0x100_0000 * q, slots: SLOTS, amd_queue: 0x100_0000 * q - 0x1000 }
     }
     fn hw_queue(q: u64) -> HwQueue {
-        HwQueue { queue: 0x8000_0000 + 0x100_0000 * q, ring: AqlRing { base: 0x8000_0000 + 0x100_0000 * q + 0x1000, slots: SLOTS, amd_queue: 0x8000_0000 + 0x100_0000 * q }, doorbell: 0xd00 + q }
+        HwQueue {
+            queue: 0x8000_0000 + 0x100_0000 * q,
+            ring: AqlRing {
+                base: 0x8000_0000 + 0x100_0000 * q + 0x1000,
+                slots: SLOTS,
+                amd_queue: 0x8000_0000 + 0x100_0000 * q,
+            },
+            doorbell: 0xd00 + q,
+        }
     }
     fn app_packet(q: u64, n: u64) -> Packet {
         let mut b = [0u8; PACKET_SIZE];
@@ -1089,7 +1194,15 @@ mod tests {
         fn new(w: u64, faults: &str) -> World {
             let (plan, errs) = FaultPlan::parse(faults);
             assert!(errs.is_empty());
-            World { mem: Mem::default(), hw: Hw::default(), sched: Scheduler::new(WindowSize::new(w).unwrap(), Arc::new(plan)), app_next: HashMap::new(), executed: HashMap::new(), barriers: HashMap::new(), fillers: HashMap::new() }
+            World {
+                mem: Mem::default(),
+                hw: Hw::default(),
+                sched: Scheduler::new(WindowSize::new(w).unwrap(), Arc::new(plan)),
+                app_next: HashMap::new(),
+                executed: HashMap::new(),
+                barriers: HashMap::new(),
+                fillers: HashMap::new(),
+            }
         }
         fn add(&mut self, q: u64, p: Priority) {
             let ring = shadow_ring(q);
@@ -1131,9 +1244,14 @@ mod tests {
                     break;
                 }
                 let p = self.mem.read_packet(h.ring.slot(read));
-                assert_ne!(p.packet_type(), PacketType::Invalid, "the doorbell was rung before the packet was written");
+                assert_ne!(
+                    p.packet_type(),
+                    PacketType::Invalid,
+                    "the doorbell was rung before the packet was written"
+                );
                 self.mem.store_header(h.ring.slot(read), 1);
-                if p.completion_signal() == 0x5000 + q && p.packet_type() == PacketType::BarrierAnd {
+                if p.completion_signal() == 0x5000 + q && p.packet_type() == PacketType::BarrierAnd
+                {
                     *self.barriers.entry(q).or_default() += 1;
                     completed_barrier = true;
                 } else if p == Packet::no_op() {
@@ -1164,10 +1282,22 @@ mod tests {
         let mut w = World::new(1, "");
         w.add(1, prio(0));
         assert_eq!(w.submit(1, 3), 3);
-        assert_eq!(w.hw.write_index(&hw_queue(1)), 3, "alone and holding nothing: no tracking barrier");
-        assert_eq!(*w.hw.rings.borrow(), vec![(hw_queue(1).queue, 2)], "one doorbell per pass, with the last packet's id");
+        assert_eq!(
+            w.hw.write_index(&hw_queue(1)),
+            3,
+            "alone and holding nothing: no tracking barrier"
+        );
+        assert_eq!(
+            *w.hw.rings.borrow(),
+            vec![(hw_queue(1).queue, 2)],
+            "one doorbell per pass, with the last packet's id"
+        );
         assert!(w.hw.armed.borrow().is_empty(), "no completion handler, no wake-up");
-        assert_eq!(w.mem.load_u64(shadow_ring(1).amd_queue + READ_DISPATCH_ID), 3, "the application sees its packets taken");
+        assert_eq!(
+            w.mem.load_u64(shadow_ring(1).amd_queue + READ_DISPATCH_ID),
+            3,
+            "the application sees its packets taken"
+        );
         w.gpu(1, 10);
         w.check_executed(1, 3);
         // A higher queue arrives and queue 1 gets held: now completions matter, and a barrier
@@ -1175,11 +1305,23 @@ mod tests {
         w.add(2, prio(5));
         w.submit(2, 1);
         w.submit(1, 2);
-        assert_eq!(w.sched.stats(QueueId(1), 0).unwrap().pending, 2, "held: W = 1 and 3 packets count as in flight");
-        assert_eq!(w.hw.write_index(&hw_queue(1)), 4, "a tracking barrier after the untracked packets");
+        assert_eq!(
+            w.sched.stats(QueueId(1), 0).unwrap().pending,
+            2,
+            "held: W = 1 and 3 packets count as in flight"
+        );
+        assert_eq!(
+            w.hw.write_index(&hw_queue(1)),
+            4,
+            "a tracking barrier after the untracked packets"
+        );
         w.gpu(1, 10);
         let s = w.sched.stats(QueueId(1), 0).unwrap();
-        assert_eq!((s.completed, s.pending), (3, 1), "the barrier's completion counts all three; one more may go");
+        assert_eq!(
+            (s.completed, s.pending),
+            (3, 1),
+            "the barrier's completion counts all three; one more may go"
+        );
         w.gpu(2, 10);
         w.gpu(1, 10);
         w.gpu(1, 10);
@@ -1236,7 +1378,14 @@ mod tests {
 
     impl FakeBoard {
         fn last(&self, q: u64) -> QueueStats {
-            self.published.lock().unwrap().iter().rev().find(|(id, _)| *id == QueueId(q)).expect("published").1
+            self.published
+                .lock()
+                .unwrap()
+                .iter()
+                .rev()
+                .find(|(id, _)| *id == QueueId(q))
+                .expect("published")
+                .1
         }
     }
 
@@ -1248,18 +1397,36 @@ mod tests {
         w.add(1, prio(0));
         w.sched.attach_board(board.clone());
         w.add(2, prio(0));
-        assert_eq!(*board.joined.lock().unwrap(), vec![QueueId(1), QueueId(2)], "queues join whenever the board comes");
+        assert_eq!(
+            *board.joined.lock().unwrap(),
+            vec![QueueId(1), QueueId(2)],
+            "queues join whenever the board comes"
+        );
         w.submit(2, 4);
         let s = w.sched.stats(QueueId(2), 0).unwrap();
         assert_eq!((s.in_flight, s.pending), (1, 3), "contended from outside: W = 1 in flight");
-        assert!(board.last(2).has_work() && board.last(2).has_flag(xhsa_model::stats::FLAG_CONTENDED));
+        assert!(
+            board.last(2).has_work() && board.last(2).has_flag(xhsa_model::stats::FLAG_CONTENDED)
+        );
         // The other process finishes; the next pass after the cached read expires sees it.
         *board.external.lock().unwrap() = None;
         w.sched.pass(&w.mem, &w.hw, CONTENTION_CACHE_NS - 1);
-        assert_eq!(w.sched.stats(QueueId(2), 0).unwrap().pending, 3, "a read younger than the cache period is reused");
+        assert_eq!(
+            w.sched.stats(QueueId(2), 0).unwrap().pending,
+            3,
+            "a read younger than the cache period is reused"
+        );
         w.sched.pass(&w.mem, &w.hw, CONTENTION_CACHE_NS);
-        assert_eq!(w.sched.stats(QueueId(2), 0).unwrap().pending, 0, "uncontended: everything goes");
-        assert_eq!(w.sched.stats(QueueId(2), CONTENTION_CACHE_NS).unwrap().throttle_ns, CONTENTION_CACHE_NS, "held from 0 until the board cleared");
+        assert_eq!(
+            w.sched.stats(QueueId(2), 0).unwrap().pending,
+            0,
+            "uncontended: everything goes"
+        );
+        assert_eq!(
+            w.sched.stats(QueueId(2), CONTENTION_CACHE_NS).unwrap().throttle_ns,
+            CONTENTION_CACHE_NS,
+            "held from 0 until the board cleared"
+        );
         assert_eq!(w.sched.summary(CONTENTION_CACHE_NS).throttle_ns, CONTENTION_CACHE_NS);
         w.gpu(2, 100);
         w.check_executed(2, 4);
@@ -1281,7 +1448,11 @@ mod tests {
         // The application keeps going: libxhsa holds at most a ring's worth.
         assert_eq!(w.submit(1, 16), 8);
         assert_eq!(w.sched.stats(QueueId(1), 0).unwrap().pending, 8);
-        assert_eq!(w.mem.load_u64(shadow_ring(1).amd_queue + READ_DISPATCH_ID), 15, "one left in the shadow ring");
+        assert_eq!(
+            w.mem.load_u64(shadow_ring(1).amd_queue + READ_DISPATCH_ID),
+            15,
+            "one left in the shadow ring"
+        );
         for _ in 0..20 {
             w.gpu(1, 3);
             assert!(w.hw.write_index(&hw_queue(1)) - w.hw.read_index(&hw_queue(1)) <= SLOTS);
@@ -1323,7 +1494,11 @@ mod tests {
         assert_eq!(w.mem.read_packet(h.ring.slot(2)), Packet::no_op());
         assert_eq!(w.mem.read_packet(h.ring.slot(3)), Packet::tracking_barrier(0x5001));
         assert_eq!(w.mem.read_packet(h.ring.slot(4)), app_packet(1, 2));
-        assert_eq!(w.hw.rings.borrow().first(), Some(&(h.queue, 3)), "the doorbell covers the filled slots");
+        assert_eq!(
+            w.hw.rings.borrow().first(),
+            Some(&(h.queue, 3)),
+            "the doorbell covers the filled slots"
+        );
         gpu_until_idle(&mut w, &[1]);
         w.check_executed(1, 4);
         assert_eq!((w.fillers[&1], w.barriers[&1]), (1, 1));
@@ -1331,7 +1506,11 @@ mod tests {
         assert_eq!((s.taken, s.forwarded, s.held, s.degraded), (4, 4, 0, 1));
         // Destroy waits for every barrier issued, the filler included.
         assert!(w.sched.close(QueueId(1), &w.mem, 0));
-        let Drain::Done { wait_for: Some((_, target)) } = w.sched.drain_step(QueueId(1), &w.mem, &w.hw) else { panic!("one step") };
+        let Drain::Done { wait_for: Some((_, target)) } =
+            w.sched.drain_step(QueueId(1), &w.mem, &w.hw)
+        else {
+            panic!("one step")
+        };
         gpu_until_idle(&mut w, &[1]);
         assert_eq!(TRACKING_START - w.barriers[&1], target);
     }
@@ -1358,8 +1537,14 @@ mod tests {
         gpu_until_idle(&mut w, &[1, 2]);
         w.check_executed(1, 2);
         w.check_executed(2, 5);
-        assert!(w.sched.queue(QueueId(2)).unwrap().is_direct(), "the queue whose write failed passes through");
-        assert!(!w.sched.queue(QueueId(1)).unwrap().is_direct(), "the others stay scheduled: the failure never left the pass");
+        assert!(
+            w.sched.queue(QueueId(2)).unwrap().is_direct(),
+            "the queue whose write failed passes through"
+        );
+        assert!(
+            !w.sched.queue(QueueId(1)).unwrap().is_direct(),
+            "the others stay scheduled: the failure never left the pass"
+        );
     }
 
     /// The same failure in a passthrough flush and in a destroy's drain: the rest goes again
@@ -1393,18 +1578,24 @@ mod tests {
         };
         gpu_until_idle(&mut w, &[1]);
         w.check_executed(1, 6);
-        assert_eq!(TRACKING_START - w.barriers[&1], wait.unwrap().1, "the final barrier covers the fillers' too");
+        assert_eq!(
+            TRACKING_START - w.barriers[&1],
+            wait.unwrap().1,
+            "the final barrier covers the fillers' too"
+        );
     }
 
     /// Runs the GPU until nothing moves (completion handlers run as ROCr would run them); no
     /// doorbell, no read-index poll: what the application leaves behind must still complete.
     fn gpu_until_idle(w: &mut World, queues: &[u64]) {
         for _ in 0..1000 {
-            let before: usize = w.executed.values().map(Vec::len).sum::<usize>() + w.barriers.values().sum::<i64>() as usize;
+            let before: usize = w.executed.values().map(Vec::len).sum::<usize>()
+                + w.barriers.values().sum::<i64>() as usize;
             for &q in queues {
                 w.gpu(q, 1000);
             }
-            let after: usize = w.executed.values().map(Vec::len).sum::<usize>() + w.barriers.values().sum::<i64>() as usize;
+            let after: usize = w.executed.values().map(Vec::len).sum::<usize>()
+                + w.barriers.values().sum::<i64>() as usize;
             if after == before {
                 return;
             }
@@ -1428,7 +1619,10 @@ mod tests {
             assert!(w.hw.write_index(&h) - w.hw.read_index(&h) <= SLOTS);
         }
         assert!(w.sched.queue(QueueId(1)).unwrap().is_direct());
-        assert_eq!(submitted, 15, "7 written untracked, a barrier in the last slot, 8 in the shadow ring");
+        assert_eq!(
+            submitted, 15,
+            "7 written untracked, a barrier in the last slot, 8 in the shadow ring"
+        );
         assert!(!w.sched.stalled(), "a completion will run the next pass");
         assert_eq!(w.hw.armed.borrow().len(), 1, "one handler, on the barrier");
         gpu_until_idle(&mut w, &[1]);
@@ -1535,7 +1729,11 @@ mod tests {
         assert_eq!(w.sched.priority(QueueId(2)), Some(prio(0).with_stream(StreamPriority::High)));
         w.submit(2, 2);
         w.submit(1, 3);
-        assert_eq!(w.sched.stats(QueueId(1), 0).unwrap().in_flight, 1, "held to W under the high stream");
+        assert_eq!(
+            w.sched.stats(QueueId(1), 0).unwrap().in_flight,
+            1,
+            "held to W under the high stream"
+        );
         let _ = FenceScope::None;
     }
 
@@ -1548,14 +1746,24 @@ mod tests {
         assert_eq!(p, prio(-7).with_stream(StreamPriority::High));
         assert_eq!(w.sched.priority(QueueId(1)), Some(p));
         let st = w.sched.stats(QueueId(1), 0).unwrap();
-        assert_eq!((st.priority, st.requested), (p.rank(), prio(0).with_stream(StreamPriority::High).rank()));
+        assert_eq!(
+            (st.priority, st.requested),
+            (p.rank(), prio(0).with_stream(StreamPriority::High).rank())
+        );
         assert!(st.has_flag(xhsa_model::stats::FLAG_OVERRIDDEN));
         // The application changes its stream priority meanwhile: the operator's level stays.
         w.sched.set_priority(QueueId(1), prio(0).with_stream(StreamPriority::Low));
         assert_eq!(w.sched.priority(QueueId(1)), Some(prio(-7).with_stream(StreamPriority::Low)));
         // Cleared: back to what was asked.
-        assert_eq!(w.sched.set_override(QueueId(1), None), Some(prio(0).with_stream(StreamPriority::Low)));
-        assert!(!w.sched.stats(QueueId(1), 0).unwrap().has_flag(xhsa_model::stats::FLAG_OVERRIDDEN));
+        assert_eq!(
+            w.sched.set_override(QueueId(1), None),
+            Some(prio(0).with_stream(StreamPriority::Low))
+        );
+        assert!(!w
+            .sched
+            .stats(QueueId(1), 0)
+            .unwrap()
+            .has_flag(xhsa_model::stats::FLAG_OVERRIDDEN));
         assert_eq!(w.sched.set_override(QueueId(9), None), None, "unknown queue");
     }
 
@@ -1571,8 +1779,15 @@ mod tests {
         let st = w.sched.stats(QueueId(1), 0).unwrap();
         assert_eq!((st.pending, st.in_flight), (3, 0), "nothing of a paused queue is forwarded");
         assert_eq!(st.state(), QueueState::Held);
-        assert!(st.has_flag(xhsa_model::stats::FLAG_PAUSED) && !st.has_work(), "its work holds nobody back");
-        assert_eq!(w.sched.stats(QueueId(2), 0).unwrap().in_flight, 3, "the lower queue runs unthrottled");
+        assert!(
+            st.has_flag(xhsa_model::stats::FLAG_PAUSED) && !st.has_work(),
+            "its work holds nobody back"
+        );
+        assert_eq!(
+            w.sched.stats(QueueId(2), 0).unwrap().in_flight,
+            3,
+            "the lower queue runs unthrottled"
+        );
         w.sched.set_paused(QueueId(1), false, 0);
         w.sched.pass(&w.mem, &w.hw, 0);
         assert_eq!(w.sched.stats(QueueId(1), 0).unwrap().pending, 0);
@@ -1590,7 +1805,11 @@ mod tests {
         w.gpu(1, 10);
         w.gpu(2, 10);
         let st = w.sched.stats(QueueId(1), 0).unwrap();
-        assert_eq!(st.latency.iter().sum::<u32>() as u64, st.completed, "one sample per completed packet");
+        assert_eq!(
+            st.latency.iter().sum::<u32>() as u64,
+            st.completed,
+            "one sample per completed packet"
+        );
         assert!(st.completed > 0);
         assert_eq!(st.state(), QueueState::Running);
         w.sched.degrade(QueueId(1), Vec::new(), "test", &w.mem, &w.hw);

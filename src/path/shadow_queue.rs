@@ -28,10 +28,10 @@
 
 use crate::path::aql_ring::AqlRing;
 use crate::path::packet::Packet;
-use xhsa_model::ids::QueueId;
 use crate::path::window::Seq;
-use xhsa_model::priority::StreamPriority;
 use std::collections::VecDeque;
+use xhsa_model::ids::QueueId;
+use xhsa_model::priority::StreamPriority;
 
 /// Initial value of a tracking signal (far from 0, so no count of barriers reaches it).
 pub const TRACKING_START: i64 = 1 << 40;
@@ -215,7 +215,11 @@ mod tests {
     #[test]
     fn modes() {
         let ring = AqlRing { base: 0x1000, slots: 4, amd_queue: 0x100 };
-        let hw = HwQueue { queue: 0x200, ring: AqlRing { base: 0x2000, slots: 4, amd_queue: 0x200 }, doorbell: 9 };
+        let hw = HwQueue {
+            queue: 0x200,
+            ring: AqlRing { base: 0x2000, slots: 4, amd_queue: 0x200 },
+            doorbell: 9,
+        };
         let mut q = ShadowQueue::new(QueueId(1), ring, hw, 5);
         assert!(q.takes_doorbells() && !q.is_direct());
         q.mode = Mode::Direct;

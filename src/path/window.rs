@@ -28,8 +28,8 @@
 //! nothing here reads a clock.
 #![forbid(unsafe_code)]
 
-use xhsa_model::priority::Priority;
 use std::fmt;
+use xhsa_model::priority::Priority;
 use xhsa_model::window_size::WindowSize;
 
 /// Nanoseconds on a monotonic clock chosen by the caller.
@@ -153,7 +153,10 @@ impl QueueWindow {
     /// The oldest `n` packets in flight completed.
     pub fn complete(&mut self, n: u64) -> Result<(), CompletionError> {
         if n > self.in_flight() {
-            return Err(CompletionError::MoreThanInFlight { reported: n, in_flight: self.in_flight() });
+            return Err(CompletionError::MoreThanInFlight {
+                reported: n,
+                in_flight: self.in_flight(),
+            });
         }
         self.completed += n;
         Ok(())
@@ -223,7 +226,11 @@ mod tests {
     fn only_higher_work_throttles() {
         let w = WindowSize::new(3).unwrap();
         assert_eq!(limit(w, p(0), None), Limit::Unlimited);
-        assert_eq!(limit(w, p(0), Some(p(0))), Limit::Unlimited, "equal priority does not throttle");
+        assert_eq!(
+            limit(w, p(0), Some(p(0))),
+            Limit::Unlimited,
+            "equal priority does not throttle"
+        );
         assert_eq!(limit(w, p(0), Some(p(-5))), Limit::Unlimited);
         assert_eq!(limit(w, p(0), Some(p(1))), Limit::AtMost(3));
         // A higher stream priority at the same level is higher work too.
@@ -248,15 +255,23 @@ mod tests {
         q.complete(1).unwrap();
         assert_eq!(q.in_flight(), 2);
         assert!(q.may_forward(Limit::AtMost(3), u32::MAX));
-        assert_eq!(q.complete(3), Err(CompletionError::MoreThanInFlight { reported: 3, in_flight: 2 }));
+        assert_eq!(
+            q.complete(3),
+            Err(CompletionError::MoreThanInFlight { reported: 3, in_flight: 2 })
+        );
         assert_eq!(q.in_flight(), 2, "a bad report changes nothing");
         assert_eq!(q.complete_through(1), Ok(1));
         assert_eq!(q.complete_through(1), Ok(0), "idempotent");
         assert_eq!(q.complete_through(0), Ok(0), "older reports are no-ops");
-        assert_eq!(q.complete_through(3), Err(CompletionError::NotForwarded { seq: 3, forwarded: 3 }));
+        assert_eq!(
+            q.complete_through(3),
+            Err(CompletionError::NotForwarded { seq: 3, forwarded: 3 })
+        );
         assert_eq!(q.complete_through(2), Ok(1));
         assert_eq!((q.forwarded(), q.completed(), q.in_flight()), (3, 3, 0));
-        assert!(CompletionError::NotForwarded { seq: 3, forwarded: 3 }.to_string().contains("0..3"));
+        assert!(CompletionError::NotForwarded { seq: 3, forwarded: 3 }
+            .to_string()
+            .contains("0..3"));
     }
 
     #[test]

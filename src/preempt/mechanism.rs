@@ -173,7 +173,15 @@ fn idx(h: How) -> usize {
 impl Mechanisms {
     /// Mechanisms over `port` in `mode` (`Off` never takes anything off).
     pub fn new(port: Box<dyn KfdPort>, mode: PreemptMode) -> Mechanisms {
-        Mechanisms { port, mode, debug: None, off: Default::default(), back: Default::default(), broken: None, deactivate_refused: false }
+        Mechanisms {
+            port,
+            mode,
+            debug: None,
+            off: Default::default(),
+            back: Default::default(),
+            broken: None,
+            deactivate_refused: false,
+        }
     }
 
     /// Why preemption stopped, if it did.
@@ -194,7 +202,12 @@ impl Mechanisms {
 
     /// The measured costs: (mechanism, taking off, putting back, samples).
     pub fn costs(&self) -> Vec<(How, Option<u64>, Option<u64>, u32)> {
-        [How::Deactivate, How::Suspend].iter().map(|&h| (h, self.off[idx(h)].get(), self.back[idx(h)].get(), self.off[idx(h)].samples())).collect()
+        [How::Deactivate, How::Suspend]
+            .iter()
+            .map(|&h| {
+                (h, self.off[idx(h)].get(), self.back[idx(h)].get(), self.off[idx(h)].samples())
+            })
+            .collect()
     }
 
     fn suspend_possible(&self) -> bool {
@@ -230,7 +243,11 @@ impl Mechanisms {
             PreemptMode::Off => None,
             PreemptMode::Queue => Some(How::Deactivate),
             PreemptMode::Suspend => self.suspend_possible().then_some(How::Suspend),
-            PreemptMode::Auto => Some(if self.deactivate_refused && self.suspend_possible() { How::Suspend } else { How::Deactivate }),
+            PreemptMode::Auto => Some(if self.deactivate_refused && self.suspend_possible() {
+                How::Suspend
+            } else {
+                How::Deactivate
+            }),
         }
     }
 
@@ -263,7 +280,11 @@ impl Mechanisms {
                             self.off[idx(how)].record(ns);
                             out.queues.push((t.queue, how));
                         }
-                        Err(e) if self.mode == PreemptMode::Auto && out.queues.is_empty() && !self.deactivate_refused => {
+                        Err(e)
+                            if self.mode == PreemptMode::Auto
+                                && out.queues.is_empty()
+                                && !self.deactivate_refused =>
+                        {
                             tracing::info!("xhsa: KFD refused to deactivate a queue ({}); trying debug-trap suspend", e.0);
                             self.deactivate_refused = true;
                             return self.take_off(targets);
@@ -311,7 +332,10 @@ impl Mechanisms {
                     }
                     if refused.is_empty() || attempt == 1 {
                         for t in &refused {
-                            tracing::debug!("xhsa: KFD did not suspend queue {} (new or being destroyed)", t.kfd_id);
+                            tracing::debug!(
+                                "xhsa: KFD did not suspend queue {} (new or being destroyed)",
+                                t.kfd_id
+                            );
                         }
                         break;
                     }
@@ -334,7 +358,9 @@ impl Mechanisms {
     /// Deactivates `t` again, which is off by deactivation but which the runtime's own
     /// `UPDATE_QUEUE` (a priority change libxhsa could not intercept) put back on.
     pub fn keep_off(&mut self, t: &Target) -> Result<(), String> {
-        self.port.update_queue(t, 0).map_err(|e| self.fail(How::Deactivate, "keeping a queue off", e))
+        self.port
+            .update_queue(t, 0)
+            .map_err(|e| self.fail(How::Deactivate, "keeping a queue off", e))
     }
 
     /// Puts `targets` back the way each was taken off. Returns the duration of the calls, or
@@ -342,7 +368,8 @@ impl Mechanisms {
     pub fn put_back(&mut self, targets: &[(Target, How)]) -> Result<u64, String> {
         let mut ns_total = 0;
         let mut first_error = None;
-        let suspended: Vec<&Target> = targets.iter().filter(|(_, h)| *h == How::Suspend).map(|(t, _)| t).collect();
+        let suspended: Vec<&Target> =
+            targets.iter().filter(|(_, h)| *h == How::Suspend).map(|(t, _)| t).collect();
         if !suspended.is_empty() {
             let mut ids: Vec<u32> = suspended.iter().map(|t| t.kfd_id).collect();
             let start = self.port.now();
@@ -376,7 +403,11 @@ impl Mechanisms {
 
 impl std::fmt::Debug for Mechanisms {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Mechanisms").field("mode", &self.mode).field("debug", &self.debug).field("broken", &self.broken).finish()
+        f.debug_struct("Mechanisms")
+            .field("mode", &self.mode)
+            .field("debug", &self.debug)
+            .field("broken", &self.broken)
+            .finish()
     }
 }
 
@@ -472,7 +503,14 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     fn t(q: u64, id: u32) -> Target {
-        Target { queue: QueueId(q), kfd_id: id, ring_base: 0x1000 * q, ring_bytes: 4096, priority: 7, percentage: 100 }
+        Target {
+            queue: QueueId(q),
+            kfd_id: id,
+            ring_base: 0x1000 * q,
+            ring_bytes: 4096,
+            priority: 7,
+            percentage: 100,
+        }
     }
 
     #[test]
@@ -496,7 +534,19 @@ mod tests {
         let off = m.take_off(&[t(2, 4)]).unwrap();
         assert!(off.queues.is_empty());
         m.put_back(&[(t(1, 3), How::Suspend)]).unwrap();
-        assert_eq!(*k.log.lock().unwrap(), vec!["enable", "suspend [3, 4]", "clear_new", "suspend [4]", "suspend [4]", "clear_new", "suspend [4]", "resume [3]"]);
+        assert_eq!(
+            *k.log.lock().unwrap(),
+            vec![
+                "enable",
+                "suspend [3, 4]",
+                "clear_new",
+                "suspend [4]",
+                "suspend [4]",
+                "clear_new",
+                "suspend [4]",
+                "resume [3]"
+            ]
+        );
     }
 
     #[test]
@@ -505,12 +555,19 @@ mod tests {
         let mut m = Mechanisms::new(Box::new(k.clone()), PreemptMode::Suspend);
         let off = m.take_off(&[t(1, 3), t(2, 4)]).unwrap();
         assert_eq!(off.queues, vec![(QueueId(1), How::Suspend), (QueueId(2), How::Suspend)]);
-        assert_eq!(*k.log.lock().unwrap(), vec!["enable", "suspend [3, 4]", "clear_new", "suspend [4]"]);
+        assert_eq!(
+            *k.log.lock().unwrap(),
+            vec!["enable", "suspend [3, 4]", "clear_new", "suspend [4]"]
+        );
         let k = FakeKfd { error: vec![3], ..Default::default() };
         let mut m = Mechanisms::new(Box::new(k), PreemptMode::Suspend);
         let (why, taken) = m.take_off(&[t(1, 3)]).unwrap_err();
         assert!(why.contains("failed preemption"), "{why}");
-        assert_eq!(taken.queues, vec![(QueueId(1), How::Suspend)], "KFD counts it suspended: it must be resumed");
+        assert_eq!(
+            taken.queues,
+            vec![(QueueId(1), How::Suspend)],
+            "KFD counts it suspended: it must be resumed"
+        );
         assert!(!m.usable());
     }
 

@@ -22,10 +22,10 @@
 #![forbid(unsafe_code)]
 
 use super::settings::PreemptSettings;
-use xhsa_model::ids::QueueId;
 use crate::path::window::Nanos;
-use xhsa_model::priority::Priority;
 use std::collections::BTreeMap;
+use xhsa_model::ids::QueueId;
+use xhsa_model::priority::Priority;
 
 /// One queue of this process as the board shows it.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -88,7 +88,11 @@ impl Policy {
 
     /// The queues off the GPU.
     pub fn off(&self) -> Vec<QueueId> {
-        self.states.iter().filter(|(_, s)| matches!(s, State::Off { .. })).map(|(q, _)| *q).collect()
+        self.states
+            .iter()
+            .filter(|(_, s)| matches!(s, State::Off { .. }))
+            .map(|(q, _)| *q)
+            .collect()
     }
 
     /// `queues` were taken off at `now`.
@@ -114,12 +118,22 @@ impl Policy {
     /// Decides; `others` are the priorities of the other processes' queues that have work,
     /// `cost` the expected cost of taking a queue off, `budget_ok` whether the budget allows a
     /// preemption of that cost now (and `budget_at` when it will).
-    pub fn decide(&mut self, now: Nanos, mine: &[Mine], others: &[Priority], cost: Option<Nanos>, budget_ok: bool, budget_at: Nanos) -> Decision {
+    pub fn decide(
+        &mut self,
+        now: Nanos,
+        mine: &[Mine],
+        others: &[Priority],
+        cost: Option<Nanos>,
+        budget_ok: bool,
+        budget_at: Nanos,
+    ) -> Decision {
         let mut d = Decision::default();
         let higher_work = |q: &Mine| {
-            others.iter().any(|p| *p > q.priority) || mine.iter().any(|m| m.id != q.id && m.has_work() && m.priority > q.priority)
+            others.iter().any(|p| *p > q.priority)
+                || mine.iter().any(|m| m.id != q.id && m.has_work() && m.priority > q.priority)
         };
-        let wake = |d: &mut Decision, at: Nanos| d.wake_at = Some(d.wake_at.map_or(at, |w| w.min(at)));
+        let wake =
+            |d: &mut Decision, at: Nanos| d.wake_at = Some(d.wake_at.map_or(at, |w| w.min(at)));
         for q in mine {
             match self.state(q.id) {
                 State::Off { since } => {
@@ -182,7 +196,15 @@ mod tests {
     }
 
     fn q(id: u64, level: i64, in_flight: u32, packet_ns: u64) -> Mine {
-        Mine { id: QueueId(id), priority: p(level), pending: 0, in_flight, packet_ns, preemptable: true, paused: false }
+        Mine {
+            id: QueueId(id),
+            priority: p(level),
+            pending: 0,
+            in_flight,
+            packet_ns,
+            preemptable: true,
+            paused: false,
+        }
     }
 
     #[test]
@@ -191,7 +213,11 @@ mod tests {
         let paused = Mine { paused: true, ..q(1, 9, 2, 10) };
         // No higher work, the budget says no, a cost above its delay: off anyway.
         let d = pol.decide(0, &[paused, q(2, 0, 3, 1_000)], &[], Some(1 << 40), false, 5 * MS);
-        assert_eq!(d.take_off, vec![QueueId(1)], "the paused queue only: its work is nobody's higher work");
+        assert_eq!(
+            d.take_off,
+            vec![QueueId(1)],
+            "the paused queue only: its work is nobody's higher work"
+        );
         pol.taken_off(&[QueueId(1)], 0);
         // Far past the starvation bound, nothing else on the GPU: it stays off.
         let d = pol.decide(3_600_000 * MS, &[paused], &[], None, true, 0);
@@ -235,7 +261,10 @@ mod tests {
         let low = q(1, 0, 3, MS);
         let mut high = q(2, 0, 0, 0);
         high.pending = 4;
-        assert!(pol.decide(0, &[low, high], &[p(0)], None, true, 0).take_off.is_empty(), "equal priorities never preempt");
+        assert!(
+            pol.decide(0, &[low, high], &[p(0)], None, true, 0).take_off.is_empty(),
+            "equal priorities never preempt"
+        );
         high.priority = p(1);
         let d = pol.decide(0, &[low, high], &[], None, true, 0);
         assert_eq!(d.take_off, vec![QueueId(1)], "the high queue is not taken off for itself");
@@ -245,10 +274,19 @@ mod tests {
     fn short_work_is_not_worth_a_preemption() {
         let mut pol = policy();
         // 2 packets of 100 us in flight: 200 us of delay < 450 us of cost.
-        assert!(pol.decide(0, &[q(1, -1, 2, 100_000)], &[p(3)], Some(450_000), true, 0).take_off.is_empty());
+        assert!(pol
+            .decide(0, &[q(1, -1, 2, 100_000)], &[p(3)], Some(450_000), true, 0)
+            .take_off
+            .is_empty());
         // Unknown packet time or unknown cost: worth trying.
-        assert_eq!(pol.decide(0, &[q(1, -1, 2, 0)], &[p(3)], Some(450_000), true, 0).take_off.len(), 1);
-        assert_eq!(pol.decide(0, &[q(1, -1, 2, 100_000)], &[p(3)], None, true, 0).take_off.len(), 1);
+        assert_eq!(
+            pol.decide(0, &[q(1, -1, 2, 0)], &[p(3)], Some(450_000), true, 0).take_off.len(),
+            1
+        );
+        assert_eq!(
+            pol.decide(0, &[q(1, -1, 2, 100_000)], &[p(3)], None, true, 0).take_off.len(),
+            1
+        );
         // Nothing in flight, or not known to KFD: nothing to take off.
         assert!(pol.decide(0, &[q(1, -1, 0, MS)], &[p(3)], None, true, 0).take_off.is_empty());
         let mut unknown = q(1, -1, 4, MS);
@@ -268,7 +306,10 @@ mod tests {
         let d = pol.decide(105 * MS, &[low], &[p(5)], None, true, 105 * MS);
         assert!(d.take_off.is_empty());
         assert_eq!(d.wake_at, Some(110 * MS));
-        assert_eq!(pol.decide(110 * MS, &[low], &[p(5)], None, true, 110 * MS).take_off, vec![QueueId(1)]);
+        assert_eq!(
+            pol.decide(110 * MS, &[low], &[p(5)], None, true, 110 * MS).take_off,
+            vec![QueueId(1)]
+        );
     }
 
     #[test]

@@ -13,9 +13,9 @@
 #![forbid(unsafe_code)]
 
 use crate::path::window::Nanos;
-use xhsa_model::settings::config::SettingError;
 use std::ffi::OsString;
 use std::fmt;
+use xhsa_model::settings::config::SettingError;
 
 /// `XHSA_PREEMPT`.
 pub const ENV_PREEMPT: &str = "XHSA_PREEMPT";
@@ -64,7 +64,12 @@ pub struct PreemptSettings {
 
 impl Default for PreemptSettings {
     fn default() -> PreemptSettings {
-        PreemptSettings { mode: PreemptMode::Auto, max_preempted_ns: 100_000_000, min_run_ns: 10_000_000, budget_pct: 10 }
+        PreemptSettings {
+            mode: PreemptMode::Auto,
+            max_preempted_ns: 100_000_000,
+            min_run_ns: 10_000_000,
+            budget_pct: 10,
+        }
     }
 }
 
@@ -73,11 +78,15 @@ const MS: Nanos = 1_000_000;
 impl PreemptSettings {
     /// Reads the variables through `lookup`; every malformed one is an error and its default is
     /// used.
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<OsString>) -> (PreemptSettings, Vec<SettingError>) {
+    pub fn from_lookup(
+        lookup: impl Fn(&str) -> Option<OsString>,
+    ) -> (PreemptSettings, Vec<SettingError>) {
         let d = PreemptSettings::default();
         let mut s = d;
         let mut errors = Vec::new();
-        let text = |name: &str| lookup(name).map(|v| v.to_string_lossy().trim().to_string()).filter(|v| !v.is_empty());
+        let text = |name: &str| {
+            lookup(name).map(|v| v.to_string_lossy().trim().to_string()).filter(|v| !v.is_empty())
+        };
         let mut bad = |name: &str, value: &str, accepted: &str, default: String| {
             errors.push(SettingError {
                 setting: name.to_string(),
@@ -101,7 +110,12 @@ impl PreemptSettings {
                 Some(v) => match v.parse::<u64>() {
                     Ok(n) if (lo..=hi).contains(&n) => n * MS,
                     _ => {
-                        bad(name, &v, &format!("an integer number of milliseconds in {lo}..={hi}"), format!("{} ms", default / MS));
+                        bad(
+                            name,
+                            &v,
+                            &format!("an integer number of milliseconds in {lo}..={hi}"),
+                            format!("{} ms", default / MS),
+                        );
                         default
                     }
                 },
@@ -112,7 +126,12 @@ impl PreemptSettings {
         if let Some(v) = text(ENV_BUDGET) {
             match v.trim_end_matches('%').parse::<u32>() {
                 Ok(n) if (1..=100).contains(&n) => s.budget_pct = n,
-                _ => bad(ENV_BUDGET, &v, "an integer percentage in 1..=100", format!("{}", d.budget_pct)),
+                _ => bad(
+                    ENV_BUDGET,
+                    &v,
+                    "an integer percentage in 1..=100",
+                    format!("{}", d.budget_pct),
+                ),
             }
         }
         (s, errors)
@@ -143,20 +162,53 @@ mod tests {
             (ENV_BUDGET, "25%"),
         ]));
         assert!(e.is_empty(), "{e:?}");
-        assert_eq!(s, PreemptSettings { mode: PreemptMode::Suspend, max_preempted_ns: 250 * MS, min_run_ns: 0, budget_pct: 25 });
-        assert_eq!(PreemptSettings::from_lookup(env(&[(ENV_PREEMPT, "off")])).0.mode, PreemptMode::Off);
-        assert_eq!(PreemptSettings::from_lookup(env(&[(ENV_PREEMPT, "queue")])).0.mode, PreemptMode::Queue);
+        assert_eq!(
+            s,
+            PreemptSettings {
+                mode: PreemptMode::Suspend,
+                max_preempted_ns: 250 * MS,
+                min_run_ns: 0,
+                budget_pct: 25
+            }
+        );
+        assert_eq!(
+            PreemptSettings::from_lookup(env(&[(ENV_PREEMPT, "off")])).0.mode,
+            PreemptMode::Off
+        );
+        assert_eq!(
+            PreemptSettings::from_lookup(env(&[(ENV_PREEMPT, "queue")])).0.mode,
+            PreemptMode::Queue
+        );
     }
 
     #[test]
     fn malformed_values_name_the_variable_and_the_accepted_forms() {
-        let (s, e) = PreemptSettings::from_lookup(env(&[(ENV_PREEMPT, "always"), (ENV_MAX_MS, "0"), (ENV_BUDGET, "200"), (ENV_MIN_RUN_MS, "x")]));
+        let (s, e) = PreemptSettings::from_lookup(env(&[
+            (ENV_PREEMPT, "always"),
+            (ENV_MAX_MS, "0"),
+            (ENV_BUDGET, "200"),
+            (ENV_MIN_RUN_MS, "x"),
+        ]));
         assert_eq!(s, PreemptSettings::default());
         assert_eq!(e.len(), 4);
         let text: Vec<String> = e.iter().map(|e| e.to_string()).collect();
-        assert!(text[0].contains("XHSA_PREEMPT=\"always\"") && text[0].contains("off, queue, suspend, auto"), "{}", text[0]);
-        assert!(text.iter().any(|t| t.contains("XHSA_PREEMPT_MAX_MS") && t.contains("1..=60000")), "{text:?}");
-        assert!(text.iter().any(|t| t.contains("XHSA_PREEMPT_BUDGET") && t.contains("1..=100")), "{text:?}");
-        assert!(text.iter().any(|t| t.contains("XHSA_PREEMPT_MIN_RUN_MS") && t.contains("0..=60000")), "{text:?}");
+        assert!(
+            text[0].contains("XHSA_PREEMPT=\"always\"")
+                && text[0].contains("off, queue, suspend, auto"),
+            "{}",
+            text[0]
+        );
+        assert!(
+            text.iter().any(|t| t.contains("XHSA_PREEMPT_MAX_MS") && t.contains("1..=60000")),
+            "{text:?}"
+        );
+        assert!(
+            text.iter().any(|t| t.contains("XHSA_PREEMPT_BUDGET") && t.contains("1..=100")),
+            "{text:?}"
+        );
+        assert!(
+            text.iter().any(|t| t.contains("XHSA_PREEMPT_MIN_RUN_MS") && t.contains("0..=60000")),
+            "{text:?}"
+        );
     }
 }

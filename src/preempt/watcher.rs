@@ -19,15 +19,15 @@ use super::budget::Budget;
 use super::mechanism::{How, KfdPort, Mechanisms, Target};
 use super::policy::{Mine, Policy};
 use super::settings::PreemptSettings;
-use xhsa_board::layout::Control;
-use xhsa_model::ids::QueueId;
-use xhsa_model::stats::BEAT_NS;
 use crate::path::window::Nanos;
-use xhsa_model::priority::Priority;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
+use xhsa_board::layout::Control;
+use xhsa_model::ids::QueueId;
+use xhsa_model::priority::Priority;
+use xhsa_model::stats::BEAT_NS;
 
 /// How often the watcher clears dead processes' board slots (and re-evaluates) when nothing
 /// wakes it.
@@ -186,7 +186,11 @@ pub struct PreemptSummary {
 
 impl Preemption {
     /// Preemption of this process's queues through `port`.
-    pub fn new(settings: PreemptSettings, port: Box<dyn KfdPort>, clock: Box<dyn Fn() -> Nanos + Send + Sync>) -> Preemption {
+    pub fn new(
+        settings: PreemptSettings,
+        port: Box<dyn KfdPort>,
+        clock: Box<dyn Fn() -> Nanos + Send + Sync>,
+    ) -> Preemption {
         let inner = Inner {
             policy: Policy::new(settings),
             mech: Mechanisms::new(port, settings.mode),
@@ -206,7 +210,14 @@ impl Preemption {
             last_beat: None,
             off_ns: 0,
         };
-        Preemption { settings, control: std::sync::OnceLock::new(), track_untracked: std::sync::OnceLock::new(), inner: Mutex::new(inner), said_broken: AtomicBool::new(false), clock }
+        Preemption {
+            settings,
+            control: std::sync::OnceLock::new(),
+            track_untracked: std::sync::OnceLock::new(),
+            inner: Mutex::new(inner),
+            said_broken: AtomicBool::new(false),
+            clock,
+        }
     }
 
     /// Whether queues may be taken off at all (preemption on and KFD reachable).
@@ -235,7 +246,12 @@ impl Preemption {
                 Some(sink) => sink(q, c),
                 None => (xhsa_board::layout::ACK_UNKNOWN_OP, 0),
             };
-            tracing::info!("xhsa: queue {q}: controller request op {} level {} from uid {}: status {status}", c.op, c.level, c.uid);
+            tracing::info!(
+                "xhsa: queue {q}: controller request op {} level {} from uid {}: status {status}",
+                c.op,
+                c.level,
+                c.uid
+            );
             watch.answer(q, c.seq, status, detail);
         }
     }
@@ -273,12 +289,16 @@ impl Preemption {
             u.priority = priority;
             return;
         }
-        let Some((q, t)) = g.known.iter_mut().find(|(_, t)| t.ring_base == ring_base) else { return };
+        let Some((q, t)) = g.known.iter_mut().find(|(_, t)| t.ring_base == ring_base) else {
+            return;
+        };
         t.priority = priority;
         let (q, t) = (*q, *t);
         if g.off.get(&q) == Some(&How::Deactivate) {
             if let Err(e) = g.mech.keep_off(&t) {
-                tracing::error!("xhsa: queue {q} could not be kept off after a priority change ({e})");
+                tracing::error!(
+                    "xhsa: queue {q} could not be kept off after a priority change ({e})"
+                );
             }
         }
     }
@@ -290,7 +310,13 @@ impl Preemption {
     /// under the preemption's lock, so a put-back never runs between the decision and the call
     /// (which would leave the queue off for good). `None` (nothing sent) for a queue this
     /// process's preemption does not know.
-    pub fn runtime_update<R>(&self, kfd_id: u32, priority: u32, percentage: u32, send: impl FnOnce(u32) -> R) -> Option<R> {
+    pub fn runtime_update<R>(
+        &self,
+        kfd_id: u32,
+        priority: u32,
+        percentage: u32,
+        send: impl FnOnce(u32) -> R,
+    ) -> Option<R> {
         let mut g = self.lock();
         if g.retired {
             return None;
@@ -320,7 +346,9 @@ impl Preemption {
                             tracing::error!("xhsa: {e}");
                         }
                     } else {
-                        tracing::error!("xhsa: queue {q} could not be put back before its destroy: {e}");
+                        tracing::error!(
+                            "xhsa: queue {q} could not be put back before its destroy: {e}"
+                        );
                     }
                 }
             }
@@ -335,7 +363,8 @@ impl Preemption {
     /// back.
     fn trap_off(g: &mut Inner, now: Nanos) -> Result<(), String> {
         g.mech.disable_debug_trap()?;
-        let resumed: Vec<QueueId> = g.off.iter().filter(|(_, h)| **h == How::Suspend).map(|(q, _)| *q).collect();
+        let resumed: Vec<QueueId> =
+            g.off.iter().filter(|(_, h)| **h == How::Suspend).map(|(q, _)| *q).collect();
         g.came_back(&resumed, &[], now, now);
         g.trap_idle_since = None;
         Ok(())
@@ -367,7 +396,11 @@ impl Preemption {
                     let _ = Self::all_back(&mut p.into_inner(), (self.clock)());
                     return true;
                 }
-                Err(std::sync::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(1)),
+                Err(std::sync::TryLockError::WouldBlock)
+                    if std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(1))
+                }
                 Err(std::sync::TryLockError::WouldBlock) => return false,
             }
         }
@@ -390,7 +423,8 @@ impl Preemption {
         if g.retired {
             return errors;
         }
-        let targets: Vec<(Target, How)> = g.off.iter().filter_map(|(q, h)| g.known.get(q).map(|t| (*t, *h))).collect();
+        let targets: Vec<(Target, How)> =
+            g.off.iter().filter_map(|(q, h)| g.known.get(q).map(|t| (*t, *h))).collect();
         if !targets.is_empty() {
             match g.mech.put_back(&targets) {
                 Ok(_) => {
@@ -434,8 +468,16 @@ impl Preemption {
         let g = self.lock();
         let mut lat: Vec<u64> = g.wake_to_call.iter().copied().collect();
         lat.sort_unstable();
-        let wake_to_call = (!lat.is_empty()).then(|| (lat[lat.len() / 2], lat[(lat.len() * 99 / 100).min(lat.len() - 1)], lat.len()));
-        PreemptSummary { preemptions: g.preemptions, restores: g.restores, off_now: g.off.len() as u64, off_ns: g.off_ns, wake_to_call }
+        let wake_to_call = (!lat.is_empty()).then(|| {
+            (lat[lat.len() / 2], lat[(lat.len() * 99 / 100).min(lat.len() - 1)], lat.len())
+        });
+        PreemptSummary {
+            preemptions: g.preemptions,
+            restores: g.restores,
+            off_now: g.off.len() as u64,
+            off_ns: g.off_ns,
+            wake_to_call,
+        }
     }
 
     /// The mechanisms' measured costs, for the log.
@@ -445,7 +487,14 @@ impl Preemption {
             .costs()
             .iter()
             .filter(|(_, off, _, n)| off.is_some() && *n > 0)
-            .map(|(h, off, back, n)| format!("{}: off {} us, back {} us ({n} times)", h.name(), off.unwrap_or(0) / 1000, back.unwrap_or(0) / 1000))
+            .map(|(h, off, back, n)| {
+                format!(
+                    "{}: off {} us, back {} us ({n} times)",
+                    h.name(),
+                    off.unwrap_or(0) / 1000,
+                    back.unwrap_or(0) / 1000
+                )
+            })
             .collect::<Vec<_>>()
             .join("; ")
     }
@@ -465,7 +514,8 @@ impl Preemption {
             return now + HOUSEKEEPING_NS;
         }
         // The debug trap goes off after a while with nothing suspended.
-        let trap_idle_at = if g.mech.debug_trap_on() && !g.off.values().any(|h| *h == How::Suspend) {
+        let trap_idle_at = if g.mech.debug_trap_on() && !g.off.values().any(|h| *h == How::Suspend)
+        {
             let since = *g.trap_idle_since.get_or_insert(now);
             if now.saturating_sub(since) >= DEBUG_TRAP_IDLE_NS {
                 if let Err(e) = Self::trap_off(&mut g, now) {
@@ -501,12 +551,14 @@ impl Preemption {
         }
         let resolvable = !g.snapshot_failed && g.mech.usable();
         for m in &mut mine {
-            m.preemptable = g.known.contains_key(&m.id) || (resolvable && g.unresolved.contains_key(&m.id));
+            m.preemptable =
+                g.known.contains_key(&m.id) || (resolvable && g.unresolved.contains_key(&m.id));
         }
         // Own changes concern this watcher when this process has queues of several priorities
         // (one can preempt another), queues off the GPU, or queues below some other process's
         // work (one of them starting to have packets in flight is then a reason to act).
-        let distinct: std::collections::BTreeSet<Priority> = mine.iter().map(|m| m.priority).collect();
+        let distinct: std::collections::BTreeSet<Priority> =
+            mine.iter().map(|m| m.priority).collect();
         let lowest = distinct.iter().next().copied();
         let below_others = lowest.is_some_and(|l| others.iter().any(|p| *p > l));
         watch.set_interest(distinct.len() > 1 || !g.off.is_empty() || below_others);
@@ -518,7 +570,10 @@ impl Preemption {
         if !g.mech.usable() {
             d.take_off.clear();
         }
-        if !d.take_off.is_empty() || !d.put_back.is_empty() || tracing::enabled!(tracing::Level::TRACE) {
+        if !d.take_off.is_empty()
+            || !d.put_back.is_empty()
+            || tracing::enabled!(tracing::Level::TRACE)
+        {
             tracing::debug!(
                 "xhsa: preemption step: mine {:?}, others with work {:?}, cost {cost:?}, budget {budget_ok}: take off {:?}, put back {:?}",
                 mine.iter().map(|m| (m.id.0, m.priority.rank(), m.pending, m.in_flight, m.packet_ns / 1000, m.preemptable)).collect::<Vec<_>>(),
@@ -535,7 +590,8 @@ impl Preemption {
         }
         back.retain(|q| g.off.contains_key(q));
         if !back.is_empty() {
-            let targets: Vec<(Target, How)> = back.iter().filter_map(|q| Some((*g.known.get(q)?, *g.off.get(q)?))).collect();
+            let targets: Vec<(Target, How)> =
+                back.iter().filter_map(|q| Some((*g.known.get(q)?, *g.off.get(q)?))).collect();
             let start = (self.clock)();
             let r = g.mech.put_back(&targets);
             let end = (self.clock)();
@@ -563,7 +619,8 @@ impl Preemption {
             g.budget.record(start, end.saturating_sub(start));
         }
         if !d.take_off.is_empty() {
-            let targets: Vec<Target> = d.take_off.iter().filter_map(|q| g.known.get(q).copied()).collect();
+            let targets: Vec<Target> =
+                d.take_off.iter().filter_map(|q| g.known.get(q).copied()).collect();
             if let Some(age) = watch.wake_age_ns() {
                 if g.wake_to_call.len() == LATENCY_SAMPLES {
                     g.wake_to_call.pop_front();
@@ -581,7 +638,8 @@ impl Preemption {
                         tracing::error!("xhsa: preemption failed ({why}); this process goes on at level 1 (no preemption)");
                     }
                     // What was taken off before the failure goes back at once.
-                    let targets: Vec<(Target, How)> = t.queues.iter().filter_map(|(q, h)| Some((*g.known.get(q)?, *h))).collect();
+                    let targets: Vec<(Target, How)> =
+                        t.queues.iter().filter_map(|(q, h)| Some((*g.known.get(q)?, *h))).collect();
                     if !targets.is_empty() && g.mech.put_back(&targets).is_err() {
                         for (q, h) in &t.queues {
                             g.off.insert(*q, *h);
@@ -672,8 +730,8 @@ mod tests {
     use super::super::mechanism::fake::FakeKfd;
     use super::super::settings::PreemptMode;
     use super::*;
-    use xhsa_model::priority::Level;
     use std::sync::atomic::AtomicU64;
+    use xhsa_model::priority::Level;
 
     fn p(level: i64) -> Priority {
         Priority::at_level(Level::new(level).unwrap())
@@ -707,18 +765,37 @@ mod tests {
     }
 
     fn target(q: u64, id: u32) -> Target {
-        Target { queue: QueueId(q), kfd_id: id, ring_base: 0x10000 * q, ring_bytes: 65536, priority: 7, percentage: 100 }
+        Target {
+            queue: QueueId(q),
+            kfd_id: id,
+            ring_base: 0x10000 * q,
+            ring_bytes: 65536,
+            priority: 7,
+            percentage: 100,
+        }
     }
 
     fn low(in_flight: u32) -> Mine {
-        Mine { id: QueueId(1), priority: p(-1), pending: 0, in_flight, packet_ns: 2_000_000, preemptable: false, paused: false }
+        Mine {
+            id: QueueId(1),
+            priority: p(-1),
+            pending: 0,
+            in_flight,
+            packet_ns: 2_000_000,
+            preemptable: false,
+            paused: false,
+        }
     }
 
     fn setup(mode: PreemptMode, k: &FakeKfd) -> (Preemption, Arc<AtomicU64>) {
         let clock = Arc::new(AtomicU64::new(1_000));
         let c = clock.clone();
         let settings = PreemptSettings { mode, ..Default::default() };
-        let pre = Preemption::new(settings, Box::new(k.clone()), Box::new(move || c.load(Ordering::Relaxed)));
+        let pre = Preemption::new(
+            settings,
+            Box::new(k.clone()),
+            Box::new(move || c.load(Ordering::Relaxed)),
+        );
         pre.add(target(1, 3));
         (pre, clock)
     }
@@ -784,7 +861,11 @@ mod tests {
         *board.view.lock().unwrap() = (vec![low(2)], vec![p(3)]);
         pre.step(&board);
         assert_eq!(pre.runtime_update(3, 11, 50, |pct| pct), Some(0), "kept off");
-        assert_eq!(pre.runtime_update(99, 11, 50, |pct| pct), None, "a queue it does not know: not its call");
+        assert_eq!(
+            pre.runtime_update(99, 11, 50, |pct| pct),
+            None,
+            "a queue it does not know: not its call"
+        );
         *board.view.lock().unwrap() = (vec![low(2)], vec![]);
         pre.step(&board);
         assert_eq!(*k.log.lock().unwrap(), vec!["update 3 0", "update 3 50"]);
@@ -800,7 +881,11 @@ mod tests {
         pre.step(&board);
         assert!(pre.off().is_empty());
         pre.step(&board);
-        assert_eq!(k.log.lock().unwrap().iter().filter(|l| l.starts_with("suspend")).count(), 1, "no second try");
+        assert_eq!(
+            k.log.lock().unwrap().iter().filter(|l| l.starts_with("suspend")).count(),
+            1,
+            "no second try"
+        );
     }
 
     #[test]
@@ -828,7 +913,13 @@ mod tests {
     #[test]
     fn an_unresolved_queue_gets_its_kfd_id_from_the_snapshot_when_first_taken_off() {
         use super::super::mechanism::SnapshotQueue;
-        let snap = vec![SnapshotQueue { kfd_id: 9, ring_base: 0xa000, ring_bytes: 8192, gpu_id: 1, queue_type: 2 }];
+        let snap = vec![SnapshotQueue {
+            kfd_id: 9,
+            ring_base: 0xa000,
+            ring_bytes: 8192,
+            gpu_id: 1,
+            queue_type: 2,
+        }];
         let k = FakeKfd { snapshot: Some(snap), ..Default::default() };
         let settings = PreemptSettings { mode: PreemptMode::Queue, ..Default::default() };
         let pre = Preemption::new(settings, Box::new(k.clone()), Box::new(|| 1_000));
@@ -847,7 +938,10 @@ mod tests {
         *board.view.lock().unwrap() = (vec![low(2)], vec![]);
         pre.step(&board);
         assert!(pre.off().is_empty());
-        assert_eq!(*k.log.lock().unwrap(), vec!["snapshot", "update 9 0", "update 9 0", "update 9 100"]);
+        assert_eq!(
+            *k.log.lock().unwrap(),
+            vec!["snapshot", "update 9 0", "update 9 0", "update 9 100"]
+        );
     }
 
     #[test]
@@ -910,7 +1004,11 @@ mod tests {
         runtime.join().unwrap();
         watcher.join().unwrap();
         assert!(pre.off().is_empty());
-        assert_eq!(*k.log.lock().unwrap(), vec!["update 3 0", "runtime update 3 0", "update 3 60"], "kept off by the runtime, then put back with its percentage");
+        assert_eq!(
+            *k.log.lock().unwrap(),
+            vec!["update 3 0", "runtime update 3 0", "update 3 60"],
+            "kept off by the runtime, then put back with its percentage"
+        );
     }
 
     #[test]
@@ -945,7 +1043,10 @@ mod tests {
         assert!(r.is_err());
         pre.put_all_back();
         assert!(pre.off().is_empty(), "put back despite the poisoned lock");
-        assert_eq!(k.log.lock().unwrap().iter().rev().take(2).cloned().collect::<Vec<_>>(), vec!["disable", "resume [3]"]);
+        assert_eq!(
+            k.log.lock().unwrap().iter().rev().take(2).cloned().collect::<Vec<_>>(),
+            vec!["disable", "resume [3]"]
+        );
     }
 
     #[test]
@@ -961,7 +1062,10 @@ mod tests {
         assert!(!k.log.lock().unwrap().contains(&"disable".to_string()), "not at once");
         clock.fetch_add(DEBUG_TRAP_IDLE_NS / 2, Ordering::Relaxed);
         let wake = pre.step(&board);
-        assert!(wake <= clock.load(Ordering::Relaxed) + DEBUG_TRAP_IDLE_NS / 2, "the watcher wakes for it");
+        assert!(
+            wake <= clock.load(Ordering::Relaxed) + DEBUG_TRAP_IDLE_NS / 2,
+            "the watcher wakes for it"
+        );
         clock.fetch_add(DEBUG_TRAP_IDLE_NS / 2, Ordering::Relaxed);
         pre.step(&board);
         assert_eq!(k.log.lock().unwrap().last().unwrap(), "disable");
@@ -981,7 +1085,8 @@ mod tests {
     }
 
     #[test]
-    fn a_suspended_queue_that_cannot_be_resumed_before_its_destroy_is_resumed_by_turning_the_trap_off() {
+    fn a_suspended_queue_that_cannot_be_resumed_before_its_destroy_is_resumed_by_turning_the_trap_off(
+    ) {
         let k = FakeKfd::default();
         let (pre, _) = setup(PreemptMode::Suspend, &k);
         let board = FakeBoard::default();
@@ -1007,7 +1112,11 @@ mod tests {
         assert!(pre.off().is_empty());
         assert!(pre.hold_for_shutdown(false).is_empty());
         let s = pre.summary();
-        assert_eq!((s.preemptions, s.restores, s.off_ns), (1, 1, 1_000_000), "the time off and the put-back are counted");
+        assert_eq!(
+            (s.preemptions, s.restores, s.off_ns),
+            (1, 1, 1_000_000),
+            "the time off and the put-back are counted"
+        );
         // Higher work still waits: the queue goes off again.
         pre.step(&board);
         assert_eq!(pre.off(), vec![QueueId(1)]);

@@ -114,7 +114,10 @@ mod tests {
     fn nth_and_always() {
         let (p, e) = FaultPlan::parse("forward:3, shadow_create");
         assert!(e.is_empty(), "{e:?}");
-        assert_eq!((0..5).map(|_| p.hit(Point::Forward)).collect::<Vec<_>>(), [false, false, true, false, false]);
+        assert_eq!(
+            (0..5).map(|_| p.hit(Point::Forward)).collect::<Vec<_>>(),
+            [false, false, true, false, false]
+        );
         assert!(p.hit(Point::ShadowCreate) && p.hit(Point::ShadowCreate));
     }
 
@@ -123,7 +126,10 @@ mod tests {
         let (p, e) = FaultPlan::parse("forward_after_reserve:2");
         assert!(e.is_empty(), "{e:?}");
         assert!(!p.hit(Point::Forward) && !p.hit(Point::Forward));
-        assert_eq!((0..3).map(|_| p.hit(Point::ForwardAfterReserve)).collect::<Vec<_>>(), [false, true, false]);
+        assert_eq!(
+            (0..3).map(|_| p.hit(Point::ForwardAfterReserve)).collect::<Vec<_>>(),
+            [false, true, false]
+        );
     }
 
     #[test]

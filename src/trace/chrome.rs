@@ -28,9 +28,9 @@ use std::fmt::{self, Write as _};
 use std::io::{self, Write};
 
 use super::event::{ChangedBy, Event, Track, What};
-use xhsa_model::ids::QueueId;
 use crate::path::window::Nanos;
 use crate::preempt::How;
+use xhsa_model::ids::QueueId;
 use xhsa_model::priority::{Priority, StreamPriority};
 
 /// `tid` of GPU 0's preemption track (GPU `n`'s is this plus `n`): far above any queue id.
@@ -124,7 +124,13 @@ pub struct Chrome<W: Write> {
 
 impl<W: Write> Chrome<W> {
     /// Starts the array: the process's name (`process` and the pid) at `start`.
-    pub fn begin(out: W, pid: u32, offset_ns: u64, process: &str, start: Nanos) -> io::Result<Chrome<W>> {
+    pub fn begin(
+        out: W,
+        pid: u32,
+        offset_ns: u64,
+        process: &str,
+        start: Nanos,
+    ) -> io::Result<Chrome<W>> {
         let mut c = Chrome {
             out,
             pid,
@@ -139,7 +145,12 @@ impl<W: Write> Chrome<W> {
             closed: false,
         };
         c.text.push('[');
-        c.meta(0, "process_name", start, format_args!("\"name\":{}", Json(&format!("{process} (pid {pid}, libxhsa)"))));
+        c.meta(
+            0,
+            "process_name",
+            start,
+            format_args!("\"name\":{}", Json(&format!("{process} (pid {pid}, libxhsa)"))),
+        );
         c.flush()?;
         Ok(c)
     }
@@ -183,11 +194,30 @@ impl<W: Write> Chrome<W> {
 
     fn instant(&mut self, name: &str, at: Nanos, track: Track, args: fmt::Arguments<'_>) {
         let scope = if track == Track::Process { 'p' } else { 't' };
-        self.event(name, 'i', at, Self::tid(track), format_args!(",\"s\":\"{scope}\",\"args\":{{{args}}}"));
+        self.event(
+            name,
+            'i',
+            at,
+            Self::tid(track),
+            format_args!(",\"s\":\"{scope}\",\"args\":{{{args}}}"),
+        );
     }
 
-    fn complete(&mut self, name: &str, at: Nanos, dur: Nanos, track: Track, args: fmt::Arguments<'_>) {
-        self.event(name, 'X', at, Self::tid(track), format_args!(",\"dur\":{},\"args\":{{{args}}}", Micros(dur)));
+    fn complete(
+        &mut self,
+        name: &str,
+        at: Nanos,
+        dur: Nanos,
+        track: Track,
+        args: fmt::Arguments<'_>,
+    ) {
+        self.event(
+            name,
+            'X',
+            at,
+            Self::tid(track),
+            format_args!(",\"dur\":{},\"args\":{{{args}}}", Micros(dur)),
+        );
     }
 
     fn name_queue(&mut self, q: QueueId, at: Nanos, priority: Option<Priority>) {
@@ -212,7 +242,12 @@ impl<W: Write> Chrome<W> {
             Track::Queue(q) => self.name_queue(q, at, None),
             Track::Preemption(gpu) => {
                 self.named.insert(tid);
-                self.meta(tid, "thread_name", at, format_args!("\"name\":\"preemption, GPU {gpu}\""));
+                self.meta(
+                    tid,
+                    "thread_name",
+                    at,
+                    format_args!("\"name\":\"preemption, GPU {gpu}\""),
+                );
                 // Above the queues.
                 self.meta(tid, "thread_sort_index", at, format_args!("\"sort_index\":-1"));
             }
@@ -230,20 +265,41 @@ impl<W: Write> Chrome<W> {
         match (e.what, track) {
             (What::QueueCreated { priority }, Track::Queue(q)) => {
                 self.name_queue(q, at, Some(priority));
-                self.instant("created", at, track, format_args!("\"priority\":{}", Json(&priority_text(priority))));
+                self.instant(
+                    "created",
+                    at,
+                    track,
+                    format_args!("\"priority\":{}", Json(&priority_text(priority))),
+                );
             }
             (What::QueueDestroyed, Track::Queue(q)) => {
                 self.close_off(q, at, false);
                 self.instant("destroyed", at, track, format_args!(""));
             }
-            (What::Taken { packets, held }, _) => self.instant("taken", at, track, format_args!("\"packets\":{packets},\"held\":{held}")),
-            (What::Forwarded { packets, in_flight }, _) => {
-                self.instant("forwarded", at, track, format_args!("\"packets\":{packets},\"in_flight\":{in_flight}"))
+            (What::Taken { packets, held }, _) => self.instant(
+                "taken",
+                at,
+                track,
+                format_args!("\"packets\":{packets},\"held\":{held}"),
+            ),
+            (What::Forwarded { packets, in_flight }, _) => self.instant(
+                "forwarded",
+                at,
+                track,
+                format_args!("\"packets\":{packets},\"in_flight\":{in_flight}"),
+            ),
+            (What::Completed { packets }, _) => {
+                self.instant("completed", at, track, format_args!("\"packets\":{packets}"))
             }
-            (What::Completed { packets }, _) => self.instant("completed", at, track, format_args!("\"packets\":{packets}")),
             (What::Counts { held, in_flight }, Track::Queue(q)) => {
                 let name = format!("queue {}", q.0);
-                self.event(&name, 'C', at, q.0, format_args!(",\"args\":{{\"held\":{held},\"in_flight\":{in_flight}}}"));
+                self.event(
+                    &name,
+                    'C',
+                    at,
+                    q.0,
+                    format_args!(",\"args\":{{\"held\":{held},\"in_flight\":{in_flight}}}"),
+                );
             }
             (What::PriorityChanged { from, to, by }, Track::Queue(q)) => {
                 let by = match by {
@@ -252,23 +308,44 @@ impl<W: Write> Chrome<W> {
                     ChangedBy::Libxhsa => "libxhsa",
                 };
                 let (f, t) = (priority_text(from), priority_text(to));
-                self.instant("priority", at, track, format_args!("\"from\":{},\"to\":{},\"by\":{}", Json(&f), Json(&t), Json(by)));
+                self.instant(
+                    "priority",
+                    at,
+                    track,
+                    format_args!("\"from\":{},\"to\":{},\"by\":{}", Json(&f), Json(&t), Json(by)),
+                );
                 self.name_queue(q, at, Some(to));
             }
-            (What::Passthrough, _) => {
-                self.instant("passthrough", at, track, format_args!("\"why\":\"an internal failure: the queue passes through unscheduled\""))
-            }
+            (What::Passthrough, _) => self.instant(
+                "passthrough",
+                at,
+                track,
+                format_args!(
+                    "\"why\":\"an internal failure: the queue passes through unscheduled\""
+                ),
+            ),
             (What::Off { how }, Track::Queue(q)) => {
                 self.off.entry(q).or_insert((at, how));
             }
             (What::On, Track::Queue(q)) => self.close_off(q, at, false),
             (What::Kfd { call, dur, queues, done, ok }, _) => {
-                self.complete(call.name(), at, dur, track, format_args!("\"queues\":{queues},\"done\":{done},\"ok\":{ok}"));
+                self.complete(
+                    call.name(),
+                    at,
+                    dur,
+                    track,
+                    format_args!("\"queues\":{queues},\"done\":{done},\"ok\":{ok}"),
+                );
                 self.last_at = self.last_at.max(at.saturating_add(dur));
             }
             (What::Dropped { events }, _) => {
                 self.dropped += events;
-                self.instant("events dropped", at, Track::Process, format_args!("\"events\":{events}"));
+                self.instant(
+                    "events dropped",
+                    at,
+                    Track::Process,
+                    format_args!("\"events\":{events}"),
+                );
             }
             // A queue record on another track: nothing to draw.
             _ => {}
@@ -278,7 +355,13 @@ impl<W: Write> Chrome<W> {
     fn close_off(&mut self, q: QueueId, at: Nanos, at_exit: bool) {
         if let Some((since, how)) = self.off.remove(&q) {
             let extra = if at_exit { ",\"still_off_at_exit\":true" } else { "" };
-            self.complete("off the GPU", since, at.saturating_sub(since), Track::Queue(q), format_args!("\"how\":{}{extra}", Json(how_text(how))));
+            self.complete(
+                "off the GPU",
+                since,
+                at.saturating_sub(since),
+                Track::Queue(q),
+                format_args!("\"how\":{}{extra}", Json(how_text(how))),
+            );
         }
     }
 
@@ -313,7 +396,12 @@ impl<W: Write> Chrome<W> {
         }
         let written: u64 = self.counts.values().sum();
         let dropped = dropped.max(self.dropped);
-        self.instant("trace end", now, Track::Process, format_args!("\"events\":{written},\"events_dropped\":{dropped}"));
+        self.instant(
+            "trace end",
+            now,
+            Track::Process,
+            format_args!("\"events\":{written},\"events_dropped\":{dropped}"),
+        );
         self.text.push_str("\n]\n");
         self.closed = true;
         self.flush()
@@ -328,8 +416,8 @@ impl<W: Write> Chrome<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use xhsa_model::priority::Level;
     use serde_json::Value;
+    use xhsa_model::priority::Level;
 
     fn prio(level: i64, s: StreamPriority) -> Priority {
         Priority::new(Level::new(level).unwrap(), s)
@@ -344,7 +432,8 @@ mod tests {
     }
 
     fn parse(bytes: &[u8]) -> Vec<Value> {
-        let v: Value = serde_json::from_slice(bytes).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", String::from_utf8_lossy(bytes)));
+        let v: Value = serde_json::from_slice(bytes)
+            .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", String::from_utf8_lossy(bytes)));
         v.as_array().expect("an array").clone()
     }
 
@@ -362,11 +451,29 @@ mod tests {
             ev(2_000, q(3), What::Taken { packets: 4, held: 2 }),
             ev(2_000, q(3), What::Forwarded { packets: 2, in_flight: 2 }),
             ev(2_000, q(3), What::Counts { held: 2, in_flight: 2 }),
-            ev(2_500, q(3), What::PriorityChanged { from: prio(0, StreamPriority::Normal), to: prio(0, StreamPriority::High), by: ChangedBy::Application }),
+            ev(
+                2_500,
+                q(3),
+                What::PriorityChanged {
+                    from: prio(0, StreamPriority::Normal),
+                    to: prio(0, StreamPriority::High),
+                    by: ChangedBy::Application,
+                },
+            ),
         ])
         .unwrap();
         c.write(&[
-            ev(3_000, Track::Preemption(0), What::Kfd { call: super::super::event::KfdCall::Deactivate, dur: 1_500, queues: 1, done: 1, ok: true }),
+            ev(
+                3_000,
+                Track::Preemption(0),
+                What::Kfd {
+                    call: super::super::event::KfdCall::Deactivate,
+                    dur: 1_500,
+                    queues: 1,
+                    done: 1,
+                    ok: true,
+                },
+            ),
             ev(4_500, q(3), What::Off { how: How::Deactivate }),
             ev(9_000, q(3), What::On),
             ev(9_500, q(3), What::Completed { packets: 4 }),
@@ -383,24 +490,50 @@ mod tests {
             assert!(e["ts"].is_number() && e["ph"].is_string() && e["tid"].is_u64(), "{e}");
         }
         let names: Vec<&Value> = events.iter().filter(|e| e["name"] == "thread_name").collect();
-        let name_of = |tid: u64| names.iter().rev().find(|e| e["tid"] == tid).map(|e| e["args"]["name"].as_str().unwrap().to_string());
-        assert_eq!(name_of(3).unwrap(), "queue 3 (priority 0 high)", "renamed at the priority change");
+        let name_of = |tid: u64| {
+            names
+                .iter()
+                .rev()
+                .find(|e| e["tid"] == tid)
+                .map(|e| e["args"]["name"].as_str().unwrap().to_string())
+        };
+        assert_eq!(
+            name_of(3).unwrap(),
+            "queue 3 (priority 0 high)",
+            "renamed at the priority change"
+        );
         assert!(names.iter().any(|e| e["args"]["name"] == "queue 3 (priority 0 normal)"));
         assert_eq!(name_of(PREEMPTION_TID).unwrap(), "preemption, GPU 0");
-        assert_eq!(name_of(5).unwrap(), "queue 5", "a queue first seen without its creation is named too");
-        assert_eq!(named(&events, "process_name")[0]["args"]["name"], "app \"x\" (pid 4242, libxhsa)");
+        assert_eq!(
+            name_of(5).unwrap(),
+            "queue 5",
+            "a queue first seen without its creation is named too"
+        );
+        assert_eq!(
+            named(&events, "process_name")[0]["args"]["name"],
+            "app \"x\" (pid 4242, libxhsa)"
+        );
         // Times: microseconds on CLOCK_MONOTONIC (the offset added), nanosecond fractions.
         let taken = named(&events, "taken");
-        assert_eq!((taken[0]["ph"].as_str(), taken[0]["s"].as_str(), taken[0]["tid"].as_u64()), (Some("i"), Some("t"), Some(3)));
+        assert_eq!(
+            (taken[0]["ph"].as_str(), taken[0]["s"].as_str(), taken[0]["tid"].as_u64()),
+            (Some("i"), Some("t"), Some(3))
+        );
         assert_eq!(taken[0]["ts"].as_f64().unwrap(), 1_000_002.0);
         assert_eq!(taken[0]["args"]["packets"], 4);
         let prio_change = named(&events, "priority");
         assert_eq!(prio_change[0]["args"]["to"], "0 high");
         let counter = named(&events, "queue 3");
-        assert_eq!((counter[0]["ph"].as_str(), &counter[0]["args"]["in_flight"]), (Some("C"), &Value::from(2)));
+        assert_eq!(
+            (counter[0]["ph"].as_str(), &counter[0]["args"]["in_flight"]),
+            (Some("C"), &Value::from(2))
+        );
         // The KFD call and the off-GPU spans are complete events, the latter closed at exit.
         let kfd = named(&events, "deactivate (UPDATE_QUEUE 0%)");
-        assert_eq!((kfd[0]["ph"].as_str(), kfd[0]["dur"].as_f64(), kfd[0]["tid"].as_u64()), (Some("X"), Some(1.5), Some(PREEMPTION_TID)));
+        assert_eq!(
+            (kfd[0]["ph"].as_str(), kfd[0]["dur"].as_f64(), kfd[0]["tid"].as_u64()),
+            (Some("X"), Some(1.5), Some(PREEMPTION_TID))
+        );
         let off = named(&events, "off the GPU");
         assert_eq!(off.len(), 2);
         let of = |tid: u64| off.iter().find(|e| e["tid"] == tid).unwrap();
@@ -408,7 +541,10 @@ mod tests {
         assert_eq!(of(5)["args"]["still_off_at_exit"], true);
         assert_eq!(of(5)["dur"].as_f64(), Some(10.3));
         let end = named(&events, "trace end");
-        assert_eq!((end[0]["args"]["events_dropped"].as_u64(), end[0]["args"]["events"].as_u64()), (Some(9), Some(11)));
+        assert_eq!(
+            (end[0]["args"]["events_dropped"].as_u64(), end[0]["args"]["events"].as_u64()),
+            (Some(9), Some(11))
+        );
         assert_eq!(named(&events, "events dropped")[0]["args"]["events"], 7);
         assert_eq!(counts.get("taken"), Some(&1));
         assert_eq!(counts.values().sum::<u64>(), 11);

@@ -6,9 +6,9 @@
 //! in it points anywhere or owns memory: recording one is a copy.
 #![forbid(unsafe_code)]
 
-use xhsa_model::ids::QueueId;
 use crate::path::window::Nanos;
 use crate::preempt::How;
+use xhsa_model::ids::QueueId;
 use xhsa_model::priority::Priority;
 
 /// Where an event is drawn.

@@ -11,8 +11,8 @@
 
 use super::event::{Event, KfdCall, Track, What};
 use super::recorder::Recorder;
-use xhsa_model::ids::QueueId;
 use crate::preempt::{How, KfdFailure, KfdPort, Target};
+use xhsa_model::ids::QueueId;
 
 /// KFD's "queue id invalid" bit in a suspend/resume array (the queue was not acted on).
 const INVALID_MASK: u32 = xhsa_ioctl::abi::debug::KFD_DBG_QUEUE_INVALID_MASK;
@@ -31,13 +31,22 @@ pub struct TracedKfd {
 
 impl TracedKfd {
     /// Traces `inner`, the port of GPU `gpu`; `queue_of` names the queues of suspend/resume.
-    pub fn new(inner: Box<dyn KfdPort>, rec: Recorder, gpu: u16, queue_of: QueueOfKfd) -> TracedKfd {
+    pub fn new(
+        inner: Box<dyn KfdPort>,
+        rec: Recorder,
+        gpu: u16,
+        queue_of: QueueOfKfd,
+    ) -> TracedKfd {
         TracedKfd { inner, rec, gpu, queue_of, events: Vec::new() }
     }
 
     fn call(&mut self, call: KfdCall, start: u64, queues: u32, done: u32, ok: bool) {
         let dur = self.inner.now().saturating_sub(start);
-        self.events.push(Event { at: start, track: Track::Preemption(self.gpu), what: What::Kfd { call, dur, queues, done, ok } });
+        self.events.push(Event {
+            at: start,
+            track: Track::Preemption(self.gpu),
+            what: What::Kfd { call, dur, queues, done, ok },
+        });
     }
 
     fn queue(&mut self, q: QueueId, what: What) {
@@ -50,12 +59,27 @@ impl TracedKfd {
     }
 
     /// A suspend or resume of `asked` (the ids as given): `ids` as KFD left them.
-    fn many(&mut self, call: KfdCall, start: u64, asked: &[u32], ids: &[u32], r: &Result<u32, KfdFailure>) {
-        let acted: Vec<u32> = if r.is_ok() { asked.iter().zip(ids).filter(|(_, s)| *s & INVALID_MASK == 0).map(|(a, _)| *a).collect() } else { Vec::new() };
+    fn many(
+        &mut self,
+        call: KfdCall,
+        start: u64,
+        asked: &[u32],
+        ids: &[u32],
+        r: &Result<u32, KfdFailure>,
+    ) {
+        let acted: Vec<u32> = if r.is_ok() {
+            asked.iter().zip(ids).filter(|(_, s)| *s & INVALID_MASK == 0).map(|(a, _)| *a).collect()
+        } else {
+            Vec::new()
+        };
         self.call(call, start, asked.len() as u32, acted.len() as u32, r.is_ok());
         for id in acted {
             if let Some(q) = (self.queue_of)(id) {
-                let what = if call == KfdCall::Suspend { What::Off { how: How::Suspend } } else { What::On };
+                let what = if call == KfdCall::Suspend {
+                    What::Off { how: How::Suspend }
+                } else {
+                    What::On
+                };
                 self.queue(q, what);
             }
         }
@@ -70,7 +94,10 @@ impl KfdPort for TracedKfd {
         let call = if percentage == 0 { KfdCall::Deactivate } else { KfdCall::Reactivate };
         self.call(call, start, 1, u32::from(r.is_ok()), r.is_ok());
         if r.is_ok() {
-            self.queue(t.queue, if percentage == 0 { What::Off { how: How::Deactivate } } else { What::On });
+            self.queue(
+                t.queue,
+                if percentage == 0 { What::Off { how: How::Deactivate } } else { What::On },
+            );
         }
         self.flush();
         r
@@ -139,18 +166,32 @@ mod tests {
     use crate::trace::recorder::Sink;
     use std::sync::Arc;
 
-
     fn target(q: u64, id: u32) -> Target {
-        Target { queue: QueueId(q), kfd_id: id, ring_base: 0x10000 * q, ring_bytes: 65536, priority: 7, percentage: 100 }
+        Target {
+            queue: QueueId(q),
+            kfd_id: id,
+            ring_base: 0x10000 * q,
+            ring_bytes: 65536,
+            priority: 7,
+            percentage: 100,
+        }
     }
 
     fn run(mode: PreemptMode, k: FakeKfd) -> Vec<serde_json::Value> {
         let file = Shared::default();
-        let sink = Arc::new(Sink::new(Box::new(file.clone()), 1024, std::process::id(), 0, "t", 0).unwrap());
-        let port = TracedKfd::new(Box::new(k), sink.recorder(), 0, Box::new(|id| Some(QueueId(u64::from(id) + 100))));
+        let sink = Arc::new(
+            Sink::new(Box::new(file.clone()), 1024, std::process::id(), 0, "t", 0).unwrap(),
+        );
+        let port = TracedKfd::new(
+            Box::new(k),
+            sink.recorder(),
+            0,
+            Box::new(|id| Some(QueueId(u64::from(id) + 100))),
+        );
         let mut m = Mechanisms::new(Box::new(port), mode);
         let taken = m.take_off(&[target(1, 3), target(2, 4)]).unwrap();
-        let back: Vec<(Target, How)> = taken.queues.iter().map(|(q, h)| (target(q.0, q.0 as u32 + 2), *h)).collect();
+        let back: Vec<(Target, How)> =
+            taken.queues.iter().map(|(q, h)| (target(q.0, q.0 as u32 + 2), *h)).collect();
         m.put_back(&back).unwrap();
         sink.finish(1_000_000);
         let v: serde_json::Value = serde_json::from_slice(&file.0.lock().unwrap()).unwrap();
@@ -158,7 +199,11 @@ mod tests {
     }
 
     fn spans(events: &[serde_json::Value], tid: u64) -> Vec<String> {
-        events.iter().filter(|e| e["ph"] == "X" && e["tid"] == tid).map(|e| e["name"].as_str().unwrap().to_string()).collect()
+        events
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["tid"] == tid)
+            .map(|e| e["name"].as_str().unwrap().to_string())
+            .collect()
     }
 
     /// Deactivation: one call per queue each way on the preemption track, and each queue's
@@ -167,12 +212,23 @@ mod tests {
     fn deactivations_are_spans_and_each_queue_is_off_between() {
         let events = run(PreemptMode::Queue, FakeKfd::default());
         let pre = crate::trace::chrome::PREEMPTION_TID;
-        assert_eq!(spans(&events, pre), ["deactivate (UPDATE_QUEUE 0%)", "deactivate (UPDATE_QUEUE 0%)", "reactivate (UPDATE_QUEUE)", "reactivate (UPDATE_QUEUE)"]);
+        assert_eq!(
+            spans(&events, pre),
+            [
+                "deactivate (UPDATE_QUEUE 0%)",
+                "deactivate (UPDATE_QUEUE 0%)",
+                "reactivate (UPDATE_QUEUE)",
+                "reactivate (UPDATE_QUEUE)"
+            ]
+        );
         assert_eq!(spans(&events, 1), ["off the GPU"]);
         assert_eq!(spans(&events, 2), ["off the GPU"]);
         let off = events.iter().find(|e| e["name"] == "off the GPU").unwrap();
         assert!(off["args"]["how"].as_str().unwrap().starts_with("deactivated"));
-        assert!(off.get("args").and_then(|a| a.get("still_off_at_exit")).is_none(), "put back before the end");
+        assert!(
+            off.get("args").and_then(|a| a.get("still_off_at_exit")).is_none(),
+            "put back before the end"
+        );
     }
 
     /// Suspend: one call for both queues, named through the KFD ids.
@@ -181,9 +237,17 @@ mod tests {
         let events = run(PreemptMode::Suspend, FakeKfd { cost_ns: 0, ..Default::default() });
         let pre = crate::trace::chrome::PREEMPTION_TID;
         let calls = spans(&events, pre);
-        assert!(calls.contains(&"suspend (DBG_TRAP SUSPEND_QUEUES)".to_string()) && calls.contains(&"resume (DBG_TRAP RESUME_QUEUES)".to_string()), "{calls:?}");
-        let suspend = events.iter().find(|e| e["name"] == "suspend (DBG_TRAP SUSPEND_QUEUES)").unwrap();
-        assert_eq!((suspend["args"]["queues"].as_u64(), suspend["args"]["done"].as_u64()), (Some(2), Some(2)));
+        assert!(
+            calls.contains(&"suspend (DBG_TRAP SUSPEND_QUEUES)".to_string())
+                && calls.contains(&"resume (DBG_TRAP RESUME_QUEUES)".to_string()),
+            "{calls:?}"
+        );
+        let suspend =
+            events.iter().find(|e| e["name"] == "suspend (DBG_TRAP SUSPEND_QUEUES)").unwrap();
+        assert_eq!(
+            (suspend["args"]["queues"].as_u64(), suspend["args"]["done"].as_u64()),
+            (Some(2), Some(2))
+        );
         assert_eq!(spans(&events, 103), ["off the GPU"]);
         assert_eq!(spans(&events, 104), ["off the GPU"]);
     }

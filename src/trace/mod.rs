@@ -43,16 +43,27 @@ pub use settings::TraceSettings;
 /// starts the writer thread. `offset_ns` turns libxhsa's clock (`start` is now on it) into
 /// `CLOCK_MONOTONIC`; `process` names the process. `Ok(None)` when no trace is asked for; `Err`
 /// says why it cannot be written (tracing is then off).
-pub fn start(settings: &TraceSettings, pid: u32, offset_ns: u64, process: &str, start: Nanos) -> Result<Option<Arc<Sink>>, String> {
+pub fn start(
+    settings: &TraceSettings,
+    pid: u32,
+    offset_ns: u64,
+    process: &str,
+    start: Nanos,
+) -> Result<Option<Arc<Sink>>, String> {
     let Some(path) = &settings.file else { return Ok(None) };
     let file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .open(path)
-        .map_err(|e| format!("{}: cannot open the trace file {} ({e})", settings::ENV_TRACE, path.display()))?;
-    let sink = Sink::new(Box::new(file), settings.buffer, pid, offset_ns, process, start)
-        .map_err(|e| format!("{}: cannot write the trace file {} ({e})", settings::ENV_TRACE, path.display()))?;
+        .map_err(|e| {
+            format!("{}: cannot open the trace file {} ({e})", settings::ENV_TRACE, path.display())
+        })?;
+    let sink = Sink::new(Box::new(file), settings.buffer, pid, offset_ns, process, start).map_err(
+        |e| {
+            format!("{}: cannot write the trace file {} ({e})", settings::ENV_TRACE, path.display())
+        },
+    )?;
     let sink = Arc::new(sink);
     let writer = sink.clone();
     std::thread::Builder::new()
@@ -74,18 +85,26 @@ mod tests {
     fn an_unopenable_file_is_an_error_and_no_file_no_trace() {
         let s = TraceSettings { file: Some("/nonexistent-dir/x/trace.json".into()), buffer: 64 };
         let e = start(&s, 1, 0, "p", 0).unwrap_err();
-        assert!(e.starts_with("XHSA_TRACE: cannot open the trace file /nonexistent-dir/x/trace.json"), "{e}");
+        assert!(
+            e.starts_with("XHSA_TRACE: cannot open the trace file /nonexistent-dir/x/trace.json"),
+            "{e}"
+        );
         assert!(start(&TraceSettings::default(), 1, 0, "p", 0).unwrap().is_none());
     }
 
     #[test]
     fn a_started_trace_is_written_and_closed() {
-        let path = std::env::temp_dir().join(format!("xhsa-trace-unit-{}.json", std::process::id()));
+        let path =
+            std::env::temp_dir().join(format!("xhsa-trace-unit-{}.json", std::process::id()));
         let s = TraceSettings { file: Some(path.clone()), buffer: 16 };
         let sink = start(&s, std::process::id(), 0, "p", 0).unwrap().unwrap();
         let r = sink.recorder();
         for i in 0..100 {
-            r.record(event::Event::queue(i, xhsa_model::ids::QueueId(1), event::What::Completed { packets: 1 }));
+            r.record(event::Event::queue(
+                i,
+                xhsa_model::ids::QueueId(1),
+                event::What::Completed { packets: 1 },
+            ));
             sink.wait_for_room();
         }
         let f = sink.finish(1_000);

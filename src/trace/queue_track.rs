@@ -14,10 +14,10 @@ use std::collections::BTreeMap;
 
 use super::event::{ChangedBy, Event, What};
 use super::recorder::Recorder;
-use xhsa_model::stats::{QueueStats, FLAG_PASSTHROUGH};
-use xhsa_model::ids::QueueId;
 use crate::path::window::Nanos;
+use xhsa_model::ids::QueueId;
 use xhsa_model::priority::Priority;
+use xhsa_model::stats::{QueueStats, FLAG_PASSTHROUGH};
 
 /// One queue at the moment the tracer looks.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -58,7 +58,13 @@ pub struct QueueTracer {
 
 impl QueueTracer {
     pub fn new(rec: Recorder) -> QueueTracer {
-        QueueTracer { rec, last: BTreeMap::new(), events: Vec::with_capacity(64), round: 0, by_application: None }
+        QueueTracer {
+            rec,
+            last: BTreeMap::new(),
+            events: Vec::with_capacity(64),
+            round: 0,
+            by_application: None,
+        }
     }
 
     /// The next priority change of `q` is the application's (`hsa_amd_queue_set_priority`).
@@ -95,7 +101,8 @@ impl QueueTracer {
             seen.direct = v.direct;
             // A queue out of the priority rings (passthrough, closing) has no priority to show.
             if !st.has_flag(FLAG_PASSTHROUGH) && st.priority != seen.priority {
-                if let (Some(from), Some(to)) = (Priority::from_rank(seen.priority), st.priority()) {
+                if let (Some(from), Some(to)) = (Priority::from_rank(seen.priority), st.priority())
+                {
                     let by = match by_application {
                         Some((q, by)) if q == id => by,
                         _ => ChangedBy::Libxhsa,
@@ -105,13 +112,20 @@ impl QueueTracer {
                 seen.priority = st.priority;
             }
             if st.submitted > seen.taken {
-                self.events.push(e(What::Taken { packets: clamp(st.submitted - seen.taken), held: st.pending }));
+                self.events.push(e(What::Taken {
+                    packets: clamp(st.submitted - seen.taken),
+                    held: st.pending,
+                }));
             }
             if st.forwarded > seen.forwarded {
-                self.events.push(e(What::Forwarded { packets: clamp(st.forwarded - seen.forwarded), in_flight: st.in_flight }));
+                self.events.push(e(What::Forwarded {
+                    packets: clamp(st.forwarded - seen.forwarded),
+                    in_flight: st.in_flight,
+                }));
             }
             if st.completed > seen.completed {
-                self.events.push(e(What::Completed { packets: clamp(st.completed - seen.completed) }));
+                self.events
+                    .push(e(What::Completed { packets: clamp(st.completed - seen.completed) }));
             }
             if (st.pending, st.in_flight) != (seen.held, seen.in_flight) {
                 self.events.push(e(What::Counts { held: st.pending, in_flight: st.in_flight }));
@@ -143,26 +157,28 @@ impl QueueTracer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use xhsa_model::priority::{Level, StreamPriority};
     use crate::trace::event::Track;
     use crate::trace::recorder::test_support::Shared;
     use crate::trace::recorder::Sink;
     use std::sync::Arc;
-
+    use xhsa_model::priority::{Level, StreamPriority};
 
     fn rank(level: i64, s: StreamPriority) -> i32 {
         Priority::new(Level::new(level).unwrap(), s).rank()
     }
 
     fn view(id: u64, f: impl FnOnce(&mut QueueStats)) -> QueueView {
-        let mut stats = QueueStats { priority: rank(0, StreamPriority::Normal), ..QueueStats::default() };
+        let mut stats =
+            QueueStats { priority: rank(0, StreamPriority::Normal), ..QueueStats::default() };
         f(&mut stats);
         QueueView { id: QueueId(id), stats, direct: false }
     }
 
     fn tracer() -> (QueueTracer, Arc<Sink>, Shared) {
         let file = Shared::default();
-        let sink = Arc::new(Sink::new(Box::new(file.clone()), 1024, std::process::id(), 0, "t", 0).unwrap());
+        let sink = Arc::new(
+            Sink::new(Box::new(file.clone()), 1024, std::process::id(), 0, "t", 0).unwrap(),
+        );
         (QueueTracer::new(sink.recorder()), sink, file)
     }
 
@@ -179,28 +195,52 @@ mod tests {
         let (mut t, sink, file) = tracer();
         t.observe(10, [view(3, |_| {})]);
         t.observe(20, [view(3, |s| (s.submitted, s.pending) = (5, 5))]);
-        t.observe(30, [view(3, |s| (s.submitted, s.forwarded, s.pending, s.in_flight) = (5, 2, 3, 2))]);
-        t.observe(31, [view(3, |s| (s.submitted, s.forwarded, s.pending, s.in_flight) = (5, 2, 3, 2))]);
+        t.observe(
+            30,
+            [view(3, |s| (s.submitted, s.forwarded, s.pending, s.in_flight) = (5, 2, 3, 2))],
+        );
+        t.observe(
+            31,
+            [view(3, |s| (s.submitted, s.forwarded, s.pending, s.in_flight) = (5, 2, 3, 2))],
+        );
         assert_eq!(t.recorder().len(), 5, "created; taken, counts; forwarded, counts; nothing");
         t.application_priority(QueueId(3));
-        t.observe(40, [view(3, |s| {
-            (s.submitted, s.forwarded, s.completed, s.pending, s.in_flight) = (5, 5, 5, 0, 0);
-            s.priority = rank(0, StreamPriority::High);
-        })]);
+        t.observe(
+            40,
+            [view(3, |s| {
+                (s.submitted, s.forwarded, s.completed, s.pending, s.in_flight) = (5, 5, 5, 0, 0);
+                s.priority = rank(0, StreamPriority::High);
+            })],
+        );
         t.observe(50, [view(4, |_| {})]);
         let events = recorded(&sink, &file);
-        let on_3: Vec<&str> = events.iter().filter(|e| e["tid"] == 3 && e["ph"] != "M" && e["ph"] != "C").map(|e| e["name"].as_str().unwrap()).collect();
-        assert_eq!(on_3, ["created", "taken", "forwarded", "priority", "forwarded", "completed", "destroyed"]);
+        let on_3: Vec<&str> = events
+            .iter()
+            .filter(|e| e["tid"] == 3 && e["ph"] != "M" && e["ph"] != "C")
+            .map(|e| e["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            on_3,
+            ["created", "taken", "forwarded", "priority", "forwarded", "completed", "destroyed"]
+        );
         let prio = events.iter().find(|e| e["name"] == "priority").unwrap();
-        assert_eq!((prio["args"]["to"].as_str(), prio["args"]["by"].as_str()), (Some("0 high"), Some("application (hsa_amd_queue_set_priority)")));
+        assert_eq!(
+            (prio["args"]["to"].as_str(), prio["args"]["by"].as_str()),
+            (Some("0 high"), Some("application (hsa_amd_queue_set_priority)"))
+        );
         let counters: Vec<(u64, u64)> = events
             .iter()
             .filter(|e| e["name"] == "queue 3")
-            .map(|e| (e["args"]["held"].as_u64().unwrap(), e["args"]["in_flight"].as_u64().unwrap()))
+            .map(|e| {
+                (e["args"]["held"].as_u64().unwrap(), e["args"]["in_flight"].as_u64().unwrap())
+            })
             .collect();
         assert_eq!(counters, [(5, 0), (3, 2), (0, 0)]);
         let taken = events.iter().find(|e| e["name"] == "taken").unwrap();
-        assert_eq!((taken["args"]["packets"].as_u64(), taken["ts"].as_f64()), (Some(5), Some(0.02)));
+        assert_eq!(
+            (taken["args"]["packets"].as_u64(), taken["ts"].as_f64()),
+            (Some(5), Some(0.02))
+        );
         assert!(events.iter().any(|e| e["name"] == "created" && e["tid"] == 4));
     }
 
@@ -213,7 +253,10 @@ mod tests {
         t.observe(1, [view(1, |_| {})]);
         t.observe(2, [view(1, |s| s.priority = rank(5, StreamPriority::Normal))]);
         assert_eq!(rec(&t), 2);
-        let direct = QueueView { direct: true, ..view(1, |s| (s.flags, s.priority) = (FLAG_PASSTHROUGH, 0)) };
+        let direct = QueueView {
+            direct: true,
+            ..view(1, |s| (s.flags, s.priority) = (FLAG_PASSTHROUGH, 0))
+        };
         t.observe(3, [direct]);
         t.observe(4, [direct]);
         assert_eq!(rec(&t), 3, "one passthrough marker, no priority change");

@@ -113,14 +113,25 @@ pub struct Sink {
 
 impl std::fmt::Debug for Sink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Sink").field("capacity", &self.capacity).field("on", &self.on).field("dropped", &self.dropped).finish()
+        f.debug_struct("Sink")
+            .field("capacity", &self.capacity)
+            .field("on", &self.on)
+            .field("dropped", &self.dropped)
+            .finish()
     }
 }
 
 impl Sink {
     /// A trace of process `pid` into `out` (JSON started there), buffers of `capacity` events.
     /// `offset_ns` turns libxhsa's clock into `CLOCK_MONOTONIC`; `start` is now on it.
-    pub fn new(out: Box<dyn Write + Send>, capacity: usize, pid: u32, offset_ns: u64, process: &str, start: Nanos) -> std::io::Result<Sink> {
+    pub fn new(
+        out: Box<dyn Write + Send>,
+        capacity: usize,
+        pid: u32,
+        offset_ns: u64,
+        process: &str,
+        start: Nanos,
+    ) -> std::io::Result<Sink> {
         let chrome = Chrome::begin(out, pid, offset_ns, process, start)?;
         Ok(Sink {
             capacity: capacity.max(1),
@@ -179,7 +190,9 @@ impl Sink {
     }
 
     fn spare(&self) -> Buffer {
-        try_lock(&self.spares).and_then(|mut s| s.pop()).unwrap_or_else(|| Vec::with_capacity(self.capacity))
+        try_lock(&self.spares)
+            .and_then(|mut s| s.pop())
+            .unwrap_or_else(|| Vec::with_capacity(self.capacity))
     }
 
     fn recycle(&self, mut buf: Buffer) {
@@ -212,7 +225,11 @@ impl Sink {
             }
             self.dropped.fetch_add(now, Ordering::Relaxed);
             buf.clear();
-            buf.push(Event { at, track: Track::Process, what: What::Dropped { events: earlier + now } });
+            buf.push(Event {
+                at,
+                track: Track::Process,
+                what: What::Dropped { events: earlier + now },
+            });
             return;
         }
         let full = std::mem::replace(buf, self.spare());
@@ -300,22 +317,32 @@ impl Sink {
     /// events (counted as dropped). Idempotent.
     pub fn finish(&self, now: Nanos) -> Finished {
         self.on.store(false, Ordering::Relaxed);
-        let mut report = Finished { dropped: self.dropped(), drop_logged: self.drop_logged.load(Ordering::Relaxed), ..Finished::default() };
+        let mut report = Finished {
+            dropped: self.dropped(),
+            drop_logged: self.drop_logged.load(Ordering::Relaxed),
+            ..Finished::default()
+        };
         if std::process::id() != self.pid {
             report.skipped = true;
             return report;
         }
         let Some(mut out) = lock_within(&self.output, EXIT_PATIENCE) else {
-            report.failure = Some("the trace writer did not finish its write in time; the trace is left unterminated".into());
+            report.failure = Some(
+                "the trace writer did not finish its write in time; the trace is left unterminated"
+                    .into(),
+            );
             return report;
         };
         report.skipped = out.chrome.closed();
         if !out.chrome.closed() && out.failed.is_none() {
-            let queued: Vec<Buffer> = lock_within(&self.queue, EXIT_PATIENCE).map(|mut q| q.drain(..).collect()).unwrap_or_default();
+            let queued: Vec<Buffer> = lock_within(&self.queue, EXIT_PATIENCE)
+                .map(|mut q| q.drain(..).collect())
+                .unwrap_or_default();
             for buf in &queued {
                 self.write_locked(&mut out, buf);
             }
-            let sources: Vec<Arc<Mutex<Buffer>>> = lock_within(&self.sources, EXIT_PATIENCE).map(|s| s.clone()).unwrap_or_default();
+            let sources: Vec<Arc<Mutex<Buffer>>> =
+                lock_within(&self.sources, EXIT_PATIENCE).map(|s| s.clone()).unwrap_or_default();
             for src in sources {
                 // A source's thread may be inside an append at this instant: a moment's wait.
                 match lock_within(&src, Duration::from_millis(50)) {
@@ -332,7 +359,9 @@ impl Sink {
             // A source that was handing a full buffer off when the queue was drained (the buffer
             // out of the source, not yet queued; it is queued under the source's lock, which
             // the loop above waited for) left it in the queue meanwhile: written too.
-            let late: Vec<Buffer> = lock_within(&self.queue, EXIT_PATIENCE).map(|mut q| q.drain(..).collect()).unwrap_or_default();
+            let late: Vec<Buffer> = lock_within(&self.queue, EXIT_PATIENCE)
+                .map(|mut q| q.drain(..).collect())
+                .unwrap_or_default();
             for buf in &late {
                 self.write_locked(&mut out, buf);
             }
@@ -344,7 +373,8 @@ impl Sink {
             }
         }
         report.written = out.chrome.counts().values().sum();
-        report.failure = out.failed.clone().filter(|_| !self.failure_logged.load(Ordering::Relaxed));
+        report.failure =
+            out.failed.clone().filter(|_| !self.failure_logged.load(Ordering::Relaxed));
         self.closed.store(true, Ordering::Release);
         drop(out);
         // Lets a writer blocked on the queue return.
@@ -441,8 +471,8 @@ pub(crate) mod test_support {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use xhsa_model::ids::QueueId;
     use serde_json::Value;
+    use xhsa_model::ids::QueueId;
 
     use super::test_support::Shared;
 
@@ -464,7 +494,8 @@ mod tests {
 
     fn sink(capacity: usize) -> (Arc<Sink>, Shared) {
         let file = Shared::default();
-        let s = Sink::new(Box::new(file.clone()), capacity, std::process::id(), 0, "test", 0).unwrap();
+        let s =
+            Sink::new(Box::new(file.clone()), capacity, std::process::id(), 0, "test", 0).unwrap();
         (Arc::new(s), file)
     }
 
@@ -478,7 +509,11 @@ mod tests {
     }
 
     fn times_of(file: &Shared, name: &str) -> Vec<f64> {
-        events(file).iter().filter(|e| e["name"] == name).map(|e| e["ts"].as_f64().unwrap()).collect()
+        events(file)
+            .iter()
+            .filter(|e| e["name"] == name)
+            .map(|e| e["ts"].as_f64().unwrap())
+            .collect()
     }
 
     /// The buffer never holds more than its capacity: a full one goes to the writer's queue and
@@ -503,7 +538,11 @@ mod tests {
         let f = s.finish(1_000);
         assert_eq!((f.written, f.dropped, f.failure), (9, 0, None));
         let times = times_of(&file, "taken");
-        assert_eq!(times, (0..9).map(|i| i as f64 / 1000.0).collect::<Vec<_>>(), "every event, in order");
+        assert_eq!(
+            times,
+            (0..9).map(|i| i as f64 / 1000.0).collect::<Vec<_>>(),
+            "every event, in order"
+        );
     }
 
     /// A writer more than MAX_QUEUED buffers behind: the next full buffer is dropped and
@@ -522,11 +561,19 @@ mod tests {
         let f = s.finish(100);
         assert_eq!(f.dropped, 5);
         let all = events(&file);
-        let markers: Vec<u64> = all.iter().filter(|e| e["name"] == "events dropped").map(|e| e["args"]["events"].as_u64().unwrap()).collect();
+        let markers: Vec<u64> = all
+            .iter()
+            .filter(|e| e["name"] == "events dropped")
+            .map(|e| e["args"]["events"].as_u64().unwrap())
+            .collect();
         assert_eq!(markers, vec![5]);
         let end = all.iter().find(|e| e["name"] == "trace end").unwrap();
         assert_eq!(end["args"]["events_dropped"].as_u64(), Some(5));
-        assert_eq!(times_of(&file, "taken"), vec![0.0, 0.001, 0.002, 0.003, 0.009], "the queued buffers and the last event are written");
+        assert_eq!(
+            times_of(&file, "taken"),
+            vec![0.0, 0.001, 0.002, 0.003, 0.009],
+            "the queued buffers and the last event are written"
+        );
     }
 
     /// With a writer thread that keeps up, a tiny buffer loses nothing and the file is one
@@ -562,7 +609,9 @@ mod tests {
         b.record(Event { at: 2, track: Track::Preemption(0), what: What::On });
         s.finish(3);
         assert_eq!(times_of(&file, "taken").len(), 1);
-        assert!(events(&file).iter().any(|e| e["name"] == "thread_name" && e["args"]["name"] == "preemption, GPU 0"));
+        assert!(events(&file)
+            .iter()
+            .any(|e| e["name"] == "thread_name" && e["args"]["name"] == "preemption, GPU 0"));
         // After the exit nothing more is recorded, and finishing again changes nothing.
         a.record(taken(9));
         assert!(a.is_empty());
@@ -593,13 +642,18 @@ mod tests {
         let f = s.finish(10);
         recording.join().unwrap();
         assert_eq!(f.dropped, 0);
-        assert_eq!(times_of(&file, "taken").len(), 4, "the four events of the buffer in hand are in the file");
+        assert_eq!(
+            times_of(&file, "taken").len(),
+            4,
+            "the four events of the buffer in hand are in the file"
+        );
     }
 
     /// A failing file stops the trace: recording is off, the failure is reported once.
     #[test]
     fn a_write_failure_turns_tracing_off() {
-        let s = Arc::new(Sink::new(Box::new(Failing(200)), 2, std::process::id(), 0, "t", 0).unwrap());
+        let s =
+            Arc::new(Sink::new(Box::new(Failing(200)), 2, std::process::id(), 0, "t", 0).unwrap());
         let r = s.recorder();
         for i in 0..6 {
             r.record(taken(i));

@@ -9,10 +9,10 @@
 //! a malformed `XHSA_TRACE` leaves tracing off; a malformed `XHSA_TRACE_BUFFER` uses the default.
 #![forbid(unsafe_code)]
 
-use xhsa_model::settings::config::SettingError;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
+use xhsa_model::settings::config::SettingError;
 
 /// `XHSA_TRACE`.
 pub const ENV_TRACE: &str = "XHSA_TRACE";
@@ -23,7 +23,8 @@ pub const DEFAULT_BUFFER: usize = 65_536;
 /// The accepted buffer sizes.
 pub const BUFFER_RANGE: std::ops::RangeInclusive<usize> = 16..=16_777_216;
 
-const ACCEPTED_TRACE: &str = "a file path, in which %p stands for the process id and %% for % (e.g. /tmp/xhsa-%p.json)";
+const ACCEPTED_TRACE: &str =
+    "a file path, in which %p stands for the process id and %% for % (e.g. /tmp/xhsa-%p.json)";
 
 /// The trace settings; see the module doc.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,7 +61,10 @@ fn expand(template: &OsStr, pid: u32) -> Option<PathBuf> {
 
 impl TraceSettings {
     /// Reads the variables through `lookup` for process `pid`; every malformed one is an error.
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<OsString>, pid: u32) -> (TraceSettings, Vec<SettingError>) {
+    pub fn from_lookup(
+        lookup: impl Fn(&str) -> Option<OsString>,
+        pid: u32,
+    ) -> (TraceSettings, Vec<SettingError>) {
         let mut s = TraceSettings::default();
         let mut errors = Vec::new();
         let set = |name: &str| lookup(name).filter(|v| !v.to_string_lossy().trim().is_empty());
@@ -71,7 +75,11 @@ impl TraceSettings {
                 _ => errors.push(SettingError {
                     setting: ENV_TRACE_BUFFER.into(),
                     value: Some(text),
-                    problem: format!("expected a number of events, an integer in {}..={}", BUFFER_RANGE.start(), BUFFER_RANGE.end()),
+                    problem: format!(
+                        "expected a number of events, an integer in {}..={}",
+                        BUFFER_RANGE.start(),
+                        BUFFER_RANGE.end()
+                    ),
                     fallback: format!("using {DEFAULT_BUFFER}"),
                 }),
             }
@@ -110,26 +118,49 @@ mod tests {
 
     #[test]
     fn the_file_and_buffer_are_read_with_the_pid_in_the_name() {
-        let (s, e) = TraceSettings::from_lookup(env(&[("XHSA_TRACE", "/tmp/t-%p-100%%.json"), ("XHSA_TRACE_BUFFER", "64")]), 4242);
+        let (s, e) = TraceSettings::from_lookup(
+            env(&[("XHSA_TRACE", "/tmp/t-%p-100%%.json"), ("XHSA_TRACE_BUFFER", "64")]),
+            4242,
+        );
         assert!(e.is_empty(), "{e:?}");
-        assert_eq!(s, TraceSettings { file: Some(PathBuf::from("/tmp/t-4242-100%.json")), buffer: 64 });
+        assert_eq!(
+            s,
+            TraceSettings { file: Some(PathBuf::from("/tmp/t-4242-100%.json")), buffer: 64 }
+        );
     }
 
     #[test]
     fn malformed_values_are_reported_with_the_accepted_forms() {
         for bad in ["0", "15", "16777217", "-5", "lots", "64k"] {
-            let (s, e) = TraceSettings::from_lookup(env(&[("XHSA_TRACE", "/tmp/x.json"), ("XHSA_TRACE_BUFFER", bad)]), 1);
+            let (s, e) = TraceSettings::from_lookup(
+                env(&[("XHSA_TRACE", "/tmp/x.json"), ("XHSA_TRACE_BUFFER", bad)]),
+                1,
+            );
             assert_eq!(s.buffer, DEFAULT_BUFFER, "{bad}");
-            assert_eq!(s.file, Some(PathBuf::from("/tmp/x.json")), "a bad buffer size does not turn the trace off");
+            assert_eq!(
+                s.file,
+                Some(PathBuf::from("/tmp/x.json")),
+                "a bad buffer size does not turn the trace off"
+            );
             assert_eq!(e.len(), 1);
             let msg = e[0].to_string();
-            assert!(msg.contains("XHSA_TRACE_BUFFER") && msg.contains("16..=16777216") && msg.contains("using 65536"), "{msg}");
+            assert!(
+                msg.contains("XHSA_TRACE_BUFFER")
+                    && msg.contains("16..=16777216")
+                    && msg.contains("using 65536"),
+                "{msg}"
+            );
         }
         for bad in ["/tmp/x-%d.json", "/tmp/x%"] {
             let (s, e) = TraceSettings::from_lookup(env(&[("XHSA_TRACE", bad)]), 1);
             assert_eq!(s.file, None, "{bad}");
             let msg = e[0].to_string();
-            assert!(msg.starts_with("XHSA_TRACE=") && msg.contains("%p stands for the process id") && msg.contains("no trace"), "{msg}");
+            assert!(
+                msg.starts_with("XHSA_TRACE=")
+                    && msg.contains("%p stands for the process id")
+                    && msg.contains("no trace"),
+                "{msg}"
+            );
         }
     }
 }

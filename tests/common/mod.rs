@@ -10,7 +10,10 @@ use std::process::Command;
 pub fn target_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
     // target/<profile>/deps/<test-binary>
-    exe.parent().and_then(Path::parent).expect("test binary lives in target/<profile>/deps").to_path_buf()
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("test binary lives in target/<profile>/deps")
+        .to_path_buf()
 }
 
 /// A library or binary cargo built: `target/<profile>/NAME`, or `deps/NAME` when only the
@@ -26,7 +29,8 @@ pub fn artifact(name: &str) -> PathBuf {
 
 /// Runs `readelf ARGS FILE` and returns its standard output.
 pub fn readelf(args: &[&str], file: &Path) -> String {
-    let out = Command::new("readelf").args(args).arg(file).output().expect("run readelf (binutils)");
+    let out =
+        Command::new("readelf").args(args).arg(file).output().expect("run readelf (binutils)");
     assert!(out.status.success(), "readelf {args:?} {} failed", file.display());
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -75,7 +79,8 @@ pub fn tests_dir() -> PathBuf {
 pub fn emu_launcher() -> PathBuf {
     let emu = artifact("xhsa-emu");
     let thunk = artifact("libhsakmt.so");
-    let missing: Vec<String> = [&emu, &thunk].iter().filter(|p| !p.exists()).map(|p| p.display().to_string()).collect();
+    let missing: Vec<String> =
+        [&emu, &thunk].iter().filter(|p| !p.exists()).map(|p| p.display().to_string()).collect();
     assert!(
         missing.is_empty(),
         "the emulator is not built: missing {}. Build the whole workspace first \
@@ -116,7 +121,9 @@ fn fnv1a(h: &mut u64, bytes: &[u8]) {
 /// tests/programs, sorted.
 fn shared_sources() -> Vec<PathBuf> {
     let mut out = Vec::new();
-    for (dir, header_only) in [(tests_dir().join("kernels"), false), (tests_dir().join("programs"), true)] {
+    for (dir, header_only) in
+        [(tests_dir().join("kernels"), false), (tests_dir().join("programs"), true)]
+    {
         if let Ok(rd) = std::fs::read_dir(&dir) {
             for e in rd.flatten() {
                 let p = e.path();
@@ -133,7 +140,11 @@ fn shared_sources() -> Vec<PathBuf> {
 
 /// Where the cached builds go: `target/xhsa-test-programs`.
 pub fn program_cache_dir() -> PathBuf {
-    let dir = target_dir().parent().map(Path::to_path_buf).unwrap_or_else(target_dir).join("xhsa-test-programs");
+    let dir = target_dir()
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(target_dir)
+        .join("xhsa-test-programs");
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
     dir
 }
@@ -164,7 +175,8 @@ fn build_cached(output_name: &str, tool: &Path, args: &[OsString], inputs: &[Pat
     let key = out.display().to_string();
 
     let cell = {
-        let mut map = BUILDS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+        let mut map =
+            BUILDS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
         map.entry(key).or_default().clone()
     };
     cell.get_or_init(|| {
@@ -178,8 +190,10 @@ fn build_cached(output_name: &str, tool: &Path, args: &[OsString], inputs: &[Pat
             out.file_stem().and_then(|s| s.to_str()).unwrap_or(stem),
             std::process::id()
         ));
-        let real_args: Vec<OsString> =
-            args.iter().map(|a| if a == "{OUT}" { tmp.clone().into_os_string() } else { a.clone() }).collect();
+        let real_args: Vec<OsString> = args
+            .iter()
+            .map(|a| if a == "{OUT}" { tmp.clone().into_os_string() } else { a.clone() })
+            .collect();
         let started = Instant::now();
         let res = Command::new(tool)
             .args(&real_args)
@@ -197,7 +211,8 @@ fn build_cached(output_name: &str, tool: &Path, args: &[OsString], inputs: &[Pat
                 String::from_utf8_lossy(&res.stderr)
             );
         }
-        std::fs::rename(&tmp, &out).unwrap_or_else(|e| panic!("rename {} -> {}: {e}", tmp.display(), out.display()));
+        std::fs::rename(&tmp, &out)
+            .unwrap_or_else(|e| panic!("rename {} -> {}: {e}", tmp.display(), out.display()));
         eprintln!("built {} in {:.1} s", out.display(), started.elapsed().as_secs_f64());
         out.clone()
     })
@@ -231,7 +246,9 @@ pub fn program_with_inputs(name: &str, extra: &[PathBuf]) -> PathBuf {
     let kernels = tests_dir().join("kernels");
     let mut args: Vec<OsString> = Vec::new();
     let tool = if ext == "c" {
-        let cc = find_in_path("cc").or_else(|| find_in_path("gcc")).unwrap_or_else(|| require_tool("gcc", "gcc"));
+        let cc = find_in_path("cc")
+            .or_else(|| find_in_path("gcc"))
+            .unwrap_or_else(|| require_tool("gcc", "gcc"));
         for a in ["-std=gnu11", "-O2", "-g", "-Wall"] {
             args.push(a.into());
         }
@@ -281,14 +298,22 @@ pub fn program64(name: &str, arch: &str, libs: &[&str]) -> PathBuf {
     let (dir, src) = program_source(name);
     let c = src.extension().is_some_and(|e| e == "c");
     let kernels = tests_dir().join("kernels");
-    let mut args: Vec<OsString> = ["run", "--rocm", "6.4", "--"].iter().map(OsString::from).collect();
+    let mut args: Vec<OsString> =
+        ["run", "--rocm", "6.4", "--"].iter().map(OsString::from).collect();
     if c {
         for a in ["clang-21", "-std=gnu11", "-O2", "-g", "-Wall", "-Wno-unused-but-set-variable"] {
             args.push(a.into());
         }
     } else {
         args.push("hipcc".into());
-        for a in [format!("--offload-arch={arch}").as_str(), "-O2", "-g", "-Wall", "-Wno-unused-result", "-Wno-unused-value"] {
+        for a in [
+            format!("--offload-arch={arch}").as_str(),
+            "-O2",
+            "-g",
+            "-Wall",
+            "-Wno-unused-result",
+            "-Wno-unused-value",
+        ] {
             args.push(a.into());
         }
         args.push(OsString::from("-I"));
@@ -318,11 +343,23 @@ pub fn code_object64(name: &str, arch: &str) -> PathBuf {
     let src = tests_dir().join("kernels").join(format!("{name}.hip"));
     assert!(src.exists(), "no kernel source {}", src.display());
     let offload = format!("--offload-arch={arch}");
-    let args: Vec<OsString> = ["run", "--rocm", "6.4", "--", "hipcc", "--genco", "--no-gpu-bundle-output", offload.as_str(), "-O2", "-o", "{OUT}"]
-        .iter()
-        .map(OsString::from)
-        .chain([src.clone().into_os_string()])
-        .collect();
+    let args: Vec<OsString> = [
+        "run",
+        "--rocm",
+        "6.4",
+        "--",
+        "hipcc",
+        "--genco",
+        "--no-gpu-bundle-output",
+        offload.as_str(),
+        "-O2",
+        "-o",
+        "{OUT}",
+    ]
+    .iter()
+    .map(OsString::from)
+    .chain([src.clone().into_os_string()])
+    .collect();
     let mut inputs = vec![src];
     inputs.extend(shared_sources());
     build_cached(&format!("{name}-rocm64-{arch}.hsaco"), &emu_launcher(), &args, &inputs)
@@ -335,8 +372,13 @@ pub fn shared_library(name: &str) -> PathBuf {
     let dir = tests_dir().join("programs");
     let src = dir.join(format!("{name}.c"));
     assert!(src.exists(), "no library source {}", src.display());
-    let cc = find_in_path("cc").or_else(|| find_in_path("gcc")).unwrap_or_else(|| require_tool("gcc", "gcc"));
-    let mut args: Vec<OsString> = ["-shared", "-fPIC", "-std=gnu11", "-O2", "-g", "-Wall", "-I"].iter().map(OsString::from).collect();
+    let cc = find_in_path("cc")
+        .or_else(|| find_in_path("gcc"))
+        .unwrap_or_else(|| require_tool("gcc", "gcc"));
+    let mut args: Vec<OsString> = ["-shared", "-fPIC", "-std=gnu11", "-O2", "-g", "-Wall", "-I"]
+        .iter()
+        .map(OsString::from)
+        .collect();
     args.push(dir.clone().into_os_string());
     args.push("-o".into());
     args.push("{OUT}".into());
@@ -354,7 +396,11 @@ pub fn hip_shared_library(name: &str) -> PathBuf {
     let src = tests_dir().join("programs").join(format!("{name}.hip"));
     assert!(src.exists(), "no library source {}", src.display());
     let hipcc = require_tool("hipcc", "hipcc");
-    let mut args: Vec<OsString> = ["--offload-arch=gfx90a", "-shared", "-fPIC", "-O2", "-w", "-o", "{OUT}"].iter().map(OsString::from).collect();
+    let mut args: Vec<OsString> =
+        ["--offload-arch=gfx90a", "-shared", "-fPIC", "-O2", "-w", "-o", "{OUT}"]
+            .iter()
+            .map(OsString::from)
+            .collect();
     args.push(src.clone().into_os_string());
     let mut inputs = vec![src];
     inputs.extend(shared_sources());
@@ -367,11 +413,12 @@ pub fn code_object(name: &str) -> PathBuf {
     let src = tests_dir().join("kernels").join(format!("{name}.hip"));
     assert!(src.exists(), "no kernel source {}", src.display());
     let hipcc = require_tool("hipcc", "hipcc");
-    let args: Vec<OsString> = ["--genco", "--no-gpu-bundle-output", "--offload-arch=gfx90a", "-O2", "-o", "{OUT}"]
-        .iter()
-        .map(OsString::from)
-        .chain([src.clone().into_os_string()])
-        .collect();
+    let args: Vec<OsString> =
+        ["--genco", "--no-gpu-bundle-output", "--offload-arch=gfx90a", "-O2", "-o", "{OUT}"]
+            .iter()
+            .map(OsString::from)
+            .chain([src.clone().into_os_string()])
+            .collect();
     let mut inputs = vec![src];
     inputs.extend(shared_sources());
     build_cached(&format!("{name}.hsaco"), &hipcc, &args, &inputs)
@@ -500,7 +547,12 @@ pub fn assert_passed(out: &RunOutput) {
 /// `numbers_after(out, "passthrough libraries: ")` gives queues then dispatches), or None.
 pub fn numbers_after(out: &RunOutput, marker: &str) -> Option<Vec<u64>> {
     let tail = out.stderr.lines().find_map(|l| l.split_once(marker).map(|(_, t)| t))?;
-    Some(tail.split(|c: char| !c.is_ascii_digit()).filter(|t| !t.is_empty()).filter_map(|t| t.parse().ok()).collect())
+    Some(
+        tail.split(|c: char| !c.is_ascii_digit())
+            .filter(|t| !t.is_empty())
+            .filter_map(|t| t.parse().ok())
+            .collect(),
+    )
 }
 
 pub fn assert_check_passed(out: &RunOutput, name: &str) {
@@ -525,7 +577,9 @@ pub fn group_cpu(pgid: i32) -> GroupCpu {
     let (mut processes, mut threads) = (0, 0);
     // SAFETY: sysconf takes no pointers and has no preconditions.
     let tick_ns = 1_000_000_000 / (unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64);
-    let Ok(rd) = std::fs::read_dir("/proc") else { return GroupCpu { cpu: total, processes, threads } };
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return GroupCpu { cpu: total, processes, threads };
+    };
     for e in rd.flatten() {
         let name = e.file_name();
         let Some(pid) = name.to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
@@ -568,7 +622,11 @@ pub fn group_cpu(pgid: i32) -> GroupCpu {
 /// Runs `xhsa-emu run [emu_args] -- PROGRAM ARGS` in a process group of its own, collects its
 /// output, kills the group on timeout, and returns what happened. Panics only if the launcher
 /// is missing or cannot be started.
-pub fn run_under_emu<S: AsRef<std::ffi::OsStr>>(program: &Path, args: &[S], opts: &RunOpts) -> RunOutput {
+pub fn run_under_emu<S: AsRef<std::ffi::OsStr>>(
+    program: &Path,
+    args: &[S],
+    opts: &RunOpts,
+) -> RunOutput {
     let _lock = run_lock(opts.exclusive);
     spawn_under_emu(program, args, opts).wait()
 }
@@ -622,7 +680,11 @@ pub struct Running {
 /// Starts `xhsa-emu run [emu_args] -- PROGRAM ARGS` in a process group of its own and returns
 /// at once. `opts.timeout` counts from now and applies in [`Running::wait`]; `opts.exclusive`
 /// is not looked at (hold [`run_lock`] around the group of runs instead).
-pub fn spawn_under_emu<S: AsRef<std::ffi::OsStr>>(program: &Path, args: &[S], opts: &RunOpts) -> Running {
+pub fn spawn_under_emu<S: AsRef<std::ffi::OsStr>>(
+    program: &Path,
+    args: &[S],
+    opts: &RunOpts,
+) -> Running {
     let emu = emu_launcher();
     let mut cmd = Command::new(&emu);
     cmd.arg("run").args(&opts.emu_args).arg("--").arg(program).args(args);
@@ -631,7 +693,10 @@ pub fn spawn_under_emu<S: AsRef<std::ffi::OsStr>>(program: &Path, args: &[S], op
         emu.display(),
         opts.emu_args.iter().map(|a| format!("{a} ")).collect::<String>(),
         program.display(),
-        args.iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ")
+        args.iter()
+            .map(|a| a.as_ref().to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
     );
     // The programs' own watchdog reports the step they hang in, shortly before we kill them.
     let watchdog = opts.timeout.as_secs().saturating_sub(10).max(5);
@@ -710,7 +775,17 @@ pub fn spawn_under_emu<S: AsRef<std::ffi::OsStr>>(program: &Path, args: &[S], op
         let _ = err_pipe.read_to_end(&mut v);
         let _ = tx.send((false, String::from_utf8_lossy(&v).into_owned(), Vec::new()));
     });
-    Running { command, pid, started, timeout: opts.timeout, child: Some(child), out, rx, _device: device, _board: board }
+    Running {
+        command,
+        pid,
+        started,
+        timeout: opts.timeout,
+        child: Some(child),
+        out,
+        rx,
+        _device: device,
+        _board: board,
+    }
 }
 
 impl Running {
@@ -852,9 +927,13 @@ impl DeviceDir {
         use std::os::unix::fs::DirBuilderExt;
         static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!("xhsa-test-{}-{seq}-{tag}", std::process::id()));
+        let path =
+            std::env::temp_dir().join(format!("xhsa-test-{}-{seq}-{tag}", std::process::id()));
         let _ = std::fs::remove_dir_all(&path);
-        std::fs::DirBuilder::new().mode(0o700).create(&path).unwrap_or_else(|e| panic!("create {}: {e}", path.display()));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .unwrap_or_else(|e| panic!("create {}: {e}", path.display()));
         DeviceDir { path }
     }
 
@@ -895,7 +974,9 @@ pub fn emu_status(dir: &DeviceDir) -> String {
 pub fn device_pid(dir: &DeviceDir) -> Option<i32> {
     let want = dir.path.as_os_str().as_encoded_bytes();
     for e in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
         let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
         let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
         let is_device = args.iter().any(|a| *a == b"device");
@@ -938,33 +1019,59 @@ pub fn libxhsa() -> String {
 /// Runs test program `name` on the emulated GPU with `env` and `XHSA_LOG=info`, echoes
 /// libxhsa's log lines, and asserts that it passed.
 pub fn run_with_libxhsa_log(name: &str, args: &[&str], env: &[(&str, &str)]) -> RunOutput {
-    let mut env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let mut env: Vec<(String, String)> =
+        env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     env.push(("XHSA_LOG".into(), "info".into()));
     let out = run_under_emu(&program(name), args, &RunOpts { env, ..RunOpts::default() });
-    eprintln!("{}", out.stderr.lines().filter(|l| l.contains("xhsa:")).collect::<Vec<_>>().join("\n"));
+    eprintln!(
+        "{}",
+        out.stderr.lines().filter(|l| l.contains("xhsa:")).collect::<Vec<_>>().join("\n")
+    );
     assert_passed(&out);
     out
 }
 
 /// One `xhsa-top --json` snapshot of the boards in `board` (the test fails if xhsa-top does).
 pub fn top_json(board: &Path) -> serde_json::Value {
-    let out = Command::new(artifact("xhsa-top")).args(["--json", "--board-dir"]).arg(board).output().expect("run xhsa-top");
-    assert!(out.status.success(), "xhsa-top --json failed: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("xhsa-top --json is not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+    let out = Command::new(artifact("xhsa-top"))
+        .args(["--json", "--board-dir"])
+        .arg(board)
+        .output()
+        .expect("run xhsa-top");
+    assert!(
+        out.status.success(),
+        "xhsa-top --json failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("xhsa-top --json is not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout))
+    })
 }
 
 /// The processes of every GPU of an `xhsa-top --json` snapshot.
 pub fn snapshot_processes(snap: &serde_json::Value) -> impl Iterator<Item = &serde_json::Value> {
-    snap["gpus"].as_array().into_iter().flatten().flat_map(|g| g["processes"].as_array().into_iter().flatten())
+    snap["gpus"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|g| g["processes"].as_array().into_iter().flatten())
 }
 
 /// The events of an `XHSA_TRACE` file (Chrome trace-event JSON, one array), asserting that it
 /// is valid JSON.
 pub fn read_trace(path: &Path) -> Vec<serde_json::Value> {
-    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("read the trace {}: {e}", path.display()));
-    let v: serde_json::Value =
-        serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("the trace {} is not valid JSON: {e}\n{}", path.display(), String::from_utf8_lossy(&bytes[bytes.len().saturating_sub(2000)..])));
-    v.as_array().unwrap_or_else(|| panic!("the trace {} is not a JSON array", path.display())).clone()
+    let bytes =
+        std::fs::read(path).unwrap_or_else(|e| panic!("read the trace {}: {e}", path.display()));
+    let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+        panic!(
+            "the trace {} is not valid JSON: {e}\n{}",
+            path.display(),
+            String::from_utf8_lossy(&bytes[bytes.len().saturating_sub(2000)..])
+        )
+    });
+    v.as_array()
+        .unwrap_or_else(|| panic!("the trace {} is not a JSON array", path.display()))
+        .clone()
 }
 
 /// The one file in `dir` whose name starts with `prefix` (a trace named with `%p`), and the pid
@@ -974,11 +1081,17 @@ pub fn trace_file(dir: &Path, prefix: &str) -> (PathBuf, u32) {
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(prefix) && n.ends_with(".json")))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(prefix) && n.ends_with(".json"))
+        })
         .collect();
     assert_eq!(found.len(), 1, "one trace file {prefix}*.json in {}: {found:?}", dir.display());
     let name = found[0].file_name().unwrap().to_str().unwrap();
-    let pid = name[prefix.len()..name.len() - ".json".len()].parse().unwrap_or_else(|_| panic!("no pid in {name}"));
+    let pid = name[prefix.len()..name.len() - ".json".len()]
+        .parse()
+        .unwrap_or_else(|_| panic!("no pid in {name}"));
     (found[0].clone(), pid)
 }
 

@@ -275,9 +275,7 @@ pub union DbgTrapUnion {
 impl Default for DbgTrapUnion {
     /// All zero: `enable` is one of the 24-byte members, so zeroing it covers every byte.
     fn default() -> Self {
-        DbgTrapUnion {
-            enable: DbgTrapEnableArgs::default(),
-        }
+        DbgTrapUnion { enable: DbgTrapEnableArgs::default() }
     }
 }
 
@@ -511,11 +509,7 @@ impl DbgTrapArgs {
             DbgTrapOp::GetQueueSnapshot(a) => op_args.queue_snapshot = a,
             DbgTrapOp::GetDeviceSnapshot(a) => op_args.device_snapshot = a,
         }
-        DbgTrapArgs {
-            pid,
-            op: op.code(),
-            op_args,
-        }
+        DbgTrapArgs { pid, op: op.code(), op_args }
     }
 
     /// Decodes the raw bytes of a `struct kfd_ioctl_dbg_trap_args` (native endian), e.g. the
@@ -527,11 +521,7 @@ impl DbgTrapArgs {
         let start = offset_of!(DbgTrapArgs, op_args);
         let mut payload = [0u8; DBG_TRAP_UNION_SIZE];
         payload.copy_from_slice(&bytes[start..start + DBG_TRAP_UNION_SIZE]);
-        DecodedDbgTrap {
-            pid,
-            op_code,
-            op: DbgTrapOp::decode(op_code, &payload),
-        }
+        DecodedDbgTrap { pid, op_code, op: DbgTrapOp::decode(op_code, &payload) }
     }
 
     /// The raw bytes (native endian) of `DbgTrapArgs::new(pid, op)`: what a caller hands the
@@ -565,10 +555,7 @@ impl DbgTrapArgs {
                 type T = DbgTrapSetWaveLaunchOverrideArgs;
                 w.u32(base + offset_of!(T, override_mode), a.override_mode);
                 w.u32(base + offset_of!(T, enable_mask), a.enable_mask);
-                w.u32(
-                    base + offset_of!(T, support_request_mask),
-                    a.support_request_mask,
-                );
+                w.u32(base + offset_of!(T, support_request_mask), a.support_request_mask);
                 w.u32(base + offset_of!(T, pad), a.pad);
             }
             DbgTrapOp::SetWaveLaunchMode(a) => {

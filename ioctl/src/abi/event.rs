@@ -162,9 +162,7 @@ pub union EventDataUnion {
 impl Default for EventDataUnion {
     /// All zero: the largest member, zeroed, covers every byte.
     fn default() -> Self {
-        EventDataUnion {
-            memory_exception_data: HsaMemoryExceptionData::default(),
-        }
+        EventDataUnion { memory_exception_data: HsaMemoryExceptionData::default() }
     }
 }
 

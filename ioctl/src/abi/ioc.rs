@@ -111,10 +111,7 @@ impl IocDir {
 /// `_IOC(dir, type, nr, size)`. Panics (at compile time, in a `const`) if `size` does not fit
 /// the size field, as the kernel's `_IOC_TYPECHECK` would refuse to compile.
 pub const fn ioc(dir: IocDir, ty: u8, nr: u8, size: usize) -> RawRequest {
-    assert!(
-        size < (1 << IOC_SIZEBITS),
-        "ioctl argument too large for the size field"
-    );
+    assert!(size < (1 << IOC_SIZEBITS), "ioctl argument too large for the size field");
     let raw = (dir.bits() << IOC_DIRSHIFT)
         | ((ty as u32) << IOC_TYPESHIFT)
         | ((nr as u32) << IOC_NRSHIFT)
@@ -193,12 +190,7 @@ mod tests {
     #[test]
     fn decode_inverts_encode() {
         for dir in [IocDir::None, IocDir::Write, IocDir::Read, IocDir::ReadWrite] {
-            for (nr, size) in [
-                (0u8, 0usize),
-                (1, 8),
-                (0x26, 32),
-                (0xff, (1 << IOC_SIZEBITS) - 1),
-            ] {
+            for (nr, size) in [(0u8, 0usize), (1, 8), (0x26, 32), (0xff, (1 << IOC_SIZEBITS) - 1)] {
                 let f = IocFields::decode(ioc(dir, b'K', nr, size));
                 assert_eq!(f.direction(), Some(dir));
                 assert_eq!((f.ty, f.nr, f.size), (b'K', nr, size));

@@ -231,65 +231,47 @@ impl Request {
             CreateQueue => ("AMDKFD_IOC_CREATE_QUEUE", AMDKFD_IOC_CREATE_QUEUE),
             DestroyQueue => ("AMDKFD_IOC_DESTROY_QUEUE", AMDKFD_IOC_DESTROY_QUEUE),
             SetMemoryPolicy => ("AMDKFD_IOC_SET_MEMORY_POLICY", AMDKFD_IOC_SET_MEMORY_POLICY),
-            GetClockCounters => (
-                "AMDKFD_IOC_GET_CLOCK_COUNTERS",
-                AMDKFD_IOC_GET_CLOCK_COUNTERS,
-            ),
-            GetProcessApertures => (
-                "AMDKFD_IOC_GET_PROCESS_APERTURES",
-                AMDKFD_IOC_GET_PROCESS_APERTURES,
-            ),
+            GetClockCounters => ("AMDKFD_IOC_GET_CLOCK_COUNTERS", AMDKFD_IOC_GET_CLOCK_COUNTERS),
+            GetProcessApertures => {
+                ("AMDKFD_IOC_GET_PROCESS_APERTURES", AMDKFD_IOC_GET_PROCESS_APERTURES)
+            }
             UpdateQueue => ("AMDKFD_IOC_UPDATE_QUEUE", AMDKFD_IOC_UPDATE_QUEUE),
             CreateEvent => ("AMDKFD_IOC_CREATE_EVENT", AMDKFD_IOC_CREATE_EVENT),
             DestroyEvent => ("AMDKFD_IOC_DESTROY_EVENT", AMDKFD_IOC_DESTROY_EVENT),
             SetEvent => ("AMDKFD_IOC_SET_EVENT", AMDKFD_IOC_SET_EVENT),
             ResetEvent => ("AMDKFD_IOC_RESET_EVENT", AMDKFD_IOC_RESET_EVENT),
             WaitEvents => ("AMDKFD_IOC_WAIT_EVENTS", AMDKFD_IOC_WAIT_EVENTS),
-            DbgRegisterDeprecated => (
-                "AMDKFD_IOC_DBG_REGISTER_DEPRECATED",
-                AMDKFD_IOC_DBG_REGISTER_DEPRECATED,
-            ),
-            DbgUnregisterDeprecated => (
-                "AMDKFD_IOC_DBG_UNREGISTER_DEPRECATED",
-                AMDKFD_IOC_DBG_UNREGISTER_DEPRECATED,
-            ),
-            DbgAddressWatchDeprecated => (
-                "AMDKFD_IOC_DBG_ADDRESS_WATCH_DEPRECATED",
-                AMDKFD_IOC_DBG_ADDRESS_WATCH_DEPRECATED,
-            ),
-            DbgWaveControlDeprecated => (
-                "AMDKFD_IOC_DBG_WAVE_CONTROL_DEPRECATED",
-                AMDKFD_IOC_DBG_WAVE_CONTROL_DEPRECATED,
-            ),
-            SetScratchBackingVa => (
-                "AMDKFD_IOC_SET_SCRATCH_BACKING_VA",
-                AMDKFD_IOC_SET_SCRATCH_BACKING_VA,
-            ),
+            DbgRegisterDeprecated => {
+                ("AMDKFD_IOC_DBG_REGISTER_DEPRECATED", AMDKFD_IOC_DBG_REGISTER_DEPRECATED)
+            }
+            DbgUnregisterDeprecated => {
+                ("AMDKFD_IOC_DBG_UNREGISTER_DEPRECATED", AMDKFD_IOC_DBG_UNREGISTER_DEPRECATED)
+            }
+            DbgAddressWatchDeprecated => {
+                ("AMDKFD_IOC_DBG_ADDRESS_WATCH_DEPRECATED", AMDKFD_IOC_DBG_ADDRESS_WATCH_DEPRECATED)
+            }
+            DbgWaveControlDeprecated => {
+                ("AMDKFD_IOC_DBG_WAVE_CONTROL_DEPRECATED", AMDKFD_IOC_DBG_WAVE_CONTROL_DEPRECATED)
+            }
+            SetScratchBackingVa => {
+                ("AMDKFD_IOC_SET_SCRATCH_BACKING_VA", AMDKFD_IOC_SET_SCRATCH_BACKING_VA)
+            }
             GetTileConfig => ("AMDKFD_IOC_GET_TILE_CONFIG", AMDKFD_IOC_GET_TILE_CONFIG),
             SetTrapHandler => ("AMDKFD_IOC_SET_TRAP_HANDLER", AMDKFD_IOC_SET_TRAP_HANDLER),
-            GetProcessAperturesNew => (
-                "AMDKFD_IOC_GET_PROCESS_APERTURES_NEW",
-                AMDKFD_IOC_GET_PROCESS_APERTURES_NEW,
-            ),
+            GetProcessAperturesNew => {
+                ("AMDKFD_IOC_GET_PROCESS_APERTURES_NEW", AMDKFD_IOC_GET_PROCESS_APERTURES_NEW)
+            }
             AcquireVm => ("AMDKFD_IOC_ACQUIRE_VM", AMDKFD_IOC_ACQUIRE_VM),
-            AllocMemoryOfGpu => (
-                "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU",
-                AMDKFD_IOC_ALLOC_MEMORY_OF_GPU,
-            ),
-            FreeMemoryOfGpu => (
-                "AMDKFD_IOC_FREE_MEMORY_OF_GPU",
-                AMDKFD_IOC_FREE_MEMORY_OF_GPU,
-            ),
+            AllocMemoryOfGpu => ("AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", AMDKFD_IOC_ALLOC_MEMORY_OF_GPU),
+            FreeMemoryOfGpu => ("AMDKFD_IOC_FREE_MEMORY_OF_GPU", AMDKFD_IOC_FREE_MEMORY_OF_GPU),
             MapMemoryToGpu => ("AMDKFD_IOC_MAP_MEMORY_TO_GPU", AMDKFD_IOC_MAP_MEMORY_TO_GPU),
-            UnmapMemoryFromGpu => (
-                "AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU",
-                AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU,
-            ),
+            UnmapMemoryFromGpu => {
+                ("AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU", AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU)
+            }
             SetCuMask => ("AMDKFD_IOC_SET_CU_MASK", AMDKFD_IOC_SET_CU_MASK),
-            GetQueueWaveState => (
-                "AMDKFD_IOC_GET_QUEUE_WAVE_STATE",
-                AMDKFD_IOC_GET_QUEUE_WAVE_STATE,
-            ),
+            GetQueueWaveState => {
+                ("AMDKFD_IOC_GET_QUEUE_WAVE_STATE", AMDKFD_IOC_GET_QUEUE_WAVE_STATE)
+            }
             GetDmabufInfo => ("AMDKFD_IOC_GET_DMABUF_INFO", AMDKFD_IOC_GET_DMABUF_INFO),
             ImportDmabuf => ("AMDKFD_IOC_IMPORT_DMABUF", AMDKFD_IOC_IMPORT_DMABUF),
             AllocQueueGws => ("AMDKFD_IOC_ALLOC_QUEUE_GWS", AMDKFD_IOC_ALLOC_QUEUE_GWS),
@@ -326,7 +308,10 @@ pub unsafe trait IoctlArgs: Copy {
     const REQUEST: Request;
     /// Evaluated by every caller of the ioctl (`let () = A::SIZE_MATCHES;`): compiling a call
     /// with an argument struct of another size than its request's fails.
-    const SIZE_MATCHES: () = assert!(core::mem::size_of::<Self>() == Self::REQUEST.arg_size(), "an IoctlArgs struct differs in size from its request");
+    const SIZE_MATCHES: () = assert!(
+        core::mem::size_of::<Self>() == Self::REQUEST.arg_size(),
+        "an IoctlArgs struct differs in size from its request"
+    );
 }
 
 /// `unsafe impl IoctlArgs` for argument structs of this crate, each with a compile-time check

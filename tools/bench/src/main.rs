@@ -118,10 +118,7 @@ fn root() -> PathBuf {
 
 fn exe_dir() -> Option<PathBuf> {
     let e = std::env::current_exe().ok()?;
-    std::fs::canonicalize(&e)
-        .unwrap_or(e)
-        .parent()
-        .map(Path::to_path_buf)
+    std::fs::canonicalize(&e).unwrap_or(e).parent().map(Path::to_path_buf)
 }
 
 fn models_dir() -> PathBuf {
@@ -205,10 +202,7 @@ fn parse() -> Cli {
             });
             let subs: Vec<&str> = cmd.get_subcommands().map(|s| s.get_name()).collect();
             eprint!("{}", e.render());
-            eprintln!(
-                "{}",
-                listed.unwrap_or_else(|| format!("commands: {}", subs.join(", ")))
-            );
+            eprintln!("{}", listed.unwrap_or_else(|| format!("commands: {}", subs.join(", "))));
             std::process::exit(2);
         }
         Err(e) => e.exit(),
@@ -244,13 +238,7 @@ fn go(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Cmd::Models { name, write } => models_cmd(name, write),
-        Cmd::Predict {
-            scenario,
-            seconds,
-            json,
-            hop_us,
-            cu_pipe_capacity,
-        } => {
+        Cmd::Predict { scenario, seconds, json, hop_us, cu_pipe_capacity } => {
             let s = scenario::load(&scenarios_dir(), &scenario, &model_names())?;
             let tables = load_tables(&s)?;
             let tables: HashMap<String, Table> =
@@ -351,10 +339,11 @@ fn go(cli: Cli) -> Result<(), String> {
             // The alone phases are native in every mode: they are the baseline a scheduler is
             // measured against. With a scheduler, the shared phase runs twice: native, then
             // under the mode, so one invocation prints both side by side.
-            let phase = |label: &'static str, role: Option<Role>, mode: Mode| -> Result<_, String> {
-                let (r, from, to) = run::phase(&setup(label, mode), &s.phase(role))?;
-                Ok(r.summarize(from, to))
-            };
+            let phase =
+                |label: &'static str, role: Option<Role>, mode: Mode| -> Result<_, String> {
+                    let (r, from, to) = run::phase(&setup(label, mode), &s.phase(role))?;
+                    Ok(r.summarize(from, to))
+                };
             let result = (|| -> Result<Report, String> {
                 let hp_alone = phase("hp-alone", Some(Role::Hp), Mode::Native)?;
                 let lp_alone = if has_lp {
@@ -440,12 +429,8 @@ fn models_cmd(name: Option<String>, write: bool) -> Result<(), String> {
         let t = std::fs::read_to_string(&path)
             .map_err(|e| e.to_string())
             .and_then(|s| Table::parse(&s))?;
-        let gemm: u64 = t
-            .kernels
-            .iter()
-            .filter(|k| k.lds > 0)
-            .map(xhsa_bench::table::alone_ns)
-            .sum();
+        let gemm: u64 =
+            t.kernels.iter().filter(|k| k.lds > 0).map(xhsa_bench::table::alone_ns).sum();
         println!(
             "{:<18} {:>8} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10}",
             n,

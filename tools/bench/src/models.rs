@@ -96,14 +96,7 @@ const EW_PER_CU: u64 = 8;
 /// Macro-tiles (MIOpen igemm / Tensile sizes).
 /// Split-K factors (MIOpen's gemm_k_global_split, Tensile's GSU): partial sums of K slices.
 const SPLIT_K: [u64; 4] = [1, 2, 4, 8];
-const TILES: [(u64, u64); 6] = [
-    (256, 128),
-    (128, 128),
-    (128, 64),
-    (64, 64),
-    (64, 32),
-    (32, 32),
-];
+const TILES: [(u64, u64); 6] = [(256, 128), (128, 128), (128, 64), (64, 64), (64, 32), (32, 32)];
 
 /// Builds kernel sequences.
 pub struct Builder<'p> {
@@ -113,10 +106,7 @@ pub struct Builder<'p> {
 
 impl<'p> Builder<'p> {
     pub fn new(p: &'p Params) -> Self {
-        Builder {
-            p,
-            kernels: Vec::new(),
-        }
+        Builder { p, kernels: Vec::new() }
     }
 
     /// A GEMM of `m x n` outputs over `k` (batched `batch` times).
@@ -139,12 +129,7 @@ impl<'p> Builder<'p> {
         };
         let (wgs, wg, _, macs, lds) = TILES
             .iter()
-            .flat_map(|&t| {
-                SPLIT_K
-                    .iter()
-                    .filter(move |&&s| k / s >= 64)
-                    .map(move |&s| plan(t, s))
-            })
+            .flat_map(|&t| SPLIT_K.iter().filter(move |&&s| k / s >= 64).map(move |&s| plan(t, s)))
             .min_by(|a, b| a.2.total_cmp(&b.2))
             .unwrap_or_else(|| plan(TILES[TILES.len() - 1], 1));
         let util = macs / (self.p.cu_macs_per_ns * wg);
@@ -223,12 +208,7 @@ impl<'p> Builder<'p> {
     }
 
     pub fn finish(self, model: &str, items: u32, unit: &str) -> Table {
-        Table {
-            model: model.to_string(),
-            items,
-            unit: unit.to_string(),
-            kernels: self.kernels,
-        }
+        Table { model: model.to_string(), items, unit: unit.to_string(), kernels: self.kernels }
     }
 }
 
@@ -238,11 +218,7 @@ impl<'p> Builder<'p> {
 /// elementwise kernels, max pool, adaptive average pool, and the classifier's GEMM (bias in its
 /// epilogue).
 pub fn resnet(p: &Params, name: &str, batch: u64, bottleneck: bool) -> Table {
-    let blocks: [u64; 4] = if bottleneck {
-        [3, 4, 6, 3]
-    } else {
-        [2, 2, 2, 2]
-    };
+    let blocks: [u64; 4] = if bottleneck { [3, 4, 6, 3] } else { [2, 2, 2, 2] };
     let expansion = if bottleneck { 4 } else { 1 };
     let mut b = Builder::new(p);
     let n = batch;
@@ -345,25 +321,14 @@ pub fn matmul_task(name: &str, n: u64, kernels: usize, kernel_ns: f64) -> Table 
     let p = Params::default();
     let mut b = Builder::new(&p);
     for i in 0..kernels {
-        b.push(
-            &format!("matmul{i}"),
-            wgs,
-            256,
-            0,
-            kernel_ns / rounds as f64,
-        );
+        b.push(&format!("matmul{i}"), wgs, 256, 0, kernel_ns / rounds as f64);
     }
     b.finish(name, 1, "task")
 }
 
 /// Names of the built-in models.
-pub const NAMES: [&str; 5] = [
-    "resnet18_bs8",
-    "resnet50_bs8",
-    "resnet50_bs1024",
-    "bert_base",
-    "matmul2048_task",
-];
+pub const NAMES: [&str; 5] =
+    ["resnet18_bs8", "resnet50_bs8", "resnet50_bs1024", "bert_base", "matmul2048_task"];
 
 /// A built-in model by name.
 pub fn build(name: &str, p: &Params) -> Option<Table> {
@@ -378,11 +343,7 @@ pub fn build(name: &str, p: &Params) -> Option<Table> {
     .map(|mut t| {
         if t.unit != "task" {
             for k in &mut t.kernels {
-                k.host_ns = if is_miopen(&k.label) {
-                    p.host_miopen_ns
-                } else {
-                    p.host_aten_ns
-                };
+                k.host_ns = if is_miopen(&k.label) { p.host_miopen_ns } else { p.host_aten_ns };
             }
         }
         t
@@ -453,11 +414,7 @@ mod tests {
         for n in NAMES {
             let t = build(n, &p).unwrap();
             let text = std::fs::read_to_string(dir.join(format!("{n}.kernels"))).unwrap();
-            assert_eq!(
-                Table::parse(&text).unwrap(),
-                t,
-                "{n}: run `xhsa-bench models --write`"
-            );
+            assert_eq!(Table::parse(&text).unwrap(), t, "{n}: run `xhsa-bench models --write`");
         }
     }
 }

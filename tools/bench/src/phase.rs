@@ -43,10 +43,7 @@ pub struct Summary {
 
 impl PhaseResult {
     pub fn summarize(&self, from: f64, to: f64) -> Summary {
-        let mut s = Summary {
-            window_s: to - from,
-            ..Default::default()
-        };
+        let mut s = Summary { window_s: to - from, ..Default::default() };
         for role in [Role::Hp, Role::Lp] {
             let streams: Vec<&StreamResult> =
                 self.streams.iter().filter(|x| x.role == role).collect();
@@ -62,11 +59,8 @@ impl PhaseResult {
             let tput: f64 = streams
                 .iter()
                 .map(|x| {
-                    let b: Vec<(f64, f64, f64)> = x
-                        .requests
-                        .iter()
-                        .map(|&(a, e)| (a, e, f64::from(x.items)))
-                        .collect();
+                    let b: Vec<(f64, f64, f64)> =
+                        x.requests.iter().map(|&(a, e)| (a, e, f64::from(x.items))).collect();
                     stats::throughput(&b, from, to)
                 })
                 .sum();
@@ -112,10 +106,7 @@ mod tests {
             unit: "img".into(),
             requests: vec![(0.0, 1.0), (1.0, 2.0)],
         };
-        let r = PhaseResult {
-            streams: vec![hp, lp],
-            seconds: 3.0,
-        };
+        let r = PhaseResult { streams: vec![hp, lp], seconds: 3.0 };
         let s = r.summarize(1.0, 2.0);
         assert_eq!(s.hp.as_ref().unwrap().count, 1);
         assert!((s.hp.unwrap().mean_ms - 4.0).abs() < 1e-6);

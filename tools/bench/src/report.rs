@@ -59,7 +59,10 @@ impl Report {
         let Some(n) = &self.native_together else { return Value::Null };
         let mut hp = lat(&n.hp);
         hp["throughput_per_s"] = json!(n.hp_throughput_per_s);
-        let lp_ratio = match (self.together.as_ref().and_then(|t| t.lp_throughput_per_s), n.lp_throughput_per_s) {
+        let lp_ratio = match (
+            self.together.as_ref().and_then(|t| t.lp_throughput_per_s),
+            n.lp_throughput_per_s,
+        ) {
             (Some(x), Some(nat)) if nat > 0.0 => Some(x / nat),
             _ => None,
         };
@@ -151,10 +154,7 @@ impl Report {
                 f(l2.map(|l| l.p95_ms)),
                 f(l2.map(|l| l.p99_ms)),
                 f(l2.map(|l| l.max_ms)),
-                t.map_or("-".into(), |v| format!(
-                    "{v:.1} {}/s",
-                    unit.as_deref().unwrap_or("item")
-                ))
+                t.map_or("-".into(), |v| format!("{v:.1} {}/s", unit.as_deref().unwrap_or("item")))
             );
         };
         row(
@@ -165,22 +165,21 @@ impl Report {
             &self.hp_alone.hp_unit,
         );
         let native = self.native_together.is_some();
-        let with_mode = |what: &str| if native { format!("{what} ({})", self.mode) } else { what.to_string() };
+        let with_mode =
+            |what: &str| if native { format!("{what} ({})", self.mode) } else { what.to_string() };
         if let Some(t) = &self.native_together {
             row(&mut o, "hp with lp (native)", &t.hp, t.hp_throughput_per_s, &t.hp_unit);
         }
         if let Some(t) = &self.together {
-            let name = if self.lp_alone.is_some() { with_mode("hp with lp") } else { format!("hp alone ({})", self.mode) };
+            let name = if self.lp_alone.is_some() {
+                with_mode("hp with lp")
+            } else {
+                format!("hp alone ({})", self.mode)
+            };
             row(&mut o, &name, &t.hp, t.hp_throughput_per_s, &t.hp_unit);
         }
         if let Some(s) = &self.lp_alone {
-            row(
-                &mut o,
-                "lp alone",
-                &s.lp_latency,
-                s.lp_throughput_per_s,
-                &s.lp_unit,
-            );
+            row(&mut o, "lp alone", &s.lp_latency, s.lp_throughput_per_s, &s.lp_unit);
         }
         if let Some(t) = &self.native_together {
             row(&mut o, "lp with hp (native)", &t.lp_latency, t.lp_throughput_per_s, &t.lp_unit);
@@ -268,7 +267,15 @@ mod tests {
         assert!((j["native"]["hp_p99_ratio"].as_f64().unwrap() - 7.5).abs() < 1e-9);
         assert!((j["native"]["lp_vs_native"].as_f64().unwrap() - 0.95).abs() < 1e-9);
         let t = r.table();
-        for needle in ["hp with lp (native)", "hp with lp (xhsa)", "lp with hp (native)", "lp with hp (xhsa)", "native: 7.50x", "xhsa: 1.50x", "/ native: 95 %"] {
+        for needle in [
+            "hp with lp (native)",
+            "hp with lp (xhsa)",
+            "lp with hp (native)",
+            "lp with hp (xhsa)",
+            "native: 7.50x",
+            "xhsa: 1.50x",
+            "/ native: 95 %",
+        ] {
             assert!(t.contains(needle), "{needle:?} in\n{t}");
         }
     }

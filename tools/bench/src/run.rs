@@ -77,7 +77,13 @@ impl Mode {
     }
 
     /// Environment the mode adds to a workload process.
-    pub fn env(self, p: &Process, libxhsa: Option<&Path>, load: Load, board_dir: &Path) -> Vec<(String, String)> {
+    pub fn env(
+        self,
+        p: &Process,
+        libxhsa: Option<&Path>,
+        load: Load,
+        board_dir: &Path,
+    ) -> Vec<(String, String)> {
         match (self, libxhsa) {
             (Mode::Xhsa, Some(lib)) => {
                 let mut env = vec![
@@ -85,7 +91,10 @@ impl Mode {
                     ("XHSA_BOARD_DIR".to_string(), board_dir.display().to_string()),
                     // libxhsa's messages and exit summary in the process logs; the user's own
                     // filter, when set, instead (e.g. `info,xhsa::preempt=debug`).
-                    ("XHSA_LOG".to_string(), std::env::var("XHSA_LOG").unwrap_or_else(|_| "info".to_string())),
+                    (
+                        "XHSA_LOG".to_string(),
+                        std::env::var("XHSA_LOG").unwrap_or_else(|_| "info".to_string()),
+                    ),
                 ];
                 let first = p.streams[0].priority;
                 if p.streams.iter().all(|s| s.priority == first) {
@@ -144,7 +153,21 @@ const CONTAINER_SHELL: &str = "mount -t tmpfs -o size=64m,mode=1777 shm /dev/shm
 /// `cmd`'s program and arguments run in a container of its own (see [`CONTAINER_SHELL`]).
 pub fn container_command(cmd: &Command) -> Command {
     let mut c = Command::new("unshare");
-    c.args(["--pid", "--fork", "--kill-child", "--mount-proc", "--ipc", "--mount", "--propagation", "private", "--", "sh", "-c", CONTAINER_SHELL, "sh"]);
+    c.args([
+        "--pid",
+        "--fork",
+        "--kill-child",
+        "--mount-proc",
+        "--ipc",
+        "--mount",
+        "--propagation",
+        "private",
+        "--",
+        "sh",
+        "-c",
+        CONTAINER_SHELL,
+        "sh",
+    ]);
     c.arg(cmd.get_program());
     c.args(cmd.get_args());
     for (k, v) in cmd.get_envs() {
@@ -187,10 +210,7 @@ impl Drop for Proc {
 
 /// `CLOCK_MONOTONIC` in ns: the clock the workloads report in.
 pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime writes into the timespec we own.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -234,10 +254,7 @@ pub fn phase(setup: &Setup, processes: &[Process]) -> Result<(PhaseResult, f64, 
             .arg(setup.time_scale.to_string())
             .arg("--")
             .arg(setup.workload);
-        cmd.arg("--table")
-            .arg(table_path)
-            .arg("--time-scale")
-            .arg(setup.time_scale.to_string());
+        cmd.arg("--table").arg(table_path).arg("--time-scale").arg(setup.time_scale.to_string());
         if p.streams.len() == 1 {
             cmd.arg("--null-stream");
         }
@@ -251,12 +268,9 @@ pub fn phase(setup: &Setup, processes: &[Process]) -> Result<(PhaseResult, f64, 
         if setup.containers {
             cmd = container_command(&cmd);
         }
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(logf));
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", setup.emu.display()))?;
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::from(logf));
+        let mut child =
+            cmd.spawn().map_err(|e| format!("cannot start {}: {e}", setup.emu.display()))?;
         let stdout = child.stdout.take().expect("piped");
         let stdin = child.stdin.take();
         let tx = tx.clone();
@@ -310,10 +324,8 @@ pub fn phase(setup: &Setup, processes: &[Process]) -> Result<(PhaseResult, f64, 
     }
     let scale = setup.time_scale;
     let dev_s = |t: u64| (t.saturating_sub(go)) as f64 / 1e9 / scale;
-    let mut reqs: Vec<Vec<Vec<(f64, f64)>>> = processes
-        .iter()
-        .map(|p| vec![Vec::new(); p.streams.len()])
-        .collect();
+    let mut reqs: Vec<Vec<Vec<(f64, f64)>>> =
+        processes.iter().map(|p| vec![Vec::new(); p.streams.len()]).collect();
     let start = Instant::now();
     let stop_at = Duration::from_secs_f64(setup.warmup_s + setup.seconds);
     let mut last_print = Instant::now();
@@ -400,14 +412,7 @@ pub fn phase(setup: &Setup, processes: &[Process]) -> Result<(PhaseResult, f64, 
     let to = (setup.warmup_s + setup.seconds) / scale;
     let _ = std::fs::remove_dir_all(&dev);
     let _ = std::fs::remove_dir_all(&board);
-    Ok((
-        PhaseResult {
-            streams,
-            seconds: to,
-        },
-        from,
-        to,
-    ))
+    Ok((PhaseResult { streams, seconds: to }, from, to))
 }
 
 fn set_private(dir: &Path) -> Result<(), String> {
@@ -459,19 +464,19 @@ pub fn build_workload(
     let mut cmd = match rocm64_emu {
         Some(emu) => {
             let mut c = Command::new(emu);
-            c.args(["run", "--rocm", "6.4", "--bind"]).arg(workloads).arg("--bind").arg(kernels_dir).arg("--bind").arg(out_dir).args(["--", "hipcc"]);
+            c.args(["run", "--rocm", "6.4", "--bind"])
+                .arg(workloads)
+                .arg("--bind")
+                .arg(kernels_dir)
+                .arg("--bind")
+                .arg(out_dir)
+                .args(["--", "hipcc"]);
             c
         }
         None => Command::new("hipcc"),
     };
     let out = cmd
-        .args([
-            format!("--offload-arch={arch}").as_str(),
-            "-O2",
-            "-w",
-            "-std=c++17",
-            "-pthread",
-        ])
+        .args([format!("--offload-arch={arch}").as_str(), "-O2", "-w", "-std=c++17", "-pthread"])
         .arg("-I")
         .arg(kernels_dir)
         .arg("-o")
@@ -513,16 +518,33 @@ mod tests {
         assert_eq!(get("LD_PRELOAD"), Some("/x/libxhsa.so"));
         assert_eq!(get("XHSA_BOARD_DIR"), Some("/tmp/b"));
         assert_eq!(get("XHSA_PRIORITY"), Some("10"));
-        assert_eq!(Mode::Xhsa.stream_arg(&hp, &hp.streams[0]), "hp:20", "one class: a plain stream");
+        assert_eq!(
+            Mode::Xhsa.stream_arg(&hp, &hp.streams[0]),
+            "hp:20",
+            "one class: a plain stream"
+        );
         // Mixed classes in one process: no process level, HIP stream priorities instead.
-        let mixed = Process { model: "m".into(), streams: vec![stream(Role::Hp, Priority::High), stream(Role::Lp, Priority::Low)] };
+        let mixed = Process {
+            model: "m".into(),
+            streams: vec![stream(Role::Hp, Priority::High), stream(Role::Lp, Priority::Low)],
+        };
         let env = Mode::Xhsa.env(&mixed, Some(lib), Load::ToolsLib, board);
         assert!(!env.iter().any(|(k, _)| k == "XHSA_PRIORITY"));
-        assert!(env.iter().any(|(k, v)| k == "HSA_TOOLS_LIB" && v == "/x/libxhsa.so") && !env.iter().any(|(k, _)| k == "LD_PRELOAD"));
+        assert!(
+            env.iter().any(|(k, v)| k == "HSA_TOOLS_LIB" && v == "/x/libxhsa.so")
+                && !env.iter().any(|(k, _)| k == "LD_PRELOAD")
+        );
         assert_eq!(Mode::Xhsa.stream_arg(&mixed, &mixed.streams[0]), "hp:20:high");
         assert_eq!(Mode::Xhsa.stream_arg(&mixed, &mixed.streams[1]), "lp:20:low");
-        assert_eq!(Mode::Native.stream_arg(&mixed, &mixed.streams[1]), "lp:20", "native streams are plain, as PyTorch's");
-        assert!(xhsa_level(Priority::High) > xhsa_level(Priority::Normal) && xhsa_level(Priority::Normal) > xhsa_level(Priority::Low));
+        assert_eq!(
+            Mode::Native.stream_arg(&mixed, &mixed.streams[1]),
+            "lp:20",
+            "native streams are plain, as PyTorch's"
+        );
+        assert!(
+            xhsa_level(Priority::High) > xhsa_level(Priority::Normal)
+                && xhsa_level(Priority::Normal) > xhsa_level(Priority::Low)
+        );
     }
 
     #[test]

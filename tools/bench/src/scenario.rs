@@ -125,11 +125,7 @@ fn stream(role: Role, rate: Option<f64>, priority: Option<Priority>) -> Result<S
             return Err(format!("rate = {r}: must be a positive number of requests per second (omit it for back to back)"));
         }
     }
-    Ok(Stream {
-        role,
-        rate,
-        priority: priority.unwrap_or(default_priority(role)),
-    })
+    Ok(Stream { role, rate, priority: priority.unwrap_or(default_priority(role)) })
 }
 
 impl Scenario {
@@ -164,25 +160,14 @@ impl Scenario {
                 _ => return Err(format!("scenario {name}: process {:?} needs either `role` (with optional rate, priority) or `streams`, not both", p.model)),
             };
             if streams.is_empty() {
-                return Err(format!(
-                    "scenario {name}: process {:?} has no streams",
-                    p.model
-                ));
+                return Err(format!("scenario {name}: process {:?} has no streams", p.model));
             }
             for _ in 0..p.count {
-                processes.push(Process {
-                    model: p.model.clone(),
-                    streams: streams.clone(),
-                });
+                processes.push(Process { model: p.model.clone(), streams: streams.clone() });
             }
         }
-        if !processes
-            .iter()
-            .any(|p| p.streams.iter().any(|s| s.role == Role::Hp))
-        {
-            return Err(format!(
-                "scenario {name}: needs at least one stream with role = \"hp\""
-            ));
+        if !processes.iter().any(|p| p.streams.iter().any(|s| s.role == Role::Hp)) {
+            return Err(format!("scenario {name}: needs at least one stream with role = \"hp\""));
         }
         Ok(Scenario {
             name: name.to_string(),
@@ -194,9 +179,7 @@ impl Scenario {
 
     /// Whether any stream has this role.
     pub fn has(&self, role: Role) -> bool {
-        self.processes
-            .iter()
-            .any(|p| p.streams.iter().any(|s| s.role == role))
+        self.processes.iter().any(|p| p.streams.iter().any(|s| s.role == role))
     }
 
     /// The processes of one phase: only the streams of `role` (both when None); processes left
@@ -211,10 +194,7 @@ impl Scenario {
                     .filter(|s| role.is_none_or(|r| s.role == r))
                     .cloned()
                     .collect();
-                (!streams.is_empty()).then(|| Process {
-                    model: p.model.clone(),
-                    streams,
-                })
+                (!streams.is_empty()).then(|| Process { model: p.model.clone(), streams })
             })
             .collect()
     }
@@ -248,11 +228,7 @@ pub fn load(dir: &Path, name: &str, models: &[String]) -> Result<Scenario, Strin
         let known = list(dir);
         format!(
             "unknown scenario {name:?}; scenarios: {} (or a path to a .toml file)",
-            if known.is_empty() {
-                "none found".into()
-            } else {
-                known.join(", ")
-            }
+            if known.is_empty() { "none found".into() } else { known.join(", ") }
         )
     })?;
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or(name);
@@ -264,9 +240,7 @@ mod tests {
     use super::*;
 
     fn models() -> Vec<String> {
-        ["resnet18_bs8", "resnet50_bs1024", "matmul2048_task"]
-            .map(String::from)
-            .to_vec()
+        ["resnet18_bs8", "resnet50_bs1024", "matmul2048_task"].map(String::from).to_vec()
     }
 
     #[test]
@@ -290,16 +264,9 @@ mod tests {
 
     #[test]
     fn errors_list_what_exists() {
-        let e = Scenario::parse(
-            "t",
-            "[[process]]\nmodel = \"vgg\"\nrole = \"hp\"\n",
-            &models(),
-        )
-        .unwrap_err();
-        assert!(
-            e.contains("unknown model") && e.contains("resnet18_bs8"),
-            "{e}"
-        );
+        let e = Scenario::parse("t", "[[process]]\nmodel = \"vgg\"\nrole = \"hp\"\n", &models())
+            .unwrap_err();
+        assert!(e.contains("unknown model") && e.contains("resnet18_bs8"), "{e}");
         let e = Scenario::parse(
             "t",
             "[[process]]\nmodel = \"resnet18_bs8\"\nrole = \"hp\"\nspeed = 1\n",

@@ -33,12 +33,7 @@ pub struct Host {
 
 impl Default for Host {
     fn default() -> Self {
-        Host {
-            hop_ns: 0,
-            priority: 7,
-            wg_jitter: 0.0,
-            capacity: Capacity::default(),
-        }
+        Host { hop_ns: 0, priority: 7, wg_jitter: 0.0, capacity: Capacity::default() }
     }
 }
 
@@ -141,10 +136,7 @@ pub fn run(
                     }
                 } else {
                     let avail = s.start
-                        + s.table.kernels[..=s.kernel]
-                            .iter()
-                            .map(|k| k.host_ns)
-                            .sum::<u64>();
+                        + s.table.kernels[..=s.kernel].iter().map(|k| k.host_ns).sum::<u64>();
                     heap.push(Reverse((avail.max(t + host.hop_ns), Ev::Submit(i))));
                 }
             }
@@ -175,10 +167,7 @@ pub fn run(
                 let job = KernelJob {
                     tag,
                     workgroups: k.workgroups,
-                    need: WgNeed {
-                        waves: k.waves(),
-                        lds: k.lds,
-                    },
+                    need: WgNeed { waves: k.waves(), lds: k.lds },
                     wg_ns: k.wg_ns,
                     profile: Profile {
                         cu_util: k.util_permille as f32 / 1000.0,
@@ -199,11 +188,7 @@ pub fn run(
             model: s.table.model.clone(),
             items: s.table.items,
             unit: s.table.unit.clone(),
-            requests: s
-                .done
-                .iter()
-                .map(|&(a, b)| (a as f64 / 1e9, b as f64 / 1e9))
-                .collect(),
+            requests: s.done.iter().map(|&(a, b)| (a as f64 / 1e9, b as f64 / 1e9)).collect(),
         })
         .collect();
     PhaseResult { streams, seconds }
@@ -216,12 +201,7 @@ mod tests {
     use crate::table::Kernel;
 
     fn table(name: &str, kernels: Vec<Kernel>) -> Table {
-        Table {
-            model: name.into(),
-            items: 1,
-            unit: "img".into(),
-            kernels,
-        }
+        Table { model: name.into(), items: 1, unit: "img".into(), kernels }
     }
 
     fn k(wgs: u64, lds: u32, wg_ns: u64, host_ns: u64) -> Kernel {
@@ -240,11 +220,7 @@ mod tests {
     fn proc(model: &str, role: Role, rate: Option<f64>) -> Process {
         Process {
             model: model.into(),
-            streams: vec![Stream {
-                role,
-                rate,
-                priority: Priority::Normal,
-            }],
+            streams: vec![Stream { role, rate, priority: Priority::Normal }],
         }
     }
 
@@ -260,12 +236,7 @@ mod tests {
         );
         let want = t.alone_ns() as f64 / 1e6;
         let tables = HashMap::from([("a".to_string(), t)]);
-        let r = run(
-            &[proc("a", Role::Hp, Some(100.0))],
-            &tables,
-            1.0,
-            Host::default(),
-        );
+        let r = run(&[proc("a", Role::Hp, Some(100.0))], &tables, 1.0, Host::default());
         let s = r.summarize(0.0, 1.0);
         let l = s.hp.unwrap();
         assert_eq!(l.count, 100);
@@ -280,10 +251,7 @@ mod tests {
     #[test]
     fn every_model_alone_is_unchanged_by_its_contention_profile() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/models");
-        let host = Host {
-            wg_jitter: 0.1,
-            ..Host::default()
-        };
+        let host = Host { wg_jitter: 0.1, ..Host::default() };
         for (name, seconds) in [
             ("resnet18_bs8", 0.5),
             ("resnet50_bs8", 0.5),

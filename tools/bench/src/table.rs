@@ -139,11 +139,7 @@ impl Table {
         for l in header.lines() {
             let _ = writeln!(s, "# {l}");
         }
-        let _ = writeln!(
-            s,
-            "model {}\nitems {}\nunit {}",
-            self.model, self.items, self.unit
-        );
+        let _ = writeln!(s, "model {}\nitems {}\nunit {}", self.model, self.items, self.unit);
         let _ = writeln!(s, "# kernel LABEL WORKGROUPS THREADS LDS_BYTES WG_NS HOST_NS [UTIL_PERMILLE BYTES_PER_WG]   # alone on the GPU: rounds x wg_ns");
         for k in &self.kernels {
             let profile = if k.profiled() {
@@ -235,8 +231,12 @@ mod tests {
 
     #[test]
     fn old_lines_have_a_zero_profile() {
-        let t = Table::parse("model x\nkernel a 1 64 0 100\nkernel b 1 64 0 100 5\nkernel c 1 64 0 100 5 300 4096\n").unwrap();
-        let p: Vec<(u32, u64)> = t.kernels.iter().map(|k| (k.util_permille, k.bytes_per_wg)).collect();
+        let t = Table::parse(
+            "model x\nkernel a 1 64 0 100\nkernel b 1 64 0 100 5\nkernel c 1 64 0 100 5 300 4096\n",
+        )
+        .unwrap();
+        let p: Vec<(u32, u64)> =
+            t.kernels.iter().map(|k| (k.util_permille, k.bytes_per_wg)).collect();
         assert_eq!(p, vec![(0, 0), (0, 0), (300, 4096)]);
         let e = Table::parse("model x\nkernel a 1 64 0 100 5 300\n").unwrap_err();
         assert!(e.contains("9 fields"), "{e}");

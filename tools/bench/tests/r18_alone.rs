@@ -10,10 +10,7 @@ fn r18_alone_runs_and_reports() {
     let bench = PathBuf::from(env!("CARGO_BIN_EXE_xhsa-bench"));
     let emu = bench.parent().unwrap().join("xhsa-emu");
     if !emu.exists() || Command::new("hipcc").arg("--version").output().is_err() {
-        eprintln!(
-            "skipped: needs {} (cargo build --workspace) and hipcc",
-            emu.display()
-        );
+        eprintln!("skipped: needs {} (cargo build --workspace) and hipcc", emu.display());
         return;
     }
     assert!(bench.exists(), "{} missing", bench.display());
@@ -39,18 +36,8 @@ fn r18_alone_runs_and_reports() {
         assert!(j["hp_alone"][k].is_number(), "hp_alone.{k} in {text}");
     }
     assert!(j["hp_p99_ratio"].is_number(), "{text}");
-    assert!(
-        j.get("lp")
-            .and_then(|l| l.get("throughput_per_s"))
-            .is_some(),
-        "{text}"
-    );
-    assert!(
-        j.get("lp_alone")
-            .and_then(|l| l.get("throughput_per_s"))
-            .is_some(),
-        "{text}"
-    );
+    assert!(j.get("lp").and_then(|l| l.get("throughput_per_s")).is_some(), "{text}");
+    assert!(j.get("lp_alone").and_then(|l| l.get("throughput_per_s")).is_some(), "{text}");
     let mean = j["hp_alone"]["mean_ms"].as_f64().unwrap();
     // The users' MI308X: 2.67 ms. A loaded 2-core host adds wake-up latency; anything from
     // 2 to 6 ms means the workload, the harness and the device model work together.
@@ -61,25 +48,16 @@ fn r18_alone_runs_and_reports() {
 #[test]
 fn bad_names_and_flags_say_what_exists() {
     let bench = PathBuf::from(env!("CARGO_BIN_EXE_xhsa-bench"));
-    let out = Command::new(&bench)
-        .args(["run", "no-such-scenario"])
-        .output()
-        .unwrap();
+    let out = Command::new(&bench).args(["run", "no-such-scenario"]).output().unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     for s in ["r18-alone", "moderate", "intensive", "bert6", "matmul16"] {
         assert!(err.contains(s), "{err}");
     }
-    let out = Command::new(&bench)
-        .args(["run", "r18-alone", "--mode", "turbo"])
-        .output()
-        .unwrap();
+    let out = Command::new(&bench).args(["run", "r18-alone", "--mode", "turbo"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("native"), "{err}");
-    let out = Command::new(&bench)
-        .args(["run", "r18-alone", "--speed", "3"])
-        .output()
-        .unwrap();
+    let out = Command::new(&bench).args(["run", "r18-alone", "--speed", "3"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("--seconds"), "{err}");
 }

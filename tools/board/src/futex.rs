@@ -14,7 +14,10 @@ use std::sync::atomic::AtomicU32;
 /// same file wake it. Every outcome (woken, value changed, timed out, interrupted) means
 /// "look again", so none is reported.
 pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<std::time::Duration>) {
-    let ts = timeout.map(|t| rustix::time::Timespec { tv_sec: t.as_secs().min(i64::MAX as u64) as i64, tv_nsec: i64::from(t.subsec_nanos()) });
+    let ts = timeout.map(|t| rustix::time::Timespec {
+        tv_sec: t.as_secs().min(i64::MAX as u64) as i64,
+        tv_nsec: i64::from(t.subsec_nanos()),
+    });
     let _ = futex::wait(word, futex::Flags::empty(), expected, ts.as_ref());
 }
 
@@ -56,5 +59,4 @@ mod tests {
         futex_wake(&word);
         assert!(waiter.join().unwrap() < Duration::from_secs(5));
     }
-
 }

@@ -75,12 +75,12 @@
 
 #![forbid(unsafe_code)]
 
-use xhsa_model::stats::{QueueStats, STATS_LAYOUT_VERSION};
-use xhsa_model::ids::{PartitionId, QueueId};
-use xhsa_model::contention::Contention;
-use xhsa_model::priority::Priority;
 use std::collections::BTreeSet;
 use std::fmt;
+use xhsa_model::contention::Contention;
+use xhsa_model::ids::{PartitionId, QueueId};
+use xhsa_model::priority::Priority;
+use xhsa_model::stats::{QueueStats, STATS_LAYOUT_VERSION};
 
 /// `XHSABRD\0`, little endian.
 pub const BOARD_MAGIC: u64 = u64::from_le_bytes(*b"XHSABRD\0");
@@ -189,8 +189,12 @@ impl fmt::Display for LayoutError {
             LayoutError::Size { found: (h, s) } => {
                 write!(f, "board header/slot sizes {h}/{s}, expected {HEADER_SIZE}/{SLOT_SIZE}")
             }
-            LayoutError::SlotCount(n) => write!(f, "board slot count {n} outside 1..={MAX_SLOT_COUNT}"),
-            LayoutError::Truncated { len, needed } => write!(f, "board file is {len} bytes, needs {needed}"),
+            LayoutError::SlotCount(n) => {
+                write!(f, "board slot count {n} outside 1..={MAX_SLOT_COUNT}")
+            }
+            LayoutError::Truncated { len, needed } => {
+                write!(f, "board file is {len} bytes, needs {needed}")
+            }
         }
     }
 }
@@ -223,10 +227,16 @@ impl BoardHeader {
             return Err(LayoutError::BadMagic(self.magic));
         }
         if self.layout_version != BOARD_LAYOUT_VERSION {
-            return Err(LayoutError::Version { found: self.layout_version, expected: BOARD_LAYOUT_VERSION });
+            return Err(LayoutError::Version {
+                found: self.layout_version,
+                expected: BOARD_LAYOUT_VERSION,
+            });
         }
         if self.stats_version != STATS_LAYOUT_VERSION {
-            return Err(LayoutError::StatsVersion { found: self.stats_version, expected: STATS_LAYOUT_VERSION });
+            return Err(LayoutError::StatsVersion {
+                found: self.stats_version,
+                expected: STATS_LAYOUT_VERSION,
+            });
         }
         if self.header_size as usize != HEADER_SIZE || self.slot_size as usize != SLOT_SIZE {
             return Err(LayoutError::Size { found: (self.header_size, self.slot_size) });
@@ -374,7 +384,12 @@ pub struct Slot {
 impl Slot {
     /// A freshly claimed slot: live, owned by `owner` for `queue`, publishing `priority` with
     /// no work (`seq` 0: the shared-memory edge keeps its own).
-    pub fn claimed(owner: Owner, partition: PartitionId, queue: QueueId, priority: Priority) -> Slot {
+    pub fn claimed(
+        owner: Owner,
+        partition: PartitionId,
+        queue: QueueId,
+        priority: Priority,
+    ) -> Slot {
         Slot {
             seq: 0,
             state: SLOT_LIVE,
@@ -382,7 +397,11 @@ impl Slot {
             partition: partition.0,
             owner_token: owner.token,
             queue_id: queue.0,
-            stats: QueueStats { priority: priority.rank(), requested: priority.rank(), ..QueueStats::default() },
+            stats: QueueStats {
+                priority: priority.rank(),
+                requested: priority.rank(),
+                ..QueueStats::default()
+            },
             ..Slot::default()
         }
     }
@@ -439,8 +458,10 @@ pub fn claim(
     queue: QueueId,
     priority: Priority,
 ) -> Result<usize, BoardFull> {
-    let index = slots.iter().position(|s| s.state == SLOT_FREE).ok_or(BoardFull { slots: slots.len() })?;
-    slots[index] = Slot { seq: slots[index].seq, ..Slot::claimed(owner, partition, queue, priority) };
+    let index =
+        slots.iter().position(|s| s.state == SLOT_FREE).ok_or(BoardFull { slots: slots.len() })?;
+    slots[index] =
+        Slot { seq: slots[index].seq, ..Slot::claimed(owner, partition, queue, priority) };
     Ok(index)
 }
 
@@ -544,21 +565,33 @@ pub fn summarize(slots: &[Slot], exclude: Option<Owner>, now_ns: u64) -> Summary
 /// Whether a queue of another process than `exclude` has work at a priority above `p`, at
 /// `now_ns`.
 pub fn has_higher_work(slots: &[Slot], p: Priority, exclude: Option<Owner>, now_ns: u64) -> bool {
-    slots.iter().filter(|s| counted(s, exclude)).filter_map(|s| s.priority_with_work(now_ns)).any(|q| q > p)
+    slots
+        .iter()
+        .filter(|s| counted(s, exclude))
+        .filter_map(|s| s.priority_with_work(now_ns))
+        .any(|q| q > p)
 }
 
 /// The priorities at which some queue (of another process than `exclude`) has work, at `now_ns`.
-pub fn priorities_with_work(slots: &[Slot], exclude: Option<Owner>, now_ns: u64) -> BTreeSet<Priority> {
-    slots.iter().filter(|s| counted(s, exclude)).filter_map(|s| s.priority_with_work(now_ns)).collect()
+pub fn priorities_with_work(
+    slots: &[Slot],
+    exclude: Option<Owner>,
+    now_ns: u64,
+) -> BTreeSet<Priority> {
+    slots
+        .iter()
+        .filter(|s| counted(s, exclude))
+        .filter_map(|s| s.priority_with_work(now_ns))
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use xhsa_model::priority::Level;
     use proptest::prelude::*;
-    use xhsa_model::stats::STALE_AFTER_NS;
     use std::mem::{align_of, offset_of, size_of};
+    use xhsa_model::priority::Level;
+    use xhsa_model::stats::STALE_AFTER_NS;
 
     fn p(level: i64) -> Priority {
         Priority::at_level(Level::new(level).unwrap())
@@ -636,9 +669,15 @@ mod tests {
         let bad = BoardHeader { magic: 0, ..h };
         assert_eq!(bad.validate(usize::MAX), Err(LayoutError::BadMagic(0)));
         let bad = BoardHeader { layout_version: 1, ..h };
-        assert_eq!(bad.validate(usize::MAX), Err(LayoutError::Version { found: 1, expected: BOARD_LAYOUT_VERSION }));
+        assert_eq!(
+            bad.validate(usize::MAX),
+            Err(LayoutError::Version { found: 1, expected: BOARD_LAYOUT_VERSION })
+        );
         let bad = BoardHeader { stats_version: 9, ..h };
-        assert!(matches!(bad.validate(usize::MAX), Err(LayoutError::StatsVersion { found: 9, .. })));
+        assert!(matches!(
+            bad.validate(usize::MAX),
+            Err(LayoutError::StatsVersion { found: 9, .. })
+        ));
         let bad = BoardHeader { slot_size: 128, ..h };
         assert_eq!(bad.validate(usize::MAX), Err(LayoutError::Size { found: (64, 128) }));
         let bad = BoardHeader { slot_count: 0, ..h };
@@ -652,7 +691,10 @@ mod tests {
         let a = claim(&mut slots, A, PartitionId(0), QueueId(1), p(3)).unwrap();
         let b = claim(&mut slots, B, PartitionId(0), QueueId(1), p(0)).unwrap();
         assert_eq!((a, b), (0, 1));
-        assert_eq!(claim(&mut slots, A, PartitionId(0), QueueId(2), p(0)), Err(BoardFull { slots: 2 }));
+        assert_eq!(
+            claim(&mut slots, A, PartitionId(0), QueueId(2), p(0)),
+            Err(BoardFull { slots: 2 })
+        );
         assert_eq!(slots[a].stats.priority(), Some(p(3)));
         // Idle slots are not work.
         assert_eq!(summarize(&slots, None, NOW).highest_with_work, None);
@@ -670,12 +712,18 @@ mod tests {
         assert!(has_higher_work(&slots, p(0), Some(B), NOW));
         assert!(!has_higher_work(&slots, p(0), Some(A), NOW));
         // A recycled pid is another owner.
-        assert!(summarize(&slots, Some(Owner { pid: 100, token: 6 }), NOW).highest_with_work.is_some());
+        assert!(summarize(&slots, Some(Owner { pid: 100, token: 6 }), NOW)
+            .highest_with_work
+            .is_some());
         assert!(!release(&mut slots, a, B));
         assert!(release(&mut slots, a, A));
         assert!(!release(&mut slots, a, A));
         assert_eq!(slots[a], Slot::default());
-        assert_eq!(claim(&mut slots, A, PartitionId(1), QueueId(2), p(0)), Ok(0), "freed slots are reused");
+        assert_eq!(
+            claim(&mut slots, A, PartitionId(1), QueueId(2), p(0)),
+            Ok(0),
+            "freed slots are reused"
+        );
         assert_eq!(release_all(&mut slots, A), 1);
         assert_eq!(release_all(&mut slots, A), 0);
     }
@@ -685,7 +733,12 @@ mod tests {
         let mut slots = vec![Slot::default(); 4];
         for (owner, q) in [(A, 1), (B, 1), (A, 2)] {
             let i = claim(&mut slots, owner, PartitionId(0), QueueId(q), p(9)).unwrap();
-            publish(&mut slots, i, owner, &QueueStats { priority: p(9).rank(), in_flight: 3, ..Default::default() });
+            publish(
+                &mut slots,
+                i,
+                owner,
+                &QueueStats { priority: p(9).rank(), in_flight: 3, ..Default::default() },
+            );
         }
         assert!(has_higher_work(&slots, p(0), Some(B), NOW));
         assert_eq!(cleanup_stale(&mut slots, |o| o != A), 2);
@@ -699,7 +752,12 @@ mod tests {
     fn undecodable_priorities_are_ignored() {
         let mut slots = vec![Slot::default(); 1];
         claim(&mut slots, A, PartitionId(0), QueueId(1), p(0)).unwrap();
-        publish(&mut slots, 0, A, &QueueStats { priority: i32::MAX, pending: 1, ..Default::default() });
+        publish(
+            &mut slots,
+            0,
+            A,
+            &QueueStats { priority: i32::MAX, pending: 1, ..Default::default() },
+        );
         let s = summarize(&slots, None, NOW);
         assert_eq!((s.live, s.invalid, s.highest_with_work), (1, 1, None));
         assert!(!has_higher_work(&slots, Priority::LOWEST, None, NOW));
@@ -710,13 +768,27 @@ mod tests {
     fn a_stopped_owners_work_goes_stale() {
         let mut slots = vec![Slot::default(); 2];
         let a = claim(&mut slots, A, PartitionId(0), QueueId(1), p(5)).unwrap();
-        publish(&mut slots, a, A, &QueueStats { priority: p(5).rank(), in_flight: 2, beat_ns: 1_000, ..Default::default() });
+        publish(
+            &mut slots,
+            a,
+            A,
+            &QueueStats {
+                priority: p(5).rank(),
+                in_flight: 2,
+                beat_ns: 1_000,
+                ..Default::default()
+            },
+        );
         let fresh = 1_000 + STALE_AFTER_NS;
         assert_eq!(summarize(&slots, Some(B), fresh).highest_with_work, Some(p(5)));
         assert!(has_higher_work(&slots, p(0), Some(B), fresh));
         let stale = fresh + 1;
         let s = summarize(&slots, Some(B), stale);
-        assert_eq!((s.live, s.with_work, s.highest_with_work), (1, 0, None), "still live, no longer counted");
+        assert_eq!(
+            (s.live, s.with_work, s.highest_with_work),
+            (1, 0, None),
+            "still live, no longer counted"
+        );
         assert!(!has_higher_work(&slots, p(0), Some(B), stale));
         assert!(priorities_with_work(&slots, Some(B), stale).is_empty());
         // Confirmed again (the process runs on): counted again.

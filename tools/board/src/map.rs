@@ -20,7 +20,10 @@ impl SharedWords {
     pub fn map(file: &File) -> io::Result<SharedWords> {
         let len = file.metadata()?.len();
         if len == 0 || len % 4 != 0 || len > usize::MAX as u64 {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("a shared-memory file of {len} bytes is not a whole number of words")));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a shared-memory file of {len} bytes is not a whole number of words"),
+            ));
         }
         // SAFETY: the mapping is MAP_SHARED over a regular file other processes may write at any
         // time; we never hand out `&[u8]`/`&mut [u8]` to it, only atomics (see `words`), for
@@ -63,10 +66,19 @@ mod tests {
     #[test]
     fn two_mappings_of_one_file_see_each_other() {
         let path = std::env::temp_dir().join(format!("xhsa-shm-test-{}", std::process::id()));
-        let mut f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
         f.write_all(&[0u8; 4096]).unwrap();
         let a = SharedWords::map(&f).unwrap();
-        let b = SharedWords::map(&std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap()).unwrap();
+        let b = SharedWords::map(
+            &std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap(),
+        )
+        .unwrap();
         assert_eq!(a.words().len(), 1024);
         a.words()[7].store(0xdead_beef, Ordering::Release);
         assert_eq!(b.words()[7].load(Ordering::Acquire), 0xdead_beef);
@@ -76,10 +88,22 @@ mod tests {
     #[test]
     fn odd_sizes_are_refused() {
         let path = std::env::temp_dir().join(format!("xhsa-shm-odd-{}", std::process::id()));
-        let mut f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
         f.write_all(&[0u8; 6]).unwrap();
         assert!(SharedWords::map(&f).is_err());
-        let empty = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+        let empty = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
         assert!(SharedWords::map(&empty).is_err());
         std::fs::remove_file(&path).unwrap();
     }

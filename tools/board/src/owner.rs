@@ -38,8 +38,12 @@ fn random_token() -> u64 {
     let t = if random {
         u64::from_le_bytes(b)
     } else {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
-        now.rotate_left(17) ^ (u64::from(std::process::id()) << 32) ^ xhsa_model::clock::monotonic_ns()
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        now.rotate_left(17)
+            ^ (u64::from(std::process::id()) << 32)
+            ^ xhsa_model::clock::monotonic_ns()
     };
     t.max(1)
 }
@@ -84,10 +88,15 @@ impl Locator {
     pub fn locate(&mut self, pid_ns: u64, pid: u32) -> Located {
         if pid_ns == 0 || Some(pid_ns) == self.mine {
             let visible = std::fs::metadata(format!("/proc/{pid}")).is_ok();
-            return Located { pid: visible.then_some(pid), other_namespace: false, cgroup: visible.then(|| cgroup(pid)).flatten() };
+            return Located {
+                pid: visible.then_some(pid),
+                other_namespace: false,
+                cgroup: visible.then(|| cgroup(pid)).flatten(),
+            };
         }
         let mine = self.mine;
-        let found = self.nested.get_or_insert_with(|| nested_processes(mine)).get(&(pid_ns, pid)).copied();
+        let found =
+            self.nested.get_or_insert_with(|| nested_processes(mine)).get(&(pid_ns, pid)).copied();
         Located { pid: found, other_namespace: true, cgroup: found.and_then(cgroup) }
     }
 }
@@ -96,8 +105,13 @@ impl Locator {
 fn nested_processes(mine: Option<u64>) -> std::collections::HashMap<(u64, u32), u32> {
     let mut out = std::collections::HashMap::new();
     let Ok(dir) = std::fs::read_dir("/proc") else { return out };
-    for p in dir.filter_map(|e| e.ok()).filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok())) {
-        let Some(ns) = pid_namespace(&p.to_string()).filter(|ns| Some(*ns) != mine) else { continue };
+    for p in dir
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+    {
+        let Some(ns) = pid_namespace(&p.to_string()).filter(|ns| Some(*ns) != mine) else {
+            continue;
+        };
         if let Some(inner) = innermost_pid(p) {
             out.entry((ns, inner)).or_insert(p);
         }

@@ -53,7 +53,6 @@ pub fn board_file_node(name: &str) -> Option<u32> {
     (!node.is_empty() && node.bytes().all(|b| b.is_ascii_digit())).then(|| node.parse().ok())?
 }
 
-
 /// Whom a board file belongs to, by its name: `xhsa-u<uid>-…` to a user, `xhsa-g<gid>-…` to a
 /// group.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -86,18 +85,29 @@ pub fn check_trust(meta: &std::fs::Metadata, name: &str) -> Result<(), String> {
     }
     let mode = meta.mode() & 0o7777;
     match belongs(name) {
-        None => return Err("not a board file name (xhsa-u<uid>-gpu<node>.board or xhsa-g<gid>-gpu<node>.board)".into()),
+        None => return Err(
+            "not a board file name (xhsa-u<uid>-gpu<node>.board or xhsa-g<gid>-gpu<node>.board)"
+                .into(),
+        ),
         Some(Belongs::User(u)) => {
             if meta.uid() != u {
-                return Err(format!("owned by uid {}, not by uid {u} whose board it names", meta.uid()));
+                return Err(format!(
+                    "owned by uid {}, not by uid {u} whose board it names",
+                    meta.uid()
+                ));
             }
             if mode & 0o077 != 0 {
-                return Err(format!("mode {mode:o} gives others access (an owner-only board has mode 600)"));
+                return Err(format!(
+                    "mode {mode:o} gives others access (an owner-only board has mode 600)"
+                ));
             }
         }
         Some(Belongs::Group(g)) => {
             if meta.gid() != g {
-                return Err(format!("its group is gid {}, not gid {g} whose board it names", meta.gid()));
+                return Err(format!(
+                    "its group is gid {}, not gid {g} whose board it names",
+                    meta.gid()
+                ));
             }
             if mode & 0o007 != 0 {
                 return Err(format!("mode {mode:o} gives users outside group {g} access (a group board has mode 660)"));
@@ -107,7 +117,9 @@ pub fn check_trust(meta: &std::fs::Metadata, name: &str) -> Result<(), String> {
     let len = meta.len();
     let max = crate::layout::board_size(crate::layout::MAX_SLOT_COUNT) as u64;
     if len > max || !len.is_multiple_of(4) {
-        return Err(format!("{len} bytes is not the size of a board (a multiple of 4, at most {max})"));
+        return Err(format!(
+            "{len} bytes is not the size of a board (a multiple of 4, at most {max})"
+        ));
     }
     Ok(())
 }

@@ -37,28 +37,29 @@
 #![forbid(unsafe_code)]
 
 use crate::layout::{
-    board_size, summarize, Ack, BoardFull, BoardHeader, Control, LayoutError, Owner, RecentPreemption, Slot, Summary,
-    ACK_UNVERIFIED, BOARD_MAGIC, HEADER_SIZE, MAX_SLOT_COUNT, NAME_BYTES, RECENT_PREEMPTIONS, SLOT_CLEARING, SLOT_FREE, SLOT_LIVE, SLOT_SIZE,
+    board_size, summarize, Ack, BoardFull, BoardHeader, Control, LayoutError, Owner,
+    RecentPreemption, Slot, Summary, ACK_UNVERIFIED, BOARD_MAGIC, HEADER_SIZE, MAX_SLOT_COUNT,
+    NAME_BYTES, RECENT_PREEMPTIONS, SLOT_CLEARING, SLOT_FREE, SLOT_LIVE, SLOT_SIZE,
 };
 use crate::map::SharedWords;
 use crate::owner::pid_namespace;
 use crate::place::{check_trust, request_path, uid, BoardPlace};
 use nix::fcntl::{fcntl, FcntlArg};
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
-use std::sync::Mutex;
-use xhsa_model::stats::{QueueStats, LATENCY_BUCKETS};
-use xhsa_model::clock::monotonic_ns;
-use xhsa_model::ids::{PartitionId, QueueId};
-use xhsa_model::priority::Priority;
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io;
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicU32, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use xhsa_model::clock::monotonic_ns;
+use xhsa_model::ids::{PartitionId, QueueId};
+use xhsa_model::priority::Priority;
+use xhsa_model::stats::{QueueStats, LATENCY_BUCKETS};
 
 /// Words per slot.
 const SLOT_WORDS: usize = SLOT_SIZE / 4;
@@ -186,7 +187,11 @@ const OPEN_FLAGS: i32 = libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
 
 /// `fstat` and [`check_trust`] of an opened board file.
 fn trusted(file: &File, path: &Path) -> Result<(), BoardError> {
-    let meta = file.metadata().map_err(|err| BoardError::Io { path: path.to_path_buf(), what: "stat", err })?;
+    let meta = file.metadata().map_err(|err| BoardError::Io {
+        path: path.to_path_buf(),
+        what: "stat",
+        err,
+    })?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
     check_trust(&meta, name).map_err(|why| BoardError::Untrusted { path: path.to_path_buf(), why })
 }
@@ -194,7 +199,10 @@ fn trusted(file: &File, path: &Path) -> Result<(), BoardError> {
 /// What an open of an existing board file says, as a [`BoardError`] (a symbolic link named).
 fn open_error(path: &Path, err: io::Error) -> BoardError {
     if err.raw_os_error() == Some(libc::ELOOP) {
-        return BoardError::Untrusted { path: path.to_path_buf(), why: "it is a symbolic link".into() };
+        return BoardError::Untrusted {
+            path: path.to_path_buf(),
+            why: "it is a symbolic link".into(),
+        };
     }
     BoardError::Io { path: path.to_path_buf(), what: "open", err }
 }
@@ -350,8 +358,18 @@ pub fn slot_from_words(w: &[u32; SLOT_WORDS]) -> Slot {
         },
         name,
         recent,
-        control: Control { seq: w[CONTROL_WORD], op: w[CONTROL_WORD + 1], level: w[CONTROL_WORD + 2] as i32, uid: w[CONTROL_WORD + 3] },
-        ack: Ack { seq: w[ACK_WORD], status: w[ACK_WORD + 1], detail: w[ACK_WORD + 2] as i32, reserved: w[ACK_WORD + 3] },
+        control: Control {
+            seq: w[CONTROL_WORD],
+            op: w[CONTROL_WORD + 1],
+            level: w[CONTROL_WORD + 2] as i32,
+            uid: w[CONTROL_WORD + 3],
+        },
+        ack: Ack {
+            seq: w[ACK_WORD],
+            status: w[ACK_WORD + 1],
+            detail: w[ACK_WORD + 2] as i32,
+            reserved: w[ACK_WORD + 3],
+        },
         pid_ns: u64_at(PID_NS_WORD),
         owner_uid: w[PID_NS_WORD + 2],
         reserved: w[PID_NS_WORD + 3],
@@ -368,12 +386,26 @@ impl SharedBoard {
             move |err: io::Error| BoardError::Io { path, what, err }
         };
         let mode = if place.group.is_some() { 0o660 } else { 0o600 };
-        match OpenOptions::new().read(true).write(true).create_new(true).mode(mode).custom_flags(OPEN_FLAGS).open(&path) {
-            Ok(file) => Self::create(file, path.clone(), place, node, slot_count).inspect_err(|_| {
-                let _ = std::fs::remove_file(&path);
-            }),
+        match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(OPEN_FLAGS)
+            .open(&path)
+        {
+            Ok(file) => {
+                Self::create(file, path.clone(), place, node, slot_count).inspect_err(|_| {
+                    let _ = std::fs::remove_file(&path);
+                })
+            }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                let file = OpenOptions::new().read(true).write(true).custom_flags(OPEN_FLAGS).open(&path).map_err(|e| open_error(&path, e))?;
+                let file = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .custom_flags(OPEN_FLAGS)
+                    .open(&path)
+                    .map_err(|e| open_error(&path, e))?;
                 trusted(&file, &path)?;
                 Self::attach(file, path)
             }
@@ -381,7 +413,13 @@ impl SharedBoard {
         }
     }
 
-    fn create(file: File, path: PathBuf, place: &BoardPlace, node: u32, slot_count: u32) -> Result<SharedBoard, BoardError> {
+    fn create(
+        file: File,
+        path: PathBuf,
+        place: &BoardPlace,
+        node: u32,
+        slot_count: u32,
+    ) -> Result<SharedBoard, BoardError> {
         let io_err = |what: &'static str| {
             let path = path.clone();
             move |err: io::Error| BoardError::Io { path, what, err }
@@ -389,10 +427,13 @@ impl SharedBoard {
         if let Some(gid) = place.group {
             std::os::unix::fs::fchown(&file, None, Some(gid)).map_err(io_err("set its group"))?;
             // The umask may have narrowed the mode given at creation.
-            file.set_permissions(std::fs::Permissions::from_mode(0o660)).map_err(io_err("set its mode"))?;
+            file.set_permissions(std::fs::Permissions::from_mode(0o660))
+                .map_err(io_err("set its mode"))?;
         }
-        let header = BoardHeader::new(slot_count, node)
-            .ok_or_else(|| BoardError::Layout { path: path.clone(), err: LayoutError::SlotCount(slot_count) })?;
+        let header = BoardHeader::new(slot_count, node).ok_or_else(|| BoardError::Layout {
+            path: path.clone(),
+            err: LayoutError::SlotCount(slot_count),
+        })?;
         file.set_len(board_size(slot_count) as u64).map_err(io_err("size"))?;
         let words = SharedWords::map(&file).map_err(io_err("map"))?;
         let hw = header_to_words(&header);
@@ -409,13 +450,25 @@ impl SharedBoard {
     /// Opens an existing board file (a reader or controller: `xhsa-top`, `xhsactl`); never
     /// creates one. Read and write access to the file are needed (the futex and control words).
     pub fn open_existing(path: &Path) -> Result<SharedBoard, BoardError> {
-        let file = OpenOptions::new().read(true).write(true).custom_flags(OPEN_FLAGS).open(path).map_err(|e| open_error(path, e))?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(OPEN_FLAGS)
+            .open(path)
+            .map_err(|e| open_error(path, e))?;
         trusted(&file, path)?;
         Self::attach(file, path.to_path_buf())
     }
 
     fn new(words: SharedWords, file: File, path: PathBuf, slot_count: usize) -> SharedBoard {
-        SharedBoard { words, file, path, slot_count, held: Mutex::new(BTreeSet::new()), pid_ns: pid_namespace("self").unwrap_or(0) }
+        SharedBoard {
+            words,
+            file,
+            path,
+            slot_count,
+            held: Mutex::new(BTreeSet::new()),
+            pid_ns: pid_namespace("self").unwrap_or(0),
+        }
     }
 
     /// The header as it is now.
@@ -431,16 +484,28 @@ impl SharedBoard {
     fn attach(file: File, path: PathBuf) -> Result<SharedBoard, BoardError> {
         let deadline = Instant::now() + INIT_WAIT;
         loop {
-            let len = file.metadata().map_err(|err| BoardError::Io { path: path.clone(), what: "stat", err })?.len();
+            let len = file
+                .metadata()
+                .map_err(|err| BoardError::Io { path: path.clone(), what: "stat", err })?
+                .len();
             if len > board_size(MAX_SLOT_COUNT) as u64 {
-                return Err(BoardError::Untrusted { path, why: format!("{len} bytes is larger than any board") });
+                return Err(BoardError::Untrusted {
+                    path,
+                    why: format!("{len} bytes is larger than any board"),
+                });
             }
             if len as usize >= HEADER_SIZE {
-                let words = SharedWords::map(&file).map_err(|err| BoardError::Io { path: path.clone(), what: "map", err })?;
+                let words = SharedWords::map(&file).map_err(|err| BoardError::Io {
+                    path: path.clone(),
+                    what: "map",
+                    err,
+                })?;
                 let w = words.words();
                 let magic = w[0].load(Ordering::Acquire);
                 if magic != 0 && magic != BOARD_MAGIC as u32 {
-                    let err = LayoutError::BadMagic(u64::from(magic) | (u64::from(w[1].load(Ordering::Relaxed)) << 32));
+                    let err = LayoutError::BadMagic(
+                        u64::from(magic) | (u64::from(w[1].load(Ordering::Relaxed)) << 32),
+                    );
                     return Err(BoardError::Layout { path, err });
                 }
                 if magic == BOARD_MAGIC as u32 {
@@ -449,7 +514,9 @@ impl SharedBoard {
                         *v = w[i].load(Ordering::Relaxed);
                     }
                     let header = header_from_words(&hw);
-                    header.validate(words.len()).map_err(|err| BoardError::Layout { path: path.clone(), err })?;
+                    header
+                        .validate(words.len())
+                        .map_err(|err| BoardError::Layout { path: path.clone(), err })?;
                     return Ok(SharedBoard::new(words, file, path, header.slot_count as usize));
                 }
             }
@@ -485,7 +552,13 @@ impl SharedBoard {
     /// file, held until [`release`](Self::release) or until this process is gone, whatever its
     /// pid namespace), then the slot turned live: a live slot whose lock nobody holds has a dead
     /// owner ([`cleanup_dead`](Self::cleanup_dead)).
-    pub fn claim(&self, owner: Owner, partition: PartitionId, queue: QueueId, priority: Priority) -> Result<SlotHandle, BoardFull> {
+    pub fn claim(
+        &self,
+        owner: Owner,
+        partition: PartitionId,
+        queue: QueueId,
+        priority: Priority,
+    ) -> Result<SlotHandle, BoardFull> {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         for index in 0..self.slot_count {
             let w = self.slot_words(index);
@@ -498,7 +571,10 @@ impl SharedBoard {
             if !ours && !self.lock_slot(index, libc::F_WRLCK) {
                 continue;
             }
-            if w[1].compare_exchange(SLOT_FREE, SLOT_LIVE, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            if w[1]
+                .compare_exchange(SLOT_FREE, SLOT_LIVE, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+            {
                 if !ours {
                     self.lock_slot(index, libc::F_UNLCK);
                 }
@@ -603,10 +679,12 @@ impl SharedBoard {
         if !slot.is_live() || slot.owner() != handle.owner {
             return false;
         }
-        let (pid, token, queue, pid_ns, owner_uid) = (slot.pid, slot.owner_token, slot.queue_id, slot.pid_ns, slot.owner_uid);
+        let (pid, token, queue, pid_ns, owner_uid) =
+            (slot.pid, slot.owner_token, slot.queue_id, slot.pid_ns, slot.owner_uid);
         update(&mut slot);
         slot.stats.beat_ns = monotonic_ns();
-        (slot.pid, slot.owner_token, slot.queue_id, slot.pid_ns, slot.owner_uid) = (pid, token, queue, pid_ns, owner_uid);
+        (slot.pid, slot.owner_token, slot.queue_id, slot.pid_ns, slot.owner_uid) =
+            (pid, token, queue, pid_ns, owner_uid);
         self.write(handle.index, &slot);
         // A clearer may have started between the check and the write; its zeroing wins.
         self.slot_words(handle.index)[1].load(Ordering::Acquire) == SLOT_LIVE
@@ -625,7 +703,10 @@ impl SharedBoard {
     /// Clears slot `index` if it is live and `condition` holds for its contents.
     fn clear_if(&self, index: usize, condition: impl Fn(&Slot) -> bool) -> bool {
         let w = self.slot_words(index);
-        if w[1].compare_exchange(SLOT_LIVE, SLOT_CLEARING, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+        if w[1]
+            .compare_exchange(SLOT_LIVE, SLOT_CLEARING, Ordering::AcqRel, Ordering::Relaxed)
+            .is_err()
+        {
             return false;
         }
         match self.read(index) {
@@ -644,7 +725,10 @@ impl SharedBoard {
 
     /// Copies of the live slots with their indices.
     pub fn live_slots(&self) -> Vec<(usize, Slot)> {
-        (0..self.high_water()).filter_map(|i| Some((i, self.read(i)?))).filter(|(_, s)| s.is_live()).collect()
+        (0..self.high_water())
+            .filter_map(|i| Some((i, self.read(i)?)))
+            .filter(|(_, s)| s.is_live())
+            .collect()
     }
 
     /// Copies of the live slots.
@@ -687,7 +771,8 @@ impl SharedBoard {
     /// read while a notify writes it may mix two times: it is only used for statistics).
     pub fn last_wake_ns(&self) -> u64 {
         let w = self.words.words();
-        u64::from(w[WAKE_NS_WORD].load(Ordering::Relaxed)) | (u64::from(w[WAKE_NS_WORD + 1].load(Ordering::Relaxed)) << 32)
+        u64::from(w[WAKE_NS_WORD].load(Ordering::Relaxed))
+            | (u64::from(w[WAKE_NS_WORD + 1].load(Ordering::Relaxed)) << 32)
     }
 
     /// Blocks until `wake` differs from `seen` (a [`SharedBoard::notify`] since `seen` was
@@ -708,21 +793,38 @@ impl SharedBoard {
     /// written under the control `seq` (odd while writing; a concurrent controller of the same
     /// slot waits its turn, bounded) and every watcher is woken. The returned [`Request`] names
     /// the `seq` the owner's [`Ack`] answers and removes the request file when dropped.
-    pub fn send_control(&self, index: usize, op: u32, level: i32, now_ns: u64) -> Result<Request, ControlError> {
+    pub fn send_control(
+        &self,
+        index: usize,
+        op: u32,
+        level: i32,
+        now_ns: u64,
+    ) -> Result<Request, ControlError> {
         let w = self.slot_words(index);
         for _ in 0..200 {
             let c = w[CONTROL_WORD].load(Ordering::Acquire);
-            if c & 1 == 0 && w[CONTROL_WORD].compare_exchange(c, c.wrapping_add(1), Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+            if c & 1 == 0
+                && w[CONTROL_WORD]
+                    .compare_exchange(c, c.wrapping_add(1), Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            {
                 // Never 0: an all-zero slot has no request.
                 let mut seq = c.wrapping_add(2);
                 if seq == 0 {
                     seq = 2;
                 }
                 let path = request_path(&self.path, index, seq);
-                let created = OpenOptions::new().write(true).create_new(true).mode(0o644).custom_flags(OPEN_FLAGS).open(&path);
+                let created = OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o644)
+                    .custom_flags(OPEN_FLAGS)
+                    .open(&path);
                 // Once created, the file is ours: the request removes it, whatever happens next.
                 let written = created.map(|f| (f, Request { seq, path: path.clone() }));
-                let written = written.and_then(|(mut f, r)| f.write_all(format!("{op} {level}\n").as_bytes()).map(|()| r));
+                let written = written.and_then(|(mut f, r)| {
+                    f.write_all(format!("{op} {level}\n").as_bytes()).map(|()| r)
+                });
                 let request = match written {
                     Ok(r) => r,
                     Err(err) => {
@@ -749,7 +851,11 @@ impl SharedBoard {
     /// The words alone prove nothing: anyone who may write the board can write any uid there.
     pub fn verify_control(&self, index: usize, control: &Control) -> Result<u32, u32> {
         let path = request_path(&self.path, index, control.seq);
-        let mut file = OpenOptions::new().read(true).custom_flags(OPEN_FLAGS).open(&path).map_err(|_| ACK_UNVERIFIED)?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .custom_flags(OPEN_FLAGS)
+            .open(&path)
+            .map_err(|_| ACK_UNVERIFIED)?;
         let meta = file.metadata().map_err(|_| ACK_UNVERIFIED)?;
         if !meta.file_type().is_file() || meta.len() > 64 {
             return Err(ACK_UNVERIFIED);
@@ -773,7 +879,12 @@ impl SharedBoard {
         if seq == 0 || seq & 1 == 1 || w[ACK_WORD].load(Ordering::Acquire) == seq {
             return None;
         }
-        let c = Control { seq, op: w[CONTROL_WORD + 1].load(Ordering::Relaxed), level: w[CONTROL_WORD + 2].load(Ordering::Relaxed) as i32, uid: w[CONTROL_WORD + 3].load(Ordering::Relaxed) };
+        let c = Control {
+            seq,
+            op: w[CONTROL_WORD + 1].load(Ordering::Relaxed),
+            level: w[CONTROL_WORD + 2].load(Ordering::Relaxed) as i32,
+            uid: w[CONTROL_WORD + 3].load(Ordering::Relaxed),
+        };
         fence(Ordering::Acquire);
         (w[CONTROL_WORD].load(Ordering::Relaxed) == seq).then_some(c)
     }
@@ -794,7 +905,12 @@ impl SharedBoard {
         loop {
             let a = w[ACK_WORD].load(Ordering::Acquire);
             if a == seq {
-                return Some(Ack { seq, status: w[ACK_WORD + 1].load(Ordering::Relaxed), detail: w[ACK_WORD + 2].load(Ordering::Relaxed) as i32, reserved: 0 });
+                return Some(Ack {
+                    seq,
+                    status: w[ACK_WORD + 1].load(Ordering::Relaxed),
+                    detail: w[ACK_WORD + 2].load(Ordering::Relaxed) as i32,
+                    reserved: 0,
+                });
             }
             let now = Instant::now();
             if now >= deadline {
@@ -809,7 +925,10 @@ impl SharedBoard {
         let mut n = 0;
         for index in 0..self.high_water() {
             let Some(slot) = self.read(index) else { continue };
-            if slot.is_live() && !self.is_held(index) && self.clear_if(index, |s| s.owner() == slot.owner()) {
+            if slot.is_live()
+                && !self.is_held(index)
+                && self.clear_if(index, |s| s.owner() == slot.owner())
+            {
                 n += 1;
             }
         }
@@ -825,7 +944,8 @@ mod tests {
     use xhsa_model::priority::Level;
 
     fn place(name: &str) -> BoardPlace {
-        let dir = std::env::temp_dir().join(format!("xhsa-board-test-{}-{name}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("xhsa-board-test-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         BoardPlace { dir, group: None }
@@ -863,7 +983,10 @@ mod tests {
                 beat_ns: 1 << 45,
             },
             name: crate::layout::name_bytes("batch-job"),
-            recent: std::array::from_fn(|i| RecentPreemption { start_ns: 100 + i as u64, duration_ns: 7 * i as u64 }),
+            recent: std::array::from_fn(|i| RecentPreemption {
+                start_ns: 100 + i as u64,
+                duration_ns: 7 * i as u64,
+            }),
             control: Control { seq: 4, op: 1, level: -3, uid: 1000 },
             ack: Ack { seq: 2, status: 1, detail: -7, reserved: 0 },
             pid_ns: 0xf000_0000_4026_5318,
@@ -879,7 +1002,14 @@ mod tests {
     fn board_file_names() {
         assert_eq!(board_file_node("xhsa-u1000-gpu2.board"), Some(2));
         assert_eq!(board_file_node("xhsa-g44-gpu17.board"), Some(17));
-        for bad in ["xhsa-u-gpu2.board", "xhsa-x1-gpu2.board", "xhsa-u1-gpu.board", "xhsa-u1-gpu2.boardx", "other", "xhsa-u1a-gpu2.board"] {
+        for bad in [
+            "xhsa-u-gpu2.board",
+            "xhsa-x1-gpu2.board",
+            "xhsa-u1-gpu.board",
+            "xhsa-u1-gpu2.boardx",
+            "other",
+            "xhsa-u1a-gpu2.board",
+        ] {
             assert_eq!(board_file_node(bad), None, "{bad}");
         }
     }
@@ -897,10 +1027,18 @@ mod tests {
         let seq = request.seq;
         assert_ne!(ctl.wake_seq(), wake, "watchers are woken");
         let got = owner_side.pending_control(h.index()).unwrap();
-        assert_eq!((got.seq, got.op, got.level, got.uid), (seq, crate::layout::OP_SET_PRIORITY, 7, uid()));
-        assert_eq!(owner_side.verify_control(h.index(), &got), Ok(uid()), "the request file names the sender");
+        assert_eq!(
+            (got.seq, got.op, got.level, got.uid),
+            (seq, crate::layout::OP_SET_PRIORITY, 7, uid())
+        );
+        assert_eq!(
+            owner_side.verify_control(h.index(), &got),
+            Ok(uid()),
+            "the request file names the sender"
+        );
         // Publishing does not disturb the request.
-        assert!(owner_side.publish(&h, &QueueStats { priority: p(0).rank(), pending: 1, ..Default::default() }));
+        assert!(owner_side
+            .publish(&h, &QueueStats { priority: p(0).rank(), pending: 1, ..Default::default() }));
         assert_eq!(owner_side.pending_control(h.index()).map(|c| c.seq), Some(seq));
         let owner2 = owner_side.clone();
         let idx = h.index();
@@ -922,7 +1060,10 @@ mod tests {
         let again = owner_side.claim(me, PartitionId(0), QueueId(10), p(0)).unwrap();
         assert_eq!(again.index(), idx);
         assert_eq!(owner_side.pending_control(again.index()), None);
-        assert!(matches!(SharedBoard::open_existing(&place.dir.join("xhsa-u1-gpu99.board")), Err(BoardError::Io { .. })));
+        assert!(matches!(
+            SharedBoard::open_existing(&place.dir.join("xhsa-u1-gpu99.board")),
+            Err(BoardError::Io { .. })
+        ));
         assert_eq!(board_files(&place.dir).unwrap(), vec![(owner_side.path().to_path_buf(), 4)]);
         std::fs::remove_dir_all(&place.dir).unwrap();
     }
@@ -941,7 +1082,9 @@ mod tests {
         let lp = b.claim(other, PartitionId(0), QueueId(2), p(-5)).unwrap();
         assert_ne!(hp.index(), lp.index());
         assert_eq!(b.summary(None).highest_with_work, None, "no work yet");
-        assert!(a.publish(&hp, &QueueStats { priority: p(5).rank(), pending: 3, ..Default::default() }));
+        assert!(
+            a.publish(&hp, &QueueStats { priority: p(5).rank(), pending: 3, ..Default::default() })
+        );
         assert_eq!(b.summary(Some(other)).highest_with_work, Some(p(5)));
         assert_eq!(b.summary(Some(me)).live, 1);
         assert_eq!(a.summary(Some(me)).highest_with_work, None, "a process leaves itself out");
@@ -993,7 +1136,8 @@ mod tests {
         let target = place.dir.join("precious");
         std::fs::write(&target, b"keep me").unwrap();
         std::os::unix::fs::symlink(&target, place.path(2, uid())).unwrap();
-        nix::unistd::mkfifo(&place.path(3, uid()), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        nix::unistd::mkfifo(&place.path(3, uid()), nix::sys::stat::Mode::from_bits_truncate(0o600))
+            .unwrap();
         for node in [1, 2, 3] {
             let err = SharedBoard::open(&place, node, 16).err().expect("refused");
             assert!(matches!(err, BoardError::Untrusted { .. }), "node {node}: {err}");
@@ -1001,7 +1145,11 @@ mod tests {
             let err = SharedBoard::open_existing(&place.path(node, uid())).err().expect("refused");
             assert!(matches!(err, BoardError::Untrusted { .. }), "node {node}: {err}");
         }
-        assert!(SharedBoard::open(&place, 2, 16).err().expect("refused").to_string().contains("symbolic link"));
+        assert!(SharedBoard::open(&place, 2, 16)
+            .err()
+            .expect("refused")
+            .to_string()
+            .contains("symbolic link"));
         assert_eq!(std::fs::read(&open).unwrap(), vec![0x11u8; 4096], "its bytes untouched");
         assert_eq!(std::fs::read(&target).unwrap(), b"keep me");
         if is_root {
@@ -1039,10 +1187,15 @@ mod tests {
         std::fs::write(request_path(owner.path(), h.index(), 8), b"1 255\n").unwrap();
         assert_eq!(owner.verify_control(h.index(), &forged), Err(ACK_UNVERIFIED));
         // The file's owner, not the words, is the sender.
-        std::fs::write(request_path(owner.path(), h.index(), 8), format!("{} 0\n", crate::layout::OP_PAUSE)).unwrap();
+        std::fs::write(
+            request_path(owner.path(), h.index(), 8),
+            format!("{} 0\n", crate::layout::OP_PAUSE),
+        )
+        .unwrap();
         assert_eq!(owner.verify_control(h.index(), &forged), Ok(uid()));
         if uid() == 0 {
-            std::os::unix::fs::chown(request_path(owner.path(), h.index(), 8), Some(4321), None).unwrap();
+            std::os::unix::fs::chown(request_path(owner.path(), h.index(), 8), Some(4321), None)
+                .unwrap();
             assert_eq!(owner.verify_control(h.index(), &forged), Ok(4321));
         }
         std::fs::remove_dir_all(&place.dir).unwrap();
@@ -1053,12 +1206,17 @@ mod tests {
         let place = place("odd");
         let board = SharedBoard::open(&place, 7, 8).unwrap();
         let h = board.claim(this_process(), PartitionId(0), QueueId(1), p(3)).unwrap();
-        assert!(board.publish(&h, &QueueStats { priority: p(3).rank(), pending: 2, ..Default::default() }));
+        assert!(board
+            .publish(&h, &QueueStats { priority: p(3).rank(), pending: 2, ..Default::default() }));
         assert_eq!(board.summary(None).highest_with_work, Some(p(3)));
         // A writer that never finishes (crashed mid-write, or hostile).
         board.slot_words(h.index())[0].fetch_add(1, Ordering::AcqRel);
         assert_eq!(board.read(h.index()), None);
-        assert_eq!(board.summary(None).highest_with_work, None, "an unreadable slot holds nobody back");
+        assert_eq!(
+            board.summary(None).highest_with_work,
+            None,
+            "an unreadable slot holds nobody back"
+        );
         std::fs::remove_dir_all(&place.dir).unwrap();
     }
 
@@ -1073,11 +1231,20 @@ mod tests {
                 std::thread::spawn(move || {
                     let mut mine = Vec::new();
                     for q in 0..8 {
-                        mine.push(board.claim(me, PartitionId(0), QueueId(t * 100 + q), p(t as i64)).unwrap());
+                        mine.push(
+                            board
+                                .claim(me, PartitionId(0), QueueId(t * 100 + q), p(t as i64))
+                                .unwrap(),
+                        );
                     }
                     for round in 0..200u32 {
                         for h in &mine {
-                            let stats = QueueStats { priority: p(t as i64).rank(), pending: round, in_flight: round, ..Default::default() };
+                            let stats = QueueStats {
+                                priority: p(t as i64).rank(),
+                                pending: round,
+                                in_flight: round,
+                                ..Default::default()
+                            };
                             assert!(board.publish(h, &stats));
                         }
                         for s in board.snapshot() {

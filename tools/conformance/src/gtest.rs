@@ -31,7 +31,11 @@ impl Report {
     pub fn line(&mut self, line: &str) {
         let line = line.trim_end();
         // Colour codes, should a program force them.
-        let line = line.replace("\x1b[0;32m", "").replace("\x1b[0;31m", "").replace("\x1b[0;33m", "").replace("\x1b[m", "");
+        let line = line
+            .replace("\x1b[0;32m", "")
+            .replace("\x1b[0;31m", "")
+            .replace("\x1b[0;33m", "")
+            .replace("\x1b[m", "");
         let Some(rest) = line.strip_prefix('[') else { return };
         let Some((tag, rest)) = rest.split_once(']') else { return };
         match tag.trim() {
@@ -41,7 +45,12 @@ impl Report {
             "SKIPPED" => self.end(rest, Outcome::Skipped),
             "PASSED" => self.finished = true,
             "==========" => {
-                if let Some(n) = rest.trim().strip_prefix("Running ").and_then(|r| r.split_whitespace().next()).and_then(|n| n.parse().ok()) {
+                if let Some(n) = rest
+                    .trim()
+                    .strip_prefix("Running ")
+                    .and_then(|r| r.split_whitespace().next())
+                    .and_then(|n| n.parse().ok())
+                {
                     self.announced = Some(n);
                 }
             }
@@ -74,7 +83,8 @@ impl Report {
 
     /// Tests announced but never started (the program stopped before them).
     pub fn not_run(&self) -> usize {
-        self.announced.map_or(0, |n| n.saturating_sub(self.ended() + usize::from(self.running.is_some())))
+        self.announced
+            .map_or(0, |n| n.saturating_sub(self.ended() + usize::from(self.running.is_some())))
     }
 }
 

@@ -26,7 +26,10 @@ impl IsaStats {
     pub fn parse(log: &str) -> IsaStats {
         let mut s = IsaStats::default();
         for line in log.lines().filter(|l| l.contains("xhsa-emu: executed")) {
-            let (Some(n), Some(us)) = (field(line, "instructions").and_then(|v| v.parse::<u64>().ok()), field(line, "us").and_then(|v| v.parse::<u64>().ok())) else {
+            let (Some(n), Some(us)) = (
+                field(line, "instructions").and_then(|v| v.parse::<u64>().ok()),
+                field(line, "us").and_then(|v| v.parse::<u64>().ok()),
+            ) else {
                 continue;
             };
             s.parts += 1;
@@ -51,7 +54,8 @@ impl IsaStats {
 
     /// The `n` kernels with the most instructions: (name, instructions, µs).
     pub fn top(&self, n: usize) -> Vec<(&str, u64, u64)> {
-        let mut v: Vec<(&str, u64, u64)> = self.kernels.iter().map(|(k, &(i, us))| (k.as_str(), i, us)).collect();
+        let mut v: Vec<(&str, u64, u64)> =
+            self.kernels.iter().map(|(k, &(i, us))| (k.as_str(), i, us)).collect();
         v.sort_by_key(|e| std::cmp::Reverse(e.1));
         v.truncate(n);
         v

@@ -50,10 +50,18 @@ fn parse_args() -> Result<Args, String> {
     while let Some(arg) = it.next() {
         let mut value = |what: &str| it.next().ok_or_else(|| format!("{arg} needs {what}"));
         match arg.as_str() {
-            "--only" => a.only = Some(value("suite names")?.split(',').map(str::to_string).collect()),
-            "--modes" => a.modes = value("modes")?.split(',').map(Mode::parse).collect::<Result<_, _>>()?,
+            "--only" => {
+                a.only = Some(value("suite names")?.split(',').map(str::to_string).collect())
+            }
+            "--modes" => {
+                a.modes = value("modes")?.split(',').map(Mode::parse).collect::<Result<_, _>>()?
+            }
             "--timeout-scale" => {
-                a.scale = value("a number")?.parse().ok().filter(|x: &f64| *x > 0.0).ok_or("--timeout-scale takes a number above 0")?;
+                a.scale = value("a number")?
+                    .parse()
+                    .ok()
+                    .filter(|x: &f64| *x > 0.0)
+                    .ok_or("--timeout-scale takes a number above 0")?;
             }
             "--suites" => a.suites = value("a file")?.into(),
             "--log-dir" => a.log_dir = value("a directory")?.into(),
@@ -98,7 +106,11 @@ fn main() -> ExitCode {
     if let Some(only) = &args.only {
         if let Some(bad) = only.iter().find(|n| !all.iter().any(|s| &s.name == *n)) {
             let names: Vec<&str> = all.iter().map(|s| s.name.as_str()).collect();
-            eprintln!("xhsa-conformance: no suite '{bad}' in {}; accepted: {}", args.suites.display(), names.join(", "));
+            eprintln!(
+                "xhsa-conformance: no suite '{bad}' in {}; accepted: {}",
+                args.suites.display(),
+                names.join(", ")
+            );
             return ExitCode::from(2);
         }
         all.retain(|s| only.contains(&s.name));
@@ -109,21 +121,33 @@ fn main() -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    let root = match xhsa_emu::launcher::rocm::root(std::env::var_os(xhsa_emu::launcher::rocm::ROOT_VAR)) {
+    let root = match xhsa_emu::launcher::rocm::root(std::env::var_os(
+        xhsa_emu::launcher::rocm::ROOT_VAR,
+    )) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("xhsa-conformance: {e}");
             return ExitCode::FAILURE;
         }
     };
-    let setup = Setup { emu: run::artifact("xhsa-emu"), libxhsa: run::artifact("libxhsa.so"), log_dir: args.log_dir.clone(), timeout_scale: args.scale, isa_stats: args.isa_stats };
+    let setup = Setup {
+        emu: run::artifact("xhsa-emu"),
+        libxhsa: run::artifact("libxhsa.so"),
+        log_dir: args.log_dir.clone(),
+        timeout_scale: args.scale,
+        isa_stats: args.isa_stats,
+    };
     for p in [&setup.emu, &setup.libxhsa] {
         if !p.exists() {
             eprintln!("xhsa-conformance: {} not built (cargo build --release -p xhsa -p xhsa-emu -p xhsa-emu-thunk)", p.display());
             return ExitCode::FAILURE;
         }
     }
-    let missing: Vec<String> = all.iter().filter(|s| !root.join(s.program().trim_start_matches('/')).exists()).map(|s| s.program()).collect();
+    let missing: Vec<String> = all
+        .iter()
+        .filter(|s| !root.join(s.program().trim_start_matches('/')).exists())
+        .map(|s| s.program())
+        .collect();
     if !missing.is_empty() {
         eprintln!("xhsa-conformance: not installed in {}: {} (tools/conformance/install.sh installs the test packages)", root.display(), missing.join(", "));
         return ExitCode::FAILURE;
@@ -145,7 +169,13 @@ fn main() -> ExitCode {
         println!("{}", table::text(&r));
         results.push(r);
     }
-    println!("conformance run: {} suites, {} modes, {:.0} s; logs in {}", results.len(), args.modes.len(), start.elapsed().as_secs_f64(), setup.log_dir.display());
+    println!(
+        "conformance run: {} suites, {} modes, {:.0} s; logs in {}",
+        results.len(),
+        args.modes.len(),
+        start.elapsed().as_secs_f64(),
+        setup.log_dir.display()
+    );
     if let Some(md) = &args.markdown {
         if let Err(e) = std::fs::write(md, table::markdown(&results)) {
             eprintln!("xhsa-conformance: cannot write {}: {e}", md.display());

@@ -37,7 +37,9 @@ impl Mode {
             "native" => Ok(Mode::Native),
             "preload" | "ld_preload" => Ok(Mode::LdPreload),
             "tools" | "hsa_tools_lib" => Ok(Mode::HsaToolsLib),
-            o => Err(format!("unknown mode '{o}'; accepted: native, preload (LD_PRELOAD), tools (HSA_TOOLS_LIB)")),
+            o => Err(format!(
+                "unknown mode '{o}'; accepted: native, preload (LD_PRELOAD), tools (HSA_TOOLS_LIB)"
+            )),
         }
     }
 }
@@ -209,7 +211,9 @@ pub fn run(suite: &Suite, mode: Mode, setup: &Setup) -> std::io::Result<Outcome>
     let end = if timed_out { End::TimedOut } else { end_of(status) };
     writeln!(log, "# end: {end:?} after {:.1} s", elapsed.as_secs_f64())?;
     let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-    let libxhsa_ran = mode != Mode::Native && stderr.contains("INFO xhsa:") && stderr.contains("HSA queues created");
+    let libxhsa_ran = mode != Mode::Native
+        && stderr.contains("INFO xhsa:")
+        && stderr.contains("HSA queues created");
     let isa = setup.isa_stats.then(|| IsaStats::parse(&stderr));
     let _ = std::fs::remove_dir_all(&device_dir);
     Ok(Outcome { mode, report, end, elapsed, libxhsa_ran, log: log_path, isa })

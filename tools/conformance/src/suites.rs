@@ -41,7 +41,8 @@ pub fn parse(text: &str) -> Result<Vec<Suite>, String> {
         if w.len() < 4 {
             return Err(at("expected NAME BINARY TIMEOUT_S FILTER [KEY=VALUE]..."));
         }
-        let secs: u64 = w[2].parse().map_err(|_| at("TIMEOUT_S is not a whole number of seconds"))?;
+        let secs: u64 =
+            w[2].parse().map_err(|_| at("TIMEOUT_S is not a whole number of seconds"))?;
         if secs == 0 {
             return Err(at("TIMEOUT_S must be above 0"));
         }
@@ -56,7 +57,13 @@ pub fn parse(text: &str) -> Result<Vec<Suite>, String> {
         if out.iter().any(|s| s.name == w[0]) {
             return Err(at("NAME used twice"));
         }
-        out.push(Suite { name: w[0].into(), binary: w[1].into(), timeout: Duration::from_secs(secs), filter: w[3].into(), env });
+        out.push(Suite {
+            name: w[0].into(),
+            binary: w[1].into(),
+            timeout: Duration::from_secs(secs),
+            filter: w[3].into(),
+            env,
+        });
     }
     if out.is_empty() {
         return Err("no suites listed".into());

@@ -52,8 +52,21 @@ fn names(v: &[String], max: usize) -> String {
 pub fn text(r: &SuiteResult) -> String {
     let s = r.suite;
     let mut out = String::new();
-    writeln!(out, "{}: {} --gtest_filter='{}' (limit {} s a run)", s.name, s.binary, s.filter, s.timeout.as_secs()).unwrap();
-    writeln!(out, "  {:<14} {:>6} {:>7} {:>7} {:>10} {:>8} {:>8} {:>9}  end", "mode", "tests", "passed", "failed", "timed out", "not run", "skipped", "time").unwrap();
+    writeln!(
+        out,
+        "{}: {} --gtest_filter='{}' (limit {} s a run)",
+        s.name,
+        s.binary,
+        s.filter,
+        s.timeout.as_secs()
+    )
+    .unwrap();
+    writeln!(
+        out,
+        "  {:<14} {:>6} {:>7} {:>7} {:>10} {:>8} {:>8} {:>9}  end",
+        "mode", "tests", "passed", "failed", "timed out", "not run", "skipped", "time"
+    )
+    .unwrap();
     for o in &r.outcomes {
         let rep = &o.report;
         let announced = rep.announced.map_or("?".into(), |n| n.to_string());
@@ -92,8 +105,23 @@ pub fn text(r: &SuiteResult) -> String {
             for (k, n, us) in s.top(3) {
                 // Mangled names share long prefixes: the start and the end.
                 let c: Vec<char> = k.chars().collect();
-                let k: String = if c.len() > 72 { format!("{}...{}", c[..24].iter().collect::<String>(), c[c.len() - 45..].iter().collect::<String>()) } else { k.to_string() };
-                writeln!(out, "    {k}: {:.1} M in {:.2} s ({:.1} M/s)", n as f64 / 1e6, us as f64 / 1e6, n as f64 / (us as f64).max(1.0)).unwrap();
+                let k: String = if c.len() > 72 {
+                    format!(
+                        "{}...{}",
+                        c[..24].iter().collect::<String>(),
+                        c[c.len() - 45..].iter().collect::<String>()
+                    )
+                } else {
+                    k.to_string()
+                };
+                writeln!(
+                    out,
+                    "    {k}: {:.1} M in {:.2} s ({:.1} M/s)",
+                    n as f64 / 1e6,
+                    us as f64 / 1e6,
+                    n as f64 / (us as f64).max(1.0)
+                )
+                .unwrap();
             }
         }
     }
@@ -104,7 +132,13 @@ pub fn text(r: &SuiteResult) -> String {
         }
     }
     for o in r.outcomes.iter().filter(|o| o.mode != Mode::Native) {
-        writeln!(out, "  passing natively, failing under {} (libxhsa): {}", o.mode.label(), names(&r.libxhsa_regressions(o), 12)).unwrap();
+        writeln!(
+            out,
+            "  passing natively, failing under {} (libxhsa): {}",
+            o.mode.label(),
+            names(&r.libxhsa_regressions(o), 12)
+        )
+        .unwrap();
     }
     out
 }
@@ -112,7 +146,11 @@ pub fn text(r: &SuiteResult) -> String {
 /// One Markdown table of every suite (for docs/emulator.md): a row per suite and mode.
 pub fn markdown(results: &[SuiteResult]) -> String {
     let mut out = String::new();
-    writeln!(out, "| suite | filter | mode | tests | passed | failed | timed out | not run | time |").unwrap();
+    writeln!(
+        out,
+        "| suite | filter | mode | tests | passed | failed | timed out | not run | time |"
+    )
+    .unwrap();
     writeln!(out, "|---|---|---|---:|---:|---:|---:|---:|---:|").unwrap();
     for r in results {
         for o in &r.outcomes {
@@ -145,17 +183,37 @@ mod tests {
     fn outcome(mode: Mode, text: &str, end: End) -> Outcome {
         let mut report = Report::default();
         text.lines().for_each(|l| report.line(l));
-        Outcome { mode, report, end, elapsed: Duration::from_secs(2), libxhsa_ran: mode != Mode::Native, log: "x".into(), isa: None }
+        Outcome {
+            mode,
+            report,
+            end,
+            elapsed: Duration::from_secs(2),
+            libxhsa_ran: mode != Mode::Native,
+            log: "x".into(),
+            isa: None,
+        }
     }
 
     #[test]
     fn regressions_are_the_native_passes_that_fail_under_libxhsa() {
         let suite = crate::suites::parse("s p/q 60 *\n").unwrap().remove(0);
         let all = "[==========] Running 3 tests from 1 test suite.\n[ RUN      ] s.a\n[       OK ] s.a (1 ms)\n[ RUN      ] s.b\n";
-        let native = outcome(Mode::Native, &format!("{all}[  FAILED  ] s.b (1 ms)\n[ RUN      ] s.c\n[       OK ] s.c (1 ms)\n"), End::Exited(1));
+        let native = outcome(
+            Mode::Native,
+            &format!("{all}[  FAILED  ] s.b (1 ms)\n[ RUN      ] s.c\n[       OK ] s.c (1 ms)\n"),
+            End::Exited(1),
+        );
         // Under LD_PRELOAD: a passes... no, a crashes; b fails as natively; c never runs.
-        let pre = outcome(Mode::LdPreload, "[==========] Running 3 tests from 1 test suite.\n[ RUN      ] s.a\n", End::Signalled(6));
-        let tools = outcome(Mode::HsaToolsLib, &format!("{all}[  FAILED  ] s.b (1 ms)\n[ RUN      ] s.c\n"), End::TimedOut);
+        let pre = outcome(
+            Mode::LdPreload,
+            "[==========] Running 3 tests from 1 test suite.\n[ RUN      ] s.a\n",
+            End::Signalled(6),
+        );
+        let tools = outcome(
+            Mode::HsaToolsLib,
+            &format!("{all}[  FAILED  ] s.b (1 ms)\n[ RUN      ] s.c\n"),
+            End::TimedOut,
+        );
         let r = SuiteResult { suite: &suite, outcomes: vec![native, pre, tools] };
         assert_eq!(r.libxhsa_regressions(&r.outcomes[1]), vec!["s.a".to_string()]);
         assert_eq!(r.libxhsa_regressions(&r.outcomes[2]), vec!["s.c".to_string()]);

@@ -13,7 +13,8 @@ use xhsa_conformance::table::{self, SuiteResult};
 
 #[test]
 fn rocrand_basic_passes_natively_and_under_libxhsa() {
-    let root = xhsa_emu::launcher::rocm::root(std::env::var_os(xhsa_emu::launcher::rocm::ROOT_VAR)).unwrap_or_else(|e| panic!("{e}"));
+    let root = xhsa_emu::launcher::rocm::root(std::env::var_os(xhsa_emu::launcher::rocm::ROOT_VAR))
+        .unwrap_or_else(|e| panic!("{e}"));
     let suite = Suite {
         name: "rocrand-basic".into(),
         binary: "librocrand1-tests/test_rocrand_basic".into(),
@@ -55,7 +56,11 @@ fn rocrand_basic_passes_natively_and_under_libxhsa() {
         assert_eq!((o.report.passed.len(), o.report.failed.len()), (44, 0), "{m}: {t}");
         assert!(o.report.finished, "{m}: {t}");
         if o.mode != Mode::Native {
-            assert!(o.libxhsa_ran, "{m}: libxhsa left no exit summary: it did not run\n{}", tail.join("\n"));
+            assert!(
+                o.libxhsa_ran,
+                "{m}: libxhsa left no exit summary: it did not run\n{}",
+                tail.join("\n")
+            );
         }
     }
 }

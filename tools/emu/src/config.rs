@@ -101,7 +101,10 @@ pub struct Timing {
 impl Timing {
     /// The capacities contention profiles are measured against.
     pub fn capacity(&self) -> crate::device::Capacity {
-        crate::device::Capacity { cu_pipe: self.cu_pipe_capacity, hbm_bytes_per_ns: self.hbm_bytes_per_ns }
+        crate::device::Capacity {
+            cu_pipe: self.cu_pipe_capacity,
+            hbm_bytes_per_ns: self.hbm_bytes_per_ns,
+        }
     }
 }
 
@@ -132,7 +135,9 @@ impl Interpreter {
     /// The worker threads to start: `threads`, or one per host core for 0.
     pub fn workers(&self) -> usize {
         match self.threads {
-            0 => std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, crate::cp::executor::MAX_WORKERS),
+            0 => std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .clamp(1, crate::cp::executor::MAX_WORKERS),
             n => n as usize,
         }
     }
@@ -158,7 +163,14 @@ impl Default for KfdCosts {
     fn default() -> Self {
         // The users' MI308X measurements: suspend ~400-500 us, resume ~300-400 us.
         // The preemption timeout is amdgpu's module parameter default.
-        KfdCosts { suspend_us: 450, resume_us: 350, update_queue_us: 450, set_cu_mask_us: 450, hws_quantum_us: 10_000, preemption_timeout_ms: 9000 }
+        KfdCosts {
+            suspend_us: 450,
+            resume_us: 350,
+            update_queue_us: 450,
+            set_cu_mask_us: 450,
+            hws_quantum_us: 10_000,
+            preemption_timeout_ms: 9000,
+        }
     }
 }
 
@@ -185,7 +197,6 @@ impl KernelProfile {
     }
 }
 
-
 /// A configuration that could not be read or does not make sense.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConfigError(pub String);
@@ -200,13 +211,15 @@ impl std::error::Error for ConfigError {}
 
 impl Config {
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
-        let cfg: Config = toml::from_str(text).map_err(|e| ConfigError(format!("invalid emulator config: {}", e.message())))?;
+        let cfg: Config = toml::from_str(text)
+            .map_err(|e| ConfigError(format!("invalid emulator config: {}", e.message())))?;
         cfg.validate()?;
         Ok(cfg)
     }
 
     pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError(format!("cannot read config {}: {e}", path.display())))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("cannot read config {}: {e}", path.display())))?;
         Self::from_toml(&text).map_err(|e| ConfigError(format!("{}: {}", path.display(), e.0)))
     }
 
@@ -215,7 +228,9 @@ impl Config {
         let d = &self.device;
         let range = |name: &str, v: u64, lo: u64, hi: u64| {
             if v < lo || v > hi {
-                Err(ConfigError(format!("device.{name} = {v} is out of range; accepted: {lo}..={hi}")))
+                Err(ConfigError(format!(
+                    "device.{name} = {v} is out of range; accepted: {lo}..={hi}"
+                )))
             } else {
                 Ok(())
             }
@@ -226,7 +241,10 @@ impl Config {
         range("simds_per_cu", d.simds_per_cu.into(), 1, 4)?;
         range("waves_per_simd", d.waves_per_simd.into(), 1, 16)?;
         if d.wave_size != 32 && d.wave_size != 64 {
-            return Err(ConfigError(format!("device.wave_size = {} is not supported; accepted: 32, 64", d.wave_size)));
+            return Err(ConfigError(format!(
+                "device.wave_size = {} is not supported; accepted: 32, 64",
+                d.wave_size
+            )));
         }
         range("lds_kib", d.lds_kib.into(), 16, 160)?;
         range("cp_queues", d.cp_queues.into(), 1, 1024)?;
@@ -240,10 +258,16 @@ impl Config {
         }
         let t = &self.timing;
         if !(t.time_scale.is_finite() && (1.0..=1000.0).contains(&t.time_scale)) {
-            return Err(ConfigError(format!("timing.time_scale = {} is out of range; accepted: 1.0 to 1000.0", t.time_scale)));
+            return Err(ConfigError(format!(
+                "timing.time_scale = {} is out of range; accepted: 1.0 to 1000.0",
+                t.time_scale
+            )));
         }
         if !(0.0..=0.9).contains(&t.wg_jitter) {
-            return Err(ConfigError(format!("timing.wg_jitter = {} is out of range; accepted: 0.0 to 0.9", t.wg_jitter)));
+            return Err(ConfigError(format!(
+                "timing.wg_jitter = {} is out of range; accepted: 0.0 to 0.9",
+                t.wg_jitter
+            )));
         }
         if !(t.cu_pipe_capacity.is_finite() && (0.1..=10.0).contains(&t.cu_pipe_capacity)) {
             return Err(ConfigError(format!(
@@ -263,7 +287,10 @@ impl Config {
         }
         let k = &self.kfd;
         if !(1..=3_600_000).contains(&k.preemption_timeout_ms) {
-            return Err(ConfigError(format!("kfd.preemption_timeout_ms = {} is out of range; accepted: 1..=3600000", k.preemption_timeout_ms)));
+            return Err(ConfigError(format!(
+                "kfd.preemption_timeout_ms = {} is out of range; accepted: 1..=3600000",
+                k.preemption_timeout_ms
+            )));
         }
         if t.sdma_bytes_per_us == 0 {
             return Err(ConfigError("timing.sdma_bytes_per_us must be at least 1".into()));
@@ -273,7 +300,10 @@ impl Config {
                 return Err(ConfigError("[[kernel]] entry without a name".into()));
             }
             if !(k.util.is_finite() && (0.0..=1.0).contains(&k.util)) {
-                return Err(ConfigError(format!("[[kernel]] {}: util = {} is out of range; accepted: 0.0 to 1.0", k.name, k.util)));
+                return Err(ConfigError(format!(
+                    "[[kernel]] {}: util = {} is out of range; accepted: 0.0 to 1.0",
+                    k.name, k.util
+                )));
             }
         }
         Ok(())
@@ -287,14 +317,21 @@ impl Config {
             None => Config::default(),
         };
         if let Ok(s) = std::env::var("XHSA_EMU_TIME_SCALE") {
-            cfg.timing.time_scale =
-                s.parse().map_err(|_| ConfigError(format!("XHSA_EMU_TIME_SCALE={s:?} is not a number (accepted: 1.0 to 1000.0)")))?;
+            cfg.timing.time_scale = s.parse().map_err(|_| {
+                ConfigError(format!(
+                    "XHSA_EMU_TIME_SCALE={s:?} is not a number (accepted: 1.0 to 1000.0)"
+                ))
+            })?;
         }
         cfg.validate()?;
         let gpus = match std::env::var("XHSA_EMU_GPUS") {
             Ok(s) => match s.parse::<u32>() {
                 Ok(n) if (1..=8).contains(&n) => n,
-                _ => return Err(ConfigError(format!("XHSA_EMU_GPUS={s:?} is invalid (accepted: 1 to 8)"))),
+                _ => {
+                    return Err(ConfigError(format!(
+                        "XHSA_EMU_GPUS={s:?} is invalid (accepted: 1 to 8)"
+                    )))
+                }
             },
             Err(_) => 1,
         };
@@ -324,7 +361,10 @@ mod tests {
 
     #[test]
     fn a_file_overrides_what_it_names() {
-        let c = Config::from_toml("[device]\nxccs = 2\n[timing]\ntime_scale = 4.0\n[[kernel]]\nname = \"k\"\nwg_ns = 7\n").unwrap();
+        let c = Config::from_toml(
+            "[device]\nxccs = 2\n[timing]\ntime_scale = 4.0\n[[kernel]]\nname = \"k\"\nwg_ns = 7\n",
+        )
+        .unwrap();
         assert_eq!(c.device.cus(), 40);
         assert_eq!(c.timing.time_scale, 4.0);
         assert_eq!(c.profile("k").map(|p| p.wg_ns), Some(7));
@@ -345,21 +385,42 @@ mod tests {
         assert!(e.0.contains("timing.hbm_bytes_per_ns") && e.0.contains("1.0 to 100000.0"), "{e}");
         let e = Config::from_toml("[kfd]\npreemption_timeout_ms = 0\n").unwrap_err();
         assert!(e.0.contains("kfd.preemption_timeout_ms") && e.0.contains("1..=3600000"), "{e}");
-        assert_eq!(Config::from_toml("[kfd]\npreemption_timeout_ms = 50\n").unwrap().kfd.preemption_timeout_ms, 50);
+        assert_eq!(
+            Config::from_toml("[kfd]\npreemption_timeout_ms = 50\n")
+                .unwrap()
+                .kfd
+                .preemption_timeout_ms,
+            50
+        );
         assert_eq!(Config::default().kfd.preemption_timeout_ms, 9000);
         let e = Config::from_toml("[[kernel]]\nname = \"k\"\nwg_ns = 7\nutil = 1.5\n").unwrap_err();
         assert!(e.0.contains("util") && e.0.contains("0.0 to 1.0"), "{e}");
         let c = Config::from_toml("[timing]\ncu_pipe_capacity = 1.2\nhbm_bytes_per_ns = 4000\n[[kernel]]\nname = \"k\"\nwg_ns = 7\nutil = 0.4\nhbm_bytes_per_wg = 65536\n").unwrap();
-        assert_eq!(c.timing.capacity(), crate::device::Capacity { cu_pipe: 1.2, hbm_bytes_per_ns: 4000.0 });
-        assert_eq!(c.profile("k").unwrap().contention(), crate::device::Profile { cu_util: 0.4, hbm_bytes: 65536 });
+        assert_eq!(
+            c.timing.capacity(),
+            crate::device::Capacity { cu_pipe: 1.2, hbm_bytes_per_ns: 4000.0 }
+        );
+        assert_eq!(
+            c.profile("k").unwrap().contention(),
+            crate::device::Profile { cu_util: 0.4, hbm_bytes: 65536 }
+        );
         let e = Config::from_toml("[interpreter]\nthreads = 9\n").unwrap_err();
-        assert!(e.0.contains("interpreter.threads = 9") && e.0.contains("0 (one per host core) to 4"), "{e}");
+        assert!(
+            e.0.contains("interpreter.threads = 9") && e.0.contains("0 (one per host core) to 4"),
+            "{e}"
+        );
     }
 
     #[test]
     fn interpreter_threads_are_the_configured_number_or_one_per_core() {
-        assert_eq!(Config::from_toml("[interpreter]\nthreads = 3\n").unwrap().interpreter.workers(), 3);
+        assert_eq!(
+            Config::from_toml("[interpreter]\nthreads = 3\n").unwrap().interpreter.workers(),
+            3
+        );
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        assert_eq!(Config::from_toml("[interpreter]\nthreads = 0\n").unwrap().interpreter.workers(), cores.clamp(1, 4));
+        assert_eq!(
+            Config::from_toml("[interpreter]\nthreads = 0\n").unwrap().interpreter.workers(),
+            cores.clamp(1, 4)
+        );
     }
 }

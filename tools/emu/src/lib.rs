@@ -11,11 +11,11 @@
 //! instructions), nor part of libxhsa, which never knows it runs on an emulator.
 
 pub mod config;
-pub mod device;
-pub mod sys;
 pub mod cp;
+pub mod device;
 pub mod isa;
 pub mod kernels;
 pub mod kfd;
-pub mod shared;
 pub mod launcher;
+pub mod shared;
+pub mod sys;

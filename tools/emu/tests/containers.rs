@@ -43,7 +43,10 @@ const ROUND: u32 = 640;
 /// `target/<profile>`.
 fn target_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
-    exe.parent().and_then(Path::parent).expect("the test binary lives in target/<profile>/deps").to_path_buf()
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("the test binary lives in target/<profile>/deps")
+        .to_path_buf()
 }
 
 /// A process in its own namespaces, its standard output read line by line.
@@ -62,24 +65,35 @@ impl Container {
         let script = "mount -t tmpfs tmpfs /dev/shm && exec \"$@\"";
         let test = std::env::current_exe().unwrap();
         let mut c = Command::new("unshare");
-        c.args(["--pid", "--fork", "--kill-child", "--mount-proc", "--ipc", "--mount", "sh", "-c", script, "sh"])
-            .arg(BIN)
-            .args(["run", "--config"])
-            .arg(dir.join("emu.toml"))
-            .arg("--")
-            .arg(&test)
-            .args(["child", "--exact", "--nocapture", "--test-threads", "1"])
-            .env(ROLE, name)
-            .env(SYNC, dir)
-            .env("XHSA_EMU_BIN", BIN)
-            .env("XHSA_EMU_DEVICE_DIR", dir.join("device"))
-            .env("XHSA_EMU_LOG", "warn")
-            .env_remove("LD_PRELOAD")
-            .env_remove("XHSA_EMU_GPUS")
-            .env_remove("XHSA_EMU_TIME_SCALE")
-            .env_remove("XHSA_EMU_FAULT")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        c.args([
+            "--pid",
+            "--fork",
+            "--kill-child",
+            "--mount-proc",
+            "--ipc",
+            "--mount",
+            "sh",
+            "-c",
+            script,
+            "sh",
+        ])
+        .arg(BIN)
+        .args(["run", "--config"])
+        .arg(dir.join("emu.toml"))
+        .arg("--")
+        .arg(&test)
+        .args(["child", "--exact", "--nocapture", "--test-threads", "1"])
+        .env(ROLE, name)
+        .env(SYNC, dir)
+        .env("XHSA_EMU_BIN", BIN)
+        .env("XHSA_EMU_DEVICE_DIR", dir.join("device"))
+        .env("XHSA_EMU_LOG", "warn")
+        .env_remove("LD_PRELOAD")
+        .env_remove("XHSA_EMU_GPUS")
+        .env_remove("XHSA_EMU_TIME_SCALE")
+        .env_remove("XHSA_EMU_FAULT")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
         let mut child = c.spawn().expect("spawn unshare");
         let out = child.stdout.take().unwrap();
         let err = child.stderr.take().unwrap();
@@ -94,7 +108,12 @@ impl Container {
     }
 
     /// The first line satisfying `pred` within `limit`.
-    fn wait_for(&mut self, what: &str, limit: Duration, pred: impl Fn(&str) -> bool) -> Result<String, String> {
+    fn wait_for(
+        &mut self,
+        what: &str,
+        limit: Duration,
+        pred: impl Fn(&str) -> bool,
+    ) -> Result<String, String> {
         let t0 = Instant::now();
         loop {
             let left = limit.saturating_sub(t0.elapsed());
@@ -105,8 +124,12 @@ impl Container {
                         return Ok(l);
                     }
                 }
-                Err(mpsc::RecvTimeoutError::Timeout) => return Err(format!("{}: no {what} within {limit:?}", self.name)),
-                Err(mpsc::RecvTimeoutError::Disconnected) => return Err(format!("{}: exited before {what}", self.name)),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    return Err(format!("{}: no {what} within {limit:?}", self.name))
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(format!("{}: exited before {what}", self.name))
+                }
             }
         }
     }
@@ -139,29 +162,48 @@ impl Container {
             None => format!("HUNG: still running after {limit:?}, killed"),
         };
         let ok = status.is_some_and(|s| s.success());
-        (ok, format!("=== {} {head}\n--- stdout\n{}\n--- stderr\n{err}", self.name, self.seen.join("\n")))
+        (
+            ok,
+            format!(
+                "=== {} {head}\n--- stdout\n{}\n--- stderr\n{err}",
+                self.name,
+                self.seen.join("\n")
+            ),
+        )
     }
 }
 
 /// The value of the first `KEY=VALUE` word of `text` (libtest prints `test child ... ` before
 /// the child's first line).
 fn value(text: &str, key: &str) -> Option<String> {
-    text.split_whitespace().find_map(|w| w.strip_prefix(key).and_then(|r| r.strip_prefix('=')).map(String::from))
+    text.split_whitespace()
+        .find_map(|w| w.strip_prefix(key).and_then(|r| r.strip_prefix('=')).map(String::from))
 }
 
 #[test]
 fn two_containers_with_the_same_pids_share_one_device_and_one_leaving_does_not_disturb_the_other() {
     // SAFETY: geteuid has no preconditions.
-    assert_eq!(unsafe { libc::geteuid() }, 0, "this test makes PID, IPC and mount namespaces and mounts a tmpfs: it must run as root");
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "this test makes PID, IPC and mount namespaces and mounts a tmpfs: it must run as root"
+    );
     let v = Command::new("unshare").arg("--version").output();
-    assert!(v.as_ref().is_ok_and(|o| o.status.success()), "util-linux `unshare` is needed (apt-get install util-linux): {v:?}");
+    assert!(
+        v.as_ref().is_ok_and(|o| o.status.success()),
+        "util-linux `unshare` is needed (apt-get install util-linux): {v:?}"
+    );
     let thunk = target_dir().join("libhsakmt.so");
     assert!(thunk.exists(), "{} is missing: build it first: cargo build --release -p xhsa-emu-thunk (or any workspace build)", thunk.display());
 
     let dir = std::env::temp_dir().join(format!("xhsa-emu-containers-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("emu.toml"), format!("[timing]\ndefault_wg_ns = {}\n", WG_MS * 1_000_000)).unwrap();
+    std::fs::write(
+        dir.join("emu.toml"),
+        format!("[timing]\ndefault_wg_ns = {}\n", WG_MS * 1_000_000),
+    )
+    .unwrap();
     let t0 = Instant::now();
 
     let mut a = Container::start("A", &dir);
@@ -188,17 +230,34 @@ fn two_containers_with_the_same_pids_share_one_device_and_one_leaving_does_not_d
     assert!(a_ok, "A failed\n{report}");
     let (a_pid, a_ns) = (value(&a_report, "PID"), value(&a_report, "PIDNS"));
     assert!(a_pid.is_some() && a_pid == b_pid, "both workloads should have the same pid in their own namespaces: A {a_pid:?}, B {b_pid:?}\n{report}");
-    assert!(a_ns.is_some() && b_ns.is_some() && a_ns != b_ns, "the workloads should be in different PID namespaces: A {a_ns:?}, B {b_ns:?}\n{report}");
-    assert!(b_done.is_ok() && b_ok, "B must finish its kernel and go on after A left: {:?}\n{report}", b_done.err());
+    assert!(
+        a_ns.is_some() && b_ns.is_some() && a_ns != b_ns,
+        "the workloads should be in different PID namespaces: A {a_ns:?}, B {b_ns:?}\n{report}"
+    );
+    assert!(
+        b_done.is_ok() && b_ok,
+        "B must finish its kernel and go on after A left: {:?}\n{report}",
+        b_done.err()
+    );
     // The device saw two processes, told apart although their pids are equal.
-    let procs: Vec<&str> = both.lines().filter(|l| l.trim_start().starts_with("process ")).collect();
-    assert!(both.contains("processes: 2") && procs.len() == 2, "the device should list two processes\n{both}");
+    let procs: Vec<&str> =
+        both.lines().filter(|l| l.trim_start().starts_with("process ")).collect();
+    assert!(
+        both.contains("processes: 2") && procs.len() == 2,
+        "the device should list two processes\n{both}"
+    );
     let pid = a_pid.unwrap();
     for (ns, who) in [(a_ns.unwrap(), "A"), (b_ns.unwrap(), "B")] {
-        assert!(procs.iter().any(|l| l.contains(&format!("process {pid} in pid namespace {ns} "))), "{who} (pid {pid}, pid namespace {ns}) not listed\n{both}");
+        assert!(
+            procs.iter().any(|l| l.contains(&format!("process {pid} in pid namespace {ns} "))),
+            "{who} (pid {pid}, pid namespace {ns}) not listed\n{both}"
+        );
     }
     // The device was A's (started from A's namespace) and ended with it; B moved on.
-    assert!(b_report.contains("moved to a successor shared device"), "B should have moved to a successor device\n{report}");
+    assert!(
+        b_report.contains("moved to a successor shared device"),
+        "B should have moved to a successor device\n{report}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -231,7 +290,10 @@ fn child() {
             }
             // The launcher's runtime directory is still B's (rocminfo runs its `lsmod`).
             let lsmod = Command::new("lsmod").output().expect("run lsmod");
-            assert!(String::from_utf8_lossy(&lsmod.stdout).contains("amdgpu"), "lsmod of B's runtime directory: {lsmod:?}");
+            assert!(
+                String::from_utf8_lossy(&lsmod.stdout).contains("amdgpu"),
+                "lsmod of B's runtime directory: {lsmod:?}"
+            );
             println!("B_DONE");
         }
         other => panic!("unknown role {other}"),
@@ -252,4 +314,3 @@ fn run_kernel(kfd: &Kfd, workgroups: u32, what: &str) {
     q.wait(what);
     kfd.destroy_queue(q.id).expect("DESTROY_QUEUE");
 }
-

@@ -35,7 +35,12 @@ impl Rng {
 }
 
 fn hex(words: &[u32]) -> String {
-    words.iter().flat_map(|w| w.to_le_bytes()).map(|b| format!("0x{b:02x}")).collect::<Vec<_>>().join(" ")
+    words
+        .iter()
+        .flat_map(|w| w.to_le_bytes())
+        .map(|b| format!("0x{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// An llvm-mc to ask: its command line before the options, the CPU, and how many probes one
@@ -51,7 +56,11 @@ struct Mc {
 
 impl Mc {
     fn new(cmd: Vec<OsString>, cpu: &'static str, batch: usize) -> Mc {
-        let version = Command::new(&cmd[0]).args(&cmd[1..]).arg("--version").output().expect("run llvm-mc --version");
+        let version = Command::new(&cmd[0])
+            .args(&cmd[1..])
+            .arg("--version")
+            .output()
+            .expect("run llvm-mc --version");
         let mut id = Fnv::default();
         for c in &cmd {
             id.feed(c.as_encoded_bytes());
@@ -73,7 +82,8 @@ fn answers(mc: &Mc, probes: &[Vec<u32>]) -> Vec<Option<(String, usize)>> {
         }
         h.feed(b";");
     }
-    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("isa_decode-{}-{:016x}.txt", mc.cpu, h.0));
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("isa_decode-{}-{:016x}.txt", mc.cpu, h.0));
     let parse = |l: &str| -> Option<Option<(String, usize)>> {
         if l == "-" {
             return Some(None);
@@ -83,12 +93,17 @@ fn answers(mc: &Mc, probes: &[Vec<u32>]) -> Vec<Option<(String, usize)>> {
     };
     if let Ok(text) = std::fs::read_to_string(&path) {
         // A file that does not parse or does not match the probes' count is asked again.
-        if let Some(kept) = text.lines().map(parse).collect::<Option<Vec<_>>>().filter(|k| k.len() == probes.len()) {
+        if let Some(kept) =
+            text.lines().map(parse).collect::<Option<Vec<_>>>().filter(|k| k.len() == probes.len())
+        {
             return kept;
         }
     }
     let theirs = llvm(mc, probes);
-    let text: String = theirs.iter().map(|t| t.as_ref().map_or("-\n".to_string(), |(m, n)| format!("{m} {n}\n"))).collect();
+    let text: String = theirs
+        .iter()
+        .map(|t| t.as_ref().map_or("-\n".to_string(), |(m, n)| format!("{m} {n}\n")))
+        .collect();
     // Written whole, then renamed: a run stopped half-way leaves no partial file.
     let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
     if std::fs::write(&tmp, text).is_ok() {
@@ -118,7 +133,17 @@ fn llvm(mc: &Mc, probes: &[Vec<u32>]) -> Vec<Option<(String, usize)>> {
     // starts) and a marker (s_mov_b32 s101, s101), so the output splits per probe; probe k is
     // on line 2k + 1, its "got past" line (0xffffffff, invalid) on line 2k + 2.
     let marker = 0xBEE5_0065u32;
-    let input: String = probes.iter().map(|p| format!("{} {}\n{}\n", hex(p), hex(&[0xBF80_0000, 0xBF80_0000, marker]), hex(&[u32::MAX]))).collect();
+    let input: String = probes
+        .iter()
+        .map(|p| {
+            format!(
+                "{} {}\n{}\n",
+                hex(p),
+                hex(&[0xBF80_0000, 0xBF80_0000, marker]),
+                hex(&[u32::MAX])
+            )
+        })
+        .collect();
     let mut child = Command::new(&mc.cmd[0])
         .args(&mc.cmd[1..])
         .args(["-disassemble", "-show-encoding", "-arch=amdgcn", &format!("-mcpu={}", mc.cpu)])
@@ -132,8 +157,13 @@ fn llvm(mc: &Mc, probes: &[Vec<u32>]) -> Vec<Option<(String, usize)>> {
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     // Lines whose first word llvm-mc found invalid.
-    let bad: std::collections::HashSet<usize> =
-        stderr.lines().filter_map(|l| l.strip_prefix("<stdin>:")).filter_map(|l| l.split_once(':')).filter(|(_, rest)| rest.starts_with("1: warning")).filter_map(|(n, _)| n.parse().ok()).collect();
+    let bad: std::collections::HashSet<usize> = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("<stdin>:"))
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(_, rest)| rest.starts_with("1: warning"))
+        .filter_map(|(n, _)| n.parse().ok())
+        .collect();
     let mut blocks: Vec<Vec<(String, Vec<u8>)>> = vec![Vec::new()];
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let line = line.trim();
@@ -146,7 +176,11 @@ fn llvm(mc: &Mc, probes: &[Vec<u32>]) -> Vec<Option<(String, usize)>> {
             blocks.push(Vec::new());
             continue;
         }
-        let enc: Vec<u8> = enc.split(|c: char| !c.is_ascii_hexdigit() && c != 'x').filter_map(|t| t.strip_prefix("0x")).filter_map(|t| u8::from_str_radix(t, 16).ok()).collect();
+        let enc: Vec<u8> = enc
+            .split(|c: char| !c.is_ascii_hexdigit() && c != 'x')
+            .filter_map(|t| t.strip_prefix("0x"))
+            .filter_map(|t| u8::from_str_radix(t, 16).ok())
+            .collect();
         blocks.last_mut().unwrap().push((m, enc));
     }
     if blocks.len() != probes.len() + 1 {
@@ -171,7 +205,9 @@ fn llvm(mc: &Mc, probes: &[Vec<u32>]) -> Vec<Option<(String, usize)>> {
                 return None;
             }
             blocks[k].first().map(|(m, enc)| {
-                let m = ["_e32", "_e64", "_sdwa", "_dpp"].iter().fold(m.clone(), |m, s| m.strip_suffix(s).map(str::to_string).unwrap_or(m));
+                let m = ["_e32", "_e64", "_sdwa", "_dpp"]
+                    .iter()
+                    .fold(m.clone(), |m, s| m.strip_suffix(s).map(str::to_string).unwrap_or(m));
                 let own: Vec<u8> = probes[k].iter().flat_map(|w| w.to_le_bytes()).collect();
                 (m, if own.starts_with(enc) { enc.len() } else { 0 })
             })
@@ -192,12 +228,18 @@ fn decoder_agrees_with_llvm_on_random_words_of_every_family() {
 
 /// The ROCm 6.4 root's llvm-mc 21, run through the root's dynamic loader (no chroot needed).
 fn llvm_mc_21() -> Vec<OsString> {
-    let root = xhsa_emu::launcher::rocm::root(std::env::var_os(xhsa_emu::launcher::rocm::ROOT_VAR)).unwrap_or_else(|e| panic!("{e}"));
+    let root = xhsa_emu::launcher::rocm::root(std::env::var_os(xhsa_emu::launcher::rocm::ROOT_VAR))
+        .unwrap_or_else(|e| panic!("{e}"));
     let r = |p: &str| root.join(p).into_os_string();
     let mut libs = r("usr/lib/llvm-21/lib");
     libs.push(":");
     libs.push(r("usr/lib/x86_64-linux-gnu"));
-    vec![r("lib64/ld-linux-x86-64.so.2"), "--library-path".into(), libs, r("usr/lib/llvm-21/bin/llvm-mc")]
+    vec![
+        r("lib64/ld-linux-x86-64.so.2"),
+        "--library-path".into(),
+        libs,
+        r("usr/lib/llvm-21/bin/llvm-mc"),
+    ]
 }
 
 #[test]
@@ -248,12 +290,23 @@ fn agree(mc: &Mc, target: Target, per_family: usize) -> usize {
             checked += 1;
             match decode_for(target, p) {
                 Ok(i) if i.name == name && (bytes == 0 || usize::from(i.len) == bytes) => {}
-                Ok(i) => mismatches.push(format!("{}: llvm {name} ({bytes} bytes), decoder {} ({} bytes)", hex(p), i.name, i.len)),
-                Err(e) => mismatches.push(format!("{}: llvm {name} ({bytes} bytes), decoder error {e}", hex(p))),
+                Ok(i) => mismatches.push(format!(
+                    "{}: llvm {name} ({bytes} bytes), decoder {} ({} bytes)",
+                    hex(p),
+                    i.name,
+                    i.len
+                )),
+                Err(e) => mismatches
+                    .push(format!("{}: llvm {name} ({bytes} bytes), decoder error {e}", hex(p))),
             }
         }
     }
-    assert!(mismatches.is_empty(), "{} of {checked} differ:\n{}", mismatches.len(), mismatches.iter().take(40).cloned().collect::<Vec<_>>().join("\n"));
+    assert!(
+        mismatches.is_empty(),
+        "{} of {checked} differ:\n{}",
+        mismatches.len(),
+        mismatches.iter().take(40).cloned().collect::<Vec<_>>().join("\n")
+    );
     eprintln!("{target}: {checked} instructions decoded as llvm-mc ({}) does", mc.cpu);
     checked
 }

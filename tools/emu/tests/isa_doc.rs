@@ -37,10 +37,24 @@ fn generate() -> String {
         writeln!(s).unwrap();
         writeln!(s, "## {f:?}").unwrap();
         writeln!(s).unwrap();
-        let list = |v: &[&(u16, &str)]| v.iter().map(|(op, n)| format!("`{n}` ({op:#x})")).collect::<Vec<_>>().join(", ");
-        writeln!(s, "Implemented ({}): {}", yes.len(), if yes.is_empty() { "none".into() } else { list(&yes) }).unwrap();
+        let list = |v: &[&(u16, &str)]| {
+            v.iter().map(|(op, n)| format!("`{n}` ({op:#x})")).collect::<Vec<_>>().join(", ")
+        };
+        writeln!(
+            s,
+            "Implemented ({}): {}",
+            yes.len(),
+            if yes.is_empty() { "none".into() } else { list(&yes) }
+        )
+        .unwrap();
         writeln!(s).unwrap();
-        writeln!(s, "Not implemented ({}): {}", no.len(), if no.is_empty() { "none".into() } else { list(&no) }).unwrap();
+        writeln!(
+            s,
+            "Not implemented ({}): {}",
+            no.len(),
+            if no.is_empty() { "none".into() } else { list(&no) }
+        )
+        .unwrap();
     }
     gfx942_section(&mut s);
     s
@@ -63,22 +77,35 @@ fn gfx942_section(s: &mut String) {
     writeln!(s, "that is a gfx90a instruction (same name, or a renamed MFMA: `decode/gfx942.rs`) runs on the gfx90a handler.").unwrap();
     writeln!(s, "**{done} of {all}** execute.").unwrap();
     writeln!(s).unwrap();
-    writeln!(s, "| family | opcodes | implemented | not in gfx90a | of those implemented |").unwrap();
+    writeln!(s, "| family | opcodes | implemented | not in gfx90a | of those implemented |")
+        .unwrap();
     writeln!(s, "|---|---:|---:|---:|---:|").unwrap();
     for f in Family::ALL {
         let t = gfx942::table(f);
-        let own: Vec<_> = t.iter().filter(|(op, _)| gfx942::op(f, *op).is_some_and(|o| o.gfx90a.is_none())).collect();
+        let own: Vec<_> = t
+            .iter()
+            .filter(|(op, _)| gfx942::op(f, *op).is_some_and(|o| o.gfx90a.is_none()))
+            .collect();
         let n = t.iter().filter(|(op, _)| imp(f, *op)).count();
         let own_n = own.iter().filter(|(op, _)| imp(f, *op)).count();
         writeln!(s, "| {f:?} | {} | {n} | {} | {own_n} |", t.len(), own.len()).unwrap();
     }
-    let list = |v: &[&(u16, &str)]| v.iter().map(|(op, n)| format!("`{n}` ({op:#x})")).collect::<Vec<_>>().join(", ");
+    let list = |v: &[&(u16, &str)]| {
+        v.iter().map(|(op, n)| format!("`{n}` ({op:#x})")).collect::<Vec<_>>().join(", ")
+    };
     for f in Family::ALL {
-        let own: Vec<_> = gfx942::table(f).iter().filter(|(op, _)| gfx942::op(f, *op).is_some_and(|o| o.gfx90a.is_none())).collect();
+        let own: Vec<_> = gfx942::table(f)
+            .iter()
+            .filter(|(op, _)| gfx942::op(f, *op).is_some_and(|o| o.gfx90a.is_none()))
+            .collect();
         let gone: Vec<_> = f
             .table()
             .iter()
-            .filter(|(op, _)| !gfx942::table(f).iter().any(|(o2, _)| gfx942::op(f, *o2).is_some_and(|o| o.gfx90a == Some(*op))))
+            .filter(|(op, _)| {
+                !gfx942::table(f)
+                    .iter()
+                    .any(|(o2, _)| gfx942::op(f, *o2).is_some_and(|o| o.gfx90a == Some(*op)))
+            })
             .collect();
         if own.is_empty() && gone.is_empty() {
             continue;
@@ -87,11 +114,29 @@ fn gfx942_section(s: &mut String) {
         writeln!(s).unwrap();
         writeln!(s, "## gfx942 {f:?}").unwrap();
         writeln!(s).unwrap();
-        writeln!(s, "Not in gfx90a, implemented ({}): {}", yes.len(), if yes.is_empty() { "none".into() } else { list(&yes) }).unwrap();
+        writeln!(
+            s,
+            "Not in gfx90a, implemented ({}): {}",
+            yes.len(),
+            if yes.is_empty() { "none".into() } else { list(&yes) }
+        )
+        .unwrap();
         writeln!(s).unwrap();
-        writeln!(s, "Not in gfx90a, not implemented ({}): {}", no.len(), if no.is_empty() { "none".into() } else { list(&no) }).unwrap();
+        writeln!(
+            s,
+            "Not in gfx90a, not implemented ({}): {}",
+            no.len(),
+            if no.is_empty() { "none".into() } else { list(&no) }
+        )
+        .unwrap();
         writeln!(s).unwrap();
-        writeln!(s, "gfx90a opcodes gfx942 does not have ({}): {}", gone.len(), if gone.is_empty() { "none".into() } else { list(&gone) }).unwrap();
+        writeln!(
+            s,
+            "gfx90a opcodes gfx942 does not have ({}): {}",
+            gone.len(),
+            if gone.is_empty() { "none".into() } else { list(&gone) }
+        )
+        .unwrap();
     }
 }
 
@@ -104,5 +149,9 @@ fn isa_instruction_list_is_current() {
         return;
     }
     let have = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(have == want, "{} is out of date: run XHSA_BLESS=1 cargo test -p xhsa-emu --test isa_doc", path.display());
+    assert!(
+        have == want,
+        "{} is out of date: run XHSA_BLESS=1 cargo test -p xhsa-emu --test isa_doc",
+        path.display()
+    );
 }

@@ -17,7 +17,9 @@ use xhsa_emu::isa::IsaError;
 /// every test asks).
 fn have_hipcc() -> bool {
     static HAVE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *HAVE.get_or_init(|| Command::new("hipcc").arg("--version").output().is_ok_and(|o| o.status.success()))
+    *HAVE.get_or_init(|| {
+        Command::new("hipcc").arg("--version").output().is_ok_and(|o| o.status.success())
+    })
 }
 
 /// Builds the device code of `src` for `arch` into a code object (cached by content and arch
@@ -37,11 +39,16 @@ fn code_object_by(src: &Path, arch: &str, rocm64: bool) -> PathBuf {
         h.feed(b"rocm64");
     }
     let h = h.0;
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{}-{arch}-{h:016x}.hsaco", src.file_stem().unwrap().to_string_lossy()));
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("{}-{arch}-{h:016x}.hsaco", src.file_stem().unwrap().to_string_lossy()));
     if !out.exists() {
         // Tests run in threads of one process: each build gets its own temporary name.
         static BUILDS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let tmp = out.with_extension(format!("tmp{}-{}", std::process::id(), BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
+        let tmp = out.with_extension(format!(
+            "tmp{}-{}",
+            std::process::id(),
+            BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
         let mut cmd = if !rocm64 {
             Command::new("hipcc")
         } else {
@@ -51,7 +58,18 @@ fn code_object_by(src: &Path, arch: &str, rocm64: bool) -> PathBuf {
             c.args(["--", "hipcc"]);
             c
         };
-        let st = cmd.args(["--genco", "--no-gpu-bundle-output", &format!("--offload-arch={arch}"), "-O3", "-o"]).arg(&tmp).arg(src).status().expect("run hipcc");
+        let st = cmd
+            .args([
+                "--genco",
+                "--no-gpu-bundle-output",
+                &format!("--offload-arch={arch}"),
+                "-O3",
+                "-o",
+            ])
+            .arg(&tmp)
+            .arg(src)
+            .status()
+            .expect("run hipcc");
         assert!(st.success(), "hipcc --offload-arch={arch} {}", src.display());
         std::fs::rename(&tmp, &out).unwrap();
     }
@@ -73,7 +91,9 @@ impl Rig {
     /// Built for gfx942 by the ROCm 6.4 root's hipcc: needs the root (`./x setup`), as the
     /// other ROCm 6.4 tests do; without it the test fails and says so.
     fn gfx942(src: &str) -> HostRig {
-        if let Err(e) = xhsa_emu::launcher::rocm::root(std::env::var_os(xhsa_emu::launcher::rocm::ROOT_VAR)) {
+        if let Err(e) =
+            xhsa_emu::launcher::rocm::root(std::env::var_os(xhsa_emu::launcher::rocm::ROOT_VAR))
+        {
             panic!("{e}");
         }
         let r = Rig::load(src, "gfx942");
@@ -90,7 +110,9 @@ impl Rig {
     /// Built for gfx90a by the ROCm 6.4 root's hipcc (clang 21 and its device libraries, as
     /// AMD's 6.4 libraries are): needs the root, as [`Rig::gfx942`].
     fn gfx90a_rocm64(src: &str) -> HostRig {
-        if let Err(e) = xhsa_emu::launcher::rocm::root(std::env::var_os(xhsa_emu::launcher::rocm::ROOT_VAR)) {
+        if let Err(e) =
+            xhsa_emu::launcher::rocm::root(std::env::var_os(xhsa_emu::launcher::rocm::ROOT_VAR))
+        {
             panic!("{e}");
         }
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(src);
@@ -126,7 +148,8 @@ fn lds_reduction(r: &mut HostRig) {
     let input: Vec<u32> = (0..n as u32).map(|i| i * 7 + 3).collect();
     let din = r.upload(&input);
     let dout = r.alloc(blocks * 4);
-    r.run("isa_lds_reduce", &[din, dout, n as u64], [blocks as u32 * 256, 1, 1], [256, 1, 1]).unwrap();
+    r.run("isa_lds_reduce", &[din, dout, n as u64], [blocks as u32 * 256, 1, 1], [256, 1, 1])
+        .unwrap();
     let out: Vec<u32> = r.download(dout, blocks);
     for b in 0..blocks {
         let want: u32 = input[b * 256..((b + 1) * 256).min(n)].iter().sum();
@@ -276,15 +299,28 @@ fn alu_rate() {
         assert_eq!(g, x, "out[{i}]");
     }
     let rate = s.instructions as f64 / secs;
-    eprintln!("ISA interpreter: {} wave-instructions in {:.3} s = {:.1} M wave-instructions/s", s.instructions, secs, rate / 1e6);
+    eprintln!(
+        "ISA interpreter: {} wave-instructions in {:.3} s = {:.1} M wave-instructions/s",
+        s.instructions,
+        secs,
+        rate / 1e6
+    );
     assert!(rate > 100_000.0, "{rate}");
     // Per instruction class (scalar ALU, vector ALU, scalar loads), over more rounds.
     let table = r.upload(&[1u32, 2, 3, 4]);
-    for (kernel, args) in [("isa_salu_loop", vec![out, 20_000]), ("isa_valu_loop", vec![out, 20_000]), ("isa_smem_loop", vec![out, table, 20_000])] {
+    for (kernel, args) in [
+        ("isa_salu_loop", vec![out, 20_000]),
+        ("isa_valu_loop", vec![out, 20_000]),
+        ("isa_smem_loop", vec![out, table, 20_000]),
+    ] {
         let t = std::time::Instant::now();
         let s = r.run(kernel, &args, [64 * 32, 1, 1], [64, 1, 1]).unwrap();
         let secs = t.elapsed().as_secs_f64();
-        eprintln!("ISA interpreter, {kernel}: {} wave-instructions in {secs:.3} s = {:.1} M/s", s.instructions, s.instructions as f64 / secs / 1e6);
+        eprintln!(
+            "ISA interpreter, {kernel}: {} wave-instructions in {secs:.3} s = {:.1} M/s",
+            s.instructions,
+            s.instructions as f64 / secs / 1e6
+        );
     }
 }
 
@@ -429,7 +465,8 @@ impl Mm {
 
 /// Reads `bits` bits at bit offset `off` of a lane's words.
 fn field(words: &[u32], off: usize, bits: usize) -> u64 {
-    let lo = u64::from(words[off / 32]) | words.get(off / 32 + 1).map_or(0, |w| u64::from(*w) << 32);
+    let lo =
+        u64::from(words[off / 32]) | words.get(off / 32 + 1).map_or(0, |w| u64::from(*w) << 32);
     let v = lo >> (off % 32);
     if bits == 64 {
         v
@@ -462,7 +499,14 @@ fn blgp_source(l: usize, blgp: u8) -> usize {
 /// Runs kernel `kernel` (opcode `mm`, modifiers cbsz/abid/blgp) on inputs of small integers
 /// (i8: any byte) and checks every D element against C + A x B computed from the matrices the
 /// layouts put in the registers. `c_const`: the kernel's C is this constant, not the c buffer.
-fn check_mfma(r: &mut HostRig, kernel: &str, mm: Mm, (cbsz, abid, blgp): (u8, u8, u8), c_const: Option<f64>, seed: u64) {
+fn check_mfma(
+    r: &mut HostRig,
+    kernel: &str,
+    mm: Mm,
+    (cbsz, abid, blgp): (u8, u8, u8),
+    c_const: Option<f64>,
+    seed: u64,
+) {
     let mut rng = seed | 1;
     let mut next = move || {
         rng ^= rng << 13;
@@ -476,7 +520,11 @@ fn check_mfma(r: &mut HostRig, kernel: &str, mm: Mm, (cbsz, abid, blgp): (u8, u8
         let mut w = vec![0u32; 64 * aw];
         for l in 0..64 {
             for x in 0..e {
-                let v = if mm.el == El::I8 { (next() % 256) as i64 - 128 } else { (next() % 9) as i64 - 4 };
+                let v = if mm.el == El::I8 {
+                    (next() % 256) as i64 - 128
+                } else {
+                    (next() % 9) as i64 - 4
+                };
                 set_field(&mut w[l * aw..(l + 1) * aw], x * bits, bits, mm.encode(v));
             }
         }
@@ -505,7 +553,8 @@ fn check_mfma(r: &mut HostRig, kernel: &str, mm: Mm, (cbsz, abid, blgp): (u8, u8
     }
     let (da, db, dc) = (r.upload(&aw_), r.upload(&bw_), r.upload(&cwords));
     let dd = r.alloc(64 * cw * 4);
-    r.run(kernel, &[da, db, dc, dd], [64, 1, 1], [64, 1, 1]).unwrap_or_else(|e| panic!("{kernel}: {e}"));
+    r.run(kernel, &[da, db, dc, dd], [64, 1, 1], [64, 1, 1])
+        .unwrap_or_else(|e| panic!("{kernel}: {e}"));
     let got: Vec<u32> = r.download(dd, 64 * cw);
     let a = |i: usize, k: usize, b: usize| {
         let (l, off) = mm.ab(i, k, b);
@@ -531,7 +580,10 @@ fn check_mfma(r: &mut HostRig, kernel: &str, mm: Mm, (cbsz, abid, blgp): (u8, u8
                     El::F64 => f64::from_bits(u64::from(g[0]) | u64::from(g[1]) << 32),
                     _ => f64::from(f32::from_bits(g[0])),
                 };
-                assert_eq!(have, want, "{kernel}: D[{i}][{j}] of block {b} (register {reg}, lane {lane})");
+                assert_eq!(
+                    have, want,
+                    "{kernel}: D[{i}][{j}] of block {b} (register {reg}, lane {lane})"
+                );
             }
         }
     }
@@ -541,7 +593,14 @@ fn check_mfma(r: &mut HostRig, kernel: &str, mm: Mm, (cbsz, abid, blgp): (u8, u8
 fn mfma_every_gfx90a_opcode_multiplies_in_the_isa_layouts() {
     let Some(mut r) = Rig::new(MFMA) else { return };
     for (n, mm) in MFMAS.iter().enumerate() {
-        check_mfma(&mut r, &format!("mfma_{}_0_0_0", mm.name), *mm, (0, 0, 0), None, 0x1234 + n as u64);
+        check_mfma(
+            &mut r,
+            &format!("mfma_{}_0_0_0", mm.name),
+            *mm,
+            (0, 0, 0),
+            None,
+            0x1234 + n as u64,
+        );
     }
 }
 
@@ -586,7 +645,11 @@ fn mfma_f32_rounding_stays_within_an_ulp_per_step() {
         x ^= x << 5;
         (x % 20001) as f32 / 10000.0 - 1.0
     };
-    let (a, b, c): (Vec<f32>, Vec<f32>, Vec<f32>) = ((0..64).map(|_| f()).collect(), (0..64).map(|_| f()).collect(), (0..256).map(|_| f()).collect());
+    let (a, b, c): (Vec<f32>, Vec<f32>, Vec<f32>) = (
+        (0..64).map(|_| f()).collect(),
+        (0..64).map(|_| f()).collect(),
+        (0..256).map(|_| f()).collect(),
+    );
     let (da, db, dc) = (r.upload(&a), r.upload(&b), r.upload(&c));
     let dd = r.alloc(256 * 4);
     r.run("mfma_f32_16x16x4f32_0_0_0", &[da, db, dc, dd], [64, 1, 1], [64, 1, 1]).unwrap();
@@ -600,7 +663,10 @@ fn mfma_f32_rounding_stays_within_an_ulp_per_step() {
                 want += f64::from(a[mm.ab(i, k, 0).0]) * f64::from(b[mm.ab(j, k, 0).0]);
             }
             let have = f64::from(d[lane * 4 + reg]);
-            assert!((have - want).abs() <= 4.0 * f64::from(f32::EPSILON) * 4.0, "D[{i}][{j}] = {have}, want {want}");
+            assert!(
+                (have - want).abs() <= 4.0 * f64::from(f32::EPSILON) * 4.0,
+                "D[{i}][{j}] = {have}, want {want}"
+            );
         }
     }
 }
@@ -620,7 +686,8 @@ fn h(bits: u32) -> f32 {
 fn lanes3(r: &mut HostRig, kernel: &str, a: &[u32], b: &[u32], c: &[u32], per: usize) -> Vec<u32> {
     let (da, db, dc) = (r.upload(a), r.upload(b), r.upload(c));
     let dd = r.alloc(64 * 4 * per);
-    r.run(kernel, &[da, db, dc, dd], [64, 1, 1], [64, 1, 1]).unwrap_or_else(|e| panic!("{kernel}: {e}"));
+    r.run(kernel, &[da, db, dc, dd], [64, 1, 1], [64, 1, 1])
+        .unwrap_or_else(|e| panic!("{kernel}: {e}"));
     r.download(dd, 64 * per)
 }
 
@@ -639,7 +706,10 @@ fn words(seed: u32, n: usize) -> Vec<u32> {
 
 /// Packed f16 pairs of small integers and halves (products and sums stay exact).
 fn f16_pairs(seed: u32) -> Vec<u32> {
-    words(seed, 64).iter().map(|w| f16((w % 17) as f32 / 2.0 - 4.0) | f16(((w >> 8) % 13) as f32 - 6.0) << 16).collect()
+    words(seed, 64)
+        .iter()
+        .map(|w| f16((w % 17) as f32 / 2.0 - 4.0) | f16(((w >> 8) % 13) as f32 - 6.0) << 16)
+        .collect()
 }
 
 fn elems(v: u32, bits: u32, signed: bool) -> Vec<i64> {
@@ -664,7 +734,19 @@ fn dot_products_of_every_width() {
     let Some(mut r) = Rig::new("tests/isa/vop3p.hip") else { return };
     let (a, b) = (words(11, 64), words(12, 64));
     // Accumulators near the i32/u32 limits in some lanes, so that clamp saturates.
-    let c: Vec<u32> = words(13, 64).iter().enumerate().map(|(l, w)| if l % 4 == 0 { 0x7fff_fff0 } else if l % 4 == 1 { 0x8000_0010 } else { w % 1000 }).collect();
+    let c: Vec<u32> = words(13, 64)
+        .iter()
+        .enumerate()
+        .map(|(l, w)| {
+            if l % 4 == 0 {
+                0x7fff_fff0
+            } else if l % 4 == 1 {
+                0x8000_0010
+            } else {
+                w % 1000
+            }
+        })
+        .collect();
     for (kernel, bits, signed, clamp) in [
         ("dot2_i32_i16", 16, true, false),
         ("dot2_i32_i16_clamp", 16, true, true),
@@ -692,7 +774,11 @@ fn dot_products_of_every_width() {
     }
     let d = lanes3(&mut r, "dot4c_i32_i8_dpp", &a, &b, &c, 1);
     for l in 0..64 {
-        assert_eq!(d[l], (dot(a[l ^ 1], b[l], 8, true) + i64::from(c[l] as i32)) as u32, "dpp lane {l}");
+        assert_eq!(
+            d[l],
+            (dot(a[l ^ 1], b[l], 8, true) + i64::from(c[l] as i32)) as u32,
+            "dpp lane {l}"
+        );
     }
 }
 
@@ -700,15 +786,20 @@ fn dot_products_of_every_width() {
 fn f16_dot_products_with_half_selection_and_negation() {
     let Some(mut r) = Rig::new("tests/isa/vop3p.hip") else { return };
     let (a, b) = (f16_pairs(21), f16_pairs(22));
-    let c: Vec<u32> = words(23, 64).iter().map(|w| ((w % 9) as f32 * 0.25 - 1.0).to_bits()).collect();
+    let c: Vec<u32> =
+        words(23, 64).iter().map(|w| ((w % 9) as f32 * 0.25 - 1.0).to_bits()).collect();
     let lo = |x: u32| h(x & 0xffff);
     let hi = |x: u32| h(x >> 16);
     let cases: [(&str, &dyn Fn(usize) -> f32); 4] = [
         ("dot2_f32_f16", &|l| lo(a[l]) * lo(b[l]) + hi(a[l]) * hi(b[l]) + f32::from_bits(c[l])),
         // op_sel:[1,0,0] op_sel_hi:[0,1,1] neg_lo:[0,1,0]: low products from a's high half and
         // b's low half negated, high ones from a's low half and b's high half.
-        ("dot2_f32_f16_mods", &|l| hi(a[l]) * -lo(b[l]) + lo(a[l]) * hi(b[l]) + f32::from_bits(c[l])),
-        ("dot2_f32_f16_clamp", &|l| (lo(a[l]) * lo(b[l]) + hi(a[l]) * hi(b[l]) + f32::from_bits(c[l])).clamp(0.0, 1.0)),
+        ("dot2_f32_f16_mods", &|l| {
+            hi(a[l]) * -lo(b[l]) + lo(a[l]) * hi(b[l]) + f32::from_bits(c[l])
+        }),
+        ("dot2_f32_f16_clamp", &|l| {
+            (lo(a[l]) * lo(b[l]) + hi(a[l]) * hi(b[l]) + f32::from_bits(c[l])).clamp(0.0, 1.0)
+        }),
         ("dot2c_f32_f16", &|l| lo(a[l]) * lo(b[l]) + hi(a[l]) * hi(b[l]) + f32::from_bits(c[l])),
     ];
     for (kernel, want) in cases {
@@ -723,7 +814,8 @@ fn f16_dot_products_with_half_selection_and_negation() {
 fn fma_mix_reads_f32_or_either_f16_half() {
     let Some(mut r) = Rig::new("tests/isa/vop3p.hip") else { return };
     let (a, b) = (f16_pairs(31), f16_pairs(32));
-    let fl: Vec<u32> = words(33, 64).iter().map(|w| ((w % 33) as f32 * 0.125 - 2.0).to_bits()).collect();
+    let fl: Vec<u32> =
+        words(33, 64).iter().map(|w| ((w % 33) as f32 * 0.125 - 2.0).to_bits()).collect();
     let c = f16_pairs(34);
     let lo = |x: u32| h(x & 0xffff);
     let hi = |x: u32| h(x >> 16);
@@ -734,7 +826,11 @@ fn fma_mix_reads_f32_or_either_f16_half() {
     }
     let d = lanes3(&mut r, "fma_mix_f32_f16s", &a, &b, &c, 1);
     for l in 0..64 {
-        assert_eq!(f(d[l]), (-hi(a[l])).mul_add(lo(b[l]).abs(), hi(c[l])), "fma_mix_f32_f16s lane {l}");
+        assert_eq!(
+            f(d[l]),
+            (-hi(a[l])).mul_add(lo(b[l]).abs(), hi(c[l])),
+            "fma_mix_f32_f16s lane {l}"
+        );
     }
     let d = lanes3(&mut r, "fma_mix_f32_mixed", &fl, &b, &fl, 1);
     for l in 0..64 {
@@ -763,7 +859,11 @@ fn packed_f32_inline_constants_are_f32_in_the_low_dword() {
     let f = f32::from_bits;
     let d = lanes3(&mut r, "pk_fma_f32_const", &a, &b, &a, 2);
     for l in 0..64 {
-        assert_eq!((f(d[2 * l]), f(d[2 * l + 1])), (f(a[l]).mul_add(2.0, -4.0), f(b[l]).mul_add(2.0, -4.0)), "lane {l}");
+        assert_eq!(
+            (f(d[2 * l]), f(d[2 * l + 1])),
+            (f(a[l]).mul_add(2.0, -4.0), f(b[l]).mul_add(2.0, -4.0)),
+            "lane {l}"
+        );
     }
     // op_sel:[1,0] op_sel_hi:[0,0] neg_hi:[1,0]: low = b + 0.5, high = -a + 0.5.
     let d = lanes3(&mut r, "pk_add_f32_const_swap", &a, &b, &a, 2);
@@ -793,7 +893,11 @@ fn typed_buffer_loads_convert_each_format() {
     }
     let d = run(&mut r, "tbuf_load_sint1616_idx", 2);
     for l in 0..64 {
-        assert_eq!((d[2 * l], d[2 * l + 1]), (src[l] as u16 as i16 as i32 as u32, (src[l] >> 16) as u16 as i16 as i32 as u32), "sint1616 lane {l}");
+        assert_eq!(
+            (d[2 * l], d[2 * l + 1]),
+            (src[l] as u16 as i16 as i32 as u32, (src[l] >> 16) as u16 as i16 as i32 as u32),
+            "sint1616 lane {l}"
+        );
     }
     let d = run(&mut r, "tbuf_load_float32_offsets", 1);
     for l in 0..64 {
@@ -830,7 +934,11 @@ fn typed_buffer_stores_convert_each_format() {
     r.run("tbuf_store_uint1616", &[ds, dout], [64, 1, 1], [64, 1, 1]).unwrap();
     let d: Vec<u32> = r.download(dout, 64);
     for l in 0..64 {
-        assert_eq!(d[l], (ints[2 * l] & 0xffff) | (ints[2 * l + 1] & 0xffff) << 16, "uint1616 lane {l}");
+        assert_eq!(
+            d[l],
+            (ints[2 * l] & 0xffff) | (ints[2 * l + 1] & 0xffff) << 16,
+            "uint1616 lane {l}"
+        );
     }
 }
 
@@ -874,7 +982,8 @@ fn same_f32(x: u32, y: u32) -> bool {
 
 /// Operands that meet every special case: ±0, ±inf, NaN, a denormal, the largest finite, and
 /// ordinary values with full mantissas.
-const SPECIAL_F32: [f32; 8] = [0.0, -0.0, f32::INFINITY, f32::NAN, 1.3333334, -3.1415925, 1.0e-40, f32::MAX];
+const SPECIAL_F32: [f32; 8] =
+    [0.0, -0.0, f32::INFINITY, f32::NAN, 1.3333334, -3.1415925, 1.0e-40, f32::MAX];
 
 #[test]
 fn legacy_multiplies_give_zero_for_zero_times_anything() {
@@ -883,26 +992,50 @@ fn legacy_multiplies_give_zero_for_zero_times_anything() {
     // (an unfused mad rounds the product first: a fused one differs in some lanes) and -0, -inf.
     let a: Vec<u32> = (0..64).map(|l| SPECIAL_F32[l % 8].to_bits()).collect();
     let b: Vec<u32> = (0..64).map(|l| SPECIAL_F32[l / 8].to_bits()).collect();
-    let c: Vec<u32> = words(51, 64).iter().enumerate().map(|(l, w)| match l % 5 {
-        0 => (-0.0f32).to_bits(),
-        1 => f32::NEG_INFINITY.to_bits(),
-        _ => (((w % 2001) as f32 - 1000.0) / 7.0).to_bits(),
-    }).collect();
+    let c: Vec<u32> = words(51, 64)
+        .iter()
+        .enumerate()
+        .map(|(l, w)| match l % 5 {
+            0 => (-0.0f32).to_bits(),
+            1 => f32::NEG_INFINITY.to_bits(),
+            _ => (((w % 2001) as f32 - 1000.0) / 7.0).to_bits(),
+        })
+        .collect();
     let f = f32::from_bits;
     let legacy = |x: f32, y: f32| if x == 0.0 || y == 0.0 { 0.0 } else { x * y };
     let d = lanes3(&mut r, "mul_legacy_f32", &a, &b, &c, 1);
     for l in 0..64 {
         let want = legacy(f(a[l]), f(b[l])).to_bits();
-        assert!(same_f32(d[l], want), "mul_legacy lane {l}: {} * {} = {}, want {}", f(a[l]), f(b[l]), f(d[l]), f(want));
+        assert!(
+            same_f32(d[l], want),
+            "mul_legacy lane {l}: {} * {} = {}, want {}",
+            f(a[l]),
+            f(b[l]),
+            f(d[l]),
+            f(want)
+        );
     }
     let d = lanes3(&mut r, "mad_legacy_f32", &a, &b, &c, 1);
     for l in 0..64 {
         let want = (legacy(f(a[l]), f(b[l])) + f(c[l])).to_bits();
-        assert!(same_f32(d[l], want), "mad_legacy lane {l}: {} * {} + {} = {}, want {}", f(a[l]), f(b[l]), f(c[l]), f(d[l]), f(want));
+        assert!(
+            same_f32(d[l], want),
+            "mad_legacy lane {l}: {} * {} + {} = {}, want {}",
+            f(a[l]),
+            f(b[l]),
+            f(c[l]),
+            f(d[l]),
+            f(want)
+        );
     }
     // Finite operands with full mantissas: the product is rounded before the add (a fused
     // multiply-add differs in some lanes).
-    let fin = |seed: u32| -> Vec<u32> { words(seed, 64).iter().map(|w| (((w % 200_001) as f32 - 100_000.0) / 997.0).to_bits()).collect() };
+    let fin = |seed: u32| -> Vec<u32> {
+        words(seed, 64)
+            .iter()
+            .map(|w| (((w % 200_001) as f32 - 100_000.0) / 997.0).to_bits())
+            .collect()
+    };
     let (fa, fb, fc) = (fin(52), fin(53), fin(54));
     let d = lanes3(&mut r, "mad_legacy_f32", &fa, &fb, &fc, 1);
     for l in 0..64 {
@@ -912,7 +1045,15 @@ fn legacy_multiplies_give_zero_for_zero_times_anything() {
     let d = lanes3(&mut r, "mad_legacy_f32_neg", &a, &b, &c, 1);
     for l in 0..64 {
         let want = (legacy(-f(a[l]), f(b[l])) + f(c[l])).to_bits();
-        assert!(same_f32(d[l], want), "mad_legacy -a lane {l}: {} * {} + {} = {}, want {}", -f(a[l]), f(b[l]), f(c[l]), f(d[l]), f(want));
+        assert!(
+            same_f32(d[l], want),
+            "mad_legacy -a lane {l}: {} * {} + {} = {}, want {}",
+            -f(a[l]),
+            f(b[l]),
+            f(c[l]),
+            f(d[l]),
+            f(want)
+        );
     }
 }
 
@@ -938,15 +1079,27 @@ fn pack_inputs(seed: u32) -> Vec<u32> {
 /// Round half to even on f64 (the test's own).
 fn rne(x: f64) -> f64 {
     let r = x.round();
-    if (x - x.trunc()).abs() == 0.5 { 2.0 * (x / 2.0).round() } else { r }
+    if (x - x.trunc()).abs() == 0.5 {
+        2.0 * (x / 2.0).round()
+    } else {
+        r
+    }
 }
 
 fn snorm(x: f32) -> u32 {
-    if x.is_nan() { 0 } else { rne(f64::from(x.clamp(-1.0, 1.0)) * 32767.0) as i32 as u32 & 0xffff }
+    if x.is_nan() {
+        0
+    } else {
+        rne(f64::from(x.clamp(-1.0, 1.0)) * 32767.0) as i32 as u32 & 0xffff
+    }
 }
 
 fn unorm(x: f32) -> u32 {
-    if x.is_nan() { 0 } else { rne(f64::from(x.clamp(0.0, 1.0)) * 65535.0) as u32 }
+    if x.is_nan() {
+        0
+    } else {
+        rne(f64::from(x.clamp(0.0, 1.0)) * 65535.0) as u32
+    }
 }
 
 #[test]
@@ -956,49 +1109,108 @@ fn packing_conversions_saturate_and_round() {
     let f = f32::from_bits;
     let d = lanes3(&mut r, "cvt_pknorm_i16_f32", &a, &b, &a, 1);
     for l in 0..64 {
-        assert_eq!(d[l], snorm(f(a[l])) | snorm(f(b[l])) << 16, "pknorm_i16_f32 lane {l}: {} {}", f(a[l]), f(b[l]));
+        assert_eq!(
+            d[l],
+            snorm(f(a[l])) | snorm(f(b[l])) << 16,
+            "pknorm_i16_f32 lane {l}: {} {}",
+            f(a[l]),
+            f(b[l])
+        );
     }
     let d = lanes3(&mut r, "cvt_pknorm_u16_f32", &a, &b, &a, 1);
     for l in 0..64 {
-        assert_eq!(d[l], unorm(f(a[l])) | unorm(f(b[l])) << 16, "pknorm_u16_f32 lane {l}: {} {}", f(a[l]), f(b[l]));
+        assert_eq!(
+            d[l],
+            unorm(f(a[l])) | unorm(f(b[l])) << 16,
+            "pknorm_u16_f32 lane {l}: {} {}",
+            f(a[l]),
+            f(b[l])
+        );
     }
     // f16 forms: each word holds two f16 values (the low ones from a, the high ones from b's
     // values), the special f16 values among them.
     let ha: Vec<u32> = (0..64).map(|l| f16(f(a[l])) | f16(f(b[l])) << 16).collect();
-    let hb: Vec<u32> = (0..64).map(|l| f16(f(b[(l + 7) % 64])) | f16(f(a[(l + 3) % 64])) << 16 | if l == 20 { 0x7e00 } else { 0 }).collect();
+    let hb: Vec<u32> = (0..64)
+        .map(|l| {
+            f16(f(b[(l + 7) % 64]))
+                | f16(f(a[(l + 3) % 64])) << 16
+                | if l == 20 { 0x7e00 } else { 0 }
+        })
+        .collect();
     let d = lanes3(&mut r, "cvt_pknorm_i16_f16", &ha, &hb, &ha, 1);
     for l in 0..64 {
-        assert_eq!(d[l], snorm(h(ha[l] & 0xffff)) | snorm(h(hb[l] & 0xffff)) << 16, "pknorm_i16_f16 lane {l}");
+        assert_eq!(
+            d[l],
+            snorm(h(ha[l] & 0xffff)) | snorm(h(hb[l] & 0xffff)) << 16,
+            "pknorm_i16_f16 lane {l}"
+        );
     }
     let d = lanes3(&mut r, "cvt_pknorm_u16_f16_hi", &ha, &hb, &ha, 1);
     for l in 0..64 {
-        assert_eq!(d[l], unorm(h(ha[l] >> 16)) | unorm(h(hb[l] >> 16)) << 16, "pknorm_u16_f16 op_sel lane {l}");
+        assert_eq!(
+            d[l],
+            unorm(h(ha[l] >> 16)) | unorm(h(hb[l] >> 16)) << 16,
+            "pknorm_u16_f16 op_sel lane {l}"
+        );
     }
     // Integer packs: boundaries and random words.
-    let edges = [0u32, 1, 0x7fff, 0x8000, 0xffff, 0x1_0000, 0x7fff_ffff, 0x8000_0000, 0xffff_ffff, 0xffff_8000, 0xffff_7fff, 0xffff_ffff - 0x8000];
-    let ia: Vec<u32> = words(63, 64).iter().enumerate().map(|(l, w)| if l < edges.len() { edges[l] } else { *w >> (l % 20) }).collect();
+    let edges = [
+        0u32,
+        1,
+        0x7fff,
+        0x8000,
+        0xffff,
+        0x1_0000,
+        0x7fff_ffff,
+        0x8000_0000,
+        0xffff_ffff,
+        0xffff_8000,
+        0xffff_7fff,
+        0xffff_ffff - 0x8000,
+    ];
+    let ia: Vec<u32> = words(63, 64)
+        .iter()
+        .enumerate()
+        .map(|(l, w)| if l < edges.len() { edges[l] } else { *w >> (l % 20) })
+        .collect();
     let ib: Vec<u32> = ia.iter().rev().copied().collect();
     let d = lanes3(&mut r, "cvt_pk_u16_u32", &ia, &ib, &ia, 1);
     for l in 0..64 {
-        assert_eq!(d[l], ia[l].min(0xffff) | ib[l].min(0xffff) << 16, "pk_u16_u32 lane {l}: {:#x} {:#x}", ia[l], ib[l]);
+        assert_eq!(
+            d[l],
+            ia[l].min(0xffff) | ib[l].min(0xffff) << 16,
+            "pk_u16_u32 lane {l}: {:#x} {:#x}",
+            ia[l],
+            ib[l]
+        );
     }
     let d = lanes3(&mut r, "cvt_pk_i16_i32", &ia, &ib, &ia, 1);
     let s16 = |x: u32| (x as i32).clamp(-32768, 32767) as u32 & 0xffff;
     for l in 0..64 {
-        assert_eq!(d[l], s16(ia[l]) | s16(ib[l]) << 16, "pk_i16_i32 lane {l}: {:#x} {:#x}", ia[l], ib[l]);
+        assert_eq!(
+            d[l],
+            s16(ia[l]) | s16(ib[l]) << 16,
+            "pk_i16_i32 lane {l}: {:#x} {:#x}",
+            ia[l],
+            ib[l]
+        );
     }
     // v_cvt_pk_u8_f32: S0 to u8 (saturated, nearest even: 2.5 -> 2, 3.5 -> 4) into byte
     // S1[1:0] of S2.
-    let fa: Vec<u32> = words(64, 64).iter().enumerate().map(|(l, w)| match l {
-        0..=7 => SPECIAL_F32[l].to_bits(),
-        8 => 2.5f32.to_bits(),
-        9 => 3.5f32.to_bits(),
-        10 => 254.5f32.to_bits(),
-        11 => 255.5f32.to_bits(),
-        12 => (-0.5f32).to_bits(),
-        13 => 0.5f32.to_bits(),
-        _ => ((*w % 3200) as f32 / 10.0 - 20.0).to_bits(),
-    }).collect();
+    let fa: Vec<u32> = words(64, 64)
+        .iter()
+        .enumerate()
+        .map(|(l, w)| match l {
+            0..=7 => SPECIAL_F32[l].to_bits(),
+            8 => 2.5f32.to_bits(),
+            9 => 3.5f32.to_bits(),
+            10 => 254.5f32.to_bits(),
+            11 => 255.5f32.to_bits(),
+            12 => (-0.5f32).to_bits(),
+            13 => 0.5f32.to_bits(),
+            _ => ((*w % 3200) as f32 / 10.0 - 20.0).to_bits(),
+        })
+        .collect();
     let sel = words(65, 64);
     let dst = words(66, 64);
     let d = lanes3(&mut r, "cvt_pk_u8_f32", &fa, &sel, &dst, 1);
@@ -1014,7 +1226,11 @@ fn packing_conversions_saturate_and_round() {
 /// toward zero when it lies farther from zero than x.
 fn f16_rtz(x: f32) -> u32 {
     let r = f16(x);
-    if x.is_finite() && f64::from(h(r)).abs() > f64::from(x).abs() { r - 1 } else { r }
+    if x.is_finite() && f64::from(h(r)).abs() > f64::from(x).abs() {
+        r - 1
+    } else {
+        r
+    }
 }
 
 #[test]
@@ -1023,7 +1239,11 @@ fn pkrtz_rounds_toward_zero() {
     let mut a = pack_inputs(71);
     // Overflow (65520 rounds to inf to nearest, to 65504 toward zero), f16 denormals, values
     // below f16's smallest denormal, ordinary values with full mantissas.
-    for (l, x) in [65520.0f32, -65520.0, 70000.0, 3.0e-6, -3.0e-6, 1.0e-8, 65504.0, 0.1, -0.1, 1.0009766].iter().enumerate() {
+    for (l, x) in
+        [65520.0f32, -65520.0, 70000.0, 3.0e-6, -3.0e-6, 1.0e-8, 65504.0, 0.1, -0.1, 1.0009766]
+            .iter()
+            .enumerate()
+    {
         a[14 + l] = x.to_bits();
     }
     let b: Vec<u32> = a.iter().rev().copied().collect();
@@ -1032,12 +1252,22 @@ fn pkrtz_rounds_toward_zero() {
     for l in 0..64 {
         let want = f16_rtz(f(a[l])) | f16_rtz(f(b[l])) << 16;
         let same = |x: u32, y: u32| x == y || (h(x).is_nan() && h(y).is_nan());
-        assert!(same(d[l] & 0xffff, want & 0xffff) && same(d[l] >> 16, want >> 16), "pkrtz lane {l}: {} {} -> {:#x}, want {want:#x}", f(a[l]), f(b[l]), d[l]);
+        assert!(
+            same(d[l] & 0xffff, want & 0xffff) && same(d[l] >> 16, want >> 16),
+            "pkrtz lane {l}: {} {} -> {:#x}, want {want:#x}",
+            f(a[l]),
+            f(b[l]),
+            d[l]
+        );
     }
 }
 
 fn sad_bytes(x: u32, y: u32, masked: bool) -> u32 {
-    (0..4).map(|k| ((x >> (8 * k)) & 0xff, (y >> (8 * k)) & 0xff)).filter(|(_, q)| !masked || *q != 0).map(|(p, q)| p.abs_diff(q)).sum()
+    (0..4)
+        .map(|k| ((x >> (8 * k)) & 0xff, (y >> (8 * k)) & 0xff))
+        .filter(|(_, q)| !masked || *q != 0)
+        .map(|(p, q)| p.abs_diff(q))
+        .sum()
 }
 
 #[test]
@@ -1045,26 +1275,50 @@ fn sums_of_absolute_differences_wrap_and_mask() {
     let Some(mut r) = Rig::new(MISC) else { return };
     let a = words(81, 64);
     // References with zero bytes in some lanes (for the masked forms).
-    let b: Vec<u32> = words(82, 64).iter().enumerate().map(|(l, w)| w & [0xffff_ffff, 0xff00_ff00, 0x00ff_ff00, 0x0000_00ff][l % 4]).collect();
+    let b: Vec<u32> = words(82, 64)
+        .iter()
+        .enumerate()
+        .map(|(l, w)| w & [0xffff_ffff, 0xff00_ff00, 0x00ff_ff00, 0x0000_00ff][l % 4])
+        .collect();
     // Accumulators near the top so that the 32-bit sums wrap.
-    let c: Vec<u32> = words(83, 64).iter().enumerate().map(|(l, w)| if l % 3 == 0 { 0xffff_ff00 | (w & 0xff) } else { *w }).collect();
+    let c: Vec<u32> = words(83, 64)
+        .iter()
+        .enumerate()
+        .map(|(l, w)| if l % 3 == 0 { 0xffff_ff00 | (w & 0xff) } else { *w })
+        .collect();
     type Sad = dyn Fn(u32, u32, u32) -> u32;
     let cases: [(&str, &Sad); 5] = [
         ("sad_u8", &|x, y, z| sad_bytes(x, y, false).wrapping_add(z)),
         ("sad_hi_u8", &|x, y, z| (sad_bytes(x, y, false) << 16).wrapping_add(z)),
-        ("sad_u16", &|x, y, z| (x & 0xffff).abs_diff(y & 0xffff).wrapping_add((x >> 16).abs_diff(y >> 16)).wrapping_add(z)),
+        ("sad_u16", &|x, y, z| {
+            (x & 0xffff)
+                .abs_diff(y & 0xffff)
+                .wrapping_add((x >> 16).abs_diff(y >> 16))
+                .wrapping_add(z)
+        }),
         ("sad_u32", &|x, y, z| x.abs_diff(y).wrapping_add(z)),
         ("msad_u8", &|x, y, z| sad_bytes(x, y, true).wrapping_add(z)),
     ];
     for (kernel, want) in cases {
         let d = lanes3(&mut r, kernel, &a, &b, &c, 1);
         for l in 0..64 {
-            assert_eq!(d[l], want(a[l], b[l], c[l]), "{kernel} lane {l}: {:#x} {:#x} {:#x}", a[l], b[l], c[l]);
+            assert_eq!(
+                d[l],
+                want(a[l], b[l], c[l]),
+                "{kernel} lane {l}: {:#x} {:#x} {:#x}",
+                a[l],
+                b[l],
+                c[l]
+            );
         }
     }
     // Quad SADs: a 64-bit S0 per lane, 16-bit (or 32-bit) accumulators, some near the top.
     let a2 = words(84, 128);
-    let c2: Vec<u32> = words(85, 128).iter().enumerate().map(|(k, w)| if k % 3 == 0 { w | 0xff00_ff00 } else { *w }).collect();
+    let c2: Vec<u32> = words(85, 128)
+        .iter()
+        .enumerate()
+        .map(|(k, w)| if k % 3 == 0 { w | 0xff00_ff00 } else { *w })
+        .collect();
     for (kernel, masked) in [("qsad_pk_u16_u8", false), ("mqsad_pk_u16_u8", true)] {
         let d = lanes3(&mut r, kernel, &a2, &b, &c2, 2);
         for l in 0..64 {
@@ -1073,13 +1327,18 @@ fn sums_of_absolute_differences_wrap_and_mask() {
             let mut want = 0u64;
             for k in 0..4 {
                 let acc = (s2 >> (16 * k)) as u32 & 0xffff;
-                want |= u64::from((sad_bytes((s0 >> (8 * k)) as u32, b[l], masked) + acc) & 0xffff) << (16 * k);
+                want |= u64::from((sad_bytes((s0 >> (8 * k)) as u32, b[l], masked) + acc) & 0xffff)
+                    << (16 * k);
             }
             let have = u64::from(d[2 * l]) | u64::from(d[2 * l + 1]) << 32;
             assert_eq!(have, want, "{kernel} lane {l}: {s0:#x} {:#x} {s2:#x}", b[l]);
         }
     }
-    let c4: Vec<u32> = words(86, 256).iter().enumerate().map(|(k, w)| if k % 5 == 0 { 0xffff_fff0 | (w & 0xf) } else { *w }).collect();
+    let c4: Vec<u32> = words(86, 256)
+        .iter()
+        .enumerate()
+        .map(|(k, w)| if k % 5 == 0 { 0xffff_fff0 | (w & 0xf) } else { *w })
+        .collect();
     let d = lanes3(&mut r, "mqsad_u32_u8", &a2, &b, &c4, 4);
     for l in 0..64 {
         let s0 = u64::from(a2[2 * l]) | u64::from(a2[2 * l + 1]) << 32;
@@ -1115,16 +1374,23 @@ fn f16_multiply_adds_mac_madmk_madak_pk_fmac() {
     let Some(mut r) = Rig::new(MISC) else { return };
     // f16 values with full mantissas in [-8, 8] (products and sums round), a few specials.
     let val = |w: u32, l: usize| match l % 16 {
-        0 => 0x7c00,        // inf
-        1 => 0x8000,        // -0
-        2 => 0x0001,        // smallest denormal
-        3 => 0x7bff,        // 65504
+        0 => 0x7c00, // inf
+        1 => 0x8000, // -0
+        2 => 0x0001, // smallest denormal
+        3 => 0x7bff, // 65504
         _ => f16((w % 16001) as f32 / 1000.0 - 8.0 + 1.0 / 1024.0),
     };
-    let pairs = |seed: u32| -> Vec<u32> { words(seed, 64).iter().enumerate().map(|(l, w)| val(*w, l) | val(w >> 7, l + 5) << 16).collect() };
+    let pairs = |seed: u32| -> Vec<u32> {
+        words(seed, 64)
+            .iter()
+            .enumerate()
+            .map(|(l, w)| val(*w, l) | val(w >> 7, l + 5) << 16)
+            .collect()
+    };
     let (a, b, c) = (pairs(91), pairs(92), pairs(93));
     let mad = |x: u32, y: u32, z: u32| f16(h(f16(h(x) * h(y))) + h(z));
-    let fma = |x: u32, y: u32, z: u32| f16_nearest(f64::from(h(x)) * f64::from(h(y)) + f64::from(h(z)));
+    let fma =
+        |x: u32, y: u32, z: u32| f16_nearest(f64::from(h(x)) * f64::from(h(y)) + f64::from(h(z)));
     let same = |x: u32, y: u32| x == y || (h(x).is_nan() && h(y).is_nan());
     let lo = |x: u32| x & 0xffff;
     let hi = |x: u32| x >> 16;
@@ -1132,25 +1398,47 @@ fn f16_multiply_adds_mac_madmk_madak_pk_fmac() {
     let d = lanes3(&mut r, "mac_f16", &a, &b, &c, 1);
     for l in 0..64 {
         let want = mad(lo(a[l]), lo(b[l]), lo(c[l]));
-        assert!(hi(d[l]) == 0 && same(lo(d[l]), want), "mac_f16 lane {l}: {:#x} {:#x} {:#x} -> {:#x}, want {want:#x}", a[l], b[l], c[l], d[l]);
+        assert!(
+            hi(d[l]) == 0 && same(lo(d[l]), want),
+            "mac_f16 lane {l}: {:#x} {:#x} {:#x} -> {:#x}, want {want:#x}",
+            a[l],
+            b[l],
+            c[l],
+            d[l]
+        );
     }
     let k = 0x4100; // 2.5
     let d = lanes3(&mut r, "madmk_f16", &a, &b, &c, 1);
     for l in 0..64 {
         let want = mad(lo(a[l]), k, lo(b[l]));
-        assert!(hi(d[l]) == 0 && same(lo(d[l]), want), "madmk_f16 lane {l}: -> {:#x}, want {want:#x}", d[l]);
+        assert!(
+            hi(d[l]) == 0 && same(lo(d[l]), want),
+            "madmk_f16 lane {l}: -> {:#x}, want {want:#x}",
+            d[l]
+        );
     }
     let k = 0xbd00; // -1.25
     let d = lanes3(&mut r, "madak_f16", &a, &b, &c, 1);
     for l in 0..64 {
         let want = mad(lo(a[l]), lo(b[l]), k);
-        assert!(hi(d[l]) == 0 && same(lo(d[l]), want), "madak_f16 lane {l}: -> {:#x}, want {want:#x}", d[l]);
+        assert!(
+            hi(d[l]) == 0 && same(lo(d[l]), want),
+            "madak_f16 lane {l}: -> {:#x}, want {want:#x}",
+            d[l]
+        );
     }
     // v_pk_fmac_f16: both halves fused and rounded once.
     let d = lanes3(&mut r, "pk_fmac_f16", &a, &b, &c, 1);
     for l in 0..64 {
         let (wl, wh) = (fma(lo(a[l]), lo(b[l]), lo(c[l])), fma(hi(a[l]), hi(b[l]), hi(c[l])));
-        assert!(same(lo(d[l]), wl) && same(hi(d[l]), wh), "pk_fmac_f16 lane {l}: {:#x} {:#x} {:#x} -> {:#x}, want {wl:#x} {wh:#x}", a[l], b[l], c[l], d[l]);
+        assert!(
+            same(lo(d[l]), wl) && same(hi(d[l]), wh),
+            "pk_fmac_f16 lane {l}: {:#x} {:#x} {:#x} -> {:#x}, want {wl:#x} {wh:#x}",
+            a[l],
+            b[l],
+            c[l],
+            d[l]
+        );
     }
 }
 
@@ -1186,19 +1474,29 @@ fn gfx9_16_bit_multiply_adds_keep_the_other_half() {
     let i16_ = |x: u32| i64::from(x as u16 as i16);
     let d = lanes3(&mut r, "mad_u16", &a, &b, &c, 1);
     for l in 0..64 {
-        assert_eq!(d[l], keep_lo(l, lo(a[l]).wrapping_mul(lo(b[l])).wrapping_add(lo(c[l]))), "mad_u16 lane {l}");
+        assert_eq!(
+            d[l],
+            keep_lo(l, lo(a[l]).wrapping_mul(lo(b[l])).wrapping_add(lo(c[l]))),
+            "mad_u16 lane {l}"
+        );
     }
     // op_sel:[1,0,1,1]: a's high half * b's low half + c's high half, saturated, into D's high half.
     let d = lanes3(&mut r, "mad_u16_hi_clamp", &a, &b, &c, 1);
     for l in 0..64 {
-        let v = (u64::from(hi(a[l])) * u64::from(lo(b[l])) + u64::from(hi(c[l]))).min(0xffff) as u32;
+        let v =
+            (u64::from(hi(a[l])) * u64::from(lo(b[l])) + u64::from(hi(c[l]))).min(0xffff) as u32;
         assert_eq!(d[l], keep_hi(l, v), "mad_u16 op_sel clamp lane {l}");
     }
     // Small factors in some lanes so that not every clamped result saturates.
-    let bs: Vec<u32> = b.iter().enumerate().map(|(l, w)| if l % 2 == 0 { w & 0xff0f } else { *w }).collect();
+    let bs: Vec<u32> =
+        b.iter().enumerate().map(|(l, w)| if l % 2 == 0 { w & 0xff0f } else { *w }).collect();
     let d = lanes3(&mut r, "mad_i16", &a, &bs, &c, 1);
     for l in 0..64 {
-        assert_eq!(d[l], keep_lo(l, (i16_(a[l]) * i16_(bs[l]) + i16_(c[l])) as u32), "mad_i16 lane {l}");
+        assert_eq!(
+            d[l],
+            keep_lo(l, (i16_(a[l]) * i16_(bs[l]) + i16_(c[l])) as u32),
+            "mad_i16 lane {l}"
+        );
     }
     let d = lanes3(&mut r, "mad_i16_clamp", &a, &bs, &c, 1);
     for l in 0..64 {
@@ -1207,40 +1505,75 @@ fn gfx9_16_bit_multiply_adds_keep_the_other_half() {
     }
     let d = lanes3(&mut r, "mad_i32_i16", &a, &b, &c, 1);
     for l in 0..64 {
-        assert_eq!(d[l], (i16_(a[l]) * i16_(b[l]) + i64::from(c[l] as i32)) as u32, "mad_i32_i16 lane {l}");
+        assert_eq!(
+            d[l],
+            (i16_(a[l]) * i16_(b[l]) + i64::from(c[l] as i32)) as u32,
+            "mad_i32_i16 lane {l}"
+        );
     }
     // f16: full-mantissa values in [-8, 8] in both halves.
-    let pairs = |seed: u32| -> Vec<u32> { words(seed, 64).iter().map(|w| f16((w % 16001) as f32 / 1000.0 - 8.0) | f16(((w >> 14) % 16001) as f32 / 1000.0 - 8.0) << 16).collect() };
+    let pairs = |seed: u32| -> Vec<u32> {
+        words(seed, 64)
+            .iter()
+            .map(|w| {
+                f16((w % 16001) as f32 / 1000.0 - 8.0)
+                    | f16(((w >> 14) % 16001) as f32 / 1000.0 - 8.0) << 16
+            })
+            .collect()
+    };
     let (fa, fb, fc) = (pairs(114), pairs(115), pairs(116));
     let mad = |x: u32, y: u32, z: u32| f16(h(f16(h(x) * h(y))) + h(z));
     let d = lanes3(&mut r, "mad_f16", &fa, &fb, &fc, 1);
     for l in 0..64 {
-        assert_eq!(d[l], (old_of(&fc, l) & 0xffff_0000) | mad(lo(fa[l]), lo(fb[l]), lo(fc[l])), "mad_f16 lane {l}");
+        assert_eq!(
+            d[l],
+            (old_of(&fc, l) & 0xffff_0000) | mad(lo(fa[l]), lo(fb[l]), lo(fc[l])),
+            "mad_f16 lane {l}"
+        );
     }
     // op_sel:[0,1,0,1], -S1: a.lo * -b.hi + c.lo into D's high half.
     let d = lanes3(&mut r, "mad_f16_hi", &fa, &fb, &fc, 1);
     for l in 0..64 {
-        assert_eq!(d[l], (old_of(&fc, l) & 0xffff) | mad(lo(fa[l]), hi(fb[l]) ^ 0x8000, lo(fc[l])) << 16, "mad_f16 op_sel lane {l}");
+        assert_eq!(
+            d[l],
+            (old_of(&fc, l) & 0xffff) | mad(lo(fa[l]), hi(fb[l]) ^ 0x8000, lo(fc[l])) << 16,
+            "mad_f16 op_sel lane {l}"
+        );
     }
     let d = lanes3(&mut r, "fma_f16", &fa, &fb, &fc, 1);
     for l in 0..64 {
-        let want = f16_nearest(f64::from(h(lo(fa[l]))) * f64::from(h(lo(fb[l]))) + f64::from(h(lo(fc[l]))));
+        let want = f16_nearest(
+            f64::from(h(lo(fa[l]))) * f64::from(h(lo(fb[l]))) + f64::from(h(lo(fc[l]))),
+        );
         assert_eq!(d[l], (old_of(&fc, l) & 0xffff_0000) | want, "fma_f16 lane {l}");
     }
     // div_fixup: a quotient estimate, special denominators and numerators in some lanes.
     let specials = [0x0000u32, 0x8000, 0x7c00, 0xfc00, 0x7e00];
     let den: Vec<u32> = (0..64).map(|l| if l < 20 { specials[l % 5] } else { lo(fb[l]) }).collect();
-    let num: Vec<u32> = (0..64).map(|l| if l < 20 { specials[l / 5 % 5] } else { lo(fc[l]) }).collect();
+    let num: Vec<u32> =
+        (0..64).map(|l| if l < 20 { specials[l / 5 % 5] } else { lo(fc[l]) }).collect();
     let d = lanes3(&mut r, "div_fixup_f16", &fa, &den, &num, 1);
     for l in 0..64 {
         let (q, dn, nm) = (h(lo(fa[l])), h(den[l]), h(num[l]));
         let neg = dn.is_sign_negative() != nm.is_sign_negative();
-        let want = if dn.is_nan() || nm.is_nan() || (dn == 0.0 && nm == 0.0) || (dn.is_infinite() && nm.is_infinite()) {
+        let want = if dn.is_nan()
+            || nm.is_nan()
+            || (dn == 0.0 && nm == 0.0)
+            || (dn.is_infinite() && nm.is_infinite())
+        {
             f32::NAN
         } else if dn == 0.0 || nm.is_infinite() {
-            if neg { f32::NEG_INFINITY } else { f32::INFINITY }
+            if neg {
+                f32::NEG_INFINITY
+            } else {
+                f32::INFINITY
+            }
         } else if dn.is_infinite() || nm == 0.0 {
-            if neg { -0.0 } else { 0.0 }
+            if neg {
+                -0.0
+            } else {
+                0.0
+            }
         } else if neg {
             -q.abs()
         } else {
@@ -1248,7 +1581,10 @@ fn gfx9_16_bit_multiply_adds_keep_the_other_half() {
         };
         let have = lo(d[l]);
         assert_eq!(hi(d[l]), hi(old_of(&num, l)), "div_fixup_f16 keeps the high half (lane {l})");
-        assert!(have == f16(want) || (h(have).is_nan() && want.is_nan()), "div_fixup_f16 lane {l}: {q} {dn} {nm} -> {have:#x}, want {want}");
+        assert!(
+            have == f16(want) || (h(have).is_nan() && want.is_nan()),
+            "div_fixup_f16 lane {l}: {q} {dn} {nm} -> {have:#x}, want {want}"
+        );
     }
 }
 
@@ -1262,22 +1598,39 @@ fn legacy_16_bit_multiply_adds_zero_the_high_half() {
     let lo = |x: u32| x & 0xffff;
     let i16_ = |x: u32| i64::from(x as u16 as i16);
     // Small factors in some lanes so that not every clamped result saturates.
-    let bs: Vec<u32> = b.iter().enumerate().map(|(l, w)| if l % 2 == 0 { w & 0xff0f } else { *w }).collect();
+    let bs: Vec<u32> =
+        b.iter().enumerate().map(|(l, w)| if l % 2 == 0 { w & 0xff0f } else { *w }).collect();
     let d = lanes3(&mut r, "mad_legacy_u16", &a, &bs, &c, 1);
     for l in 0..64 {
-        assert_eq!(d[l], lo(a[l]).wrapping_mul(lo(bs[l])).wrapping_add(lo(c[l])) & 0xffff, "mad_legacy_u16 lane {l}");
+        assert_eq!(
+            d[l],
+            lo(a[l]).wrapping_mul(lo(bs[l])).wrapping_add(lo(c[l])) & 0xffff,
+            "mad_legacy_u16 lane {l}"
+        );
     }
     let d = lanes3(&mut r, "mad_legacy_u16_clamp", &a, &bs, &c, 1);
     for l in 0..64 {
-        assert_eq!(d[l], (u64::from(lo(a[l])) * u64::from(lo(bs[l])) + u64::from(lo(c[l]))).min(0xffff) as u32, "mad_legacy_u16 clamp lane {l}");
+        assert_eq!(
+            d[l],
+            (u64::from(lo(a[l])) * u64::from(lo(bs[l])) + u64::from(lo(c[l]))).min(0xffff) as u32,
+            "mad_legacy_u16 clamp lane {l}"
+        );
     }
     let d = lanes3(&mut r, "mad_legacy_i16", &a, &bs, &c, 1);
     for l in 0..64 {
-        assert_eq!(d[l], (i16_(a[l]) * i16_(bs[l]) + i16_(c[l])) as u32 & 0xffff, "mad_legacy_i16 lane {l}");
+        assert_eq!(
+            d[l],
+            (i16_(a[l]) * i16_(bs[l]) + i16_(c[l])) as u32 & 0xffff,
+            "mad_legacy_i16 lane {l}"
+        );
     }
     let d = lanes3(&mut r, "mad_legacy_i16_clamp", &a, &bs, &c, 1);
     for l in 0..64 {
-        assert_eq!(d[l], (i16_(a[l]) * i16_(bs[l]) + i16_(c[l])).clamp(-32768, 32767) as u32 & 0xffff, "mad_legacy_i16 clamp lane {l}");
+        assert_eq!(
+            d[l],
+            (i16_(a[l]) * i16_(bs[l]) + i16_(c[l])).clamp(-32768, 32767) as u32 & 0xffff,
+            "mad_legacy_i16 clamp lane {l}"
+        );
     }
 }
 
@@ -1291,7 +1644,9 @@ fn vop1_norm_conversions_and_byte_saturation() {
     let f = f32::from_bits;
     let (a, b) = (pack_inputs(121), pack_inputs(122));
     // Low halves from a's values, high halves from b's (their f16 roundings, specials included).
-    let x: Vec<u32> = (0..64).map(|l| f16(f(a[l])) | f16(f(b[l])) << 16 | if l == 30 { 0x7e00 } else { 0 }).collect();
+    let x: Vec<u32> = (0..64)
+        .map(|l| f16(f(a[l])) | f16(f(b[l])) << 16 | if l == 30 { 0x7e00 } else { 0 })
+        .collect();
     let d = lanes3(&mut r, "cvt_norm_i16_f16", &x, &x, &x, 1);
     for l in 0..64 {
         assert_eq!(d[l], snorm(h(x[l] & 0xffff)), "norm_i16_f16 lane {l}: {}", h(x[l] & 0xffff));
@@ -1305,8 +1660,21 @@ fn vop1_norm_conversions_and_byte_saturation() {
     for l in 0..64 {
         assert_eq!(d[l], snorm(-h(x[l] >> 16)), "norm_i16_f16 -hi lane {l}: {}", h(x[l] >> 16));
     }
-    let edges = [0u32, 0x00ff_0100, 0xffff_8000, 0x7fff_0001, 0x00fe_00ff, 0x0100_ffff, 0x8000_7fff];
-    let w: Vec<u32> = words(123, 64).iter().enumerate().map(|(l, v)| if l < edges.len() { edges[l] } else if l % 2 == 0 { v & 0x01ff_01ff } else { *v }).collect();
+    let edges =
+        [0u32, 0x00ff_0100, 0xffff_8000, 0x7fff_0001, 0x00fe_00ff, 0x0100_ffff, 0x8000_7fff];
+    let w: Vec<u32> = words(123, 64)
+        .iter()
+        .enumerate()
+        .map(|(l, v)| {
+            if l < edges.len() {
+                edges[l]
+            } else if l % 2 == 0 {
+                v & 0x01ff_01ff
+            } else {
+                *v
+            }
+        })
+        .collect();
     let sat = |v: u32| ((v as u16 as i16).clamp(0, 255)) as u32;
     let d = lanes3(&mut r, "sat_pk_u8_i16", &w, &w, &w, 1);
     for l in 0..64 {
@@ -1327,15 +1695,30 @@ fn workgroups_that_wait_on_later_ones_run_side_by_side() {
     for (sleep, n) in [(1u64, 40usize), (0, 8)] {
         let flags = r.alloc(n * 4);
         // `int n, int sleep` share the second 8-byte argument slot.
-        let st = r.run("isa_reverse_chain", &[flags, n as u64 | sleep << 32], [64 * n as u32, 1, 1], [64, 1, 1]).unwrap();
+        let st = r
+            .run(
+                "isa_reverse_chain",
+                &[flags, n as u64 | sleep << 32],
+                [64 * n as u32, 1, 1],
+                [64, 1, 1],
+            )
+            .unwrap();
         let f: Vec<i32> = r.download(flags, n);
         let want: Vec<i32> = (0..n).map(|k| (n - k) as i32).collect();
         assert_eq!(f, want, "sleep={sleep}");
         assert_eq!(st.workgroups, n as u64);
         if sleep == 1 {
-            assert!(st.instructions < QUANTUM, "sleeping waves spun: {} instructions", st.instructions);
+            assert!(
+                st.instructions < QUANTUM,
+                "sleeping waves spun: {} instructions",
+                st.instructions
+            );
         } else {
-            assert!(st.instructions >= (n as u64 - 1) * QUANTUM, "spinning waves gave their turn up early: {} instructions", st.instructions);
+            assert!(
+                st.instructions >= (n as u64 - 1) * QUANTUM,
+                "spinning waves gave their turn up early: {} instructions",
+                st.instructions
+            );
         }
     }
 }
@@ -1354,15 +1737,38 @@ fn a_dispatch_shared_out_among_threads_runs_every_workgroup_once_and_its_atomics
         let sum64 = r.alloc(8);
         let fsum = r.alloc(4);
         let marks = r.alloc(groups * 4);
-        let st = r.run("isa_atomic_counts", &[counts, sum64, fsum, marks, rounds], [(groups * items) as u32, 1, 1], [items as u16, 1, 1]).unwrap();
+        let st = r
+            .run(
+                "isa_atomic_counts",
+                &[counts, sum64, fsum, marks, rounds],
+                [(groups * items) as u32, 1, 1],
+                [items as u16, 1, 1],
+            )
+            .unwrap();
         assert_eq!(st.workgroups, groups as u64, "threads={threads}");
         assert_eq!(st.waves, (groups * items / 64) as u64, "threads={threads}");
-        assert_eq!(r.download::<i32>(marks, groups), vec![1; groups], "threads={threads}: each workgroup once");
+        assert_eq!(
+            r.download::<i32>(marks, groups),
+            vec![1; groups],
+            "threads={threads}: each workgroup once"
+        );
         let n = (groups * items) as u64;
         let c: Vec<u32> = r.download(counts, 3);
-        assert_eq!(c, vec![(n * rounds) as u32, n as u32 - 1, (n * rounds) as u32], "threads={threads}: add, max, CAS increments");
-        assert_eq!(r.download::<u64>(sum64, 1)[0], rounds * n * (n - 1) / 2, "threads={threads}: 64-bit adds");
-        assert_eq!(r.download::<f32>(fsum, 1)[0], (n * rounds) as f32, "threads={threads}: float adds");
+        assert_eq!(
+            c,
+            vec![(n * rounds) as u32, n as u32 - 1, (n * rounds) as u32],
+            "threads={threads}: add, max, CAS increments"
+        );
+        assert_eq!(
+            r.download::<u64>(sum64, 1)[0],
+            rounds * n * (n - 1) / 2,
+            "threads={threads}: 64-bit adds"
+        );
+        assert_eq!(
+            r.download::<f32>(fsum, 1)[0],
+            (n * rounds) as f32,
+            "threads={threads}: float adds"
+        );
     }
 }
 
@@ -1377,7 +1783,11 @@ fn a_cooperative_grid_sync_is_a_gws_barrier_for_the_whole_grid() {
     let o: Vec<i32> = r.download(out, 2 * n);
     let sum: i32 = (0..n as i32).map(|k| 3 * k + 1).sum();
     for k in 0..n {
-        assert_eq!(o[2 * k], 3 * ((k + 1) % n) as i32 + 1, "workgroup {k} read its neighbour's value after the sync");
+        assert_eq!(
+            o[2 * k],
+            3 * ((k + 1) % n) as i32 + 1,
+            "workgroup {k} read its neighbour's value after the sync"
+        );
         assert_eq!(o[2 * k + 1], sum, "workgroup {k} saw every value");
     }
     assert_eq!(r.download::<i32>(data, n), vec![-1; n], "the second sync completed");
@@ -1391,9 +1801,15 @@ fn a_grid_sync_larger_than_the_device_holds_is_an_error_not_a_hang() {
     let n = 3usize;
     let data = r.alloc(n * 4);
     let out = r.alloc(2 * n * 4);
-    let err = r.run("isa_grid_sync", &[data, out], [1024 * n as u32, 1, 1], [1024, 1, 1]).unwrap_err();
+    let err =
+        r.run("isa_grid_sync", &[data, out], [1024 * n as u32, 1, 1], [1024, 1, 1]).unwrap_err();
     let IsaError::Illegal { message, .. } = &err else { panic!("{err:?}") };
-    assert!(message.contains("ds_gws_barrier") && message.contains("2 workgroups are resident") && message.contains("1 more cannot start"), "{message}");
+    assert!(
+        message.contains("ds_gws_barrier")
+            && message.contains("2 workgroups are resident")
+            && message.contains("1 more cannot start"),
+        "{message}"
+    );
     // Two workgroups fit: the same kernel completes.
     let n = 2usize;
     let (data, out) = (r.alloc(n * 4), r.alloc(2 * n * 4));
@@ -1408,7 +1824,11 @@ fn a_wave_waiting_for_the_host_sleeps_until_the_host_writes() {
     let out = r.alloc(4);
     let writer = std::thread::spawn(move || {
         std::thread::sleep(std::time::Duration::from_millis(300));
-        xhsa_emu::sys::devmem::DeviceMemory::write(&xhsa_emu::sys::devmem::HostMemory, flag, &21i32.to_le_bytes());
+        xhsa_emu::sys::devmem::DeviceMemory::write(
+            &xhsa_emu::sys::devmem::HostMemory,
+            flag,
+            &21i32.to_le_bytes(),
+        );
     });
     let cpu = cpu_time();
     let started = std::time::Instant::now();
@@ -1552,7 +1972,18 @@ fn fp64_math(r: &mut HostRig) {
         ("expm1", |_, b| b.exp_m1(), 2),
         ("fma", |a, b| a.mul_add(b, a), 0),
         ("f32 round trip", |a, _| f64::from(a as f32), 0),
-        ("ldexp", |a, b| a * 2f64.powi(0) * if (b as i32).abs() < 1100 { 2f64.powf(f64::from(b as i32)) } else { f64::NAN }, 0),
+        (
+            "ldexp",
+            |a, b| {
+                a * 2f64.powi(0)
+                    * if (b as i32).abs() < 1100 {
+                        2f64.powf(f64::from(b as i32))
+                    } else {
+                        f64::NAN
+                    }
+            },
+            0,
+        ),
         ("frexp mantissa", |a, _| frexp_host(a).0, 0),
         ("frexp exponent", |a, _| f64::from(frexp_host(a).1), 0),
         ("fmod", |a, b| a % b, 0),
@@ -1614,7 +2045,13 @@ fn cndmask_applies_its_source_modifiers() {
     for (k, want) in cases {
         let d = lanes3(&mut r, k, &a, &b, &c, 1);
         for l in 0..64 {
-            assert_eq!(d[l], want(a[l], b[l], mask >> l & 1 == 1), "{k} lane {l}: a {:#x} b {:#x}", a[l], b[l]);
+            assert_eq!(
+                d[l],
+                want(a[l], b[l], mask >> l & 1 == 1),
+                "{k} lane {l}: a {:#x} b {:#x}",
+                a[l],
+                b[l]
+            );
         }
     }
 }
@@ -1688,6 +2125,11 @@ fn waves_leave_a_barrier_together() {
         r.run("read_then_overwrite", &[dout], [u32::from(wg), 1, 1], [wg, 1, 1]).unwrap();
         let out: Vec<u32> = r.download(dout, usize::from(wg));
         let late: Vec<usize> = (0..usize::from(wg)).filter(|&t| out[t] != 7).collect();
-        assert!(late.is_empty(), "workgroup of {wg}: {} work-items read the overwritten word (first {:?})", late.len(), &late[..late.len().min(4)]);
+        assert!(
+            late.is_empty(),
+            "workgroup of {wg}: {} work-items read the overwritten word (first {:?})",
+            late.len(),
+            &late[..late.len().min(4)]
+        );
     }
 }

@@ -39,7 +39,10 @@ const ERROR: u32 = KFD_DBG_QUEUE_ERROR_MASK;
 /// `target/<profile>`.
 fn target_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
-    exe.parent().and_then(Path::parent).expect("the test binary lives in target/<profile>/deps").to_path_buf()
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("the test binary lives in target/<profile>/deps")
+        .to_path_buf()
 }
 
 /// The thunk, after checking that it is newer than every source it was built from (cargo's
@@ -47,12 +50,24 @@ fn target_dir() -> PathBuf {
 fn thunk() -> PathBuf {
     let so = target_dir().join("libhsakmt.so");
     let rebuild = "cargo build --release -p xhsa-emu-thunk (or any workspace build)";
-    let built = std::fs::metadata(&so).and_then(|m| m.modified()).unwrap_or_else(|_| panic!("{} is missing: build it first: {rebuild}", so.display()));
+    let built = std::fs::metadata(&so)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|_| panic!("{} is missing: build it first: {rebuild}", so.display()));
     let deps = std::fs::read_to_string(target_dir().join("libhsakmt.d")).unwrap_or_default();
-    let sources = deps.lines().next().and_then(|l| l.split_once(": ")).map_or("", |(_, s)| s).replace("\\ ", "\u{0}");
+    let sources = deps
+        .lines()
+        .next()
+        .and_then(|l| l.split_once(": "))
+        .map_or("", |(_, s)| s)
+        .replace("\\ ", "\u{0}");
     for src in sources.split_whitespace().map(|p| PathBuf::from(p.replace('\u{0}', " "))) {
         if let Ok(t) = std::fs::metadata(&src).and_then(|m| m.modified()) {
-            assert!(built >= t, "{} is older than {}: rebuild it: {rebuild}", so.display(), src.display());
+            assert!(
+                built >= t,
+                "{} is older than {}: rebuild it: {rebuild}",
+                so.display(),
+                src.display()
+            );
         }
     }
     so
@@ -87,7 +102,11 @@ fn scenario(name: &str, fault: Option<&str>) -> Output {
     if let Some(f) = fault {
         c.env("XHSA_EMU_FAULT", f);
     }
-    let child = c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().expect("spawn the child");
+    let child = c
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn the child");
     let pid = child.id() as libc::pid_t;
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -109,7 +128,12 @@ fn scenario(name: &str, fault: Option<&str>) -> Output {
 }
 
 fn report(o: &Output) -> String {
-    format!("--- status {}\n--- stdout\n{}\n--- stderr\n{}", o.status, String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "--- status {}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 #[test]
@@ -149,7 +173,11 @@ fn fault_preempt_timeout_stalls_then_fails_and_logs_kfds_message() {
 fn a_malformed_fault_value_is_reported_once_and_ignored() {
     let out = scenario("fault_malformed", Some("preempt_sometimes"));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(err.matches("XHSA_EMU_FAULT=\"preempt_sometimes\" is not valid").count(), 1, "{err}");
+    assert_eq!(
+        err.matches("XHSA_EMU_FAULT=\"preempt_sometimes\" is not valid").count(),
+        1,
+        "{err}"
+    );
     assert!(err.contains("preempt_fail[:N] or preempt_timeout[:N[:MS]]"), "{err}");
 }
 
@@ -179,7 +207,6 @@ fn errno(e: xhsa_ioctl::KfdError) -> i32 {
 fn me() -> u32 {
     std::process::id()
 }
-
 
 fn device_dir() -> PathBuf {
     PathBuf::from(std::env::var_os("XHSA_EMU_DEVICE_DIR").expect("XHSA_EMU_DEVICE_DIR"))
@@ -226,7 +253,9 @@ fn open(debug: Option<(u64, i32)>) -> Kfd {
     kfd.runtime_enable(0x1000, KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK).expect("RUNTIME_ENABLE");
     if let Some((mask, fd)) = debug {
         // SAFETY: `fd` is an open descriptor of this process for the duration of the call.
-        let info = kfd.dbg_trap_enable(me(), mask, unsafe { BorrowedFd::borrow_raw(fd) }).expect("DBG_TRAP ENABLE");
+        let info = kfd
+            .dbg_trap_enable(me(), mask, unsafe { BorrowedFd::borrow_raw(fd) })
+            .expect("DBG_TRAP ENABLE");
         assert_eq!((info.r_debug, info.runtime_state), (0x1000, DEBUG_RUNTIME_STATE_ENABLED));
     }
     kfd
@@ -244,15 +273,28 @@ fn pct0() {
     let s = client::status(&device_dir()).unwrap();
     assert!(s.contains("gpu 0: 0 of 2560 wave slots busy"), "{s}");
     let l = queue_lines(&s);
-    assert!(l.len() == 1 && l[0].contains("inactive (percentage 0), 1 kernel(s) outstanding, 80 workgroups saved"), "{s}");
+    assert!(
+        l.len() == 1
+            && l[0]
+                .contains("inactive (percentage 0), 1 kernel(s) outstanding, 80 workgroups saved"),
+        "{s}"
+    );
     std::thread::sleep(Duration::from_millis(WG_MS + 100));
     assert_eq!(q.completed(), 0, "no progress while inactive");
     let t = Instant::now();
     q.update(&kfd, 100, 7).expect("UPDATE_QUEUE percentage 100");
-    let s = status_when("the saved workgroups back", |s| s.contains("gpu 0: 320 of 2560 wave slots busy"));
-    assert!(queue_lines(&s)[0].contains("active, 1 kernel(s) outstanding") && !s.contains("saved"), "{s}");
+    let s = status_when("the saved workgroups back", |s| {
+        s.contains("gpu 0: 320 of 2560 wave slots busy")
+    });
+    assert!(
+        queue_lines(&s)[0].contains("active, 1 kernel(s) outstanding") && !s.contains("saved"),
+        "{s}"
+    );
     while q.completed() == 0 {
-        assert!(t.elapsed() < Duration::from_secs(5), "the kernel never completed after percentage 100");
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "the kernel never completed after percentage 100"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     // What was left when it was saved (about half), not a fresh start.
@@ -290,7 +332,10 @@ fn new_queue() {
     assert_eq!(kfd.dbg_trap_get_queue_snapshot(me(), 0, &mut []).unwrap(), 1);
     let mut e = [QueueSnapshotEntry::default(); 2];
     assert_eq!(kfd.dbg_trap_get_queue_snapshot(me(), 0, &mut e).unwrap(), 1);
-    assert_eq!((e[0].queue_id, e[0].gpu_id, e[0].ring_base_address, e[0].ring_size), (q.id, gpu(), q.addr(RING_AT), RING as u32));
+    assert_eq!(
+        (e[0].queue_id, e[0].gpu_id, e[0].ring_base_address, e[0].ring_size),
+        (q.id, gpu(), q.addr(RING_AT), RING as u32)
+    );
     assert_eq!((e[0].queue_type, e[0].exception_status), (KFD_IOC_QUEUE_TYPE_COMPUTE_AQL, NEW));
     assert_eq!((e[0].write_pointer_address, e[0].read_pointer_address), (q.addr(56), q.addr(128)));
     assert_eq!(e[1], QueueSnapshotEntry::default(), "only the queues that exist are written");
@@ -302,10 +347,18 @@ fn new_queue() {
     assert!(queue_lines(&client::status(&device_dir()).unwrap())[0].contains(", active,"));
 
     // QUERY_EXCEPTION_INFO clears EC_QUEUE_NEW; then the queue can be suspended.
-    assert_eq!(kfd.dbg_trap_query_exception_info(me(), q.id, EC_QUEUE_NEW, true, &mut []).unwrap(), 0);
+    assert_eq!(
+        kfd.dbg_trap_query_exception_info(me(), q.id, EC_QUEUE_NEW, true, &mut []).unwrap(),
+        0
+    );
     let again = kfd.dbg_trap_query_exception_info(me(), q.id, EC_QUEUE_NEW, true, &mut []);
     assert_eq!(again.map_err(errno).err(), Some(libc::ENODATA));
-    assert_eq!(kfd.dbg_trap_query_exception_info(me(), 999, EC_QUEUE_NEW, true, &mut []).map_err(errno).err(), Some(libc::EINVAL));
+    assert_eq!(
+        kfd.dbg_trap_query_exception_info(me(), 999, EC_QUEUE_NEW, true, &mut [])
+            .map_err(errno)
+            .err(),
+        Some(libc::EINVAL)
+    );
     let mut ids = [q.id, 999];
     assert_eq!(kfd.dbg_trap_suspend_queues(me(), &mut ids, 0, 0).unwrap(), 1);
     assert_eq!(ids, [q.id, 999 | INVALID]);
@@ -325,7 +378,10 @@ fn new_queue() {
     assert_eq!((e[0].queue_id, e[0].exception_status), (q2.id, NEW));
     let mut e = [QueueSnapshotEntry::default(); 2];
     kfd.dbg_trap_get_queue_snapshot(me(), 0, &mut e).unwrap();
-    assert_eq!([(e[0].queue_id, e[0].exception_status), (e[1].queue_id, e[1].exception_status)], [(q2.id, 0), (q.id, 0)]);
+    assert_eq!(
+        [(e[0].queue_id, e[0].exception_status), (e[1].queue_id, e[1].exception_status)],
+        [(q2.id, 0), (q.id, 0)]
+    );
 
     // QUERY_DEBUG_EVENT reports only what the session subscribed to.
     assert_eq!(kfd.dbg_trap_query_debug_event(me(), NEW).map_err(errno).err(), Some(libc::EAGAIN));
@@ -343,7 +399,10 @@ fn new_queue() {
     kfd.destroy_queue(q3.id).unwrap();
     kfd.dbg_trap_set_exceptions_enabled(me(), 1 << (EC_DEVICE_QUEUE_DELETE - 1)).unwrap();
     let ev = kfd.dbg_trap_query_debug_event(me(), !0).unwrap();
-    assert_eq!((ev.queue_id, ev.gpu_id, ev.exception_status), (0, gpu(), 1 << (EC_DEVICE_QUEUE_DELETE - 1)));
+    assert_eq!(
+        (ev.queue_id, ev.gpu_id, ev.exception_status),
+        (0, gpu(), 1 << (EC_DEVICE_QUEUE_DELETE - 1))
+    );
 
     // A suspend clears its exception mask on the listed queues when one of them was suspended:
     // here q (suspendable) and a fresh q4 (new, refused) together.
@@ -352,7 +411,11 @@ fn new_queue() {
     assert_eq!(kfd.dbg_trap_suspend_queues(me(), &mut ids, NEW, 0).unwrap(), 1);
     assert_eq!(ids, [q4.id | INVALID, q.id]);
     let mut ids = [q4.id];
-    assert_eq!(kfd.dbg_trap_suspend_queues(me(), &mut ids, 0, 0).unwrap(), 1, "q4's EC_QUEUE_NEW was cleared by the previous suspend");
+    assert_eq!(
+        kfd.dbg_trap_suspend_queues(me(), &mut ids, 0, 0).unwrap(),
+        1,
+        "q4's EC_QUEUE_NEW was cleared by the previous suspend"
+    );
 
     // DISABLE resumes everything and clears every exception; afterwards the debug ops are
     // refused with EINVAL, DISABLE included.
@@ -361,7 +424,10 @@ fn new_queue() {
     let s = client::status(&device_dir()).unwrap();
     assert!(queue_lines(&s).iter().all(|l| l.contains(", active,")), "{s}");
     let mut ids = [q5.id];
-    assert_eq!(kfd.dbg_trap_suspend_queues(me(), &mut ids, 0, 0).map_err(errno).err(), Some(libc::EINVAL));
+    assert_eq!(
+        kfd.dbg_trap_suspend_queues(me(), &mut ids, 0, 0).map_err(errno).err(),
+        Some(libc::EINVAL)
+    );
     assert_eq!(kfd.dbg_trap_disable(me()).map_err(errno).err(), Some(libc::EINVAL));
     // SAFETY: `wr` is open.
     kfd.dbg_trap_enable(me(), 0, unsafe { BorrowedFd::borrow_raw(wr) }).unwrap();
@@ -379,7 +445,8 @@ fn new_queue() {
 /// Enables a session and a queue that can be suspended.
 fn suspendable(kfd: &Kfd, workgroups: u32) -> Queue {
     let q = Queue::create(kfd, workgroups);
-    kfd.dbg_trap_query_exception_info(me(), q.id, EC_QUEUE_NEW, true, &mut []).expect("clear EC_QUEUE_NEW");
+    kfd.dbg_trap_query_exception_info(me(), q.id, EC_QUEUE_NEW, true, &mut [])
+        .expect("clear EC_QUEUE_NEW");
     q
 }
 
@@ -398,7 +465,10 @@ fn destroy_blocks() {
                 let r = kfd.destroy_queue(id);
                 tx.send((r.map_err(errno), Instant::now())).unwrap();
             });
-            assert!(rx.recv_timeout(Duration::from_millis(300)).is_err(), "DESTROY_QUEUE of a suspended queue returned at once");
+            assert!(
+                rx.recv_timeout(Duration::from_millis(300)).is_err(),
+                "DESTROY_QUEUE of a suspended queue returned at once"
+            );
             // Other ioctls go on meanwhile.
             assert_eq!(kfd.dbg_trap_get_queue_snapshot(me(), 0, &mut []).unwrap(), 1);
             let released = Instant::now();
@@ -408,11 +478,16 @@ fn destroy_blocks() {
                 let mut ids = [id];
                 assert_eq!(kfd.dbg_trap_resume_queues(me(), &mut ids).unwrap(), 1);
             }
-            let (r, at) = rx.recv_timeout(Duration::from_secs(5)).expect("DESTROY_QUEUE still blocked after the resume");
+            let (r, at) = rx
+                .recv_timeout(Duration::from_secs(5))
+                .expect("DESTROY_QUEUE still blocked after the resume");
             assert_eq!(r, Ok(()));
             assert!(at >= released);
         });
-        assert_eq!(kfd.dbg_trap_get_queue_snapshot(me(), 0, &mut []).map_err(errno), if by_disable { Err(libc::EINVAL) } else { Ok(0) });
+        assert_eq!(
+            kfd.dbg_trap_get_queue_snapshot(me(), 0, &mut []).map_err(errno),
+            if by_disable { Err(libc::EINVAL) } else { Ok(0) }
+        );
     }
     // The process going away (CloseKFD, here the thunk's hsaKmtCloseKFD): the wait ends with
     // EINTR, KFD's interrupted wait.
@@ -440,20 +515,32 @@ fn checks() {
     let q = Queue::create(&kfd, 0);
     let mut ids = [q.id];
     // Neither the debug trap nor the runtime enabled: KFD checks the debug trap first.
-    assert_eq!(kfd.dbg_trap_suspend_queues(me(), &mut ids, 0, 0).map_err(errno).err(), Some(libc::EINVAL));
-    assert_eq!(kfd.dbg_trap_get_queue_snapshot(me(), 0, &mut []).map_err(errno).err(), Some(libc::EINVAL));
+    assert_eq!(
+        kfd.dbg_trap_suspend_queues(me(), &mut ids, 0, 0).map_err(errno).err(),
+        Some(libc::EINVAL)
+    );
+    assert_eq!(
+        kfd.dbg_trap_get_queue_snapshot(me(), 0, &mut []).map_err(errno).err(),
+        Some(libc::EINVAL)
+    );
     assert_eq!(kfd.dbg_trap_disable(me()).map_err(errno).err(), Some(libc::EINVAL));
     let (_rd, wr) = pipe();
     // SAFETY: `wr` is open.
     let info = kfd.dbg_trap_enable(me(), 0, unsafe { BorrowedFd::borrow_raw(wr) }).unwrap();
     assert_eq!(info.runtime_state, DEBUG_RUNTIME_STATE_DISABLED);
     // Debug trap on, runtime off: the hardware ops are refused with EPERM, the others work.
-    assert_eq!(kfd.dbg_trap_suspend_queues(me(), &mut ids, 0, 0).map_err(errno).err(), Some(libc::EPERM));
+    assert_eq!(
+        kfd.dbg_trap_suspend_queues(me(), &mut ids, 0, 0).map_err(errno).err(),
+        Some(libc::EPERM)
+    );
     assert_eq!(kfd.dbg_trap_resume_queues(me(), &mut ids).map_err(errno).err(), Some(libc::EPERM));
     assert_eq!(ids, [q.id], "a refused call leaves the array alone");
     assert_eq!(kfd.dbg_trap_get_queue_snapshot(me(), 0, &mut []).unwrap(), 1);
     // Another process is refused (not a ptrace child).
-    assert_eq!(kfd.dbg_trap_get_queue_snapshot(1, 0, &mut []).map_err(errno).err(), Some(libc::EPERM));
+    assert_eq!(
+        kfd.dbg_trap_get_queue_snapshot(1, 0, &mut []).map_err(errno).err(),
+        Some(libc::EPERM)
+    );
     kfd.dbg_trap_disable(me()).unwrap();
     // (KFD's RUNTIME_ENABLE waits for the debugger while a session is on: enable it before.)
     kfd.runtime_enable(0, KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK).unwrap();
@@ -466,7 +553,12 @@ fn checks() {
     kfd.dbg_trap_disable(me()).unwrap();
     // A dbg_fd that is not open: EBADF (through the raw call: a BorrowedFd must be open).
     let mut rinfo = RuntimeInfo::default();
-    let enable = DbgTrapEnableArgs { exception_mask: 0, rinfo_ptr: &mut rinfo as *mut RuntimeInfo as u64, rinfo_size: 16, dbg_fd: 9999 };
+    let enable = DbgTrapEnableArgs {
+        exception_mask: 0,
+        rinfo_ptr: &mut rinfo as *mut RuntimeInfo as u64,
+        rinfo_size: 16,
+        dbg_fd: 9999,
+    };
     let mut args = DbgTrapArgs::new(me(), DbgTrapOp::Enable(enable));
     // SAFETY: rinfo_ptr points at a 16-byte RuntimeInfo that outlives the call.
     assert_eq!(unsafe { kfd.ioctl(&mut args) }.map_err(errno).err(), Some(libc::EBADF));
@@ -492,7 +584,9 @@ fn fault_fail() {
     assert!(queue_lines(&client::status(&device_dir()).unwrap())[0].contains(", active,"));
     // The next remap (any UPDATE_QUEUE) follows KFD's view and takes it off.
     q.update(&kfd, 100, 9).expect("no preemption: KFD counts the queue inactive already");
-    assert!(queue_lines(&client::status(&device_dir()).unwrap())[0].contains("priority 9, suspended,"));
+    assert!(
+        queue_lines(&client::status(&device_dir()).unwrap())[0].contains("priority 9, suspended,")
+    );
     // Marked suspended: a RESUME counts it, and then it can be destroyed without blocking.
     let mut ids = [q.id];
     assert_eq!(kfd.dbg_trap_resume_queues(me(), &mut ids).unwrap(), 1);

@@ -31,7 +31,11 @@ fn stand_in_thunk() -> PathBuf {
 
 fn temp_path(name: &str) -> PathBuf {
     static N: AtomicU32 = AtomicU32::new(0);
-    std::env::temp_dir().join(format!("xhsa-emu-launcher-test-{}-{}-{name}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)))
+    std::env::temp_dir().join(format!(
+        "xhsa-emu-launcher-test-{}-{}-{name}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ))
 }
 
 /// The launcher with a hermetic environment for the variables it touches.
@@ -70,7 +74,11 @@ fn run_sh(extra: &[&str], script: &str) -> Output {
 #[test]
 fn exits_with_the_commands_status() {
     assert_eq!(run_sh(&[], "exit 7").status.code(), Some(7));
-    assert_eq!(output(launcher(["run", "sh", "-c", "exit 9"])).status.code(), Some(9), "without --");
+    assert_eq!(
+        output(launcher(["run", "sh", "-c", "exit 9"])).status.code(),
+        Some(9),
+        "without --"
+    );
     assert_eq!(run_sh(&[], "kill -TERM $$").status.code(), Some(128 + 15), "killed by a signal");
     let o = output(launcher(["run", "--", "/nonexistent/xhsa-emu-test-cmd"]));
     assert_eq!(o.status.code(), Some(127), "{}", stderr(&o));
@@ -93,7 +101,8 @@ lsmod | grep amdgpu"#;
     let out = stdout(&o);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 8, "{out}");
-    let (preload, libpath, gpus, scale, config, path) = (lines[0], lines[1], lines[2], lines[3], lines[4], lines[5]);
+    let (preload, libpath, gpus, scale, config, path) =
+        (lines[0], lines[1], lines[2], lines[3], lines[4], lines[5]);
     assert!(preload.ends_with("/lib/libhsakmt.so.1") && !preload.contains(':'), "{preload}");
     let first = libpath.split(':').next().unwrap();
     assert_eq!(Path::new(first).join("libhsakmt.so.1"), Path::new(preload));
@@ -116,7 +125,15 @@ fn the_fault_knob_reaches_the_command_unchanged() {
 #[test]
 fn existing_preloads_stay_first_and_search_paths_are_kept() {
     let thunk = stand_in_thunk();
-    let mut c = launcher(["run", "--time-scale", "2.5", "--", "sh", "-c", r#"printf '%s\n' "$LD_PRELOAD" "$LD_LIBRARY_PATH" "$XHSA_EMU_TIME_SCALE" "$XHSA_EMU_GPUS""#]);
+    let mut c = launcher([
+        "run",
+        "--time-scale",
+        "2.5",
+        "--",
+        "sh",
+        "-c",
+        r#"printf '%s\n' "$LD_PRELOAD" "$LD_LIBRARY_PATH" "$XHSA_EMU_TIME_SCALE" "$XHSA_EMU_GPUS""#,
+    ]);
     c.env("LD_PRELOAD", &thunk).env("LD_LIBRARY_PATH", "/xhsa-emu-test/a:/xhsa-emu-test/b");
     let o = output(c);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -134,7 +151,8 @@ fn the_config_reaches_the_command_as_an_absolute_path() {
     let dir = temp_path("cfgdir");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("emu.toml"), "[device]\nxccs = 2\n").unwrap();
-    let mut c = launcher(["run", "--config", "emu.toml", "--", "sh", "-c", "echo \"$XHSA_EMU_CONFIG\""]);
+    let mut c =
+        launcher(["run", "--config", "emu.toml", "--", "sh", "-c", "echo \"$XHSA_EMU_CONFIG\""]);
     c.current_dir(&dir);
     let o = output(c);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -146,9 +164,20 @@ fn the_config_reaches_the_command_as_an_absolute_path() {
 fn a_bad_config_is_refused_before_the_command_runs() {
     let cfg = temp_path("bad.toml");
     std::fs::write(&cfg, "[device]\nwave_size = 48\n").unwrap();
-    let o = output(launcher([OsStr::new("run"), OsStr::new("--config"), cfg.as_os_str(), OsStr::new("--"), OsStr::new("echo"), OsStr::new("ran")]));
+    let o = output(launcher([
+        OsStr::new("run"),
+        OsStr::new("--config"),
+        cfg.as_os_str(),
+        OsStr::new("--"),
+        OsStr::new("echo"),
+        OsStr::new("ran"),
+    ]));
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("device.wave_size") && stderr(&o).contains("32, 64"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("device.wave_size") && stderr(&o).contains("32, 64"),
+        "{}",
+        stderr(&o)
+    );
     assert_eq!(stdout(&o), "");
     let o = output(launcher([OsStr::new("info"), OsStr::new("--config"), cfg.as_os_str()]));
     assert_eq!(o.status.code(), Some(2));
@@ -163,12 +192,18 @@ fn a_missing_thunk_is_named() {
     let o = output(c);
     assert_eq!(o.status.code(), Some(2));
     let e = stderr(&o);
-    assert!(e.contains("/nonexistent/xhsa-emu-test/libhsakmt.so") && e.contains("cargo build --workspace"), "{e}");
+    assert!(
+        e.contains("/nonexistent/xhsa-emu-test/libhsakmt.so")
+            && e.contains("cargo build --workspace"),
+        "{e}"
+    );
 }
 
 #[test]
 fn the_runtime_dir_is_removed_after_exit() {
-    for script in ["echo \"${LD_LIBRARY_PATH%%:*}\"", "echo \"${LD_LIBRARY_PATH%%:*}\"; kill -KILL $$"] {
+    for script in
+        ["echo \"${LD_LIBRARY_PATH%%:*}\"", "echo \"${LD_LIBRARY_PATH%%:*}\"; kill -KILL $$"]
+    {
         let o = run_sh(&[], script);
         let lib = PathBuf::from(stdout(&o).trim());
         assert!(lib.ends_with("lib"), "{lib:?}");
@@ -179,7 +214,13 @@ fn the_runtime_dir_is_removed_after_exit() {
 
 #[test]
 fn a_termination_signal_is_forwarded() {
-    let mut c = launcher(["run", "--", "sh", "-c", "trap 'echo term; kill $! 2>/dev/null; exit 3' TERM; sleep 20 & wait"]);
+    let mut c = launcher([
+        "run",
+        "--",
+        "sh",
+        "-c",
+        "trap 'echo term; kill $! 2>/dev/null; exit 3' TERM; sleep 20 & wait",
+    ]);
     c.stdout(std::process::Stdio::piped());
     let child = c.spawn().unwrap();
     std::thread::sleep(Duration::from_millis(300));

@@ -23,4 +23,3 @@ impl Contention {
         Contention { external_highest: highest }
     }
 }
-

@@ -20,4 +20,3 @@ impl fmt::Display for QueueId {
 /// A CU partition of a GPU.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PartitionId(pub u32);
-

@@ -221,8 +221,9 @@ mod tests {
     }
 
     fn priority() -> impl Strategy<Value = Priority> {
-        (-256i64..=255, 0u32..3)
-            .prop_map(|(l, s)| Priority::new(Level::new(l).unwrap(), StreamPriority::from_hsa(s).unwrap()))
+        (-256i64..=255, 0u32..3).prop_map(|(l, s)| {
+            Priority::new(Level::new(l).unwrap(), StreamPriority::from_hsa(s).unwrap())
+        })
     }
 
     proptest! {

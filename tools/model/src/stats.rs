@@ -93,7 +93,13 @@ pub enum QueueState {
 
 impl QueueState {
     /// Every state, in number order.
-    pub const ALL: [QueueState; 5] = [QueueState::Running, QueueState::Held, QueueState::Preempted, QueueState::Passthrough, QueueState::Degraded];
+    pub const ALL: [QueueState; 5] = [
+        QueueState::Running,
+        QueueState::Held,
+        QueueState::Preempted,
+        QueueState::Passthrough,
+        QueueState::Degraded,
+    ];
 
     /// Its number in the board.
     pub fn code(self) -> u32 {
@@ -234,9 +240,15 @@ mod tests {
         let s = QueueStats { in_flight: 3, beat_ns: 1_000_000_000, ..Default::default() };
         assert!(s.has_work_at(1_000_000_000));
         assert!(s.has_work_at(1_000_000_000 + STALE_AFTER_NS));
-        assert!(!s.has_work_at(1_000_000_001 + STALE_AFTER_NS), "a stopped owner's work goes stale");
+        assert!(
+            !s.has_work_at(1_000_000_001 + STALE_AFTER_NS),
+            "a stopped owner's work goes stale"
+        );
         assert!(s.has_work_at(0), "a beat ahead of the reader's clock is fresh");
-        assert!(!QueueStats { beat_ns: 1_000_000_000, ..Default::default() }.has_work_at(1_000_000_000), "no work is no work");
+        assert!(
+            !QueueStats { beat_ns: 1_000_000_000, ..Default::default() }.has_work_at(1_000_000_000),
+            "no work is no work"
+        );
     }
 
     #[test]
@@ -270,7 +282,9 @@ mod tests {
         s.in_flight = 1;
         assert!(s.has_work());
         s.flags = FLAG_HELD | FLAG_CONTENDED;
-        assert!(s.has_flag(FLAG_HELD) && s.has_flag(FLAG_CONTENDED) && !s.has_flag(FLAG_PASSTHROUGH));
+        assert!(
+            s.has_flag(FLAG_HELD) && s.has_flag(FLAG_CONTENDED) && !s.has_flag(FLAG_PASSTHROUGH)
+        );
         s.priority = 3; // level 0, stream 3: not a priority
         assert_eq!(s.priority(), None);
         assert_eq!(saturate_u32(u64::MAX), u32::MAX);

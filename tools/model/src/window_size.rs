@@ -20,7 +20,9 @@ impl WindowSize {
 
     /// `W = n`, or `None` outside `1..=1024`.
     pub fn new(n: u64) -> Option<WindowSize> {
-        (WindowSize::MIN as u64..=WindowSize::MAX as u64).contains(&n).then_some(WindowSize(n as u32))
+        (WindowSize::MIN as u64..=WindowSize::MAX as u64)
+            .contains(&n)
+            .then_some(WindowSize(n as u32))
     }
 
     /// The value of W.
@@ -40,4 +42,3 @@ impl fmt::Display for WindowSize {
         self.0.fmt(f)
     }
 }
-

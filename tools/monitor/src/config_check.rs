@@ -42,9 +42,16 @@ pub fn check(text: &str, origin: &str) -> Vec<Problem> {
 }
 
 fn place(e: &SettingError, text: &str, origin: &str) -> Problem {
-    let key = e.setting.strip_prefix(origin).and_then(|k| k.strip_prefix(": ")).unwrap_or("").to_string();
+    let key =
+        e.setting.strip_prefix(origin).and_then(|k| k.strip_prefix(": ")).unwrap_or("").to_string();
     let at = if key.is_empty() { syntax_position(&e.problem) } else { locate(text, &key) };
-    Problem { at, key, value: e.value.clone(), problem: e.problem.clone(), fallback: e.fallback.clone() }
+    Problem {
+        at,
+        key,
+        value: e.value.clone(),
+        problem: e.problem.clone(),
+        fallback: e.fallback.clone(),
+    }
 }
 
 /// `line N, column M` in a TOML parser message.
@@ -72,10 +79,17 @@ pub fn locate(text: &str, key: &str) -> Option<(usize, usize)> {
         rest.trim_start().starts_with('=').then(|| line.len() - trimmed.len() + 1)
     };
     // A rule: the index-th `[[name]]` header, then the field inside its section.
-    let headers: Vec<usize> = lines.iter().enumerate().filter(|(_, l)| l.trim() == format!("[[{name}]]")).map(|(i, _)| i).collect();
+    let headers: Vec<usize> = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.trim() == format!("[[{name}]]"))
+        .map(|(i, _)| i)
+        .collect();
     if let (Some(i), false) = (index, headers.is_empty()) {
         let start = *headers.get(i)?;
-        let Some(field) = field else { return Some((start + 1, lines[start].find('[').unwrap_or(0) + 1)) };
+        let Some(field) = field else {
+            return Some((start + 1, lines[start].find('[').unwrap_or(0) + 1));
+        };
         for (n, line) in lines.iter().enumerate().skip(start + 1) {
             if line.trim_start().starts_with('[') {
                 break;
@@ -107,13 +121,16 @@ mod tests {
         let text = "priority = 300\nwindow = 2\n  windw = 3\n\n[[process]]\nname = \"a\"\npriority = 1\n\n[[process]]\nname = \"b\"\npriority = \"x\"\n";
         let p = check(text, "f.toml");
         assert_eq!(p.len(), 3, "{p:?}");
-        let by_key = |k: &str| p.iter().find(|x| x.key == k).unwrap_or_else(|| panic!("{k}: {p:?}"));
+        let by_key =
+            |k: &str| p.iter().find(|x| x.key == k).unwrap_or_else(|| panic!("{k}: {p:?}"));
         assert_eq!(by_key("priority").at, Some((1, 1)));
         assert!(by_key("priority").problem.contains("-256..=255"));
         assert_eq!(by_key("windw").at, Some((3, 3)));
         assert!(by_key("windw").problem.contains("accepted keys"));
         assert_eq!(by_key("process[1].priority").at, Some((11, 1)));
-        assert!(by_key("process[1].priority").to_string().starts_with("line 11, column 1: key `process[1].priority`: value \"x\": "));
+        assert!(by_key("process[1].priority")
+            .to_string()
+            .starts_with("line 11, column 1: key `process[1].priority`: value \"x\": "));
     }
 
     #[test]

@@ -12,11 +12,14 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use xhsa_board::layout::{ACK_ABOVE_CAP, ACK_APPLIED, ACK_BAD_LEVEL, ACK_NOT_PERMITTED, ACK_UNKNOWN_OP, ACK_UNVERIFIED, OP_CLEAR_PRIORITY, OP_PAUSE, OP_RESUME, OP_SET_PRIORITY};
-use xhsa_model::clock::monotonic_ns;
+use xhsa_board::layout::{
+    ACK_ABOVE_CAP, ACK_APPLIED, ACK_BAD_LEVEL, ACK_NOT_PERMITTED, ACK_UNKNOWN_OP, ACK_UNVERIFIED,
+    OP_CLEAR_PRIORITY, OP_PAUSE, OP_RESUME, OP_SET_PRIORITY,
+};
 use xhsa_board::owner::Locator;
 use xhsa_board::place::board_files;
 use xhsa_board::shared::{BoardError, SharedBoard};
+use xhsa_model::clock::monotonic_ns;
 use xhsa_model::priority::Level;
 
 /// How long a controller waits for the owner's answer.
@@ -52,7 +55,8 @@ pub struct Target {
 }
 
 /// The accepted forms of a target.
-pub const TARGET_FORMS: &str = "PID (every queue of the process) or PID:QUEUE (one queue, its id as xhsa-top shows it)";
+pub const TARGET_FORMS: &str =
+    "PID (every queue of the process) or PID:QUEUE (one queue, its id as xhsa-top shows it)";
 /// The accepted forms of a level.
 pub const LEVEL_FORMS: &str = "an integer -256..=255 (higher is more urgent), or `reset` to go back to the requested priority";
 
@@ -75,7 +79,12 @@ pub fn parse_level(text: &str) -> Result<Request, String> {
     if text.trim().eq_ignore_ascii_case("reset") {
         return Ok(Request::ClearPriority);
     }
-    text.trim().parse::<i64>().ok().and_then(Level::new).map(Request::SetPriority).ok_or_else(|| format!("`{text}` is not a level: expected {LEVEL_FORMS}"))
+    text.trim()
+        .parse::<i64>()
+        .ok()
+        .and_then(Level::new)
+        .map(Request::SetPriority)
+        .ok_or_else(|| format!("`{text}` is not a level: expected {LEVEL_FORMS}"))
 }
 
 /// What one queue's owner answered.
@@ -91,8 +100,15 @@ pub struct Outcome {
 /// Why a board cannot be changed by this user, from the file's owner, group and mode.
 fn permission_text(path: &Path, err: &BoardError) -> String {
     let who = match std::fs::metadata(path) {
-        Ok(m) if m.mode() & 0o020 != 0 => format!("only its owner (uid {}) and group (gid {}) may change it (mode {:o})", m.uid(), m.gid(), m.mode() & 0o777),
-        Ok(m) => format!("only its owner (uid {}) may change it (mode {:o})", m.uid(), m.mode() & 0o777),
+        Ok(m) if m.mode() & 0o020 != 0 => format!(
+            "only its owner (uid {}) and group (gid {}) may change it (mode {:o})",
+            m.uid(),
+            m.gid(),
+            m.mode() & 0o777
+        ),
+        Ok(m) => {
+            format!("only its owner (uid {}) may change it (mode {:o})", m.uid(), m.mode() & 0o777)
+        }
         Err(_) => String::new(),
     };
     format!("{err}; {who}")
@@ -127,8 +143,15 @@ pub fn send(dir: &Path, target: Target, req: Request) -> Result<Vec<Outcome>, St
             }
             let (op, level) = req.op();
             match board.send_control(index, op, level, monotonic_ns()) {
-                Ok(request) => sent.push((index, slot.queue_id, request, std::time::Instant::now())),
-                Err(e) => out.push(Outcome { node, pid, queue: slot.queue_id, result: Err(format!("{e}; nothing was sent")) }),
+                Ok(request) => {
+                    sent.push((index, slot.queue_id, request, std::time::Instant::now()))
+                }
+                Err(e) => out.push(Outcome {
+                    node,
+                    pid,
+                    queue: slot.queue_id,
+                    result: Err(format!("{e}; nothing was sent")),
+                }),
             }
         }
         for (index, queue, request, sent_at) in sent {
@@ -165,7 +188,10 @@ pub fn send(dir: &Path, target: Target, req: Request) -> Result<Vec<Outcome>, St
             Some(q) => format!("no queue {q} of process {}", target.pid),
             None => format!("no queue of process {}", target.pid),
         };
-        let mut msg = format!("{what} on the boards in {} (xhsa-top or `xhsactl list` shows them)", dir.display());
+        let mut msg = format!(
+            "{what} on the boards in {} (xhsa-top or `xhsactl list` shows them)",
+            dir.display()
+        );
         if !refused.is_empty() {
             msg.push_str("; boards this user cannot change: ");
             msg.push_str(&refused.join("; "));
@@ -182,7 +208,9 @@ pub fn mapped_by(path: &Path) -> Vec<u32> {
     let want = path.to_string_lossy().into_owned();
     let mut pids = Vec::new();
     for e in entries.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
         if let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) {
             if maps.lines().any(|l| l.ends_with(&want)) {
                 pids.push(pid);
@@ -198,10 +226,11 @@ pub fn mapped_by(path: &Path) -> Vec<u32> {
 pub fn clean(dir: &Path, force: bool) -> Result<Vec<String>, String> {
     let files = board_files(dir).map_err(|e| format!("board directory {}: {e}", dir.display()))?;
     let mut lines = Vec::new();
-    let remove = |path: &PathBuf, why: String, lines: &mut Vec<String>| match std::fs::remove_file(path) {
-        Ok(()) => lines.push(format!("removed {}: {why}", path.display())),
-        Err(e) => lines.push(format!("could not remove {}: {e}", path.display())),
-    };
+    let remove =
+        |path: &PathBuf, why: String, lines: &mut Vec<String>| match std::fs::remove_file(path) {
+            Ok(()) => lines.push(format!("removed {}: {why}", path.display())),
+            Err(e) => lines.push(format!("could not remove {}: {e}", path.display())),
+        };
     for (path, _) in files {
         match SharedBoard::open_existing(&path) {
             Ok(board) => {
@@ -258,8 +287,18 @@ mod tests {
         live.claim(this_process(), PartitionId(0), QueueId(2), Priority::default()).unwrap();
         let lines = clean(&dir, false).unwrap();
         assert_eq!(lines.len(), 2, "{lines:?}");
-        assert!(lines[0].starts_with("removed") && lines[0].contains("gpu7") && lines[0].contains("1 slots of dead processes cleared"), "{lines:?}");
-        assert!(lines[1].starts_with("kept") && lines[1].contains("gpu8") && lines[1].contains(&std::process::id().to_string()), "{lines:?}");
+        assert!(
+            lines[0].starts_with("removed")
+                && lines[0].contains("gpu7")
+                && lines[0].contains("1 slots of dead processes cleared"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[1].starts_with("kept")
+                && lines[1].contains("gpu8")
+                && lines[1].contains(&std::process::id().to_string()),
+            "{lines:?}"
+        );
         assert!(!place.path(7, nix::unistd::getuid().as_raw()).exists());
         // A board of another layout stays unless forced.
         let old = dir.join(format!("xhsa-u{}-gpu9.board", nix::unistd::getuid().as_raw()));
@@ -267,10 +306,17 @@ mod tests {
         bytes[..8].copy_from_slice(b"XHSABRD\0");
         bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
         std::fs::write(&old, &bytes).unwrap();
-        std::fs::set_permissions(&old, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-        assert!(clean(&dir, false).unwrap().iter().any(|l| l.starts_with("not removed") && l.contains("--force")));
+        std::fs::set_permissions(&old, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
+        assert!(clean(&dir, false)
+            .unwrap()
+            .iter()
+            .any(|l| l.starts_with("not removed") && l.contains("--force")));
         assert!(old.exists());
-        assert!(clean(&dir, true).unwrap().iter().any(|l| l.starts_with("removed") && l.contains("gpu9")));
+        assert!(clean(&dir, true)
+            .unwrap()
+            .iter()
+            .any(|l| l.starts_with("removed") && l.contains("gpu9")));
         assert!(!old.exists());
         drop(live);
         std::fs::remove_dir_all(&dir).unwrap();

@@ -6,7 +6,7 @@
 //! of buckets with their upper bound in µs (`null` for the last, open one).
 #![forbid(unsafe_code)]
 
-use crate::snapshot::{Snapshot, Queue};
+use crate::snapshot::{Queue, Snapshot};
 use serde::Serialize;
 
 #[derive(Serialize)]
@@ -105,7 +105,11 @@ fn queue(q: &Queue) -> QueueJ<'_> {
         latency_p50_us: q.latency_quantile_us(0.5),
         latency_p99_us: q.latency_quantile_us(0.99),
         latency: q.latency.iter().map(|(le, n)| Bucket { le_us: *le, count: *n }).collect(),
-        recent_preemptions: q.recent_preemptions.iter().map(|(ago, d)| Recent { started_ns_ago: *ago, duration_ns: *d }).collect(),
+        recent_preemptions: q
+            .recent_preemptions
+            .iter()
+            .map(|(ago, d)| Recent { started_ns_ago: *ago, duration_ns: *d })
+            .collect(),
     }
 }
 
@@ -119,7 +123,10 @@ pub fn render(s: &Snapshot) -> String {
             .map(|g| GpuJ {
                 node: g.node,
                 board: g.board.display().to_string(),
-                processes: g.processes.iter().map(|p| ProcessJ {
+                processes: g
+                    .processes
+                    .iter()
+                    .map(|p| ProcessJ {
                         pid: p.pid,
                         ns_pid: p.ns_pid,
                         container: p.other_namespace,
@@ -127,7 +134,10 @@ pub fn render(s: &Snapshot) -> String {
                         cgroup: p.cgroup.as_deref(),
                         uid: p.uid,
                         name: &p.name,
-                        alive: p.alive, queues: p.queues.iter().map(queue).collect() }).collect(),
+                        alive: p.alive,
+                        queues: p.queues.iter().map(queue).collect(),
+                    })
+                    .collect(),
             })
             .collect(),
         problems: &s.problems,

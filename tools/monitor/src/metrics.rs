@@ -37,21 +37,38 @@ const FAMILIES: [(&str, &str, &str); 12] = [
     ("xhsa_queue_held_seconds_total", "counter", "Time the level-1 window held the queue back."),
     ("xhsa_queue_pending", "gauge", "Packets held in libxhsa now."),
     ("xhsa_queue_in_flight", "gauge", "Packets forwarded and not yet complete."),
-    ("xhsa_queue_priority", "gauge", "Effective priority level (-256..=255, higher is more urgent)."),
-    ("xhsa_queue_requested_priority", "gauge", "Priority level the application and the config asked for."),
+    (
+        "xhsa_queue_priority",
+        "gauge",
+        "Effective priority level (-256..=255, higher is more urgent).",
+    ),
+    (
+        "xhsa_queue_requested_priority",
+        "gauge",
+        "Priority level the application and the config asked for.",
+    ),
     ("xhsa_queue_paused", "gauge", "1 while an operator keeps the queue paused."),
     ("xhsa_queue_state", "gauge", "1 for the queue's current state."),
 ];
 
 /// The exposition of `s`.
 pub fn render(s: &Snapshot) -> String {
-    let mut fams: Vec<Family> = FAMILIES.iter().map(|&(name, kind, help)| Family { name, kind, help, lines: Vec::new() }).collect();
+    let mut fams: Vec<Family> = FAMILIES
+        .iter()
+        .map(|&(name, kind, help)| Family { name, kind, help, lines: Vec::new() })
+        .collect();
     let mut processes = Vec::new();
     for g in &s.gpus {
         processes.push(format!("xhsa_gpu_processes{{gpu=\"{}\"}} {}", g.node, g.processes.len()));
     }
     for (g, p, q) in s.queues() {
-        let labels = format!("gpu=\"{}\",pid=\"{}\",process=\"{}\",queue=\"{}\"", g.node, p.pid, escape(&p.name), q.id);
+        let labels = format!(
+            "gpu=\"{}\",pid=\"{}\",process=\"{}\",queue=\"{}\"",
+            g.node,
+            p.pid,
+            escape(&p.name),
+            q.id
+        );
         let secs = |ns: u64| format!("{:.9}", ns as f64 / 1e9);
         let values: [String; 11] = [
             q.dispatched.to_string(),
@@ -71,7 +88,11 @@ pub fn render(s: &Snapshot) -> String {
         }
         let state = fams.last_mut().expect("the state family");
         for st in QueueState::ALL {
-            state.lines.push(format!("xhsa_queue_state{{{labels},state=\"{}\"}} {}", st.name(), u8::from(q.state == st)));
+            state.lines.push(format!(
+                "xhsa_queue_state{{{labels},state=\"{}\"}} {}",
+                st.name(),
+                u8::from(q.state == st)
+            ));
         }
     }
     let mut out = String::new();
@@ -105,10 +126,24 @@ pub fn serve_one(mut stream: TcpStream, dir: &Path) -> std::io::Result<()> {
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let path = path.split('?').next().unwrap_or("");
     let (status, ctype, body) = match (method, path) {
-        ("GET", "/metrics") => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", render(&crate::snapshot::take(dir))),
-        ("GET", "/") => ("200 OK", "text/plain; charset=utf-8", "xhsa metrics: see /metrics\n".to_string()),
-        ("GET", _) => ("404 Not Found", "text/plain; charset=utf-8", "not found: the metrics are at /metrics\n".to_string()),
-        _ => ("405 Method Not Allowed", "text/plain; charset=utf-8", "only GET is served\n".to_string()),
+        ("GET", "/metrics") => (
+            "200 OK",
+            "text/plain; version=0.0.4; charset=utf-8",
+            render(&crate::snapshot::take(dir)),
+        ),
+        ("GET", "/") => {
+            ("200 OK", "text/plain; charset=utf-8", "xhsa metrics: see /metrics\n".to_string())
+        }
+        ("GET", _) => (
+            "404 Not Found",
+            "text/plain; charset=utf-8",
+            "not found: the metrics are at /metrics\n".to_string(),
+        ),
+        _ => (
+            "405 Method Not Allowed",
+            "text/plain; charset=utf-8",
+            "only GET is served\n".to_string(),
+        ),
     };
     write!(stream, "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len())?;
     stream.flush()

@@ -10,12 +10,14 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use xhsa_board::layout::Slot;
-use xhsa_model::clock::monotonic_ns;
 use xhsa_board::owner::{process_name, Locator};
 use xhsa_board::place::board_files;
 use xhsa_board::shared::{BoardError, SharedBoard};
-use xhsa_model::stats::{latency_bucket_limit_us, QueueState, FLAG_HELD, FLAG_OVERRIDDEN, FLAG_PAUSED, LATENCY_BUCKETS};
+use xhsa_model::clock::monotonic_ns;
 use xhsa_model::priority::{Priority, StreamPriority};
+use xhsa_model::stats::{
+    latency_bucket_limit_us, QueueState, FLAG_HELD, FLAG_OVERRIDDEN, FLAG_PAUSED, LATENCY_BUCKETS,
+};
 
 /// Every board of a directory at one moment.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -167,12 +169,16 @@ impl Queue {
             held_ns: st.throttle_ns,
             held_events: st.throttle_events,
             packet_ns: st.packet_ns,
-            latency: (0..LATENCY_BUCKETS).map(|i| (latency_bucket_limit_us(i), st.latency[i])).collect(),
+            latency: (0..LATENCY_BUCKETS)
+                .map(|i| (latency_bucket_limit_us(i), st.latency[i]))
+                .collect(),
             recent_preemptions: slot
                 .recent
                 .iter()
                 .filter(|r| r.start_ns != 0)
-                .map(|r| (now.saturating_sub(r.start_ns), (r.duration_ns != 0).then_some(r.duration_ns)))
+                .map(|r| {
+                    (now.saturating_sub(r.start_ns), (r.duration_ns != 0).then_some(r.duration_ns))
+                })
                 .collect(),
         }
     }
@@ -259,7 +265,9 @@ pub fn take(dir: &Path) -> Snapshot {
 impl Snapshot {
     /// Every queue, with its GPU and process.
     pub fn queues(&self) -> impl Iterator<Item = (&Gpu, &Process, &Queue)> {
-        self.gpus.iter().flat_map(|g| g.processes.iter().flat_map(move |p| p.queues.iter().map(move |q| (g, p, q))))
+        self.gpus.iter().flat_map(|g| {
+            g.processes.iter().flat_map(move |p| p.queues.iter().map(move |q| (g, p, q)))
+        })
     }
 }
 
@@ -285,7 +293,10 @@ mod tests {
         let stopped = Queue::from_slot(&slot, 0, 2_000_000 + STALE_AFTER_NS);
         assert!(stopped.stale);
         slot.stats.in_flight = 0;
-        assert!(!Queue::from_slot(&slot, 0, 2_000_000 + STALE_AFTER_NS).stale, "no work, nothing stale");
+        assert!(
+            !Queue::from_slot(&slot, 0, 2_000_000 + STALE_AFTER_NS).stale,
+            "no work, nothing stale"
+        );
     }
 
     #[test]
@@ -297,7 +308,11 @@ mod tests {
         assert_eq!(q.latency_quantile_us(1.0), Some(512));
         let mut open = [0u32; LATENCY_BUCKETS];
         open[LATENCY_BUCKETS - 1] = 3;
-        assert_eq!(queue_with(&open).latency_quantile_us(0.5), None, "the last bucket has no bound");
+        assert_eq!(
+            queue_with(&open).latency_quantile_us(0.5),
+            None,
+            "the last bucket has no bound"
+        );
     }
 
     #[test]
@@ -313,11 +328,17 @@ mod tests {
         }
         let file = dir.join(format!("xhsa-u{}-gpu1.board", nix::unistd::getuid().as_raw()));
         std::fs::write(&file, &bytes).unwrap();
-        std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
         let s = take(&dir);
         assert!(s.gpus.is_empty());
         assert_eq!(s.problems.len(), 1);
-        assert!(s.problems[0].contains("layout version 2") && s.problems[0].contains("another release of xhsa"), "{}", s.problems[0]);
+        assert!(
+            s.problems[0].contains("layout version 2")
+                && s.problems[0].contains("another release of xhsa"),
+            "{}",
+            s.problems[0]
+        );
         let text = crate::text::render(&s);
         assert!(text.contains("problem: ") && text.contains("layout version 2"), "{text}");
         std::fs::remove_dir_all(&dir).unwrap();

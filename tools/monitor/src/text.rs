@@ -18,7 +18,8 @@ pub fn prio(p: Option<Prio>) -> String {
 }
 
 /// The column header of [`render`]'s queue lines.
-pub const HEADER: &str = "    PID NAME         QID PRIO  REQ STATE     PEND INFL  DISPATCH PRMT  OFF_MS";
+pub const HEADER: &str =
+    "    PID NAME         QID PRIO  REQ STATE     PEND INFL  DISPATCH PRMT  OFF_MS";
 
 /// The snapshot as text.
 pub fn render(s: &Snapshot) -> String {
@@ -28,20 +29,35 @@ pub fn render(s: &Snapshot) -> String {
     }
     for g in &s.gpus {
         let queues: usize = g.processes.iter().map(|p| p.queues.len()).sum();
-        let _ = writeln!(out, "GPU node {} ({}): {} processes, {} queues", g.node, g.board.display(), g.processes.len(), queues);
+        let _ = writeln!(
+            out,
+            "GPU node {} ({}): {} processes, {} queues",
+            g.node,
+            g.board.display(),
+            g.processes.len(),
+            queues
+        );
         let _ = writeln!(out, "{HEADER}");
         for p in &g.processes {
             for q in &p.queues {
-                let state = if q.paused { format!("{}*", q.state.name()) } else { q.state.name().to_string() };
+                let state = if q.paused {
+                    format!("{}*", q.state.name())
+                } else {
+                    q.state.name().to_string()
+                };
                 let name: String = p.name.chars().take(11).collect();
                 let mut dead = if p.alive { String::new() } else { " (gone)".to_string() };
                 if p.other_namespace {
-                    let cg = p.cgroup.as_deref().map(|c| format!(", cgroup {c}")).unwrap_or_default();
+                    let cg =
+                        p.cgroup.as_deref().map(|c| format!(", cgroup {c}")).unwrap_or_default();
                     let seen = if p.visible { "" } else { ", not visible from here" };
                     dead.push_str(&format!(" (container: pid {} inside{seen}{cg})", p.ns_pid));
                 }
                 if q.stale && p.alive {
-                    dead.push_str(&format!(" (stopped? work unconfirmed for {} ms, not counted)", q.confirmed_ns_ago / 1_000_000));
+                    dead.push_str(&format!(
+                        " (stopped? work unconfirmed for {} ms, not counted)",
+                        q.confirmed_ns_ago / 1_000_000
+                    ));
                 }
                 let _ = writeln!(
                     out,

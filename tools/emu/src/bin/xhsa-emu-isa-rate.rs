@@ -13,7 +13,10 @@ use clap::Parser;
 use xhsa_emu::isa::host::{CodeObject, HostRig};
 
 #[derive(Parser)]
-#[command(name = "xhsa-emu-isa-rate", about = "The ISA interpreter's rate in wave-instructions per second (a benchmark: prints figures)")]
+#[command(
+    name = "xhsa-emu-isa-rate",
+    about = "The ISA interpreter's rate in wave-instructions per second (a benchmark: prints figures)"
+)]
 struct Args {
     /// Code object built from tools/emu/tests/isa/alu_loop.hip for gfx90a.
     code_object: std::path::PathBuf,
@@ -62,13 +65,39 @@ fn main() -> ExitCode {
     type Check = fn(&[u32]) -> Option<usize>;
     /// Label, kernel, arguments, grid, workgroup, CPU check.
     type Case<'a> = (&'a str, &'a str, Vec<u64>, u32, u16, Option<Check>);
-    let alu: Check = |got| got.iter().enumerate().position(|(t, &g)| g != alu_expected(t as u32, 200));
-    let divergent: Check = |got| got.iter().enumerate().position(|(t, &g)| g != if t % 3 == 0 { t as u32 + 1 } else { alu_expected(t as u32, 200) });
+    let alu: Check =
+        |got| got.iter().enumerate().position(|(t, &g)| g != alu_expected(t as u32, 200));
+    let divergent: Check = |got| {
+        got.iter().enumerate().position(|(t, &g)| {
+            g != if t % 3 == 0 { t as u32 + 1 } else { alu_expected(t as u32, 200) }
+        })
+    };
     let cases: [Case; 5] = [
-        ("ALU loop (xorshift/multiply, full EXEC)", "isa_alu_loop", vec![out, 200], n as u32, 256, Some(alu)),
-        ("ALU loop, a third of the lanes off (partial EXEC)", "isa_divergent_loop", vec![out, 200], n as u32, 256, Some(divergent)),
+        (
+            "ALU loop (xorshift/multiply, full EXEC)",
+            "isa_alu_loop",
+            vec![out, 200],
+            n as u32,
+            256,
+            Some(alu),
+        ),
+        (
+            "ALU loop, a third of the lanes off (partial EXEC)",
+            "isa_divergent_loop",
+            vec![out, 200],
+            n as u32,
+            256,
+            Some(divergent),
+        ),
         ("scalar ALU loop", "isa_salu_loop", vec![out, 20_000], 64 * 32, 64, None),
-        ("vector ALU loop (32-bit logic, shifts, adds)", "isa_valu_loop", vec![out, 20_000], 64 * 32, 64, None),
+        (
+            "vector ALU loop (32-bit logic, shifts, adds)",
+            "isa_valu_loop",
+            vec![out, 20_000],
+            64 * 32,
+            64,
+            None,
+        ),
         ("scalar load loop", "isa_smem_loop", vec![out, table, 20_000], 64 * 32, 64, None),
     ];
     let mut failed = false;
@@ -94,7 +123,10 @@ fn main() -> ExitCode {
             if let Some(check) = check {
                 let got: Vec<u32> = rig.download(out, grid as usize);
                 if let Some(t) = check(&got) {
-                    eprintln!("xhsa-emu-isa-rate: {kernel}: wrong result for work-item {t}: {:#x}", got[t]);
+                    eprintln!(
+                        "xhsa-emu-isa-rate: {kernel}: wrong result for work-item {t}: {:#x}",
+                        got[t]
+                    );
                     failed = true;
                     break;
                 }

@@ -48,9 +48,17 @@ pub mod error {
 pub enum Packet {
     Kernel(Dispatch),
     /// Barrier-AND (`any == false`) or barrier-OR over the non-zero dependency signals.
-    Barrier { deps: Vec<u64>, any: bool },
+    Barrier {
+        deps: Vec<u64>,
+        any: bool,
+    },
     /// AMD barrier-value: wait until `(value(signal) & mask) cond value`.
-    BarrierValue { signal: u64, value: i64, mask: i64, cond: u32 },
+    BarrierValue {
+        signal: u64,
+        value: i64,
+        mask: i64,
+        cond: u32,
+    },
     /// A PM4 indirect buffer (ROCr's cache invalidation): nothing to model.
     Pm4,
 }
@@ -112,9 +120,12 @@ pub fn decode(p: &[u8; 64], max_group_segment: u32) -> Result<Decoded, i64> {
         }
         TYPE_VENDOR => match p[2] {
             VENDOR_PM4_IB => Packet::Pm4,
-            VENDOR_BARRIER_VALUE => {
-                Packet::BarrierValue { signal: u64_at(p, 8), value: u64_at(p, 16) as i64, mask: u64_at(p, 24) as i64, cond: u32_at(p, 32) }
-            }
+            VENDOR_BARRIER_VALUE => Packet::BarrierValue {
+                signal: u64_at(p, 8),
+                value: u64_at(p, 16) as i64,
+                mask: u64_at(p, 24) as i64,
+                cond: u32_at(p, 32),
+            },
             _ => return Err(error::INVALID_VENDOR_PACKET),
         },
         // Agent dispatch is not a GPU queue's packet; other types do not exist.

@@ -10,8 +10,8 @@ use super::clock::Clock;
 use super::executor::Executor;
 use super::{Cp, Env};
 use crate::kfd::events::Events;
-use crate::kfd::memory::Memory;
 use crate::kfd::memory::GpuView;
+use crate::kfd::memory::Memory;
 use crate::sys::doorbell::TrappedArea;
 use crate::sys::futex;
 
@@ -36,12 +36,27 @@ pub struct Engine {
 }
 
 impl Engine {
-    pub fn start(cp: Cp, workers: usize, clock: Clock, events: Arc<Events>, memory: Arc<Memory>, gpu_id: u32, wake: &'static AtomicU32) -> Engine {
+    pub fn start(
+        cp: Cp,
+        workers: usize,
+        clock: Clock,
+        events: Arc<Events>,
+        memory: Arc<Memory>,
+        gpu_id: u32,
+        wake: &'static AtomicU32,
+    ) -> Engine {
         let notify = move || {
             wake.fetch_add(1, Ordering::Release);
             futex::wake_all(wake);
         };
-        let executor = Executor::with_workers(workers, memory.clone(), events.clone(), clock, gpu_id, Box::new(notify));
+        let executor = Executor::with_workers(
+            workers,
+            memory.clone(),
+            events.clone(),
+            clock,
+            gpu_id,
+            Box::new(notify),
+        );
         let shared = Arc::new(Shared {
             cp: Mutex::new(cp),
             wake,
@@ -114,7 +129,15 @@ fn run(s: &Shared) {
     let mem = GpuView::new(&s.memory);
     let clock = || s.clock.now();
     let to_host = |t| s.clock.to_host(t);
-    let env = Env { mem: &mem, events: &s.events, memory: &s.memory, gpu_id: s.gpu_id, clock: &clock, to_host: &to_host, executor: Some(&s.executor) };
+    let env = Env {
+        mem: &mem,
+        events: &s.events,
+        memory: &s.memory,
+        gpu_id: s.gpu_id,
+        clock: &clock,
+        to_host: &to_host,
+        executor: Some(&s.executor),
+    };
     let run_cp = || s.cp.lock().unwrap_or_else(|p| p.into_inner()).run(&env, s.clock.now());
     while !s.stop.load(Ordering::Acquire) {
         let seen = s.wake.load(Ordering::Acquire);

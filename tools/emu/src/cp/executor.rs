@@ -119,14 +119,31 @@ impl Executor {
     /// Starts `workers` worker threads (at least one; the device model starts
     /// `interpreter.threads` of its configuration). `notify` wakes the device thread when a
     /// result is ready.
-    pub fn with_workers(workers: usize, memory: Arc<Memory>, events: Arc<Events>, clock: Clock, gpu_id: u32, notify: Box<dyn Fn() + Send + Sync>) -> Executor {
+    pub fn with_workers(
+        workers: usize,
+        memory: Arc<Memory>,
+        events: Arc<Events>,
+        clock: Clock,
+        gpu_id: u32,
+        notify: Box<dyn Fn() + Send + Sync>,
+    ) -> Executor {
         let workers = workers.max(1);
-        let state = State { new: vec![Vec::new(); workers], cancelled: vec![Vec::new(); workers], running: vec![0; workers], ..State::default() };
-        let inner = Arc::new(Inner { state: Mutex::new(state), work: Condvar::new(), stop: AtomicBool::new(false) });
+        let state = State {
+            new: vec![Vec::new(); workers],
+            cancelled: vec![Vec::new(); workers],
+            running: vec![0; workers],
+            ..State::default()
+        };
+        let inner = Arc::new(Inner {
+            state: Mutex::new(state),
+            work: Condvar::new(),
+            stop: AtomicBool::new(false),
+        });
         let notify: Arc<dyn Fn() + Send + Sync> = Arc::from(notify);
         let threads = (0..workers)
             .map(|w| {
-                let (i, memory, events, notify) = (inner.clone(), memory.clone(), events.clone(), notify.clone());
+                let (i, memory, events, notify) =
+                    (inner.clone(), memory.clone(), events.clone(), notify.clone());
                 std::thread::Builder::new()
                     .name(format!("xhsa-emu-isa{gpu_id}.{w}"))
                     .spawn(move || run(w, &i, &memory, &events, clock, &*notify))
@@ -230,7 +247,14 @@ fn drop_cancelled(st: &mut State, w: usize, active: &mut Vec<Active>) {
 }
 
 /// Worker `w`'s loop.
-fn run(w: usize, inner: &Inner, memory: &Arc<Memory>, events: &Events, clock: Clock, notify: &dyn Fn()) {
+fn run(
+    w: usize,
+    inner: &Inner,
+    memory: &Arc<Memory>,
+    events: &Events,
+    clock: Clock,
+    notify: &dyn Fn(),
+) {
     let view = GpuView::new(memory);
     let accessible = |a: u64, l: u64| memory.device_accessible(a, l);
     let now = || clock.now();
@@ -244,7 +268,11 @@ fn run(w: usize, inner: &Inner, memory: &Arc<Memory>, events: &Events, clock: Cl
             let mut st = inner.lock();
             drop_cancelled(&mut st, w, &mut active);
             st.running[w] = active.len();
-            while st.new[w].is_empty() && active.is_empty() && st.cancelled[w].is_empty() && !inner.stop.load(Ordering::Acquire) {
+            while st.new[w].is_empty()
+                && active.is_empty()
+                && st.cancelled[w].is_empty()
+                && !inner.stop.load(Ordering::Acquire)
+            {
                 st = inner.work.wait(st).unwrap_or_else(|p| p.into_inner());
             }
             let new = std::mem::take(&mut st.new[w]);
@@ -326,7 +354,17 @@ mod tests {
         buf[2] = 256; // kernel_code_entry_byte_offset
         buf[32] = code;
         let base = buf.as_ptr() as u64;
-        memory.insert(Range { host: 0, start: base, size: 512, kind: MemKind::Vram, node: 1, flags: 0, mapped_nodes: vec![], user_data: 0, handle: base });
+        memory.insert(Range {
+            host: 0,
+            start: base,
+            size: 512,
+            kind: MemKind::Vram,
+            node: 1,
+            flags: 0,
+            mapped_nodes: vec![],
+            user_data: 0,
+            handle: base,
+        });
         (buf, base)
     }
 
@@ -336,8 +374,23 @@ mod tests {
 
     /// A dispatch of `groups` one-wave workgroups.
     fn job_of(ko: u64, groups: u32) -> Job {
-        let dispatch = Dispatch { kernel_object: ko, grid: [64 * groups, 1, 1], wg: [64, 1, 1], kernarg: 0, group_segment: 0, private_segment: 0 };
-        let launch = Launch { dispatch, packet: 0, queue: 0, dispatch_id: 1, cus: 1, lds_per_cu: 65536, target: Target::Gfx90a };
+        let dispatch = Dispatch {
+            kernel_object: ko,
+            grid: [64 * groups, 1, 1],
+            wg: [64, 1, 1],
+            kernarg: 0,
+            group_segment: 0,
+            private_segment: 0,
+        };
+        let launch = Launch {
+            dispatch,
+            packet: 0,
+            queue: 0,
+            dispatch_id: 1,
+            cus: 1,
+            lds_per_cu: 65536,
+            target: Target::Gfx90a,
+        };
         Job { launch, name: "test".into(), whole: false }
     }
 
@@ -356,9 +409,16 @@ mod tests {
         let (_spin, spins) = kernel(&memory, 0xbf82_ffff); // s_branch -1: never ends
         let woken = Arc::new(AtomicU32::new(0));
         let w = woken.clone();
-        let ex = Executor::with_workers(1, memory, Arc::new(Events::default()), Clock::new(1.0), 9, Box::new(move || {
-            w.fetch_add(1, Ordering::Relaxed);
-        }));
+        let ex = Executor::with_workers(
+            1,
+            memory,
+            Arc::new(Events::default()),
+            Clock::new(1.0),
+            9,
+            Box::new(move || {
+                w.fetch_add(1, Ordering::Relaxed);
+            }),
+        );
         let done = ex.submit(job(ends));
         until("the ending kernel's result", || woken.load(Ordering::Relaxed) > 0);
         let stats = ex.take(done).expect("a result").expect("no error");
@@ -387,9 +447,16 @@ mod tests {
         let (_end, ends) = kernel(&memory, 0xbf81_0000); // s_endpgm
         let woken = Arc::new(AtomicU32::new(0));
         let w = woken.clone();
-        let ex = Executor::with_workers(3, memory, Arc::new(Events::default()), Clock::new(1.0), 9, Box::new(move || {
-            w.fetch_add(1, Ordering::Relaxed);
-        }));
+        let ex = Executor::with_workers(
+            3,
+            memory,
+            Arc::new(Events::default()),
+            Clock::new(1.0),
+            9,
+            Box::new(move || {
+                w.fetch_add(1, Ordering::Relaxed);
+            }),
+        );
         assert_eq!(parts(&job_of(ends, 7), 3), 3);
         assert_eq!(parts(&job_of(ends, 2), 3), 2, "no more parts than workgroups");
         let shared = ex.submit(job_of(ends, 7));
@@ -401,7 +468,9 @@ mod tests {
         whole.whole = true;
         assert_eq!(parts(&whole, 3), 1);
         let id = ex.submit(whole);
-        until("the whole dispatch's result", || ex.take(id).is_some_and(|r| r.is_ok_and(|s| s.workgroups == 7)));
+        until("the whole dispatch's result", || {
+            ex.take(id).is_some_and(|r| r.is_ok_and(|s| s.workgroups == 7))
+        });
         ex.stop();
     }
 

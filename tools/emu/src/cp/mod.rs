@@ -76,7 +76,15 @@ impl Cp {
 
     /// A CP whose kernels run on `hws` (e.g. a device shared with other processes).
     pub fn with_scheduler(cfg: Arc<Config>, r_debug: Option<u64>, hws: Box<dyn Scheduler>) -> Self {
-        Cp { hws, aql: BTreeMap::new(), sdma: BTreeMap::new(), resolver: Resolver::new(r_debug), next_tag: 1, cfg, target: Target::default() }
+        Cp {
+            hws,
+            aql: BTreeMap::new(),
+            sdma: BTreeMap::new(),
+            resolver: Resolver::new(r_debug),
+            next_tag: 1,
+            cfg,
+            target: Target::default(),
+        }
     }
 
     /// The ISA the device reports: kernel code the loader's list does not name executes as it.
@@ -89,7 +97,15 @@ impl Cp {
     /// doorbell. The packet processor fetches what the doorbell announced, as the CP does
     /// (not up to the write index: a missing ring leaves packets unseen until the queue is
     /// mapped again).
-    pub fn add_aql(&mut self, key: QueueKey, ring: u64, ring_bytes: u64, read_ptr: u64, doorbell: u64, priority: u8) {
+    pub fn add_aql(
+        &mut self,
+        key: QueueKey,
+        ring: u64,
+        ring_bytes: u64,
+        read_ptr: u64,
+        doorbell: u64,
+        priority: u8,
+    ) {
         self.aql.insert(key, AqlQueue::new(key, ring, ring_bytes, read_ptr, doorbell));
         self.hws.add_queue(key, priority);
     }
@@ -102,7 +118,10 @@ impl Cp {
     /// cancels them: a destroyed queue's waves are gone).
     pub fn remove(&mut self, key: QueueKey) -> Vec<u64> {
         let running = self.aql.remove(&key).map_or_else(Vec::new, |q| {
-            q.inflight.iter().filter_map(|f| if let aql::Exec::Running(id) = f.exec { Some(id) } else { None }).collect()
+            q.inflight
+                .iter()
+                .filter_map(|f| if let aql::Exec::Running(id) = f.exec { Some(id) } else { None })
+                .collect()
         });
         self.sdma.remove(&key);
         self.hws.remove_queue(key);
@@ -145,8 +164,14 @@ impl Cp {
             }
         }
         // Kernels the executor was running: complete those that finished.
-        let executing: Vec<QueueKey> =
-            self.aql.iter().filter(|(_, q)| q.inflight.front().is_some_and(|f| matches!(f.exec, aql::Exec::Running(_)))).map(|(k, _)| *k).collect();
+        let executing: Vec<QueueKey> = self
+            .aql
+            .iter()
+            .filter(|(_, q)| {
+                q.inflight.front().is_some_and(|f| matches!(f.exec, aql::Exec::Running(_)))
+            })
+            .map(|(k, _)| *k)
+            .collect();
         for k in executing {
             self.retire(k, env, now);
         }
@@ -174,10 +199,16 @@ impl Cp {
                     self.fetch(k, env, t);
                 }
                 // A completion may satisfy another queue's barrier: re-check those now.
-                let waiting: Vec<QueueKey> =
-                    self.aql.iter().filter(|(_, q)| matches!(q.blocked, Some(Blocked::Dependencies { .. }))).map(|(k, _)| *k).collect();
+                let waiting: Vec<QueueKey> = self
+                    .aql
+                    .iter()
+                    .filter(|(_, q)| matches!(q.blocked, Some(Blocked::Dependencies { .. })))
+                    .map(|(k, _)| *k)
+                    .collect();
                 for k in waiting {
-                    if let Some(Blocked::Dependencies { poll_at, .. }) = self.aql.get_mut(&k).and_then(|q| q.blocked.as_mut()) {
+                    if let Some(Blocked::Dependencies { poll_at, .. }) =
+                        self.aql.get_mut(&k).and_then(|q| q.blocked.as_mut())
+                    {
                         *poll_at = t;
                     }
                     self.fetch(k, env, t);
@@ -254,7 +285,17 @@ impl Cp {
             let entry = match d.packet {
                 Packet::Kernel(k) => {
                     let r = self.resolver.resolve(env.mem, env.memory, k.kernel_object);
-                    let timing = resolve::with_ctx(&k, env.mem, env.memory, |ctx| -> Result<_, crate::kernels::Fault> { Ok((resolve::wg_ns(&self.cfg, &r, ctx)?, resolve::profile(&self.cfg, &r, ctx)?)) });
+                    let timing = resolve::with_ctx(
+                        &k,
+                        env.mem,
+                        env.memory,
+                        |ctx| -> Result<_, crate::kernels::Fault> {
+                            Ok((
+                                resolve::wg_ns(&self.cfg, &r, ctx)?,
+                                resolve::profile(&self.cfg, &r, ctx)?,
+                            ))
+                        },
+                    );
                     let (wg_ns, profile) = match timing {
                         Ok(t) => t,
                         Err(f) => {
@@ -265,9 +306,23 @@ impl Cp {
                     tracing::trace!(kernel = %r.name, grid = ?k.grid, wg = ?k.wg, wg_ns, "xhsa-emu: dispatch");
                     let tag = self.next_tag;
                     self.next_tag += 1;
-                    let job = KernelJob { tag, workgroups: k.workgroups(), need: WgNeed::new(k.work_items_per_wg(), wave, k.group_segment), wg_ns, profile };
+                    let job = KernelJob {
+                        tag,
+                        workgroups: k.workgroups(),
+                        need: WgNeed::new(k.work_items_per_wg(), wave, k.group_segment),
+                        wg_ns,
+                        profile,
+                    };
                     self.hws.submit(key, job, t);
-                    InFlight { id, tag: Some(tag), completion_signal: d.completion_signal, start: t, end: None, kernel: Some((k, r)), exec: aql::Exec::NotStarted }
+                    InFlight {
+                        id,
+                        tag: Some(tag),
+                        completion_signal: d.completion_signal,
+                        start: t,
+                        end: None,
+                        kernel: Some((k, r)),
+                        exec: aql::Exec::NotStarted,
+                    }
                 }
                 Packet::Barrier { ref deps, any } => {
                     let mut zero = Vec::new();
@@ -278,12 +333,24 @@ impl Cp {
                         }
                         zero.push(signal::value(env.mem, s) == 0);
                     }
-                    let ok = if any { zero.is_empty() || zero.iter().any(|&z| z) } else { zero.iter().all(|&z| z) };
+                    let ok = if any {
+                        zero.is_empty() || zero.iter().any(|&z| z)
+                    } else {
+                        zero.iter().all(|&z| z)
+                    };
                     if !ok {
                         self.block_on_dependencies(key, t);
                         return progress;
                     }
-                    InFlight { id, tag: None, completion_signal: d.completion_signal, start: t, end: Some(t), kernel: None, exec: aql::Exec::NotStarted }
+                    InFlight {
+                        id,
+                        tag: None,
+                        completion_signal: d.completion_signal,
+                        start: t,
+                        end: Some(t),
+                        kernel: None,
+                        exec: aql::Exec::NotStarted,
+                    }
                 }
                 Packet::BarrierValue { signal: s, value, mask, cond } => {
                     if s != 0 {
@@ -296,9 +363,25 @@ impl Cp {
                             return progress;
                         }
                     }
-                    InFlight { id, tag: None, completion_signal: d.completion_signal, start: t, end: Some(t), kernel: None, exec: aql::Exec::NotStarted }
+                    InFlight {
+                        id,
+                        tag: None,
+                        completion_signal: d.completion_signal,
+                        start: t,
+                        end: Some(t),
+                        kernel: None,
+                        exec: aql::Exec::NotStarted,
+                    }
                 }
-                Packet::Pm4 => InFlight { id, tag: None, completion_signal: d.completion_signal, start: t, end: Some(t), kernel: None, exec: aql::Exec::NotStarted },
+                Packet::Pm4 => InFlight {
+                    id,
+                    tag: None,
+                    completion_signal: d.completion_signal,
+                    start: t,
+                    end: Some(t),
+                    kernel: None,
+                    exec: aql::Exec::NotStarted,
+                },
             };
             let q = self.aql.get_mut(&key).expect("queue exists");
             q.blocked = None;
@@ -326,7 +409,8 @@ impl Cp {
             let Some(q) = self.aql.get_mut(&key) else { return };
             let Some(front) = q.inflight.front() else { return };
             let Some(end) = front.end else { return };
-            let executes = front.kernel.as_ref().is_some_and(|(_, r)| resolve::interprets(&self.cfg, r));
+            let executes =
+                front.kernel.as_ref().is_some_and(|(_, r)| resolve::interprets(&self.cfg, r));
             if let (true, Some(ex)) = (executes, env.executor) {
                 // The kernel's code runs on the executor's thread; the packet completes (and
                 // the ones after it) once that has finished.
@@ -360,8 +444,11 @@ impl Cp {
                         res
                     } else {
                         let job = job(&self.cfg, self.target, k, r, slot, amd_queue, f.id, true);
-                        let interrupt = |partial: u32| signal::interrupt_partial(env.mem, env.events, partial, 8);
-                        let services = crate::isa::Services { clock: env.clock, interrupt: &interrupt };
+                        let interrupt = |partial: u32| {
+                            signal::interrupt_partial(env.mem, env.events, partial, 8)
+                        };
+                        let services =
+                            crate::isa::Services { clock: env.clock, interrupt: &interrupt };
                         resolve::execute(&job.launch, r, env.mem, env.memory, &services)
                     };
                     match res {
@@ -375,14 +462,18 @@ impl Cp {
                             // code ROCr reports as HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION.
                             tracing::error!(kernel = %r.name, "xhsa-emu: {e}");
                             let pc = match e {
-                                IsaError::Unimplemented { pc, .. } | IsaError::Decode { pc, .. } | IsaError::Illegal { pc, .. } => pc,
+                                IsaError::Unimplemented { pc, .. }
+                                | IsaError::Decode { pc, .. }
+                                | IsaError::Illegal { pc, .. } => pc,
                                 IsaError::Fault(f) => f.addr,
                             };
                             self.fail(key, env, aql::error::ILLEGAL_INSTRUCTION, pc);
                             return;
                         }
                     }
-                } else if let Err(fault) = resolve::with_ctx(k, env.mem, env.memory, |ctx| resolve::run(r, ctx)) {
+                } else if let Err(fault) =
+                    resolve::with_ctx(k, env.mem, env.memory, |ctx| resolve::run(r, ctx))
+                {
                     self.memory_fault(key, env, fault.addr, fault.write);
                     return;
                 }
@@ -421,9 +512,19 @@ impl Cp {
         if let Some(q) = self.aql.get_mut(&key) {
             q.failed = true;
         }
-        tracing::warn!(queue = key, addr = format_args!("{addr:#x}"), write, "xhsa-emu: GPU memory fault");
+        tracing::warn!(
+            queue = key,
+            addr = format_args!("{addr:#x}"),
+            write,
+            "xhsa-emu: GPU memory fault"
+        );
         let data = HsaMemoryExceptionData {
-            failure: MemoryExceptionFailure { not_present: 1, read_only: 0, no_execute: 0, imprecise: 0 },
+            failure: MemoryExceptionFailure {
+                not_present: 1,
+                read_only: 0,
+                no_execute: 0,
+                imprecise: 0,
+            },
             va: addr,
             gpu_id: env.gpu_id,
             ..Default::default()
@@ -435,7 +536,16 @@ impl Cp {
 /// What the interpreter needs to execute kernel `k` (`r`) whose packet is at `slot` in the
 /// queue whose `amd_queue_t` is at `amd_queue`.
 #[allow(clippy::too_many_arguments)]
-fn job(cfg: &Config, device: Target, k: &crate::kernels::Dispatch, r: &resolve::Resolved, slot: u64, amd_queue: u64, id: u64, gws: bool) -> executor::Job {
+fn job(
+    cfg: &Config,
+    device: Target,
+    k: &crate::kernels::Dispatch,
+    r: &resolve::Resolved,
+    slot: u64,
+    amd_queue: u64,
+    id: u64,
+    gws: bool,
+) -> executor::Job {
     let launch = crate::isa::Launch {
         dispatch: k.clone(),
         packet: slot,

@@ -33,11 +33,21 @@ pub struct Resolver {
 
 impl Resolver {
     pub fn new(r_debug: Option<u64>) -> Self {
-        Resolver { namer: Namer::new(r_debug), registry: Registry::builtin(), cache: HashMap::new(), warned: HashSet::new() }
+        Resolver {
+            namer: Namer::new(r_debug),
+            registry: Registry::builtin(),
+            cache: HashMap::new(),
+            warned: HashSet::new(),
+        }
     }
 
     /// The kernel behind `kernel_object`.
-    pub fn resolve(&mut self, mem: &dyn DeviceMemory, memory: &Memory, kernel_object: u64) -> Resolved {
+    pub fn resolve(
+        &mut self,
+        mem: &dyn DeviceMemory,
+        memory: &Memory,
+        kernel_object: u64,
+    ) -> Resolved {
         if let Some((name, mach)) = self.namer.name_and_mach(kernel_object) {
             // Loader names are authoritative and may change when code objects come and go.
             let model = self.registry.get(&name).copied();
@@ -63,8 +73,12 @@ impl Resolver {
     fn warn_unknown(&mut self, r: &Resolved) {
         if r.model.is_none() && self.warned.insert(r.name.clone()) {
             match r.mach {
-                Some(m) if Target::from_mach(m).is_none() => tracing::warn!(kernel = %r.name, mach = format_args!("{m:#x}"), "xhsa-emu: no CPU model for this kernel and the ISA interpreter runs gfx90a and gfx942 code only; it completes after its modelled time with no memory effect"),
-                _ => tracing::info!(kernel = %r.name, "xhsa-emu: no CPU model for this kernel; its code runs on the ISA interpreter unless a [[kernel]] profile makes it timing-only"),
+                Some(m) if Target::from_mach(m).is_none() => {
+                    tracing::warn!(kernel = %r.name, mach = format_args!("{m:#x}"), "xhsa-emu: no CPU model for this kernel and the ISA interpreter runs gfx90a and gfx942 code only; it completes after its modelled time with no memory effect")
+                }
+                _ => {
+                    tracing::info!(kernel = %r.name, "xhsa-emu: no CPU model for this kernel; its code runs on the ISA interpreter unless a [[kernel]] profile makes it timing-only")
+                }
             }
         }
     }
@@ -109,7 +123,13 @@ pub fn target(r: &Resolved, device: Target) -> Option<Target> {
 }
 
 /// Executes the kernel's code on the ISA interpreter for its memory effect.
-pub fn execute(launch: &crate::isa::Launch, r: &Resolved, mem: &dyn DeviceMemory, memory: &Memory, services: &crate::isa::Services) -> Result<crate::isa::Stats, crate::isa::IsaError> {
+pub fn execute(
+    launch: &crate::isa::Launch,
+    r: &Resolved,
+    mem: &dyn DeviceMemory,
+    memory: &Memory,
+    services: &crate::isa::Services,
+) -> Result<crate::isa::Stats, crate::isa::IsaError> {
     let accessible = |a: u64, l: u64| memory.device_accessible(a, l);
     let started = std::time::Instant::now();
     let res = crate::isa::run(launch, mem, &accessible, services);
@@ -128,7 +148,12 @@ pub fn run(r: &Resolved, ctx: &KernelCtx) -> Result<(), Fault> {
 }
 
 /// A kernel context over real memory checked against the KFD memory table.
-pub fn with_ctx<T>(d: &Dispatch, mem: &dyn DeviceMemory, memory: &Memory, f: impl FnOnce(&KernelCtx) -> T) -> T {
+pub fn with_ctx<T>(
+    d: &Dispatch,
+    mem: &dyn DeviceMemory,
+    memory: &Memory,
+    f: impl FnOnce(&KernelCtx) -> T,
+) -> T {
     let accessible = |a: u64, l: u64| memory.device_accessible(a, l);
     let ctx = KernelCtx { dispatch: d, mem, accessible: &accessible };
     f(&ctx)
@@ -144,17 +169,37 @@ mod tests {
         let mut cfg = Config::default();
         let r = |name: &str, mach| Resolved { name: name.into(), model: None, mach };
         assert!(interprets(&cfg, &r("k", None)));
-        assert_eq!(target(&r("k", None), Target::Gfx90a), Some(Target::Gfx90a), "a kernel the loader does not name is taken as the device's ISA");
+        assert_eq!(
+            target(&r("k", None), Target::Gfx90a),
+            Some(Target::Gfx90a),
+            "a kernel the loader does not name is taken as the device's ISA"
+        );
         assert_eq!(target(&r("k", None), Target::Gfx942), Some(Target::Gfx942));
-        assert_eq!(target(&r("k", Some(MACH_GFX90A)), Target::Gfx942), Some(Target::Gfx90a), "the code object's machine first");
+        assert_eq!(
+            target(&r("k", Some(MACH_GFX90A)), Target::Gfx942),
+            Some(Target::Gfx90a),
+            "the code object's machine first"
+        );
         assert!(interprets(&cfg, &r("k", Some(MACH_GFX90A))));
         assert!(interprets(&cfg, &r("k", Some(MACH_GFX942))), "gfx942 code executes");
         assert_eq!(target(&r("k", Some(MACH_GFX942)), Target::Gfx90a), Some(Target::Gfx942));
         assert!(!interprets(&cfg, &r("k", Some(0x4f))), "gfx950 code stays timing-only");
         assert!(!interprets(&cfg, &r("k", Some(0x30))), "gfx908 code stays timing-only");
-        cfg.kernels.push(crate::config::KernelProfile { name: "k".into(), wg_ns: 1, util: 0.0, hbm_bytes_per_wg: 0 });
-        assert!(!interprets(&cfg, &r("k", Some(MACH_GFX90A))), "a [[kernel]] profile is timing-only");
-        let modelled = Resolved { name: "xhsa_vadd".into(), model: Registry::builtin().get("xhsa_vadd").copied(), mach: None };
+        cfg.kernels.push(crate::config::KernelProfile {
+            name: "k".into(),
+            wg_ns: 1,
+            util: 0.0,
+            hbm_bytes_per_wg: 0,
+        });
+        assert!(
+            !interprets(&cfg, &r("k", Some(MACH_GFX90A))),
+            "a [[kernel]] profile is timing-only"
+        );
+        let modelled = Resolved {
+            name: "xhsa_vadd".into(),
+            model: Registry::builtin().get("xhsa_vadd").copied(),
+            mach: None,
+        };
         assert!(!interprets(&Config::default(), &modelled));
     }
 }

@@ -41,7 +41,16 @@ pub struct SdmaQueue {
 
 impl SdmaQueue {
     pub fn new(ring: u64, size: u64, rptr_addr: u64, wptr_addr: u64) -> Self {
-        SdmaQueue { ring, size: size.max(4), rptr_addr, wptr_addr, runnable: true, busy_until: 0, poll_at: None, failed: false }
+        SdmaQueue {
+            ring,
+            size: size.max(4),
+            rptr_addr,
+            wptr_addr,
+            runnable: true,
+            busy_until: 0,
+            poll_at: None,
+            failed: false,
+        }
     }
 
     /// When this queue needs the engine again without a doorbell.
@@ -54,7 +63,12 @@ impl SdmaQueue {
 }
 
 /// Runs every SDMA queue up to device time `now`.
-pub fn run_all(queues: &mut BTreeMap<QueueKey, SdmaQueue>, env: &Env, cfg: &Config, now: u64) -> bool {
+pub fn run_all(
+    queues: &mut BTreeMap<QueueKey, SdmaQueue>,
+    env: &Env,
+    cfg: &Config,
+    now: u64,
+) -> bool {
     let mut progress = false;
     for q in queues.values_mut() {
         progress |= run(q, env, cfg, now);
@@ -81,7 +95,9 @@ fn run(q: &mut SdmaQueue, env: &Env, cfg: &Config, now: u64) -> bool {
             return progress;
         }
         q.poll_at = None;
-        if !env.memory.device_accessible(q.rptr_addr, 8) || !env.memory.device_accessible(q.wptr_addr, 8) {
+        if !env.memory.device_accessible(q.rptr_addr, 8)
+            || !env.memory.device_accessible(q.wptr_addr, 8)
+        {
             q.failed = true;
             return progress;
         }
@@ -100,7 +116,8 @@ fn run(q: &mut SdmaQueue, env: &Env, cfg: &Config, now: u64) -> bool {
         }
         let mut raw = vec![0u8; dwords * 4];
         mem.read(q.ring + off, &mut raw);
-        let dw: Vec<u32> = raw.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().expect("4"))).collect();
+        let dw: Vec<u32> =
+            raw.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().expect("4"))).collect();
         let need = |n: usize| dw.len() >= n;
         let op = dw[0] & 0xff;
         let sub = dw[0] >> 8 & 0xff;
@@ -109,8 +126,14 @@ fn run(q: &mut SdmaQueue, env: &Env, cfg: &Config, now: u64) -> bool {
             OP_COPY if sub == SUB_COPY_LINEAR && need(7) => {
                 let bytes = u64::from(dw[1] & COUNT_MASK) + 1;
                 let (src, dst) = (lohi(dw[3], dw[4]), lohi(dw[5], dw[6]));
-                if !(env.memory.device_accessible(src, bytes) && env.memory.device_accessible(dst, bytes)) {
-                    return fault(q, env, if env.memory.device_accessible(src, bytes) { dst } else { src });
+                if !(env.memory.device_accessible(src, bytes)
+                    && env.memory.device_accessible(dst, bytes))
+                {
+                    return fault(
+                        q,
+                        env,
+                        if env.memory.device_accessible(src, bytes) { dst } else { src },
+                    );
                 }
                 mem.copy(dst, src, bytes);
                 q.busy_until = now + bytes * 1000 / cfg.timing.sdma_bytes_per_us;
@@ -169,7 +192,10 @@ fn run(q: &mut SdmaQueue, env: &Env, cfg: &Config, now: u64) -> bool {
                 if dw[0] >> 25 == ATOMIC_ADD64 {
                     mem.fetch_add_i64(addr, lohi(dw[3], dw[4]) as i64);
                 } else {
-                    tracing::warn!(op = dw[0] >> 25, "xhsa-emu: unsupported SDMA atomic operation ignored");
+                    tracing::warn!(
+                        op = dw[0] >> 25,
+                        "xhsa-emu: unsupported SDMA atomic operation ignored"
+                    );
                 }
                 8
             }
@@ -234,7 +260,10 @@ fn fault(q: &mut SdmaQueue, env: &Env, addr: u64) -> bool {
     q.failed = true;
     tracing::warn!(addr = format_args!("{addr:#x}"), "xhsa-emu: SDMA memory fault");
     let data = xhsa_ioctl::abi::event::HsaMemoryExceptionData {
-        failure: xhsa_ioctl::abi::event::MemoryExceptionFailure { not_present: 1, ..Default::default() },
+        failure: xhsa_ioctl::abi::event::MemoryExceptionFailure {
+            not_present: 1,
+            ..Default::default()
+        },
         va: addr,
         gpu_id: env.gpu_id,
         ..Default::default()
@@ -255,7 +284,17 @@ mod tests {
     fn run_packet(packet: &[u32], buf: &mut [u64]) {
         let base = buf.as_mut_ptr() as u64;
         let memory = Memory::default();
-        memory.insert(Range { host: 0, start: base, size: 8 * buf.len() as u64, kind: MemKind::System, node: 0, flags: 0, mapped_nodes: vec![1], user_data: 0, handle: 1 });
+        memory.insert(Range {
+            host: 0,
+            start: base,
+            size: 8 * buf.len() as u64,
+            kind: MemKind::System,
+            node: 0,
+            flags: 0,
+            mapped_nodes: vec![1],
+            user_data: 0,
+            handle: 1,
+        });
         let (ring, rptr, wptr) = (base, base + 256, base + 264);
         for (k, d) in packet.iter().enumerate() {
             HostMemory.write(ring + 4 * k as u64, &d.to_le_bytes());
@@ -265,7 +304,15 @@ mod tests {
         let events = Events::default();
         let clock = || 0;
         let to_host = |t| t;
-        let env = Env { mem: &HostMemory, events: &events, memory: &memory, gpu_id: 1, clock: &clock, to_host: &to_host, executor: None };
+        let env = Env {
+            mem: &HostMemory,
+            events: &events,
+            memory: &memory,
+            gpu_id: 1,
+            clock: &clock,
+            to_host: &to_host,
+            executor: None,
+        };
         let mut q = SdmaQueue::new(ring, 256, rptr, wptr);
         let cfg = Config::default();
         // The copy keeps the engine busy until its modelled end; run until the packet is done.
@@ -294,11 +341,27 @@ mod tests {
         HostMemory.write(dst + len as u64, &[0xee]);
         let count = len as u32 - 1;
         assert_eq!(count, 0x40_0133);
-        run_packet(&[OP_COPY | SUB_COPY_LINEAR << 8, count, 0, src as u32, (src >> 32) as u32, dst as u32, (dst >> 32) as u32], &mut buf);
+        run_packet(
+            &[
+                OP_COPY | SUB_COPY_LINEAR << 8,
+                count,
+                0,
+                src as u32,
+                (src >> 32) as u32,
+                dst as u32,
+                (dst >> 32) as u32,
+            ],
+            &mut buf,
+        );
         let mut got = vec![0u8; len + 1];
         HostMemory.read(dst, &mut got);
         let wrong = (0..len).filter(|&i| got[i] != pattern(i)).count();
-        assert_eq!(wrong, 0, "{wrong} of {len} bytes not copied (first wrong at {:?})", (0..len).find(|&i| got[i] != pattern(i)));
+        assert_eq!(
+            wrong,
+            0,
+            "{wrong} of {len} bytes not copied (first wrong at {:?})",
+            (0..len).find(|&i| got[i] != pattern(i))
+        );
         assert_eq!(got[len], 0xee, "the byte after the copy is left alone");
     }
 
@@ -310,11 +373,19 @@ mod tests {
         HostMemory.write(dst + 4 * dwords as u64, &0x1234_5678u32.to_le_bytes());
         // count = bytes - 4, fill size 2 (dwords) in DW0 bits 30-31.
         let count = 4 * dwords as u32 - 4;
-        run_packet(&[OP_CONST_FILL | 2 << 30, dst as u32, (dst >> 32) as u32, 0xa5a5_5a5a, count], &mut buf);
+        run_packet(
+            &[OP_CONST_FILL | 2 << 30, dst as u32, (dst >> 32) as u32, 0xa5a5_5a5a, count],
+            &mut buf,
+        );
         let mut got = vec![0u8; 4 * dwords + 4];
         HostMemory.read(dst, &mut got);
-        let words: Vec<u32> = got.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
-        assert!(words[..dwords].iter().all(|&w| w == 0xa5a5_5a5a), "{} dwords not filled", words[..dwords].iter().filter(|&&w| w != 0xa5a5_5a5a).count());
+        let words: Vec<u32> =
+            got.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+        assert!(
+            words[..dwords].iter().all(|&w| w == 0xa5a5_5a5a),
+            "{} dwords not filled",
+            words[..dwords].iter().filter(|&&w| w != 0xa5a5_5a5a).count()
+        );
         assert_eq!(words[dwords], 0x1234_5678, "the dword after the fill is left alone");
     }
 }

@@ -54,7 +54,10 @@ pub fn interrupt_partial(mem: &dyn DeviceMemory, events: &Events, partial: u32, 
     let signaled = |id: u32| mem.load_u64(slot(id)) != crate::kfd::events::UNSIGNALED;
     let ids = events.signal_ids();
     let mask = if bits >= 32 { u32::MAX } else { (1u32 << bits) - 1 };
-    let first = ids.iter().copied().find(|&id| id >= partial && id & mask == partial & mask && signaled(id));
+    let first = ids
+        .iter()
+        .copied()
+        .find(|&id| id >= partial && id & mask == partial & mask && signaled(id));
     let set: Vec<u32> = match first {
         Some(id) => vec![id],
         None => ids.into_iter().filter(|&id| signaled(id)).collect(),
@@ -65,7 +68,12 @@ pub fn interrupt_partial(mem: &dyn DeviceMemory, events: &Events, partial: u32, 
 }
 
 /// Completes a packet's signal: timestamps (when profiling), decrement, interrupt.
-pub fn complete(mem: &dyn DeviceMemory, events: &Events, handle: u64, timestamps: Option<(u64, u64)>) {
+pub fn complete(
+    mem: &dyn DeviceMemory,
+    events: &Events,
+    handle: u64,
+    timestamps: Option<(u64, u64)>,
+) {
     if handle == 0 {
         return;
     }
@@ -120,7 +128,8 @@ mod tests {
         let ev = Events::default();
         ev.set_page(0x9000);
         // Events 0..300: ids 5 and 261 share their low 8 bits.
-        let ids: Vec<u32> = (0..300).map(|_| ev.create(KFD_IOC_EVENT_SIGNAL, true).unwrap().0).collect();
+        let ids: Vec<u32> =
+            (0..300).map(|_| ev.create(KFD_IOC_EVENT_SIGNAL, true).unwrap().0).collect();
         for &id in &ids {
             m.store_u64(0x9000 + 8 * u64::from(id), UNSIGNALED);
         }
@@ -129,7 +138,11 @@ mod tests {
         m.store_u64(slot(261), 261);
         interrupt_partial(&m, &ev, 261 & 0xff, 8);
         assert_eq!(ev.wait(&[261], true, 0).unwrap().result, 0, "261 is set");
-        assert_eq!(ev.wait(&[5], true, 0).unwrap().result, KFD_IOC_WAIT_RESULT_TIMEOUT, "5's slot was not signaled");
+        assert_eq!(
+            ev.wait(&[5], true, 0).unwrap().result,
+            KFD_IOC_WAIT_RESULT_TIMEOUT,
+            "5's slot was not signaled"
+        );
         assert_eq!(m.load_u64(slot(261)), UNSIGNALED, "acknowledged");
         // A partial id that matches no signaled slot: every signaled slot is looked at.
         m.store_u64(slot(7), 7);

@@ -45,7 +45,17 @@ struct Rig {
 impl Rig {
     fn new() -> Rig {
         let memory = Memory::default();
-        memory.insert(Range { host: 0, start: 0x10_0000, size: 0x30_0000, kind: MemKind::System, node: 0, flags: 0, mapped_nodes: vec![1], user_data: 0, handle: 1 });
+        memory.insert(Range {
+            host: 0,
+            start: 0x10_0000,
+            size: 0x30_0000,
+            kind: MemKind::System,
+            node: 0,
+            flags: 0,
+            mapped_nodes: vec![1],
+            user_data: 0,
+            handle: 1,
+        });
         let mem = FakeMemory::default();
         mem.store_u64(AMD_QUEUE + aql::QUEUE_INACTIVE_SIGNAL, INACTIVE);
         mem.write(AMD_QUEUE + aql::QUEUE_PROPERTIES, &aql::PROFILING.to_le_bytes());
@@ -55,7 +65,20 @@ impl Rig {
         put_kernel(&mem, KERNEL, &[0xBF81_0000]);
         // s_load_dwordx2 s[4:5], s[0:1], 0; s_waitcnt lgkmcnt(0); v_mov_b32 v1, s2;
         // v_mov_b32 v2, 0; global_store_dword v2, v1, s[4:5]; s_endpgm
-        put_kernel(&mem, STORE_KERNEL, &[0xC006_0100, 0, 0xBF8C_C07F, 0x7E02_0202, 0x7E04_0280, 0xDC70_8000, 0x0004_0102, 0xBF81_0000]);
+        put_kernel(
+            &mem,
+            STORE_KERNEL,
+            &[
+                0xC006_0100,
+                0,
+                0xBF8C_C07F,
+                0x7E02_0202,
+                0x7E04_0280,
+                0xDC70_8000,
+                0x0004_0102,
+                0xBF81_0000,
+            ],
+        );
         // s_rfe_b64 s[0:1] (no trap handler to return from: not implemented); s_endpgm
         put_kernel(&mem, ILLEGAL_KERNEL, &[0xBE80_1F00, 0xBF81_0000]);
         mem.store_u64(KERNARG, OUT);
@@ -68,7 +91,15 @@ impl Rig {
     fn run(&mut self, now: u64) -> Option<u64> {
         let clock = move || now;
         let to_host = |t| t;
-        let env = Env { mem: &self.mem, events: &self.events, memory: &self.memory, gpu_id: 1, clock: &clock, to_host: &to_host, executor: None };
+        let env = Env {
+            mem: &self.mem,
+            events: &self.events,
+            memory: &self.memory,
+            gpu_id: 1,
+            clock: &clock,
+            to_host: &to_host,
+            executor: None,
+        };
         self.cp.run(&env, now)
     }
 
@@ -158,7 +189,11 @@ fn a_wrapped_slot_still_holding_an_older_packet_is_not_fetched_again() {
     while let Some(next) = r.run(t) {
         t = next;
     }
-    assert_eq!(signal::value(&r.mem, SIG), 1000 - SLOTS as i64, "each packet completed exactly once");
+    assert_eq!(
+        signal::value(&r.mem, SIG),
+        1000 - SLOTS as i64,
+        "each packet completed exactly once"
+    );
     assert_eq!(r.read_index(), SLOTS, "the read index stops where the application's packets end");
 }
 
@@ -297,7 +332,12 @@ fn an_unimplemented_instruction_stops_the_queue_as_an_illegal_instruction() {
 #[test]
 fn a_profiled_kernel_stays_timing_only() {
     let mut cfg = Config::default();
-    cfg.kernels.push(crate::config::KernelProfile { name: format!("kernel@{ILLEGAL_KERNEL:#x}"), wg_ns: 1000, util: 0.0, hbm_bytes_per_wg: 0 });
+    cfg.kernels.push(crate::config::KernelProfile {
+        name: format!("kernel@{ILLEGAL_KERNEL:#x}"),
+        wg_ns: 1000,
+        util: 0.0,
+        hbm_bytes_per_wg: 0,
+    });
     let mut r = Rig::new();
     r.cp = Cp::new(Arc::new(cfg), None);
     r.cp.add_aql(1, RING, SLOTS * 64, AMD_QUEUE + aql::READ_DISPATCH_ID, DOORBELL, 7);

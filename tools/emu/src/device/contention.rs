@@ -66,7 +66,11 @@ impl Demand {
     /// must not push a kernel alone over it.
     pub fn of(profile: Profile, wg_ns: u64) -> Demand {
         let util = (f64::from(profile.cu_util.max(0.0)) * MICRO).round() as u64;
-        let bw = if profile.hbm_bytes == 0 { 0 } else { (profile.hbm_bytes as f64 * MICRO / wg_ns.max(1) as f64).round().max(1.0) as u64 };
+        let bw = if profile.hbm_bytes == 0 {
+            0
+        } else {
+            (profile.hbm_bytes as f64 * MICRO / wg_ns.max(1) as f64).round().max(1.0) as u64
+        };
         Demand { util, bw }
     }
 
@@ -142,7 +146,10 @@ impl Loads {
 
     /// What changed a slowdown since the last call, if anything did.
     pub fn take_dirty(&mut self) -> Option<Dirty> {
-        let d = Dirty { cus: std::mem::replace(&mut self.dirty_cus, CuMask::none()), hbm: std::mem::take(&mut self.hbm_dirty) };
+        let d = Dirty {
+            cus: std::mem::replace(&mut self.dirty_cus, CuMask::none()),
+            hbm: std::mem::take(&mut self.hbm_dirty),
+        };
         (d.hbm || d.cus.count() > 0).then_some(d)
     }
 
@@ -184,7 +191,10 @@ mod tests {
         assert_eq!(l.take_dirty(), None, "exactly at capacity: no slowdown changed");
         l.add(d, &[(0, 1)]);
         let dirty = l.take_dirty().unwrap();
-        assert!(dirty.concerns(d, &CuMask::from_words(&[1], 2)) && !dirty.concerns(d, &CuMask::from_words(&[2], 2)));
+        assert!(
+            dirty.concerns(d, &CuMask::from_words(&[1], 2))
+                && !dirty.concerns(d, &CuMask::from_words(&[2], 2))
+        );
         assert_eq!(l.slowdown(d, &[(0, 1), (1, 1)]), 1.5);
         l.remove(d, &[(0, 1)]);
         assert!(l.take_dirty().is_some());
@@ -202,7 +212,9 @@ mod tests {
         assert_eq!(l.slowdown(m, &[(0, 1)]), 1.8);
         assert_eq!(l.slowdown(g, &[(0, 1)]), 1.0);
         let dirty = l.take_dirty().unwrap();
-        assert!(dirty.hbm && dirty.concerns(m, &CuMask::none()) && !dirty.concerns(g, &CuMask::none()));
+        assert!(
+            dirty.hbm && dirty.concerns(m, &CuMask::none()) && !dirty.concerns(g, &CuMask::none())
+        );
         assert!(Demand::of(Profile::default(), 5).is_zero());
     }
 }

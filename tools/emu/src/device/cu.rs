@@ -94,7 +94,11 @@ pub struct CuPool {
 
 impl CuPool {
     pub fn new(cus: usize, waves_per_cu: u32, lds_per_cu: u32) -> Self {
-        CuPool { cus: vec![Cu { free_waves: waves_per_cu, free_lds: lds_per_cu }; cus], waves_per_cu, lds_per_cu }
+        CuPool {
+            cus: vec![Cu { free_waves: waves_per_cu, free_lds: lds_per_cu }; cus],
+            waves_per_cu,
+            lds_per_cu,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -169,7 +173,12 @@ mod tests {
         p.take(0, WgNeed { waves: 4, lds: 16384 }, 2);
         assert_eq!(p.room(0, WgNeed { waves: 4, lds: 16384 }), 2);
         assert_eq!(p.room(1, WgNeed { waves: 4, lds: 16384 }), 4);
-        for need in [WgNeed { waves: 4, lds: 16384 }, WgNeed { waves: 30, lds: 0 }, WgNeed { waves: 1, lds: 40000 }, WgNeed { waves: 0, lds: 0 }] {
+        for need in [
+            WgNeed { waves: 4, lds: 16384 },
+            WgNeed { waves: 30, lds: 0 },
+            WgNeed { waves: 1, lds: 40000 },
+            WgNeed { waves: 0, lds: 0 },
+        ] {
             for cu in 0..2 {
                 assert_eq!(p.fits(cu, need), p.room(cu, need) > 0, "{need:?} on {cu}");
             }

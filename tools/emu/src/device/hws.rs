@@ -213,7 +213,8 @@ impl Hws {
     }
 
     fn oversubscribed(&self) -> bool {
-        self.slots != usize::MAX && self.queues.values().filter(|q| Self::has_work(q)).count() > self.slots
+        self.slots != usize::MAX
+            && self.queues.values().filter(|q| Self::has_work(q)).count() > self.slots
     }
 
     /// The queues mapped in the current turn (all of them unless oversubscribed).
@@ -221,7 +222,8 @@ impl Hws {
         if !self.oversubscribed() {
             return None;
         }
-        let with_work: Vec<QueueKey> = self.queues.iter().filter(|(_, q)| Self::has_work(q)).map(|(k, _)| *k).collect();
+        let with_work: Vec<QueueKey> =
+            self.queues.iter().filter(|(_, q)| Self::has_work(q)).map(|(k, _)| *k).collect();
         let n = with_work.len();
         Some((0..self.slots).map(|i| with_work[(self.rotation + i) % n]).collect())
     }
@@ -238,7 +240,14 @@ impl Hws {
     /// Adds a queue, runnable, on all CUs. Priorities above 15 are clamped.
     pub fn add_queue(&mut self, key: QueueKey, priority: u8) {
         let mask = CuMask::all(self.pool.len());
-        let q = HwQueue { priority: priority.min(MAX_PRIORITY), runnable: true, mask, jobs: VecDeque::new(), last_end: 0, saved: VecDeque::new() };
+        let q = HwQueue {
+            priority: priority.min(MAX_PRIORITY),
+            runnable: true,
+            mask,
+            jobs: VecDeque::new(),
+            last_end: 0,
+            saved: VecDeque::new(),
+        };
         self.queues.insert(key, q);
     }
 
@@ -246,7 +255,8 @@ impl Hws {
     /// the tags of its unfinished kernels returned.
     pub fn remove_queue(&mut self, key: QueueKey) -> Vec<u64> {
         let Some(q) = self.queues.remove(&key) else { return Vec::new() };
-        let ids: Vec<u64> = self.batches.iter().filter(|(_, b)| b.queue == key).map(|(id, _)| *id).collect();
+        let ids: Vec<u64> =
+            self.batches.iter().filter(|(_, b)| b.queue == key).map(|(id, _)| *id).collect();
         for id in ids {
             self.release(id);
         }
@@ -300,7 +310,12 @@ impl Hws {
         let Some(q) = self.queues.get_mut(&key) else { return false };
         q.runnable = false;
         let deadline = self.now + grace_ns;
-        let mut ids: Vec<u64> = self.batches.iter().filter(|(_, b)| b.queue == key && b.progress.end > deadline).map(|(id, _)| *id).collect();
+        let mut ids: Vec<u64> = self
+            .batches
+            .iter()
+            .filter(|(_, b)| b.queue == key && b.progress.end > deadline)
+            .map(|(id, _)| *id)
+            .collect();
         // In placement order, as they will resume.
         ids.sort_unstable();
         for id in ids {
@@ -312,7 +327,13 @@ impl Hws {
                 job.in_flight -= n;
                 job.saved += n;
             }
-            q.saved.push_back(Saved { tag: b.tag, need: b.need, demand: b.demand, count: n, remaining });
+            q.saved.push_back(Saved {
+                tag: b.tag,
+                need: b.need,
+                demand: b.demand,
+                count: n,
+                remaining,
+            });
         }
         self.fill();
         true
@@ -357,7 +378,15 @@ impl Hws {
         }
         let Some(q) = self.queues.get_mut(&key) else { return };
         let demand = Demand::of(kernel.profile, kernel.wg_ns);
-        let job = Job { kernel, demand, remaining: kernel.workgroups, in_flight: 0, saved: 0, start: None, last_end: 0 };
+        let job = Job {
+            kernel,
+            demand,
+            remaining: kernel.workgroups,
+            in_flight: 0,
+            saved: 0,
+            start: None,
+            last_end: 0,
+        };
         q.jobs.push_back(job);
         if kernel.workgroups == 0 {
             // Nothing to run: it completes at once, in order.
@@ -393,7 +422,10 @@ impl Hws {
         if !done.is_empty() {
             return Some((self.now, done));
         }
-        if self.oversubscribed() && self.turn_ends <= now && self.running.peek().is_none_or(|Reverse((t, _, _))| *t >= self.turn_ends) {
+        if self.oversubscribed()
+            && self.turn_ends <= now
+            && self.running.peek().is_none_or(|Reverse((t, _, _))| *t >= self.turn_ends)
+        {
             // The next set of queues is mapped.
             self.now = self.now.max(self.turn_ends);
             self.rotation = self.rotation.wrapping_add(self.slots);
@@ -401,7 +433,10 @@ impl Hws {
             self.fill();
             return Some((self.now, done));
         }
-        if self.paused_until > self.now && self.paused_until <= now && self.running.peek().is_none_or(|Reverse((t, _, _))| *t >= self.paused_until) {
+        if self.paused_until > self.now
+            && self.paused_until <= now
+            && self.running.peek().is_none_or(|Reverse((t, _, _))| *t >= self.paused_until)
+        {
             // The queues are mapped again: dispatch resumes at the end of the pause.
             self.now = self.paused_until;
             self.fill();
@@ -421,7 +456,11 @@ impl Hws {
             }
             let b = self.release(id);
             let n: u64 = b.placements.iter().map(|&(_, k)| u64::from(k)).sum();
-            if let Some(job) = self.queues.get_mut(&b.queue).and_then(|q| q.jobs.iter_mut().find(|j| j.kernel.tag == b.tag)) {
+            if let Some(job) = self
+                .queues
+                .get_mut(&b.queue)
+                .and_then(|q| q.jobs.iter_mut().find(|j| j.kernel.tag == b.tag))
+            {
                 job.in_flight -= n;
                 job.last_end = job.last_end.max(t);
             }
@@ -458,7 +497,12 @@ impl Hws {
                 let start = j.start.unwrap_or(self.now);
                 let end = j.last_end.max(start).max(q.last_end);
                 q.last_end = end;
-                done.push(Completion { queue: key, tag: j.kernel.tag, start_ns: start, end_ns: end });
+                done.push(Completion {
+                    queue: key,
+                    tag: j.kernel.tag,
+                    start_ns: start,
+                    end_ns: end,
+                });
             }
         }
     }
@@ -491,7 +535,15 @@ impl Hws {
     }
 
     /// Puts a batch on its CUs at the current time with `work_ns` calibrated ns to run.
-    fn place(&mut self, queue: QueueKey, tag: u64, need: WgNeed, demand: Demand, placements: Vec<(usize, u32)>, work_ns: u64) {
+    fn place(
+        &mut self,
+        queue: QueueKey,
+        tag: u64,
+        need: WgNeed,
+        demand: Demand,
+        placements: Vec<(usize, u32)>,
+        work_ns: u64,
+    ) {
         for &(cu, k) in &placements {
             self.pool.take(cu, need, k);
         }
@@ -556,7 +608,11 @@ impl Hws {
 
     /// The queue served next: highest priority with a placeable workgroup, round robin after the
     /// queue served last at that priority.
-    fn pick(&mut self, mapped: Option<&std::collections::HashSet<QueueKey>>, no_room: &mut Vec<(WgNeed, CuMask)>) -> Option<QueueKey> {
+    fn pick(
+        &mut self,
+        mapped: Option<&std::collections::HashSet<QueueKey>>,
+        no_room: &mut Vec<(WgNeed, CuMask)>,
+    ) -> Option<QueueKey> {
         let mut best: Option<(u8, QueueKey)> = None;
         let mut candidates: Vec<(u8, QueueKey)> = Vec::new();
         for (&key, q) in self.queues.iter_mut() {
@@ -585,7 +641,8 @@ impl Hws {
         }
         let (prio, _) = best?;
         let after = self.last_served[prio as usize];
-        let same: Vec<QueueKey> = candidates.iter().filter(|(p, _)| *p == prio).map(|(_, k)| *k).collect();
+        let same: Vec<QueueKey> =
+            candidates.iter().filter(|(p, _)| *p == prio).map(|(_, k)| *k).collect();
         let chosen = after.and_then(|a| same.iter().copied().find(|&k| k > a)).unwrap_or(same[0]);
         self.last_served[prio as usize] = Some(chosen);
         Some(chosen)
@@ -597,7 +654,9 @@ impl Hws {
         let q = self.queues.get_mut(&key).expect("picked queue exists");
         let mask = q.mask;
         if let Some(&s) = q.saved.front() {
-            let mut cus: Vec<usize> = (0..self.pool.len()).filter(|&cu| mask.contains(cu) && self.pool.fits(cu, s.need)).collect();
+            let mut cus: Vec<usize> = (0..self.pool.len())
+                .filter(|&cu| mask.contains(cu) && self.pool.fits(cu, s.need))
+                .collect();
             cus.truncate(s.count as usize);
             let n = cus.len() as u64;
             if n == s.count {
@@ -609,13 +668,22 @@ impl Hws {
                 job.saved -= n;
                 job.in_flight += n;
             }
-            self.place(key, s.tag, s.need, s.demand, cus.into_iter().map(|cu| (cu, 1)).collect(), s.remaining);
+            self.place(
+                key,
+                s.tag,
+                s.need,
+                s.demand,
+                cus.into_iter().map(|cu| (cu, 1)).collect(),
+                s.remaining,
+            );
             return;
         }
         let now = self.now;
         let job = q.next_job().expect("picked queue has a job");
         let need = job.kernel.need;
-        let mut cus: Vec<usize> = (0..self.pool.len()).filter(|&cu| mask.contains(cu) && self.pool.fits(cu, need)).collect();
+        let mut cus: Vec<usize> = (0..self.pool.len())
+            .filter(|&cu| mask.contains(cu) && self.pool.fits(cu, need))
+            .collect();
         if (cus.len() as u64) > job.remaining {
             cus.sort_by_key(|&cu| Reverse(self.pool.free_waves(cu)));
             cus.truncate(job.remaining as usize);
@@ -640,7 +708,13 @@ mod tests {
     }
 
     fn job(tag: u64, workgroups: u64, waves: u32, wg_ns: u64) -> KernelJob {
-        KernelJob { tag, workgroups, need: WgNeed { waves, lds: 0 }, wg_ns, profile: Profile::default() }
+        KernelJob {
+            tag,
+            workgroups,
+            need: WgNeed { waves, lds: 0 },
+            wg_ns,
+            profile: Profile::default(),
+        }
     }
 
     fn run(h: &mut Hws) -> Vec<Completion> {
@@ -826,7 +900,11 @@ mod tests {
         let go = |profile: Profile| {
             let mut h = Hws::new(CuPool::new(8, 32, 65536)).with_jitter(0.1);
             h.add_queue(1, 5);
-            let k = KernelJob { need: WgNeed { waves: 4, lds: 32768 }, profile, ..job(1, 100, 4, 10_000) };
+            let k = KernelJob {
+                need: WgNeed { waves: 4, lds: 32768 },
+                profile,
+                ..job(1, 100, 4, 10_000)
+            };
             h.submit(1, k, 0);
             h.submit(1, KernelJob { tag: 2, ..k }, 0);
             run(&mut h)
@@ -914,13 +992,19 @@ mod tests {
     #[test]
     fn contention_is_deterministic() {
         let go = || {
-            let mut h = Hws::new(CuPool::new(8, 32, 65536)).with_jitter(0.2).with_capacity(Capacity { cu_pipe: 1.0, hbm_bytes_per_ns: 500.0 });
+            let mut h = Hws::new(CuPool::new(8, 32, 65536))
+                .with_jitter(0.2)
+                .with_capacity(Capacity { cu_pipe: 1.0, hbm_bytes_per_ns: 500.0 });
             for q in 1..=3 {
                 h.add_queue(q, 5);
             }
             for i in 0..20u64 {
                 let q = (i % 3) as u32 + 1;
-                h.submit(q, pjob(i, 10 + 7 * i, 1000 + 130 * i, 0.1 * (i % 5) as f32, 2_000 * (i % 2)), 50 * i);
+                h.submit(
+                    q,
+                    pjob(i, 10 + 7 * i, 1000 + 130 * i, 0.1 * (i % 5) as f32, 2_000 * (i % 2)),
+                    50 * i,
+                );
             }
             run(&mut h)
         };

@@ -70,7 +70,11 @@ impl Progress {
     pub fn pause(&mut self, now: u64, cost_ns: u64) {
         self.left = self.left_at(now);
         self.since = self.since.max(now) + cost_ns;
-        self.end = if self.exact() { self.since + self.left as u64 } else { self.since + ceil_ns(self.left * self.slow) };
+        self.end = if self.exact() {
+            self.since + self.left as u64
+        } else {
+            self.since + ceil_ns(self.left * self.slow)
+        };
     }
 }
 

@@ -127,6 +127,10 @@ mod tests {
         assert_eq!(d.user_sgprs(), 8);
         assert!(d.workgroup_id_enabled(0) && !d.workgroup_id_enabled(1));
         assert_eq!(d.workitem_ids(), 1);
-        assert!(d.has(props::DISPATCH_PTR) && d.has(props::KERNARG_SEGMENT_PTR) && !d.has(props::QUEUE_PTR));
+        assert!(
+            d.has(props::DISPATCH_PTR)
+                && d.has(props::KERNARG_SEGMENT_PTR)
+                && !d.has(props::QUEUE_PTR)
+        );
     }
 }

@@ -112,7 +112,11 @@ impl Code {
     fn block(&mut self, mem: &Memory, pc: u64) -> Result<&[Entry], IsaError> {
         let off = pc.wrapping_sub(self.base);
         let near = off < NEAR && pc.is_multiple_of(4);
-        let found = if near { self.near.get((off / 4) as usize).copied().unwrap_or(0) } else { self.far.get(&pc).copied().unwrap_or(0) };
+        let found = if near {
+            self.near.get((off / 4) as usize).copied().unwrap_or(0)
+        } else {
+            self.far.get(&pc).copied().unwrap_or(0)
+        };
         if found != 0 {
             return Ok(&self.blocks[found as usize - 1]);
         }
@@ -162,7 +166,9 @@ impl Code {
         }
         match decode::decode_for(self.target, &words[..n]) {
             Ok(i) => Ok(i),
-            Err(DecodeError::Truncated) => Err(IsaError::Fault(Fault { addr: pc + 4 * n as u64, write: false })),
+            Err(DecodeError::Truncated) => {
+                Err(IsaError::Fault(Fault { addr: pc + 4 * n as u64, write: false }))
+            }
             Err(e) => Err(IsaError::Decode { pc, error: e }),
         }
     }
@@ -174,7 +180,10 @@ fn ends_block(i: &Inst) -> bool {
     use super::decode::names::{sop1, sopp};
     match i.family {
         Family::Sopp => !matches!(i.op, sopp::S_NOP | sopp::S_WAITCNT),
-        Family::Sop1 => matches!(i.op, sop1::S_SETPC_B64 | sop1::S_SWAPPC_B64 | sop1::S_RFE_B64 | sop1::S_CBRANCH_JOIN),
+        Family::Sop1 => matches!(
+            i.op,
+            sop1::S_SETPC_B64 | sop1::S_SWAPPC_B64 | sop1::S_RFE_B64 | sop1::S_CBRANCH_JOIN
+        ),
         _ => false,
     }
 }
@@ -184,7 +193,8 @@ fn ends_block(i: &Inst) -> bool {
 /// CU has, times the CUs. Register limits are left out, so the count is never below HIP's.
 pub fn resident_limit(cus: u32, waves_per_group: usize, lds_bytes: u64, lds_per_cu: u32) -> usize {
     let by_waves = (32 / waves_per_group.max(1)).max(1);
-    let by_lds = u64::from(lds_per_cu).checked_div(lds_bytes).map_or(usize::MAX, |n| n.max(1) as usize);
+    let by_lds =
+        u64::from(lds_per_cu).checked_div(lds_bytes).map_or(usize::MAX, |n| n.max(1) as usize);
     (cus.max(1) as usize).saturating_mul(by_waves.min(by_lds))
 }
 
@@ -270,16 +280,28 @@ impl<'m> Run<'m> {
     /// (flat ids, x fastest), with the resident limit shared out, so that `parts` threads run
     /// a dispatch together. Workgroups of different parts never share a run's turns: a GWS
     /// barrier (a grid sync) needs the whole grid in one run.
-    pub fn part(launch: &Launch, mem: Memory<'m>, index: u32, parts: u32) -> Result<Run<'m>, IsaError> {
+    pub fn part(
+        launch: &Launch,
+        mem: Memory<'m>,
+        index: u32,
+        parts: u32,
+    ) -> Result<Run<'m>, IsaError> {
         let d = &launch.dispatch;
         let kd = Descriptor::read(&mem, d.kernel_object).map_err(IsaError::Fault)?;
         if kd.has(props::WAVEFRONT_SIZE32) {
-            return Err(IsaError::Illegal { pc: kd.entry, message: "wave32 kernel on a wave64 device".into() });
+            return Err(IsaError::Illegal {
+                pc: kd.entry,
+                message: "wave32 kernel on a wave64 device".into(),
+            });
         }
         let items = d.work_items_per_wg() as usize;
         let nwaves = items.div_ceil(LANES).max(1);
         let total_v = kd.vgprs().min(512);
-        let (nv, na) = if total_v > kd.accum_offset() { (kd.accum_offset(), total_v - kd.accum_offset()) } else { (total_v, 0) };
+        let (nv, na) = if total_v > kd.accum_offset() {
+            (kd.accum_offset(), total_v - kd.accum_offset())
+        } else {
+            (total_v, 0)
+        };
         let lds_size = kd.group_segment_fixed_size.max(d.group_segment);
         let counts = d.workgroup_counts();
         Ok(Run {
@@ -293,10 +315,18 @@ impl<'m> Run<'m> {
             counts,
             first: u64::from(index),
             stride: u64::from(parts.max(1)),
-            total: d.workgroups().saturating_sub(u64::from(index)).div_ceil(u64::from(parts.max(1))),
-            limit: resident_limit(launch.cus, nwaves, u64::from(lds_size), launch.lds_per_cu).div_ceil(parts.max(1) as usize),
+            total: d
+                .workgroups()
+                .saturating_sub(u64::from(index))
+                .div_ceil(u64::from(parts.max(1))),
+            limit: resident_limit(launch.cus, nwaves, u64::from(lds_size), launch.lds_per_cu)
+                .div_ceil(parts.max(1) as usize),
             stats: Stats::default(),
-            progress: Progress { started: std::time::Instant::now(), next_report: REPORT_EVERY, kernel: d.kernel_object },
+            progress: Progress {
+                started: std::time::Instant::now(),
+                next_report: REPORT_EVERY,
+                kernel: d.kernel_object,
+            },
             resident: Vec::new(),
             spare: Vec::new(),
             next: 0,
@@ -314,13 +344,18 @@ impl<'m> Run<'m> {
     pub fn round(&mut self, services: &Services) -> Result<Round, IsaError> {
         let mut started = false;
         while self.admit > 0 && self.resident.len() < self.limit && self.next < self.total {
-            let (nwaves, (nv, na), private_size, lds_size) = (self.nwaves, self.vgprs, self.private_size, self.lds_size);
+            let (nwaves, (nv, na), private_size, lds_size) =
+                (self.nwaves, self.vgprs, self.private_size, self.lds_size);
             let mut g = self.spare.pop().unwrap_or_else(|| Group {
                 waves: (0..nwaves).map(|_| Wave::new(nv, na, private_size)).collect(),
                 lds: Lds::new(lds_size as usize),
             });
             let (next, c) = (self.first + self.next * self.stride, self.counts);
-            let id = [(next % c[0]) as u32, ((next / c[0]) % c[1]) as u32, (next / (c[0] * c[1])) as u32];
+            let id = [
+                (next % c[0]) as u32,
+                ((next / c[0]) % c[1]) as u32,
+                (next / (c[0] * c[1])) as u32,
+            ];
             g.lds.clear();
             setup_workgroup(&mut g.waves, &self.kd, &self.launch, id, &self.apertures);
             self.resident.push(g);
@@ -343,7 +378,13 @@ impl<'m> Run<'m> {
         let mut moved = started;
         for g in self.resident.iter_mut() {
             std::mem::swap(ctx.lds, &mut g.lds);
-            let turn = run_group(&mut g.waves, &mut self.code, &mut ctx, &mut self.gws, &mut self.progress);
+            let turn = run_group(
+                &mut g.waves,
+                &mut self.code,
+                &mut ctx,
+                &mut self.gws,
+                &mut self.progress,
+            );
             std::mem::swap(ctx.lds, &mut g.lds);
             moved |= turn?;
         }
@@ -397,7 +438,9 @@ fn stuck(resident: &[Group], gws: &Gws, not_started: u64) -> Option<IsaError> {
     for w in resident.iter().flat_map(|g| g.waves.iter()) {
         match w.state {
             WaveState::Ended | WaveState::Barrier => {}
-            WaveState::Gws { res, generation } if !gws.released(res, generation) => at = Some((res, w.pc)),
+            WaveState::Gws { res, generation } if !gws.released(res, generation) => {
+                at = Some((res, w.pc))
+            }
             _ => return None,
         }
     }
@@ -412,7 +455,13 @@ fn stuck(resident: &[Group], gws: &Gws, not_started: u64) -> Option<IsaError> {
     })
 }
 
-fn setup_workgroup(waves: &mut [Wave], kd: &Descriptor, launch: &Launch, id: [u32; 3], ap: &Apertures) {
+fn setup_workgroup(
+    waves: &mut [Wave],
+    kd: &Descriptor,
+    launch: &Launch,
+    id: [u32; 3],
+    ap: &Apertures,
+) {
     let d = &launch.dispatch;
     // A partial workgroup at the grid's edge has fewer work-items in that dimension.
     let dims: [u32; 3] = std::array::from_fn(|k| {
@@ -442,7 +491,12 @@ fn setup_workgroup(waves: &mut [Wave], kd: &Descriptor, launch: &Launch, id: [u3
             push(w, 0x00e0_0000); // add_tid_enable (swizzled scratch)
         }
         // The 64-bit user SGPR pairs, in this order.
-        for (prop, value) in [(props::DISPATCH_PTR, launch.packet), (props::QUEUE_PTR, launch.queue), (props::KERNARG_SEGMENT_PTR, d.kernarg), (props::DISPATCH_ID, launch.dispatch_id)] {
+        for (prop, value) in [
+            (props::DISPATCH_PTR, launch.packet),
+            (props::QUEUE_PTR, launch.queue),
+            (props::KERNARG_SEGMENT_PTR, d.kernarg),
+            (props::DISPATCH_ID, launch.dispatch_id),
+        ] {
             if kd.has(prop) {
                 push(w, value as u32);
                 push(w, (value >> 32) as u32);
@@ -521,8 +575,16 @@ impl Progress {
 /// One turn of a workgroup: its waves run until each has ended or waits (workgroup barrier
 /// released whenever every wave not ended is at it). Returns whether anything moved: a wave
 /// ended, used its quantum up, passed a barrier or a GWS barrier.
-fn run_group(waves: &mut [Wave], code: &mut Code, ctx: &mut Ctx, gws: &mut Gws, progress: &mut Progress) -> Result<bool, IsaError> {
-    for w in waves.iter_mut().filter(|w| matches!(w.state, WaveState::Sleeping | WaveState::Preempted)) {
+fn run_group(
+    waves: &mut [Wave],
+    code: &mut Code,
+    ctx: &mut Ctx,
+    gws: &mut Gws,
+    progress: &mut Progress,
+) -> Result<bool, IsaError> {
+    for w in
+        waves.iter_mut().filter(|w| matches!(w.state, WaveState::Sleeping | WaveState::Preempted))
+    {
         w.state = WaveState::Running;
     }
     let mut moved = release_gws(waves, gws);
@@ -536,7 +598,11 @@ fn run_group(waves: &mut [Wave], code: &mut Code, ctx: &mut Ctx, gws: &mut Gws, 
             let mut sliced = false;
             for (w, &y) in waves.iter_mut().zip(&yield_at) {
                 if w.state == WaveState::Running {
-                    moved |= if slice < MAX_SLICE { run_wave::<true>(w, code, ctx, gws, progress, slice, y)? } else { run_wave::<false>(w, code, ctx, gws, progress, slice, y)? };
+                    moved |= if slice < MAX_SLICE {
+                        run_wave::<true>(w, code, ctx, gws, progress, slice, y)?
+                    } else {
+                        run_wave::<false>(w, code, ctx, gws, progress, slice, y)?
+                    };
                     sliced |= w.state == WaveState::Running;
                 }
             }
@@ -585,7 +651,15 @@ fn release_gws(waves: &mut [Wave], gws: &Gws) -> bool {
 /// the slice is looked at after every instruction (the short slices after a barrier), else
 /// between blocks only (the hot loop stays as it was). Returns whether it passed a GWS barrier
 /// or used its quantum up (ending is seen by the caller).
-fn run_wave<const FINE: bool>(w: &mut Wave, code: &mut Code, ctx: &mut Ctx, gws: &mut Gws, progress: &mut Progress, slice: u64, yield_at: u64) -> Result<bool, IsaError> {
+fn run_wave<const FINE: bool>(
+    w: &mut Wave,
+    code: &mut Code,
+    ctx: &mut Ctx,
+    gws: &mut Gws,
+    progress: &mut Progress,
+    slice: u64,
+    yield_at: u64,
+) -> Result<bool, IsaError> {
     let slice_end = w.executed + slice;
     let mut moved = false;
     loop {
@@ -598,8 +672,15 @@ fn run_wave<const FINE: bool>(w: &mut Wave, code: &mut Code, ctx: &mut Ctx, gws:
             }
             let step = h(w, inst, ctx).map_err(|e| match e {
                 ExecError::Fault(f) => IsaError::Fault(f),
-                ExecError::Unimplemented => IsaError::Unimplemented { pc, name: inst.name, family: inst.family, op: inst.op },
-                ExecError::Illegal(m) => IsaError::Illegal { pc, message: format!("{}: {m}", inst.name) },
+                ExecError::Unimplemented => IsaError::Unimplemented {
+                    pc,
+                    name: inst.name,
+                    family: inst.family,
+                    op: inst.op,
+                },
+                ExecError::Illegal(m) => {
+                    IsaError::Illegal { pc, message: format!("{}: {m}", inst.name) }
+                }
             })?;
             // The common case first, as a plain test of the variant rather than through a jump
             // table (`==` compiles to one): the block's next instruction.
@@ -693,21 +774,31 @@ mod tests {
 
     #[test]
     fn a_block_ends_at_program_control_and_before_what_does_not_decode() {
-        with_code(&[S_MOV_B32_S0_1, S_NOP, S_ADD_U32_S0_S0_1, S_ENDPGM, MIMG, S_MOV_B32_S0_1], |m, code| {
-            // s_nop does not end a block; s_endpgm does, so the MIMG word after it is never
-            // decoded (and is no error).
-            assert_eq!(names(code.block(m, BASE).unwrap()), ["s_mov_b32", "s_nop", "s_add_u32", "s_endpgm"]);
-        });
+        with_code(
+            &[S_MOV_B32_S0_1, S_NOP, S_ADD_U32_S0_S0_1, S_ENDPGM, MIMG, S_MOV_B32_S0_1],
+            |m, code| {
+                // s_nop does not end a block; s_endpgm does, so the MIMG word after it is never
+                // decoded (and is no error).
+                assert_eq!(
+                    names(code.block(m, BASE).unwrap()),
+                    ["s_mov_b32", "s_nop", "s_add_u32", "s_endpgm"]
+                );
+            },
+        );
         with_code(&[S_MOV_B32_S0_1, MIMG], |m, code| {
             // A word that does not decode ends the block before it, and is the error of a
             // block that starts there.
             assert_eq!(names(code.block(m, BASE).unwrap()), ["s_mov_b32"]);
-            assert!(matches!(code.block(m, BASE + 4), Err(IsaError::Decode { pc, .. }) if pc == BASE + 4));
+            assert!(
+                matches!(code.block(m, BASE + 4), Err(IsaError::Decode { pc, .. }) if pc == BASE + 4)
+            );
         });
         with_code(&[S_MOV_B32_S0_1], |m, code| {
             // So does the end of accessible memory: the fault of the instruction reached there.
             assert_eq!(names(code.block(m, BASE).unwrap()), ["s_mov_b32"]);
-            assert!(matches!(code.block(m, BASE + 4), Err(IsaError::Fault(f)) if f.addr == BASE + 4 && !f.write));
+            assert!(
+                matches!(code.block(m, BASE + 4), Err(IsaError::Fault(f)) if f.addr == BASE + 4 && !f.write)
+            );
         });
     }
 
@@ -719,10 +810,21 @@ mod tests {
             let mut w = Wave::new(4, 0, 0);
             let mut lds = Lds::new(0);
             let clock = || 0u64;
-            let mut ctx = Ctx { mem: m, lds: &mut lds, apertures: Apertures::default(), clock: &clock, interrupt: &|_| {}, lanes: &mut [[0; LANES]; 4], lanes32: &mut [[0; LANES]; 4] };
+            let mut ctx = Ctx {
+                mem: m,
+                lds: &mut lds,
+                apertures: Apertures::default(),
+                clock: &clock,
+                interrupt: &|_| {},
+                lanes: &mut [[0; LANES]; 4],
+                lanes32: &mut [[0; LANES]; 4],
+            };
             assert_eq!((block[0].h)(&mut w, &block[0].inst, &mut ctx), Ok(Step::Next));
             assert_eq!(w.s[0], 1);
-            assert_eq!((block[1].h)(&mut w, &block[1].inst, &mut ctx), Err(ExecError::Unimplemented));
+            assert_eq!(
+                (block[1].h)(&mut w, &block[1].inst, &mut ctx),
+                Err(ExecError::Unimplemented)
+            );
         });
     }
 

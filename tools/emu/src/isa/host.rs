@@ -6,8 +6,8 @@
 //!
 //! Not the device model: no timing, no signals, no packet processor.
 
-use super::{IsaError, Launch, Stats};
 use super::target::Target;
+use super::{IsaError, Launch, Stats};
 use crate::kernels::naming::{elf_mach, kernel_symbols};
 use crate::kernels::Dispatch;
 use crate::sys::devmem::{DeviceMemory, HostMemory};
@@ -29,12 +29,18 @@ impl CodeObject {
         let mach = elf_mach(elf).ok_or("not an AMDGPU ELF64 code object")?;
         let target = Target::from_mach(mach).ok_or_else(|| format!("code object for EF_AMDGPU_MACH {mach:#x}: the interpreter runs gfx90a (0x3f) and gfx942 (0x4c) code"))?;
         let u16_at = |o: usize| elf.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
-        let u64_at = |o: usize| elf.get(o..o + 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+        let u64_at = |o: usize| {
+            elf.get(o..o + 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        };
         if elf.get(0..4) != Some(b"\x7fELF") {
             return Err("not an ELF file".into());
         }
         let short = || "truncated ELF header".to_string();
-        let (phoff, phentsize, phnum) = (u64_at(0x20).ok_or_else(short)? as usize, usize::from(u16_at(0x36).ok_or_else(short)?), usize::from(u16_at(0x38).ok_or_else(short)?));
+        let (phoff, phentsize, phnum) = (
+            u64_at(0x20).ok_or_else(short)? as usize,
+            usize::from(u16_at(0x36).ok_or_else(short)?),
+            usize::from(u16_at(0x38).ok_or_else(short)?),
+        );
         let mut segs = Vec::new();
         for k in 0..phnum {
             let p = phoff + k * phentsize;
@@ -44,7 +50,10 @@ impl CodeObject {
             }
             let f = |o| u64_at(p + o).map(|x| x as usize).ok_or("truncated program header");
             let (off, vaddr, filesz, memsz) = (f(8)?, f(16)?, f(32)?, f(40)?);
-            if elf.get(off..off + filesz).is_none() || filesz > memsz || vaddr.checked_add(memsz).is_none_or(|e| e > 1 << 32) {
+            if elf.get(off..off + filesz).is_none()
+                || filesz > memsz
+                || vaddr.checked_add(memsz).is_none_or(|e| e > 1 << 32)
+            {
                 return Err(format!("PT_LOAD segment at offset {off:#x} ({filesz:#x} bytes at {vaddr:#x}) does not fit"));
             }
             segs.push((off, vaddr, filesz, memsz));
@@ -101,7 +110,14 @@ pub struct HostRig {
 
 impl HostRig {
     pub fn new(code: CodeObject) -> HostRig {
-        HostRig { code, buffers: Vec::new(), cus: 80, interrupts: Vec::new(), threads: 1, group_segment: 0 }
+        HostRig {
+            code,
+            buffers: Vec::new(),
+            cus: 80,
+            interrupts: Vec::new(),
+            threads: 1,
+            group_segment: 0,
+        }
     }
 
     pub fn code(&self) -> &CodeObject {
@@ -131,25 +147,39 @@ impl HostRig {
     /// If `addr..addr + n * size_of::<T>()` is not inside one of this rig's buffers.
     pub fn download<T: Copy + Default>(&self, addr: u64, n: usize) -> Vec<T> {
         let bytes = (n * std::mem::size_of::<T>()) as u64;
-        assert!(self.ranges().iter().any(|&(s, l)| addr >= s && addr + bytes <= s + l), "download of {bytes} bytes at {addr:#x}: not a buffer of this rig");
+        assert!(
+            self.ranges().iter().any(|&(s, l)| addr >= s && addr + bytes <= s + l),
+            "download of {bytes} bytes at {addr:#x}: not a buffer of this rig"
+        );
         let mut v = vec![T::default(); n];
         // SAFETY: `v` holds n initialised values of T; the range read is one of this rig's
         // buffers (checked above), so any bit pattern the kernel left is copied as bytes.
-        let dst = unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), bytes as usize) };
+        let dst =
+            unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), bytes as usize) };
         HostMemory.read(addr, dst);
         v
     }
 
     fn ranges(&self) -> Vec<(u64, u64)> {
-        let mut r: Vec<(u64, u64)> = self.buffers.iter().map(|b| (b.as_ptr() as u64, b.len() as u64 * 8)).collect();
+        let mut r: Vec<(u64, u64)> =
+            self.buffers.iter().map(|b| (b.as_ptr() as u64, b.len() as u64 * 8)).collect();
         r.push(self.code.range());
         r
     }
 
     /// Dispatches the kernel whose name contains `name` with `args` (8-byte kernarg slots)
     /// over `grid` work-items in workgroups of `wg`.
-    pub fn run(&mut self, name: &str, args: &[u64], grid: [u32; 3], wg: [u16; 3]) -> Result<Stats, IsaError> {
-        let ko = self.code.kernel(name).ok_or_else(|| IsaError::Illegal { pc: 0, message: format!("no kernel named like {name:?} in the code object") })?;
+    pub fn run(
+        &mut self,
+        name: &str,
+        args: &[u64],
+        grid: [u32; 3],
+        wg: [u16; 3],
+    ) -> Result<Stats, IsaError> {
+        let ko = self.code.kernel(name).ok_or_else(|| IsaError::Illegal {
+            pc: 0,
+            message: format!("no kernel named like {name:?} in the code object"),
+        })?;
         let mut hidden = [0u64; 32];
         if self.code.abi_version >= 3 {
             // Code object v5+: the hidden arguments follow the explicit ones (8-byte slots here):
@@ -162,7 +192,13 @@ impl HostRig {
                 b[12 + 2 * k..14 + 2 * k].copy_from_slice(&wg[k].to_le_bytes());
                 b[18 + 2 * k..20 + 2 * k].copy_from_slice(&((grid[k] % wgk) as u16).to_le_bytes());
             }
-            let dims: u16 = if grid[2] > 1 { 3 } else if grid[1] > 1 { 2 } else { 1 };
+            let dims: u16 = if grid[2] > 1 {
+                3
+            } else if grid[1] > 1 {
+                2
+            } else {
+                1
+            };
             b[64..66].copy_from_slice(&dims.to_le_bytes());
             for (k, h) in hidden.iter_mut().enumerate() {
                 *h = u64::from_le_bytes(b[8 * k..8 * k + 8].try_into().expect("8 bytes"));
@@ -171,7 +207,16 @@ impl HostRig {
         let kernarg = self.upload(&[args, &hidden[..]].concat());
         let mut packet = [0u8; 64];
         packet[0..2].copy_from_slice(&(2u16 | 3 << 9 | 3 << 11).to_le_bytes());
-        packet[2..4].copy_from_slice(&(if grid[2] > 1 { 3u16 } else if grid[1] > 1 { 2 } else { 1 }).to_le_bytes());
+        packet[2..4].copy_from_slice(
+            &(if grid[2] > 1 {
+                3u16
+            } else if grid[1] > 1 {
+                2
+            } else {
+                1
+            })
+            .to_le_bytes(),
+        );
         for k in 0..3 {
             packet[4 + 2 * k..6 + 2 * k].copy_from_slice(&wg[k].to_le_bytes());
             packet[12 + 4 * k..16 + 4 * k].copy_from_slice(&grid[k].to_le_bytes());
@@ -180,10 +225,27 @@ impl HostRig {
         packet[32..40].copy_from_slice(&ko.to_le_bytes());
         packet[40..48].copy_from_slice(&kernarg.to_le_bytes());
         let packet_addr = self.upload(&packet);
-        let d = Dispatch { kernel_object: ko, grid, wg, kernarg, group_segment: self.group_segment, private_segment: 0 };
+        let d = Dispatch {
+            kernel_object: ko,
+            grid,
+            wg,
+            kernarg,
+            group_segment: self.group_segment,
+            private_segment: 0,
+        };
         let ranges = self.ranges();
-        let accessible = |a: u64, l: u64| ranges.iter().any(|&(s, n)| a >= s && a.checked_add(l).is_some_and(|e| e <= s + n));
-        let launch = Launch { dispatch: d, packet: packet_addr, queue: 0, dispatch_id: 1, cus: self.cus, lds_per_cu: 64 * 1024, target: self.code.target };
+        let accessible = |a: u64, l: u64| {
+            ranges.iter().any(|&(s, n)| a >= s && a.checked_add(l).is_some_and(|e| e <= s + n))
+        };
+        let launch = Launch {
+            dispatch: d,
+            packet: packet_addr,
+            queue: 0,
+            dispatch_id: 1,
+            cus: self.cus,
+            lds_per_cu: 64 * 1024,
+            target: self.code.target,
+        };
         let raised = std::sync::Mutex::new(Vec::new());
         let interrupt = |id: u32| raised.lock().unwrap_or_else(|p| p.into_inner()).push(id);
         let parts = self.threads.max(1);
@@ -191,12 +253,24 @@ impl HostRig {
             let threads: Vec<_> = (0..parts)
                 .map(|k| {
                     let (launch, accessible, interrupt) = (&launch, &accessible, &interrupt);
-                    s.spawn(move || super::run_part(launch, &HostMemory, accessible, &super::Services { clock: &|| 0, interrupt }, k, parts))
+                    s.spawn(move || {
+                        super::run_part(
+                            launch,
+                            &HostMemory,
+                            accessible,
+                            &super::Services { clock: &|| 0, interrupt },
+                            k,
+                            parts,
+                        )
+                    })
                 })
                 .collect();
             let mut sum = Ok(Stats::default());
             for t in threads {
-                super::add_part(&mut sum, t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+                super::add_part(
+                    &mut sum,
+                    t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                );
             }
             sum
         });

@@ -48,12 +48,19 @@ pub enum IsaError {
 impl std::fmt::Display for IsaError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            IsaError::Fault(x) => write!(f, "memory fault at {:#x} ({})", x.addr, if x.write { "write" } else { "read" }),
+            IsaError::Fault(x) => write!(
+                f,
+                "memory fault at {:#x} ({})",
+                x.addr,
+                if x.write { "write" } else { "read" }
+            ),
             IsaError::Unimplemented { pc, name, family, op } => {
                 write!(f, "instruction {name} ({family:?} opcode {op:#x}) at {pc:#x} is not implemented by xhsa-emu's ISA interpreter")
             }
             IsaError::Decode { pc, error } => write!(f, "illegal instruction at {pc:#x}: {error}"),
-            IsaError::Illegal { pc, message } => write!(f, "illegal instruction at {pc:#x}: {message}"),
+            IsaError::Illegal { pc, message } => {
+                write!(f, "illegal instruction at {pc:#x}: {message}")
+            }
         }
     }
 }
@@ -61,13 +68,25 @@ impl std::fmt::Display for IsaError {
 /// Runs a dispatch: every workgroup, for its memory effect. Memory accesses go through `mem`
 /// after `accessible(addr, len)` says the range is mapped; `services` give device time and
 /// the host interrupt.
-pub fn run(launch: &Launch, mem: &dyn DeviceMemory, accessible: &dyn Fn(u64, u64) -> bool, services: &Services) -> Result<Stats, IsaError> {
+pub fn run(
+    launch: &Launch,
+    mem: &dyn DeviceMemory,
+    accessible: &dyn Fn(u64, u64) -> bool,
+    services: &Services,
+) -> Result<Stats, IsaError> {
     dispatch::run(Run::new(launch, memory::Memory::new(mem, accessible))?, services)
 }
 
 /// Runs part `index` of `parts` of a dispatch ([`Run::part`]), as [`run`] runs all of it:
 /// `parts` threads calling this together execute the dispatch.
-pub fn run_part(launch: &Launch, mem: &dyn DeviceMemory, accessible: &dyn Fn(u64, u64) -> bool, services: &Services, index: u32, parts: u32) -> Result<Stats, IsaError> {
+pub fn run_part(
+    launch: &Launch,
+    mem: &dyn DeviceMemory,
+    accessible: &dyn Fn(u64, u64) -> bool,
+    services: &Services,
+    index: u32,
+    parts: u32,
+) -> Result<Stats, IsaError> {
     dispatch::run(Run::part(launch, memory::Memory::new(mem, accessible), index, parts)?, services)
 }
 

@@ -143,7 +143,9 @@ pub fn name(code: u16) -> String {
         PRIVATE_BASE => "src_private_base".into(),
         PRIVATE_LIMIT => "src_private_limit".into(),
         POPS_EXITING_WAVE_ID => "src_pops_exiting_wave_id".into(),
-        240..=248 => ["0.5", "-0.5", "1.0", "-1.0", "2.0", "-2.0", "4.0", "-4.0", "0.15915494"][usize::from(code - 240)].into(),
+        240..=248 => ["0.5", "-0.5", "1.0", "-1.0", "2.0", "-2.0", "4.0", "-4.0", "0.15915494"]
+            [usize::from(code - 240)]
+        .into(),
         VCCZ => "src_vccz".into(),
         EXECZ => "src_execz".into(),
         SCC => "src_scc".into(),

@@ -19,7 +19,10 @@ pub enum WaveState {
     Preempted,
     /// Waiting at a GWS barrier (`ds_gws_barrier`) of resource `res` until that resource's
     /// barrier completes generation `generation`.
-    Gws { res: u32, generation: u64 },
+    Gws {
+        res: u32,
+        generation: u64,
+    },
     Ended,
 }
 
@@ -125,7 +128,15 @@ impl Wave {
             operand::PRIVATE_LIMIT => (apertures.private + 0xffff_ffff) >> 32,
             _ => 0,
         };
-        if ty.is64() && matches!(code, operand::SHARED_BASE | operand::PRIVATE_BASE | operand::SHARED_LIMIT | operand::PRIVATE_LIMIT) {
+        if ty.is64()
+            && matches!(
+                code,
+                operand::SHARED_BASE
+                    | operand::PRIVATE_BASE
+                    | operand::SHARED_LIMIT
+                    | operand::PRIVATE_LIMIT
+            )
+        {
             // As 64-bit operands the aperture sources are the whole base (the hardware gives
             // the high half in the high dword).
             return v32 << 32;
@@ -202,6 +213,10 @@ impl Default for Apertures {
     /// gfx9's 64-bit apertures as KFD reports them (`hsaKmtGetProcessApertures`: LDS at
     /// 0x1000000000000, scratch at 0x2000000000000).
     fn default() -> Self {
-        Apertures { shared: crate::kfd::topology::LDS_APERTURE, private: crate::kfd::topology::SCRATCH_APERTURE, private_buffer: 0xf000_0000_0000 }
+        Apertures {
+            shared: crate::kfd::topology::LDS_APERTURE,
+            private: crate::kfd::topology::SCRATCH_APERTURE,
+            private_buffer: 0xf000_0000_0000,
+        }
     }
 }

@@ -98,7 +98,14 @@ fn copy_buffer_args(ctx: &KernelCtx) -> Result<(u64, u64, u64), Fault> {
     if copy_buffer_v6(ctx)? {
         Ok((ctx.arg_u64(8)?, ctx.arg_u64(0)?, ctx.arg_u64(16)?))
     } else {
-        let (src, dst, so, d_o, size, remain) = (ctx.arg_u64(0)?, ctx.arg_u64(8)?, ctx.arg_u64(16)?, ctx.arg_u64(24)?, ctx.arg_u64(32)?, ctx.arg_u32(40)?);
+        let (src, dst, so, d_o, size, remain) = (
+            ctx.arg_u64(0)?,
+            ctx.arg_u64(8)?,
+            ctx.arg_u64(16)?,
+            ctx.arg_u64(24)?,
+            ctx.arg_u64(32)?,
+            ctx.arg_u32(40)?,
+        );
         let size = size.min(ctx.dispatch.work_items());
         Ok((dst + d_o, src + so, copy_buffer_bytes(size, remain)))
     }
@@ -114,7 +121,14 @@ fn hip_copy_buffer_ns(ctx: &KernelCtx) -> Result<u64, Fault> {
 }
 
 fn hip_copy_buffer_aligned(ctx: &KernelCtx) -> Result<(), Fault> {
-    let (src, dst, so, d_o, size, align) = (ctx.arg_u64(0)?, ctx.arg_u64(8)?, ctx.arg_u64(16)?, ctx.arg_u64(24)?, ctx.arg_u64(32)?, ctx.arg_u32(40)?);
+    let (src, dst, so, d_o, size, align) = (
+        ctx.arg_u64(0)?,
+        ctx.arg_u64(8)?,
+        ctx.arg_u64(16)?,
+        ctx.arg_u64(24)?,
+        ctx.arg_u64(32)?,
+        ctx.arg_u32(40)?,
+    );
     let elem: u64 = if align == 16 { 16 } else { 4 };
     let size = size.min(ctx.dispatch.work_items());
     ctx.copy(dst + d_o * elem, src + so * elem, size * elem)
@@ -149,7 +163,13 @@ fn fill_buffer_v6(ctx: &KernelCtx) -> Result<bool, Fault> {
 /// The 6.x fill: `[buf, end_ptr)` gets the pattern of `pattern_size` elements of `alignment`
 /// bytes, repeated.
 fn fill_v6_args(ctx: &KernelCtx) -> Result<(u64, u64, u64, u64), Fault> {
-    let (buf, pattern, n, align, end) = (ctx.arg_u64(0)?, ctx.arg_u64(8)?, u64::from(ctx.arg_u32(16)?), u64::from(ctx.arg_u32(20)?), ctx.arg_u64(24)?);
+    let (buf, pattern, n, align, end) = (
+        ctx.arg_u64(0)?,
+        ctx.arg_u64(8)?,
+        u64::from(ctx.arg_u32(16)?),
+        u64::from(ctx.arg_u32(20)?),
+        ctx.arg_u64(24)?,
+    );
     Ok((buf, pattern, (n * align.max(1)).max(1), end.saturating_sub(buf)))
 }
 
@@ -166,7 +186,8 @@ fn hip_fill_buffer(ctx: &KernelCtx) -> Result<(), Fault> {
         return ctx.write_bytes(buf, &out);
     }
     let (base, width) = fill_width(ctx)?;
-    let (pattern, pattern_size, offset, size) = (ctx.arg_u64(32)?, u64::from(ctx.arg_u32(40)?), ctx.arg_u64(48)?, ctx.arg_u64(56)?);
+    let (pattern, pattern_size, offset, size) =
+        (ctx.arg_u64(32)?, u64::from(ctx.arg_u32(40)?), ctx.arg_u64(48)?, ctx.arg_u64(56)?);
     let size = size.min(ctx.dispatch.work_items());
     let mut pat = vec![0u8; (pattern_size * width) as usize];
     ctx.read_bytes(pattern, &mut pat)?;
@@ -220,14 +241,49 @@ fn hip_rect_ns(ctx: &KernelCtx) -> Result<u64, Fault> {
 }
 
 pub static MODELS: &[Model] = &[
-    Model { name: ROCR_COPY_ALIGNED, run: rocr_copy_aligned, wg_ns: rocr_copy_aligned_ns, profile: no_profile },
-    Model { name: ROCR_COPY_MISALIGNED, run: rocr_copy_misaligned, wg_ns: rocr_copy_misaligned_ns, profile: no_profile },
+    Model {
+        name: ROCR_COPY_ALIGNED,
+        run: rocr_copy_aligned,
+        wg_ns: rocr_copy_aligned_ns,
+        profile: no_profile,
+    },
+    Model {
+        name: ROCR_COPY_MISALIGNED,
+        run: rocr_copy_misaligned,
+        wg_ns: rocr_copy_misaligned_ns,
+        profile: no_profile,
+    },
     Model { name: ROCR_FILL, run: rocr_fill, wg_ns: rocr_fill_ns, profile: no_profile },
-    Model { name: "__amd_rocclr_copyBuffer", run: hip_copy_buffer, wg_ns: hip_copy_buffer_ns, profile: no_profile },
-    Model { name: "__amd_rocclr_copyBufferAligned", run: hip_copy_buffer_aligned, wg_ns: hip_copy_buffer_aligned_ns, profile: no_profile },
-    Model { name: "__amd_rocclr_fillBufferAligned", run: hip_fill_buffer, wg_ns: hip_fill_buffer_ns, profile: no_profile },
-    Model { name: "__amd_rocclr_copyBufferRect", run: hip_copy_rect, wg_ns: hip_rect_ns, profile: no_profile },
-    Model { name: "__amd_rocclr_copyBufferRectAligned", run: hip_copy_rect_aligned, wg_ns: hip_rect_ns, profile: no_profile },
+    Model {
+        name: "__amd_rocclr_copyBuffer",
+        run: hip_copy_buffer,
+        wg_ns: hip_copy_buffer_ns,
+        profile: no_profile,
+    },
+    Model {
+        name: "__amd_rocclr_copyBufferAligned",
+        run: hip_copy_buffer_aligned,
+        wg_ns: hip_copy_buffer_aligned_ns,
+        profile: no_profile,
+    },
+    Model {
+        name: "__amd_rocclr_fillBufferAligned",
+        run: hip_fill_buffer,
+        wg_ns: hip_fill_buffer_ns,
+        profile: no_profile,
+    },
+    Model {
+        name: "__amd_rocclr_copyBufferRect",
+        run: hip_copy_rect,
+        wg_ns: hip_rect_ns,
+        profile: no_profile,
+    },
+    Model {
+        name: "__amd_rocclr_copyBufferRectAligned",
+        run: hip_copy_rect_aligned,
+        wg_ns: hip_rect_ns,
+        profile: no_profile,
+    },
 ];
 
 #[cfg(test)]
@@ -236,7 +292,11 @@ mod tests {
     use crate::kernels::Dispatch;
     use crate::sys::devmem::fake::FakeMemory;
 
-    fn ctx<'a>(d: &'a Dispatch, m: &'a FakeMemory, ok: &'a dyn Fn(u64, u64) -> bool) -> KernelCtx<'a> {
+    fn ctx<'a>(
+        d: &'a Dispatch,
+        m: &'a FakeMemory,
+        ok: &'a dyn Fn(u64, u64) -> bool,
+    ) -> KernelCtx<'a> {
         KernelCtx { dispatch: d, mem: m, accessible: ok }
     }
 
@@ -252,7 +312,11 @@ mod tests {
         let ko = 0x4000;
         m.write(ko + 16, &256u64.to_le_bytes());
         m.write(ko + 256, &FIRST_INSTRUCTION.to_le_bytes());
-        for (rsrc1, name) in [((3 << 6) | 2, ROCR_COPY_ALIGNED), ((2 << 6) | 2, ROCR_COPY_MISALIGNED), ((2 << 6) | 1, ROCR_FILL)] {
+        for (rsrc1, name) in [
+            ((3 << 6) | 2, ROCR_COPY_ALIGNED),
+            ((2 << 6) | 2, ROCR_COPY_MISALIGNED),
+            ((2 << 6) | 1, ROCR_FILL),
+        ] {
             m.write(ko + 48, &(rsrc1 as u32).to_le_bytes());
             assert_eq!(identify_rocr_blit(&m, ko), Some(name));
         }
@@ -267,7 +331,14 @@ mod tests {
         // 10 bytes: size = 10/4 + 1 = 3 work-items, remain = 2.
         args(&m, 0x100, &[(0, 0x1000), (8, 0x2000), (16, 0), (24, 0), (32, 3)]);
         m.write(0x100 + 40, &2u32.to_le_bytes());
-        let d = Dispatch { kernel_object: 1, grid: [256, 1, 1], wg: [256, 1, 1], kernarg: 0x100, group_segment: 0, private_segment: 0 };
+        let d = Dispatch {
+            kernel_object: 1,
+            grid: [256, 1, 1],
+            wg: [256, 1, 1],
+            kernarg: 0x100,
+            group_segment: 0,
+            private_segment: 0,
+        };
         let ok = |_, _| true;
         hip_copy_buffer(&ctx(&d, &m, &ok)).unwrap();
         let mut out = [0u8; 11];
@@ -281,7 +352,14 @@ mod tests {
         m.write(0x3000, &[0xab]);
         args(&m, 0x100, &[(0, 0x1000), (8, 0), (16, 0), (24, 0), (32, 0x3000), (48, 2), (56, 5)]);
         m.write(0x100 + 40, &1u32.to_le_bytes());
-        let d = Dispatch { kernel_object: 1, grid: [256, 1, 1], wg: [256, 1, 1], kernarg: 0x100, group_segment: 0, private_segment: 0 };
+        let d = Dispatch {
+            kernel_object: 1,
+            grid: [256, 1, 1],
+            wg: [256, 1, 1],
+            kernarg: 0x100,
+            group_segment: 0,
+            private_segment: 0,
+        };
         let ok = |_, _| true;
         hip_fill_buffer(&ctx(&d, &m, &ok)).unwrap();
         let mut out = [0u8; 8];
@@ -294,7 +372,14 @@ mod tests {
         let m = FakeMemory::default();
         args(&m, 0x100, &[(0, 0x1000), (8, 0x1000), (16, 0x1010)]);
         m.write(0x100 + 24, &7u32.to_le_bytes());
-        let d = Dispatch { kernel_object: 1, grid: [64, 1, 1], wg: [64, 1, 1], kernarg: 0x100, group_segment: 0, private_segment: 0 };
+        let d = Dispatch {
+            kernel_object: 1,
+            grid: [64, 1, 1],
+            wg: [64, 1, 1],
+            kernarg: 0x100,
+            group_segment: 0,
+            private_segment: 0,
+        };
         let ok = |_, _| true;
         rocr_fill(&ctx(&d, &m, &ok)).unwrap();
         assert_eq!(m.read_u32(0x100c), 7);

@@ -188,7 +188,14 @@ mod tests {
 
     #[test]
     fn workgroups_round_up_per_dimension() {
-        let d = Dispatch { kernel_object: 0, grid: [1000, 3, 1], wg: [256, 2, 1], kernarg: 0, group_segment: 0, private_segment: 0 };
+        let d = Dispatch {
+            kernel_object: 0,
+            grid: [1000, 3, 1],
+            wg: [256, 2, 1],
+            kernarg: 0,
+            group_segment: 0,
+            private_segment: 0,
+        };
         assert_eq!(d.workgroups(), 4 * 2);
         assert_eq!(d.work_items_per_wg(), 512);
         assert_eq!(d.work_items(), 3000);
@@ -197,7 +204,14 @@ mod tests {
     #[test]
     fn builtin_registry_has_the_test_kernels() {
         let r = Registry::builtin();
-        for n in ["xhsa_vadd", "xhsa_saxpy", "xhsa_matmul", "xhsa_synthetic", "xhsa_synthetic_p", "xhsa_null"] {
+        for n in [
+            "xhsa_vadd",
+            "xhsa_saxpy",
+            "xhsa_matmul",
+            "xhsa_synthetic",
+            "xhsa_synthetic_p",
+            "xhsa_null",
+        ] {
             assert!(r.get(n).is_some(), "{n}");
         }
     }

@@ -48,7 +48,8 @@ impl Namer {
         let Some(rd) = self.r_debug else { return };
         let Some(objs) = rdebug::loaded_objects(rd) else { return };
         let now: HashSet<LoadedObject> = objs.into_iter().collect();
-        let gone: Vec<LoadedObject> = self.seen.keys().filter(|o| !now.contains(*o)).cloned().collect();
+        let gone: Vec<LoadedObject> =
+            self.seen.keys().filter(|o| !now.contains(*o)).cloned().collect();
         for o in gone {
             for at in self.seen.remove(&o).unwrap_or_default() {
                 self.names.remove(&at);
@@ -84,7 +85,11 @@ pub fn load_uri(uri: &str) -> Option<Vec<u8>> {
     let mut size = None;
     for kv in frag.split('&') {
         if let Some((k, v)) = kv.split_once('=') {
-            let n = if let Some(h) = v.strip_prefix("0x") { u64::from_str_radix(h, 16).ok() } else { v.parse().ok() };
+            let n = if let Some(h) = v.strip_prefix("0x") {
+                u64::from_str_radix(h, 16).ok()
+            } else {
+                v.parse().ok()
+            };
             match k {
                 "offset" => offset = n,
                 "size" => size = n,
@@ -134,7 +139,11 @@ fn percent_decode(s: &str) -> String {
 /// The `EF_AMDGPU_MACH` field (`e_flags` bits 7:0) of an AMDGPU ELF64 image (`e_machine` 224),
 /// e.g. 0x3f for gfx90a, 0x4c for gfx942.
 pub fn elf_mach(elf: &[u8]) -> Option<u32> {
-    if elf.len() < 64 || &elf[0..4] != b"\x7fELF" || elf[4] != 2 || u16::from_le_bytes([elf[18], elf[19]]) != 224 {
+    if elf.len() < 64
+        || &elf[0..4] != b"\x7fELF"
+        || elf[4] != 2
+        || u16::from_le_bytes([elf[18], elf[19]]) != 224
+    {
         return None;
     }
     Some(u32::from_le_bytes(elf[48..52].try_into().ok()?) & 0xff)
@@ -150,11 +159,20 @@ pub fn kernel_symbols(elf: &[u8]) -> Vec<(u64, String)> {
     if elf.len() < 64 || &elf[0..4] != b"\x7fELF" || elf[4] != 2 || elf[5] != 1 {
         return out;
     }
-    let (Some(shoff), Some(shentsize), Some(shnum)) = (u64_at(0x28), u16_at(0x3a), u16_at(0x3c)) else { return out };
+    let (Some(shoff), Some(shentsize), Some(shnum)) = (u64_at(0x28), u16_at(0x3a), u16_at(0x3c))
+    else {
+        return out;
+    };
     let section = |i: usize| -> Option<(u32, u64, u64, u32, u64)> {
         let base = usize::try_from(shoff).ok()? + i * usize::from(shentsize);
         // sh_type, sh_offset, sh_size, sh_link, sh_entsize
-        Some((u32_at(base + 4)?, u64_at(base + 0x18)?, u64_at(base + 0x20)?, u32_at(base + 0x28)?, u64_at(base + 0x38)?))
+        Some((
+            u32_at(base + 4)?,
+            u64_at(base + 0x18)?,
+            u64_at(base + 0x20)?,
+            u32_at(base + 0x28)?,
+            u64_at(base + 0x38)?,
+        ))
     };
     for i in 0..usize::from(shnum) {
         let Some((ty, off, size, link, entsize)) = section(i) else { continue };
@@ -192,8 +210,15 @@ mod tests {
         std::fs::write(&f, b"0123456789").unwrap();
         let uri = format!("file://{}#offset=2&size=3", f.display().to_string().replace(' ', "%20"));
         assert_eq!(load_uri(&uri).unwrap(), b"234");
-        assert_eq!(load_uri(&format!("file://{}", f.display().to_string().replace(' ', "%20"))).unwrap().len(), 10);
-        let at = |frag: &str| load_uri(&format!("file://{}#{frag}", f.display().to_string().replace(' ', "%20")));
+        assert_eq!(
+            load_uri(&format!("file://{}", f.display().to_string().replace(' ', "%20")))
+                .unwrap()
+                .len(),
+            10
+        );
+        let at = |frag: &str| {
+            load_uri(&format!("file://{}#{frag}", f.display().to_string().replace(' ', "%20")))
+        };
         assert_eq!(at("offset=7").unwrap(), b"789", "an offset without a size: to the end");
         assert_eq!(at("offset=8&size=5"), None, "a range past the end");
         assert_eq!(at("offset=11"), None, "an offset past the end");

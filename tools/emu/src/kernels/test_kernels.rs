@@ -36,8 +36,10 @@ fn saxpy(ctx: &KernelCtx) -> Result<(), Fault> {
 }
 
 fn matmul(ctx: &KernelCtx) -> Result<(), Fault> {
-    let (a, b, c, n) = (ctx.arg_u64(0)?, ctx.arg_u64(8)?, ctx.arg_u64(16)?, ctx.arg_u32(24)? as usize);
-    let (cols, rows) = ((ctx.dispatch.grid[0] as usize).min(n), (ctx.dispatch.grid[1] as usize).min(n));
+    let (a, b, c, n) =
+        (ctx.arg_u64(0)?, ctx.arg_u64(8)?, ctx.arg_u64(16)?, ctx.arg_u32(24)? as usize);
+    let (cols, rows) =
+        ((ctx.dispatch.grid[0] as usize).min(n), (ctx.dispatch.grid[1] as usize).min(n));
     let ma = ctx.read_f32s(a, n * n)?;
     let mb = ctx.read_f32s(b, n * n)?;
     let mut mc = ctx.read_f32s(c, n * n)?;
@@ -93,7 +95,11 @@ mod tests {
     use crate::kernels::Dispatch;
     use crate::sys::devmem::{fake::FakeMemory, DeviceMemory};
 
-    fn ctx<'a>(d: &'a Dispatch, m: &'a FakeMemory, ok: &'a dyn Fn(u64, u64) -> bool) -> KernelCtx<'a> {
+    fn ctx<'a>(
+        d: &'a Dispatch,
+        m: &'a FakeMemory,
+        ok: &'a dyn Fn(u64, u64) -> bool,
+    ) -> KernelCtx<'a> {
         KernelCtx { dispatch: d, mem: m, accessible: ok }
     }
 
@@ -112,7 +118,14 @@ mod tests {
         m.write(0x108, &0x2000u64.to_le_bytes());
         m.write(0x110, &0x3000u64.to_le_bytes());
         m.write(0x118, &3u32.to_le_bytes());
-        let d = Dispatch { kernel_object: 1, grid: [2, 1, 1], wg: [64, 1, 1], kernarg: 0x100, group_segment: 0, private_segment: 0 };
+        let d = Dispatch {
+            kernel_object: 1,
+            grid: [2, 1, 1],
+            wg: [64, 1, 1],
+            kernarg: 0x100,
+            group_segment: 0,
+            private_segment: 0,
+        };
         let ok = |_, _| true;
         vadd(&ctx(&d, &m, &ok)).unwrap();
         let c = ctx(&d, &m, &ok).read_f32s(0x3000, 3).unwrap();
@@ -128,7 +141,14 @@ mod tests {
             m.write(0x100 + off, &v.to_le_bytes());
         }
         m.write(0x118, &2u32.to_le_bytes());
-        let d = Dispatch { kernel_object: 1, grid: [2, 2, 1], wg: [16, 16, 1], kernarg: 0x100, group_segment: 0, private_segment: 0 };
+        let d = Dispatch {
+            kernel_object: 1,
+            grid: [2, 2, 1],
+            wg: [16, 16, 1],
+            kernarg: 0x100,
+            group_segment: 0,
+            private_segment: 0,
+        };
         let ok = |_, _| true;
         matmul(&ctx(&d, &m, &ok)).unwrap();
         assert_eq!(ctx(&d, &m, &ok).read_f32s(0x3000, 4).unwrap(), vec![19.0, 22.0, 43.0, 50.0]);
@@ -140,17 +160,34 @@ mod tests {
         for (off, v) in [(0u64, 5000u64), (8, 400), (16, 65536)] {
             m.write(0x100 + off, &v.to_le_bytes());
         }
-        let d = Dispatch { kernel_object: 1, grid: [64, 1, 1], wg: [64, 1, 1], kernarg: 0x100, group_segment: 0, private_segment: 0 };
+        let d = Dispatch {
+            kernel_object: 1,
+            grid: [64, 1, 1],
+            wg: [64, 1, 1],
+            kernarg: 0x100,
+            group_segment: 0,
+            private_segment: 0,
+        };
         let ok = |_, _| true;
         assert_eq!(synthetic_ns(&ctx(&d, &m, &ok)).unwrap(), 5000);
-        assert_eq!(synthetic_profile(&ctx(&d, &m, &ok)).unwrap(), Profile { cu_util: 0.4, hbm_bytes: 65536 });
+        assert_eq!(
+            synthetic_profile(&ctx(&d, &m, &ok)).unwrap(),
+            Profile { cu_util: 0.4, hbm_bytes: 65536 }
+        );
     }
 
     #[test]
     fn an_unmapped_pointer_is_a_fault() {
         let m = FakeMemory::default();
         m.write(0x100, &0xdead_0000u64.to_le_bytes());
-        let d = Dispatch { kernel_object: 1, grid: [4, 1, 1], wg: [4, 1, 1], kernarg: 0x100, group_segment: 0, private_segment: 0 };
+        let d = Dispatch {
+            kernel_object: 1,
+            grid: [4, 1, 1],
+            wg: [4, 1, 1],
+            kernarg: 0x100,
+            group_segment: 0,
+            private_segment: 0,
+        };
         let ok = |a: u64, _| a < 0x1000;
         let e = vadd(&ctx(&d, &m, &ok)).unwrap_err();
         assert_eq!(e.addr, 0xdead_0000);

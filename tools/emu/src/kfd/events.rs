@@ -18,8 +18,8 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use xhsa_ioctl::abi::event::{
-    HsaMemoryExceptionData, KFD_IOC_EVENT_MEMORY, KFD_IOC_EVENT_SIGNAL, KFD_IOC_WAIT_RESULT_COMPLETE, KFD_IOC_WAIT_RESULT_TIMEOUT,
-    KFD_SIGNAL_EVENT_LIMIT,
+    HsaMemoryExceptionData, KFD_IOC_EVENT_MEMORY, KFD_IOC_EVENT_SIGNAL,
+    KFD_IOC_WAIT_RESULT_COMPLETE, KFD_IOC_WAIT_RESULT_TIMEOUT, KFD_SIGNAL_EVENT_LIMIT,
 };
 
 /// Value of an event-page slot that holds no signal.
@@ -109,13 +109,26 @@ impl Events {
             if t.page.is_none() {
                 return Err(EventError::NoEventPage);
             }
-            (0..KFD_SIGNAL_EVENT_LIMIT).find(|i| !t.events.contains_key(i)).ok_or(EventError::NoSlot)?
+            (0..KFD_SIGNAL_EVENT_LIMIT)
+                .find(|i| !t.events.contains_key(i))
+                .ok_or(EventError::NoSlot)?
         } else {
             let id = FIRST_NONSIGNAL_ID + t.next_nonsignal;
             t.next_nonsignal += 1;
             id
         };
-        t.events.insert(id, Event { kind, auto_reset, signaled: false, memory_fault: None, waiters: 0, generation: 0, age: 1 });
+        t.events.insert(
+            id,
+            Event {
+                kind,
+                auto_reset,
+                signaled: false,
+                memory_fault: None,
+                waiters: 0,
+                generation: 0,
+                age: 1,
+            },
+        );
         let slot = if kind == KFD_IOC_EVENT_SIGNAL { id } else { 0 };
         Ok((id, id, slot))
     }
@@ -149,7 +162,13 @@ impl Events {
 
     /// Ids of the signal events, ascending.
     pub fn signal_ids(&self) -> Vec<u32> {
-        let mut ids: Vec<u32> = self.lock().events.iter().filter(|(_, e)| e.kind == KFD_IOC_EVENT_SIGNAL).map(|(&id, _)| id).collect();
+        let mut ids: Vec<u32> = self
+            .lock()
+            .events
+            .iter()
+            .filter(|(_, e)| e.kind == KFD_IOC_EVENT_SIGNAL)
+            .map(|(&id, _)| id)
+            .collect();
         ids.sort_unstable();
         ids
     }
@@ -179,7 +198,12 @@ impl Events {
     /// As in KFD, an event set while this thread waits wakes it (and every other waiter of that
     /// event) even if the event is auto-reset; an auto-reset event found signaled is reset by
     /// the wait it satisfies. Unknown ids fail the wait.
-    pub fn wait(&self, ids: &[u32], wait_all: bool, timeout_ms: u32) -> Result<WaitOutcome, EventError> {
+    pub fn wait(
+        &self,
+        ids: &[u32],
+        wait_all: bool,
+        timeout_ms: u32,
+    ) -> Result<WaitOutcome, EventError> {
         self.wait_aged(ids, &mut [], wait_all, timeout_ms)
     }
 
@@ -187,8 +211,15 @@ impl Events {
     /// (missing or 0: none). A signal event whose age differs from it counts as set when the
     /// wait begins; when the wait completes, each set signal event's entry with an age gets the
     /// event's current age (KFD's `init_event_waiter` and `copy_signaled_event_data`).
-    pub fn wait_aged(&self, ids: &[u32], ages: &mut [u64], wait_all: bool, timeout_ms: u32) -> Result<WaitOutcome, EventError> {
-        let deadline = (timeout_ms != INFINITE).then(|| Instant::now() + Duration::from_millis(timeout_ms.into()));
+    pub fn wait_aged(
+        &self,
+        ids: &[u32],
+        ages: &mut [u64],
+        wait_all: bool,
+        timeout_ms: u32,
+    ) -> Result<WaitOutcome, EventError> {
+        let deadline = (timeout_ms != INFINITE)
+            .then(|| Instant::now() + Duration::from_millis(timeout_ms.into()));
         let mut t = self.lock();
         let mut seen = Vec::with_capacity(ids.len());
         let mut aged = vec![false; ids.len()];
@@ -241,7 +272,10 @@ impl Events {
                         e.signaled = false;
                     }
                 }
-                return Ok(WaitOutcome { result: KFD_IOC_WAIT_RESULT_COMPLETE, memory_faults: faults });
+                return Ok(WaitOutcome {
+                    result: KFD_IOC_WAIT_RESULT_COMPLETE,
+                    memory_faults: faults,
+                });
             }
             match deadline {
                 None => t = self.changed.wait(t).unwrap_or_else(|p| p.into_inner()),
@@ -249,7 +283,10 @@ impl Events {
                     let now = Instant::now();
                     if now >= d {
                         leave(&mut t);
-                        return Ok(WaitOutcome { result: KFD_IOC_WAIT_RESULT_TIMEOUT, memory_faults: Vec::new() });
+                        return Ok(WaitOutcome {
+                            result: KFD_IOC_WAIT_RESULT_TIMEOUT,
+                            memory_faults: Vec::new(),
+                        });
                     }
                     t = self.changed.wait_timeout(t, d - now).unwrap_or_else(|p| p.into_inner()).0;
                 }
@@ -325,19 +362,37 @@ mod tests {
         }
         ev.set(id).unwrap();
         assert_eq!(first.join().unwrap(), KFD_IOC_WAIT_RESULT_COMPLETE);
-        assert_eq!(ev.wait(&[id], false, 50).unwrap().result, KFD_IOC_WAIT_RESULT_TIMEOUT, "no age: the set is gone");
+        assert_eq!(
+            ev.wait(&[id], false, 50).unwrap().result,
+            KFD_IOC_WAIT_RESULT_TIMEOUT,
+            "no age: the set is gone"
+        );
         let mut ages = [1u64];
-        assert_eq!(ev.wait_aged(&[id], &mut ages, false, 5_000).unwrap().result, KFD_IOC_WAIT_RESULT_COMPLETE, "set since age 1");
+        assert_eq!(
+            ev.wait_aged(&[id], &mut ages, false, 5_000).unwrap().result,
+            KFD_IOC_WAIT_RESULT_COMPLETE,
+            "set since age 1"
+        );
         assert_eq!(ages, [2], "the event's age comes back");
-        assert_eq!(ev.wait_aged(&[id], &mut ages, false, 50).unwrap().result, KFD_IOC_WAIT_RESULT_TIMEOUT, "not set since age 2");
+        assert_eq!(
+            ev.wait_aged(&[id], &mut ages, false, 50).unwrap().result,
+            KFD_IOC_WAIT_RESULT_TIMEOUT,
+            "not set since age 2"
+        );
         assert_eq!(ages, [2], "a wait that timed out leaves the age");
         ev.set(id).unwrap();
-        assert_eq!(ev.wait_aged(&[id], &mut ages, false, 5_000).unwrap().result, KFD_IOC_WAIT_RESULT_COMPLETE);
+        assert_eq!(
+            ev.wait_aged(&[id], &mut ages, false, 5_000).unwrap().result,
+            KFD_IOC_WAIT_RESULT_COMPLETE
+        );
         assert_eq!(ages, [3]);
         // Ages are for signal events only; an age of 0 means none.
         let (mem, _, _) = ev.create(KFD_IOC_EVENT_MEMORY, true).unwrap();
         let mut other = [7u64, 0];
-        assert_eq!(ev.wait_aged(&[mem, id], &mut other, false, 50).unwrap().result, KFD_IOC_WAIT_RESULT_TIMEOUT);
+        assert_eq!(
+            ev.wait_aged(&[mem, id], &mut other, false, 50).unwrap().result,
+            KFD_IOC_WAIT_RESULT_TIMEOUT
+        );
         assert_eq!(other, [7, 0]);
     }
 

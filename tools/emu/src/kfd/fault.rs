@@ -60,9 +60,13 @@ impl FaultPlan {
             let mut parts = entry.split(':');
             let name = parts.next().unwrap_or_default();
             let args: Vec<&str> = parts.collect();
-            let number = |s: &str, what: &str| s.parse::<u64>().map_err(|_| bad(format!("{what} {s:?} in {entry:?} is not a number")));
+            let number = |s: &str, what: &str| {
+                s.parse::<u64>()
+                    .map_err(|_| bad(format!("{what} {s:?} in {entry:?} is not a number")))
+            };
             let after = match args.first() {
-                Some(n) => u32::try_from(number(n, "N")?).map_err(|_| bad(format!("N in {entry:?} is too large")))?,
+                Some(n) => u32::try_from(number(n, "N")?)
+                    .map_err(|_| bad(format!("N in {entry:?} is too large")))?,
                 None => 0,
             };
             let kind = match (name, args.len()) {
@@ -72,7 +76,9 @@ impl FaultPlan {
                     0 => return Err(bad(format!("MS in {entry:?} must be at least 1"))),
                     ms => Kind::Timeout(Some(ms)),
                 },
-                ("preempt_fail" | "preempt_timeout", _) => return Err(bad(format!("too many fields in {entry:?}"))),
+                ("preempt_fail" | "preempt_timeout", _) => {
+                    return Err(bad(format!("too many fields in {entry:?}")))
+                }
                 _ => return Err(bad(format!("unknown fault {name:?}"))),
             };
             rules.push(Rule { after, kind });
@@ -118,13 +124,22 @@ mod tests {
     #[test]
     fn the_forms_and_their_defaults() {
         let p = FaultPlan::parse("preempt_fail").unwrap();
-        assert_eq!((p.fault_for(0, 9000), p.fault_for(7, 9000)), (Some(Fault::Fail), Some(Fault::Fail)));
+        assert_eq!(
+            (p.fault_for(0, 9000), p.fault_for(7, 9000)),
+            (Some(Fault::Fail), Some(Fault::Fail))
+        );
         let p = FaultPlan::parse("preempt_fail:2").unwrap();
-        assert_eq!([p.fault_for(0, 1), p.fault_for(1, 1), p.fault_for(2, 1), p.fault_for(3, 1)], [None, None, Some(Fault::Fail), Some(Fault::Fail)]);
+        assert_eq!(
+            [p.fault_for(0, 1), p.fault_for(1, 1), p.fault_for(2, 1), p.fault_for(3, 1)],
+            [None, None, Some(Fault::Fail), Some(Fault::Fail)]
+        );
         let p = FaultPlan::parse("preempt_timeout").unwrap();
         assert_eq!(p.fault_for(0, 9000), Some(Fault::Timeout { ms: 9000 }));
         let p = FaultPlan::parse("preempt_timeout:1").unwrap();
-        assert_eq!((p.fault_for(0, 50), p.fault_for(1, 50)), (None, Some(Fault::Timeout { ms: 50 })));
+        assert_eq!(
+            (p.fault_for(0, 50), p.fault_for(1, 50)),
+            (None, Some(Fault::Timeout { ms: 50 }))
+        );
         let p = FaultPlan::parse("preempt_timeout:0:25").unwrap();
         assert_eq!(p.fault_for(0, 9000), Some(Fault::Timeout { ms: 25 }));
         assert!(FaultPlan::parse("").unwrap().is_empty());
@@ -143,7 +158,14 @@ mod tests {
 
     #[test]
     fn malformed_values_name_the_variable_and_the_forms() {
-        for v in ["preempt_crash", "preempt_fail:x", "preempt_fail:1:2", "preempt_timeout:1:0", "preempt_timeout:1:2:3", "preempt_timeout:99999999999"] {
+        for v in [
+            "preempt_crash",
+            "preempt_fail:x",
+            "preempt_fail:1:2",
+            "preempt_timeout:1:0",
+            "preempt_timeout:1:2:3",
+            "preempt_timeout:99999999999",
+        ] {
             let e = FaultPlan::parse(v).unwrap_err();
             assert!(e.starts_with(&format!("XHSA_EMU_FAULT={v:?} is not valid")), "{e}");
             assert!(e.contains("preempt_fail[:N] or preempt_timeout[:N[:MS]]"), "{e}");

@@ -130,7 +130,9 @@ impl Memory {
             return true;
         }
         match self.find(addr) {
-            Some(r) => r.kind != MemKind::Reserved && addr.checked_add(len).is_some_and(|e| e <= r.end()),
+            Some(r) => {
+                r.kind != MemKind::Reserved && addr.checked_add(len).is_some_and(|e| e <= r.end())
+            }
             None => false,
         }
     }
@@ -201,7 +203,17 @@ mod tests {
     use super::*;
 
     fn r(start: u64, size: u64, kind: MemKind) -> Range {
-        Range { host: 0, start, size, kind, node: 1, flags: 0, mapped_nodes: vec![], user_data: 0, handle: start }
+        Range {
+            host: 0,
+            start,
+            size,
+            kind,
+            node: 1,
+            flags: 0,
+            mapped_nodes: vec![],
+            user_data: 0,
+            handle: start,
+        }
     }
 
     #[test]

@@ -18,17 +18,30 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use xhsa_ioctl::abi::dbg_trap::{
-    dbg_trap_op_is_hw_op, DbgTrapEnableArgs, DbgTrapQueryDebugEventArgs, DbgTrapQueryExceptionInfoArgs, DbgTrapQueueSnapshotArgs, KFD_IOC_DBG_TRAP_DISABLE,
-    KFD_IOC_DBG_TRAP_ENABLE, KFD_IOC_DBG_TRAP_GET_QUEUE_SNAPSHOT, KFD_IOC_DBG_TRAP_QUERY_DEBUG_EVENT, KFD_IOC_DBG_TRAP_QUERY_EXCEPTION_INFO,
-    KFD_IOC_DBG_TRAP_RESUME_QUEUES, KFD_IOC_DBG_TRAP_SET_EXCEPTIONS_ENABLED, KFD_IOC_DBG_TRAP_SUSPEND_QUEUES,
+    dbg_trap_op_is_hw_op, DbgTrapEnableArgs, DbgTrapQueryDebugEventArgs,
+    DbgTrapQueryExceptionInfoArgs, DbgTrapQueueSnapshotArgs, KFD_IOC_DBG_TRAP_DISABLE,
+    KFD_IOC_DBG_TRAP_ENABLE, KFD_IOC_DBG_TRAP_GET_QUEUE_SNAPSHOT,
+    KFD_IOC_DBG_TRAP_QUERY_DEBUG_EVENT, KFD_IOC_DBG_TRAP_QUERY_EXCEPTION_INFO,
+    KFD_IOC_DBG_TRAP_RESUME_QUEUES, KFD_IOC_DBG_TRAP_SET_EXCEPTIONS_ENABLED,
+    KFD_IOC_DBG_TRAP_SUSPEND_QUEUES,
 };
-use xhsa_ioctl::abi::debug::{QueueSnapshotEntry, RuntimeInfo, DEBUG_RUNTIME_STATE_DISABLED, DEBUG_RUNTIME_STATE_ENABLED, KFD_DBG_QUEUE_ERROR_MASK, KFD_DBG_QUEUE_INVALID_MASK};
+use xhsa_ioctl::abi::debug::{
+    QueueSnapshotEntry, RuntimeInfo, DEBUG_RUNTIME_STATE_DISABLED, DEBUG_RUNTIME_STATE_ENABLED,
+    KFD_DBG_QUEUE_ERROR_MASK, KFD_DBG_QUEUE_INVALID_MASK,
+};
 use xhsa_ioctl::abi::event::{CreateEventArgs, WaitEventsArgs, KFD_IOC_EVENT_SIGNAL};
-use xhsa_ioctl::abi::exception::{kfd_ec_mask, EC_DEVICE_QUEUE_DELETE, EC_QUEUE_NEW, KFD_EC_MASK_DEVICE, KFD_EC_MASK_PROCESS, KFD_EC_MASK_QUEUE};
-use xhsa_ioctl::abi::memory::{AllocMemoryOfGpuArgs, KFD_IOC_ALLOC_MEM_FLAGS_GTT, KFD_IOC_ALLOC_MEM_FLAGS_USERPTR, KFD_IOC_ALLOC_MEM_FLAGS_VRAM};
+use xhsa_ioctl::abi::exception::{
+    kfd_ec_mask, EC_DEVICE_QUEUE_DELETE, EC_QUEUE_NEW, KFD_EC_MASK_DEVICE, KFD_EC_MASK_PROCESS,
+    KFD_EC_MASK_QUEUE,
+};
+use xhsa_ioctl::abi::memory::{
+    AllocMemoryOfGpuArgs, KFD_IOC_ALLOC_MEM_FLAGS_GTT, KFD_IOC_ALLOC_MEM_FLAGS_USERPTR,
+    KFD_IOC_ALLOC_MEM_FLAGS_VRAM,
+};
 use xhsa_ioctl::abi::process::GetClockCountersArgs;
 use xhsa_ioctl::abi::queue::{
-    AllocQueueGwsArgs, CreateQueueArgs, UpdateQueueArgs, KFD_IOC_QUEUE_TYPE_COMPUTE_AQL, KFD_IOC_QUEUE_TYPE_SDMA, KFD_IOC_QUEUE_TYPE_SDMA_XGMI, KFD_MAX_QUEUE_PERCENTAGE,
+    AllocQueueGwsArgs, CreateQueueArgs, UpdateQueueArgs, KFD_IOC_QUEUE_TYPE_COMPUTE_AQL,
+    KFD_IOC_QUEUE_TYPE_SDMA, KFD_IOC_QUEUE_TYPE_SDMA_XGMI, KFD_MAX_QUEUE_PERCENTAGE,
     KFD_MAX_QUEUE_PRIORITY,
 };
 use xhsa_ioctl::abi::version::GetVersionArgs;
@@ -138,7 +151,8 @@ struct State {
 impl State {
     /// The ids of GPU `gpu`'s queues in KFD's list order (newest first).
     fn ids_on(&self, gpu: usize) -> Vec<u32> {
-        let mut v: Vec<(u64, u32)> = self.queues.iter().filter(|(_, q)| q.gpu == gpu).map(|(id, q)| (q.seq, *id)).collect();
+        let mut v: Vec<(u64, u32)> =
+            self.queues.iter().filter(|(_, q)| q.gpu == gpu).map(|(id, q)| (q.seq, *id)).collect();
         v.sort_unstable_by(|a, b| b.cmp(a));
         v.into_iter().map(|(_, id)| id).collect()
     }
@@ -153,12 +167,20 @@ impl State {
     /// GPU `gpu`'s queues named in `ids` with their index there (KFD's `q_array_get_index`:
     /// the first entry equal to the id once the invalid bit is masked off), in list order.
     fn listed(&self, gpu: usize, ids: &[u32]) -> Vec<(usize, u32)> {
-        self.ids_on(gpu).into_iter().filter_map(|q| ids.iter().position(|&x| x & !KFD_DBG_QUEUE_INVALID_MASK == q).map(|i| (i, q))).collect()
+        self.ids_on(gpu)
+            .into_iter()
+            .filter_map(|q| {
+                ids.iter().position(|&x| x & !KFD_DBG_QUEUE_INVALID_MASK == q).map(|i| (i, q))
+            })
+            .collect()
     }
 
     /// `kfd_dbg_ev_raise` for a session: the debugger's fd if the exception is reported.
     fn reported(&self, mask: u64) -> Option<Arc<File>> {
-        self.debug.as_ref().filter(|d| d.exception_enable_mask & mask != 0).map(|d| d.notify.clone())
+        self.debug
+            .as_ref()
+            .filter(|d| d.exception_enable_mask & mask != 0)
+            .map(|d| d.notify.clone())
     }
 }
 
@@ -209,29 +231,56 @@ impl Kfd {
     /// Opens the emulated KFD of this process: connects to (or starts) the shared device and
     /// runs a packet processor per GPU, with its doorbell area. `r_debug` is the address of
     /// ROCr's `_amdgpu_r_debug`, for kernel names; `target` is the ISA the GPUs report.
-    pub fn open(cfg: Arc<Config>, gpus: u32, r_debug: Option<u64>, target: crate::isa::target::Target) -> Result<Kfd, String> {
+    pub fn open(
+        cfg: Arc<Config>,
+        gpus: u32,
+        r_debug: Option<u64>,
+        target: crate::isa::target::Target,
+    ) -> Result<Kfd, String> {
         let events = Arc::new(Events::default());
         let memory = Arc::new(Memory::default());
         let mut list = Vec::new();
         let mut clock = None;
         for g in 0..gpus {
             let gpu_id = topology::gpu_id(g);
-            let conn = Connection::open(g).map_err(|e| format!("cannot reach the shared device: {e}"))?;
+            let conn =
+                Connection::open(g).map_err(|e| format!("cannot reach the shared device: {e}"))?;
             clock = Some(conn.clock);
             let bytes = (DOORBELLS * 8) as u64;
-            let doorbells = mem::map(bytes, 4096, true, true).map_err(|e| format!("cannot map doorbells: {e}"))?;
+            let doorbells = mem::map(bytes, 4096, true, true)
+                .map_err(|e| format!("cannot map doorbells: {e}"))?;
             let wake: &'static AtomicU32 = &conn.area.get().wake;
             // SAFETY: the doorbell mapping was just created, is used only for doorbells and is
             // never unmapped (it lives as long as the process's KFD state).
-            let area = Arc::new(unsafe { TrappedArea::register(doorbells as *mut u8, bytes as usize, wake) }.map_err(|e| e.to_string())?);
-            let cp = Cp::with_scheduler(cfg.clone(), r_debug, Box::new(RemoteScheduler::new(conn.clone()))).with_target(target);
-            let engine = Engine::start(cp, cfg.interpreter.workers(), conn.clock, events.clone(), memory.clone(), gpu_id, wake);
+            let area = Arc::new(
+                unsafe { TrappedArea::register(doorbells as *mut u8, bytes as usize, wake) }
+                    .map_err(|e| e.to_string())?,
+            );
+            let cp = Cp::with_scheduler(
+                cfg.clone(),
+                r_debug,
+                Box::new(RemoteScheduler::new(conn.clone())),
+            )
+            .with_target(target);
+            let engine = Engine::start(
+                cp,
+                cfg.interpreter.workers(),
+                conn.clock,
+                events.clone(),
+                memory.clone(),
+                gpu_id,
+                wake,
+            );
             engine.set_doorbells(area.clone());
             list.push(Gpu { gpu_id, engine, conn, doorbells, _area: area });
         }
         let faults = FaultPlan::from_env();
         if !faults.is_empty() {
-            tracing::info!("xhsa-emu: {}={:?}: preemptions will fail", fault::VAR, std::env::var(fault::VAR).unwrap_or_default());
+            tracing::info!(
+                "xhsa-emu: {}={:?}: preemptions will fail",
+                fault::VAR,
+                std::env::var(fault::VAR).unwrap_or_default()
+            );
         }
         Ok(Kfd {
             slots: Mutex::new(vec![vec![false; DOORBELLS]; list.len()]),
@@ -276,7 +325,12 @@ impl Kfd {
     /// ENABLE), it blocks, as KFD's does (`down_interruptible` until the debugger answers the
     /// runtime event): a runtime that shuts down with the process's debug trap on waits until
     /// the trap is disabled (ROCr 6.x's `hsa_shut_down` hangs).
-    pub fn runtime_enable(&self, enable: bool, r_debug: u64, ttmp_setup: bool) -> Result<(), Errno> {
+    pub fn runtime_enable(
+        &self,
+        enable: bool,
+        r_debug: u64,
+        ttmp_setup: bool,
+    ) -> Result<(), Errno> {
         let mut st = self.lock_state();
         while st.debug.is_some() {
             st = self.changed.wait(st).unwrap_or_else(|e| e.into_inner());
@@ -307,7 +361,9 @@ impl Kfd {
     /// AMDKFD_IOC_CREATE_QUEUE.
     pub fn create_queue(&self, a: &mut CreateQueueArgs) -> Result<(), Errno> {
         let gi = self.gpu_index(a.gpu_id)?;
-        if a.queue_percentage > KFD_MAX_QUEUE_PERCENTAGE || a.queue_priority > KFD_MAX_QUEUE_PRIORITY {
+        if a.queue_percentage > KFD_MAX_QUEUE_PERCENTAGE
+            || a.queue_priority > KFD_MAX_QUEUE_PRIORITY
+        {
             return Err(libc::EINVAL);
         }
         if a.ring_size != 0 && !a.ring_size.is_power_of_two() {
@@ -327,7 +383,8 @@ impl Kfd {
         }
         let _op = self.lock_op();
         let mut st = self.lock_state();
-        let cp_limit = self.cfg.device.cp_queues as usize + (self.cfg.device.sdma_engines * self.cfg.device.sdma_queues_per_engine) as usize;
+        let cp_limit = self.cfg.device.cp_queues as usize
+            + (self.cfg.device.sdma_engines * self.cfg.device.sdma_queues_per_engine) as usize;
         if st.queues.values().filter(|q| q.gpu == gi).count() >= cp_limit.max(1) {
             return Err(libc::ENOSPC);
         }
@@ -338,7 +395,10 @@ impl Kfd {
             s
         };
         let gpu = &self.gpus[gi];
-        let reply = gpu.conn.request(&format!("CREATE gpu={gi} prio={} pct={}", a.queue_priority, a.queue_percentage));
+        let reply = gpu.conn.request(&format!(
+            "CREATE gpu={gi} prio={} pct={}",
+            a.queue_priority, a.queue_percentage
+        ));
         let key: QueueKey = match reply.as_ref().map(|l| l.get("key")) {
             Ok(Some(k)) => k,
             failed => {
@@ -364,14 +424,39 @@ impl Kfd {
         {
             let mut cp = gpu.engine.cp();
             if sdma {
-                cp.add_sdma(key, SdmaQueue::new(a.ring_base_address, ring, a.read_pointer_address, a.write_pointer_address));
+                cp.add_sdma(
+                    key,
+                    SdmaQueue::new(
+                        a.ring_base_address,
+                        ring,
+                        a.read_pointer_address,
+                        a.write_pointer_address,
+                    ),
+                );
             } else {
-                cp.add_aql(key, a.ring_base_address, ring, a.read_pointer_address, doorbell, a.queue_priority as u8);
+                cp.add_aql(
+                    key,
+                    a.ring_base_address,
+                    ring,
+                    a.read_pointer_address,
+                    doorbell,
+                    a.queue_priority as u8,
+                );
             }
             cp.set_runnable(key, a.queue_percentage > 0);
         }
         gpu.engine.notify();
-        tracing::debug!(queue = id, key, sdma, ring = format_args!("{:#x}", a.ring_base_address), bytes = a.ring_size, read_pointer = format_args!("{:#x}", a.read_pointer_address), doorbell = format_args!("{doorbell:#x}"), priority = a.queue_priority, "xhsa-emu: queue created");
+        tracing::debug!(
+            queue = id,
+            key,
+            sdma,
+            ring = format_args!("{:#x}", a.ring_base_address),
+            bytes = a.ring_size,
+            read_pointer = format_args!("{:#x}", a.read_pointer_address),
+            doorbell = format_args!("{doorbell:#x}"),
+            priority = a.queue_priority,
+            "xhsa-emu: queue created"
+        );
         let seq = st.next_seq;
         st.next_seq += 1;
         let rec = QueueRec {
@@ -421,7 +506,13 @@ impl Kfd {
         // a second mapping of the same pages); the destination is the caller's own range, which
         // mmap(MAP_FIXED) would replace too.
         let p = unsafe {
-            libc::mremap((g.doorbells + within) as *mut libc::c_void, 0, len as usize, libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED, addr as *mut libc::c_void)
+            libc::mremap(
+                (g.doorbells + within) as *mut libc::c_void,
+                0,
+                len as usize,
+                libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+                addr as *mut libc::c_void,
+            )
         };
         if p == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOMEM));
@@ -429,10 +520,12 @@ impl Kfd {
         let wake: &'static AtomicU32 = &g.conn.area.get().wake;
         // SAFETY: the mapping was just made at `addr`, holds only doorbells, and is unregistered
         // by `unmap_doorbells` before the thunk unmaps it.
-        let area = Arc::new(unsafe { TrappedArea::register(addr as *mut u8, len as usize, wake) }.map_err(|e| {
-            tracing::error!("xhsa-emu: {e}");
-            libc::ENOMEM
-        })?);
+        let area = Arc::new(
+            unsafe { TrappedArea::register(addr as *mut u8, len as usize, wake) }.map_err(|e| {
+                tracing::error!("xhsa-emu: {e}");
+                libc::ENOMEM
+            })?,
+        );
         // The engine holds the mapping's registration (it arms it) until unmap_doorbells.
         g.engine.set_doorbells(area);
         Ok(())
@@ -470,8 +563,14 @@ impl Kfd {
             q.being_destroyed = true;
             if debugging && q.suspended {
                 drop(op);
-                tracing::debug!(queue = queue_id, "xhsa-emu: DESTROY_QUEUE of a suspended queue waits for its resume");
-                while !st.closing && st.debug.is_some() && st.queues.get(&queue_id).is_some_and(|q| q.suspended) {
+                tracing::debug!(
+                    queue = queue_id,
+                    "xhsa-emu: DESTROY_QUEUE of a suspended queue waits for its resume"
+                );
+                while !st.closing
+                    && st.debug.is_some()
+                    && st.queues.get(&queue_id).is_some_and(|q| q.suspended)
+                {
                     st = self.changed.wait(st).unwrap_or_else(|p| p.into_inner());
                 }
                 if st.closing {
@@ -506,7 +605,11 @@ impl Kfd {
         st.preemptions = n.saturating_add(1);
         let f = self.faults.fault_for(n, self.cfg.kfd.preemption_timeout_ms);
         if let Some(f) = f {
-            tracing::info!("xhsa-emu: {}: preemption operation {n} {}", fault::VAR, if f == Fault::Fail { "fails" } else { "times out" });
+            tracing::info!(
+                "xhsa-emu: {}: preemption operation {n} {}",
+                fault::VAR,
+                if f == Fault::Fail { "fails" } else { "times out" }
+            );
         }
         f
     }
@@ -535,7 +638,9 @@ impl Kfd {
     /// runlist (its running waves context-saved), a percentage above 0 maps it again unless it
     /// is suspended. An unknown queue id gives EFAULT, as in `pqm_update_queue_properties`.
     pub fn update_queue(&self, a: &UpdateQueueArgs) -> Result<(), Errno> {
-        if a.queue_percentage > KFD_MAX_QUEUE_PERCENTAGE || a.queue_priority > KFD_MAX_QUEUE_PRIORITY {
+        if a.queue_percentage > KFD_MAX_QUEUE_PERCENTAGE
+            || a.queue_priority > KFD_MAX_QUEUE_PRIORITY
+        {
             return Err(libc::EINVAL);
         }
         if a.ring_size != 0 && !a.ring_size.is_power_of_two() {
@@ -566,7 +671,12 @@ impl Kfd {
         // The remap takes KFD's view of the queue: suspended too if a suspend's unmap failed.
         let susp = u8::from(st.queues[&a.queue_id].suspended);
         let gpu = &self.gpus[gi];
-        gpu.conn.request(&format!("UPDATE key={key} prio={} pct={} susp={susp}", a.queue_priority, a.queue_percentage)).map_err(|r| r.errno)?;
+        gpu.conn
+            .request(&format!(
+                "UPDATE key={key} prio={} pct={} susp={susp}",
+                a.queue_priority, a.queue_percentage
+            ))
+            .map_err(|r| r.errno)?;
         if let Some(q) = st.queues.get_mut(&a.queue_id) {
             q.percentage = a.queue_percentage;
             q.priority = a.queue_priority;
@@ -628,7 +738,9 @@ impl Kfd {
         let (key, gi) = key_gpu.ok_or(libc::EFAULT)?;
         let gpu = &self.gpus[gi];
         let hex: Vec<String> = words.iter().map(|w| format!("{w:x}")).collect();
-        gpu.conn.request(&format!("CUMASK key={key} bits={num_bits} words={}", hex.join(","))).map_err(|r| r.errno)?;
+        gpu.conn
+            .request(&format!("CUMASK key={key} bits={num_bits} words={}", hex.join(",")))
+            .map_err(|r| r.errno)?;
         gpu.engine.notify();
         Ok(())
     }
@@ -654,7 +766,11 @@ impl Kfd {
     fn runtime_info(&self) -> RuntimeInfo {
         RuntimeInfo {
             r_debug: self.r_debug.load(Ordering::Acquire),
-            runtime_state: if self.runtime_enabled() { DEBUG_RUNTIME_STATE_ENABLED } else { DEBUG_RUNTIME_STATE_DISABLED },
+            runtime_state: if self.runtime_enabled() {
+                DEBUG_RUNTIME_STATE_ENABLED
+            } else {
+                DEBUG_RUNTIME_STATE_DISABLED
+            },
             ttmp_setup: u32::from(self.ttmp_setup.load(Ordering::Acquire)),
         }
     }
@@ -685,7 +801,9 @@ impl Kfd {
             for g in 0..self.gpus.len() {
                 let ids = st.ids_on(g);
                 if let Err(e) = self.resume_on(&mut st, g, &ids) {
-                    tracing::warn!("xhsa-emu: DBG_TRAP DISABLE: resuming the queues of GPU {g} failed ({e})");
+                    tracing::warn!(
+                        "xhsa-emu: DBG_TRAP DISABLE: resuming the queues of GPU {g} failed ({e})"
+                    );
                 }
             }
         }
@@ -704,7 +822,8 @@ impl Kfd {
     pub fn dbg_set_exceptions_enabled(&self, pid: u32, mask: u64) -> Result<(), Errno> {
         let mut st = self.lock_state();
         self.dbg_check(&st, pid, KFD_IOC_DBG_TRAP_SET_EXCEPTIONS_ENABLED)?;
-        let raised = st.queues.values().fold(0, |m, q| m | q.exception_status) | st.device_exceptions.iter().fold(0, |m, e| m | e);
+        let raised = st.queues.values().fold(0, |m, q| m | q.exception_status)
+            | st.device_exceptions.iter().fold(0, |m, e| m | e);
         let d = st.debug.as_mut().expect("checked");
         d.exception_enable_mask = mask;
         let notify = (mask & raised != 0).then(|| d.notify.clone());
@@ -751,7 +870,13 @@ impl Kfd {
     /// fails, every listed queue of that GPU gets `KFD_DBG_QUEUE_ERROR_MASK` and is not counted
     /// (it stays marked suspended, as in KFD). On success `exception_clear_mask` is cleared on
     /// every listed queue of the GPU. Returns how many queues were suspended.
-    pub fn dbg_trap_suspend(&self, pid: u32, ids: &mut [u32], exception_clear_mask: u64, grace_ns: u64) -> Result<u32, Errno> {
+    pub fn dbg_trap_suspend(
+        &self,
+        pid: u32,
+        ids: &mut [u32],
+        exception_clear_mask: u64,
+        grace_ns: u64,
+    ) -> Result<u32, Errno> {
         let _op = self.lock_op();
         let mut st = self.lock_state();
         self.dbg_check(&st, pid, KFD_IOC_DBG_TRAP_SUSPEND_QUEUES)?;
@@ -764,7 +889,11 @@ impl Kfd {
                 let q = st.queues.get_mut(&id).expect("listed");
                 if !q.suspended {
                     if q.exception_status & QUEUE_NEW != 0 || q.being_destroyed {
-                        tracing::debug!(queue = id, new = q.exception_status & QUEUE_NEW != 0, "xhsa-emu: SUSPEND_QUEUES skips a new or destroyed queue");
+                        tracing::debug!(
+                            queue = id,
+                            new = q.exception_status & QUEUE_NEW != 0,
+                            "xhsa-emu: SUSPEND_QUEUES skips a new or destroyed queue"
+                        );
                         continue;
                     }
                     q.suspended = true;
@@ -777,12 +906,22 @@ impl Kfd {
             }
             // The remap takes KFD's view: queues of this GPU whose earlier suspend failed to
             // unmap leave the runlist now too.
-            let stale: Vec<u32> = st.ids_on(g).into_iter().filter(|id| !handled.contains(id) && st.queues[id].suspended && !st.queues[id].hw_suspended).collect();
+            let stale: Vec<u32> = st
+                .ids_on(g)
+                .into_iter()
+                .filter(|id| {
+                    !handled.contains(id) && st.queues[id].suspended && !st.queues[id].hw_suspended
+                })
+                .collect();
             handled.extend(stale.iter().copied());
             let ok = match self.next_fault(&mut st) {
                 None => {
-                    let keys: Vec<String> = handled.iter().map(|id| st.queues[id].key.to_string()).collect();
-                    match self.gpus[g].conn.request(&format!("SUSPEND keys={} grace_ns={grace_ns}", keys.join(","))) {
+                    let keys: Vec<String> =
+                        handled.iter().map(|id| st.queues[id].key.to_string()).collect();
+                    match self.gpus[g]
+                        .conn
+                        .request(&format!("SUSPEND keys={} grace_ns={grace_ns}", keys.join(",")))
+                    {
                         Ok(_) => true,
                         Err(r) => {
                             tracing::warn!("xhsa-emu: {}", r.message);
@@ -859,7 +998,11 @@ impl Kfd {
     /// DBG_TRAP QUERY_DEBUG_EVENT (`kfd_dbg_ev_query_debug_event`): the first queue (newest
     /// first), else GPU, whose raised exceptions include a reported one: its whole status, ids,
     /// and `exception_mask`'s bits cleared on it. EAGAIN (all fields zero) when none is.
-    pub fn dbg_query_debug_event(&self, pid: u32, a: &mut DbgTrapQueryDebugEventArgs) -> Result<(), Errno> {
+    pub fn dbg_query_debug_event(
+        &self,
+        pid: u32,
+        a: &mut DbgTrapQueryDebugEventArgs,
+    ) -> Result<(), Errno> {
         let mut st = self.lock_state();
         self.dbg_check(&st, pid, KFD_IOC_DBG_TRAP_QUERY_DEBUG_EVENT)?;
         let clear = a.exception_mask;
@@ -868,7 +1011,8 @@ impl Kfd {
         for id in st.ids() {
             let q = st.queues.get_mut(&id).expect("listed");
             if q.exception_status & enabled != 0 {
-                (a.exception_mask, a.queue_id, a.gpu_id) = (q.exception_status, id, self.gpus[q.gpu].gpu_id);
+                (a.exception_mask, a.queue_id, a.gpu_id) =
+                    (q.exception_status, id, self.gpus[q.gpu].gpu_id);
                 q.exception_status &= !clear;
                 return Ok(());
             }
@@ -887,7 +1031,11 @@ impl Kfd {
     /// `exception_code` is raised on queue or GPU `source_id` (ENODATA if not; EINVAL for an
     /// unknown source or code, or a NULL `info_ptr`), clearing it if `clear_exception`. None of
     /// the exceptions the emulator raises carries data: `info_size` comes back 0.
-    pub fn dbg_query_exception_info(&self, pid: u32, a: &mut DbgTrapQueryExceptionInfoArgs) -> Result<(), Errno> {
+    pub fn dbg_query_exception_info(
+        &self,
+        pid: u32,
+        a: &mut DbgTrapQueryExceptionInfoArgs,
+    ) -> Result<(), Errno> {
         let mut st = self.lock_state();
         self.dbg_check(&st, pid, KFD_IOC_DBG_TRAP_QUERY_EXCEPTION_INFO)?;
         if a.info_ptr == 0 {
@@ -924,7 +1072,11 @@ impl Kfd {
     /// Out: `num_queues` = how many queues exist, `entry_size` = min(its value, 64). An
     /// `entry_size` of 0 is EINVAL (with `num_queues` 0). The emulator has no control stack
     /// and no EOP buffer; the entry's other fields are the queue's as created.
-    pub fn dbg_queue_snapshot(&self, pid: u32, a: &mut DbgTrapQueueSnapshotArgs) -> Result<Vec<QueueSnapshotEntry>, Errno> {
+    pub fn dbg_queue_snapshot(
+        &self,
+        pid: u32,
+        a: &mut DbgTrapQueueSnapshotArgs,
+    ) -> Result<Vec<QueueSnapshotEntry>, Errno> {
         let mut st = self.lock_state();
         self.dbg_check(&st, pid, KFD_IOC_DBG_TRAP_GET_QUEUE_SNAPSHOT)?;
         let room = a.num_queues as usize;
@@ -962,14 +1114,17 @@ impl Kfd {
         // As kfd_ioctl_create_event: a non-zero event_page_offset sets up the event page,
         // whatever the event's type (a ROCm 6.x thunk passes it with its first event, a memory
         // event); a signal event needs the page to be there.
-        if self.events.page().is_none() && (a.event_page_offset != 0 || a.event_type == KFD_IOC_EVENT_SIGNAL) {
+        if self.events.page().is_none()
+            && (a.event_page_offset != 0 || a.event_type == KFD_IOC_EVENT_SIGNAL)
+        {
             let page = self.memory.find_handle(a.event_page_offset).ok_or(libc::EINVAL)?;
             self.events.set_page(page.start);
         }
-        let (id, trigger, slot) = self.events.create(a.event_type, a.auto_reset != 0).map_err(|e| match e {
-            events::EventError::NoSlot => libc::ENOSPC,
-            _ => libc::EINVAL,
-        })?;
+        let (id, trigger, slot) =
+            self.events.create(a.event_type, a.auto_reset != 0).map_err(|e| match e {
+                events::EventError::NoSlot => libc::ENOSPC,
+                _ => libc::EINVAL,
+            })?;
         a.event_id = id;
         a.event_trigger_data = trigger;
         a.event_slot_index = slot;
@@ -995,9 +1150,17 @@ impl Kfd {
     /// AMDKFD_IOC_WAIT_EVENTS over `ids` with their signal events' `last_event_age`s (`ages`,
     /// updated for the events that fired; see [`events::Events::wait_aged`]); returns the wait
     /// result and fault data.
-    pub fn wait_events(&self, ids: &[u32], ages: &mut [u64], a: &mut WaitEventsArgs) -> Result<events::WaitOutcome, Errno> {
+    pub fn wait_events(
+        &self,
+        ids: &[u32],
+        ages: &mut [u64],
+        a: &mut WaitEventsArgs,
+    ) -> Result<events::WaitOutcome, Errno> {
         let timeout = if a.timeout == u32::MAX { u32::MAX } else { a.timeout.min(0x7fff_ffff) };
-        let out = self.events.wait_aged(ids, ages, a.wait_for_all != 0, timeout).map_err(|_| libc::EINVAL)?;
+        let out = self
+            .events
+            .wait_aged(ids, ages, a.wait_for_all != 0, timeout)
+            .map_err(|_| libc::EINVAL)?;
         a.wait_result = out.result;
         Ok(out)
     }
@@ -1018,7 +1181,9 @@ impl Kfd {
         if a.size == 0 || a.va_addr == 0 {
             return Err(libc::EINVAL);
         }
-        if kind == MemKind::Vram && self.memory.vram_used() + a.size > self.cfg.device.vram_gib << 30 {
+        if kind == MemKind::Vram
+            && self.memory.vram_used() + a.size > self.cfg.device.vram_gib << 30
+        {
             return Err(libc::ENOMEM);
         }
         let handle = self.next_handle(a.gpu_id);
@@ -1027,7 +1192,17 @@ impl Kfd {
         // (kfd_ioctl_alloc_memory_of_gpu); its GPU address may differ (a ROCm 6.x thunk picks
         // one in its own aperture).
         let userptr_host = if kind == MemKind::Userptr { a.mmap_offset } else { 0 };
-        self.memory.insert(Range { host: userptr_host, start: a.va_addr, size: a.size, kind, node, flags: 0, mapped_nodes: Vec::new(), user_data: 0, handle });
+        self.memory.insert(Range {
+            host: userptr_host,
+            start: a.va_addr,
+            size: a.size,
+            kind,
+            node,
+            flags: 0,
+            mapped_nodes: Vec::new(),
+            user_data: 0,
+            handle,
+        });
         a.handle = handle;
         a.mmap_offset = a.va_addr;
         Ok(())
@@ -1041,7 +1216,17 @@ impl Kfd {
     /// A range the thunk reserves without a KFD buffer (the scratch aperture): known for
     /// pointer queries, never accessible to the device.
     pub fn reserve(&self, start: u64, size: u64, node: u32, hsa_flags: u32) {
-        self.memory.insert(Range { host: 0, start, size, kind: MemKind::Reserved, node, flags: hsa_flags, mapped_nodes: Vec::new(), user_data: 0, handle: 0 });
+        self.memory.insert(Range {
+            host: 0,
+            start,
+            size,
+            kind: MemKind::Reserved,
+            node,
+            flags: hsa_flags,
+            mapped_nodes: Vec::new(),
+            user_data: 0,
+            handle: 0,
+        });
     }
 
     /// A KFD buffer that is address space only for the device model (a doorbell or MMIO-remap
@@ -1049,7 +1234,17 @@ impl Kfd {
     pub fn reserve_buffer(&self, start: u64, size: u64, gpu_id: u32) -> Result<u64, Errno> {
         let gi = self.gpu_index(gpu_id)?;
         let handle = self.next_handle(gpu_id);
-        self.memory.insert(Range { host: 0, start, size, kind: MemKind::Reserved, node: gi as u32 + 1, flags: 0, mapped_nodes: Vec::new(), user_data: 0, handle });
+        self.memory.insert(Range {
+            host: 0,
+            start,
+            size,
+            kind: MemKind::Reserved,
+            node: gi as u32 + 1,
+            flags: 0,
+            mapped_nodes: Vec::new(),
+            user_data: 0,
+            handle,
+        });
         Ok(handle)
     }
 

@@ -120,7 +120,10 @@ pub fn node_properties(n: &Node, num_xcc: u32, fw_version: u32) -> String {
 /// The memory banks KFD publishes: system memory for a CPU, VRAM for a GPU (the LDS, scratch
 /// and SVM apertures the 5.2 thunk adds are computed by the thunk from the process apertures).
 fn sysfs_banks(n: &Node) -> Vec<&super::topology::MemBank> {
-    n.mem.iter().filter(|m| matches!(m.heap, heap::SYSTEM | heap::FRAME_BUFFER_PRIVATE | 1)).collect()
+    n.mem
+        .iter()
+        .filter(|m| matches!(m.heap, heap::SYSTEM | heap::FRAME_BUFFER_PRIVATE | 1))
+        .collect()
 }
 
 /// The KFD topology tree, relative to `/sys/devices/virtual/kfd/kfd`.
@@ -227,11 +230,15 @@ pub fn drm_tree(nodes: &[Node]) -> (Vec<Entry>, Vec<Entry>) {
         dev.push(Entry::Link(format!("{p}/subsystem"), "../../../bus/pci".into()));
         dev.push(Entry::Dir(format!("{p}/drm")));
         let render = RENDER_MINOR_BASE + g as u32;
-        for (name, minor) in [(format!("card{g}"), g as u32), (format!("renderD{render}"), render)] {
+        for (name, minor) in [(format!("card{g}"), g as u32), (format!("renderD{render}"), render)]
+        {
             let d = format!("{p}/drm/{name}");
             dev.push(Entry::Dir(d.clone()));
             dev.push(Entry::File(format!("{d}/dev"), format!("{DRM_MAJOR}:{minor}\n")));
-            dev.push(Entry::File(format!("{d}/uevent"), format!("MAJOR={DRM_MAJOR}\nMINOR={minor}\nDEVNAME=dri/{name}\n")));
+            dev.push(Entry::File(
+                format!("{d}/uevent"),
+                format!("MAJOR={DRM_MAJOR}\nMINOR={minor}\nDEVNAME=dri/{name}\n"),
+            ));
             dev.push(Entry::Link(format!("{d}/device"), "../../../".to_string() + &slot));
             dev.push(Entry::Link(format!("{d}/subsystem"), "../../../../../class/drm".into()));
             chr.push(Entry::Link(format!("{DRM_MAJOR}:{minor}"), format!("../../devices/{d}")));
@@ -256,7 +263,11 @@ mod tests {
     }
 
     fn prop(text: &str, name: &str) -> u64 {
-        text.lines().find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' '))).unwrap_or_else(|| panic!("no {name}")).parse().unwrap()
+        text.lines()
+            .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')))
+            .unwrap_or_else(|| panic!("no {name}"))
+            .parse()
+            .unwrap()
     }
 
     #[test]
@@ -269,8 +280,14 @@ mod tests {
         assert_eq!(prop(p, "drm_render_minor"), 128);
         assert_eq!(prop(p, "num_xcc"), 4);
         assert_eq!(prop(p, "mem_banks_count"), 1, "VRAM only: LDS and scratch are the thunk's");
-        assert_eq!(prop(file(&t, "topology/nodes/1/mem_banks/0/properties"), "size_in_bytes"), 192 << 30);
-        assert_eq!(file(&t, "topology/nodes/1/gpu_id").trim().parse::<u32>().unwrap(), topology::gpu_id(0));
+        assert_eq!(
+            prop(file(&t, "topology/nodes/1/mem_banks/0/properties"), "size_in_bytes"),
+            192 << 30
+        );
+        assert_eq!(
+            file(&t, "topology/nodes/1/gpu_id").trim().parse::<u32>().unwrap(),
+            topology::gpu_id(0)
+        );
         assert_eq!(file(&t, "topology/nodes/1/name").trim(), "gfx942");
         let cpu = file(&t, "topology/nodes/0/properties");
         assert_eq!(prop(cpu, "simd_count"), 0);
@@ -282,10 +299,19 @@ mod tests {
     fn each_gpu_has_a_pci_device_with_card_and_render_nodes() {
         let nodes = topology::nodes_for(&Config::default(), 2, 24 << 30, 2, (9, 4, 2));
         let (dev, chr) = drm_tree(&nodes);
-        assert!(chr.contains(&Entry::Link("226:128".into(), "../../devices/pci0000:0c/0000:0c:00.0/drm/renderD128".into())));
-        assert!(chr.contains(&Entry::Link("226:129".into(), "../../devices/pci0000:0d/0000:0d:00.0/drm/renderD129".into())));
+        assert!(chr.contains(&Entry::Link(
+            "226:128".into(),
+            "../../devices/pci0000:0c/0000:0c:00.0/drm/renderD128".into()
+        )));
+        assert!(chr.contains(&Entry::Link(
+            "226:129".into(),
+            "../../devices/pci0000:0d/0000:0d:00.0/drm/renderD129".into()
+        )));
         assert_eq!(file(&dev, "pci0000:0c/0000:0c:00.0/drm/renderD128/dev"), "226:128\n");
         assert!(file(&dev, "pci0000:0d/0000:0d:00.0/uevent").contains("PCI_SLOT_NAME=0000:0d:00.0"));
-        assert!(dev.contains(&Entry::Link("pci0000:0c/0000:0c:00.0/drm/renderD128/device".into(), "../../../0000:0c:00.0".into())));
+        assert!(dev.contains(&Entry::Link(
+            "pci0000:0c/0000:0c:00.0/drm/renderD128/device".into(),
+            "../../../0000:0c:00.0".into()
+        )));
     }
 }

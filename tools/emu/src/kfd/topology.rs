@@ -114,21 +114,52 @@ pub fn nodes(cfg: &Config, gpus: u32, host_ram: u64, cpu_cores: u32) -> Vec<Node
 }
 
 /// [`nodes`] with the GPUs reporting the ISA `gfx` (major, minor, stepping).
-pub fn nodes_for(cfg: &Config, gpus: u32, host_ram: u64, cpu_cores: u32, gfx: (u32, u32, u32)) -> Vec<Node> {
+pub fn nodes_for(
+    cfg: &Config,
+    gpus: u32,
+    host_ram: u64,
+    cpu_cores: u32,
+    gfx: (u32, u32, u32),
+) -> Vec<Node> {
     let d = &cfg.device;
     let mut out = Vec::new();
-    let cpu_links = (0..gpus).map(|g| IoLink { kind: IOLINK_PCIE, from: 0, to: g + 1, weight: 20 }).collect();
+    let cpu_links =
+        (0..gpus).map(|g| IoLink { kind: IOLINK_PCIE, from: 0, to: g + 1, weight: 20 }).collect();
     out.push(Node {
         cpu_cores: cpu_cores.max(1),
         ccompute_id_lo: 0,
         marketing_name: "xhsa-emu host CPU".into(),
         max_clock_mhz: 2000,
         local_mem: 0,
-        mem: vec![MemBank { heap: heap::SYSTEM, size: host_ram, base: 0, width_bits: 64, clock_mhz: 3200 }],
+        mem: vec![MemBank {
+            heap: heap::SYSTEM,
+            size: host_ram,
+            base: 0,
+            width_bits: 64,
+            clock_mhz: 3200,
+        }],
         caches: vec![
-            Cache { level: 1, size_kib: 32, line: 64, kind: cache_type::DATA | cache_type::CPU, processor_id: 0 },
-            Cache { level: 2, size_kib: 1024, line: 64, kind: cache_type::DATA | cache_type::CPU, processor_id: 0 },
-            Cache { level: 3, size_kib: 32768, line: 64, kind: cache_type::DATA | cache_type::CPU, processor_id: 0 },
+            Cache {
+                level: 1,
+                size_kib: 32,
+                line: 64,
+                kind: cache_type::DATA | cache_type::CPU,
+                processor_id: 0,
+            },
+            Cache {
+                level: 2,
+                size_kib: 1024,
+                line: 64,
+                kind: cache_type::DATA | cache_type::CPU,
+                processor_id: 0,
+            },
+            Cache {
+                level: 3,
+                size_kib: 32768,
+                line: 64,
+                kind: cache_type::DATA | cache_type::CPU,
+                processor_id: 0,
+            },
         ],
         links: cpu_links,
         ..Default::default()
@@ -163,14 +194,50 @@ pub fn nodes_for(cfg: &Config, gpus: u32, host_ram: u64, cpu_cores: u32, gfx: (u
             fcompute_id_lo: fcompute,
             gpu_id: gpu_id(g),
             mem: vec![
-                MemBank { heap: heap::FRAME_BUFFER_PRIVATE, size: vram, base: 0, width_bits: 8192, clock_mhz: 2600 },
-                MemBank { heap: heap::GPU_LDS, size: u64::from(d.lds_kib) << 10, base: LDS_APERTURE, width_bits: 0, clock_mhz: 0 },
-                MemBank { heap: heap::GPU_SCRATCH, size: 4 << 30, base: SCRATCH_APERTURE, width_bits: 0, clock_mhz: 0 },
+                MemBank {
+                    heap: heap::FRAME_BUFFER_PRIVATE,
+                    size: vram,
+                    base: 0,
+                    width_bits: 8192,
+                    clock_mhz: 2600,
+                },
+                MemBank {
+                    heap: heap::GPU_LDS,
+                    size: u64::from(d.lds_kib) << 10,
+                    base: LDS_APERTURE,
+                    width_bits: 0,
+                    clock_mhz: 0,
+                },
+                MemBank {
+                    heap: heap::GPU_SCRATCH,
+                    size: 4 << 30,
+                    base: SCRATCH_APERTURE,
+                    width_bits: 0,
+                    clock_mhz: 0,
+                },
             ],
             caches: vec![
-                Cache { level: 1, size_kib: 16, line: 128, kind: cache_type::DATA | cache_type::HSACU, processor_id: fcompute },
-                Cache { level: 2, size_kib: 4096, line: 128, kind: cache_type::DATA | cache_type::HSACU, processor_id: fcompute },
-                Cache { level: 3, size_kib: 262_144, line: 64, kind: cache_type::DATA | cache_type::HSACU, processor_id: fcompute },
+                Cache {
+                    level: 1,
+                    size_kib: 16,
+                    line: 128,
+                    kind: cache_type::DATA | cache_type::HSACU,
+                    processor_id: fcompute,
+                },
+                Cache {
+                    level: 2,
+                    size_kib: 4096,
+                    line: 128,
+                    kind: cache_type::DATA | cache_type::HSACU,
+                    processor_id: fcompute,
+                },
+                Cache {
+                    level: 3,
+                    size_kib: 262_144,
+                    line: 64,
+                    kind: cache_type::DATA | cache_type::HSACU,
+                    processor_id: fcompute,
+                },
             ],
             links: vec![IoLink { kind: IOLINK_PCIE, from: node, to: 0, weight: 20 }],
             ..Default::default()

@@ -18,7 +18,11 @@ pub struct SpawnError {
 
 /// Runs `cmd` (program and arguments) with `vars` added to the inherited environment; returns
 /// its exit status (128+signal if a signal killed it).
-pub fn run(cmd: &[OsString], vars: &[(OsString, OsString)], sandbox: Option<&super::sandbox::Sandbox>) -> Result<u8, SpawnError> {
+pub fn run(
+    cmd: &[OsString],
+    vars: &[(OsString, OsString)],
+    sandbox: Option<&super::sandbox::Sandbox>,
+) -> Result<u8, SpawnError> {
     let Some((program, args)) = cmd.split_first() else {
         return Err(SpawnError { code: 2, message: "no command to run".into() });
     };
@@ -41,7 +45,10 @@ pub fn run(cmd: &[OsString], vars: &[(OsString, OsString)], sandbox: Option<&sup
     signals::set_child(pid);
     wait_exited(pid);
     signals::clear_child();
-    let status = child.wait().map_err(|e| SpawnError { code: 2, message: format!("cannot wait for {}: {e}", program.to_string_lossy()) })?;
+    let status = child.wait().map_err(|e| SpawnError {
+        code: 2,
+        message: format!("cannot wait for {}: {e}", program.to_string_lossy()),
+    })?;
     Ok(exit_code(status))
 }
 
@@ -53,7 +60,9 @@ fn wait_exited(pid: libc::pid_t) {
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
         // SAFETY: waitid writes only into `info`, a valid siginfo_t we own; WNOWAIT leaves the
         // child unreaped.
-        let r = unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOWAIT) };
+        let r = unsafe {
+            libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOWAIT)
+        };
         if r == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
             return;
         }

@@ -28,7 +28,9 @@ pub struct Cli {
 pub enum Command {
     /// Run CMD with the emulator's libhsakmt.so.1 under ROCr; exits with CMD's status
     /// (128+signal if CMD is killed by a signal).
-    #[command(after_help = "Forms:\n  xhsa-emu run [--config FILE] [--gpus N] [--time-scale X] [--rocm 5.2|6.4] [--isa gfx942|gfx90a] [--bind PATH]... -- CMD [ARGS...]\n  xhsa-emu run [OPTIONS] CMD [ARGS...]\nOptions go before CMD; everything from CMD on is passed to it unchanged.")]
+    #[command(
+        after_help = "Forms:\n  xhsa-emu run [--config FILE] [--gpus N] [--time-scale X] [--rocm 5.2|6.4] [--isa gfx942|gfx90a] [--bind PATH]... -- CMD [ARGS...]\n  xhsa-emu run [OPTIONS] CMD [ARGS...]\nOptions go before CMD; everything from CMD on is passed to it unchanged."
+    )]
     Run(RunArgs),
     /// Print the emulated device model and the KFD node list, as rocminfo would see them.
     Info(InfoArgs),
@@ -106,7 +108,11 @@ fn parse_gpus(s: &str) -> Result<u32, String> {
 }
 
 fn parse_time_scale(s: &str) -> Result<f64, String> {
-    let accepted = format!("accepted: a number from {:.1} to {:.1} (1.0 = real time)", TIME_SCALE.start(), TIME_SCALE.end());
+    let accepted = format!(
+        "accepted: a number from {:.1} to {:.1} (1.0 = real time)",
+        TIME_SCALE.start(),
+        TIME_SCALE.end()
+    );
     match s.trim().parse::<f64>() {
         Ok(x) if x.is_finite() && TIME_SCALE.contains(&x) => Ok(x),
         Ok(x) => Err(format!("{x} is out of range; {accepted}")),
@@ -130,9 +136,12 @@ where
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;
-            let usage_error = !matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion);
+            let usage_error =
+                !matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion);
             let _ = e.print();
-            if usage_error && !matches!(e.kind(), ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+            if usage_error
+                && !matches!(e.kind(), ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand)
+            {
                 eprintln!("\nAccepted forms:\n  xhsa-emu run [--config FILE] [--gpus N] [--time-scale X] [--rocm 5.2|6.4] [--isa gfx942|gfx90a] [--bind PATH]... [--] CMD [ARGS...]\n  xhsa-emu info [--config FILE] [--gpus N]\n  xhsa-emu --help");
             }
             std::process::exit(if usage_error { 2 } else { 0 });
@@ -173,7 +182,10 @@ mod tests {
         assert!(try_parse(&["run", "--time-scale", "0.1", "true"]).is_err());
         assert!(try_parse(&["run", "--time-scale", "NaN", "true"]).is_err());
         assert!(try_parse(&["run", "--time-scale", "inf", "true"]).is_err());
-        assert_eq!(run_args(&["run", "--gpus", "8", "--time-scale", "1000", "true"]).device.gpus, 8);
+        assert_eq!(
+            run_args(&["run", "--gpus", "8", "--time-scale", "1000", "true"]).device.gpus,
+            8
+        );
         let e = try_parse(&["run", "--gpus", "0", "true"]).unwrap_err().to_string();
         assert!(e.contains("1 to 8"), "{e}");
     }
@@ -184,9 +196,18 @@ mod tests {
         assert!(try_parse(&["run", "--gpus", "2"]).is_err());
         assert!(try_parse(&["run", "--bogus", "true"]).is_err());
         assert!(try_parse(&["info", "--time-scale", "2"]).is_err());
-        assert!(try_parse(&["run", "--rocm", "6.3", "true"]).unwrap_err().to_string().contains("accepted: 5.2"));
-        assert!(try_parse(&["run", "--isa", "gfx1100", "true"]).unwrap_err().to_string().contains("gfx942"));
+        assert!(try_parse(&["run", "--rocm", "6.3", "true"])
+            .unwrap_err()
+            .to_string()
+            .contains("accepted: 5.2"));
+        assert!(try_parse(&["run", "--isa", "gfx1100", "true"])
+            .unwrap_err()
+            .to_string()
+            .contains("gfx942"));
         let r = run_args(&["run", "--rocm", "6.4", "--isa", "gfx90a", "--bind", "/opt", "true"]);
-        assert_eq!((r.rocm, r.isa, r.bind.len()), (Some(super::super::rocm::Rocm::V6_4), Some((9, 0, 10)), 1));
+        assert_eq!(
+            (r.rocm, r.isa, r.bind.len()),
+            (Some(super::super::rocm::Rocm::V6_4), Some((9, 0, 10)), 1)
+        );
     }
 }

@@ -43,12 +43,28 @@ pub struct Settings {
 
 /// The variables to set in CMD's environment (everything else is inherited); `old` reads the
 /// launcher's environment.
-pub fn child_env(rt: &RuntimeDir, s: &Settings, old: impl Fn(&str) -> Option<OsString>) -> Vec<(OsString, OsString)> {
+pub fn child_env(
+    rt: &RuntimeDir,
+    s: &Settings,
+    old: impl Fn(&str) -> Option<OsString>,
+) -> Vec<(OsString, OsString)> {
     let nonempty = |k: &str| old(k).filter(|v| !v.is_empty());
     let mut out = vec![
-        ("LD_LIBRARY_PATH".into(), prepend(rt.lib_dir().as_os_str(), nonempty("LD_LIBRARY_PATH").as_deref())),
-        ("LD_PRELOAD".into(), append(nonempty("LD_PRELOAD").as_deref(), rt.thunk_link().as_os_str())),
-        ("PATH".into(), prepend(rt.bin_dir().as_os_str(), Some(nonempty("PATH").as_deref().unwrap_or(OsStr::new(DEFAULT_PATH))))),
+        (
+            "LD_LIBRARY_PATH".into(),
+            prepend(rt.lib_dir().as_os_str(), nonempty("LD_LIBRARY_PATH").as_deref()),
+        ),
+        (
+            "LD_PRELOAD".into(),
+            append(nonempty("LD_PRELOAD").as_deref(), rt.thunk_link().as_os_str()),
+        ),
+        (
+            "PATH".into(),
+            prepend(
+                rt.bin_dir().as_os_str(),
+                Some(nonempty("PATH").as_deref().unwrap_or(OsStr::new(DEFAULT_PATH))),
+            ),
+        ),
         (GPUS.into(), s.gpus.to_string().into()),
         (ISA.into(), s.isa.clone().into()),
     ];
@@ -90,15 +106,23 @@ mod tests {
     use std::collections::HashMap;
 
     fn env_of(rt: &RuntimeDir, s: &Settings, old: &[(&str, &str)]) -> HashMap<String, String> {
-        let old: HashMap<String, OsString> = old.iter().map(|(k, v)| (k.to_string(), OsString::from(v))).collect();
-        child_env(rt, s, |k| old.get(k).cloned()).into_iter().map(|(k, v)| (k.into_string().unwrap(), v.into_string().unwrap())).collect()
+        let old: HashMap<String, OsString> =
+            old.iter().map(|(k, v)| (k.to_string(), OsString::from(v))).collect();
+        child_env(rt, s, |k| old.get(k).cloned())
+            .into_iter()
+            .map(|(k, v)| (k.into_string().unwrap(), v.into_string().unwrap()))
+            .collect()
     }
 
     #[test]
     fn ours_go_first_in_the_search_paths_and_last_in_the_preload_list() {
         let rt = RuntimeDir::at(PathBuf::from("/rt"));
         let s = Settings { gpus: 2, time_scale: None, config: None, isa: "gfx942".into() };
-        let e = env_of(&rt, &s, &[("LD_LIBRARY_PATH", "/a:/b"), ("LD_PRELOAD", "/x/libxhsa.so"), ("PATH", "/usr/bin")]);
+        let e = env_of(
+            &rt,
+            &s,
+            &[("LD_LIBRARY_PATH", "/a:/b"), ("LD_PRELOAD", "/x/libxhsa.so"), ("PATH", "/usr/bin")],
+        );
         assert_eq!(e["LD_LIBRARY_PATH"], "/rt/lib:/a:/b");
         assert_eq!(e["LD_PRELOAD"], "/x/libxhsa.so:/rt/lib/libhsakmt.so.1");
         assert_eq!(e["PATH"], "/rt/bin:/usr/bin");
@@ -110,7 +134,12 @@ mod tests {
     #[test]
     fn unset_or_empty_variables_leave_no_stray_separator() {
         let rt = RuntimeDir::at(PathBuf::from("/rt"));
-        let s = Settings { gpus: 1, time_scale: Some(2.5), config: Some("/etc/emu.toml".into()), isa: "gfx90a".into() };
+        let s = Settings {
+            gpus: 1,
+            time_scale: Some(2.5),
+            config: Some("/etc/emu.toml".into()),
+            isa: "gfx90a".into(),
+        };
         let e = env_of(&rt, &s, &[("LD_LIBRARY_PATH", "")]);
         assert_eq!(e["LD_LIBRARY_PATH"], "/rt/lib");
         assert_eq!(e["LD_PRELOAD"], "/rt/lib/libhsakmt.so.1");

@@ -54,15 +54,18 @@ pub fn main(cli: cli::Cli) -> ExitCode {
 }
 
 fn status() -> ExitCode {
-    let dirs: Vec<std::path::PathBuf> = match std::env::var_os("XHSA_EMU_DEVICE_DIR").filter(|d| !d.is_empty()) {
-        Some(d) => vec![d.into()],
-        None => {
-            let base = crate::shared::paths::base_dir();
-            let mut v: Vec<_> = std::fs::read_dir(&base).map(|r| r.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();
-            v.sort();
-            v
-        }
-    };
+    let dirs: Vec<std::path::PathBuf> =
+        match std::env::var_os("XHSA_EMU_DEVICE_DIR").filter(|d| !d.is_empty()) {
+            Some(d) => vec![d.into()],
+            None => {
+                let base = crate::shared::paths::base_dir();
+                let mut v: Vec<_> = std::fs::read_dir(&base)
+                    .map(|r| r.filter_map(|e| e.ok().map(|e| e.path())).collect())
+                    .unwrap_or_default();
+                v.sort();
+                v
+            }
+        };
     let mut any = false;
     for dir in dirs {
         if let Ok(text) = crate::shared::client::status(&dir) {
@@ -98,8 +101,13 @@ fn device(args: cli::DeviceServeArgs) -> ExitCode {
 /// The device process logs (to its log file) through `tracing`, filtered by `XHSA_EMU_LOG`.
 fn tracing_subscriber_init() -> Result<(), ()> {
     let filter = std::env::var("XHSA_EMU_LOG").unwrap_or_else(|_| "info".into());
-    let filter = tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init().map_err(|_| ())
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init()
+        .map_err(|_| ())
 }
 
 fn fail(msg: impl std::fmt::Display) -> ExitCode {
@@ -119,7 +127,14 @@ fn info(args: cli::InfoArgs) -> ExitCode {
 }
 
 /// Prepares the ROCm 6.4 world (see [`sandbox`]) for a command run with `--rocm 6.4`.
-fn enter_rocm64(args: &cli::RunArgs, cfg: &Config, gfx: (u32, u32, u32), rt: &runtime_dir::RuntimeDir, thunk: &Path, me: Option<&Path>) -> Result<sandbox::Sandbox, String> {
+fn enter_rocm64(
+    args: &cli::RunArgs,
+    cfg: &Config,
+    gfx: (u32, u32, u32),
+    rt: &runtime_dir::RuntimeDir,
+    thunk: &Path,
+    me: Option<&Path>,
+) -> Result<sandbox::Sandbox, String> {
     let root = rocm::root(std::env::var_os(rocm::ROOT_VAR))?;
     let host = info::Host::detect();
     let nodes = crate::kfd::topology::nodes_for(cfg, args.device.gpus, host.ram, host.cpus, gfx);
@@ -175,7 +190,12 @@ fn run(args: cli::RunArgs) -> ExitCode {
         Ok(g) => g,
         Err(e) => return fail(e),
     };
-    let settings = env::Settings { gpus: args.device.gpus, time_scale: args.time_scale, config: config_abs.clone(), isa: crate::kfd::topology::gfx_name(gfx) };
+    let settings = env::Settings {
+        gpus: args.device.gpus,
+        time_scale: args.time_scale,
+        config: config_abs.clone(),
+        isa: crate::kfd::topology::gfx_name(gfx),
+    };
     let mut vars = env::child_env(&rt, &settings, |k| std::env::var_os(k));
     // The thunk starts the shared device with this binary when none is running.
     let me = std::env::current_exe().ok();

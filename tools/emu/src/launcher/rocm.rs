@@ -25,7 +25,8 @@ pub enum Rocm {
 }
 
 impl Rocm {
-    pub const ACCEPTED: &'static str = "accepted: 5.2 (the host's ROCm, default) or 6.4 (the ROCm 6.4 root)";
+    pub const ACCEPTED: &'static str =
+        "accepted: 5.2 (the host's ROCm, default) or 6.4 (the ROCm 6.4 root)";
 
     pub fn parse(s: &str) -> Result<Rocm, String> {
         match s.trim() {
@@ -59,7 +60,10 @@ pub fn parse_isa(s: &str) -> Result<(u32, u32, u32), String> {
 pub fn isa(rocm: Rocm, flag: Option<(u32, u32, u32)>) -> Result<(u32, u32, u32), String> {
     match (rocm, flag) {
         (Rocm::V5_2, None | Some(topology::GFX_VERSION)) => Ok(topology::GFX_VERSION),
-        (Rocm::V5_2, Some(_)) => Err("--isa gfx942 needs --rocm 6.4: ROCm 5.2 (ROCr 5.2, clang 15) cannot target gfx942".into()),
+        (Rocm::V5_2, Some(_)) => {
+            Err("--isa gfx942 needs --rocm 6.4: ROCm 5.2 (ROCr 5.2, clang 15) cannot target gfx942"
+                .into())
+        }
         (Rocm::V6_4, None) => Ok(topology::GFX942),
         (Rocm::V6_4, Some(g)) => Ok(g),
     }
@@ -68,7 +72,10 @@ pub fn isa(rocm: Rocm, flag: Option<(u32, u32, u32)>) -> Result<(u32, u32, u32),
 /// The ROCm 6.4 root: `$XHSA_ROCM64_ROOT` or [`DEFAULT_ROOT`], checked complete.
 pub fn root(var: Option<std::ffi::OsString>) -> Result<PathBuf, String> {
     let from_var = var.as_ref().is_some_and(|v| !v.is_empty());
-    let root = var.filter(|v| !v.is_empty()).map(PathBuf::from).unwrap_or_else(|| PathBuf::from(DEFAULT_ROOT));
+    let root = var
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_ROOT));
     let how = if from_var { format!(" (from ${ROOT_VAR})") } else { String::new() };
     if !root.join(READY_MARK).is_file() {
         return Err(format!(

@@ -46,7 +46,8 @@ impl RuntimeDir {
         let rt = RuntimeDir { root, owned: true, _lock: Some(lock) };
         DirBuilder::new().mode(0o700).create(rt.lib_dir())?;
         DirBuilder::new().mode(0o700).create(rt.bin_dir())?;
-        std::os::unix::fs::symlink(thunk, rt.thunk_link()).map_err(|e| annotate(e, &rt.thunk_link()))?;
+        std::os::unix::fs::symlink(thunk, rt.thunk_link())
+            .map_err(|e| annotate(e, &rt.thunk_link()))?;
         let lsmod = rt.bin_dir().join("lsmod");
         let mut f = fs::OpenOptions::new().write(true).create_new(true).mode(0o755).open(&lsmod)?;
         io::Write::write_all(&mut f, LSMOD_SCRIPT.as_bytes())?;
@@ -102,7 +103,9 @@ fn annotate(e: io::Error, path: &Path) -> io::Error {
 fn base_dir() -> io::Result<PathBuf> {
     // SAFETY: getuid has no preconditions and cannot fail.
     let uid = unsafe { libc::getuid() };
-    let xdg = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|p| p.is_absolute() && p.is_dir());
+    let xdg = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute() && p.is_dir());
     let base = match xdg {
         Some(x) => x.join("xhsa-emu"),
         None => std::env::temp_dir().join(format!("xhsa-emu-{uid}")),
@@ -125,12 +128,19 @@ fn base_dir() -> io::Result<PathBuf> {
 /// Creates `<base>/run-<pid>-<n>` for the first `n` nobody has (creating it is the test), with
 /// its `lock` held.
 fn create_unique(base: &Path) -> io::Result<(PathBuf, fs::File)> {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
     for n in 0u32.. {
         let root = base.join(format!("{PREFIX}{}-{:x}", std::process::id(), nanos.wrapping_add(n)));
         match DirBuilder::new().mode(0o700).create(&root) {
             Ok(()) => {
-                let lock = fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(root.join("lock")).map_err(|e| annotate(e, &root))?;
+                let lock = fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(root.join("lock"))
+                    .map_err(|e| annotate(e, &root))?;
                 lock.try_lock().map_err(|e| annotate(io::Error::other(e.to_string()), &root))?;
                 return Ok((root, lock));
             }
@@ -149,7 +159,9 @@ fn sweep_stale(base: &Path) {
         if !e.file_name().to_str().is_some_and(|n| n.starts_with(PREFIX)) {
             continue;
         }
-        let Ok(lock) = fs::OpenOptions::new().write(true).open(e.path().join("lock")) else { continue };
+        let Ok(lock) = fs::OpenOptions::new().write(true).open(e.path().join("lock")) else {
+            continue;
+        };
         if lock.try_lock().is_ok() {
             let _ = fs::remove_dir_all(e.path());
         }

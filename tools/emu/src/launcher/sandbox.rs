@@ -92,7 +92,8 @@ pub fn generate(nodes: &[Node], num_xcc: u32, fw_version: u32) -> Generated {
         let render = u64::from(RENDER_MINOR_BASE) + g;
         let drm = format!("../../devices/{}/drm", sysfs::pci_dir(n));
         sys_class.insert(format!("drm/card{g}"), Item::Link(format!("{drm}/card{g}")));
-        sys_class.insert(format!("drm/renderD{render}"), Item::Link(format!("{drm}/renderD{render}")));
+        sys_class
+            .insert(format!("drm/renderD{render}"), Item::Link(format!("{drm}/renderD{render}")));
         dev.insert(format!("dri/card{g}"), Item::Char(u64::from(DRM_MAJOR), g));
         dev.insert(format!("dri/renderD{render}"), Item::Char(u64::from(DRM_MAJOR), render));
     }
@@ -110,14 +111,19 @@ fn err(what: impl std::fmt::Display, e: impl std::fmt::Display) -> String {
 }
 
 fn bind(src: &Path, dst: &Path) -> Result<(), String> {
-    mount(Some(src), dst, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>).map_err(|e| err(format_args!("bind-mount {} on {}", src.display(), dst.display()), e))
+    mount(Some(src), dst, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)
+        .map_err(|e| err(format_args!("bind-mount {} on {}", src.display(), dst.display()), e))
 }
 
 /// The generated entries directly under `prefix` ("" = top), by name.
 fn children<'a>(tree: &'a Tree, prefix: &str) -> Vec<(&'a str, &'a Item)> {
     tree.iter()
         .filter_map(|(k, v)| {
-            let rest = if prefix.is_empty() { Some(k.as_str()) } else { k.strip_prefix(prefix).and_then(|r| r.strip_prefix('/')) }?;
+            let rest = if prefix.is_empty() {
+                Some(k.as_str())
+            } else {
+                k.strip_prefix(prefix).and_then(|r| r.strip_prefix('/'))
+            }?;
             (!rest.is_empty() && !rest.contains('/')).then_some((rest, v))
         })
         .collect()
@@ -132,13 +138,18 @@ fn create(path: &Path, item: &Item, tree: &Tree, rel: &str) -> Result<(), String
             }
             Ok(())
         }
-        Item::File(s) => fs::write(path, s).map_err(|e| err(format_args!("write {}", path.display()), e)),
-        Item::Link(t) => std::os::unix::fs::symlink(t, path).map_err(|e| err(format_args!("symlink {}", path.display()), e)),
+        Item::File(s) => {
+            fs::write(path, s).map_err(|e| err(format_args!("write {}", path.display()), e))
+        }
+        Item::Link(t) => std::os::unix::fs::symlink(t, path)
+            .map_err(|e| err(format_args!("symlink {}", path.display()), e)),
         Item::Char(maj, min) => {
-            mknod(path, SFlag::S_IFCHR, Mode::from_bits_truncate(0o666), makedev(*maj, *min)).map_err(|e| err(format_args!("mknod {}", path.display()), e))?;
+            mknod(path, SFlag::S_IFCHR, Mode::from_bits_truncate(0o666), makedev(*maj, *min))
+                .map_err(|e| err(format_args!("mknod {}", path.display()), e))?;
             // As udev leaves KFD and render nodes: read-write for all (mknod honours the umask).
             use std::os::unix::fs::PermissionsExt;
-            fs::set_permissions(path, fs::Permissions::from_mode(0o666)).map_err(|e| err(format_args!("chmod {}", path.display()), e))
+            fs::set_permissions(path, fs::Permissions::from_mode(0o666))
+                .map_err(|e| err(format_args!("chmod {}", path.display()), e))
         }
     }
 }
@@ -147,7 +158,8 @@ fn create(path: &Path, item: &Item, tree: &Tree, rel: &str) -> Result<(), String
 /// copied) plus the generated `tree` entries under `rel`; a generated directory that exists on
 /// the host is merged the same way, one level down.
 fn merge(target: &Path, source: &Path, tree: &Tree, rel: &str) -> Result<(), String> {
-    mount(Some("tmpfs"), target, Some("tmpfs"), MsFlags::MS_NOSUID, Some("mode=0755")).map_err(|e| err(format_args!("mount a tmpfs on {}", target.display()), e))?;
+    mount(Some("tmpfs"), target, Some("tmpfs"), MsFlags::MS_NOSUID, Some("mode=0755"))
+        .map_err(|e| err(format_args!("mount a tmpfs on {}", target.display()), e))?;
     let ours: BTreeMap<&str, &Item> = children(tree, rel).into_iter().collect();
     if let Ok(rd) = fs::read_dir(source) {
         for ent in rd.flatten() {
@@ -158,7 +170,8 @@ fn merge(target: &Path, source: &Path, tree: &Tree, rel: &str) -> Result<(), Str
             let Ok(ft) = ent.file_type() else { continue };
             match ours.get(n) {
                 Some(Item::Dir) if ft.is_dir() => {
-                    fs::create_dir(&dst).map_err(|e| err(format_args!("mkdir {}", dst.display()), e))?;
+                    fs::create_dir(&dst)
+                        .map_err(|e| err(format_args!("mkdir {}", dst.display()), e))?;
                     merge(&dst, &src, tree, &sub)?;
                 }
                 Some(_) => {} // ours replaces the host's entry
@@ -168,7 +181,8 @@ fn merge(target: &Path, source: &Path, tree: &Tree, rel: &str) -> Result<(), Str
                     }
                 }
                 None if ft.is_dir() => {
-                    fs::create_dir(&dst).map_err(|e| err(format_args!("mkdir {}", dst.display()), e))?;
+                    fs::create_dir(&dst)
+                        .map_err(|e| err(format_args!("mkdir {}", dst.display()), e))?;
                     bind(&src, &dst)?;
                 }
                 None => {
@@ -198,7 +212,11 @@ fn merge(target: &Path, source: &Path, tree: &Tree, rel: &str) -> Result<(), Str
 /// runtime directories and the emulator's own files. Paths inside `root` or under another
 /// listed path are dropped; `/` is never bound.
 pub fn bind_list(root: &Path, wanted: &[PathBuf]) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = wanted.iter().filter(|p| p.is_absolute() && p.as_os_str() != "/" && !p.starts_with(root) && p.exists()).cloned().collect();
+    let mut v: Vec<PathBuf> = wanted
+        .iter()
+        .filter(|p| p.is_absolute() && p.as_os_str() != "/" && !p.starts_with(root) && p.exists())
+        .cloned()
+        .collect();
     v.sort();
     v.dedup();
     let mut out: Vec<PathBuf> = Vec::new();
@@ -227,10 +245,12 @@ impl Sandbox {
             return Err("--rocm 6.4 runs the command in a private mount namespace with the ROCm 6.4 root as its filesystem, which needs root (mounts, device nodes, chroot); run xhsa-emu as root".into());
         }
         unshare(CloneFlags::CLONE_NEWNS).map_err(|e| err("unshare(CLONE_NEWNS)", e))?;
-        mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>).map_err(|e| err("make / private", e))?;
+        mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>)
+            .map_err(|e| err("make / private", e))?;
         let at = |p: &str| root.join(p.trim_start_matches('/'));
         for d in ["proc", "sys", "dev", "tmp"] {
-            fs::create_dir_all(at(d)).map_err(|e| err(format_args!("mkdir {}", at(d).display()), e))?;
+            fs::create_dir_all(at(d))
+                .map_err(|e| err(format_args!("mkdir {}", at(d).display()), e))?;
         }
         bind(Path::new("/proc"), &at("proc"))?;
         bind(Path::new("/sys"), &at("sys"))?;
@@ -242,24 +262,34 @@ impl Sandbox {
         fs::create_dir_all(at("sys/dev/char")).ok();
         merge(&at("sys/dev/char"), Path::new("/sys/dev/char"), &gen.sys_dev_char, "")?;
         for p in bind_list(root, binds) {
-            if p.starts_with("/tmp") || p.starts_with("/proc") || p.starts_with("/sys") || p.starts_with("/dev") {
+            if p.starts_with("/tmp")
+                || p.starts_with("/proc")
+                || p.starts_with("/sys")
+                || p.starts_with("/dev")
+            {
                 continue;
             }
             let dst = root.join(p.strip_prefix("/").unwrap_or(&p));
             if p.is_dir() {
-                fs::create_dir_all(&dst).map_err(|e| err(format_args!("mkdir {}", dst.display()), e))?;
+                fs::create_dir_all(&dst)
+                    .map_err(|e| err(format_args!("mkdir {}", dst.display()), e))?;
             } else {
                 if let Some(parent) = dst.parent() {
-                    fs::create_dir_all(parent).map_err(|e| err(format_args!("mkdir {}", parent.display()), e))?;
+                    fs::create_dir_all(parent)
+                        .map_err(|e| err(format_args!("mkdir {}", parent.display()), e))?;
                 }
                 if !dst.exists() {
-                    fs::File::create(&dst).map_err(|e| err(format_args!("create {}", dst.display()), e))?;
+                    fs::File::create(&dst)
+                        .map_err(|e| err(format_args!("create {}", dst.display()), e))?;
                 }
             }
             bind(&p, &dst)?;
         }
         let cwd = std::env::current_dir().map_err(|e| err("the working directory", e))?;
-        let c = |p: &Path| CString::new(p.as_os_str().as_bytes()).map_err(|_| format!("{} contains a NUL byte", p.display()));
+        let c = |p: &Path| {
+            CString::new(p.as_os_str().as_bytes())
+                .map_err(|_| format!("{} contains a NUL byte", p.display()))
+        };
         Ok(Sandbox { root: c(root)?, cwd: c(&cwd)? })
     }
 
@@ -294,11 +324,16 @@ mod tests {
         let g = generate(&nodes, 4, 185);
         assert_eq!(g.sys_devices.get("virtual"), Some(&Item::Dir));
         assert_eq!(g.sys_devices.get("virtual/kfd/kfd/topology/nodes/2"), Some(&Item::Dir));
-        assert!(matches!(g.sys_devices.get("virtual/kfd/kfd/topology/nodes/1/properties"), Some(Item::File(s)) if s.contains("gfx_target_version 90402")));
+        assert!(
+            matches!(g.sys_devices.get("virtual/kfd/kfd/topology/nodes/1/properties"), Some(Item::File(s)) if s.contains("gfx_target_version 90402"))
+        );
         assert_eq!(g.dev.get("dri/renderD129"), Some(&Item::Char(226, 129)));
         assert_eq!(g.dev.get("dri/card1"), Some(&Item::Char(226, 1)));
         assert_eq!(g.dev.get("kfd"), Some(&Item::Char(KFD_MAJOR, 0)));
-        assert_eq!(g.sys_class.get("drm/renderD128"), Some(&Item::Link("../../devices/pci0000:0c/0000:0c:00.0/drm/renderD128".into())));
+        assert_eq!(
+            g.sys_class.get("drm/renderD128"),
+            Some(&Item::Link("../../devices/pci0000:0c/0000:0c:00.0/drm/renderD128".into()))
+        );
         let top: Vec<&str> = children(&g.sys_devices, "").into_iter().map(|(n, _)| n).collect();
         assert_eq!(top, ["pci0000:0c", "pci0000:0d", "virtual"]);
         assert_eq!(children(&g.sys_devices, "virtual/kfd").len(), 1);
@@ -310,7 +345,17 @@ mod tests {
         let root = t.join("no-such-root");
         let sub = t.join("xhsa-bind-test-sub");
         fs::create_dir_all(&sub).unwrap();
-        let got = bind_list(&root, &[PathBuf::from("/"), t.clone(), sub.clone(), root.join("x"), PathBuf::from("relative"), PathBuf::from("/nonexistent-xhsa")]);
+        let got = bind_list(
+            &root,
+            &[
+                PathBuf::from("/"),
+                t.clone(),
+                sub.clone(),
+                root.join("x"),
+                PathBuf::from("relative"),
+                PathBuf::from("/nonexistent-xhsa"),
+            ],
+        );
         assert_eq!(got, vec![t.clone()]);
         fs::remove_dir(&sub).unwrap();
     }

@@ -10,7 +10,8 @@
 use std::sync::atomic::{AtomicI32, Ordering};
 
 /// The signals caught and forwarded.
-pub const FORWARDED: [libc::c_int; 6] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2];
+pub const FORWARDED: [libc::c_int; 6] =
+    [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2];
 
 /// CMD's pid while it runs, 0 otherwise.
 static CHILD: AtomicI32 = AtomicI32::new(0);
@@ -50,7 +51,9 @@ pub fn install() {
         // sigemptyset and sigaction get pointers to that local struct.
         unsafe {
             let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) as usize;
+            sa.sa_sigaction = on_signal
+                as extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void)
+                as usize;
             sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
             libc::sigemptyset(&mut sa.sa_mask);
             libc::sigaction(sig, &sa, std::ptr::null_mut());

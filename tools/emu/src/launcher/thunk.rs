@@ -52,11 +52,17 @@ mod tests {
 
     #[test]
     fn the_variable_wins_and_a_missing_file_is_named() {
-        assert_eq!(locate_from(Some("/bin/sh".into()), Some(Path::new("/nowhere/xhsa-emu"))).unwrap(), Path::new("/bin/sh").canonicalize().unwrap());
+        assert_eq!(
+            locate_from(Some("/bin/sh".into()), Some(Path::new("/nowhere/xhsa-emu"))).unwrap(),
+            Path::new("/bin/sh").canonicalize().unwrap()
+        );
         let e = locate_from(None, Some(Path::new("/nowhere/xhsa-emu"))).unwrap_err();
         assert_eq!(e.path, Path::new("/nowhere/libhsakmt.so"));
         let msg = e.to_string();
-        assert!(msg.contains("/nowhere/libhsakmt.so") && msg.contains("cargo build --workspace"), "{msg}");
+        assert!(
+            msg.contains("/nowhere/libhsakmt.so") && msg.contains("cargo build --workspace"),
+            "{msg}"
+        );
         let e = locate_from(Some("/nowhere/x.so".into()), None).unwrap_err();
         assert!(e.from_env && e.to_string().contains("/nowhere/x.so"));
     }

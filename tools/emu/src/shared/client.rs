@@ -90,11 +90,21 @@ fn pid_namespace() -> u64 {
 type Hello = (BufReader<UnixStream>, UnixStream, u64, Clock, Shared<DeviceArea>);
 
 fn hello(stream: UnixStream, gpu: u32, epoch: u32, area: &OwnedFd) -> io::Result<Hello> {
-    let line = format!("HELLO pid={} pidns={} gpu={gpu} epoch={epoch}\n", std::process::id(), pid_namespace());
+    let line = format!(
+        "HELLO pid={} pidns={} gpu={gpu} epoch={epoch}\n",
+        std::process::id(),
+        pid_namespace()
+    );
     sock::send_with_fds(&stream, line.as_bytes(), &[area.as_fd()])?;
     let (line, mut fds) = sock::recv_line_with_fds(&stream)?;
-    let l = Line::parse(&line).filter(|l| l.verb == "OK").ok_or_else(|| io::Error::other(format!("shared device refused: {}", line.trim())))?;
-    let field = |k: &str| l.args.get(k).cloned().ok_or_else(|| io::Error::other(format!("shared device reply lacks {k}: {}", line.trim())));
+    let l = Line::parse(&line)
+        .filter(|l| l.verb == "OK")
+        .ok_or_else(|| io::Error::other(format!("shared device refused: {}", line.trim())))?;
+    let field = |k: &str| {
+        l.args.get(k).cloned().ok_or_else(|| {
+            io::Error::other(format!("shared device reply lacks {k}: {}", line.trim()))
+        })
+    };
     let clock = Clock {
         base_mono: field("base_mono")?.parse().map_err(io::Error::other)?,
         base_dev: field("base_dev")?.parse().map_err(io::Error::other)?,
@@ -114,8 +124,17 @@ fn exchange(link: &mut Link, req: &str) -> io::Result<Result<Line, Refused>> {
     if link.r.read_line(&mut line)? == 0 {
         return Err(io::ErrorKind::UnexpectedEof.into());
     }
-    let Some(l) = Line::parse(&line) else { return Ok(Err(Refused { errno: libc::EIO, message: "empty reply".into() })) };
-    Ok(if l.verb == "OK" { Ok(l) } else { Err(Refused { errno: l.get("errno").unwrap_or(libc::EIO), message: line.trim().to_string() }) })
+    let Some(l) = Line::parse(&line) else {
+        return Ok(Err(Refused { errno: libc::EIO, message: "empty reply".into() }));
+    };
+    Ok(if l.verb == "OK" {
+        Ok(l)
+    } else {
+        Err(Refused {
+            errno: l.get("errno").unwrap_or(libc::EIO),
+            message: line.trim().to_string(),
+        })
+    })
 }
 
 impl Connection {
@@ -146,7 +165,9 @@ impl Connection {
             _stop: stop_w,
         });
         let weak = Arc::downgrade(&conn);
-        std::thread::Builder::new().name("xhsa-emu-devwatch".into()).spawn(move || watch(&weak, &stop_r))?;
+        std::thread::Builder::new()
+            .name("xhsa-emu-devwatch".into())
+            .spawn(move || watch(&weak, &stop_r))?;
         Ok(conn)
     }
 
@@ -172,12 +193,17 @@ impl Connection {
         if req.starts_with("CREATE ") && !req.contains(" key=") {
             req.push_str(&format!(" key={}", NEXT_KEY.fetch_add(1, Ordering::Relaxed)));
         }
-        let lost = |e: io::Error| Refused { errno: libc::EIO, message: format!("shared device connection lost: {e}") };
+        let lost = |e: io::Error| Refused {
+            errno: libc::EIO,
+            message: format!("shared device connection lost: {e}"),
+        };
         let mut link = self.lock();
         let reply = match exchange(&mut link, &req) {
             Ok(r) => r,
             Err(e) => {
-                tracing::warn!("xhsa-emu: the shared device went away ({e}); moving to a successor");
+                tracing::warn!(
+                    "xhsa-emu: the shared device went away ({e}); moving to a successor"
+                );
                 self.restore(&mut link).map_err(lost)?;
                 exchange(&mut link, &req).map_err(lost)?
             }
@@ -203,17 +229,31 @@ impl Connection {
         link.w = w;
         link.client = client;
         link.generation += 1;
-        let queues: Vec<(QueueKey, QueueState)> = link.queues.iter().map(|(k, q)| (*k, q.clone())).collect();
+        let queues: Vec<(QueueKey, QueueState)> =
+            link.queues.iter().map(|(k, q)| (*k, q.clone())).collect();
         for (key, q) in &queues {
             let mask = q.mask.as_deref().map(|m| format!(" {m}")).unwrap_or_default();
-            let req = format!("CREATE key={key} gpu={} prio={} pct={} susp={}{mask}", self.gpu, q.prio, q.pct, u8::from(q.susp));
+            let req = format!(
+                "CREATE key={key} gpu={} prio={} pct={} susp={}{mask}",
+                self.gpu,
+                q.prio,
+                q.pct,
+                u8::from(q.susp)
+            );
             if let Err(e) = exchange(link, &req)? {
-                tracing::error!("xhsa-emu: queue {key} could not be restored on the successor device: {}", e.message);
+                tracing::error!(
+                    "xhsa-emu: queue {key} could not be restored on the successor device: {}",
+                    e.message
+                );
             }
         }
         *self.device.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(device);
         self.epoch.store(epoch, Ordering::Release);
-        tracing::warn!(client, queues = queues.len(), "xhsa-emu: moved to a successor shared device; queues restored");
+        tracing::warn!(
+            client,
+            queues = queues.len(),
+            "xhsa-emu: moved to a successor shared device; queues restored"
+        );
         let w = &self.area.get().wake;
         w.fetch_add(1, Ordering::Release);
         futex::wake_all(w);
@@ -235,8 +275,18 @@ fn track(queues: &mut BTreeMap<QueueKey, QueueState>, req: &Line, reply: &Line) 
     match req.verb.as_str() {
         "CREATE" => {
             if let Some(k) = reply.get::<QueueKey>("key") {
-                let mask = req.args.get("bits").map(|b| format!("bits={b} words={}", req.args.get("words").map_or("", String::as_str)));
-                queues.insert(k, QueueState { prio: req.get("prio").unwrap_or(0), pct: req.get("pct").unwrap_or(100), susp: req.get::<u8>("susp").is_some_and(|s| s != 0), mask });
+                let mask = req.args.get("bits").map(|b| {
+                    format!("bits={b} words={}", req.args.get("words").map_or("", String::as_str))
+                });
+                queues.insert(
+                    k,
+                    QueueState {
+                        prio: req.get("prio").unwrap_or(0),
+                        pct: req.get("pct").unwrap_or(100),
+                        susp: req.get::<u8>("susp").is_some_and(|s| s != 0),
+                        mask,
+                    },
+                );
             }
         }
         "DESTROY" => {
@@ -255,7 +305,11 @@ fn track(queues: &mut BTreeMap<QueueKey, QueueState>, req: &Line, reply: &Line) 
         }
         "CUMASK" => {
             if let Some(q) = key.and_then(|k| queues.get_mut(&k)) {
-                q.mask = Some(format!("bits={} words={}", req.args.get("bits").map_or("0", String::as_str), req.args.get("words").map_or("", String::as_str)));
+                q.mask = Some(format!(
+                    "bits={} words={}",
+                    req.args.get("bits").map_or("0", String::as_str),
+                    req.args.get("words").map_or("", String::as_str)
+                ));
             }
         }
         "SUSPEND" | "RESUME" => {
@@ -293,7 +347,9 @@ fn watch(conn: &Weak<Connection>, stop: &OwnedFd) {
         }
         tracing::warn!("xhsa-emu: the shared device went away; moving to a successor");
         if let Err(e) = c.restore(&mut link) {
-            tracing::error!("xhsa-emu: cannot reach a successor shared device: {e}; trying again in 1 s");
+            tracing::error!(
+                "xhsa-emu: cannot reach a successor shared device: {e}; trying again in 1 s"
+            );
             drop(link);
             std::thread::sleep(Duration::from_secs(1));
         }
@@ -325,7 +381,12 @@ fn connect_or_start(dir: &Path, clock: Option<Clock>) -> io::Result<UnixStream> 
         return Ok(s);
     }
     // One starter at a time: others wait on the lock, then find the device running.
-    let lock = OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(paths::start_lock(dir))?;
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(paths::start_lock(dir))?;
     // SAFETY: flock on a descriptor we own; released when `lock` is closed.
     unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
     if let Ok(s) = UnixStream::connect(&sock) {
@@ -338,7 +399,10 @@ fn connect_or_start(dir: &Path, clock: Option<Clock>) -> io::Result<UnixStream> 
     if let Some(c) = clock {
         cmd.arg("--clock").arg(format!("{},{}", c.base_mono, c.base_dev));
     }
-    cmd.env_remove("LD_PRELOAD").stdin(std::process::Stdio::null()).stdout(log.try_clone()?).stderr(log);
+    cmd.env_remove("LD_PRELOAD")
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
     // SAFETY: setsid is async-signal-safe; the device outlives its starter's session.
     unsafe {
         cmd.pre_exec(|| {
@@ -346,7 +410,9 @@ fn connect_or_start(dir: &Path, clock: Option<Clock>) -> io::Result<UnixStream> 
             Ok(())
         });
     }
-    let mut child = cmd.spawn().map_err(|e| io::Error::other(format!("cannot start the shared device {}: {e}", bin.display())))?;
+    let mut child = cmd.spawn().map_err(|e| {
+        io::Error::other(format!("cannot start the shared device {}: {e}", bin.display()))
+    })?;
     let start = Instant::now();
     loop {
         if let Ok(s) = UnixStream::connect(&sock) {
@@ -355,10 +421,16 @@ fn connect_or_start(dir: &Path, clock: Option<Clock>) -> io::Result<UnixStream> 
             return Ok(s);
         }
         if let Ok(Some(status)) = child.try_wait() {
-            return Err(io::Error::other(format!("the shared device exited at start ({status}); see {}", paths::log(dir).display())));
+            return Err(io::Error::other(format!(
+                "the shared device exited at start ({status}); see {}",
+                paths::log(dir).display()
+            )));
         }
         if start.elapsed() > START_TIMEOUT {
-            return Err(io::Error::other(format!("the shared device did not start within {START_TIMEOUT:?}; see {}", paths::log(dir).display())));
+            return Err(io::Error::other(format!(
+                "the shared device did not start within {START_TIMEOUT:?}; see {}",
+                paths::log(dir).display()
+            )));
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -373,19 +445,29 @@ fn device_binary() -> io::Result<PathBuf> {
     // SAFETY: Dl_info is plain data; all-zero is a valid value for dladdr to overwrite.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: dladdr fills `info` for an address inside a loaded object (this function).
-    let found = unsafe { libc::dladdr(device_binary as *const () as *const libc::c_void, &mut info) } != 0 && !info.dli_fname.is_null();
+    let found =
+        unsafe { libc::dladdr(device_binary as *const () as *const libc::c_void, &mut info) } != 0
+            && !info.dli_fname.is_null();
     let me = if found {
         // SAFETY: dli_fname is a NUL-terminated path owned by the dynamic linker.
-        PathBuf::from(unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }.to_string_lossy().into_owned())
+        PathBuf::from(
+            unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }.to_string_lossy().into_owned(),
+        )
     } else {
         std::env::current_exe()?
     };
     let me = std::fs::canonicalize(&me).unwrap_or(me);
-    let bin = me.parent().map(|d| d.join("xhsa-emu")).ok_or_else(|| io::Error::other("cannot locate xhsa-emu"))?;
+    let bin = me
+        .parent()
+        .map(|d| d.join("xhsa-emu"))
+        .ok_or_else(|| io::Error::other("cannot locate xhsa-emu"))?;
     if bin.exists() {
         Ok(bin)
     } else {
-        Err(io::Error::other(format!("{} not found; set XHSA_EMU_BIN to the xhsa-emu binary", bin.display())))
+        Err(io::Error::other(format!(
+            "{} not found; set XHSA_EMU_BIN to the xhsa-emu binary",
+            bin.display()
+        )))
     }
 }
 
@@ -456,18 +538,31 @@ impl Scheduler for RemoteScheduler {
         // The device posts a completion only once device time has reached it.
         while let Some(d) = self.conn.area.get().take_done() {
             if self.outstanding.remove(&(d.key, d.tag)).is_some() {
-                self.ready.push_back(Completion { queue: d.key, tag: d.tag, start_ns: d.start_ns, end_ns: d.end_ns });
+                self.ready.push_back(Completion {
+                    queue: d.key,
+                    tag: d.tag,
+                    start_ns: d.start_ns,
+                    end_ns: d.end_ns,
+                });
             }
         }
         if epoch != self.epoch {
             self.epoch = epoch;
-            let mut again: Vec<JobEntry> = self.outstanding.values_mut().filter(|e| e.epoch != epoch).map(|e| {
-                e.epoch = epoch;
-                *e
-            }).collect();
+            let mut again: Vec<JobEntry> = self
+                .outstanding
+                .values_mut()
+                .filter(|e| e.epoch != epoch)
+                .map(|e| {
+                    e.epoch = epoch;
+                    *e
+                })
+                .collect();
             again.sort_by_key(|e| e.submit_ns);
             if !again.is_empty() {
-                tracing::warn!(kernels = again.len(), "xhsa-emu: kernels outstanding on the device that went away posted again");
+                tracing::warn!(
+                    kernels = again.len(),
+                    "xhsa-emu: kernels outstanding on the device that went away posted again"
+                );
             }
             for e in again {
                 self.post(e);

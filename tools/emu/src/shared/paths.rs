@@ -51,7 +51,10 @@ pub fn device_dir() -> io::Result<PathBuf> {
     // SAFETY: getuid has no preconditions.
     let uid = unsafe { libc::getuid() };
     if !meta.is_dir() || meta.uid() != uid {
-        return Err(io::Error::new(io::ErrorKind::PermissionDenied, format!("{} is not a directory owned by uid {uid}", dir.display())));
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("{} is not a directory owned by uid {uid}", dir.display()),
+        ));
     }
     if meta.permissions().mode() & 0o077 != 0 {
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;

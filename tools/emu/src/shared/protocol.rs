@@ -35,7 +35,10 @@ impl Line {
     pub fn parse(s: &str) -> Option<Line> {
         let mut it = s.split_whitespace();
         let verb = it.next()?.to_string();
-        let args = it.filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let args = it
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         Some(Line { verb, args })
     }
 

@@ -127,7 +127,12 @@ pub fn serve(dir: &Path, cfg: Config, gpus: u32, clock_arg: Option<(u64, u64)>) 
     let (area, area_fd) = Shared::<DeviceArea>::create(c"xhsa-emu-device")?;
     let d = &cfg.device;
     let pools = (0..gpus.max(1))
-        .map(|_| Hws::new(CuPool::new(d.cus() as usize, d.waves_per_cu(), d.lds_kib * 1024)).with_slots(d.cp_queues as usize, cfg.kfd.hws_quantum_us * 1000).with_jitter(cfg.timing.wg_jitter).with_capacity(cfg.timing.capacity()))
+        .map(|_| {
+            Hws::new(CuPool::new(d.cus() as usize, d.waves_per_cu(), d.lds_kib * 1024))
+                .with_slots(d.cp_queues as usize, cfg.kfd.hws_quantum_us * 1000)
+                .with_jitter(cfg.timing.wg_jitter)
+                .with_capacity(cfg.timing.capacity())
+        })
         .collect();
     let mut clock = Clock::new(cfg.timing.time_scale);
     if let Some((base_mono, base_dev)) = clock_arg {
@@ -160,7 +165,9 @@ pub fn serve(dir: &Path, cfg: Config, gpus: u32, clock_arg: Option<(u64, u64)>) 
         match conn {
             Ok(c) => {
                 let s = dev.clone();
-                std::thread::Builder::new().name("xhsa-emu-client".into()).spawn(move || serve_client(&s, c))?;
+                std::thread::Builder::new()
+                    .name("xhsa-emu-client".into())
+                    .spawn(move || serve_client(&s, c))?;
             }
             Err(e) => tracing::warn!("xhsa-emu device: accept failed: {e}"),
         }
@@ -176,7 +183,13 @@ fn idle_watch(dev: &Device) {
         match st.idle_since {
             None => st = dev.idle_changed.wait(st).unwrap_or_else(|p| p.into_inner()),
             Some(t) if t.elapsed() >= IDLE_EXIT => break,
-            Some(t) => st = dev.idle_changed.wait_timeout(st, IDLE_EXIT - t.elapsed()).unwrap_or_else(|p| p.into_inner()).0,
+            Some(t) => {
+                st = dev
+                    .idle_changed
+                    .wait_timeout(st, IDLE_EXIT - t.elapsed())
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0
+            }
         }
     }
     let _ = std::fs::remove_file(paths::socket(&dev.dir));
@@ -211,13 +224,32 @@ fn schedule(dev: &Device) {
             for (cid, j) in jobs {
                 let Some(&key) = st.by_local.get(&(cid, j.key)) else { continue };
                 let g = st.queues[&key].gpu;
-                run_to(&mut st.gpus[g], &st.queues, &mut st.clients, j.submit_ns.min(now), &mut woken);
+                run_to(
+                    &mut st.gpus[g],
+                    &st.queues,
+                    &mut st.clients,
+                    j.submit_ns.min(now),
+                    &mut woken,
+                );
                 let late = st.gpus[g].now().saturating_sub(j.submit_ns);
                 if late > 0 {
-                    tracing::debug!(key, late_ns = late, "xhsa-emu device: kernel placed after its fetch time");
+                    tracing::debug!(
+                        key,
+                        late_ns = late,
+                        "xhsa-emu device: kernel placed after its fetch time"
+                    );
                 }
-                let profile = Profile { cu_util: (f64::from(j.util_micro) / 1e6) as f32, hbm_bytes: j.hbm_bytes };
-                let job = KernelJob { tag: j.tag, workgroups: j.workgroups, need: WgNeed { waves: j.waves, lds: j.lds }, wg_ns: j.wg_ns, profile };
+                let profile = Profile {
+                    cu_util: (f64::from(j.util_micro) / 1e6) as f32,
+                    hbm_bytes: j.hbm_bytes,
+                };
+                let job = KernelJob {
+                    tag: j.tag,
+                    workgroups: j.workgroups,
+                    need: WgNeed { waves: j.waves, lds: j.lds },
+                    wg_ns: j.wg_ns,
+                    profile,
+                };
                 st.gpus[g].submit(key, job, j.submit_ns);
             }
             // The HWS clock stays at its last event: a kernel posted later is placed at the
@@ -263,12 +295,24 @@ fn schedule(dev: &Device) {
 }
 
 /// Steps one GPU's HWS to `t`, routing completions to the clients that own the queues.
-fn run_to(hws: &mut Hws, queues: &HashMap<QueueKey, QueueInfo>, clients: &mut HashMap<u64, Client>, t: u64, woken: &mut Vec<u64>) {
+fn run_to(
+    hws: &mut Hws,
+    queues: &HashMap<QueueKey, QueueInfo>,
+    clients: &mut HashMap<u64, Client>,
+    t: u64,
+    woken: &mut Vec<u64>,
+) {
     while let Some((_, done)) = hws.step(t) {
         for c in done {
             let Some(q) = queues.get(&c.queue) else { continue };
             let Some(cl) = clients.get_mut(&q.client) else { continue };
-            let d = DoneEntry { key: q.local, _pad: 0, tag: c.tag, start_ns: c.start_ns, end_ns: c.end_ns };
+            let d = DoneEntry {
+                key: q.local,
+                _pad: 0,
+                tag: c.tag,
+                start_ns: c.start_ns,
+                end_ns: c.end_ns,
+            };
             if !cl.backlog.is_empty() || !cl.area.get().post_done(d) {
                 cl.backlog.push_back(d);
             }
@@ -308,7 +352,13 @@ fn serve_client(dev: &Device, stream: UnixStream) {
             ("HELLO", None) => match hello(dev, &req, fds.pop()) {
                 Ok((id, text)) => {
                     // The reply carries the device's area.
-                    if sock::send_with_fds(&w, format!("{text}\n").as_bytes(), &[dev.area_fd.as_fd()]).is_err() {
+                    if sock::send_with_fds(
+                        &w,
+                        format!("{text}\n").as_bytes(),
+                        &[dev.area_fd.as_fd()],
+                    )
+                    .is_err()
+                    {
                         disconnect(dev, id);
                         return;
                     }
@@ -319,7 +369,9 @@ fn serve_client(dev: &Device, stream: UnixStream) {
             },
             ("STATUS", _) => status(dev),
             (_, None) => err(libc::EINVAL, "HELLO first"),
-            (verb, Some(id)) => request(dev, id, verb, &req).unwrap_or_else(|(errno, m)| err(errno, &m)),
+            (verb, Some(id)) => {
+                request(dev, id, verb, &req).unwrap_or_else(|(errno, m)| err(errno, &m))
+            }
         };
         if reply(&mut w, &out).is_err() {
             break;
@@ -337,10 +389,15 @@ fn hello(dev: &Device, req: &Line, area: Option<OwnedFd>) -> Result<(u64, String
     let gpu: usize = req.get("gpu").ok_or("HELLO needs gpu=")?;
     let pidns: u64 = req.get("pidns").unwrap_or(0);
     let epoch: u32 = req.get("epoch").unwrap_or(0);
-    let area = area.ok_or("HELLO needs the client's shared area (a descriptor sent with the line)")?;
-    let area: Shared<ClientArea> = Shared::map(&area).map_err(|e| format!("cannot map the client's area: {e}"))?;
+    let area =
+        area.ok_or("HELLO needs the client's shared area (a descriptor sent with the line)")?;
+    let area: Shared<ClientArea> =
+        Shared::map(&area).map_err(|e| format!("cannot map the client's area: {e}"))?;
     if !area.get().valid() {
-        return Err("the client's area has the wrong layout or protocol version (another xhsa-emu build)".into());
+        return Err(
+            "the client's area has the wrong layout or protocol version (another xhsa-emu build)"
+                .into(),
+        );
     }
     let mut st = dev.lock();
     if gpu >= st.gpus.len() {
@@ -353,12 +410,22 @@ fn hello(dev: &Device, req: &Line, area: Option<OwnedFd>) -> Result<(u64, String
     dev.idle_changed.notify_all();
     let c = dev.clock;
     tracing::info!(client = id, pid, pidns, gpu, "xhsa-emu device: client connected");
-    Ok((id, format!("OK client={id} base_mono={} base_dev={} scale={} gpus={}", c.base_mono, c.base_dev, c.scale, st.gpus.len())))
+    Ok((
+        id,
+        format!(
+            "OK client={id} base_mono={} base_dev={} scale={} gpus={}",
+            c.base_mono,
+            c.base_dev,
+            c.scale,
+            st.gpus.len()
+        ),
+    ))
 }
 
 fn disconnect(dev: &Device, id: u64) {
     let mut st = dev.lock();
-    let keys: Vec<QueueKey> = st.queues.iter().filter(|(_, q)| q.client == id).map(|(k, _)| *k).collect();
+    let keys: Vec<QueueKey> =
+        st.queues.iter().filter(|(_, q)| q.client == id).map(|(k, _)| *k).collect();
     for k in &keys {
         if let Some(q) = st.queues.remove(k) {
             st.by_local.remove(&(id, q.local));
@@ -366,7 +433,13 @@ fn disconnect(dev: &Device, id: u64) {
         }
     }
     if let Some(c) = st.clients.remove(&id) {
-        tracing::info!(client = id, pid = c.pid, pidns = c.pidns, queues = keys.len(), "xhsa-emu device: client gone; its queues removed");
+        tracing::info!(
+            client = id,
+            pid = c.pid,
+            pidns = c.pidns,
+            queues = keys.len(),
+            "xhsa-emu device: client gone; its queues removed"
+        );
     }
     if st.clients.is_empty() {
         st.idle_since = Some(Instant::now());
@@ -410,7 +483,9 @@ fn request(dev: &Device, id: u64, verb: &str, req: &Line) -> ReqResult {
     let gpu = st.clients.get(&id).map(|c| c.gpu).ok_or((libc::EINVAL, "unknown client".into()))?;
     let mut stall = Duration::ZERO;
     // The device-wide key of this client's queue `local`.
-    let owned = |st: &State, local: QueueKey| st.by_local.get(&(id, local)).copied().ok_or((libc::EINVAL, format!("no queue {local}")));
+    let owned = |st: &State, local: QueueKey| {
+        st.by_local.get(&(id, local)).copied().ok_or((libc::EINVAL, format!("no queue {local}")))
+    };
     let out = match verb {
         "CREATE" => {
             // `key`: the client's key for the queue. `susp` and a CU mask (`bits`, `words`)
@@ -424,13 +499,17 @@ fn request(dev: &Device, id: u64, verb: &str, req: &Line) -> ReqResult {
                 return Err((libc::EEXIST, format!("queue {local} exists")));
             }
             let mapped = st.queues.values().filter(|q| q.gpu == gpu).count();
-            let limit = (dev.cfg.device.cp_queues + dev.cfg.device.sdma_engines * dev.cfg.device.sdma_queues_per_engine) as usize * 8;
+            let limit = (dev.cfg.device.cp_queues
+                + dev.cfg.device.sdma_engines * dev.cfg.device.sdma_queues_per_engine)
+                as usize
+                * 8;
             if mapped >= limit {
                 return Err((libc::ENOSPC, "too many queues on this device".into()));
             }
             let key = st.next_key;
             st.next_key += 1;
-            let q = QueueInfo { client: id, local, gpu, priority: prio, percentage: pct, suspended };
+            let q =
+                QueueInfo { client: id, local, gpu, priority: prio, percentage: pct, suspended };
             st.gpus[gpu].add_queue(key, prio);
             st.gpus[gpu].set_runnable(key, q.active());
             if let Some(m) = mask {
@@ -469,14 +548,21 @@ fn request(dev: &Device, id: u64, verb: &str, req: &Line) -> ReqResult {
             "OK".into()
         }
         "SUSPEND" | "RESUME" => {
-            let keys: Vec<QueueKey> = req.list("keys").ok_or((libc::EINVAL, "bad keys=".to_string()))?;
+            let keys: Vec<QueueKey> =
+                req.list("keys").ok_or((libc::EINVAL, "bad keys=".to_string()))?;
             let grace_ns: u64 = req.get("grace_ns").unwrap_or(0);
             let suspend = verb == "SUSPEND";
             if !keys.is_empty() {
                 // KFD runs the unmap/remap only when it has a queue to act on.
-                stall = preempt_all(dev, &mut st, gpu, if suspend { k.suspend_us } else { k.resume_us });
+                stall = preempt_all(
+                    dev,
+                    &mut st,
+                    gpu,
+                    if suspend { k.suspend_us } else { k.resume_us },
+                );
             }
-            let (n, status) = suspend_queues(&mut st, id, &keys, suspend, dev.clock.now(), grace_ns);
+            let (n, status) =
+                suspend_queues(&mut st, id, &keys, suspend, dev.clock.now(), grace_ns);
             format!("OK n={n} status={}", join(&status))
         }
         other => return Err((libc::EINVAL, format!("unknown request {other}"))),
@@ -491,7 +577,14 @@ fn request(dev: &Device, id: u64, verb: &str, req: &Line) -> ReqResult {
 
 /// UPDATE of a queue's priority and percentage (after the device-wide unmap): a queue whose
 /// percentage drops to 0 leaves the runlist with its waves saved, one raised from 0 comes back.
-fn update_queue(st: &mut State, key: QueueKey, prio: u8, pct: u32, suspended: Option<bool>, now: u64) {
+fn update_queue(
+    st: &mut State,
+    key: QueueKey,
+    prio: u8,
+    pct: u32,
+    suspended: Option<bool>,
+    now: u64,
+) {
     let Some(q) = st.queues.get_mut(&key) else { return };
     let was = q.active();
     q.priority = prio;
@@ -506,7 +599,14 @@ fn update_queue(st: &mut State, key: QueueKey, prio: u8, pct: u32, suspended: Op
 /// unmap). A queue already in the asked state counts as handled, as in KFD's
 /// `suspend_single_queue` / `resume_single_queue`. Returns how many were handled and a status
 /// per key (0 handled, 1 no such queue).
-fn suspend_queues(st: &mut State, id: u64, keys: &[QueueKey], suspend: bool, now: u64, grace_ns: u64) -> (u32, Vec<u32>) {
+fn suspend_queues(
+    st: &mut State,
+    id: u64,
+    keys: &[QueueKey],
+    suspend: bool,
+    now: u64,
+    grace_ns: u64,
+) -> (u32, Vec<u32>) {
     let mut n = 0;
     let mut status = Vec::with_capacity(keys.len());
     for &local in keys {
@@ -516,7 +616,14 @@ fn suspend_queues(st: &mut State, id: u64, keys: &[QueueKey], suspend: bool, now
                 let was = q.active();
                 q.suspended = suspend;
                 let (is, gpu) = (q.active(), q.gpu);
-                set_active(&mut st.gpus[gpu], key, was, is, now, if suspend { grace_ns } else { 0 });
+                set_active(
+                    &mut st.gpus[gpu],
+                    key,
+                    was,
+                    is,
+                    now,
+                    if suspend { grace_ns } else { 0 },
+                );
                 n += 1;
                 status.push(0);
             }
@@ -538,7 +645,12 @@ fn queue_line(hws: &Hws, key: QueueKey, q: &QueueInfo) -> String {
         0 => String::new(),
         n => format!(", {n} workgroups saved"),
     };
-    format!("    queue {}: priority {}, {state}, {} kernel(s) outstanding{saved}\n", q.local, q.priority, hws.outstanding(key))
+    format!(
+        "    queue {}: priority {}, {state}, {} kernel(s) outstanding{saved}\n",
+        q.local,
+        q.priority,
+        hws.outstanding(key)
+    )
 }
 
 fn status(dev: &Device) -> String {
@@ -561,7 +673,8 @@ fn status(dev: &Device) -> String {
     clients.sort_by_key(|(id, _)| **id);
     out.push_str(&format!("processes: {}\n", clients.len()));
     for (id, cl) in clients {
-        let ns = if cl.pidns == 0 { String::new() } else { format!(" in pid namespace {}", cl.pidns) };
+        let ns =
+            if cl.pidns == 0 { String::new() } else { format!(" in pid namespace {}", cl.pidns) };
         out.push_str(&format!("  process {}{ns} (client {id}) on gpu {}\n", cl.pid, cl.gpu));
         let mut qs: Vec<_> = st.queues.iter().filter(|(_, q)| q.client == *id).collect();
         qs.sort_by_key(|(k, _)| **k);
@@ -584,15 +697,39 @@ mod tests {
         let mut by_local = HashMap::new();
         for &k in keys {
             hws.add_queue(k, 5);
-            queues.insert(k, QueueInfo { client: 1, local: k, gpu: 0, priority: 5, percentage: 100, suspended: false });
+            queues.insert(
+                k,
+                QueueInfo {
+                    client: 1,
+                    local: k,
+                    gpu: 0,
+                    priority: 5,
+                    percentage: 100,
+                    suspended: false,
+                },
+            );
             by_local.insert((1, k), k);
         }
-        State { gpus: vec![hws], clients: HashMap::new(), queues, by_local, next_key: 10, next_client: 2, idle_since: None }
+        State {
+            gpus: vec![hws],
+            clients: HashMap::new(),
+            queues,
+            by_local,
+            next_key: 10,
+            next_client: 2,
+            idle_since: None,
+        }
     }
 
     /// One workgroup filling the CU for `wg_ns`.
     fn full_cu(tag: u64, wg_ns: u64) -> KernelJob {
-        KernelJob { tag, workgroups: 1, need: WgNeed { waves: 32, lds: 0 }, wg_ns, profile: Profile::default() }
+        KernelJob {
+            tag,
+            workgroups: 1,
+            need: WgNeed { waves: 32, lds: 0 },
+            wg_ns,
+            profile: Profile::default(),
+        }
     }
 
     #[test]
@@ -605,12 +742,16 @@ mod tests {
         assert_eq!((st.gpus[0].saved(1), st.gpus[0].busy_waves()), (1, 0));
         assert!(st.gpus[0].advance(10_000).is_empty());
         let line = queue_line(&st.gpus[0], 1, &st.queues[&1]);
-        assert!(line.contains("inactive (percentage 0), 1 kernel(s) outstanding, 1 workgroups saved"), "{line}");
+        assert!(
+            line.contains("inactive (percentage 0), 1 kernel(s) outstanding, 1 workgroups saved"),
+            "{line}"
+        );
         update_queue(&mut st, 1, 5, 100, None, 10_000);
         let c = st.gpus[0].advance(20_000);
         assert_eq!((c[0].tag, c[0].end_ns), (7, 10_600));
         assert_eq!(st.gpus[0].saved(1), 0);
-        assert!(queue_line(&st.gpus[0], 1, &st.queues[&1]).contains("active, 0 kernel(s) outstanding\n"));
+        assert!(queue_line(&st.gpus[0], 1, &st.queues[&1])
+            .contains("active, 0 kernel(s) outstanding\n"));
     }
 
     #[test]
@@ -633,7 +774,11 @@ mod tests {
         update_queue(&mut st, 1, 5, 0, None, 200);
         assert_eq!(st.gpus[0].saved(1), 1);
         let line = queue_line(&st.gpus[0], 1, &st.queues[&1]);
-        assert!(line.contains("suspended and inactive (percentage 0)") && line.ends_with("1 workgroups saved\n"), "{line}");
+        assert!(
+            line.contains("suspended and inactive (percentage 0)")
+                && line.ends_with("1 workgroups saved\n"),
+            "{line}"
+        );
         // Resumed but still at percentage 0: stays off.
         assert_eq!(suspend_queues(&mut st, 1, &[1], false, 300, 0), (1, vec![0]));
         assert!(st.gpus[0].advance(5_000).is_empty());
@@ -642,7 +787,9 @@ mod tests {
         suspend_queues(&mut st, 1, &[1], true, 5_000, 0);
         update_queue(&mut st, 1, 5, 100, None, 5_000);
         assert!(st.gpus[0].advance(9_000).is_empty());
-        assert!(queue_line(&st.gpus[0], 1, &st.queues[&1]).contains("queue 1: priority 5, suspended, "));
+        assert!(
+            queue_line(&st.gpus[0], 1, &st.queues[&1]).contains("queue 1: priority 5, suspended, ")
+        );
         suspend_queues(&mut st, 1, &[1], false, 9_000, 0);
         let c = st.gpus[0].advance(20_000);
         // 900 ns were left when it was saved at 100.

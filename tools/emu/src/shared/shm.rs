@@ -110,11 +110,23 @@ impl<T: Sync + 'static> Shared<T> {
         let len = std::mem::size_of::<T>();
         let have = std::fs::File::from(fd.try_clone()?).metadata()?.len();
         if have < len as u64 {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("shared area of {have} bytes, {len} expected")));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("shared area of {have} bytes, {len} expected"),
+            ));
         }
         // SAFETY: mapping `len` bytes of a file we hold open and that is at least that long;
         // MAP_SHARED so both processes see the same pages.
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd.as_raw_fd(), 0) };
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }

@@ -102,11 +102,25 @@ impl DeviceMemory for HostMemory {
         match (wide, addr.is_multiple_of(if wide { 8 } else { 4 })) {
             // SAFETY: checked range, aligned for the atomic type; the word is only ever
             // accessed as plain memory otherwise, which atomics tolerate.
-            (true, true) => unsafe { (*(addr as *const AtomicU64)).compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire) },
+            (true, true) => unsafe {
+                (*(addr as *const AtomicU64)).compare_exchange(
+                    current,
+                    new,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+            },
             // SAFETY: as above, for a 4-byte word.
-            (false, true) => unsafe { (*(addr as *const AtomicU32)).compare_exchange(current as u32, new as u32, Ordering::AcqRel, Ordering::Acquire) }
-                .map(u64::from)
-                .map_err(u64::from),
+            (false, true) => unsafe {
+                (*(addr as *const AtomicU32)).compare_exchange(
+                    current as u32,
+                    new as u32,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+            }
+            .map(u64::from)
+            .map_err(u64::from),
             // Misaligned: a plain read and write (no atomicity to keep).
             (wide, false) => {
                 let n = if wide { 8 } else { 4 };
@@ -170,10 +184,17 @@ pub mod fake {
             self.write(addr, &(old.wrapping_add(delta)).to_le_bytes());
             old
         }
-        fn compare_exchange(&self, addr: u64, wide: bool, current: u64, new: u64) -> Result<u64, u64> {
+        fn compare_exchange(
+            &self,
+            addr: u64,
+            wide: bool,
+            current: u64,
+            new: u64,
+        ) -> Result<u64, u64> {
             let mut m = self.0.lock().unwrap();
             let n = if wide { 8 } else { 4 };
-            let old = (0..n).fold(0u64, |v, i| v | u64::from(*m.get(&(addr + i)).unwrap_or(&0)) << (8 * i));
+            let old = (0..n)
+                .fold(0u64, |v, i| v | u64::from(*m.get(&(addr + i)).unwrap_or(&0)) << (8 * i));
             if old != current {
                 return Err(old);
             }

@@ -27,7 +27,12 @@ struct Area {
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
-const EMPTY: Area = Area { start: AtomicUsize::new(0), end: AtomicUsize::new(0), word: AtomicPtr::new(std::ptr::null_mut()), traps: AtomicU64::new(0) };
+const EMPTY: Area = Area {
+    start: AtomicUsize::new(0),
+    end: AtomicUsize::new(0),
+    word: AtomicPtr::new(std::ptr::null_mut()),
+    traps: AtomicU64::new(0),
+};
 static AREAS: [Area; MAX_AREAS] = [EMPTY; MAX_AREAS];
 static INSTALL: Once = Once::new();
 static mut PREVIOUS: MaybeUninit<libc::sigaction> = MaybeUninit::uninit();
@@ -69,14 +74,19 @@ impl TrappedArea {
     /// # Safety
     /// The range must be a mapping the caller owns, used only for doorbells, that stays
     /// mapped until the area is dropped.
-    pub unsafe fn register(start: *mut u8, len: usize, word: &'static AtomicU32) -> Result<TrappedArea, TrapError> {
+    pub unsafe fn register(
+        start: *mut u8,
+        len: usize,
+        word: &'static AtomicU32,
+    ) -> Result<TrappedArea, TrapError> {
         let page = page_size();
         if !(start as usize).is_multiple_of(page) || !len.is_multiple_of(page) || len == 0 {
             return Err(TrapError::NotPageAligned);
         }
         install_handler();
         for (index, a) in AREAS.iter().enumerate() {
-            if a.start.compare_exchange(0, usize::MAX, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+            if a.start.compare_exchange(0, usize::MAX, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+            {
                 a.word.store(word as *const AtomicU32 as *mut AtomicU32, Ordering::Release);
                 a.end.store(start as usize + len, Ordering::Release);
                 a.start.store(start as usize, Ordering::Release);
@@ -90,7 +100,8 @@ impl TrappedArea {
     pub fn arm(&self) -> Result<(), TrapError> {
         // SAFETY: the range is the registered mapping (see `register`); PROT_READ keeps reads
         // working, and stores are handled by our SIGSEGV handler.
-        let r = unsafe { libc::mprotect(self.start as *mut libc::c_void, self.len, libc::PROT_READ) };
+        let r =
+            unsafe { libc::mprotect(self.start as *mut libc::c_void, self.len, libc::PROT_READ) };
         if r != 0 {
             return Err(TrapError::Mprotect(std::io::Error::last_os_error()));
         }
@@ -111,7 +122,13 @@ impl TrappedArea {
 impl Drop for TrappedArea {
     fn drop(&mut self) {
         // SAFETY: as in `arm`; leaves the area writable, as an unregistered area must be.
-        unsafe { libc::mprotect(self.start as *mut libc::c_void, self.len, libc::PROT_READ | libc::PROT_WRITE) };
+        unsafe {
+            libc::mprotect(
+                self.start as *mut libc::c_void,
+                self.len,
+                libc::PROT_READ | libc::PROT_WRITE,
+            )
+        };
         let a = &AREAS[self.index];
         a.end.store(0, Ordering::Release);
         a.start.store(0, Ordering::Release);
@@ -138,12 +155,18 @@ extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     let addr = unsafe { (*info).si_addr() } as usize;
     for a in &AREAS {
         let start = a.start.load(Ordering::Acquire);
-        if start == 0 || start == usize::MAX || addr < start || addr >= a.end.load(Ordering::Acquire) {
+        if start == 0
+            || start == usize::MAX
+            || addr < start
+            || addr >= a.end.load(Ordering::Acquire)
+        {
             continue;
         }
         let len = a.end.load(Ordering::Acquire) - start;
         // SAFETY: mprotect is async-signal-safe; the range is a registered doorbell mapping.
-        unsafe { libc::mprotect(start as *mut libc::c_void, len, libc::PROT_READ | libc::PROT_WRITE) };
+        unsafe {
+            libc::mprotect(start as *mut libc::c_void, len, libc::PROT_READ | libc::PROT_WRITE)
+        };
         a.traps.fetch_add(1, Ordering::Relaxed);
         let word = a.word.load(Ordering::Acquire);
         if !word.is_null() {
@@ -173,7 +196,8 @@ fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
         }
     } else if prev.sa_flags & libc::SA_SIGINFO != 0 {
         // SAFETY: the previous handler was installed as an SA_SIGINFO handler with this type.
-        let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) = unsafe { std::mem::transmute(h) };
+        let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+            unsafe { std::mem::transmute(h) };
         f(sig, info, ctx);
     } else {
         // SAFETY: the previous handler was installed as a plain handler with this type.
@@ -192,7 +216,14 @@ mod tests {
         let page = page_size();
         // SAFETY: fresh anonymous mapping owned by the test.
         let p = unsafe {
-            libc::mmap(std::ptr::null_mut(), page, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+            libc::mmap(
+                std::ptr::null_mut(),
+                page,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
         } as *mut u8;
         let word: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
         // SAFETY: the mapping is ours and lives for the test.

@@ -12,7 +12,10 @@ use std::time::Duration;
 /// Returns early on spurious wake-ups; callers re-check their condition (every outcome of the
 /// call, EAGAIN, ETIMEDOUT or EINTR included, means "re-check", so none is reported).
 pub fn wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
-    let ts = timeout.map(|d| rustix::time::Timespec { tv_sec: d.as_secs().min(i64::MAX as u64) as i64, tv_nsec: i64::from(d.subsec_nanos()) });
+    let ts = timeout.map(|d| rustix::time::Timespec {
+        tv_sec: d.as_secs().min(i64::MAX as u64) as i64,
+        tv_nsec: i64::from(d.subsec_nanos()),
+    });
     let _ = futex::wait(word, futex::Flags::empty(), expected, ts.as_ref());
 }
 

@@ -7,9 +7,12 @@ use std::io;
 /// (doorbells). `align` is a power of two; the returned address is aligned to it.
 pub fn map(len: u64, align: u64, shared: bool, accessible: bool) -> io::Result<u64> {
     let align = align.max(4096);
-    let total = len.checked_add(align).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let total =
+        len.checked_add(align).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
     let prot = if accessible { libc::PROT_READ | libc::PROT_WRITE } else { libc::PROT_NONE };
-    let flags = libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | if shared { libc::MAP_SHARED } else { libc::MAP_PRIVATE };
+    let flags = libc::MAP_ANONYMOUS
+        | libc::MAP_NORESERVE
+        | if shared { libc::MAP_SHARED } else { libc::MAP_PRIVATE };
     // SAFETY: a fresh anonymous mapping at an address of the kernel's choosing; no existing
     // memory is affected.
     let p = unsafe { libc::mmap(std::ptr::null_mut(), total as usize, prot, flags, -1, 0) };
@@ -62,7 +65,8 @@ pub fn unmap(addr: u64, len: u64) {
 /// Total host RAM in bytes.
 pub fn host_ram() -> u64 {
     // SAFETY: sysconf has no preconditions.
-    let (pages, size) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+    let (pages, size) =
+        unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
     (pages.max(0) as u64) * (size.max(0) as u64)
 }
 

@@ -52,7 +52,8 @@ const MAX_OBJECTS: usize = 65536;
 pub fn loaded_objects(r_debug_addr: u64) -> Option<Vec<LoadedObject>> {
     // struct r_debug { int r_version; struct link_map *r_map @8; ElfW(Addr) r_brk @16;
     //                  enum r_state @24; ElfW(Addr) r_ldbase @32; }
-    let state = read_self(r_debug_addr + 24, 4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))?;
+    let state = read_self(r_debug_addr + 24, 4)
+        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))?;
     if state != RT_CONSISTENT {
         return None;
     }

@@ -19,7 +19,10 @@ pub fn send_with_fds(s: &UnixStream, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> io
     assert!(fds.len() <= MAX_FDS, "at most {MAX_FDS} descriptors per line");
     let mut sent = 0;
     while sent < bytes.len() {
-        let mut iov = libc::iovec { iov_base: bytes[sent..].as_ptr() as *mut libc::c_void, iov_len: bytes.len() - sent };
+        let mut iov = libc::iovec {
+            iov_base: bytes[sent..].as_ptr() as *mut libc::c_void,
+            iov_len: bytes.len() - sent,
+        };
         // u64 elements keep the buffer aligned for cmsghdr.
         let mut control = vec![0u64; cmsg_space().div_ceil(8)];
         // SAFETY: msghdr is plain data; all-zero is a valid empty header.
@@ -89,7 +92,8 @@ pub fn recv_line_with_fds(s: &UnixStream) -> io::Result<(String, Vec<OwnedFd>)> 
             let mut c = libc::CMSG_FIRSTHDR(&msg);
             while !c.is_null() {
                 if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
-                    let count = ((*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize) / std::mem::size_of::<RawFd>();
+                    let count = ((*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize)
+                        / std::mem::size_of::<RawFd>();
                     let data = libc::CMSG_DATA(c).cast::<RawFd>();
                     for i in 0..count {
                         fds.push(OwnedFd::from_raw_fd(data.add(i).read_unaligned()));
@@ -169,7 +173,10 @@ mod tests {
         send_with_fds(&a, b"HELLO x=1\nNEXT\n", &[m.as_fd()]).unwrap();
         let (line, fds) = recv_line_with_fds(&b).unwrap();
         assert_eq!((line.as_str(), fds.len()), ("HELLO x=1", 1));
-        assert_eq!(std::fs::File::from(fds.into_iter().next().unwrap()).metadata().unwrap().len(), 4096);
+        assert_eq!(
+            std::fs::File::from(fds.into_iter().next().unwrap()).metadata().unwrap().len(),
+            4096
+        );
         let (line, fds) = recv_line_with_fds(&b).unwrap();
         assert_eq!((line.as_str(), fds.len()), ("NEXT", 0));
         drop(a);

@@ -88,13 +88,22 @@ impl Queue {
         // interpreter runs it when the dispatch completes.
         // SAFETY: KERNEL_AT + 260 is inside the block; nothing reads it yet.
         unsafe {
-            std::ptr::copy_nonoverlapping(256i64.to_le_bytes().as_ptr(), self.base.add(KERNEL_AT + 16), 8);
-            std::ptr::copy_nonoverlapping(0xBF81_0000u32.to_le_bytes().as_ptr(), self.base.add(KERNEL_AT + 256), 4);
+            std::ptr::copy_nonoverlapping(
+                256i64.to_le_bytes().as_ptr(),
+                self.base.add(KERNEL_AT + 16),
+                8,
+            );
+            std::ptr::copy_nonoverlapping(
+                0xBF81_0000u32.to_le_bytes().as_ptr(),
+                self.base.add(KERNEL_AT + 256),
+                4,
+            );
         }
         // SAFETY: the ring slot is inside the block; the queue does not exist yet.
         unsafe { std::ptr::copy_nonoverlapping(p.as_ptr().add(2), self.base.add(RING_AT + 2), 62) };
         // SAFETY: 2-aligned, inside the block.
-        unsafe { &*(self.base.add(RING_AT) as *const AtomicU16) }.store(u16::from(2u8), Ordering::Release);
+        unsafe { &*(self.base.add(RING_AT) as *const AtomicU16) }
+            .store(u16::from(2u8), Ordering::Release);
         self.word(AMD_QUEUE + 56).store(1, Ordering::Release);
     }
 
@@ -103,8 +112,19 @@ impl Queue {
         self.word(AMD_QUEUE + 128).load(Ordering::Acquire)
     }
 
-    pub fn update(&self, kfd: &Kfd, percentage: u32, priority: u32) -> Result<(), xhsa_ioctl::KfdError> {
-        kfd.update_queue(UpdateQueueArgs { ring_base_address: self.addr(RING_AT), queue_id: self.id, ring_size: RING as u32, queue_percentage: percentage, queue_priority: priority })
+    pub fn update(
+        &self,
+        kfd: &Kfd,
+        percentage: u32,
+        priority: u32,
+    ) -> Result<(), xhsa_ioctl::KfdError> {
+        kfd.update_queue(UpdateQueueArgs {
+            ring_base_address: self.addr(RING_AT),
+            queue_id: self.id,
+            ring_size: RING as u32,
+            queue_percentage: percentage,
+            queue_priority: priority,
+        })
     }
 
     /// Waits (within 15 s) for the dispatch to complete (`read_dispatch_id` past it).

@@ -52,7 +52,16 @@ pub fn create(va: u64, size: u64) -> Result<u64, i32> {
     if va != 0 {
         // SAFETY: the thunk reserved [va, va + size) for this buffer (ALLOC_MEMORY_OF_GPU's
         // va_addr); MAP_FIXED replaces that reservation only.
-        let p = unsafe { libc::mmap(va as *mut libc::c_void, size as usize, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_FIXED, fd, 0) };
+        let p = unsafe {
+            libc::mmap(
+                va as *mut libc::c_void,
+                size as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_FIXED,
+                fd,
+                0,
+            )
+        };
         if p == libc::MAP_FAILED {
             let e = errno();
             // SAFETY: closing our own descriptor.
@@ -100,7 +109,16 @@ pub fn map(addr: u64, len: u64, prot: i32, flags: i32, offset: u64) -> Option<Re
     let fixed = flags & libc::MAP_FIXED;
     let prot = prot | libc::PROT_READ | libc::PROT_WRITE;
     // SAFETY: mapping our memfd; with MAP_FIXED the caller replaces its own range, as mmap does.
-    let p = unsafe { libc::mmap(addr as *mut libc::c_void, len as usize, prot, libc::MAP_SHARED | fixed, bo.memfd, within as libc::off_t) };
+    let p = unsafe {
+        libc::mmap(
+            addr as *mut libc::c_void,
+            len as usize,
+            prot,
+            libc::MAP_SHARED | fixed,
+            bo.memfd,
+            within as libc::off_t,
+        )
+    };
     Some(if p == libc::MAP_FAILED { Err(errno()) } else { Ok(p as u64) })
 }
 

@@ -14,10 +14,15 @@ use std::sync::Mutex;
 
 use xhsa_emu::kfd::topology::{LDS_APERTURE, SCRATCH_APERTURE};
 use xhsa_ioctl::abi::memory::{
-    AllocMemoryOfGpuArgs, GetAvailableMemoryArgs, SetMemoryPolicyArgs, KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL, KFD_IOC_ALLOC_MEM_FLAGS_GTT, KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP,
-    KFD_IOC_ALLOC_MEM_FLAGS_USERPTR, KFD_IOC_ALLOC_MEM_FLAGS_VRAM,
+    AllocMemoryOfGpuArgs, GetAvailableMemoryArgs, SetMemoryPolicyArgs,
+    KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL, KFD_IOC_ALLOC_MEM_FLAGS_GTT,
+    KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP, KFD_IOC_ALLOC_MEM_FLAGS_USERPTR,
+    KFD_IOC_ALLOC_MEM_FLAGS_VRAM,
 };
-use xhsa_ioctl::abi::process::{AcquireVmArgs, GetProcessAperturesNewArgs, GetTileConfigArgs, ProcessDeviceApertures, SetScratchBackingVaArgs, SetTrapHandlerArgs};
+use xhsa_ioctl::abi::process::{
+    AcquireVmArgs, GetProcessAperturesNewArgs, GetTileConfigArgs, ProcessDeviceApertures,
+    SetScratchBackingVaArgs, SetTrapHandlerArgs,
+};
 use xhsa_ioctl::abi::request::Request;
 use xhsa_ioctl::abi::svm::SetXnackModeArgs;
 
@@ -54,11 +59,17 @@ fn gpu_ok(e: &Emu, gpu_id: u32) -> Result<(), i32> {
 }
 
 /// The KFD requests only a ROCm 6.x thunk issues; `Err(errno)` as KFD fails them.
-pub fn process_ioctl(e: &Emu, req: Request, arg: *mut libc::c_void, size: usize) -> Result<i32, i32> {
+pub fn process_ioctl(
+    e: &Emu,
+    req: Request,
+    arg: *mut libc::c_void,
+    size: usize,
+) -> Result<i32, i32> {
     match req {
         Request::GetProcessAperturesNew => {
             let mut a: GetProcessAperturesNewArgs = read_arg(arg, size);
-            let gpus: Vec<u32> = e.nodes.iter().filter(|n| n.gpu_id != 0).map(|n| n.gpu_id).collect();
+            let gpus: Vec<u32> =
+                e.nodes.iter().filter(|n| n.gpu_id != 0).map(|n| n.gpu_id).collect();
             if a.num_of_nodes == 0 {
                 // KFD: with no room, report how many there are.
                 a.num_of_nodes = gpus.len() as u32;
@@ -80,7 +91,8 @@ pub fn process_ioctl(e: &Emu, req: Request, arg: *mut libc::c_void, size: usize)
                     gpu_id,
                     pad: 0,
                 };
-                let at = a.kfd_process_device_apertures_ptr + (i * std::mem::size_of::<ProcessDeviceApertures>()) as u64;
+                let at = a.kfd_process_device_apertures_ptr
+                    + (i * std::mem::size_of::<ProcessDeviceApertures>()) as u64;
                 // SAFETY: the caller passed room for `num_of_nodes` entries at the pointer (KFD's
                 // copy_to_user of that many); n <= num_of_nodes.
                 unsafe { std::ptr::write_unaligned(at as *mut ProcessDeviceApertures, ap) };
@@ -146,10 +158,16 @@ pub fn process_ioctl(e: &Emu, req: Request, arg: *mut libc::c_void, size: usize)
             write_arg(arg, &a, size);
             Ok(0)
         }
-        Request::Svm => Err(unsupported("AMDKFD_IOC_SVM (the topology does not report SVM support)")),
+        Request::Svm => {
+            Err(unsupported("AMDKFD_IOC_SVM (the topology does not report SVM support)"))
+        }
         Request::SmiEvents => Err(unsupported("AMDKFD_IOC_SMI_EVENTS")),
-        Request::GetDmabufInfo | Request::ImportDmabuf | Request::ExportDmabuf => Err(unsupported("DMA-buf sharing (AMDKFD_IOC_*_DMABUF)")),
-        Request::GetProcessApertures => Err(unsupported("AMDKFD_IOC_GET_PROCESS_APERTURES (the old form)")),
+        Request::GetDmabufInfo | Request::ImportDmabuf | Request::ExportDmabuf => {
+            Err(unsupported("DMA-buf sharing (AMDKFD_IOC_*_DMABUF)"))
+        }
+        Request::GetProcessApertures => {
+            Err(unsupported("AMDKFD_IOC_GET_PROCESS_APERTURES (the old form)"))
+        }
         Request::CriuOp => Err(unsupported("AMDKFD_IOC_CRIU_OP")),
         Request::GetQueueWaveState => Err(unsupported("AMDKFD_IOC_GET_QUEUE_WAVE_STATE")),
         _ => Err(unsupported("a deprecated or unknown KFD request")),
@@ -160,7 +178,14 @@ pub fn process_ioctl(e: &Emu, req: Request, arg: *mut libc::c_void, size: usize)
 /// (see `bo`); doorbell and MMIO-remap buffers are address space the thunk maps through mmap;
 /// userptr buffers are the caller's memory.
 pub fn alloc_buffer(e: &Emu, a: &mut AllocMemoryOfGpuArgs) -> Result<(), i32> {
-    tracing::debug!("xhsa-emu: ALLOC_MEMORY_OF_GPU va {:#x} size {:#x} flags {:#x} gpu {:#x} mmap_offset {:#x}", a.va_addr, a.size, a.flags, a.gpu_id, a.mmap_offset);
+    tracing::debug!(
+        "xhsa-emu: ALLOC_MEMORY_OF_GPU va {:#x} size {:#x} flags {:#x} gpu {:#x} mmap_offset {:#x}",
+        a.va_addr,
+        a.size,
+        a.flags,
+        a.gpu_id,
+        a.mmap_offset
+    );
     if a.flags & (KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL | KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP) != 0 {
         gpu_ok(e, a.gpu_id)?;
         if a.size == 0 || a.va_addr == 0 {
@@ -175,7 +200,9 @@ pub fn alloc_buffer(e: &Emu, a: &mut AllocMemoryOfGpuArgs) -> Result<(), i32> {
         }
         return Ok(());
     }
-    if a.flags & KFD_IOC_ALLOC_MEM_FLAGS_USERPTR != 0 || a.flags & (KFD_IOC_ALLOC_MEM_FLAGS_VRAM | KFD_IOC_ALLOC_MEM_FLAGS_GTT) == 0 {
+    if a.flags & KFD_IOC_ALLOC_MEM_FLAGS_USERPTR != 0
+        || a.flags & (KFD_IOC_ALLOC_MEM_FLAGS_VRAM | KFD_IOC_ALLOC_MEM_FLAGS_GTT) == 0
+    {
         return e.kfd.alloc_memory(a);
     }
     if a.size == 0 || a.va_addr == 0 {
@@ -191,13 +218,29 @@ pub fn alloc_buffer(e: &Emu, a: &mut AllocMemoryOfGpuArgs) -> Result<(), i32> {
 /// mmap of an emulated descriptor: a doorbell offset on `/dev/kfd` maps the GPU's doorbells
 /// at the address asked (the thunk always gives one, MAP_FIXED); a buffer's offset maps the
 /// buffer. Returns the address or the errno mmap fails with.
-pub fn mmap(dev: Device, addr: u64, len: u64, prot: i32, flags: i32, offset: u64) -> Result<u64, i32> {
+pub fn mmap(
+    dev: Device,
+    addr: u64,
+    len: u64,
+    prot: i32,
+    flags: i32,
+    offset: u64,
+) -> Result<u64, i32> {
     if dev == Device::Kfd && offset & MMAP_TYPE_MASK == MMAP_TYPE_DOORBELL {
         let e = crate::state::emu_or_open().map_err(|_| libc::ENODEV)?;
         if flags & libc::MAP_FIXED == 0 || addr == 0 {
             // KFD maps doorbells where the kernel chooses; the emulator needs a place: reserve one.
             // SAFETY: a fresh anonymous reservation at an address of the kernel's choosing.
-            let p = unsafe { libc::mmap(std::ptr::null_mut(), len as usize, libc::PROT_NONE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len as usize,
+                    libc::PROT_NONE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
             if p == libc::MAP_FAILED {
                 return Err(libc::ENOMEM);
             }
@@ -243,8 +286,17 @@ pub fn before_munmap(addr: u64, len: u64) {
 pub fn render_ioctl(minor: u32, request: libc::c_ulong, arg: *mut libc::c_void) -> libc::c_int {
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let e = crate::state::emu_or_open().map_err(|_| libc::ENODEV)?;
-        let node = e.nodes.iter().filter(|n| n.gpu_id != 0).nth((minor - 128) as usize).ok_or(libc::ENODEV)?;
-        let gpu = crate::drm::Gpu { node, vram_used: e.kfd.memory.vram_used(), gtt_size: xhsa_emu::sys::mem::host_ram() };
+        let node = e
+            .nodes
+            .iter()
+            .filter(|n| n.gpu_id != 0)
+            .nth((minor - 128) as usize)
+            .ok_or(libc::ENODEV)?;
+        let gpu = crate::drm::Gpu {
+            node,
+            vram_used: e.kfd.memory.vram_used(),
+            gtt_size: xhsa_emu::sys::mem::host_ram(),
+        };
         crate::drm::ioctl(&gpu, request, arg)
     }));
     match r {

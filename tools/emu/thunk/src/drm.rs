@@ -205,7 +205,6 @@ fn unsupported(request: u64, query: u32, what: &str) {
 /// What a request made of a render node returns: Ok(value) or Err(errno).
 pub type Reply = Result<i32, i32>;
 
-
 fn copy_str(ptr: u64, cap: u64, s: &str) -> Result<(), i32> {
     let n = (cap as usize).min(s.len());
     if n == 0 {
@@ -242,20 +241,33 @@ pub fn ioctl(gpu: &Gpu<'_>, request: u64, arg: *mut libc::c_void) -> Reply {
         DRM_VERSION_NR => {
             let mut v = DrmVersion::default();
             // SAFETY: the caller passes a struct drm_version of `size` bytes.
-            unsafe { std::ptr::copy_nonoverlapping(arg as *const u8, (&mut v as *mut DrmVersion).cast::<u8>(), size.min(std::mem::size_of::<DrmVersion>())) };
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    arg as *const u8,
+                    (&mut v as *mut DrmVersion).cast::<u8>(),
+                    size.min(std::mem::size_of::<DrmVersion>()),
+                )
+            };
             let (name, date, desc) = ("amdgpu", "20150101", "AMD GPU");
             copy_str(v.name, v.name_len, name)?;
             copy_str(v.date, v.date_len, date)?;
             copy_str(v.desc, v.desc_len, desc)?;
             (v.major, v.minor, v.patch) = DRM_VERSION;
-            (v.name_len, v.date_len, v.desc_len) = (name.len() as u64, date.len() as u64, desc.len() as u64);
+            (v.name_len, v.date_len, v.desc_len) =
+                (name.len() as u64, date.len() as u64, desc.len() as u64);
             copy_out(arg as u64, &v, size)?;
             Ok(0)
         }
         AMDGPU_INFO_NR => {
             let mut q = InfoRequest::default();
             // SAFETY: the caller passes a struct drm_amdgpu_info of `size` bytes.
-            unsafe { std::ptr::copy_nonoverlapping(arg as *const u8, (&mut q as *mut InfoRequest).cast::<u8>(), size.min(std::mem::size_of::<InfoRequest>())) };
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    arg as *const u8,
+                    (&mut q as *mut InfoRequest).cast::<u8>(),
+                    size.min(std::mem::size_of::<InfoRequest>()),
+                )
+            };
             info(gpu, request, &q)
         }
         n if n >= COMMAND_BASE => {
@@ -277,7 +289,8 @@ fn info(gpu: &Gpu<'_>, request: u64, q: &InfoRequest) -> Reply {
         AMDGPU_INFO_DEV_INFO => copy_out(ptr, &device_info(gpu.node), len),
         // query_hw_ip {type, ip_instance} sits where read_mmr_reg's dword_offset and count are.
         AMDGPU_INFO_HW_IP_COUNT => {
-            let n: u32 = u32::from(matches!(q.dword_offset, AMDGPU_HW_IP_COMPUTE | AMDGPU_HW_IP_DMA));
+            let n: u32 =
+                u32::from(matches!(q.dword_offset, AMDGPU_HW_IP_COMPUTE | AMDGPU_HW_IP_DMA));
             copy_out(ptr, &n, len)
         }
         AMDGPU_INFO_HW_IP_INFO => {
@@ -286,7 +299,11 @@ fn info(gpu: &Gpu<'_>, request: u64, q: &InfoRequest) -> Reply {
             let (gfx_major, gfx_minor, _) = gpu.node.gfx;
             let (major, minor, rings) = match q.dword_offset {
                 AMDGPU_HW_IP_COMPUTE => (gfx_major, gfx_minor, 0xffu32),
-                AMDGPU_HW_IP_DMA => (4, if gfx_minor >= 4 { 4 } else { 2 }, (1u32 << gpu.node.sdma_engines.min(31)) - 1),
+                AMDGPU_HW_IP_DMA => (
+                    4,
+                    if gfx_minor >= 4 { 4 } else { 2 },
+                    (1u32 << gpu.node.sdma_engines.min(31)) - 1,
+                ),
                 _ => (0, 0, 0),
             };
             #[repr(C)]
@@ -300,7 +317,15 @@ fn info(gpu: &Gpu<'_>, request: u64, q: &InfoRequest) -> Reply {
                 available_rings: u32,
                 ip_discovery_version: u32,
             }
-            let v = HwIp { major, minor, capabilities: 0, ib_start_alignment: 256, ib_size_alignment: 4, available_rings: rings, ip_discovery_version: major << 16 | minor << 8 };
+            let v = HwIp {
+                major,
+                minor,
+                capabilities: 0,
+                ib_start_alignment: 256,
+                ib_size_alignment: 4,
+                available_rings: rings,
+                ip_discovery_version: major << 16 | minor << 8,
+            };
             copy_out(ptr, &v, len)
         }
         AMDGPU_INFO_READ_MMR_REG => {
@@ -308,7 +333,9 @@ fn info(gpu: &Gpu<'_>, request: u64, q: &InfoRequest) -> Reply {
             if q.count == 0 || q.count > 128 {
                 return Err(libc::EINVAL);
             }
-            let regs: Vec<u32> = (0..q.count).map(|i| if q.dword_offset + i == MM_GB_ADDR_CONFIG { GB_ADDR_CONFIG } else { 0 }).collect();
+            let regs: Vec<u32> = (0..q.count)
+                .map(|i| if q.dword_offset + i == MM_GB_ADDR_CONFIG { GB_ADDR_CONFIG } else { 0 })
+                .collect();
             let n = len.min(regs.len() * 4);
             if ptr == 0 {
                 return Err(libc::EFAULT);
@@ -324,10 +351,13 @@ fn info(gpu: &Gpu<'_>, request: u64, q: &InfoRequest) -> Reply {
             // struct drm_amdgpu_memory_info: vram, cpu_accessible_vram, gtt; each
             // {total_heap_size, usable_heap_size, heap_usage, max_allocation}.
             let heap = |total: u64, used: u64| [total, total, used, total * 3 / 4];
-            let m: [[u64; 4]; 3] = [heap(vram, gpu.vram_used), heap(vram, gpu.vram_used), heap(gpu.gtt_size, 0)];
+            let m: [[u64; 4]; 3] =
+                [heap(vram, gpu.vram_used), heap(vram, gpu.vram_used), heap(gpu.gtt_size, 0)];
             copy_out(ptr, &m, len)
         }
-        AMDGPU_INFO_FW_VERSION => copy_out(ptr, &[xhsa_emu::kfd::topology::MEC_FW_VERSION, 0u32], len),
+        AMDGPU_INFO_FW_VERSION => {
+            copy_out(ptr, &[xhsa_emu::kfd::topology::MEC_FW_VERSION, 0u32], len)
+        }
         other => {
             unsupported(request, other, &format!("AMDGPU_INFO query {other:#x}"));
             return Err(libc::EINVAL);
@@ -358,12 +388,18 @@ mod tests {
         let nodes = topology::nodes_for(&Config::default(), 1, 1 << 30, 2, topology::GFX942);
         let gpu = Gpu { node: &nodes[1], vram_used: 0, gtt_size: 1 << 30 };
         let mut name = [0u8; 16];
-        let mut v = DrmVersion { name_len: 16, name: name.as_mut_ptr() as u64, ..Default::default() };
+        let mut v =
+            DrmVersion { name_len: 16, name: name.as_mut_ptr() as u64, ..Default::default() };
         let req = 0xc040_6400u64; // DRM_IOWR(0x00, struct drm_version)
         assert_eq!(ioctl(&gpu, req, (&mut v as *mut DrmVersion).cast()), Ok(0));
         assert_eq!((v.major, &name[..v.name_len as usize]), (3, &b"amdgpu"[..]));
         let mut d = InfoDevice::default();
-        let mut q = InfoRequest { return_pointer: &mut d as *mut InfoDevice as u64, return_size: 440, query: AMDGPU_INFO_DEV_INFO, ..Default::default() };
+        let mut q = InfoRequest {
+            return_pointer: &mut d as *mut InfoDevice as u64,
+            return_size: 440,
+            query: AMDGPU_INFO_DEV_INFO,
+            ..Default::default()
+        };
         let req = 0x4020_6445u64; // DRM_IOW(0x45, struct drm_amdgpu_info)
         assert_eq!(ioctl(&gpu, req, (&mut q as *mut InfoRequest).cast()), Ok(0));
         assert_eq!((d.family, d.cu_active_number, d.device_id), (AMDGPU_FAMILY_AI, 80, 0x74a2));

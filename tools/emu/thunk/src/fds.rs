@@ -51,7 +51,8 @@ pub fn create(dev: Device, cloexec: bool) -> i32 {
         Device::Render(_) => c"xhsa-emu-render",
     };
     // SAFETY: memfd_create with a NUL-terminated name.
-    let fd = unsafe { libc::memfd_create(name.as_ptr(), if cloexec { libc::MFD_CLOEXEC } else { 0 }) };
+    let fd =
+        unsafe { libc::memfd_create(name.as_ptr(), if cloexec { libc::MFD_CLOEXEC } else { 0 }) };
     if fd < 0 {
         return fd;
     }

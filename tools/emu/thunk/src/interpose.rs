@@ -19,16 +19,28 @@ use std::sync::OnceLock;
 use crate::fds::{self, Device};
 
 use xhsa_ioctl::abi::dbg_trap::{DbgTrapArgs, DbgTrapOp};
-use xhsa_ioctl::abi::debug::{QueueSnapshotEntry, RuntimeEnableArgs, RuntimeInfo, KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK, KFD_RUNTIME_ENABLE_MODE_TTMP_SAVE_MASK};
-use xhsa_ioctl::abi::event::{CreateEventArgs, DestroyEventArgs, EventData, ResetEventArgs, SetEventArgs, WaitEventsArgs};
+use xhsa_ioctl::abi::debug::{
+    QueueSnapshotEntry, RuntimeEnableArgs, RuntimeInfo, KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK,
+    KFD_RUNTIME_ENABLE_MODE_TTMP_SAVE_MASK,
+};
+use xhsa_ioctl::abi::event::{
+    CreateEventArgs, DestroyEventArgs, EventData, ResetEventArgs, SetEventArgs, WaitEventsArgs,
+};
 use xhsa_ioctl::abi::memory::{AllocMemoryOfGpuArgs, FreeMemoryOfGpuArgs, MapMemoryToGpuArgs};
 use xhsa_ioctl::abi::process::GetClockCountersArgs;
-use xhsa_ioctl::abi::queue::{AllocQueueGwsArgs, CreateQueueArgs, DestroyQueueArgs, SetCuMaskArgs, UpdateQueueArgs};
+use xhsa_ioctl::abi::queue::{
+    AllocQueueGwsArgs, CreateQueueArgs, DestroyQueueArgs, SetCuMaskArgs, UpdateQueueArgs,
+};
 use xhsa_ioctl::abi::request::Request;
 use xhsa_ioctl::abi::version::GetVersionArgs;
 
 type OpenFn = unsafe extern "C" fn(*const libc::c_char, libc::c_int, libc::c_uint) -> libc::c_int;
-type OpenAtFn = unsafe extern "C" fn(libc::c_int, *const libc::c_char, libc::c_int, libc::c_uint) -> libc::c_int;
+type OpenAtFn = unsafe extern "C" fn(
+    libc::c_int,
+    *const libc::c_char,
+    libc::c_int,
+    libc::c_uint,
+) -> libc::c_int;
 type CloseFn = unsafe extern "C" fn(libc::c_int) -> libc::c_int;
 type IoctlFn = unsafe extern "C" fn(libc::c_int, libc::c_ulong, *mut libc::c_void) -> libc::c_int;
 
@@ -78,7 +90,6 @@ fn open_device(dev: Device, flags: libc::c_int) -> libc::c_int {
     fds::create(dev, flags & libc::O_CLOEXEC != 0)
 }
 
-
 static OPEN: OnceLock<usize> = OnceLock::new();
 static OPEN64: OnceLock<usize> = OnceLock::new();
 static OPENAT: OnceLock<usize> = OnceLock::new();
@@ -86,7 +97,13 @@ static OPENAT64: OnceLock<usize> = OnceLock::new();
 static CLOSE: OnceLock<usize> = OnceLock::new();
 static IOCTL: OnceLock<usize> = OnceLock::new();
 
-fn open_common(cell: &OnceLock<usize>, name: &CStr, path: *const libc::c_char, flags: libc::c_int, mode: libc::c_uint) -> libc::c_int {
+fn open_common(
+    cell: &OnceLock<usize>,
+    name: &CStr,
+    path: *const libc::c_char,
+    flags: libc::c_int,
+    mode: libc::c_uint,
+) -> libc::c_int {
     let real: Option<OpenFn> = next(cell, name);
     if let Some(dev) = emulated_path(path) {
         return open_device(dev, flags);
@@ -105,7 +122,11 @@ fn open_common(cell: &OnceLock<usize>, name: &CStr, path: *const libc::c_char, f
 /// libc's contract of `open`: `path` is null or a NUL-terminated string (and `mode` is read only
 /// when `flags` ask for it). Any path but `/dev/kfd` goes to libc's definition unchanged.
 #[no_mangle]
-pub unsafe extern "C" fn open(path: *const libc::c_char, flags: libc::c_int, mode: libc::c_uint) -> libc::c_int {
+pub unsafe extern "C" fn open(
+    path: *const libc::c_char,
+    flags: libc::c_int,
+    mode: libc::c_uint,
+) -> libc::c_int {
     open_common(&OPEN, c"open", path, flags, mode)
 }
 
@@ -116,11 +137,22 @@ pub unsafe extern "C" fn open(path: *const libc::c_char, flags: libc::c_int, mod
 /// libc's contract of `open64`: `path` is null or a NUL-terminated string (and `mode` is read only
 /// when `flags` ask for it). Any path but `/dev/kfd` goes to libc's definition unchanged.
 #[no_mangle]
-pub unsafe extern "C" fn open64(path: *const libc::c_char, flags: libc::c_int, mode: libc::c_uint) -> libc::c_int {
+pub unsafe extern "C" fn open64(
+    path: *const libc::c_char,
+    flags: libc::c_int,
+    mode: libc::c_uint,
+) -> libc::c_int {
     open_common(&OPEN64, c"open64", path, flags, mode)
 }
 
-fn openat_common(cell: &OnceLock<usize>, name: &CStr, dirfd: libc::c_int, path: *const libc::c_char, flags: libc::c_int, mode: libc::c_uint) -> libc::c_int {
+fn openat_common(
+    cell: &OnceLock<usize>,
+    name: &CStr,
+    dirfd: libc::c_int,
+    path: *const libc::c_char,
+    flags: libc::c_int,
+    mode: libc::c_uint,
+) -> libc::c_int {
     let real: Option<OpenAtFn> = next(cell, name);
     if let Some(dev) = emulated_path(path) {
         return open_device(dev, flags);
@@ -139,7 +171,12 @@ fn openat_common(cell: &OnceLock<usize>, name: &CStr, dirfd: libc::c_int, path: 
 /// libc's contract of `openat`: `path` is null or a NUL-terminated string, `dirfd` as `openat`
 /// takes it. Any path but `/dev/kfd` goes to libc's definition unchanged.
 #[no_mangle]
-pub unsafe extern "C" fn openat(dirfd: libc::c_int, path: *const libc::c_char, flags: libc::c_int, mode: libc::c_uint) -> libc::c_int {
+pub unsafe extern "C" fn openat(
+    dirfd: libc::c_int,
+    path: *const libc::c_char,
+    flags: libc::c_int,
+    mode: libc::c_uint,
+) -> libc::c_int {
     openat_common(&OPENAT, c"openat", dirfd, path, flags, mode)
 }
 
@@ -150,7 +187,12 @@ pub unsafe extern "C" fn openat(dirfd: libc::c_int, path: *const libc::c_char, f
 /// libc's contract of `openat64`: `path` is null or a NUL-terminated string, `dirfd` as `openat64`
 /// takes it. Any path but `/dev/kfd` goes to libc's definition unchanged.
 #[no_mangle]
-pub unsafe extern "C" fn openat64(dirfd: libc::c_int, path: *const libc::c_char, flags: libc::c_int, mode: libc::c_uint) -> libc::c_int {
+pub unsafe extern "C" fn openat64(
+    dirfd: libc::c_int,
+    path: *const libc::c_char,
+    flags: libc::c_int,
+    mode: libc::c_uint,
+) -> libc::c_int {
     openat_common(&OPENAT64, c"openat64", dirfd, path, flags, mode)
 }
 
@@ -179,7 +221,11 @@ pub unsafe extern "C" fn close(fd: libc::c_int) -> libc::c_int {
 /// descriptor, null or valid for reading and writing the argument size encoded in `request`,
 /// with any user pointers inside it valid as KFD requires.
 #[no_mangle]
-pub unsafe extern "C" fn ioctl(fd: libc::c_int, request: libc::c_ulong, arg: *mut libc::c_void) -> libc::c_int {
+pub unsafe extern "C" fn ioctl(
+    fd: libc::c_int,
+    request: libc::c_ulong,
+    arg: *mut libc::c_void,
+) -> libc::c_int {
     match fds::device(fd) {
         Some(Device::Kfd) => return kfd_ioctl(request, arg),
         Some(Device::Render(minor)) => return crate::devices::render_ioctl(minor, request, arg),
@@ -204,7 +250,8 @@ pub(crate) fn set_errno(e: i32) -> libc::c_int {
 pub fn open_dev_kfd() -> i32 {
     let first: Option<OpenFn> = global(&GLOBAL_OPEN, c"open");
     // SAFETY: the first `open` in lookup order, with a static NUL-terminated path.
-    let fd = first.map_or(-1, |f| unsafe { f(c"/dev/kfd".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC, 0) });
+    let fd =
+        first.map_or(-1, |f| unsafe { f(c"/dev/kfd".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC, 0) });
     if fd >= 0 && is_kfd_fd(fd) {
         return fd;
     }
@@ -291,13 +338,15 @@ fn kfd_ioctl(request: libc::c_ulong, arg: *mut libc::c_void) -> libc::c_int {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| serve_ioctl(request, arg))) {
         Ok(r) => {
             if tracing::enabled!(tracing::Level::TRACE) {
-                let name = Request::from_raw_lenient(request).map_or("an unknown KFD request", |r| r.name());
+                let name = Request::from_raw_lenient(request)
+                    .map_or("an unknown KFD request", |r| r.name());
                 tracing::trace!("xhsa-emu: {name} -> {r}");
             }
             if r < 0 && tracing::enabled!(tracing::Level::DEBUG) {
                 // SAFETY: reading this thread's errno right after the emulated call.
                 let e = unsafe { *libc::__errno_location() };
-                let name = Request::from_raw_lenient(request).map_or("an unknown KFD request", |r| r.name());
+                let name = Request::from_raw_lenient(request)
+                    .map_or("an unknown KFD request", |r| r.name());
                 tracing::debug!("xhsa-emu: {name} failed: errno {e}");
             }
             r
@@ -367,7 +416,11 @@ fn serve_ioctl(request: libc::c_ulong, arg: *mut libc::c_void) -> libc::c_int {
         }
         Request::RuntimeEnable => {
             let mut a: RuntimeEnableArgs = read_arg(arg, size);
-            let r = kfd.runtime_enable(a.mode_mask & KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK != 0, a.r_debug, a.mode_mask & KFD_RUNTIME_ENABLE_MODE_TTMP_SAVE_MASK != 0);
+            let r = kfd.runtime_enable(
+                a.mode_mask & KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK != 0,
+                a.r_debug,
+                a.mode_mask & KFD_RUNTIME_ENABLE_MODE_TTMP_SAVE_MASK != 0,
+            );
             a.capabilities_mask = 0;
             write_arg(arg, &a, size);
             done(r)
@@ -375,7 +428,11 @@ fn serve_ioctl(request: libc::c_ulong, arg: *mut libc::c_void) -> libc::c_int {
         Request::DbgTrap => dbg_trap(&e, arg, size),
         Request::AllocMemoryOfGpu => {
             let mut a: AllocMemoryOfGpuArgs = read_arg(arg, size);
-            let r = if OWN_CALL.with(Cell::get) { kfd.alloc_memory(&mut a) } else { crate::devices::alloc_buffer(&e, &mut a) };
+            let r = if OWN_CALL.with(Cell::get) {
+                kfd.alloc_memory(&mut a)
+            } else {
+                crate::devices::alloc_buffer(&e, &mut a)
+            };
             write_arg(arg, &a, size);
             done(r)
         }
@@ -399,7 +456,11 @@ fn serve_ioctl(request: libc::c_ulong, arg: *mut libc::c_void) -> libc::c_int {
         }
         Request::CreateEvent => {
             let mut a: CreateEventArgs = read_arg(arg, size);
-            tracing::debug!("xhsa-emu: CREATE_EVENT type {} page {:#x}", a.event_type, a.event_page_offset);
+            tracing::debug!(
+                "xhsa-emu: CREATE_EVENT type {} page {:#x}",
+                a.event_type,
+                a.event_page_offset
+            );
             let r = kfd.create_event(&mut a);
             write_arg(arg, &a, size);
             done(r)
@@ -434,10 +495,17 @@ fn wait_events(e: &crate::state::Emu, arg: *mut libc::c_void, size: usize) -> li
     }
     let entries = a.events_ptr as *mut EventData;
     // SAFETY: the caller passes `num_events` kfd_event_data entries at events_ptr.
-    let ids: Vec<u32> = (0..n).map(|i| unsafe { std::ptr::addr_of!((*entries.add(i)).event_id).read_unaligned() }).collect();
+    let ids: Vec<u32> = (0..n)
+        .map(|i| unsafe { std::ptr::addr_of!((*entries.add(i)).event_id).read_unaligned() })
+        .collect();
     // The union's signal member: the age the caller last saw (KFD reads it for signal events).
     // SAFETY: as above; every member of the union is plain data.
-    let mut ages: Vec<u64> = (0..n).map(|i| unsafe { std::ptr::addr_of!((*entries.add(i)).data.signal_event_data.last_event_age).read_unaligned() }).collect();
+    let mut ages: Vec<u64> = (0..n)
+        .map(|i| unsafe {
+            std::ptr::addr_of!((*entries.add(i)).data.signal_event_data.last_event_age)
+                .read_unaligned()
+        })
+        .collect();
     let before = ages.clone();
     let t0 = std::time::Instant::now();
     let r = e.kfd.wait_events(&ids, &mut ages, &mut a);
@@ -448,14 +516,22 @@ fn wait_events(e: &crate::state::Emu, arg: *mut libc::c_void, size: usize) -> li
                 if age != was {
                     // SAFETY: entry `i` of the caller's array; KFD writes the event's age back
                     // into the signal member of the union for a signal event that fired.
-                    unsafe { std::ptr::addr_of_mut!((*entries.add(i)).data.signal_event_data.last_event_age).write_unaligned(age) };
+                    unsafe {
+                        std::ptr::addr_of_mut!(
+                            (*entries.add(i)).data.signal_event_data.last_event_age
+                        )
+                        .write_unaligned(age)
+                    };
                 }
             }
             for (id, data) in out.memory_faults {
                 for (i, _) in ids.iter().enumerate().filter(|(_, &x)| x == id) {
                     // SAFETY: entry `i` of the `num_events` the caller passed at events_ptr; writing the
                     // union's memory-exception member (KFD's layout of kfd_event_data).
-                    unsafe { std::ptr::addr_of_mut!((*entries.add(i)).data.memory_exception_data).write_unaligned(data) };
+                    unsafe {
+                        std::ptr::addr_of_mut!((*entries.add(i)).data.memory_exception_data)
+                            .write_unaligned(data)
+                    };
                 }
             }
             write_arg(arg, &a, size);
@@ -500,13 +576,16 @@ fn dbg_trap(e: &crate::state::Emu, arg: *mut libc::c_void, size: usize) -> libc:
             copied.map(|()| 0)
         }),
         Some(DbgTrapOp::Disable) => kfd.dbg_trap_disable(pid).map(|()| 0),
-        Some(DbgTrapOp::SetExceptionsEnabled(a)) => kfd.dbg_set_exceptions_enabled(pid, a.exception_mask).map(|()| 0),
+        Some(DbgTrapOp::SetExceptionsEnabled(a)) => {
+            kfd.dbg_set_exceptions_enabled(pid, a.exception_mask).map(|()| 0)
+        }
         Some(DbgTrapOp::SuspendQueues(a)) => {
             let mut ids = read_u32s(a.queue_array_ptr, a.num_queues.min(4096) as usize);
             // Grace period in units of 1K GPU clock cycles; 0xffffffff is KFD's "default", which
             // the emulator models as none.
             let grace = if a.grace_period == u32::MAX { 0 } else { a.grace_period };
-            let grace_ns = u64::from(grace) * 1_000_000 / u64::from(e.kfd.cfg.device.max_engine_clock_mhz.max(1));
+            let grace_ns = u64::from(grace) * 1_000_000
+                / u64::from(e.kfd.cfg.device.max_engine_clock_mhz.max(1));
             let r = kfd.dbg_trap_suspend(pid, &mut ids, a.exception_mask, grace_ns);
             if r.is_ok() {
                 write_u32s(a.queue_array_ptr, &ids);
@@ -527,7 +606,11 @@ fn dbg_trap(e: &crate::state::Emu, arg: *mut libc::c_void, size: usize) -> libc:
             let stride = a.entry_size as u64;
             kfd.dbg_queue_snapshot(pid, a).and_then(|entries| {
                 for (i, entry) in entries.iter().enumerate() {
-                    copy_out::<QueueSnapshotEntry>(a.snapshot_buf_ptr.wrapping_add(i as u64 * stride), entry, a.entry_size as usize)?;
+                    copy_out::<QueueSnapshotEntry>(
+                        a.snapshot_buf_ptr.wrapping_add(i as u64 * stride),
+                        entry,
+                        a.entry_size as usize,
+                    )?;
                 }
                 Ok(0)
             })
@@ -544,10 +627,22 @@ fn dbg_trap(e: &crate::state::Emu, arg: *mut libc::c_void, size: usize) -> libc:
     }
 }
 
-type MmapFn = unsafe extern "C" fn(*mut libc::c_void, libc::size_t, libc::c_int, libc::c_int, libc::c_int, libc::off_t) -> *mut libc::c_void;
+type MmapFn = unsafe extern "C" fn(
+    *mut libc::c_void,
+    libc::size_t,
+    libc::c_int,
+    libc::c_int,
+    libc::c_int,
+    libc::off_t,
+) -> *mut libc::c_void;
 type MunmapFn = unsafe extern "C" fn(*mut libc::c_void, libc::size_t) -> libc::c_int;
 type FstatFn = unsafe extern "C" fn(libc::c_int, *mut libc::stat) -> libc::c_int;
-type FstatatFn = unsafe extern "C" fn(libc::c_int, *const libc::c_char, *mut libc::stat, libc::c_int) -> libc::c_int;
+type FstatatFn = unsafe extern "C" fn(
+    libc::c_int,
+    *const libc::c_char,
+    *mut libc::stat,
+    libc::c_int,
+) -> libc::c_int;
 type Dup2Fn = unsafe extern "C" fn(libc::c_int, libc::c_int) -> libc::c_int;
 type Dup3Fn = unsafe extern "C" fn(libc::c_int, libc::c_int, libc::c_int) -> libc::c_int;
 
@@ -562,17 +657,30 @@ static DUP2: OnceLock<usize> = OnceLock::new();
 static DUP3: OnceLock<usize> = OnceLock::new();
 
 #[allow(clippy::too_many_arguments)] // mmap's six, and which libc symbol to forward to
-fn mmap_common(cell: &OnceLock<usize>, name: &CStr, addr: *mut libc::c_void, len: libc::size_t, prot: libc::c_int, flags: libc::c_int, fd: libc::c_int, off: libc::off_t) -> *mut libc::c_void {
+fn mmap_common(
+    cell: &OnceLock<usize>,
+    name: &CStr,
+    addr: *mut libc::c_void,
+    len: libc::size_t,
+    prot: libc::c_int,
+    flags: libc::c_int,
+    fd: libc::c_int,
+    off: libc::off_t,
+) -> *mut libc::c_void {
     if fd >= 0 {
         if let Some(dev) = fds::device(fd) {
-            return match std::panic::catch_unwind(|| crate::devices::mmap(dev, addr as u64, len as u64, prot, flags, off as u64)) {
+            return match std::panic::catch_unwind(|| {
+                crate::devices::mmap(dev, addr as u64, len as u64, prot, flags, off as u64)
+            }) {
                 Ok(Ok(a)) => a as *mut libc::c_void,
                 Ok(Err(errno)) => {
                     set_errno(errno);
                     libc::MAP_FAILED
                 }
                 Err(_) => {
-                    tracing::error!("xhsa-emu: internal error serving an mmap of an emulated device");
+                    tracing::error!(
+                        "xhsa-emu: internal error serving an mmap of an emulated device"
+                    );
                     set_errno(libc::EIO);
                     libc::MAP_FAILED
                 }
@@ -594,7 +702,14 @@ fn mmap_common(cell: &OnceLock<usize>, name: &CStr, addr: *mut libc::c_void, len
 /// `mmap(2)`'s contract: with MAP_FIXED the caller gives up whatever `[addr, addr + len)` held.
 /// Any other descriptor goes to libc's definition unchanged.
 #[no_mangle]
-pub unsafe extern "C" fn mmap(addr: *mut libc::c_void, len: libc::size_t, prot: libc::c_int, flags: libc::c_int, fd: libc::c_int, off: libc::off_t) -> *mut libc::c_void {
+pub unsafe extern "C" fn mmap(
+    addr: *mut libc::c_void,
+    len: libc::size_t,
+    prot: libc::c_int,
+    flags: libc::c_int,
+    fd: libc::c_int,
+    off: libc::off_t,
+) -> *mut libc::c_void {
     mmap_common(&MMAP, c"mmap", addr, len, prot, flags, fd, off)
 }
 
@@ -604,7 +719,14 @@ pub unsafe extern "C" fn mmap(addr: *mut libc::c_void, len: libc::size_t, prot: 
 ///
 /// As [`mmap`].
 #[no_mangle]
-pub unsafe extern "C" fn mmap64(addr: *mut libc::c_void, len: libc::size_t, prot: libc::c_int, flags: libc::c_int, fd: libc::c_int, off: libc::off_t) -> *mut libc::c_void {
+pub unsafe extern "C" fn mmap64(
+    addr: *mut libc::c_void,
+    len: libc::size_t,
+    prot: libc::c_int,
+    flags: libc::c_int,
+    fd: libc::c_int,
+    off: libc::off_t,
+) -> *mut libc::c_void {
     mmap_common(&MMAP64, c"mmap64", addr, len, prot, flags, fd, off)
 }
 
@@ -636,7 +758,12 @@ fn stat_device(dev: Device, buf: *mut libc::stat) -> libc::c_int {
     }
 }
 
-fn fstat_common(cell: &OnceLock<usize>, name: &CStr, fd: libc::c_int, buf: *mut libc::stat) -> libc::c_int {
+fn fstat_common(
+    cell: &OnceLock<usize>,
+    name: &CStr,
+    fd: libc::c_int,
+    buf: *mut libc::stat,
+) -> libc::c_int {
     if let Some(dev) = fds::device(fd) {
         return stat_device(dev, buf);
     }
@@ -668,7 +795,14 @@ pub unsafe extern "C" fn fstat64(fd: libc::c_int, buf: *mut libc::stat) -> libc:
     fstat_common(&FSTAT64, c"fstat64", fd, buf)
 }
 
-fn fstatat_common(cell: &OnceLock<usize>, name: &CStr, dirfd: libc::c_int, path: *const libc::c_char, buf: *mut libc::stat, flags: libc::c_int) -> libc::c_int {
+fn fstatat_common(
+    cell: &OnceLock<usize>,
+    name: &CStr,
+    dirfd: libc::c_int,
+    path: *const libc::c_char,
+    buf: *mut libc::stat,
+    flags: libc::c_int,
+) -> libc::c_int {
     // SAFETY: a non-null path is NUL-terminated (fstatat's contract).
     let empty = !path.is_null() && unsafe { *path } == 0;
     if empty && flags & libc::AT_EMPTY_PATH != 0 {
@@ -690,7 +824,12 @@ fn fstatat_common(cell: &OnceLock<usize>, name: &CStr, dirfd: libc::c_int, path:
 ///
 /// `fstatat(2)`'s contract: `path` is NUL-terminated, `buf` writable.
 #[no_mangle]
-pub unsafe extern "C" fn fstatat(dirfd: libc::c_int, path: *const libc::c_char, buf: *mut libc::stat, flags: libc::c_int) -> libc::c_int {
+pub unsafe extern "C" fn fstatat(
+    dirfd: libc::c_int,
+    path: *const libc::c_char,
+    buf: *mut libc::stat,
+    flags: libc::c_int,
+) -> libc::c_int {
     fstatat_common(&FSTATAT, c"fstatat", dirfd, path, buf, flags)
 }
 
@@ -700,7 +839,12 @@ pub unsafe extern "C" fn fstatat(dirfd: libc::c_int, path: *const libc::c_char, 
 ///
 /// As [`fstatat`].
 #[no_mangle]
-pub unsafe extern "C" fn fstatat64(dirfd: libc::c_int, path: *const libc::c_char, buf: *mut libc::stat, flags: libc::c_int) -> libc::c_int {
+pub unsafe extern "C" fn fstatat64(
+    dirfd: libc::c_int,
+    path: *const libc::c_char,
+    buf: *mut libc::stat,
+    flags: libc::c_int,
+) -> libc::c_int {
     fstatat_common(&FSTATAT64, c"fstatat64", dirfd, path, buf, flags)
 }
 
@@ -728,7 +872,11 @@ pub unsafe extern "C" fn dup2(oldfd: libc::c_int, newfd: libc::c_int) -> libc::c
 ///
 /// `dup3(2)`'s contract.
 #[no_mangle]
-pub unsafe extern "C" fn dup3(oldfd: libc::c_int, newfd: libc::c_int, flags: libc::c_int) -> libc::c_int {
+pub unsafe extern "C" fn dup3(
+    oldfd: libc::c_int,
+    newfd: libc::c_int,
+    flags: libc::c_int,
+) -> libc::c_int {
     fds::forget(newfd);
     let real: Option<Dup3Fn> = next(&DUP3, c"dup3");
     match real {

@@ -47,7 +47,11 @@ static LOG: OnceLock<()> = OnceLock::new();
 
 /// GPUs configured for this process (`XHSA_EMU_GPUS`, 1 to 8; 1 when unset or invalid).
 pub fn configured_gpus() -> u32 {
-    std::env::var("XHSA_EMU_GPUS").ok().and_then(|s| s.parse().ok()).filter(|n| (1..=8).contains(n)).unwrap_or(1)
+    std::env::var("XHSA_EMU_GPUS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|n| (1..=8).contains(n))
+        .unwrap_or(1)
 }
 
 /// The open emulator, if `hsaKmtOpenKFD` succeeded.
@@ -85,7 +89,9 @@ fn rocr_r_debug() -> Option<u64> {
     if p.is_null() {
         // SAFETY: RTLD_NOLOAD returns a handle only to a library already loaded; its extra
         // reference is kept for the life of the process.
-        let h = unsafe { libc::dlopen(c"libhsa-runtime64.so.1".as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
+        let h = unsafe {
+            libc::dlopen(c"libhsa-runtime64.so.1".as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD)
+        };
         if !h.is_null() {
             // SAFETY: dlsym on a valid handle with a NUL-terminated name.
             p = unsafe { libc::dlsym(h, c"_amdgpu_r_debug".as_ptr()) };

@@ -69,9 +69,9 @@
 //! processes, and HIP stream priorities keep their meaning inside one.
 #![forbid(unsafe_code)]
 
-use crate::window_size::WindowSize;
 use crate::priority::{Level, Priority, StreamPriority};
 use crate::settings::whitelist::{name_matches, Whitelist};
+use crate::window_size::WindowSize;
 use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -100,7 +100,16 @@ pub const DEFAULT_BOARD_DIR: &str = "/dev/shm";
 const ACCEPTED_PRIORITY: &str = "an integer in -256..=255 (higher is more urgent)";
 const ACCEPTED_WINDOW: &str = "an integer in 1..=1024";
 const ACCEPTED_BOOL: &str = "one of 0, 1, true, false, yes, no";
-const CONFIG_KEYS: &[&str] = &["priority", "window", "passthrough_libs", "board_dir", "board_group", "control_max_level", "process", "library"];
+const CONFIG_KEYS: &[&str] = &[
+    "priority",
+    "window",
+    "passthrough_libs",
+    "board_dir",
+    "board_group",
+    "control_max_level",
+    "process",
+    "library",
+];
 const RULE_KEYS: &[&str] = &["name", "priority"];
 
 /// A setting that could not be used as given.
@@ -123,14 +132,21 @@ impl SettingError {
         problem: impl Into<String>,
         fallback: impl Into<String>,
     ) -> SettingError {
-        SettingError { setting: setting.into(), value, problem: problem.into(), fallback: fallback.into() }
+        SettingError {
+            setting: setting.into(),
+            value,
+            problem: problem.into(),
+            fallback: fallback.into(),
+        }
     }
 }
 
 impl fmt::Display for SettingError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.value {
-            Some(value) => write!(f, "{}={:?}: {}; {}", self.setting, value, self.problem, self.fallback),
+            Some(value) => {
+                write!(f, "{}={:?}: {}; {}", self.setting, value, self.problem, self.fallback)
+            }
             None => write!(f, "{}: {}; {}", self.setting, self.problem, self.fallback),
         }
     }
@@ -170,7 +186,9 @@ fn log_directive_problem(directive: &str) -> Option<String> {
     let is_target = |s: &str| {
         s == "xhsa"
             || s.strip_prefix("xhsa::").is_some_and(|rest| {
-                rest.split("::").all(|part| !part.is_empty() && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+                rest.split("::").all(|part| {
+                    !part.is_empty() && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                })
             })
     };
     match directive.split_once('=') {
@@ -201,18 +219,29 @@ fn log_directive_problem(directive: &str) -> Option<String> {
 /// that is not libxhsa's (which would silence it the same way), numeric levels, span and field
 /// filters. Unset, empty or blank means [`DEFAULT_LOG`] without an error.
 pub fn log_filter(value: Option<&str>) -> (String, Option<SettingError>) {
-    let Some(text) = value.filter(|v| !v.trim().is_empty()) else { return (DEFAULT_LOG.to_string(), None) };
+    let Some(text) = value.filter(|v| !v.trim().is_empty()) else {
+        return (DEFAULT_LOG.to_string(), None);
+    };
     // Spaces around items and around `=` are dropped (EnvFilter refuses them).
     let directives: Vec<String> = text
         .split(',')
         .map(|d| d.split('=').map(str::trim).collect::<Vec<_>>().join("="))
         .filter(|d| !d.is_empty())
         .collect();
-    let problem = if directives.is_empty() { Some("no directive".to_string()) } else { directives.iter().find_map(|d| log_directive_problem(d)) };
+    let problem = if directives.is_empty() {
+        Some("no directive".to_string())
+    } else {
+        directives.iter().find_map(|d| log_directive_problem(d))
+    };
     match problem {
         None => (directives.join(","), None),
         Some(problem) => {
-            let e = SettingError::new(ENV_LOG, Some(text.to_string()), format!("{problem} ({ACCEPTED_LOG})"), format!("using {DEFAULT_LOG}"));
+            let e = SettingError::new(
+                ENV_LOG,
+                Some(text.to_string()),
+                format!("{problem} ({ACCEPTED_LOG})"),
+                format!("using {DEFAULT_LOG}"),
+            );
             (DEFAULT_LOG.to_string(), Some(e))
         }
     }
@@ -249,7 +278,12 @@ fn text_var(
         Ok(s) if s.trim().is_empty() => None,
         Ok(s) => Some(s),
         Err(raw) => {
-            errors.push(SettingError::new(name, Some(raw.to_string_lossy().into_owned()), "not valid UTF-8", fallback));
+            errors.push(SettingError::new(
+                name,
+                Some(raw.to_string_lossy().into_owned()),
+                "not valid UTF-8",
+                fallback,
+            ));
             None
         }
     }
@@ -286,15 +320,24 @@ fn aliased_var<'n>(
 
 impl EnvSettings {
     /// Reads the environment through `lookup` (a variable's value, `None` if unset).
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<OsString>) -> (EnvSettings, Vec<SettingError>) {
+    pub fn from_lookup(
+        lookup: impl Fn(&str) -> Option<OsString>,
+    ) -> (EnvSettings, Vec<SettingError>) {
         let mut errors = Vec::new();
         let mut env = EnvSettings::default();
 
         let fallback = "using the config file's priority, else 0";
-        if let Some((name, text)) = aliased_var(&lookup, ENV_PRIORITY, ENV_PRIORITY_ALIAS, &mut errors, fallback) {
+        if let Some((name, text)) =
+            aliased_var(&lookup, ENV_PRIORITY, ENV_PRIORITY_ALIAS, &mut errors, fallback)
+        {
             env.priority = parse_level(&text);
             if env.priority.is_none() {
-                errors.push(SettingError::new(name, Some(text), format!("expected {ACCEPTED_PRIORITY}"), fallback));
+                errors.push(SettingError::new(
+                    name,
+                    Some(text),
+                    format!("expected {ACCEPTED_PRIORITY}"),
+                    fallback,
+                ));
             }
         }
 
@@ -302,7 +345,12 @@ impl EnvSettings {
         if let Some(text) = text_var(&lookup, ENV_WINDOW, &mut errors, fallback) {
             env.window = parse_window(&text);
             if env.window.is_none() {
-                errors.push(SettingError::new(ENV_WINDOW, Some(text), format!("expected {ACCEPTED_WINDOW}"), fallback));
+                errors.push(SettingError::new(
+                    ENV_WINDOW,
+                    Some(text),
+                    format!("expected {ACCEPTED_WINDOW}"),
+                    fallback,
+                ));
             }
         }
 
@@ -320,16 +368,24 @@ impl EnvSettings {
         }
 
         let fallback = "using the config file's list only";
-        if let Some((_, text)) =
-            aliased_var(&lookup, ENV_PASSTHROUGH_LIBS, ENV_PASSTHROUGH_LIBS_ALIAS, &mut errors, fallback)
-        {
+        if let Some((_, text)) = aliased_var(
+            &lookup,
+            ENV_PASSTHROUGH_LIBS,
+            ENV_PASSTHROUGH_LIBS_ALIAS,
+            &mut errors,
+            fallback,
+        ) {
             env.passthrough_libs = Whitelist::parse(&text);
         }
 
         // A path need not be UTF-8.
-        env.config_path = lookup(ENV_CONFIG).filter(|p| !p.to_string_lossy().trim().is_empty()).map(PathBuf::from);
+        env.config_path = lookup(ENV_CONFIG)
+            .filter(|p| !p.to_string_lossy().trim().is_empty())
+            .map(PathBuf::from);
         env.log = text_var(&lookup, ENV_LOG, &mut errors, "using the default log filter");
-        env.board_dir = lookup(ENV_BOARD_DIR).filter(|p| !p.to_string_lossy().trim().is_empty()).map(PathBuf::from);
+        env.board_dir = lookup(ENV_BOARD_DIR)
+            .filter(|p| !p.to_string_lossy().trim().is_empty())
+            .map(PathBuf::from);
         (env, errors)
     }
 
@@ -414,7 +470,10 @@ impl Config {
                     }
                 }
                 "window" => {
-                    config.window = value.as_integer().and_then(|n| u64::try_from(n).ok()).and_then(WindowSize::new);
+                    config.window = value
+                        .as_integer()
+                        .and_then(|n| u64::try_from(n).ok())
+                        .and_then(WindowSize::new);
                     if config.window.is_none() {
                         errors.push(SettingError::new(
                             at(key),
@@ -448,7 +507,9 @@ impl Config {
                 },
                 "board_dir" => {
                     config.board_dir = match value {
-                        toml::Value::String(dir) if dir.trim().starts_with('/') => Some(PathBuf::from(dir.trim())),
+                        toml::Value::String(dir) if dir.trim().starts_with('/') => {
+                            Some(PathBuf::from(dir.trim()))
+                        }
                         _ => None,
                     };
                     if config.board_dir.is_none() {
@@ -463,7 +524,9 @@ impl Config {
                 "board_group" => {
                     config.board_group = match value {
                         toml::Value::Integer(n) => u32::try_from(*n).ok().map(GroupSpec::Id),
-                        toml::Value::String(name) if !name.trim().is_empty() => Some(GroupSpec::Name(name.trim().to_string())),
+                        toml::Value::String(name) if !name.trim().is_empty() => {
+                            Some(GroupSpec::Name(name.trim().to_string()))
+                        }
                         _ => None,
                     };
                     if config.board_group.is_none() {
@@ -506,7 +569,10 @@ impl Config {
     }
 
     /// Reads and parses a config file through `read` (so tests need no files).
-    pub fn load(path: &Path, read: impl Fn(&Path) -> std::io::Result<String>) -> (Config, Vec<SettingError>) {
+    pub fn load(
+        path: &Path,
+        read: impl Fn(&Path) -> std::io::Result<String>,
+    ) -> (Config, Vec<SettingError>) {
         let origin = path.display().to_string();
         match read(path) {
             Ok(text) => Config::parse(&text, &origin),
@@ -523,7 +589,12 @@ impl Config {
     }
 }
 
-fn parse_rules(kind: &str, value: &toml::Value, origin: &str, errors: &mut Vec<SettingError>) -> Vec<Rule> {
+fn parse_rules(
+    kind: &str,
+    value: &toml::Value,
+    origin: &str,
+    errors: &mut Vec<SettingError>,
+) -> Vec<Rule> {
     let Some(items) = value.as_array() else {
         errors.push(SettingError::new(
             format!("{origin}: {kind}"),
@@ -623,7 +694,9 @@ impl ProcessIdentity {
         match self.comm.as_deref() {
             Some(comm) if comm == name => true,
             Some(comm) => {
-                comm.len() == COMM_MAX && name.len() > COMM_MAX && name.as_bytes().starts_with(comm.as_bytes())
+                comm.len() == COMM_MAX
+                    && name.len() > COMM_MAX
+                    && name.as_bytes().starts_with(comm.as_bytes())
             }
             None => false,
         }
@@ -666,11 +739,14 @@ pub fn resolve_level(inputs: &PriorityInputs<'_>) -> (Level, PrioritySource) {
         return (level, PrioritySource::Environment);
     }
     if let Some(library) = inputs.library.and_then(crate::settings::whitelist::library_file_name) {
-        if let Some(rule) = inputs.config.library_rules.iter().find(|r| name_matches(&r.name, &library)) {
+        if let Some(rule) =
+            inputs.config.library_rules.iter().find(|r| name_matches(&r.name, &library))
+        {
             return (rule.priority, PrioritySource::LibraryRule(rule.name.clone()));
         }
     }
-    if let Some(rule) = inputs.config.process_rules.iter().find(|r| inputs.process.matches(&r.name)) {
+    if let Some(rule) = inputs.config.process_rules.iter().find(|r| inputs.process.matches(&r.name))
+    {
         return (rule.priority, PrioritySource::ProcessRule(rule.name.clone()));
     }
     if let Some(level) = inputs.config.priority {
@@ -735,7 +811,10 @@ impl Settings {
             env_priority: env.priority,
             config_path: env.config_path,
             log: env.log,
-            board_dir: env.board_dir.or_else(|| config.board_dir.clone()).unwrap_or_else(|| PathBuf::from(DEFAULT_BOARD_DIR)),
+            board_dir: env
+                .board_dir
+                .or_else(|| config.board_dir.clone())
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_BOARD_DIR)),
             config,
         }
     }
@@ -764,8 +843,19 @@ impl Settings {
     }
 
     /// The effective priority of a queue of this process.
-    pub fn priority_for(&self, stream: StreamPriority, process: &ProcessIdentity, library: Option<&str>) -> Priority {
-        effective_priority(&PriorityInputs { stream, env: self.env_priority, config: &self.config, process, library })
+    pub fn priority_for(
+        &self,
+        stream: StreamPriority,
+        process: &ProcessIdentity,
+        library: Option<&str>,
+    ) -> Priority {
+        effective_priority(&PriorityInputs {
+            stream,
+            env: self.env_priority,
+            config: &self.config,
+            process,
+            library,
+        })
     }
 }
 
@@ -788,7 +878,9 @@ mod tests {
         let (s, errors) = Settings::load(env(&[]), |_| panic!("no file to read"));
         assert!(errors.is_empty());
         assert_eq!(s.window, WindowSize::DEFAULT);
-        assert!(!s.disable && s.passthrough.is_empty() && s.env_priority.is_none() && s.log.is_none());
+        assert!(
+            !s.disable && s.passthrough.is_empty() && s.env_priority.is_none() && s.log.is_none()
+        );
     }
 
     #[test]
@@ -825,7 +917,10 @@ mod tests {
             let (filter, error) = log_filter(Some(given));
             assert_eq!(error, None, "{given:?}");
             assert_eq!(filter, installed);
-            assert!(tracing_subscriber::EnvFilter::try_new(&filter).is_ok(), "{filter:?} is a valid EnvFilter");
+            assert!(
+                tracing_subscriber::EnvFilter::try_new(&filter).is_ok(),
+                "{filter:?} is a valid EnvFilter"
+            );
         }
     }
 
@@ -850,9 +945,15 @@ mod tests {
             assert_eq!(filter, "warn", "{given:?}");
             let Some(e) = error else { panic!("{given:?} accepted") };
             let text = e.to_string();
-            assert!(text.starts_with(&format!("XHSA_LOG={given:?}: ")), "names the variable and the value: {text}");
+            assert!(
+                text.starts_with(&format!("XHSA_LOG={given:?}: ")),
+                "names the variable and the value: {text}"
+            );
             assert!(text.contains(problem), "{given:?}: {text}");
-            assert!(text.contains("accepted: a level (off, error, warn, info, debug, trace"), "names the accepted forms: {text}");
+            assert!(
+                text.contains("accepted: a level (off, error, warn, info, debug, trace"),
+                "names the accepted forms: {text}"
+            );
             assert!(text.ends_with("; using warn"), "{text}");
         }
     }
@@ -867,9 +968,16 @@ mod tests {
         assert_eq!(s.board_dir, PathBuf::from("/run/xhsa"));
         let (c, errors) = Config::parse("board_dir = \"/srv/xhsa\"", "f");
         assert!(errors.is_empty());
-        assert_eq!(Settings::combine(EnvSettings::default(), c.clone()).board_dir, PathBuf::from("/srv/xhsa"));
+        assert_eq!(
+            Settings::combine(EnvSettings::default(), c.clone()).board_dir,
+            PathBuf::from("/srv/xhsa")
+        );
         let env_dir = EnvSettings { board_dir: Some("/run/xhsa".into()), ..EnvSettings::default() };
-        assert_eq!(Settings::combine(env_dir, c).board_dir, PathBuf::from("/run/xhsa"), "the environment wins");
+        assert_eq!(
+            Settings::combine(env_dir, c).board_dir,
+            PathBuf::from("/run/xhsa"),
+            "the environment wins"
+        );
         for bad in ["board_dir = \"relative/dir\"", "board_dir = 3", "board_dir = \"\""] {
             let (c, errors) = Config::parse(bad, "f");
             assert_eq!(c.board_dir, None, "{bad}");
@@ -885,28 +993,46 @@ mod tests {
         assert_eq!(c.control_max_level, Some(lvl(-3)));
         let capped = Settings::combine(EnvSettings::default(), c);
         assert_eq!(capped.control_allows(1000, lvl(-3)), Ok(()));
-        assert_eq!(capped.control_allows(1000, lvl(-2)), Err(lvl(-3)), "a non-root user above the cap");
+        assert_eq!(
+            capped.control_allows(1000, lvl(-2)),
+            Err(lvl(-3)),
+            "a non-root user above the cap"
+        );
         assert_eq!(capped.control_allows(0, lvl(255)), Ok(()), "root is never capped");
         let open = Settings::combine(EnvSettings::default(), Config::default());
         assert_eq!(open.control_allows(1000, lvl(255)), Ok(()), "no cap unless configured");
         for bad in ["control_max_level = 256", "control_max_level = \"high\""] {
             let (c, errors) = Config::parse(bad, "f");
             assert_eq!(c.control_max_level, None, "{bad}");
-            assert!(errors[0].to_string().contains("-256..=255") || errors[0].to_string().contains("expected"), "{}", errors[0]);
+            assert!(
+                errors[0].to_string().contains("-256..=255")
+                    || errors[0].to_string().contains("expected"),
+                "{}",
+                errors[0]
+            );
         }
         for bad in ["board_group = -1", "board_group = \"\"", "board_group = [1]"] {
             let (c, errors) = Config::parse(bad, "f");
             assert_eq!(c.board_group, None, "{bad}");
             assert_eq!(errors.len(), 1, "{bad}");
-            assert!(errors[0].to_string().contains("group name (string) or a numeric gid"), "{}", errors[0]);
+            assert!(
+                errors[0].to_string().contains("group name (string) or a numeric gid"),
+                "{}",
+                errors[0]
+            );
         }
     }
 
     #[test]
     fn priority_range_is_xscheds() {
-        for (text, level) in
-            [("-256", Some(-256)), ("255", Some(255)), ("+3", Some(3)), ("0", Some(0)), ("256", None), ("-257", None)]
-        {
+        for (text, level) in [
+            ("-256", Some(-256)),
+            ("255", Some(255)),
+            ("+3", Some(3)),
+            ("0", Some(0)),
+            ("256", None),
+            ("-257", None),
+        ] {
             let (e, errors) = EnvSettings::from_lookup(env(&[("XHSA_PRIORITY", text)]));
             assert_eq!(e.priority, level.map(lvl), "{text}");
             assert_eq!(errors.is_empty(), level.is_some(), "{text}");
@@ -932,7 +1058,8 @@ mod tests {
             text[1],
             "XHSA_WINDOW=\"0\": expected an integer in 1..=1024; using the config file's window, else 2"
         );
-        assert!(text[2].starts_with("XHSA_DISABLE=\"maybe\": expected one of 0, 1, true, false, yes, no"));
+        assert!(text[2]
+            .starts_with("XHSA_DISABLE=\"maybe\": expected one of 0, 1, true, false, yes, no"));
         for bad in ["1025", "-1", "2.5", "2 3", "0x10", "99999999999999999999999"] {
             let (e, errors) = EnvSettings::from_lookup(env(&[("XHSA_WINDOW", bad)]));
             assert_eq!((e.window, errors.len()), (None, 1), "{bad}");
@@ -941,8 +1068,11 @@ mod tests {
 
     #[test]
     fn empty_values_count_as_unset() {
-        let (e, errors) =
-            EnvSettings::from_lookup(env(&[("XHSA_PRIORITY", ""), ("XHSA_WINDOW", "  "), ("XHSA_CONFIG", "")]));
+        let (e, errors) = EnvSettings::from_lookup(env(&[
+            ("XHSA_PRIORITY", ""),
+            ("XHSA_WINDOW", "  "),
+            ("XHSA_CONFIG", ""),
+        ]));
         assert!(errors.is_empty());
         assert_eq!(e, EnvSettings::default());
     }
@@ -970,14 +1100,18 @@ mod tests {
         assert_eq!(e.priority, Some(lvl(7)));
         assert_eq!(e.passthrough_libs.entries(), &["librccl.so"]);
         // Both set: XHSA_ wins, a differing alias is reported.
-        let (e, errors) =
-            EnvSettings::from_lookup(env(&[("XHSA_PRIORITY", "1"), ("XSCHED_AUTO_XQUEUE_PRIORITY", "7")]));
+        let (e, errors) = EnvSettings::from_lookup(env(&[
+            ("XHSA_PRIORITY", "1"),
+            ("XSCHED_AUTO_XQUEUE_PRIORITY", "7"),
+        ]));
         assert_eq!(e.priority, Some(lvl(1)));
         assert_eq!(errors.len(), 1);
         assert_eq!(errors[0].setting, "XSCHED_AUTO_XQUEUE_PRIORITY");
         assert!(errors[0].to_string().contains("XHSA_PRIORITY is also set"));
-        let (_, errors) =
-            EnvSettings::from_lookup(env(&[("XHSA_PRIORITY", "1"), ("XSCHED_AUTO_XQUEUE_PRIORITY", " 1")]));
+        let (_, errors) = EnvSettings::from_lookup(env(&[
+            ("XHSA_PRIORITY", "1"),
+            ("XSCHED_AUTO_XQUEUE_PRIORITY", " 1"),
+        ]));
         assert!(errors.is_empty(), "equal values are no conflict");
         // A malformed alias names the alias.
         let (e, errors) = EnvSettings::from_lookup(env(&[("XSCHED_AUTO_XQUEUE_PRIORITY", "300")]));
@@ -1026,7 +1160,10 @@ mod tests {
         assert!(errors.is_empty(), "{errors:?}");
         assert_eq!(c.priority, Some(lvl(-3)));
         assert_eq!(c.window.map(WindowSize::get), Some(4));
-        assert_eq!(c.passthrough_libs.entries(), &["libhipblas.so", "librocblas.so.4", "libMIOpen"]);
+        assert_eq!(
+            c.passthrough_libs.entries(),
+            &["libhipblas.so", "librocblas.so.4", "libMIOpen"]
+        );
         assert_eq!(
             c.process_rules,
             vec![
@@ -1107,7 +1244,11 @@ mod tests {
         assert!(errors[4].problem.contains("missing `name`"));
         // Wrong shapes.
         let (c, errors) = Config::parse("process = 3\nlibrary = [1]\npassthrough_libs = 2", "f");
-        assert!(c.process_rules.is_empty() && c.library_rules.is_empty() && c.passthrough_libs.is_empty());
+        assert!(
+            c.process_rules.is_empty()
+                && c.library_rules.is_empty()
+                && c.passthrough_libs.is_empty()
+        );
         assert_eq!(errors.len(), 3);
     }
 
@@ -1118,10 +1259,13 @@ mod tests {
         assert_eq!(errors.len(), 1);
         assert!(errors[0].to_string().starts_with("/etc/xhsa.toml: not a valid TOML file"));
         assert!(errors[0].fallback.contains("ignoring the whole file"));
-        let (c, errors) =
-            Config::load(Path::new("/nope.toml"), |_| Err(std::io::Error::from(std::io::ErrorKind::NotFound)));
+        let (c, errors) = Config::load(Path::new("/nope.toml"), |_| {
+            Err(std::io::Error::from(std::io::ErrorKind::NotFound))
+        });
         assert_eq!(c, Config::default());
-        assert!(errors[0].to_string().starts_with("XHSA_CONFIG=/nope.toml: cannot read the config file"));
+        assert!(errors[0]
+            .to_string()
+            .starts_with("XHSA_CONFIG=/nope.toml: cannot read the config file"));
     }
 
     #[test]
@@ -1130,24 +1274,38 @@ mod tests {
             assert_eq!(p, Path::new("/etc/xhsa.toml"));
             Ok(FULL.to_string())
         };
-        let (s, errors) =
-            Settings::load(env(&[("XHSA_CONFIG", "/etc/xhsa.toml"), ("XHSA_PASSTHROUGH_LIBS", "librccl.so")]), read);
+        let (s, errors) = Settings::load(
+            env(&[("XHSA_CONFIG", "/etc/xhsa.toml"), ("XHSA_PASSTHROUGH_LIBS", "librccl.so")]),
+            read,
+        );
         assert!(errors.is_empty());
         assert_eq!(s.window.get(), 4, "config window when the environment has none");
-        assert_eq!(s.passthrough.entries(), &["librccl.so", "libhipblas.so", "librocblas.so.4", "libMIOpen"]);
-        let (s, _) = Settings::load(env(&[("XHSA_CONFIG", "/etc/xhsa.toml"), ("XHSA_WINDOW", "16")]), read);
+        assert_eq!(
+            s.passthrough.entries(),
+            &["librccl.so", "libhipblas.so", "librocblas.so.4", "libMIOpen"]
+        );
+        let (s, _) =
+            Settings::load(env(&[("XHSA_CONFIG", "/etc/xhsa.toml"), ("XHSA_WINDOW", "16")]), read);
         assert_eq!(s.window.get(), 16, "environment over config");
-        let (s, _) = Settings::load(env(&[("XHSA_CONFIG", "/etc/xhsa.toml"), ("XHSA_WINDOW", "junk")]), read);
+        let (s, _) = Settings::load(
+            env(&[("XHSA_CONFIG", "/etc/xhsa.toml"), ("XHSA_WINDOW", "junk")]),
+            read,
+        );
         assert_eq!(s.window.get(), 4, "a malformed variable falls back to the config");
-        let (s, errors) =
-            Settings::load(env(&[("XHSA_CONFIG", "/etc/xhsa.toml"), ("XHSA_DISABLE", "1")]), |_| panic!("not read"));
+        let (s, errors) = Settings::load(
+            env(&[("XHSA_CONFIG", "/etc/xhsa.toml"), ("XHSA_DISABLE", "1")]),
+            |_| panic!("not read"),
+        );
         assert!(s.disable && errors.is_empty());
         assert_eq!(s.config, Config::default());
     }
 
     #[test]
     fn process_identity_matching() {
-        let id = ProcessIdentity { exe: Some("/usr/bin/python3.10".into()), comm: Some("inference-serve".into()) };
+        let id = ProcessIdentity {
+            exe: Some("/usr/bin/python3.10".into()),
+            comm: Some("inference-serve".into()),
+        };
         assert!(id.matches("python3.10"));
         assert!(id.matches("/usr/bin/python3.10"));
         assert!(!id.matches("/opt/bin/python3.10"));
@@ -1176,14 +1334,22 @@ mod tests {
         };
 
         // 1. The environment wins over everything in the file.
-        assert_eq!(resolve_level(&inputs(Some(lvl(-1)), &server, rccl)), (lvl(-1), PrioritySource::Environment));
+        assert_eq!(
+            resolve_level(&inputs(Some(lvl(-1)), &server, rccl)),
+            (lvl(-1), PrioritySource::Environment)
+        );
         // 2. Library rule over process rule.
         assert_eq!(
             resolve_level(&inputs(None, &server, rccl)),
             (lvl(20), PrioritySource::LibraryRule("librccl.so".into()))
         );
         assert_eq!(
-            resolve_level(&inputs(None, &server, Some("file:///opt/rocm/lib/librccl.so.1#offset=1&size=2"))).0,
+            resolve_level(&inputs(
+                None,
+                &server,
+                Some("file:///opt/rocm/lib/librccl.so.1#offset=1&size=2")
+            ))
+            .0,
             lvl(20)
         );
         // 3. Process rule.
@@ -1194,11 +1360,19 @@ mod tests {
         );
         assert_eq!(resolve_level(&inputs(None, &server, None)).0, lvl(10));
         // 4. Config default.
-        assert_eq!(resolve_level(&inputs(None, &other, hip)), (lvl(-3), PrioritySource::ConfigDefault));
+        assert_eq!(
+            resolve_level(&inputs(None, &other, hip)),
+            (lvl(-3), PrioritySource::ConfigDefault)
+        );
         // 5. Built-in default.
         let empty = Config::default();
-        let i =
-            PriorityInputs { stream: StreamPriority::High, env: None, config: &empty, process: &other, library: rccl };
+        let i = PriorityInputs {
+            stream: StreamPriority::High,
+            env: None,
+            config: &empty,
+            process: &other,
+            library: rccl,
+        };
         assert_eq!(resolve_level(&i), (Level::DEFAULT, PrioritySource::BuiltinDefault));
         assert_eq!(effective_priority(&i), Priority::new(Level::DEFAULT, StreamPriority::High));
 

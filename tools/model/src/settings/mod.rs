@@ -17,6 +17,7 @@ pub mod whitelist;
 /// variable is set to; unset when absent): for tests and for tools that check settings given to
 /// them rather than their own environment.
 pub fn lookup_in(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<std::ffi::OsString> {
-    let map: std::collections::HashMap<String, std::ffi::OsString> = vars.iter().map(|(k, v)| (k.to_string(), std::ffi::OsString::from(v))).collect();
+    let map: std::collections::HashMap<String, std::ffi::OsString> =
+        vars.iter().map(|(k, v)| (k.to_string(), std::ffi::OsString::from(v))).collect();
     move |k| map.get(k).cloned()
 }

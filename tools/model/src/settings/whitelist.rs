@@ -133,9 +133,10 @@ fn percent_decode(s: &str) -> Cow<'_, str> {
 /// Whether `rest` is a version suffix: `(.<digit>[0-9A-Za-z]*)+`.
 fn is_version_suffix(rest: &str) -> bool {
     let Some(components) = rest.strip_prefix('.') else { return false };
-    components
-        .split('.')
-        .all(|c| c.as_bytes().first().is_some_and(u8::is_ascii_digit) && c.bytes().all(|b| b.is_ascii_alphanumeric()))
+    components.split('.').all(|c| {
+        c.as_bytes().first().is_some_and(u8::is_ascii_digit)
+            && c.bytes().all(|b| b.is_ascii_alphanumeric())
+    })
 }
 
 /// Whether the whitelist entry `entry` matches the library file name `name` (see the module doc).
@@ -181,16 +182,26 @@ mod tests {
     #[test]
     fn file_names_of_paths_and_uris() {
         let name = |s| library_file_name(s).map(|c| c.into_owned());
-        assert_eq!(name("/opt/rocm/lib/libhipblas.so.2.1.60102").as_deref(), Some("libhipblas.so.2.1.60102"));
+        assert_eq!(
+            name("/opt/rocm/lib/libhipblas.so.2.1.60102").as_deref(),
+            Some("libhipblas.so.2.1.60102")
+        );
         assert_eq!(name("libhipblas.so").as_deref(), Some("libhipblas.so"));
         assert_eq!(
             name("file:///opt/rocm/lib/librocblas.so.4#offset=123&size=456").as_deref(),
             Some("librocblas.so.4")
         );
-        assert_eq!(name("file://localhost/opt/rocm/lib/librocblas.so.4#offset=1").as_deref(), Some("librocblas.so.4"));
+        assert_eq!(
+            name("file://localhost/opt/rocm/lib/librocblas.so.4#offset=1").as_deref(),
+            Some("librocblas.so.4")
+        );
         assert_eq!(name("file:///opt/my%20libs/libfoo.so?x=1").as_deref(), Some("libfoo.so"));
         assert_eq!(name("file:///opt/lib/lib%2Bplus.so").as_deref(), Some("lib+plus.so"));
-        assert_eq!(name("file:///opt/lib/lib%zz.so").as_deref(), Some("lib%zz.so"), "bad escapes are kept");
+        assert_eq!(
+            name("file:///opt/lib/lib%zz.so").as_deref(),
+            Some("lib%zz.so"),
+            "bad escapes are kept"
+        );
         assert_eq!(name("file:///opt/lib/lib%2").as_deref(), Some("lib%2"));
         assert_eq!(name("memory://1234#offset=0x7f00&size=4096"), None);
         assert_eq!(name("file://"), None);
@@ -246,8 +257,14 @@ mod tests {
     fn whitelist_matches_paths_and_uris() {
         let w = Whitelist::parse("libhipblas.so, librocblas.so.4, libMIOpen");
         assert_eq!(w.matches("/opt/rocm/lib/libhipblas.so.2.1.60102"), Some("libhipblas.so"));
-        assert_eq!(w.matches("file:///opt/rocm/lib/librocblas.so.4#offset=123&size=456"), Some("librocblas.so.4"));
-        assert_eq!(w.matches("file:///opt/rocm/lib/librocblas.so.4.2.0#offset=1&size=2"), Some("librocblas.so.4"));
+        assert_eq!(
+            w.matches("file:///opt/rocm/lib/librocblas.so.4#offset=123&size=456"),
+            Some("librocblas.so.4")
+        );
+        assert_eq!(
+            w.matches("file:///opt/rocm/lib/librocblas.so.4.2.0#offset=1&size=2"),
+            Some("librocblas.so.4")
+        );
         assert_eq!(w.matches("/opt/rocm-6.1.2/lib/libMIOpen.so.1.0.60102"), Some("libMIOpen"));
         assert_eq!(w.matches("/opt/rocm/lib/librocblas.so.3"), None);
         assert_eq!(w.matches("/opt/rocm/lib/libhipblaslt.so.0"), None);

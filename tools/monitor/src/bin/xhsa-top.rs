@@ -19,7 +19,11 @@ use xhsa_monitor::snapshot::{Gpu, Process, Queue, Snapshot};
 use xhsa_monitor::text::{ms, prio};
 
 #[derive(Parser)]
-#[command(name = "xhsa-top", version, about = "Live view of every libxhsa queue on the GPUs (per GPU, process and queue)")]
+#[command(
+    name = "xhsa-top",
+    version,
+    about = "Live view of every libxhsa queue on the GPUs (per GPU, process and queue)"
+)]
 struct Cli {
     /// Print one text snapshot and exit
     #[arg(long, conflicts_with = "json")]
@@ -41,12 +45,17 @@ struct Cli {
 fn parse_interval(text: &str) -> Result<Duration, String> {
     match text.trim().parse::<f64>() {
         Ok(s) if (0.1..=60.0).contains(&s) => Ok(Duration::from_secs_f64(s)),
-        _ => Err(format!("`{text}` is not an interval: expected seconds between 0.1 and 60, e.g. 0.5")),
+        _ => Err(format!(
+            "`{text}` is not an interval: expected seconds between 0.1 and 60, e.g. 0.5"
+        )),
     }
 }
 
 /// The columns, and what sorts by them.
-const COLUMNS: [&str; 12] = ["PID", "NAME", "QID", "PRIO", "REQ", "STATE", "PEND", "INFL", "DISP/s", "PRMT", "OFF ms", "P99 us"];
+const COLUMNS: [&str; 12] = [
+    "PID", "NAME", "QID", "PRIO", "REQ", "STATE", "PEND", "INFL", "DISP/s", "PRMT", "OFF ms",
+    "P99 us",
+];
 
 struct RowData<'a> {
     gpu: &'a Gpu,
@@ -97,8 +106,15 @@ impl App {
         let mut rows: Vec<RowData> = self
             .snap
             .queues()
-            .filter(|(_, p, _)| f.is_empty() || p.pid.to_string().contains(&f) || p.name.to_lowercase().contains(&f))
-            .map(|(g, p, q)| RowData { gpu: g, process: p, queue: q, rate: self.rates.get(&(g.node, p.pid, q.id)).copied().unwrap_or(0.0) })
+            .filter(|(_, p, _)| {
+                f.is_empty() || p.pid.to_string().contains(&f) || p.name.to_lowercase().contains(&f)
+            })
+            .map(|(g, p, q)| RowData {
+                gpu: g,
+                process: p,
+                queue: q,
+                rate: self.rates.get(&(g.node, p.pid, q.id)).copied().unwrap_or(0.0),
+            })
             .collect();
         let key = |r: &RowData| -> (i64, String) {
             let q = r.queue;
@@ -117,7 +133,12 @@ impl App {
                 _ => (q.latency_quantile_us(0.99).map_or(i64::MAX, |v| v as i64), String::new()),
             }
         };
-        rows.sort_by(|a, b| (a.gpu.node, key(a)).cmp(&(b.gpu.node, key(b))).then(a.process.pid.cmp(&b.process.pid)).then(a.queue.id.cmp(&b.queue.id)));
+        rows.sort_by(|a, b| {
+            (a.gpu.node, key(a))
+                .cmp(&(b.gpu.node, key(b)))
+                .then(a.process.pid.cmp(&b.process.pid))
+                .then(a.queue.id.cmp(&b.queue.id))
+        });
         if self.reverse {
             rows.reverse();
         }
@@ -152,7 +173,12 @@ fn draw(f: &mut Frame, app: &mut App) {
     let detail_h = if app.detail { 9.min(area.height.saturating_sub(6)) } else { 0 };
     let chunks = Layout::default()
         .direction(Direction::Vertical)
-        .constraints([Constraint::Length(1), Constraint::Min(3), Constraint::Length(detail_h), Constraint::Length(1)])
+        .constraints([
+            Constraint::Length(1),
+            Constraint::Min(3),
+            Constraint::Length(detail_h),
+            Constraint::Length(1),
+        ])
         .split(area);
     let procs: usize = app.snap.gpus.iter().map(|g| g.processes.len()).sum();
     let sort = format!("{}{}", COLUMNS[app.sort], if app.reverse { " (rev)" } else { "" });
@@ -169,10 +195,17 @@ fn draw(f: &mut Frame, app: &mut App) {
         rows.len(),
         app.interval.as_secs_f64()
     );
-    f.render_widget(Paragraph::new(title).style(Style::default().add_modifier(Modifier::BOLD)), chunks[0]);
+    f.render_widget(
+        Paragraph::new(title).style(Style::default().add_modifier(Modifier::BOLD)),
+        chunks[0],
+    );
 
     let header = Row::new(COLUMNS.iter().enumerate().map(|(i, c)| {
-        let s = if i == app.sort { Style::default().add_modifier(Modifier::REVERSED) } else { Style::default() };
+        let s = if i == app.sort {
+            Style::default().add_modifier(Modifier::REVERSED)
+        } else {
+            Style::default()
+        };
         Cell::from(*c).style(s)
     }))
     .style(Style::default().add_modifier(Modifier::BOLD));
@@ -181,8 +214,13 @@ fn draw(f: &mut Frame, app: &mut App) {
         .iter()
         .map(|r| {
             let q = r.queue;
-            let state = if q.paused { format!("{}*", q.state.name()) } else { q.state.name().to_string() };
-            let pid = if multi_gpu { format!("{}@{}", r.process.pid, r.gpu.node) } else { r.process.pid.to_string() };
+            let state =
+                if q.paused { format!("{}*", q.state.name()) } else { q.state.name().to_string() };
+            let pid = if multi_gpu {
+                format!("{}@{}", r.process.pid, r.gpu.node)
+            } else {
+                r.process.pid.to_string()
+            };
             Row::new(vec![
                 Cell::from(pid),
                 Cell::from(r.process.name.clone()),
@@ -216,15 +254,26 @@ fn draw(f: &mut Frame, app: &mut App) {
     ];
     let mut block = Block::default().borders(Borders::TOP);
     if rows.is_empty() {
-        let why = if app.snap.problems.is_empty() { format!("no libxhsa queue on the boards in {}", app.dir.display()) } else { app.snap.problems.join("; ") };
+        let why = if app.snap.problems.is_empty() {
+            format!("no libxhsa queue on the boards in {}", app.dir.display())
+        } else {
+            app.snap.problems.join("; ")
+        };
         block = block.title(why);
     } else if !app.snap.problems.is_empty() {
         block = block.title(app.snap.problems.join("; "));
     }
-    let table = Table::new(body, widths).header(header).block(block).column_spacing(1).row_highlight_style(Style::default().add_modifier(Modifier::REVERSED));
+    let table = Table::new(body, widths)
+        .header(header)
+        .block(block)
+        .column_spacing(1)
+        .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED));
     let mut state = app.table.clone();
     if state.selected().is_none_or(|s| s >= rows.len()) {
-        state.select((!rows.is_empty()).then(|| rows.len().saturating_sub(1).min(state.selected().unwrap_or(0))));
+        state.select(
+            (!rows.is_empty())
+                .then(|| rows.len().saturating_sub(1).min(state.selected().unwrap_or(0))),
+        );
     }
     f.render_stateful_widget(table, chunks[1], &mut state);
 
@@ -240,11 +289,17 @@ fn draw(f: &mut Frame, app: &mut App) {
 
 fn draw_detail(f: &mut Frame, area: Rect, row: Option<&RowData>) {
     let Some(r) = row else {
-        f.render_widget(Paragraph::new("no queue selected").block(Block::default().borders(Borders::TOP)), area);
+        f.render_widget(
+            Paragraph::new("no queue selected").block(Block::default().borders(Borders::TOP)),
+            area,
+        );
         return;
     };
     let q = r.queue;
-    let halves = Layout::default().direction(Direction::Horizontal).constraints([Constraint::Percentage(55), Constraint::Percentage(45)]).split(area);
+    let halves = Layout::default()
+        .direction(Direction::Horizontal)
+        .constraints([Constraint::Percentage(55), Constraint::Percentage(45)])
+        .split(area);
     // The latency histogram: the buckets from the first to the last non-empty one.
     let used: Vec<&(Option<u64>, u32)> = {
         let first = q.latency.iter().position(|(_, n)| *n > 0);
@@ -262,26 +317,57 @@ fn draw_detail(f: &mut Frame, area: Rect, row: Option<&RowData>) {
         .take(area.height.saturating_sub(1) as usize)
         .rev()
         .map(|(le, n)| {
-            let label = le.map_or(">262ms".to_string(), |us| if us >= 1000 { format!("<{}ms", us / 1000) } else { format!("<{us}us") });
+            let label = le.map_or(">262ms".to_string(), |us| {
+                if us >= 1000 {
+                    format!("<{}ms", us / 1000)
+                } else {
+                    format!("<{us}us")
+                }
+            });
             let w = (u64::from(*n) * bar_w / u64::from(max)) as usize;
-            Line::from(vec![Span::raw(format!("{label:>7} ")), Span::styled("█".repeat(w.max(usize::from(*n > 0))), Style::default().fg(Color::Cyan)), Span::raw(format!(" {n}"))])
+            Line::from(vec![
+                Span::raw(format!("{label:>7} ")),
+                Span::styled(
+                    "█".repeat(w.max(usize::from(*n > 0))),
+                    Style::default().fg(Color::Cyan),
+                ),
+                Span::raw(format!(" {n}")),
+            ])
         })
         .collect();
     if lines.is_empty() {
         lines.push(Line::from("no completion measured yet"));
     }
     let title = format!("queue {} of {}: dispatch to completion", q.id, r.process.pid);
-    f.render_widget(Paragraph::new(lines).block(Block::default().borders(Borders::TOP).title(title)), halves[0]);
+    f.render_widget(
+        Paragraph::new(lines).block(Block::default().borders(Borders::TOP).title(title)),
+        halves[0],
+    );
     let mut info = vec![
         Line::from(format!("sent {} disp {} done {}", q.submitted, q.dispatched, q.completed)),
-        Line::from(format!("held {} ms ({}x), {} us/packet", ms(q.held_ns), q.held_events, q.packet_ns / 1000)),
-        Line::from(format!("off {}x, {} ms{}{}", q.preemptions, ms(q.preempted_ns), if q.paused { " PAUSED" } else { "" }, if q.overridden { " (operator prio)" } else { "" })),
+        Line::from(format!(
+            "held {} ms ({}x), {} us/packet",
+            ms(q.held_ns),
+            q.held_events,
+            q.packet_ns / 1000
+        )),
+        Line::from(format!(
+            "off {}x, {} ms{}{}",
+            q.preemptions,
+            ms(q.preempted_ns),
+            if q.paused { " PAUSED" } else { "" },
+            if q.overridden { " (operator prio)" } else { "" }
+        )),
     ];
     for (ago, dur) in &q.recent_preemptions {
         let d = dur.map_or("still off".to_string(), |d| format!("{} ms", ms(d)));
         info.push(Line::from(format!("  {:.1} s ago: {d}", *ago as f64 / 1e9)));
     }
-    f.render_widget(Paragraph::new(info).block(Block::default().borders(Borders::TOP).title("counters, last preemptions")), halves[1]);
+    f.render_widget(
+        Paragraph::new(info)
+            .block(Block::default().borders(Borders::TOP).title("counters, last preemptions")),
+        halves[1],
+    );
 }
 
 /// Handles one key; returns false to quit.
@@ -307,10 +393,18 @@ fn key(app: &mut App, code: KeyCode, mods: KeyModifiers) -> bool {
     let n = app.rows().len();
     match code {
         KeyCode::Char('q') | KeyCode::Esc => return false,
-        KeyCode::Down | KeyCode::Char('j') => app.table.select(Some((app.table.selected().unwrap_or(0) + 1).min(n.saturating_sub(1)))),
-        KeyCode::Up | KeyCode::Char('k') => app.table.select(Some(app.table.selected().unwrap_or(0).saturating_sub(1))),
-        KeyCode::Right | KeyCode::Char('>') | KeyCode::Char('s') => app.sort = (app.sort + 1) % COLUMNS.len(),
-        KeyCode::Left | KeyCode::Char('<') | KeyCode::Char('S') => app.sort = (app.sort + COLUMNS.len() - 1) % COLUMNS.len(),
+        KeyCode::Down | KeyCode::Char('j') => {
+            app.table.select(Some((app.table.selected().unwrap_or(0) + 1).min(n.saturating_sub(1))))
+        }
+        KeyCode::Up | KeyCode::Char('k') => {
+            app.table.select(Some(app.table.selected().unwrap_or(0).saturating_sub(1)))
+        }
+        KeyCode::Right | KeyCode::Char('>') | KeyCode::Char('s') => {
+            app.sort = (app.sort + 1) % COLUMNS.len()
+        }
+        KeyCode::Left | KeyCode::Char('<') | KeyCode::Char('S') => {
+            app.sort = (app.sort + COLUMNS.len() - 1) % COLUMNS.len()
+        }
         KeyCode::Char('r') => app.reverse = !app.reverse,
         KeyCode::Char('/') => app.editing = Some(app.filter.clone()),
         KeyCode::Enter | KeyCode::Char('d') => app.detail = !app.detail,

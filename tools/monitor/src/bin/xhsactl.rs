@@ -8,7 +8,11 @@ use std::process::ExitCode;
 use xhsa_monitor::control::{self, Request};
 
 #[derive(Parser)]
-#[command(name = "xhsactl", version, about = "List and steer the queues of processes using libxhsa (through the per-GPU boards)")]
+#[command(
+    name = "xhsactl",
+    version,
+    about = "List and steer the queues of processes using libxhsa (through the per-GPU boards)"
+)]
 struct Cli {
     /// Directory of the boards (default: XHSA_BOARD_DIR, else /dev/shm)
     #[arg(long, global = true, value_name = "DIR")]
@@ -111,7 +115,9 @@ fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Command::SetPriority { target, level } => steer(&dir, &target, control::parse_level(&level)),
+        Command::SetPriority { target, level } => {
+            steer(&dir, &target, control::parse_level(&level))
+        }
         Command::Pause { pid } => steer(&dir, &pid, Ok(Request::Pause)),
         Command::Resume { pid } => steer(&dir, &pid, Ok(Request::Resume)),
         Command::CheckConfig { file } => {
@@ -136,21 +142,30 @@ fn main() -> ExitCode {
         Command::Metrics { listen } => {
             let listener = match std::net::TcpListener::bind(&listen) {
                 Ok(l) => l,
-                Err(e) => return fail(format!("cannot listen on {listen:?}: {e} (expected HOST:PORT, e.g. 127.0.0.1:9464)")),
+                Err(e) => {
+                    return fail(format!(
+                    "cannot listen on {listen:?}: {e} (expected HOST:PORT, e.g. 127.0.0.1:9464)"
+                ))
+                }
             };
             let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or(listen);
-            eprintln!("xhsactl: serving metrics of the boards in {} on http://{addr}/metrics", dir.display());
+            eprintln!(
+                "xhsactl: serving metrics of the boards in {} on http://{addr}/metrics",
+                dir.display()
+            );
             xhsa_monitor::metrics::serve(listener, &dir)
         }
-        Command::Board { command: BoardCommand::Clean { force } } => match control::clean(&dir, force) {
-            Ok(lines) => {
-                for l in lines {
-                    println!("{l}");
+        Command::Board { command: BoardCommand::Clean { force } } => {
+            match control::clean(&dir, force) {
+                Ok(lines) => {
+                    for l in lines {
+                        println!("{l}");
+                    }
+                    ExitCode::SUCCESS
                 }
-                ExitCode::SUCCESS
+                Err(e) => fail(e),
             }
-            Err(e) => fail(e),
-        },
+        }
     }
 }
 

@@ -16,9 +16,9 @@
 
 use std::sync::OnceLock;
 
-use super::{names942, Family};
 #[cfg(test)]
 use super::names;
+use super::{names942, Family};
 
 /// gfx942 MFMA names whose instruction is a gfx90a one under another name (the block count
 /// `_2b`/`_4b`/`_16b` spelled out, the 1k bf16 forms without `_1k`), and that gfx90a name. The
@@ -90,7 +90,17 @@ fn gfx90a_equivalent(f: Family, name: &str) -> Option<u16> {
 /// Every family's gfx942 opcodes, by opcode (built once).
 fn ops() -> &'static [Vec<(u16, Op942)>] {
     static OPS: OnceLock<Vec<Vec<(u16, Op942)>>> = OnceLock::new();
-    OPS.get_or_init(|| Family::ALL.iter().map(|&f| table(f).iter().map(|&(op, name)| (op, Op942 { name, gfx90a: gfx90a_equivalent(f, name) })).collect()).collect())
+    OPS.get_or_init(|| {
+        Family::ALL
+            .iter()
+            .map(|&f| {
+                table(f)
+                    .iter()
+                    .map(|&(op, name)| (op, Op942 { name, gfx90a: gfx90a_equivalent(f, name) }))
+                    .collect()
+            })
+            .collect()
+    })
 }
 
 /// gfx942's opcode `op` of family `f`, if it has one.
@@ -128,7 +138,10 @@ mod tests {
         // Same name, same number.
         assert_eq!(op(Family::Vop2, 0x34), Some(Op942 { name: "v_add_u32", gfx90a: Some(0x34) }));
         // Renamed MFMA, renumbered: v_mfma_f32_32x32x8_bf16 is gfx90a's 32x32x8bf16_1k (0x66).
-        assert_eq!(op(Family::Vop3p, 0x60), Some(Op942 { name: "v_mfma_f32_32x32x8_bf16", gfx90a: Some(0x66) }));
+        assert_eq!(
+            op(Family::Vop3p, 0x60),
+            Some(Op942 { name: "v_mfma_f32_32x32x8_bf16", gfx90a: Some(0x66) })
+        );
         assert_eq!(op(Family::Vop3p, 0x40).unwrap().gfx90a, Some(0x40));
         // gfx942's own.
         assert_eq!(op(Family::Vop1, 0x38), Some(Op942 { name: "v_mov_b64", gfx90a: None }));

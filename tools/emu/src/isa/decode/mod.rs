@@ -260,8 +260,12 @@ pub enum DecodeError {
 impl std::fmt::Display for DecodeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            DecodeError::UnknownOpcode { target, family, op, word } => write!(f, "no {target} {family:?} opcode {op:#x} (word {word:#010x})"),
-            DecodeError::UnknownEncoding { word } => write!(f, "no gfx90a/gfx942 encoding family for word {word:#010x}"),
+            DecodeError::UnknownOpcode { target, family, op, word } => {
+                write!(f, "no {target} {family:?} opcode {op:#x} (word {word:#010x})")
+            }
+            DecodeError::UnknownEncoding { word } => {
+                write!(f, "no gfx90a/gfx942 encoding family for word {word:#010x}")
+            }
             DecodeError::Truncated => write!(f, "instruction truncated"),
         }
     }
@@ -286,7 +290,12 @@ pub fn decode_for(target: Target, words: &[u32]) -> Result<Inst, DecodeError> {
 fn decode_gfx942(words: &[u32]) -> Result<Inst, DecodeError> {
     let w0 = *words.first().ok_or(DecodeError::Truncated)?;
     let raw = fields(words)?;
-    let op = gfx942::op(raw.family, raw.op).ok_or(DecodeError::UnknownOpcode { target: Target::Gfx942, family: raw.family, op: raw.op, word: w0 })?;
+    let op = gfx942::op(raw.family, raw.op).ok_or(DecodeError::UnknownOpcode {
+        target: Target::Gfx942,
+        family: raw.family,
+        op: raw.op,
+        word: w0,
+    })?;
     let mut inst = match op.gfx90a {
         Some(o) if o != raw.op => {
             let n = words.len().min(3);
@@ -300,7 +309,10 @@ fn decode_gfx942(words: &[u32]) -> Result<Inst, DecodeError> {
             let mut i = raw;
             i.cdna3 = true;
             i.name = op.name;
-            if i.family == Family::Vop3p && (op.name.starts_with("v_mfma") || op.name.starts_with("v_smfmac")) && i.mai.is_none() {
+            if i.family == Family::Vop3p
+                && (op.name.starts_with("v_mfma") || op.name.starts_with("v_smfmac"))
+                && i.mai.is_none()
+            {
                 // gfx942's xf32 MFMAs (0x3e, 0x3f) lie below gfx90a's MAI range.
                 let w1 = words.get(1).copied().ok_or(DecodeError::Truncated)?;
                 i = Inst { name: op.name, cdna3: true, ..vector::mai(w0, w1) };
@@ -359,7 +371,12 @@ fn decode_gfx90a(words: &[u32], name: Option<&'static str>) -> Result<Inst, Deco
     let w0 = words[0];
     inst.name = match name {
         Some(n) => n,
-        None => inst.family.name(inst.op).ok_or(DecodeError::UnknownOpcode { target: Target::Gfx90a, family: inst.family, op: inst.op, word: w0 })?,
+        None => inst.family.name(inst.op).ok_or(DecodeError::UnknownOpcode {
+            target: Target::Gfx90a,
+            family: inst.family,
+            op: inst.op,
+            word: w0,
+        })?,
     };
     Ok(inst)
 }
@@ -386,7 +403,10 @@ mod tests {
         let i = decode(&[0xC0020002, 0x00000004]).unwrap();
         assert_eq!((i.name, i.dst, i.src[0], i.imm, i.len), ("s_load_dword", 0, 4, 4, 8));
         let i = decode(&[0x8600FF00, 0x0000FFFF]).unwrap();
-        assert_eq!((i.name, i.dst, i.src[0], i.src[1], i.literal, i.len), ("s_and_b32", 0, 0, 255, 0xffff, 8));
+        assert_eq!(
+            (i.name, i.dst, i.src[0], i.src[1], i.literal, i.len),
+            ("s_and_b32", 0, 0, 255, 0xffff, 8)
+        );
         let i = decode(&[0x7D880002]).unwrap();
         assert_eq!((i.name, i.src[0], i.src[1]), ("v_cmp_gt_i32", 2, 256));
         let i = decode(&[0xBE80206A]).unwrap();
@@ -396,11 +416,20 @@ mod tests {
         let i = decode(&[0xD28F0000, 0x00020082]).unwrap();
         assert_eq!((i.name, i.dst, i.src[0], i.src[1]), ("v_lshlrev_b64", 256, 130, 256));
         let i = decode(&[0x38060303]).unwrap();
-        assert_eq!((i.name, i.dst, i.src[0], i.src[1], i.src[2]), ("v_addc_co_u32", 259, 259, 257, 106));
+        assert_eq!(
+            (i.name, i.dst, i.src[0], i.src[1], i.src[2]),
+            ("v_addc_co_u32", 259, 259, 257, 106)
+        );
         let i = decode(&[0xDC508000, 0x067F0004]).unwrap();
-        assert_eq!((i.family, i.name, i.dst, i.src[0], i.src[2]), (Family::Global, "global_load_dword", 262, 260, 0x7f));
+        assert_eq!(
+            (i.family, i.name, i.dst, i.src[0], i.src[2]),
+            (Family::Global, "global_load_dword", 262, 260, 0x7f)
+        );
         let i = decode(&[0xD8700200, 0x02000001]).unwrap();
-        assert_eq!((i.name, i.dst, i.src[0], i.imm, i.offset1), ("ds_read2st64_b32", 258, 257, 0, 2));
+        assert_eq!(
+            (i.name, i.dst, i.src[0], i.imm, i.offset1),
+            ("ds_read2st64_b32", 258, 257, 0, 2)
+        );
         let i = decode(&[0xBF810000]).unwrap();
         assert_eq!(i.name, "s_endpgm");
         // s_setreg_imm32_b32 hwreg(HW_REG_MODE, 4, 4), 0xf (llvm-mc-15 -show-encoding)
@@ -415,17 +444,26 @@ mod tests {
         use crate::isa::operand::{AGPR0, VGPR0};
         // v_mfma_f64_16x16x4f64 a[0:7], v[0:1], v[2:3], a[0:7]
         let i = decode(&[0xD3EE8000, 0x04020500]).unwrap();
-        assert_eq!((i.name, i.dst, i.src[0], i.src[1], i.src[2]), ("v_mfma_f64_16x16x4f64", AGPR0, VGPR0, VGPR0 + 2, AGPR0));
+        assert_eq!(
+            (i.name, i.dst, i.src[0], i.src[1], i.src[2]),
+            ("v_mfma_f64_16x16x4f64", AGPR0, VGPR0, VGPR0 + 2, AGPR0)
+        );
         assert_eq!(i.mai, Some(Mai { cbsz: 0, abid: 0, blgp: 0 }));
         // v_mfma_f32_32x32x1f32 a[0:31], a0, v1, a[0:31] cbsz:1 abid:1 blgp:2
         let i = decode(&[0xD3C08900, 0x4C020300]).unwrap();
-        assert_eq!((i.name, i.dst, i.src[0], i.src[1], i.src[2]), ("v_mfma_f32_32x32x1f32", AGPR0, AGPR0, VGPR0 + 1, AGPR0));
+        assert_eq!(
+            (i.name, i.dst, i.src[0], i.src[1], i.src[2]),
+            ("v_mfma_f32_32x32x1f32", AGPR0, AGPR0, VGPR0 + 1, AGPR0)
+        );
         assert_eq!(i.mai, Some(Mai { cbsz: 1, abid: 1, blgp: 2 }));
         // v_mfma_f32_32x32x1f32 v[0:31], v0, a1, v[0:31]
         let i = decode(&[0xD3C00000, 0x14020300]).unwrap();
         assert_eq!((i.dst, i.src[0], i.src[1], i.src[2]), (VGPR0, VGPR0, AGPR0 + 1, VGPR0));
         // v_mfma_f32_16x16x16f16 a[0:3], v[0:1], v[2:3], 1.0
         let i = decode(&[0xD3CD8000, 0x03CA0500]).unwrap();
-        assert_eq!((i.name, i.dst, i.src[0], i.src[1], i.src[2]), ("v_mfma_f32_16x16x16f16", AGPR0, VGPR0, VGPR0 + 2, 242));
+        assert_eq!(
+            (i.name, i.dst, i.src[0], i.src[1], i.src[2]),
+            ("v_mfma_f32_16x16x16f16", AGPR0, VGPR0, VGPR0 + 2, 242)
+        );
     }
 }

@@ -3155,4 +3155,3 @@ pub mod mtbuf {
     pub const TBUFFER_STORE_FORMAT_D16_XYZ: u16 = 0xe;
     pub const TBUFFER_STORE_FORMAT_D16_XYZW: u16 = 0xf;
 }
-

@@ -50,10 +50,17 @@ pub fn is_mai(op: u16) -> bool {
 
 /// VOP2's v_madmk/v_madak carry a literal constant K although no source field says 255.
 pub fn madmk_literal(i: &Inst) -> bool {
-    i.family == Family::Vop2 && matches!(i.op, vop2::V_MADMK_F32 | vop2::V_MADAK_F32 | vop2::V_MADMK_F16 | vop2::V_MADAK_F16)
+    i.family == Family::Vop2
+        && matches!(
+            i.op,
+            vop2::V_MADMK_F32 | vop2::V_MADAK_F32 | vop2::V_MADMK_F16 | vop2::V_MADAK_F16
+        )
 }
 
-pub fn vop_short(w: u32, word: &dyn Fn(usize) -> Result<u32, DecodeError>) -> Result<Inst, DecodeError> {
+pub fn vop_short(
+    w: u32,
+    word: &dyn Fn(usize) -> Result<u32, DecodeError>,
+) -> Result<Inst, DecodeError> {
     let src0 = (w & 0x1ff) as u16;
     let vdst = ((w >> 17) & 0xff) as u16;
     let mut i = match w >> 25 {
@@ -93,7 +100,12 @@ pub fn vop_short(w: u32, word: &dyn Fn(usize) -> Result<u32, DecodeError>) -> Re
         let d = word(1)?;
         i.len = 8;
         i.src[0] = VGPR0 + (d & 0xff) as u16;
-        i.dpp = Some(Dpp { ctrl: ((d >> 8) & 0x1ff) as u16, bound_ctrl: d >> 19 & 1 == 1, bank_mask: ((d >> 24) & 0xf) as u8, row_mask: (d >> 28) as u8 });
+        i.dpp = Some(Dpp {
+            ctrl: ((d >> 8) & 0x1ff) as u16,
+            bound_ctrl: d >> 19 & 1 == 1,
+            bank_mask: ((d >> 24) & 0xf) as u8,
+            row_mask: (d >> 28) as u8,
+        });
         i.neg = ((d >> 20) & 1 | ((d >> 22) & 1) << 1) as u8;
         i.abs = ((d >> 21) & 1 | ((d >> 23) & 1) << 1) as u8;
     } else if src0 == SDWA {
@@ -131,13 +143,18 @@ pub fn mai(w0: u32, w1: u32) -> Inst {
     let vdst = (w0 & 0xff) as u16;
     let mut i = Inst::new(Family::Vop3p, ((w0 >> 16) & 0x7f) as u16, 8);
     // A 9-bit source of 256 + n is v_n, or a_n when its acc bit is set.
-    let acc = |k: usize, set: bool| if set && src[k] >= VGPR0 { src[k] - VGPR0 + AGPR0 } else { src[k] };
+    let acc =
+        |k: usize, set: bool| if set && src[k] >= VGPR0 { src[k] - VGPR0 + AGPR0 } else { src[k] };
     let acc_cd = w0 >> 15 & 1 == 1;
     i.src[0] = acc(0, w1 >> 27 & 1 == 1);
     i.src[1] = acc(1, w1 >> 28 & 1 == 1);
     i.src[2] = acc(2, acc_cd);
     i.dst = if acc_cd { AGPR0 + vdst } else { VGPR0 + vdst };
-    i.mai = Some(Mai { cbsz: ((w0 >> 8) & 7) as u8, abid: ((w0 >> 11) & 0xf) as u8, blgp: (w1 >> 29) as u8 });
+    i.mai = Some(Mai {
+        cbsz: ((w0 >> 8) & 7) as u8,
+        abid: ((w0 >> 11) & 0xf) as u8,
+        blgp: (w1 >> 29) as u8,
+    });
     i.e64 = true;
     i
 }

@@ -24,7 +24,9 @@ use crate::isa::wave::Wave;
 /// The handler of a gfx942-only opcode, if it is implemented.
 pub fn handler(i: &Inst) -> Option<Handler> {
     match (i.family, i.op) {
-        (Family::Vop1, o1::V_MOV_B64) | (Family::Vop3, o3::V_MOV_B64) => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop(w, i, c, &[B64], B64, |a, _| a[0])),
+        (Family::Vop1, o1::V_MOV_B64) | (Family::Vop3, o3::V_MOV_B64) => {
+            Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop(w, i, c, &[B64], B64, |a, _| a[0]))
+        }
         (Family::Vop3, o3::V_LSHL_ADD_U64) => Some(lshl_add_u64),
         (Family::Vop2, o2::V_FMAMK_F32) => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
             let k = f32::from_bits(i.literal);
@@ -34,8 +36,12 @@ pub fn handler(i: &Inst) -> Option<Handler> {
             let k = f32::from_bits(i.literal);
             vop(w, i, c, &[F32, F32], F32, |a, _| fb(f(a[0]).mul_add(f(a[1]), k)))
         }),
-        (Family::Mubuf, mb::BUFFER_INV) => Some(|_: &mut Wave, _: &Inst, _: &mut Ctx| Ok(Step::Next)),
-        (Family::Flat, fl::FLAT_ATOMIC_ADD_F32 | fl::FLAT_ATOMIC_PK_ADD_F16) => Some(super::flat::run),
+        (Family::Mubuf, mb::BUFFER_INV) => {
+            Some(|_: &mut Wave, _: &Inst, _: &mut Ctx| Ok(Step::Next))
+        }
+        (Family::Flat, fl::FLAT_ATOMIC_ADD_F32 | fl::FLAT_ATOMIC_PK_ADD_F16) => {
+            Some(super::flat::run)
+        }
         _ => None,
     }
 }

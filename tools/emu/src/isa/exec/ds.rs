@@ -39,7 +39,8 @@ fn put(w: &mut Wave, r: u16, l: usize, v: u64, wide: bool) {
 /// Reads `dwords` at `addr + off` into dst.
 fn read(w: &mut Wave, i: &Inst, c: &mut Ctx, dwords: u16) -> Result<Step, ExecError> {
     let off = off16(i);
-    if let (Some(ar), Some(dr)) = (w.vgprs_at(i.src[0], 1), w.vgprs_at(i.dst, usize::from(dwords))) {
+    if let (Some(ar), Some(dr)) = (w.vgprs_at(i.src[0], 1), w.vgprs_at(i.dst, usize::from(dwords)))
+    {
         // VGPR address and destination, all there (the usual form): the lanes in place.
         for l in lanes(w.exec()) {
             let a = w.v[ar + l].wrapping_add(off);
@@ -70,7 +71,14 @@ fn write(w: &mut Wave, i: &Inst, c: &mut Ctx, dwords: u16) -> Result<Step, ExecE
 }
 
 /// `read2`/`write2`: two elements of `size` bytes at offset0 * scale and offset1 * scale.
-fn two(w: &mut Wave, i: &Inst, c: &mut Ctx, wide: bool, st64: bool, is_write: bool) -> Result<Step, ExecError> {
+fn two(
+    w: &mut Wave,
+    i: &Inst,
+    c: &mut Ctx,
+    wide: bool,
+    st64: bool,
+    is_write: bool,
+) -> Result<Step, ExecError> {
     let size = if wide { 8 } else { 4 };
     let scale = if st64 { size * 64 } else { size };
     for l in lanes(w.exec()) {
@@ -87,7 +95,11 @@ fn two(w: &mut Wave, i: &Inst, c: &mut Ctx, wide: bool, st64: bool, is_write: bo
                 c.lds.write_u32(a1, d1 as u32);
             }
         } else {
-            let (v0, v1) = if wide { (c.lds.read_u64(a0), c.lds.read_u64(a1)) } else { (u64::from(c.lds.read_u32(a0)), u64::from(c.lds.read_u32(a1))) };
+            let (v0, v1) = if wide {
+                (c.lds.read_u64(a0), c.lds.read_u64(a1))
+            } else {
+                (u64::from(c.lds.read_u32(a0)), u64::from(c.lds.read_u32(a1)))
+            };
             let step = if wide { 2 } else { 1 };
             put(w, i.dst, l, v0, wide);
             put(w, i.dst + step, l, v1, wide);
@@ -97,7 +109,14 @@ fn two(w: &mut Wave, i: &Inst, c: &mut Ctx, wide: bool, st64: bool, is_write: bo
 }
 
 /// Sub-dword reads: `bytes` 1 or 2, sign-extended or not, into the whole register or one half.
-fn read_small(w: &mut Wave, i: &Inst, c: &mut Ctx, bytes: usize, sign: bool, d16: Option<bool>) -> Result<Step, ExecError> {
+fn read_small(
+    w: &mut Wave,
+    i: &Inst,
+    c: &mut Ctx,
+    bytes: usize,
+    sign: bool,
+    d16: Option<bool>,
+) -> Result<Step, ExecError> {
     for l in lanes(w.exec()) {
         let a = addr(w, i, l).wrapping_add(off16(i));
         let mut b = [0u8; 2];
@@ -108,7 +127,13 @@ fn read_small(w: &mut Wave, i: &Inst, c: &mut Ctx, bytes: usize, sign: bool, d16
     Ok(Step::Next)
 }
 
-fn write_small(w: &mut Wave, i: &Inst, c: &mut Ctx, bytes: usize, hi: bool) -> Result<Step, ExecError> {
+fn write_small(
+    w: &mut Wave,
+    i: &Inst,
+    c: &mut Ctx,
+    bytes: usize,
+    hi: bool,
+) -> Result<Step, ExecError> {
     for l in lanes(w.exec()) {
         let a = addr(w, i, l).wrapping_add(off16(i));
         let v = w.reg(i.src[1], l) >> if hi { 16 } else { 0 };
@@ -147,13 +172,26 @@ fn atomic_of(op: u16) -> Option<(Atomic, bool, bool)> {
 
 fn atomic(w: &mut Wave, i: &Inst, c: &mut Ctx) -> Result<Step, ExecError> {
     let (op, wide, ret) = atomic_of(i.op).ok_or(ExecError::Unimplemented)?;
-    let rsub = matches!(i.op, o::DS_RSUB_U32 | o::DS_RSUB_RTN_U32 | o::DS_RSUB_U64 | o::DS_RSUB_RTN_U64);
+    let rsub =
+        matches!(i.op, o::DS_RSUB_U32 | o::DS_RSUB_RTN_U32 | o::DS_RSUB_U64 | o::DS_RSUB_RTN_U64);
     for l in lanes(w.exec()) {
         let a = addr(w, i, l).wrapping_add(off16(i));
         let old = if wide { c.lds.read_u64(a) } else { u64::from(c.lds.read_u32(a)) };
         // cmpst: data0 is the compare value, data1 the new one.
-        let (d, cmp) = if op == Atomic::CmpSwap { (get(w, i.src[2], l, wide), get(w, i.src[1], l, wide)) } else { (get(w, i.src[1], l, wide), 0) };
-        let new = if rsub { if wide { d.wrapping_sub(old) } else { d.wrapping_sub(old) & 0xffff_ffff } } else { apply(op, wide, old, d, cmp) };
+        let (d, cmp) = if op == Atomic::CmpSwap {
+            (get(w, i.src[2], l, wide), get(w, i.src[1], l, wide))
+        } else {
+            (get(w, i.src[1], l, wide), 0)
+        };
+        let new = if rsub {
+            if wide {
+                d.wrapping_sub(old)
+            } else {
+                d.wrapping_sub(old) & 0xffff_ffff
+            }
+        } else {
+            apply(op, wide, old, d, cmp)
+        };
         if wide {
             c.lds.write_u64(a, new);
         } else {

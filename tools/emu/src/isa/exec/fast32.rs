@@ -29,7 +29,8 @@ macro_rules! fast {
     ($n:literal, |$a:ident| $e:expr) => {
         Some((
             $n,
-            (|w: &mut Wave, i: &Inst, c: &mut Ctx| run::<$n>(w, i, c, |$a: [u32; 3]| $e)) as Handler,
+            (|w: &mut Wave, i: &Inst, c: &mut Ctx| run::<$n>(w, i, c, |$a: [u32; 3]| $e))
+                as Handler,
         ))
     };
 }
@@ -64,7 +65,9 @@ macro_rules! carry {
     ($cin:literal, |$a:ident, $b:ident, $c:ident| $e:expr) => {
         Some((
             2,
-            (|w: &mut Wave, i: &Inst, c: &mut Ctx| run_carry::<$cin>(w, i, c, |$a: u32, $b: u32, $c: u32| $e)) as Handler,
+            (|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+                run_carry::<$cin>(w, i, c, |$a: u32, $b: u32, $c: u32| $e)
+            }) as Handler,
         ))
     };
 }
@@ -124,8 +127,14 @@ pub fn handler(i: &Inst, op: u16) -> Option<Handler> {
             let t = u64::from(a) + u64::from(b) + u64::from(c);
             (t as u32, t >> 32 != 0)
         }),
-        o::V_SUBB_CO_U32 => carry!(true, |a, b, c| (a.wrapping_sub(b).wrapping_sub(c), u64::from(b) + u64::from(c) > u64::from(a))),
-        o::V_SUBBREV_CO_U32 => carry!(true, |a, b, c| (b.wrapping_sub(a).wrapping_sub(c), u64::from(a) + u64::from(c) > u64::from(b))),
+        o::V_SUBB_CO_U32 => carry!(true, |a, b, c| (
+            a.wrapping_sub(b).wrapping_sub(c),
+            u64::from(b) + u64::from(c) > u64::from(a)
+        )),
+        o::V_SUBBREV_CO_U32 => carry!(true, |a, b, c| (
+            b.wrapping_sub(a).wrapping_sub(c),
+            u64::from(a) + u64::from(c) > u64::from(b)
+        )),
         o::V_MAD_U64_U32 => Some((2, mad_u64_u32 as Handler)),
         _ => None,
     }?;
@@ -134,7 +143,12 @@ pub fn handler(i: &Inst, op: u16) -> Option<Handler> {
 
 /// Runs a carry op over the 64 lanes; the carry mask has the active lanes' bits only.
 #[inline(always)]
-fn run_carry<const CIN: bool>(w: &mut Wave, i: &Inst, c: &mut Ctx, f: impl Fn(u32, u32, u32) -> (u32, bool)) -> Result<Step, ExecError> {
+fn run_carry<const CIN: bool>(
+    w: &mut Wave,
+    i: &Inst,
+    c: &mut Ctx,
+    f: impl Fn(u32, u32, u32) -> (u32, bool),
+) -> Result<Step, ExecError> {
     let exec = w.exec();
     let ap = c.apertures;
     let cin = if CIN { w.sread(i.src[2], i.literal, Ty::B64, &ap) } else { 0 };
@@ -166,7 +180,8 @@ fn mad_u64_u32(w: &mut Wave, i: &Inst, c: &mut Ctx) -> Result<Step, ExecError> {
         let mut v = [0u64; LANES];
         if operand::is_vgpr(code) {
             let r = usize::from(code - operand::VGPR0) * LANES;
-            if let (Some(lo), Some(hi)) = (w.v.get(r..r + LANES), w.v.get(r + LANES..r + 2 * LANES)) {
+            if let (Some(lo), Some(hi)) = (w.v.get(r..r + LANES), w.v.get(r + LANES..r + 2 * LANES))
+            {
                 for ((o, l), h) in v.iter_mut().zip(lo).zip(hi) {
                     *o = u64::from(*l) | u64::from(*h) << 32;
                 }
@@ -175,7 +190,8 @@ fn mad_u64_u32(w: &mut Wave, i: &Inst, c: &mut Ctx) -> Result<Step, ExecError> {
             v.fill(w.sread(code, i.literal, Ty::B64, &ap));
         } else {
             let r = usize::from(code - operand::AGPR0) * LANES;
-            if let (Some(lo), Some(hi)) = (w.a.get(r..r + LANES), w.a.get(r + LANES..r + 2 * LANES)) {
+            if let (Some(lo), Some(hi)) = (w.a.get(r..r + LANES), w.a.get(r + LANES..r + 2 * LANES))
+            {
                 for ((o, l), h) in v.iter_mut().zip(lo).zip(hi) {
                     *o = u64::from(*l) | u64::from(*h) << 32;
                 }
@@ -221,7 +237,13 @@ fn write_dst(w: &mut Wave, i: &Inst, exec: u64, res: &[u32; LANES]) {
 /// Source `k`'s 64 lanes: a VGPR in place, or a constant (SGPR, inline constant, literal)
 /// splat into `splat`. A register the wave does not have reads 0, as in the general path.
 #[inline(always)]
-fn source<'a>(w: &'a Wave, i: &Inst, k: usize, ap: &Apertures, splat: &'a mut [u32; LANES]) -> &'a [u32] {
+fn source<'a>(
+    w: &'a Wave,
+    i: &Inst,
+    k: usize,
+    ap: &Apertures,
+    splat: &'a mut [u32; LANES],
+) -> &'a [u32] {
     let code = i.src[k];
     if operand::is_vgpr(code) {
         let r = usize::from(code - operand::VGPR0) * LANES;
@@ -237,7 +259,12 @@ fn source<'a>(w: &'a Wave, i: &Inst, k: usize, ap: &Apertures, splat: &'a mut [u
 
 /// Runs `f` over the 64 lanes of `N` sources and writes the active lanes of the destination.
 #[inline(always)]
-fn run<const N: usize>(w: &mut Wave, i: &Inst, c: &mut Ctx, f: impl Fn([u32; 3]) -> u32) -> Result<Step, ExecError> {
+fn run<const N: usize>(
+    w: &mut Wave,
+    i: &Inst,
+    c: &mut Ctx,
+    f: impl Fn([u32; 3]) -> u32,
+) -> Result<Step, ExecError> {
     static ZERO: [u32; LANES] = [0; LANES];
     let exec = w.exec();
     let ap = c.apertures;
@@ -297,7 +324,15 @@ mod tests {
         let memory = Memory::new(&mem, &none);
         let clock = || 0u64;
         let mut lds = Lds::new(0);
-        let mut ctx = Ctx { mem: &memory, lds: &mut lds, apertures: Apertures::default(), clock: &clock, interrupt: &|_| {}, lanes: &mut [[0; LANES]; 4], lanes32: &mut [[0; LANES]; 4] };
+        let mut ctx = Ctx {
+            mem: &memory,
+            lds: &mut lds,
+            apertures: Apertures::default(),
+            clock: &clock,
+            interrupt: &|_| {},
+            lanes: &mut [[0; LANES]; 4],
+            lanes32: &mut [[0; LANES]; 4],
+        };
         let mut r = Rng(0x2545_f491_4f6c_dd1d);
         let mut covered = 0;
         for op in 0..0x400u16 {
@@ -328,7 +363,11 @@ mod tests {
                     _ => r.next(),
                 };
                 w.set_exec(exec);
-                i.dst = if round % 17 == 0 { operand::VGPR0 + 250 } else { operand::VGPR0 + (r.next() % 8) as u16 };
+                i.dst = if round % 17 == 0 {
+                    operand::VGPR0 + 250
+                } else {
+                    operand::VGPR0 + (r.next() % 8) as u16
+                };
                 i.src = [source_code(&mut r), source_code(&mut r), source_code(&mut r), 0];
                 i.literal = r.next() as u32;
                 if handler(&i, op).is_none() {
@@ -337,7 +376,13 @@ mod tests {
                 let mut wf = w.clone();
                 let (a, b) = (fast(&mut wf, &i, &mut ctx), general(&mut w, &i, &mut ctx));
                 assert_eq!(a, b, "{}", i.name);
-                assert!(wf.v == w.v && wf.s == w.s && wf.scc == w.scc, "{} differs: sources {:?}, literal {:#x}, exec {exec:#x}", i.name, i.src, i.literal);
+                assert!(
+                    wf.v == w.v && wf.s == w.s && wf.scc == w.scc,
+                    "{} differs: sources {:?}, literal {:#x}, exec {exec:#x}",
+                    i.name,
+                    i.src,
+                    i.literal
+                );
             }
         }
         assert!(covered >= 25, "only {covered} opcodes have a fast handler");

@@ -15,7 +15,9 @@ pub fn flat(family: Family, op: u16) -> Option<Handler> {
     if family == Family::Scratch && matches!(m, MemOp::Atomic { .. }) {
         return None;
     }
-    if family == Family::Flat && matches!(m, MemOp::Atomic { op: vmem::Atomic::AddF32 | vmem::Atomic::PkAddF16, .. }) {
+    if family == Family::Flat
+        && matches!(m, MemOp::Atomic { op: vmem::Atomic::AddF32 | vmem::Atomic::PkAddF16, .. })
+    {
         return None;
     }
     Some(run)
@@ -29,7 +31,14 @@ pub(super) fn run(w: &mut Wave, i: &Inst, c: &mut Ctx) -> Result<Step, ExecError
     }
     let exec = w.exec();
     let off = i64::from(i.imm);
-    let saddr = (i.src[2] != SADDR_OFF).then(|| w.sread(i.src[2], 0, if i.family == Family::Scratch { Ty::B32 } else { Ty::B64 }, &c.apertures));
+    let saddr = (i.src[2] != SADDR_OFF).then(|| {
+        w.sread(
+            i.src[2],
+            0,
+            if i.family == Family::Scratch { Ty::B32 } else { Ty::B64 },
+            &c.apertures,
+        )
+    });
     let ret = i.glc;
     for l in super::valu::lanes(exec) {
         let place = match i.family {

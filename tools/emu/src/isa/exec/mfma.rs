@@ -231,7 +231,11 @@ fn read(w: &Wave, i: &Inst, c: &Ctx, code: u16, regs: usize, ty: Ty, l: usize) -
 
 /// Checks the broadcast fields against what the opcode defines.
 fn modifiers(s: &Shape, m: Mai) -> Result<(), ExecError> {
-    let broadcast_ok = m.cbsz == 0 && m.abid == 0 || s.ty != In::F64 && s.blocks > 1 && (1usize << m.cbsz) <= s.blocks && usize::from(m.abid) < 1 << m.cbsz;
+    let broadcast_ok = m.cbsz == 0 && m.abid == 0
+        || s.ty != In::F64
+            && s.blocks > 1
+            && (1usize << m.cbsz) <= s.blocks
+            && usize::from(m.abid) < 1 << m.cbsz;
     if !broadcast_ok || (s.ty == In::F64 && m.blgp != 0) {
         return Err(ExecError::Unimplemented);
     }
@@ -309,18 +313,31 @@ mod tests {
                     for j in 0..s.m {
                         let (r, l) = s.cd_at(i, j, b);
                         let step = if s.ty == In::F64 { 2 } else { 1 };
-                        assert!(r % step == 0 && r < s.cd_regs() && l < LANES, "{op:#x} D[{i}][{j}].{b}");
-                        assert!(!std::mem::replace(&mut seen[r / step * LANES + l], true), "{op:#x} D[{i}][{j}].{b} twice");
+                        assert!(
+                            r % step == 0 && r < s.cd_regs() && l < LANES,
+                            "{op:#x} D[{i}][{j}].{b}"
+                        );
+                        assert!(
+                            !std::mem::replace(&mut seen[r / step * LANES + l], true),
+                            "{op:#x} D[{i}][{j}].{b} twice"
+                        );
                     }
                 }
             }
-            assert_eq!(seen.iter().filter(|x| **x).count() * if s.ty == In::F64 { 2 } else { 1 }, s.cd_regs() * LANES, "{op:#x}");
+            assert_eq!(
+                seen.iter().filter(|x| **x).count() * if s.ty == In::F64 { 2 } else { 1 },
+                s.cd_regs() * LANES,
+                "{op:#x}"
+            );
             let mut ab = vec![false; LANES * s.per_lane()];
             for b in 0..s.blocks {
                 for i in 0..s.m {
                     for k in 0..s.k {
                         let (l, e) = s.ab_at(i, k, b);
-                        assert!(!std::mem::replace(&mut ab[l * s.per_lane() + e], true), "{op:#x} A[{i}][{k}].{b} twice");
+                        assert!(
+                            !std::mem::replace(&mut ab[l * s.per_lane() + e], true),
+                            "{op:#x} A[{i}][{k}].{b} twice"
+                        );
                     }
                 }
             }

@@ -26,8 +26,8 @@ pub mod vop;
 
 use super::decode::{Family, Inst};
 use super::lds::Lds;
-use super::target::Target;
 use super::memory::Memory;
+use super::target::Target;
 use super::wave::{Apertures, Wave};
 use crate::kernels::Fault;
 
@@ -108,7 +108,10 @@ pub fn handler(i: &Inst) -> Option<Handler> {
         Family::Smem => smem::smem(i.op),
         Family::Vop1 | Family::Vop2 | Family::Vopc | Family::Vop3 => {
             let op = super::decode::vector::vop3_number(i.family, i.op);
-            fast32::handler(i, op).or_else(|| vcmp::vopc(op)).or_else(|| vlane::lane_op(op)).or_else(|| vop::valu(op))
+            fast32::handler(i, op)
+                .or_else(|| vcmp::vopc(op))
+                .or_else(|| vlane::lane_op(op))
+                .or_else(|| vop::valu(op))
         }
         Family::Vop3p => vop::vop3p(i.op).or_else(|| mfma::mfma(i.op)),
         // GDS memory is not modelled: only the GWS barrier uses the gds bit here.

@@ -23,7 +23,9 @@ use crate::isa::wave::Wave;
 
 pub fn mubuf(op: u16) -> Option<Handler> {
     match op {
-        o::BUFFER_WBL2 | o::BUFFER_INVL2 | o::BUFFER_WBINVL1 | o::BUFFER_WBINVL1_VOL => Some(|_: &mut Wave, _: &Inst, _: &mut Ctx| Ok(Step::Next)),
+        o::BUFFER_WBL2 | o::BUFFER_INVL2 | o::BUFFER_WBINVL1 | o::BUFFER_WBINVL1_VOL => {
+            Some(|_: &mut Wave, _: &Inst, _: &mut Ctx| Ok(Step::Next))
+        }
         _ => vmem::classify(op).map(|_| run as Handler),
     }
 }
@@ -49,7 +51,8 @@ impl Resource {
             stride: u64::from((d1 >> 16) & 0x3fff),
             num_records: u64::from(w.s[usize::from((r + 2) & 127)]),
             soffset: w.sread(i.src[3], 0, Ty::B32, &c.apertures),
-            private: base >= c.apertures.private_buffer && base - c.apertures.private_buffer < 1 << 32,
+            private: base >= c.apertures.private_buffer
+                && base - c.apertures.private_buffer < 1 << 32,
         }
     }
 
@@ -67,9 +70,15 @@ impl Resource {
         }
         let offset = voff + i.imm as u64;
         if self.private {
-            return Place::Private((self.base - c.apertures.private_buffer + self.soffset / 64 + offset) as u32);
+            return Place::Private(
+                (self.base - c.apertures.private_buffer + self.soffset / 64 + offset) as u32,
+            );
         }
-        let in_range = if self.stride == 0 { self.soffset + offset < self.num_records } else { index < self.num_records };
+        let in_range = if self.stride == 0 {
+            self.soffset + offset < self.num_records
+        } else {
+            index < self.num_records
+        };
         if in_range {
             Place::Global(self.base + self.soffset + offset + index * self.stride)
         } else {
@@ -86,7 +95,11 @@ fn run(w: &mut Wave, i: &Inst, c: &mut Ctx) -> Result<Step, ExecError> {
     let res = Resource::new(w, i, c);
     // A raw buffer's multi-dword load or store: one dword at a time, each checked on its own.
     let per_dword = match op {
-        vmem::MemOp::Load { bytes, .. } | vmem::MemOp::Store { bytes, hi: false } if bytes > 4 && res.stride == 0 && !res.private => Some(bytes / 4),
+        vmem::MemOp::Load { bytes, .. } | vmem::MemOp::Store { bytes, hi: false }
+            if bytes > 4 && res.stride == 0 && !res.private =>
+        {
+            Some(bytes / 4)
+        }
         _ => None,
     };
     let mut j = per_dword.map(|_| i.clone());
@@ -96,11 +109,20 @@ fn run(w: &mut Wave, i: &Inst, c: &mut Ctx) -> Result<Step, ExecError> {
                 j.imm = i.imm + 4 * i32::from(k);
                 let place = res.place(w, j, c, l);
                 let one = match op {
-                    vmem::MemOp::Load { sign, d16, .. } => vmem::MemOp::Load { bytes: 4, sign, d16 },
+                    vmem::MemOp::Load { sign, d16, .. } => {
+                        vmem::MemOp::Load { bytes: 4, sign, d16 }
+                    }
                     _ => vmem::MemOp::Store { bytes: 4, hi: false },
                 };
                 let k = u16::from(k);
-                vmem::access(w, c, l, place, one, vmem::Regs { dst: i.dst + k, data: i.src[1] + k, ret: i.glc })?;
+                vmem::access(
+                    w,
+                    c,
+                    l,
+                    place,
+                    one,
+                    vmem::Regs { dst: i.dst + k, data: i.src[1] + k, ret: i.glc },
+                )?;
             }
             continue;
         }
@@ -195,7 +217,11 @@ impl Format {
         let f = f32::from_bits(v);
         let rne = |x: f64| {
             let r = x.round();
-            if (x - x.trunc()).abs() == 0.5 { 2.0 * (x / 2.0).round() } else { r }
+            if (x - x.trunc()).abs() == 0.5 {
+                2.0 * (x / 2.0).round()
+            } else {
+                r
+            }
         };
         let smax = ((1u64 << (self.bits - 1)) - 1) as f64;
         match self.nfmt {
@@ -238,7 +264,10 @@ fn typed(w: &mut Wave, i: &Inst, c: &mut Ctx) -> Result<Step, ExecError> {
         let place = res.place(w, i, c, l);
         let mut b = [0u8; 16];
         // Component k's bits at bit k * bits of the element (little-endian).
-        let get = |b: &[u8; 16], k: usize| ((u128::from_le_bytes(*b) >> (k * fmt.bits as usize)) & ((1u128 << fmt.bits) - 1)) as u32;
+        let get = |b: &[u8; 16], k: usize| {
+            ((u128::from_le_bytes(*b) >> (k * fmt.bits as usize)) & ((1u128 << fmt.bits) - 1))
+                as u32
+        };
         if store {
             vmem::read(w, c, l, place, &mut b[..bytes])?;
             for k in 0..n.min(fmt.comps) {
@@ -262,7 +291,9 @@ fn typed(w: &mut Wave, i: &Inst, c: &mut Ctx) -> Result<Step, ExecError> {
             vmem::write(w, c, l, place, &b[..bytes])?;
         } else {
             vmem::read(w, c, l, place, &mut b[..bytes])?;
-            let vals: Vec<u32> = (0..n).map(|k| if k < fmt.comps { fmt.load(get(&b, k)) } else { fmt.default(k) }).collect();
+            let vals: Vec<u32> = (0..n)
+                .map(|k| if k < fmt.comps { fmt.load(get(&b, k)) } else { fmt.default(k) })
+                .collect();
             if d16 {
                 for (k, v) in vals.iter().enumerate() {
                     let h = if half_float && k < fmt.comps {

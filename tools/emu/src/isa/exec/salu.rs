@@ -13,7 +13,12 @@ fn rd(w: &Wave, i: &Inst, k: usize, ty: Ty, c: &Ctx) -> u64 {
 }
 
 /// A 32-bit two-source op: `f(a, b, scc) -> (result, scc)`.
-fn op2_32(w: &mut Wave, i: &Inst, c: &Ctx, f: impl Fn(u32, u32, bool) -> (u32, Option<bool>)) -> Result<Step, ExecError> {
+fn op2_32(
+    w: &mut Wave,
+    i: &Inst,
+    c: &Ctx,
+    f: impl Fn(u32, u32, bool) -> (u32, Option<bool>),
+) -> Result<Step, ExecError> {
     let (a, b) = (rd(w, i, 0, Ty::B32, c) as u32, rd(w, i, 1, Ty::B32, c) as u32);
     let (r, scc) = f(a, b, w.scc);
     w.set_s32(i.dst, r);
@@ -23,7 +28,13 @@ fn op2_32(w: &mut Wave, i: &Inst, c: &Ctx, f: impl Fn(u32, u32, bool) -> (u32, O
     Ok(Step::Next)
 }
 
-fn op2_64(w: &mut Wave, i: &Inst, c: &Ctx, tb: Ty, f: impl Fn(u64, u64, bool) -> (u64, Option<bool>)) -> Result<Step, ExecError> {
+fn op2_64(
+    w: &mut Wave,
+    i: &Inst,
+    c: &Ctx,
+    tb: Ty,
+    f: impl Fn(u64, u64, bool) -> (u64, Option<bool>),
+) -> Result<Step, ExecError> {
     let (a, b) = (rd(w, i, 0, Ty::B64, c), rd(w, i, 1, tb, c));
     let (r, scc) = f(a, b, w.scc);
     w.set_s64(i.dst, r);
@@ -40,7 +51,9 @@ macro_rules! s32 {
 }
 macro_rules! s64 {
     ($tb:ident, |$a:ident, $b:ident, $s:ident| $e:expr) => {
-        Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| op2_64(w, i, c, Ty::$tb, |$a: u64, $b: u64, $s: bool| $e))
+        Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            op2_64(w, i, c, Ty::$tb, |$a: u64, $b: u64, $s: bool| $e)
+        })
     };
 }
 
@@ -99,10 +112,17 @@ pub fn sop2(op: u16) -> Option<Handler> {
             let r = u64::from(a) + u64::from(b) + u64::from(s);
             (r as u32, Some(r >> 32 != 0))
         }),
-        s2::S_SUBB_U32 => s32!(|a, b, s| (a.wrapping_sub(b).wrapping_sub(u32::from(s)), Some(u64::from(b) + u64::from(s) > u64::from(a)))),
-        s2::S_MIN_I32 => s32!(|a, b, _s| ((a as i32).min(b as i32) as u32, Some((a as i32) < (b as i32)))),
+        s2::S_SUBB_U32 => s32!(|a, b, s| (
+            a.wrapping_sub(b).wrapping_sub(u32::from(s)),
+            Some(u64::from(b) + u64::from(s) > u64::from(a))
+        )),
+        s2::S_MIN_I32 => {
+            s32!(|a, b, _s| ((a as i32).min(b as i32) as u32, Some((a as i32) < (b as i32))))
+        }
         s2::S_MIN_U32 => s32!(|a, b, _s| (a.min(b), Some(a < b))),
-        s2::S_MAX_I32 => s32!(|a, b, _s| ((a as i32).max(b as i32) as u32, Some((a as i32) > (b as i32)))),
+        s2::S_MAX_I32 => {
+            s32!(|a, b, _s| ((a as i32).max(b as i32) as u32, Some((a as i32) > (b as i32))))
+        }
         s2::S_MAX_U32 => s32!(|a, b, _s| (a.max(b), Some(a > b))),
         s2::S_CSELECT_B32 => s32!(|a, b, s| (if s { a } else { b }, None)),
         s2::S_CSELECT_B64 => s64!(B64, |a, b, s| (if s { a } else { b }, None)),
@@ -142,20 +162,26 @@ pub fn sop2(op: u16) -> Option<Handler> {
         }),
         s2::S_MUL_I32 => s32!(|a, b, _s| ((a as i32).wrapping_mul(b as i32) as u32, None)),
         s2::S_MUL_HI_U32 => s32!(|a, b, _s| (((u64::from(a) * u64::from(b)) >> 32) as u32, None)),
-        s2::S_MUL_HI_I32 => s32!(|a, b, _s| (((i64::from(a as i32) * i64::from(b as i32)) >> 32) as u32, None)),
+        s2::S_MUL_HI_I32 => {
+            s32!(|a, b, _s| (((i64::from(a as i32) * i64::from(b as i32)) >> 32) as u32, None))
+        }
         s2::S_BFE_U32 => s32!(|a, b, _s| nz32(bfe32(a, b, false))),
         s2::S_BFE_I32 => s32!(|a, b, _s| nz32(bfe32(a, b, true))),
         s2::S_BFE_U64 => s64!(B32, |a, b, _s| nz64(bfe64(a, b, false))),
         s2::S_BFE_I64 => s64!(B32, |a, b, _s| nz64(bfe64(a, b, true))),
-        s2::S_ABSDIFF_I32 => s32!(|a, b, _s| nz32((a as i32).wrapping_sub(b as i32).unsigned_abs())),
-        s2::S_LSHL1_ADD_U32 | s2::S_LSHL2_ADD_U32 | s2::S_LSHL3_ADD_U32 | s2::S_LSHL4_ADD_U32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
-            let n = u32::from(i.op - s2::S_LSHL1_ADD_U32 + 1);
-            let (a, b) = (rd(w, i, 0, Ty::B32, c), rd(w, i, 1, Ty::B32, c));
-            let r = (a << n) + b;
-            w.set_s32(i.dst, r as u32);
-            w.scc = r >> 32 != 0;
-            Ok(Step::Next)
-        }),
+        s2::S_ABSDIFF_I32 => {
+            s32!(|a, b, _s| nz32((a as i32).wrapping_sub(b as i32).unsigned_abs()))
+        }
+        s2::S_LSHL1_ADD_U32 | s2::S_LSHL2_ADD_U32 | s2::S_LSHL3_ADD_U32 | s2::S_LSHL4_ADD_U32 => {
+            Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+                let n = u32::from(i.op - s2::S_LSHL1_ADD_U32 + 1);
+                let (a, b) = (rd(w, i, 0, Ty::B32, c), rd(w, i, 1, Ty::B32, c));
+                let r = (a << n) + b;
+                w.set_s32(i.dst, r as u32);
+                w.scc = r >> 32 != 0;
+                Ok(Step::Next)
+            })
+        }
         s2::S_PACK_LL_B32_B16 => s32!(|a, b, _s| ((a & 0xffff) | (b << 16), None)),
         s2::S_PACK_LH_B32_B16 => s32!(|a, b, _s| ((a & 0xffff) | (b & 0xffff_0000), None)),
         s2::S_PACK_HH_B32_B16 => s32!(|a, b, _s| ((a >> 16) | (b & 0xffff_0000), None)),
@@ -163,7 +189,12 @@ pub fn sop2(op: u16) -> Option<Handler> {
     }
 }
 
-fn op1_32(w: &mut Wave, i: &Inst, c: &Ctx, f: impl Fn(u32, bool) -> (u32, Option<bool>)) -> Result<Step, ExecError> {
+fn op1_32(
+    w: &mut Wave,
+    i: &Inst,
+    c: &Ctx,
+    f: impl Fn(u32, bool) -> (u32, Option<bool>),
+) -> Result<Step, ExecError> {
     let a = rd(w, i, 0, Ty::B32, c) as u32;
     let (r, scc) = f(a, w.scc);
     w.set_s32(i.dst, r);
@@ -173,7 +204,12 @@ fn op1_32(w: &mut Wave, i: &Inst, c: &Ctx, f: impl Fn(u32, bool) -> (u32, Option
     Ok(Step::Next)
 }
 
-fn op1_64(w: &mut Wave, i: &Inst, c: &Ctx, f: impl Fn(u64, bool) -> (u64, Option<bool>)) -> Result<Step, ExecError> {
+fn op1_64(
+    w: &mut Wave,
+    i: &Inst,
+    c: &Ctx,
+    f: impl Fn(u64, bool) -> (u64, Option<bool>),
+) -> Result<Step, ExecError> {
     let a = rd(w, i, 0, Ty::B64, c);
     let (r, scc) = f(a, w.scc);
     w.set_s64(i.dst, r);
@@ -259,20 +295,35 @@ pub fn sop1(op: u16) -> Option<Handler> {
             w.scc = r != 0;
             Ok(Step::Next)
         }),
-        s1::S_FF0_I32_B32 => u32op!(|a, _s| (if a == u32::MAX { u32::MAX } else { (!a).trailing_zeros() }, None)),
-        s1::S_FF1_I32_B32 => u32op!(|a, _s| (if a == 0 { u32::MAX } else { a.trailing_zeros() }, None)),
+        s1::S_FF0_I32_B32 => {
+            u32op!(|a, _s| (if a == u32::MAX { u32::MAX } else { (!a).trailing_zeros() }, None))
+        }
+        s1::S_FF1_I32_B32 => {
+            u32op!(|a, _s| (if a == 0 { u32::MAX } else { a.trailing_zeros() }, None))
+        }
         s1::S_FF1_I32_B64 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
             let a = rd(w, i, 0, Ty::B64, c);
             w.set_s32(i.dst, if a == 0 { u32::MAX } else { a.trailing_zeros() });
             Ok(Step::Next)
         }),
-        s1::S_FLBIT_I32_B32 => u32op!(|a, _s| (if a == 0 { u32::MAX } else { a.leading_zeros() }, None)),
+        s1::S_FLBIT_I32_B32 => {
+            u32op!(|a, _s| (if a == 0 { u32::MAX } else { a.leading_zeros() }, None))
+        }
         s1::S_FLBIT_I32_B64 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
             let a = rd(w, i, 0, Ty::B64, c);
             w.set_s32(i.dst, if a == 0 { u32::MAX } else { a.leading_zeros() });
             Ok(Step::Next)
         }),
-        s1::S_FLBIT_I32 => u32op!(|a, _s| (if a == 0 || a == u32::MAX { u32::MAX } else if a >> 31 == 1 { (!a).leading_zeros() } else { a.leading_zeros() }, None)),
+        s1::S_FLBIT_I32 => u32op!(|a, _s| (
+            if a == 0 || a == u32::MAX {
+                u32::MAX
+            } else if a >> 31 == 1 {
+                (!a).leading_zeros()
+            } else {
+                a.leading_zeros()
+            },
+            None
+        )),
         s1::S_SEXT_I32_I8 => u32op!(|a, _s| (a as u8 as i8 as i32 as u32, None)),
         s1::S_SEXT_I32_I16 => u32op!(|a, _s| (a as u16 as i16 as i32 as u32, None)),
         s1::S_BITSET0_B32 | s1::S_BITSET1_B32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
@@ -286,7 +337,9 @@ pub fn sop1(op: u16) -> Option<Handler> {
             w.set_s64(i.dst, w.pc + u64::from(i.len));
             Ok(Step::Next)
         }),
-        s1::S_SETPC_B64 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| Ok(Step::Jump(rd(w, i, 0, Ty::B64, c)))),
+        s1::S_SETPC_B64 => {
+            Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| Ok(Step::Jump(rd(w, i, 0, Ty::B64, c))))
+        }
         s1::S_SWAPPC_B64 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
             let target = rd(w, i, 0, Ty::B64, c);
             w.set_s64(i.dst, w.pc + u64::from(i.len));
@@ -302,15 +355,17 @@ pub fn sop1(op: u16) -> Option<Handler> {
         s1::S_XNOR_SAVEEXEC_B64 => saveexec!(|a, e| !(a ^ e)),
         s1::S_ANDN1_SAVEEXEC_B64 => saveexec!(|a, e| !a & e),
         s1::S_ORN1_SAVEEXEC_B64 => saveexec!(|a, e| !a | e),
-        s1::S_ANDN1_WREXEC_B64 | s1::S_ANDN2_WREXEC_B64 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
-            let a = rd(w, i, 0, Ty::B64, c);
-            let e = w.exec();
-            let r = if i.op == s1::S_ANDN1_WREXEC_B64 { !a & e } else { a & !e };
-            w.set_exec(r);
-            w.set_s64(i.dst, r);
-            w.scc = r != 0;
-            Ok(Step::Next)
-        }),
+        s1::S_ANDN1_WREXEC_B64 | s1::S_ANDN2_WREXEC_B64 => {
+            Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+                let a = rd(w, i, 0, Ty::B64, c);
+                let e = w.exec();
+                let r = if i.op == s1::S_ANDN1_WREXEC_B64 { !a & e } else { a & !e };
+                w.set_exec(r);
+                w.set_s64(i.dst, r);
+                w.scc = r != 0;
+                Ok(Step::Next)
+            })
+        }
         s1::S_MOVRELS_B32 => Some(|w: &mut Wave, i: &Inst, _: &mut Ctx| {
             let m0 = w.s[usize::from(M0)] as u16;
             let v = w.s[usize::from(i.src[0].wrapping_add(m0) & 127)];
@@ -357,7 +412,12 @@ const HW_REG_MODE: u32 = 1;
 
 /// SOPK: the 16-bit immediate is sign-extended for signed ops, zero-extended for unsigned.
 pub fn sopk(op: u16) -> Option<Handler> {
-    fn cmp(w: &mut Wave, i: &Inst, f: fn(u32, u32) -> bool, signed: bool) -> Result<Step, ExecError> {
+    fn cmp(
+        w: &mut Wave,
+        i: &Inst,
+        f: fn(u32, u32) -> bool,
+        signed: bool,
+    ) -> Result<Step, ExecError> {
         let a = w.s[usize::from(i.dst & 127)];
         let k = if signed { i.imm as u32 } else { i.imm as u32 & 0xffff };
         w.scc = f(a, k);
@@ -374,18 +434,42 @@ pub fn sopk(op: u16) -> Option<Handler> {
             }
             Ok(Step::Next)
         }),
-        sk::S_CMPK_EQ_I32 => Some(|w: &mut Wave, i: &Inst, _: &mut Ctx| cmp(w, i, |a, b| a == b, true)),
-        sk::S_CMPK_LG_I32 => Some(|w: &mut Wave, i: &Inst, _: &mut Ctx| cmp(w, i, |a, b| a != b, true)),
-        sk::S_CMPK_GT_I32 => Some(|w: &mut Wave, i: &Inst, _: &mut Ctx| cmp(w, i, |a, b| (a as i32) > (b as i32), true)),
-        sk::S_CMPK_GE_I32 => Some(|w: &mut Wave, i: &Inst, _: &mut Ctx| cmp(w, i, |a, b| (a as i32) >= (b as i32), true)),
-        sk::S_CMPK_LT_I32 => Some(|w: &mut Wave, i: &Inst, _: &mut Ctx| cmp(w, i, |a, b| (a as i32) < (b as i32), true)),
-        sk::S_CMPK_LE_I32 => Some(|w: &mut Wave, i: &Inst, _: &mut Ctx| cmp(w, i, |a, b| (a as i32) <= (b as i32), true)),
-        sk::S_CMPK_EQ_U32 => Some(|w: &mut Wave, i: &Inst, _: &mut Ctx| cmp(w, i, |a, b| a == b, false)),
-        sk::S_CMPK_LG_U32 => Some(|w: &mut Wave, i: &Inst, _: &mut Ctx| cmp(w, i, |a, b| a != b, false)),
-        sk::S_CMPK_GT_U32 => Some(|w: &mut Wave, i: &Inst, _: &mut Ctx| cmp(w, i, |a, b| a > b, false)),
-        sk::S_CMPK_GE_U32 => Some(|w: &mut Wave, i: &Inst, _: &mut Ctx| cmp(w, i, |a, b| a >= b, false)),
-        sk::S_CMPK_LT_U32 => Some(|w: &mut Wave, i: &Inst, _: &mut Ctx| cmp(w, i, |a, b| a < b, false)),
-        sk::S_CMPK_LE_U32 => Some(|w: &mut Wave, i: &Inst, _: &mut Ctx| cmp(w, i, |a, b| a <= b, false)),
+        sk::S_CMPK_EQ_I32 => {
+            Some(|w: &mut Wave, i: &Inst, _: &mut Ctx| cmp(w, i, |a, b| a == b, true))
+        }
+        sk::S_CMPK_LG_I32 => {
+            Some(|w: &mut Wave, i: &Inst, _: &mut Ctx| cmp(w, i, |a, b| a != b, true))
+        }
+        sk::S_CMPK_GT_I32 => Some(|w: &mut Wave, i: &Inst, _: &mut Ctx| {
+            cmp(w, i, |a, b| (a as i32) > (b as i32), true)
+        }),
+        sk::S_CMPK_GE_I32 => Some(|w: &mut Wave, i: &Inst, _: &mut Ctx| {
+            cmp(w, i, |a, b| (a as i32) >= (b as i32), true)
+        }),
+        sk::S_CMPK_LT_I32 => Some(|w: &mut Wave, i: &Inst, _: &mut Ctx| {
+            cmp(w, i, |a, b| (a as i32) < (b as i32), true)
+        }),
+        sk::S_CMPK_LE_I32 => Some(|w: &mut Wave, i: &Inst, _: &mut Ctx| {
+            cmp(w, i, |a, b| (a as i32) <= (b as i32), true)
+        }),
+        sk::S_CMPK_EQ_U32 => {
+            Some(|w: &mut Wave, i: &Inst, _: &mut Ctx| cmp(w, i, |a, b| a == b, false))
+        }
+        sk::S_CMPK_LG_U32 => {
+            Some(|w: &mut Wave, i: &Inst, _: &mut Ctx| cmp(w, i, |a, b| a != b, false))
+        }
+        sk::S_CMPK_GT_U32 => {
+            Some(|w: &mut Wave, i: &Inst, _: &mut Ctx| cmp(w, i, |a, b| a > b, false))
+        }
+        sk::S_CMPK_GE_U32 => {
+            Some(|w: &mut Wave, i: &Inst, _: &mut Ctx| cmp(w, i, |a, b| a >= b, false))
+        }
+        sk::S_CMPK_LT_U32 => {
+            Some(|w: &mut Wave, i: &Inst, _: &mut Ctx| cmp(w, i, |a, b| a < b, false))
+        }
+        sk::S_CMPK_LE_U32 => {
+            Some(|w: &mut Wave, i: &Inst, _: &mut Ctx| cmp(w, i, |a, b| a <= b, false))
+        }
         sk::S_ADDK_I32 => Some(|w: &mut Wave, i: &Inst, _: &mut Ctx| {
             let a = w.s[usize::from(i.dst & 127)] as i32;
             let (r, o) = a.overflowing_add(i.imm);
@@ -402,13 +486,21 @@ pub fn sopk(op: u16) -> Option<Handler> {
         // status or ID state is modelled) and writes to them are dropped.
         sk::S_GETREG_B32 => Some(|w: &mut Wave, i: &Inst, _: &mut Ctx| {
             let (id, offset, size) = hwreg(i.imm);
-            let v = if id == HW_REG_MODE { (u64::from(w.mode) >> offset) & ((1u64 << size) - 1) } else { 0 };
+            let v = if id == HW_REG_MODE {
+                (u64::from(w.mode) >> offset) & ((1u64 << size) - 1)
+            } else {
+                0
+            };
             w.set_s32(i.dst, v as u32);
             Ok(Step::Next)
         }),
         sk::S_SETREG_B32 | sk::S_SETREG_IMM32_B32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
             let (id, offset, size) = hwreg(i.imm);
-            let v = if i.op == sk::S_SETREG_IMM32_B32 { i.literal } else { w.sread(i.dst, 0, Ty::B32, &c.apertures) as u32 };
+            let v = if i.op == sk::S_SETREG_IMM32_B32 {
+                i.literal
+            } else {
+                w.sread(i.dst, 0, Ty::B32, &c.apertures) as u32
+            };
             if id == HW_REG_MODE {
                 let mask = (((1u64 << size) - 1) << offset) as u32;
                 w.mode = (w.mode & !mask) | ((v << offset) & mask);
@@ -425,8 +517,17 @@ pub fn sopk(op: u16) -> Option<Handler> {
 }
 
 pub fn sopc(op: u16) -> Option<Handler> {
-    fn cmp(w: &mut Wave, i: &Inst, c: &Ctx, ty: Ty, f: fn(u64, u64) -> bool) -> Result<Step, ExecError> {
-        let (a, b) = (rd(w, i, 0, ty, c), rd(w, i, 1, if ty == Ty::B64 && i.op < sc::S_CMP_EQ_U64 { Ty::B32 } else { ty }, c));
+    fn cmp(
+        w: &mut Wave,
+        i: &Inst,
+        c: &Ctx,
+        ty: Ty,
+        f: fn(u64, u64) -> bool,
+    ) -> Result<Step, ExecError> {
+        let (a, b) = (
+            rd(w, i, 0, ty, c),
+            rd(w, i, 1, if ty == Ty::B64 && i.op < sc::S_CMP_EQ_U64 { Ty::B32 } else { ty }, c),
+        );
         w.scc = f(a, b);
         Ok(Step::Next)
     }

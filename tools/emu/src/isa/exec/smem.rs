@@ -44,12 +44,19 @@ fn store(w: &mut Wave, i: &Inst, c: &mut Ctx, n: usize, buffer: bool) -> Result<
 /// address forms (32-bit, then 64-bit `_x2`), in the vector atomics' order.
 fn atomic(w: &mut Wave, i: &Inst, c: &mut Ctx) -> Result<Step, ExecError> {
     use super::vmem::Atomic::*;
-    let kind = [Swap, CmpSwap, Add, Sub, SMin, UMin, SMax, UMax, And, Or, Xor, Inc, Dec][usize::from(i.op & 0xf)];
+    let kind = [Swap, CmpSwap, Add, Sub, SMin, UMin, SMax, UMax, And, Or, Xor, Inc, Dec]
+        [usize::from(i.op & 0xf)];
     let wide = i.op & 0x20 != 0;
     let buffer = i.op < 0x80;
     let n = if wide { 8 } else { 4 };
     let a = address(w, i, c, buffer) & !(n as u64 - 1);
-    let reg = |k: u16| if wide { w.s64(i.dst + 2 * k) } else { u64::from(w.s[usize::from((i.dst + k) & 127)]) };
+    let reg = |k: u16| {
+        if wide {
+            w.s64(i.dst + 2 * k)
+        } else {
+            u64::from(w.s[usize::from((i.dst + k) & 127)])
+        }
+    };
     let (data, cmp) = (reg(0), if kind == CmpSwap { reg(1) } else { 0 });
     let old = c.mem.atomic(a, wide, |old| super::vmem::apply(kind, wide, old, data, cmp))?;
     if i.glc {
@@ -99,9 +106,12 @@ pub fn smem(op: u16) -> Option<Handler> {
             w.set_s64(i.dst, (c.clock)() / 10);
             Ok(Step::Next)
         }),
-        o::S_DCACHE_INV | o::S_DCACHE_WB | o::S_DCACHE_INV_VOL | o::S_DCACHE_WB_VOL | o::S_DCACHE_DISCARD | o::S_DCACHE_DISCARD_X2 => {
-            Some(|_: &mut Wave, _: &Inst, _: &mut Ctx| Ok(Step::Next))
-        }
+        o::S_DCACHE_INV
+        | o::S_DCACHE_WB
+        | o::S_DCACHE_INV_VOL
+        | o::S_DCACHE_WB_VOL
+        | o::S_DCACHE_DISCARD
+        | o::S_DCACHE_DISCARD_X2 => Some(|_: &mut Wave, _: &Inst, _: &mut Ctx| Ok(Step::Next)),
         0x40..=0x4c | 0x60..=0x6c | 0x80..=0x8c | 0xa0..=0xac => Some(atomic),
         _ => None,
     }

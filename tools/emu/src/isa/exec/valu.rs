@@ -35,7 +35,11 @@ impl Src {
     pub fn new(w: &Wave, i: &Inst, k: usize, ty: Ty, ctx: &Ctx) -> Src {
         let code = i.src[k];
         // The common case first: a 32-bit VGPR with no modifier or selection.
-        if (operand::VGPR0..operand::AGPR0).contains(&code) && !ty.is64() && (i.abs | i.neg | i.op_sel) == 0 && i.sdwa.is_none() {
+        if (operand::VGPR0..operand::AGPR0).contains(&code)
+            && !ty.is64()
+            && (i.abs | i.neg | i.op_sel) == 0
+            && i.sdwa.is_none()
+        {
             let r = usize::from(code - operand::VGPR0);
             if (r + 1) * LANES <= w.v.len() {
                 return Src { kind: Kind::Lo(r * LANES, false), and: u64::MAX, xor: 0, sel: None };
@@ -71,7 +75,8 @@ impl Src {
         let xor = if i.neg >> k & 1 == 1 { sign } else { 0 };
         let sel = i.sdwa.filter(|_| k < 2).map(|s: Sdwa| (s.src_sel[k], s.sext[k])).or_else(|| {
             // VOP3 16-bit operands: op_sel picks a source's high half.
-            (i.family == Family::Vop3 && matches!(ty, Ty::F16 | Ty::B16) && i.op_sel >> k & 1 == 1).then_some((5, false))
+            (i.family == Family::Vop3 && matches!(ty, Ty::F16 | Ty::B16) && i.op_sel >> k & 1 == 1)
+                .then_some((5, false))
         });
         Src { kind, and, xor, sel }
     }
@@ -261,13 +266,21 @@ pub fn write(w: &mut Wave, i: &Inst, ty: Ty, l: usize, v: u64) {
     if matches!(ty, Ty::F16 | Ty::B16) && i.sdwa.is_none() {
         // 16-bit results: the low half, the high half zeroed; VOP3 op_sel[3] writes the high
         // half instead and keeps the low one.
-        let v = if i.family == Family::Vop3 && i.op_sel >> 3 & 1 == 1 { (w.reg(i.dst, l) & 0xffff) | (v << 16) } else { v & 0xffff };
+        let v = if i.family == Family::Vop3 && i.op_sel >> 3 & 1 == 1 {
+            (w.reg(i.dst, l) & 0xffff) | (v << 16)
+        } else {
+            v & 0xffff
+        };
         w.set_reg(i.dst, l, v);
         return;
     }
     let v = match i.sdwa {
         Some(s) if s.dst_sel < 6 => {
-            let (shift, bits) = if s.dst_sel < 4 { (u32::from(s.dst_sel) * 8, 8) } else { (u32::from(s.dst_sel - 4) * 16, 16) };
+            let (shift, bits) = if s.dst_sel < 4 {
+                (u32::from(s.dst_sel) * 8, 8)
+            } else {
+                (u32::from(s.dst_sel - 4) * 16, 16)
+            };
             let field = (v & ((1 << bits) - 1)) << shift;
             let fmask = ((1u32 << bits) - 1) << shift;
             match s.dst_unused {
@@ -294,7 +307,14 @@ pub fn write(w: &mut Wave, i: &Inst, ty: Ty, l: usize, v: u64) {
 /// computed and dropped), then the active lanes are written; the loops vectorise, and a plain
 /// 32- or 64-bit VGPR destination is written as a block.
 #[inline(always)]
-pub fn vop(w: &mut Wave, i: &Inst, ctx: &mut Ctx, tys: &[Ty], dty: Ty, f: impl Fn(&[u64; 3], usize) -> u64) -> Result<Step, ExecError> {
+pub fn vop(
+    w: &mut Wave,
+    i: &Inst,
+    ctx: &mut Ctx,
+    tys: &[Ty],
+    dty: Ty,
+    f: impl Fn(&[u64; 3], usize) -> u64,
+) -> Result<Step, ExecError> {
     let exec = w.exec();
     let none = Src { kind: Kind::Const(0), and: u64::MAX, xor: 0, sel: None };
     let mut s = [none; 3];
@@ -302,8 +322,16 @@ pub fn vop(w: &mut Wave, i: &Inst, ctx: &mut Ctx, tys: &[Ty], dty: Ty, f: impl F
         s[k] = Src::new(w, i, k, t, ctx);
     }
     let n = tys.len();
-    if i.dpp.is_none() && i.sdwa.is_none() && i.omod == 0 && !i.clamp && matches!(dty, Ty::B32 | Ty::F32) && !operand::is_agpr(i.dst) {
-        let plain = s[..n].iter().all(|x| x.sel.is_none() && x.and == u64::MAX && x.xor == 0 && !matches!(x.kind, Kind::Pair(..)));
+    if i.dpp.is_none()
+        && i.sdwa.is_none()
+        && i.omod == 0
+        && !i.clamp
+        && matches!(dty, Ty::B32 | Ty::F32)
+        && !operand::is_agpr(i.dst)
+    {
+        let plain = s[..n].iter().all(|x| {
+            x.sel.is_none() && x.and == u64::MAX && x.xor == 0 && !matches!(x.kind, Kind::Pair(..))
+        });
         let r = usize::from(i.dst.wrapping_sub(operand::VGPR0)) * LANES;
         if plain && r + LANES <= w.v.len() {
             // The common case, 32-bit registers and constants in, a 32-bit VGPR out: the
@@ -484,7 +512,10 @@ mod tests {
         assert_eq!(dpp_source(&d(0x142), 20), Some(15)); // row_bcast:15
         assert_eq!(dpp_source(&d(0x143), 40), Some(31)); // row_bcast:31
         assert_eq!(dpp_source(&d(0x140), 3), Some(12)); // row_mirror
-        assert_eq!(dpp_write_mask(&Dpp { ctrl: 0, bound_ctrl: false, row_mask: 0b1010, bank_mask: 0xf }), 0xffff_0000_ffff_0000);
+        assert_eq!(
+            dpp_write_mask(&Dpp { ctrl: 0, bound_ctrl: false, row_mask: 0b1010, bank_mask: 0xf }),
+            0xffff_0000_ffff_0000
+        );
     }
 
     #[test]
@@ -494,7 +525,11 @@ mod tests {
             let mut d: [u32; LANES] = std::array::from_fn(|l| l as u32);
             blend(&mut d, mask, &src);
             for (l, &x) in d.iter().enumerate() {
-                assert_eq!(x, if mask >> l & 1 == 1 { 1000 + l as u32 } else { l as u32 }, "mask {mask:#x} lane {l}");
+                assert_eq!(
+                    x,
+                    if mask >> l & 1 == 1 { 1000 + l as u32 } else { l as u32 },
+                    "mask {mask:#x} lane {l}"
+                );
             }
         }
     }

@@ -54,7 +54,12 @@ fn float_mask(cond: u16, a: &[u64; LANES], b: &[u64; LANES], v: impl Fn(u64) -> 
 }
 
 /// The 8 integer conditions F, LT, EQ, LE, GT, NE, GE, T on values `v` reads.
-fn int_mask<T: PartialOrd>(cond: u16, a: &[u64; LANES], b: &[u64; LANES], v: impl Fn(u64) -> T + Copy) -> u64 {
+fn int_mask<T: PartialOrd>(
+    cond: u16,
+    a: &[u64; LANES],
+    b: &[u64; LANES],
+    v: impl Fn(u64) -> T + Copy,
+) -> u64 {
     match cond & 7 {
         0 => 0,
         1 => mask_of(a, b, |x, y| v(x) < v(y)),
@@ -76,7 +81,11 @@ fn class(bits: u64, exp_bits: u32, man_bits: u32, mask: u32) -> bool {
     let man = bits & ((1 << man_bits) - 1);
     let bit = if exp == (1 << exp_bits) - 1 {
         if man == 0 {
-            if neg { 2 } else { 9 }
+            if neg {
+                2
+            } else {
+                9
+            }
         } else if man >> (man_bits - 1) & 1 == 1 {
             1
         } else {
@@ -100,9 +109,17 @@ fn class(bits: u64, exp_bits: u32, man_bits: u32, mask: u32) -> bool {
 fn compare(w: &mut Wave, i: &Inst, c: &mut Ctx) -> Result<Step, ExecError> {
     let op = crate::isa::decode::vector::vop3_number(i.family, i.op);
     let (ty, cond, x) = match op {
-        0x10..=0x15 => ([Ty::F32, Ty::F64, Ty::F16][usize::from((op - 0x10) / 2)], 0xff, op & 1 == 1),
-        0x20..=0x7f => ([Ty::F16, Ty::F32, Ty::F64][usize::from((op - 0x20) / 0x20)], op & 15, op & 0x10 != 0),
-        _ => ([Ty::B16, Ty::B32, Ty::I64][usize::from((op - 0xa0) / 0x20)], (op - 0xa0) % 0x20, op & 0x10 != 0),
+        0x10..=0x15 => {
+            ([Ty::F32, Ty::F64, Ty::F16][usize::from((op - 0x10) / 2)], 0xff, op & 1 == 1)
+        }
+        0x20..=0x7f => {
+            ([Ty::F16, Ty::F32, Ty::F64][usize::from((op - 0x20) / 0x20)], op & 15, op & 0x10 != 0)
+        }
+        _ => (
+            [Ty::B16, Ty::B32, Ty::I64][usize::from((op - 0xa0) / 0x20)],
+            (op - 0xa0) % 0x20,
+            op & 0x10 != 0,
+        ),
     };
     let s0 = Src::new(w, i, 0, ty, c);
     let s1 = Src::new(w, i, 1, if cond == 0xff { Ty::B32 } else { ty }, c);

@@ -45,9 +45,11 @@ pub fn lane_op(op: u16) -> Option<Handler> {
             }
             Ok(Step::Next)
         }),
-        ACCVGPR_MOV | o::V_ACCVGPR_READ_B32 | o::V_ACCVGPR_WRITE_B32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
-            super::valu::vop(w, i, c, &[Ty::B32], Ty::B32, |a, _| a[0])
-        }),
+        ACCVGPR_MOV | o::V_ACCVGPR_READ_B32 | o::V_ACCVGPR_WRITE_B32 => {
+            Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+                super::valu::vop(w, i, c, &[Ty::B32], Ty::B32, |a, _| a[0])
+            })
+        }
         _ => None,
     }
 }

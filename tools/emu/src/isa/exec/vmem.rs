@@ -34,10 +34,20 @@ pub enum Atomic {
 pub enum MemOp {
     /// `bytes` (1, 2, 4, 8, 12, 16); `sign` extends sub-dword loads; `d16` loads into one half
     /// of the destination (`Some(true)` the high half), keeping the other.
-    Load { bytes: u8, sign: bool, d16: Option<bool> },
+    Load {
+        bytes: u8,
+        sign: bool,
+        d16: Option<bool>,
+    },
     /// `hi`: store the high 16 bits of the data (`*_d16_hi`).
-    Store { bytes: u8, hi: bool },
-    Atomic { op: Atomic, wide: bool },
+    Store {
+        bytes: u8,
+        hi: bool,
+    },
+    Atomic {
+        op: Atomic,
+        wide: bool,
+    },
 }
 
 pub fn classify(op: u16) -> Option<MemOp> {
@@ -69,7 +79,8 @@ pub fn classify(op: u16) -> Option<MemOp> {
         0x24 => load(2, false, Some(false)),
         0x25 => load(2, false, Some(true)),
         0x40..=0x4c | 0x60..=0x6c => {
-            let k = [Swap, CmpSwap, Add, Sub, SMin, UMin, SMax, UMax, And, Or, Xor, Inc, Dec][usize::from(op & 0xf)];
+            let k = [Swap, CmpSwap, Add, Sub, SMin, UMin, SMax, UMax, And, Or, Xor, Inc, Dec]
+                [usize::from(op & 0xf)];
             at(k, op >= 0x60)
         }
         0x4d => at(AddF32, false),
@@ -98,15 +109,39 @@ pub fn apply(op: Atomic, wide: bool, old: u64, data: u64, cmp: u64) -> u64 {
         }
         Add => o.wrapping_add(d),
         Sub => o.wrapping_sub(d),
-        SMin => if signed(o) < signed(d) { o } else { d },
+        SMin => {
+            if signed(o) < signed(d) {
+                o
+            } else {
+                d
+            }
+        }
         UMin => o.min(d),
-        SMax => if signed(o) > signed(d) { o } else { d },
+        SMax => {
+            if signed(o) > signed(d) {
+                o
+            } else {
+                d
+            }
+        }
         UMax => o.max(d),
         And => o & d,
         Or => o | d,
         Xor => o ^ d,
-        Inc => if o >= d { 0 } else { o + 1 },
-        Dec => if o == 0 || o > d { d } else { o - 1 },
+        Inc => {
+            if o >= d {
+                0
+            } else {
+                o + 1
+            }
+        }
+        Dec => {
+            if o == 0 || o > d {
+                d
+            } else {
+                o - 1
+            }
+        }
         AddF32 => u64::from((f32::from_bits(o as u32) + f32::from_bits(d as u32)).to_bits()),
         PkAddF16 => {
             let h = |x: u64, s: u32| crate::isa::fp16::f16_to_f32((x >> s) as u16);
@@ -219,7 +254,14 @@ pub fn subdword(bytes: &[u8], sign: bool, d16: Option<bool>) -> u32 {
 }
 
 /// Performs `op` for lane `l` at `p`.
-pub fn access(w: &mut Wave, c: &mut Ctx, l: usize, p: Place, op: MemOp, r: Regs) -> Result<(), ExecError> {
+pub fn access(
+    w: &mut Wave,
+    c: &mut Ctx,
+    l: usize,
+    p: Place,
+    op: MemOp,
+    r: Regs,
+) -> Result<(), ExecError> {
     let Regs { dst, data, ret } = r;
     match op {
         MemOp::Load { bytes, sign, d16 } => {
@@ -228,7 +270,11 @@ pub fn access(w: &mut Wave, c: &mut Ctx, l: usize, p: Place, op: MemOp, r: Regs)
             read(w, c, l, p, &mut b[..n])?;
             if n >= 4 {
                 for k in 0..n / 4 {
-                    w.set_reg(dst + k as u16, l, u32::from_le_bytes(b[k * 4..k * 4 + 4].try_into().expect("4 bytes")));
+                    w.set_reg(
+                        dst + k as u16,
+                        l,
+                        u32::from_le_bytes(b[k * 4..k * 4 + 4].try_into().expect("4 bytes")),
+                    );
                 }
             } else {
                 let v = subdword(&b[..n], sign, d16);
@@ -249,9 +295,16 @@ pub fn access(w: &mut Wave, c: &mut Ctx, l: usize, p: Place, op: MemOp, r: Regs)
         }
         MemOp::Atomic { op, wide } => {
             let n = if wide { 8 } else { 4 };
-            let get = |w: &Wave, r: u16| if wide { u64::from(w.reg(r, l)) | u64::from(w.reg(r + 1, l)) << 32 } else { u64::from(w.reg(r, l)) };
+            let get = |w: &Wave, r: u16| {
+                if wide {
+                    u64::from(w.reg(r, l)) | u64::from(w.reg(r + 1, l)) << 32
+                } else {
+                    u64::from(w.reg(r, l))
+                }
+            };
             let d = get(w, data);
-            let cmp = if op == Atomic::CmpSwap { get(w, data + if wide { 2 } else { 1 }) } else { 0 };
+            let cmp =
+                if op == Atomic::CmpSwap { get(w, data + if wide { 2 } else { 1 }) } else { 0 };
             let old = if let Place::Global(a) = p {
                 // Global memory is shared with the other interpreter threads and the host.
                 c.mem.atomic(a, wide, |old| apply(op, wide, old, d, cmp))?
@@ -285,8 +338,16 @@ mod tests {
         assert_eq!(subdword(&[0x34, 0x92], true, None), 0xffff_9234);
         assert_eq!(subdword(&[0x34, 0x12], false, Some(false)), 0x0000_1234);
         assert_eq!(subdword(&[0x34, 0x12], false, Some(true)), 0x1234_0000);
-        assert_eq!(subdword(&[0xff], true, Some(false)), 0x0000_ffff, "the sign fills only its half");
-        assert_eq!(subdword(&[0xff], true, Some(true)), 0xffff_0000, "the sign fills only its half");
+        assert_eq!(
+            subdword(&[0xff], true, Some(false)),
+            0x0000_ffff,
+            "the sign fills only its half"
+        );
+        assert_eq!(
+            subdword(&[0xff], true, Some(true)),
+            0xffff_0000,
+            "the sign fills only its half"
+        );
     }
 
     #[test]
@@ -297,7 +358,10 @@ mod tests {
         assert_eq!(apply(Atomic::SMin, false, 0xffff_ffff, 1, 0), 0xffff_ffff);
         assert_eq!(apply(Atomic::CmpSwap, false, 3, 9, 3), 9);
         assert_eq!(apply(Atomic::CmpSwap, false, 4, 9, 3), 4);
-        assert_eq!(apply(Atomic::AddF64, true, 1.5f64.to_bits(), 2.0f64.to_bits(), 0), 3.5f64.to_bits());
+        assert_eq!(
+            apply(Atomic::AddF64, true, 1.5f64.to_bits(), 2.0f64.to_bits(), 0),
+            3.5f64.to_bits()
+        );
         assert_eq!(classify(0x14), Some(MemOp::Load { bytes: 4, sign: false, d16: None }));
         assert_eq!(classify(0x62), Some(MemOp::Atomic { op: Atomic::Add, wide: true }));
     }

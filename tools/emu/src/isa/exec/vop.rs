@@ -172,12 +172,20 @@ fn div_scale(w: &mut Wave, i: &Inst, c: &mut Ctx, wide: bool) -> Result<Step, Ex
                 db(f64::NAN)
             } else if en - ed >= 768 {
                 vcc |= 1 << l;
-                if s0 == s1 { db(ldexp64(a, 128)) } else { s0 }
+                if s0 == s1 {
+                    db(ldexp64(a, 128))
+                } else {
+                    s0
+                }
             } else if den.is_subnormal() || num.is_subnormal() || en <= 53 {
                 db(ldexp64(a, 128))
             } else if ed - en >= 768 {
                 vcc |= 1 << l;
-                if s0 == s1 { db(ldexp64(a, 128)) } else { s0 }
+                if s0 == s1 {
+                    db(ldexp64(a, 128))
+                } else {
+                    s0
+                }
             } else {
                 s0
             }
@@ -188,12 +196,20 @@ fn div_scale(w: &mut Wave, i: &Inst, c: &mut Ctx, wide: bool) -> Result<Step, Ex
                 fb(f32::NAN)
             } else if en - ed >= 96 {
                 vcc |= 1 << l;
-                if s0 == s1 { fb((f64::from(a) * 2f64.powi(64)) as f32) } else { s0 }
+                if s0 == s1 {
+                    fb((f64::from(a) * 2f64.powi(64)) as f32)
+                } else {
+                    s0
+                }
             } else if den.is_subnormal() || num.is_subnormal() || en <= 23 {
                 fb((f64::from(a) * 2f64.powi(64)) as f32)
             } else if ed - en >= 96 {
                 vcc |= 1 << l;
-                if s0 == s1 { fb((f64::from(a) * 2f64.powi(64)) as f32) } else { s0 }
+                if s0 == s1 {
+                    fb((f64::from(a) * 2f64.powi(64)) as f32)
+                } else {
+                    s0
+                }
             } else {
                 s0
             }
@@ -240,18 +256,36 @@ fn fixup64(q: f64, den: f64, num: f64) -> f64 {
     if q.is_nan() {
         return num / den;
     }
-    if neg { -q.abs() } else { q.abs() }
+    if neg {
+        -q.abs()
+    } else {
+        q.abs()
+    }
 }
 
 /// 2/pi's fraction bits, the most significant first: 1216 of them, of which the hardware's
 /// table for `v_trig_preop_f64` holds the first 1201 (computed with mpmath at 1500 bits; the
 /// first words are the well-known 0xa2f9836e_4e441529...).
 const TWO_OVER_PI: [u64; 19] = [
-    0xa2f9_836e_4e44_1529, 0xfc27_57d1_f534_ddc0, 0xdb62_9599_3c43_9041, 0xfe51_63ab_debb_c561,
-    0xb724_6e3a_424d_d2e0, 0x0649_2eea_09d1_921c, 0xfe1d_eb1c_b129_a73e, 0xe882_35f5_2ebb_4484,
-    0xe99c_7026_b45f_7e41, 0x3991_d639_8353_39f4, 0x9c84_5f8b_bdf9_283b, 0x1ff8_97ff_de05_980f,
-    0xef2f_118b_5a0a_6d1f, 0x6d36_7ecf_27cb_09b7, 0x4f46_3f66_9e5f_ea2d, 0x7527_bac7_ebe5_f17b,
-    0x3d07_39f7_8a52_92ea, 0x6bfb_5fb1_1f8d_5d08, 0x5603_3046_fc7b_6bab,
+    0xa2f9_836e_4e44_1529,
+    0xfc27_57d1_f534_ddc0,
+    0xdb62_9599_3c43_9041,
+    0xfe51_63ab_debb_c561,
+    0xb724_6e3a_424d_d2e0,
+    0x0649_2eea_09d1_921c,
+    0xfe1d_eb1c_b129_a73e,
+    0xe882_35f5_2ebb_4484,
+    0xe99c_7026_b45f_7e41,
+    0x3991_d639_8353_39f4,
+    0x9c84_5f8b_bdf9_283b,
+    0x1ff8_97ff_de05_980f,
+    0xef2f_118b_5a0a_6d1f,
+    0x6d36_7ecf_27cb_09b7,
+    0x4f46_3f66_9e5f_ea2d,
+    0x7527_bac7_ebe5_f17b,
+    0x3d07_39f7_8a52_92ea,
+    0x6bfb_5fb1_1f8d_5d08,
+    0x5603_3046_fc7b_6bab,
 ];
 
 /// `v_trig_preop_f64` (the ISA's pseudocode): 53 bits of 2/pi starting `sel[4:0] * 53` bits
@@ -320,7 +354,8 @@ fn mad64(w: &mut Wave, i: &Inst, c: &mut Ctx, signed: bool) -> Result<Step, Exec
     for l in lanes(w.exec()) {
         let (a, b, acc) = (s0.get(w, l), s1.get(w, l), s2.get(w, l));
         let r = if signed {
-            let p = i128::from(a as u32 as i32) * i128::from(b as u32 as i32) + i128::from(acc as i64);
+            let p =
+                i128::from(a as u32 as i32) * i128::from(b as u32 as i32) + i128::from(acc as i64);
             if p > i128::from(i64::MAX) || p < i128::from(i64::MIN) {
                 cout |= 1 << l;
             }
@@ -381,7 +416,11 @@ fn sad8(x: u32, y: u32, masked: bool) -> u32 {
     (0..4)
         .map(|k| {
             let (a, b) = (x >> (8 * k) & 0xff, y >> (8 * k) & 0xff);
-            if masked && b == 0 { 0 } else { absdiff(a, b) }
+            if masked && b == 0 {
+                0
+            } else {
+                absdiff(a, b)
+            }
         })
         .sum()
 }
@@ -459,7 +498,13 @@ fn mad16(x: f32, y: f32, z: f32) -> u64 {
 /// opcodes say (the VI-era `_legacy` forms and the VOP1/VOP2 16-bit ops zero the high half
 /// instead). `int`: Some(signed) for the integer forms, whose `clamp` saturates to the 16-bit
 /// range; float results take `omod`/`clamp` as usual.
-fn vop16_keep(w: &mut Wave, i: &Inst, c: &mut Ctx, int: Option<bool>, g: fn(&[u64; 3]) -> i64) -> Result<Step, ExecError> {
+fn vop16_keep(
+    w: &mut Wave,
+    i: &Inst,
+    c: &mut Ctx,
+    int: Option<bool>,
+    g: fn(&[u64; 3]) -> i64,
+) -> Result<Step, ExecError> {
     let ty = if int.is_some() { B16 } else { F16 };
     let s: [super::valu::Src; 3] = std::array::from_fn(|k| super::valu::Src::new(w, i, k, ty, c));
     let hi = i.op_sel >> 3 & 1 == 1;
@@ -528,8 +573,12 @@ pub fn valu(op: u16) -> Option<Handler> {
         o::V_SUBREV_F32 => op!([F32, F32] -> F32, |a| fb(f(a[1]) - f(a[0]))),
         o::V_FMAC_F64 => acc!([F64, F64, F64] -> F64, |a| db(d(a[0]).mul_add(d(a[1]), d(a[2])))),
         o::V_MUL_F32 => op!([F32, F32] -> F32, |a| fb(f(a[0]) * f(a[1]))),
-        o::V_MUL_I32_I24 => op!([B32, B32] -> B32, |a| (s24(a[0]) * s24(a[1])) as u64 & 0xffff_ffff),
-        o::V_MUL_HI_I32_I24 => op!([B32, B32] -> B32, |a| ((s24(a[0]) * s24(a[1])) >> 32) as u64 & 0xffff_ffff),
+        o::V_MUL_I32_I24 => {
+            op!([B32, B32] -> B32, |a| (s24(a[0]) * s24(a[1])) as u64 & 0xffff_ffff)
+        }
+        o::V_MUL_HI_I32_I24 => {
+            op!([B32, B32] -> B32, |a| ((s24(a[0]) * s24(a[1])) >> 32) as u64 & 0xffff_ffff)
+        }
         o::V_MUL_U32_U24 => op!([B32, B32] -> B32, |a| (u24(a[0]) * u24(a[1])) & 0xffff_ffff),
         o::V_MUL_HI_U32_U24 => op!([B32, B32] -> B32, |a| (u24(a[0]) * u24(a[1])) >> 32),
         o::V_MIN_F32 => op!([F32, F32] -> F32, |a| fb(f(a[0]).min(f(a[1])))),
@@ -578,11 +627,17 @@ pub fn valu(op: u16) -> Option<Handler> {
         o::V_MUL_LO_U16 => op!([B16, B16] -> B16, |a| (a[0] * a[1]) & 0xffff),
         o::V_LSHLREV_B16 => op!([B16, B16] -> B16, |a| (a[1] << (a[0] & 15)) & 0xffff),
         o::V_LSHRREV_B16 => op!([B16, B16] -> B16, |a| (a[1] & 0xffff) >> (a[0] & 15)),
-        o::V_ASHRREV_I16 => op!([B16, B16] -> B16, |a| u64::from(((a[1] as i16) >> (a[0] & 15)) as u16)),
+        o::V_ASHRREV_I16 => {
+            op!([B16, B16] -> B16, |a| u64::from(((a[1] as i16) >> (a[0] & 15)) as u16))
+        }
         o::V_MAX_U16 => op!([B16, B16] -> B16, |a| (a[0] & 0xffff).max(a[1] & 0xffff)),
         o::V_MIN_U16 => op!([B16, B16] -> B16, |a| (a[0] & 0xffff).min(a[1] & 0xffff)),
-        o::V_MAX_I16 => op!([B16, B16] -> B16, |a| u64::from((a[0] as i16).max(a[1] as i16) as u16)),
-        o::V_MIN_I16 => op!([B16, B16] -> B16, |a| u64::from((a[0] as i16).min(a[1] as i16) as u16)),
+        o::V_MAX_I16 => {
+            op!([B16, B16] -> B16, |a| u64::from((a[0] as i16).max(a[1] as i16) as u16))
+        }
+        o::V_MIN_I16 => {
+            op!([B16, B16] -> B16, |a| u64::from((a[0] as i16).min(a[1] as i16) as u16))
+        }
         o::V_ADD_U32 => op!([B32, B32] -> B32, |a| (a[0] + a[1]) & 0xffff_ffff),
         o::V_SUB_U32 => op!([B32, B32] -> B32, |a| a[0].wrapping_sub(a[1]) & 0xffff_ffff),
         o::V_SUBREV_U32 => op!([B32, B32] -> B32, |a| a[1].wrapping_sub(a[0]) & 0xffff_ffff),
@@ -624,12 +679,18 @@ pub fn valu(op: u16) -> Option<Handler> {
         o::V_RSQ_F64 => op!([F64] -> F64, |a| db(1.0 / d(a[0]).sqrt())),
         o::V_SQRT_F32 => op!([F32] -> F32, |a| fb(f(a[0]).sqrt())),
         o::V_SQRT_F64 => op!([F64] -> F64, |a| db(d(a[0]).sqrt())),
-        o::V_SIN_F32 => op!([F32] -> F32, |a| fb((f64::from(f(a[0])) * std::f64::consts::TAU).sin() as f32)),
-        o::V_COS_F32 => op!([F32] -> F32, |a| fb((f64::from(f(a[0])) * std::f64::consts::TAU).cos() as f32)),
+        o::V_SIN_F32 => {
+            op!([F32] -> F32, |a| fb((f64::from(f(a[0])) * std::f64::consts::TAU).sin() as f32))
+        }
+        o::V_COS_F32 => {
+            op!([F32] -> F32, |a| fb((f64::from(f(a[0])) * std::f64::consts::TAU).cos() as f32))
+        }
         o::V_NOT_B32 => op!([B32] -> B32, |a| !a[0] & 0xffff_ffff),
         o::V_BFREV_B32 => op!([B32] -> B32, |a| ub(u(a[0]).reverse_bits())),
         o::V_FFBH_U32 => op!([B32] -> B32, |a| ub(ffbh(u(a[0])))),
-        o::V_FFBL_B32 => op!([B32] -> B32, |a| ub(if u(a[0]) == 0 { u32::MAX } else { u(a[0]).trailing_zeros() })),
+        o::V_FFBL_B32 => {
+            op!([B32] -> B32, |a| ub(if u(a[0]) == 0 { u32::MAX } else { u(a[0]).trailing_zeros() }))
+        }
         o::V_FFBH_I32 => op!([B32] -> B32, |a| {
             let x = u(a[0]);
             ub(if x == 0 || x == u32::MAX { u32::MAX } else if x >> 31 == 1 { (!x).leading_zeros() } else { x.leading_zeros() })
@@ -653,8 +714,12 @@ pub fn valu(op: u16) -> Option<Handler> {
         o::V_TRUNC_F16 => op!([F16] -> F16, |a| hb(h(a[0]).trunc())),
         o::V_RNDNE_F16 => op!([F16] -> F16, |a| hb(rndne64(f64::from(h(a[0]))) as f32)),
         o::V_FRACT_F16 => op!([F16] -> F16, |a| hb(fract32(h(a[0])))),
-        o::V_SIN_F16 => op!([F16] -> F16, |a| hb((f64::from(h(a[0])) * std::f64::consts::TAU).sin() as f32)),
-        o::V_COS_F16 => op!([F16] -> F16, |a| hb((f64::from(h(a[0])) * std::f64::consts::TAU).cos() as f32)),
+        o::V_SIN_F16 => {
+            op!([F16] -> F16, |a| hb((f64::from(h(a[0])) * std::f64::consts::TAU).sin() as f32))
+        }
+        o::V_COS_F16 => {
+            op!([F16] -> F16, |a| hb((f64::from(h(a[0])) * std::f64::consts::TAU).cos() as f32))
+        }
         // VOP1 16-bit results (high half zeroed): f16 to snorm/unorm 16, and v_sat_pk_u8_i16
         // (both signed halves of S0 saturated to [0, 255], packed into the low 16 bits).
         o::V_CVT_NORM_I16_F16 => op!([F16] -> B16, |a| norm16(h(a[0]), true)),
@@ -663,11 +728,17 @@ pub fn valu(op: u16) -> Option<Handler> {
             let sat8 = |x: u64| (x as u16 as i16).clamp(0, 255) as u64;
             sat8(a[0]) | sat8(a[0] >> 16) << 8
         }),
-        o::V_LDEXP_F16 => op!([F16, B32] -> F16, |a| hb((f64::from(h(a[0])) * 2f64.powi(i32_(a[1]).clamp(-64, 64))) as f32)),
+        o::V_LDEXP_F16 => {
+            op!([F16, B32] -> F16, |a| hb((f64::from(h(a[0])) * 2f64.powi(i32_(a[1]).clamp(-64, 64))) as f32))
+        }
         // VOP3-only
         o::V_MAD_F32 => op!([F32, F32, F32] -> F32, |a| fb(f(a[0]) * f(a[1]) + f(a[2]))),
-        o::V_MAD_I32_I24 => op!([B32, B32, B32] -> B32, |a| (s24(a[0]) * s24(a[1]) + i64::from(i32_(a[2]))) as u64 & 0xffff_ffff),
-        o::V_MAD_U32_U24 => op!([B32, B32, B32] -> B32, |a| (u24(a[0]) * u24(a[1]) + a[2]) & 0xffff_ffff),
+        o::V_MAD_I32_I24 => {
+            op!([B32, B32, B32] -> B32, |a| (s24(a[0]) * s24(a[1]) + i64::from(i32_(a[2]))) as u64 & 0xffff_ffff)
+        }
+        o::V_MAD_U32_U24 => {
+            op!([B32, B32, B32] -> B32, |a| (u24(a[0]) * u24(a[1]) + a[2]) & 0xffff_ffff)
+        }
         o::V_BFE_U32 => op!([B32, B32, B32] -> B32, |a| {
             let (off, wd) = (a[1] & 31, a[2] & 31);
             if wd == 0 { 0 } else { (a[0] >> off) & ((1 << wd) - 1) }
@@ -676,33 +747,68 @@ pub fn valu(op: u16) -> Option<Handler> {
             let (off, wd) = (a[1] & 31, a[2] & 31);
             if wd == 0 { 0 } else { ib(((u(a[0]) >> off) << (32 - wd)) as i32 >> (32 - wd)) }
         }),
-        o::V_BFI_B32 => op!([B32, B32, B32] -> B32, |a| (a[0] & a[1]) | (!a[0] & a[2] & 0xffff_ffff)),
+        o::V_BFI_B32 => {
+            op!([B32, B32, B32] -> B32, |a| (a[0] & a[1]) | (!a[0] & a[2] & 0xffff_ffff))
+        }
         o::V_FMA_F32 => op!([F32, F32, F32] -> F32, |a| fb(f(a[0]).mul_add(f(a[1]), f(a[2])))),
         o::V_FMA_F64 => op!([F64, F64, F64] -> F64, |a| db(d(a[0]).mul_add(d(a[1]), d(a[2])))),
-        o::V_FMA_F16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop16_keep(w, i, c, None, |a| i64::from(fma16(h(a[0]), h(a[1]), h(a[2]))))),
-        o::V_MAD_F16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop16_keep(w, i, c, None, |a| mad16(h(a[0]), h(a[1]), h(a[2])) as i64)),
-        o::V_MAD_U16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop16_keep(w, i, c, Some(false), |a| (a[0] * a[1] + a[2]) as i64)),
-        o::V_MAD_I16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop16_keep(w, i, c, Some(true), |a| s16(a[0]) * s16(a[1]) + s16(a[2]))),
+        o::V_FMA_F16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            vop16_keep(w, i, c, None, |a| i64::from(fma16(h(a[0]), h(a[1]), h(a[2]))))
+        }),
+        o::V_MAD_F16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            vop16_keep(w, i, c, None, |a| mad16(h(a[0]), h(a[1]), h(a[2])) as i64)
+        }),
+        o::V_MAD_U16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            vop16_keep(w, i, c, Some(false), |a| (a[0] * a[1] + a[2]) as i64)
+        }),
+        o::V_MAD_I16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            vop16_keep(w, i, c, Some(true), |a| s16(a[0]) * s16(a[1]) + s16(a[2]))
+        }),
         // The VI-era forms (`_legacy` on gfx9): the same sums into D's low half with the high half
         // zeroed (the VI rule; LLVM's zeroesHigh16BitsOfDest relies on it for these); no op_sel.
-        o::V_MAD_LEGACY_U16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| mad16_legacy(w, i, c, false)),
-        o::V_MAD_LEGACY_I16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| mad16_legacy(w, i, c, true)),
-        o::V_DIV_FIXUP_F16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop16_keep(w, i, c, None, |a| hb(fixup64(f64::from(h(a[0])), f64::from(h(a[1])), f64::from(h(a[2]))) as f32) as i64)),
+        o::V_MAD_LEGACY_U16 => {
+            Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| mad16_legacy(w, i, c, false))
+        }
+        o::V_MAD_LEGACY_I16 => {
+            Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| mad16_legacy(w, i, c, true))
+        }
+        o::V_DIV_FIXUP_F16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            vop16_keep(w, i, c, None, |a| {
+                hb(fixup64(f64::from(h(a[0])), f64::from(h(a[1])), f64::from(h(a[2]))) as f32)
+                    as i64
+            })
+        }),
         // D.i32 = S0.i16 * S1.i16 + S2.i32.
-        o::V_MAD_I32_I16 => op!([B16, B16, B32] -> B32, |a| (s16(a[0]) * s16(a[1]) + i64::from(i32_(a[2]))) as u64 & 0xffff_ffff),
-        o::V_ALIGNBIT_B32 => op!([B32, B32, B32] -> B32, |a| ((a[0] << 32 | a[1]) >> (a[2] & 31)) & 0xffff_ffff),
-        o::V_ALIGNBYTE_B32 => op!([B32, B32, B32] -> B32, |a| ((a[0] << 32 | a[1]) >> (8 * (a[2] & 3))) & 0xffff_ffff),
+        o::V_MAD_I32_I16 => {
+            op!([B16, B16, B32] -> B32, |a| (s16(a[0]) * s16(a[1]) + i64::from(i32_(a[2]))) as u64 & 0xffff_ffff)
+        }
+        o::V_ALIGNBIT_B32 => {
+            op!([B32, B32, B32] -> B32, |a| ((a[0] << 32 | a[1]) >> (a[2] & 31)) & 0xffff_ffff)
+        }
+        o::V_ALIGNBYTE_B32 => {
+            op!([B32, B32, B32] -> B32, |a| ((a[0] << 32 | a[1]) >> (8 * (a[2] & 3))) & 0xffff_ffff)
+        }
         o::V_MIN3_F32 => op!([F32, F32, F32] -> F32, |a| fb(f(a[0]).min(f(a[1])).min(f(a[2])))),
-        o::V_MIN3_I32 => op!([B32, B32, B32] -> B32, |a| ib(i32_(a[0]).min(i32_(a[1])).min(i32_(a[2])))),
+        o::V_MIN3_I32 => {
+            op!([B32, B32, B32] -> B32, |a| ib(i32_(a[0]).min(i32_(a[1])).min(i32_(a[2]))))
+        }
         o::V_MIN3_U32 => op!([B32, B32, B32] -> B32, |a| a[0].min(a[1]).min(a[2])),
         o::V_MAX3_F32 => op!([F32, F32, F32] -> F32, |a| fb(f(a[0]).max(f(a[1])).max(f(a[2])))),
-        o::V_MAX3_I32 => op!([B32, B32, B32] -> B32, |a| ib(i32_(a[0]).max(i32_(a[1])).max(i32_(a[2])))),
+        o::V_MAX3_I32 => {
+            op!([B32, B32, B32] -> B32, |a| ib(i32_(a[0]).max(i32_(a[1])).max(i32_(a[2]))))
+        }
         o::V_MAX3_U32 => op!([B32, B32, B32] -> B32, |a| a[0].max(a[1]).max(a[2])),
         o::V_MED3_F32 => op!([F32, F32, F32] -> F32, |a| fb(fmed3(f(a[0]), f(a[1]), f(a[2])))),
-        o::V_MED3_I32 => op!([B32, B32, B32] -> B32, |a| ib(med3(i32_(a[0]), i32_(a[1]), i32_(a[2])))),
+        o::V_MED3_I32 => {
+            op!([B32, B32, B32] -> B32, |a| ib(med3(i32_(a[0]), i32_(a[1]), i32_(a[2]))))
+        }
         o::V_MED3_U32 => op!([B32, B32, B32] -> B32, |a| med3(a[0], a[1], a[2])),
-        o::V_DIV_FIXUP_F32 => op!([F32, F32, F32] -> F32, |a| fb(fixup64(f64::from(f(a[0])), f64::from(f(a[1])), f64::from(f(a[2]))) as f32)),
-        o::V_DIV_FIXUP_F64 => op!([F64, F64, F64] -> F64, |a| db(fixup64(d(a[0]), d(a[1]), d(a[2])))),
+        o::V_DIV_FIXUP_F32 => {
+            op!([F32, F32, F32] -> F32, |a| fb(fixup64(f64::from(f(a[0])), f64::from(f(a[1])), f64::from(f(a[2]))) as f32))
+        }
+        o::V_DIV_FIXUP_F64 => {
+            op!([F64, F64, F64] -> F64, |a| db(fixup64(d(a[0]), d(a[1]), d(a[2]))))
+        }
         o::V_DIV_SCALE_F32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| div_scale(w, i, c, false)),
         o::V_DIV_SCALE_F64 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| div_scale(w, i, c, true)),
         o::V_DIV_FMAS_F32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| div_fmas(w, i, c, false)),
@@ -715,21 +821,39 @@ pub fn valu(op: u16) -> Option<Handler> {
         o::V_MAX_F64 => op!([F64, F64] -> F64, |a| db(d(a[0]).max(d(a[1])))),
         o::V_TRIG_PREOP_F64 => op!([F64, B32] -> F64, |a| db(trig_preop(a[0], u(a[1])))),
         o::V_LDEXP_F64 => op!([F64, B32] -> F64, |a| db(ldexp64(d(a[0]), i32_(a[1])))),
-        o::V_LDEXP_F32 => op!([F32, B32] -> F32, |a| fb(ldexp64(f64::from(f(a[0])), i32_(a[1])) as f32)),
+        o::V_LDEXP_F32 => {
+            op!([F32, B32] -> F32, |a| fb(ldexp64(f64::from(f(a[0])), i32_(a[1])) as f32))
+        }
         o::V_MUL_LO_U32 => op!([B32, B32] -> B32, |a| (a[0] * a[1]) & 0xffff_ffff),
         o::V_MUL_HI_U32 => op!([B32, B32] -> B32, |a| (a[0] * a[1]) >> 32),
-        o::V_MUL_HI_I32 => op!([B32, B32] -> B32, |a| ((i64::from(i32_(a[0])) * i64::from(i32_(a[1]))) >> 32) as u64 & 0xffff_ffff),
+        o::V_MUL_HI_I32 => {
+            op!([B32, B32] -> B32, |a| ((i64::from(i32_(a[0])) * i64::from(i32_(a[1]))) >> 32) as u64 & 0xffff_ffff)
+        }
         o::V_LSHLREV_B64 => op!([B32, B64] -> B64, |a| a[1] << (a[0] & 63)),
         o::V_LSHRREV_B64 => op!([B32, B64] -> B64, |a| a[1] >> (a[0] & 63)),
         o::V_ASHRREV_I64 => op!([B32, I64] -> B64, |a| ((a[1] as i64) >> (a[0] & 63)) as u64),
-        o::V_BCNT_U32_B32 => op!([B32, B32] -> B32, |a| (u64::from(u(a[0]).count_ones()) + a[1]) & 0xffff_ffff),
-        o::V_MBCNT_LO_U32_B32 => op!([B32, B32] -> B32, |a, l| (u64::from((u(a[0]) & mbcnt_mask(l, false)).count_ones()) + a[1]) & 0xffff_ffff),
-        o::V_MBCNT_HI_U32_B32 => op!([B32, B32] -> B32, |a, l| (u64::from((u(a[0]) & mbcnt_mask(l, true)).count_ones()) + a[1]) & 0xffff_ffff),
-        o::V_BFM_B32 => op!([B32, B32] -> B32, |a| ub(((1u64 << (a[0] & 31)) - 1) as u32) << (a[1] & 31) & 0xffff_ffff),
-        o::V_LSHL_ADD_U32 => op!([B32, B32, B32] -> B32, |a| ((a[0] << (a[1] & 31)) + a[2]) & 0xffff_ffff),
-        o::V_ADD_LSHL_U32 => op!([B32, B32, B32] -> B32, |a| (((a[0] + a[1]) & 0xffff_ffff) << (a[2] & 31)) & 0xffff_ffff),
+        o::V_BCNT_U32_B32 => {
+            op!([B32, B32] -> B32, |a| (u64::from(u(a[0]).count_ones()) + a[1]) & 0xffff_ffff)
+        }
+        o::V_MBCNT_LO_U32_B32 => {
+            op!([B32, B32] -> B32, |a, l| (u64::from((u(a[0]) & mbcnt_mask(l, false)).count_ones()) + a[1]) & 0xffff_ffff)
+        }
+        o::V_MBCNT_HI_U32_B32 => {
+            op!([B32, B32] -> B32, |a, l| (u64::from((u(a[0]) & mbcnt_mask(l, true)).count_ones()) + a[1]) & 0xffff_ffff)
+        }
+        o::V_BFM_B32 => {
+            op!([B32, B32] -> B32, |a| ub(((1u64 << (a[0] & 31)) - 1) as u32) << (a[1] & 31) & 0xffff_ffff)
+        }
+        o::V_LSHL_ADD_U32 => {
+            op!([B32, B32, B32] -> B32, |a| ((a[0] << (a[1] & 31)) + a[2]) & 0xffff_ffff)
+        }
+        o::V_ADD_LSHL_U32 => {
+            op!([B32, B32, B32] -> B32, |a| (((a[0] + a[1]) & 0xffff_ffff) << (a[2] & 31)) & 0xffff_ffff)
+        }
         o::V_ADD3_U32 => op!([B32, B32, B32] -> B32, |a| (a[0] + a[1] + a[2]) & 0xffff_ffff),
-        o::V_LSHL_OR_B32 => op!([B32, B32, B32] -> B32, |a| ((a[0] << (a[1] & 31)) & 0xffff_ffff) | a[2]),
+        o::V_LSHL_OR_B32 => {
+            op!([B32, B32, B32] -> B32, |a| ((a[0] << (a[1] & 31)) & 0xffff_ffff) | a[2])
+        }
         o::V_AND_OR_B32 => op!([B32, B32, B32] -> B32, |a| (a[0] & a[1]) | a[2]),
         o::V_OR3_B32 => op!([B32, B32, B32] -> B32, |a| a[0] | a[1] | a[2]),
         o::V_XAD_U32 => op!([B32, B32, B32] -> B32, |a| ((a[0] ^ a[1]) + a[2]) & 0xffff_ffff),
@@ -745,17 +869,31 @@ pub fn valu(op: u16) -> Option<Handler> {
             rtz(f(a[0])) | rtz(f(a[1])) << 16
         }),
         o::V_PACK_B32_F16 => op!([F16, F16] -> B32, |a| (a[0] & 0xffff) | (a[1] & 0xffff) << 16),
-        o::V_MAD_U32_U16 => op!([B16, B16, B32] -> B32, |a| ((a[0] & 0xffff) * (a[1] & 0xffff) + a[2]) & 0xffff_ffff),
+        o::V_MAD_U32_U16 => {
+            op!([B16, B16, B32] -> B32, |a| ((a[0] & 0xffff) * (a[1] & 0xffff) + a[2]) & 0xffff_ffff)
+        }
         // Legacy multiplies (DX9: 0 * anything = +0), the add after it IEEE.
         o::V_MUL_LEGACY_F32 => op!([F32, F32] -> F32, |a| fb(mul_legacy(f(a[0]), f(a[1])))),
-        o::V_MAD_LEGACY_F32 => op!([F32, F32, F32] -> F32, |a| fb(mul_legacy(f(a[0]), f(a[1])) + f(a[2]))),
+        o::V_MAD_LEGACY_F32 => {
+            op!([F32, F32, F32] -> F32, |a| fb(mul_legacy(f(a[0]), f(a[1])) + f(a[2])))
+        }
         // Packing conversions: S0 into the low half, S1 into the high half.
-        o::V_CVT_PKNORM_I16_F32 => op!([F32, F32] -> B32, |a| norm16(f(a[0]), true) | norm16(f(a[1]), true) << 16),
-        o::V_CVT_PKNORM_U16_F32 => op!([F32, F32] -> B32, |a| norm16(f(a[0]), false) | norm16(f(a[1]), false) << 16),
-        o::V_CVT_PKNORM_I16_F16 => op!([F16, F16] -> B32, |a| norm16(h(a[0]), true) | norm16(h(a[1]), true) << 16),
-        o::V_CVT_PKNORM_U16_F16 => op!([F16, F16] -> B32, |a| norm16(h(a[0]), false) | norm16(h(a[1]), false) << 16),
+        o::V_CVT_PKNORM_I16_F32 => {
+            op!([F32, F32] -> B32, |a| norm16(f(a[0]), true) | norm16(f(a[1]), true) << 16)
+        }
+        o::V_CVT_PKNORM_U16_F32 => {
+            op!([F32, F32] -> B32, |a| norm16(f(a[0]), false) | norm16(f(a[1]), false) << 16)
+        }
+        o::V_CVT_PKNORM_I16_F16 => {
+            op!([F16, F16] -> B32, |a| norm16(h(a[0]), true) | norm16(h(a[1]), true) << 16)
+        }
+        o::V_CVT_PKNORM_U16_F16 => {
+            op!([F16, F16] -> B32, |a| norm16(h(a[0]), false) | norm16(h(a[1]), false) << 16)
+        }
         // Saturating (Mesa lowers its clamping pack_uint_2x16/pack_sint_2x16 to these).
-        o::V_CVT_PK_U16_U32 => op!([B32, B32] -> B32, |a| a[0].min(0xffff) | a[1].min(0xffff) << 16),
+        o::V_CVT_PK_U16_U32 => {
+            op!([B32, B32] -> B32, |a| a[0].min(0xffff) | a[1].min(0xffff) << 16)
+        }
         o::V_CVT_PK_I16_I32 => op!([B32, B32] -> B32, |a| {
             let s = |x: u64| u64::from(i32_(x).clamp(-32768, 32767) as u16);
             s(a[0]) | s(a[1]) << 16
@@ -767,16 +905,28 @@ pub fn valu(op: u16) -> Option<Handler> {
         }),
         // Sums of absolute differences; the 32-bit sums wrap ("overflow into the upper bits is
         // allowed").
-        o::V_SAD_U8 => noclamp!([B32, B32, B32] -> B32, |a| ub(sad8(u(a[0]), u(a[1]), false).wrapping_add(u(a[2])))),
-        o::V_SAD_HI_U8 => noclamp!([B32, B32, B32] -> B32, |a| ub((sad8(u(a[0]), u(a[1]), false) << 16).wrapping_add(u(a[2])))),
+        o::V_SAD_U8 => {
+            noclamp!([B32, B32, B32] -> B32, |a| ub(sad8(u(a[0]), u(a[1]), false).wrapping_add(u(a[2]))))
+        }
+        o::V_SAD_HI_U8 => {
+            noclamp!([B32, B32, B32] -> B32, |a| ub((sad8(u(a[0]), u(a[1]), false) << 16).wrapping_add(u(a[2]))))
+        }
         o::V_SAD_U16 => noclamp!([B32, B32, B32] -> B32, |a| {
             let (x, y) = (u(a[0]), u(a[1]));
             ub(absdiff(x & 0xffff, y & 0xffff).wrapping_add(absdiff(x >> 16, y >> 16)).wrapping_add(u(a[2])))
         }),
-        o::V_SAD_U32 => noclamp!([B32, B32, B32] -> B32, |a| ub(absdiff(u(a[0]), u(a[1])).wrapping_add(u(a[2])))),
-        o::V_MSAD_U8 => noclamp!([B32, B32, B32] -> B32, |a| ub(sad8(u(a[0]), u(a[1]), true).wrapping_add(u(a[2])))),
-        o::V_QSAD_PK_U16_U8 => noclamp!([B64, B32, B64] -> B64, |a| qsad16(a[0], u(a[1]), a[2], false)),
-        o::V_MQSAD_PK_U16_U8 => noclamp!([B64, B32, B64] -> B64, |a| qsad16(a[0], u(a[1]), a[2], true)),
+        o::V_SAD_U32 => {
+            noclamp!([B32, B32, B32] -> B32, |a| ub(absdiff(u(a[0]), u(a[1])).wrapping_add(u(a[2]))))
+        }
+        o::V_MSAD_U8 => {
+            noclamp!([B32, B32, B32] -> B32, |a| ub(sad8(u(a[0]), u(a[1]), true).wrapping_add(u(a[2]))))
+        }
+        o::V_QSAD_PK_U16_U8 => {
+            noclamp!([B64, B32, B64] -> B64, |a| qsad16(a[0], u(a[1]), a[2], false))
+        }
+        o::V_MQSAD_PK_U16_U8 => {
+            noclamp!([B64, B32, B64] -> B64, |a| qsad16(a[0], u(a[1]), a[2], true))
+        }
         o::V_MQSAD_U32_U8 => Some(mqsad32),
         // f16 multiply-adds: v_mac_f16 (D = S0 * S1 + D), v_madmk_f16 (VOP2 0x24: D = S0 * K +
         // S1), v_madak_f16 (0x25: D = S0 * S1 + K), K the literal's low 16 bits.
@@ -809,7 +959,13 @@ fn pk_src(w: &Wave, i: &Inst, k: usize, c: &Ctx) -> super::valu::Src {
 
 /// Packed 32-bit float ops (gfx90a `v_pk_*_f32`): each half picks its source registers of a
 /// pair by `op_sel` (low result) and `op_sel_hi` (high result).
-fn pk_f32(w: &mut Wave, i: &Inst, c: &mut Ctx, n: usize, g: fn(&[f32; 3]) -> f32) -> Result<Step, ExecError> {
+fn pk_f32(
+    w: &mut Wave,
+    i: &Inst,
+    c: &mut Ctx,
+    n: usize,
+    g: fn(&[f32; 3]) -> f32,
+) -> Result<Step, ExecError> {
     // Sources past `n` are resolved too (never read): an array, not a per-instruction Vec.
     let s: [super::valu::Src; 3] = std::array::from_fn(|k| pk_src(w, i, k, c));
     for l in lanes(w.exec()) {
@@ -834,8 +990,16 @@ fn pk_f32(w: &mut Wave, i: &Inst, c: &mut Ctx, n: usize, g: fn(&[f32; 3]) -> f32
 }
 
 /// Packed 16-bit ops: each half of the result from the halves `op_sel`/`op_sel_hi` pick.
-fn pk16(w: &mut Wave, i: &Inst, c: &mut Ctx, n: usize, float: bool, g: fn(&[u32; 3]) -> u32) -> Result<Step, ExecError> {
-    let s: [super::valu::Src; 3] = std::array::from_fn(|k| super::valu::Src::new(w, i, k, if float { F16 } else { B16 }, c));
+fn pk16(
+    w: &mut Wave,
+    i: &Inst,
+    c: &mut Ctx,
+    n: usize,
+    float: bool,
+    g: fn(&[u32; 3]) -> u32,
+) -> Result<Step, ExecError> {
+    let s: [super::valu::Src; 3] =
+        std::array::from_fn(|k| super::valu::Src::new(w, i, k, if float { F16 } else { B16 }, c));
     for l in lanes(w.exec()) {
         let mut r = 0u32;
         for half in 0..2 {
@@ -870,14 +1034,19 @@ fn dot_elems(v: u32, k: usize, i: &Inst, bits: u32, signed: bool) -> [i64; 8] {
     let mut e = [0i64; 8];
     for (x, o) in e.iter_mut().enumerate().take((32 / bits) as usize) {
         let f = (v >> (bits * x as u32)) & ((1u32 << (bits - 1)) << 1).wrapping_sub(1);
-        *o = if signed { i64::from(((f << (32 - bits)) as i32) >> (32 - bits)) } else { i64::from(f) };
+        *o = if signed {
+            i64::from(((f << (32 - bits)) as i32) >> (32 - bits))
+        } else {
+            i64::from(f)
+        };
     }
     e
 }
 
 /// An integer dot product `sum(S0[x] * S1[x]) + S2` of `bits`-bit elements; `clamp` saturates.
 fn dot_int(a: &[u64; 3], i: &Inst, bits: u32, signed: bool) -> u64 {
-    let (x, y) = (dot_elems(a[0] as u32, 0, i, bits, signed), dot_elems(a[1] as u32, 1, i, bits, signed));
+    let (x, y) =
+        (dot_elems(a[0] as u32, 0, i, bits, signed), dot_elems(a[1] as u32, 1, i, bits, signed));
     let acc = if signed { i64::from(a[2] as u32 as i32) } else { i64::from(a[2] as u32) };
     let sum = x.iter().zip(&y).map(|(p, q)| p * q).sum::<i64>() + acc;
     let r = if !i.clamp {
@@ -902,10 +1071,23 @@ fn dot2_f16(a: &[u64; 3], p: Option<&Inst>) -> u64 {
             Some(i) => (u32::from(i.op_sel >> k & 1), i.neg >> k & 1 == 1),
         };
         let x = f64::from(hf((v >> (16 * sel)) & 0xffff));
-        if neg { -x } else { x }
+        if neg {
+            -x
+        } else {
+            x
+        }
     };
-    let r = (half(0, false) * half(1, false) + half(0, true) * half(1, true) + f64::from(f(a[2]))) as f32;
-    fb(if p.is_some_and(|i| i.clamp) { if r.is_nan() { 0.0 } else { r.clamp(0.0, 1.0) } } else { r })
+    let r = (half(0, false) * half(1, false) + half(0, true) * half(1, true) + f64::from(f(a[2])))
+        as f32;
+    fb(if p.is_some_and(|i| i.clamp) {
+        if r.is_nan() {
+            0.0
+        } else {
+            r.clamp(0.0, 1.0)
+        }
+    } else {
+        r
+    })
 }
 
 /// `v_fma_mix*`: each source an f32 (op_sel_hi clear) or the f16 half op_sel picks (set),
@@ -913,12 +1095,17 @@ fn dot2_f16(a: &[u64; 3], p: Option<&Inst>) -> u64 {
 /// f16 into one half of D, keeping the other.
 fn fma_mix(w: &mut Wave, i: &Inst, c: &mut Ctx, out: Option<bool>) -> Result<Step, ExecError> {
     let f16 = |k: usize| i.op_sel_hi >> k & 1 == 1;
-    let s: [super::valu::Src; 3] = std::array::from_fn(|k| super::valu::Src::new(w, i, k, if f16(k) { F16 } else { F32 }, c));
+    let s: [super::valu::Src; 3] =
+        std::array::from_fn(|k| super::valu::Src::new(w, i, k, if f16(k) { F16 } else { F32 }, c));
     for l in lanes(w.exec()) {
         let mut x = [0f32; 3];
         for k in 0..3 {
             let v = s[k].raw(w, l) as u32;
-            let mut y = if f16(k) { hf((v >> (16 * u32::from(i.op_sel >> k & 1))) & 0xffff) } else { f32::from_bits(v) };
+            let mut y = if f16(k) {
+                hf((v >> (16 * u32::from(i.op_sel >> k & 1))) & 0xffff)
+            } else {
+                f32::from_bits(v)
+            };
             if i.abs >> k & 1 == 1 {
                 y = y.abs();
             }
@@ -936,7 +1123,11 @@ fn fma_mix(w: &mut Wave, i: &Inst, c: &mut Ctx, out: Option<bool>) -> Result<Ste
             Some(hi) => {
                 let old = w.reg(i.dst, l);
                 let h = hbits(r);
-                if hi { (old & 0xffff) | h << 16 } else { (old & 0xffff_0000) | h }
+                if hi {
+                    (old & 0xffff) | h << 16
+                } else {
+                    (old & 0xffff_0000) | h
+                }
             }
         };
         super::valu::write(w, i, B32, l, u64::from(v));
@@ -953,7 +1144,13 @@ fn hbits(x: f32) -> u32 {
 
 /// `v_dot4*`/`v_dot8*` (VOP3P): 8- and 4-bit elements take no half selection; an `op_sel` or
 /// `op_sel_hi` other than the defaults (0 and all set) has no defined meaning and is refused.
-fn dot_packed(w: &mut Wave, i: &Inst, c: &mut Ctx, bits: u32, signed: bool) -> Result<Step, ExecError> {
+fn dot_packed(
+    w: &mut Wave,
+    i: &Inst,
+    c: &mut Ctx,
+    bits: u32,
+    signed: bool,
+) -> Result<Step, ExecError> {
     if i.op_sel & 7 != 0 || i.op_sel_hi != 7 || i.neg != 0 || i.abs != 0 {
         return Err(ExecError::Unimplemented);
     }
@@ -964,13 +1161,21 @@ fn dot_packed(w: &mut Wave, i: &Inst, c: &mut Ctx, bits: u32, signed: bool) -> R
 pub fn vop3p(op: u16) -> Option<Handler> {
     macro_rules! pk {
         ($n:expr, $float:expr, |$a:ident| $e:expr) => {
-            Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| pk16(w, i, c, $n, $float, |$a: &[u32; 3]| $e))
+            Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+                pk16(w, i, c, $n, $float, |$a: &[u32; 3]| $e)
+            })
         };
     }
     match op {
-        p::V_PK_FMA_F32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| pk_f32(w, i, c, 3, |a| a[0].mul_add(a[1], a[2]))),
-        p::V_PK_MUL_F32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| pk_f32(w, i, c, 2, |a| a[0] * a[1])),
-        p::V_PK_ADD_F32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| pk_f32(w, i, c, 2, |a| a[0] + a[1])),
+        p::V_PK_FMA_F32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            pk_f32(w, i, c, 3, |a| a[0].mul_add(a[1], a[2]))
+        }),
+        p::V_PK_MUL_F32 => {
+            Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| pk_f32(w, i, c, 2, |a| a[0] * a[1]))
+        }
+        p::V_PK_ADD_F32 => {
+            Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| pk_f32(w, i, c, 2, |a| a[0] + a[1]))
+        }
         // D.lo = src0's dword op_sel[0], D.hi = src1's dword op_sel[1] (bits moved unchanged).
         p::V_PK_MOV_B32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
             let s0 = pk_src(w, i, 0, c);
@@ -989,11 +1194,17 @@ pub fn vop3p(op: u16) -> Option<Handler> {
         p::V_PK_MUL_LO_U16 => pk!(2, false, |a| a[0].wrapping_mul(a[1])),
         p::V_PK_LSHLREV_B16 => pk!(2, false, |a| a[1] << (a[0] & 15)),
         p::V_PK_LSHRREV_B16 => pk!(2, false, |a| a[1] >> (a[0] & 15)),
-        p::V_PK_ASHRREV_I16 => pk!(2, false, |a| u32::from(((a[1] as u16 as i16) >> (a[0] & 15)) as u16)),
+        p::V_PK_ASHRREV_I16 => {
+            pk!(2, false, |a| u32::from(((a[1] as u16 as i16) >> (a[0] & 15)) as u16))
+        }
         p::V_PK_MAX_U16 => pk!(2, false, |a| a[0].max(a[1])),
         p::V_PK_MIN_U16 => pk!(2, false, |a| a[0].min(a[1])),
-        p::V_PK_MAX_I16 => pk!(2, false, |a| u32::from((a[0] as u16 as i16).max(a[1] as u16 as i16) as u16)),
-        p::V_PK_MIN_I16 => pk!(2, false, |a| u32::from((a[0] as u16 as i16).min(a[1] as u16 as i16) as u16)),
+        p::V_PK_MAX_I16 => {
+            pk!(2, false, |a| u32::from((a[0] as u16 as i16).max(a[1] as u16 as i16) as u16))
+        }
+        p::V_PK_MIN_I16 => {
+            pk!(2, false, |a| u32::from((a[0] as u16 as i16).min(a[1] as u16 as i16) as u16))
+        }
         p::V_PK_MAD_U16 => pk!(3, false, |a| a[0].wrapping_mul(a[1]).wrapping_add(a[2])),
         p::V_PK_MAD_I16 => pk!(3, false, |a| a[0].wrapping_mul(a[1]).wrapping_add(a[2])),
         p::V_PK_FMA_F16 => pk!(3, true, |a| hbits(hf(a[0]).mul_add(hf(a[1]), hf(a[2])))),
@@ -1002,16 +1213,34 @@ pub fn vop3p(op: u16) -> Option<Handler> {
         p::V_PK_MIN_F16 => pk!(2, true, |a| hbits(hf(a[0]).min(hf(a[1])))),
         p::V_PK_MAX_F16 => pk!(2, true, |a| hbits(hf(a[0]).max(hf(a[1])))),
         p::V_ACCVGPR_READ_B32 | p::V_ACCVGPR_WRITE_B32 => op!([B32] -> B32, |a| a[0]),
-        p::V_DOT2_F32_F16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop(w, i, c, &[B32, B32, F32], F32, |a, _| dot2_f16(a, Some(i)))),
-        p::V_DOT2_I32_I16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop(w, i, c, &[B32, B32, B32], B32, |a, _| dot_int(a, i, 16, true))),
-        p::V_DOT2_U32_U16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| vop(w, i, c, &[B32, B32, B32], B32, |a, _| dot_int(a, i, 16, false))),
-        p::V_DOT4_I32_I8 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| dot_packed(w, i, c, 8, true)),
-        p::V_DOT4_U32_U8 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| dot_packed(w, i, c, 8, false)),
-        p::V_DOT8_I32_I4 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| dot_packed(w, i, c, 4, true)),
-        p::V_DOT8_U32_U4 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| dot_packed(w, i, c, 4, false)),
+        p::V_DOT2_F32_F16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            vop(w, i, c, &[B32, B32, F32], F32, |a, _| dot2_f16(a, Some(i)))
+        }),
+        p::V_DOT2_I32_I16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            vop(w, i, c, &[B32, B32, B32], B32, |a, _| dot_int(a, i, 16, true))
+        }),
+        p::V_DOT2_U32_U16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            vop(w, i, c, &[B32, B32, B32], B32, |a, _| dot_int(a, i, 16, false))
+        }),
+        p::V_DOT4_I32_I8 => {
+            Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| dot_packed(w, i, c, 8, true))
+        }
+        p::V_DOT4_U32_U8 => {
+            Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| dot_packed(w, i, c, 8, false))
+        }
+        p::V_DOT8_I32_I4 => {
+            Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| dot_packed(w, i, c, 4, true))
+        }
+        p::V_DOT8_U32_U4 => {
+            Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| dot_packed(w, i, c, 4, false))
+        }
         p::V_FMA_MIX_F32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| fma_mix(w, i, c, None)),
-        p::V_FMA_MIXLO_F16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| fma_mix(w, i, c, Some(false))),
-        p::V_FMA_MIXHI_F16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| fma_mix(w, i, c, Some(true))),
+        p::V_FMA_MIXLO_F16 => {
+            Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| fma_mix(w, i, c, Some(false)))
+        }
+        p::V_FMA_MIXHI_F16 => {
+            Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| fma_mix(w, i, c, Some(true)))
+        }
         _ => None,
     }
 }
@@ -1025,7 +1254,13 @@ mod tests {
     fn trig_preop_takes_segments_of_two_over_pi() {
         let one = 1.0f64.to_bits();
         let big = 2f64.powi(100).to_bits(); // exponent 1123: 46 more bits in
-        let cases = [(one, 0, 0x3fe4_5f30_6dc9_c882u64), (one, 1, 0x3c94_a7f0_9d5f_47d4), (one, 2, 0x394a_6ee0_6db1_4acc), (big, 0, 0x3cb5_29fc_2757_d1e0), (big, 3, 0x32f6_3abd_ebbc_5618)];
+        let cases = [
+            (one, 0, 0x3fe4_5f30_6dc9_c882u64),
+            (one, 1, 0x3c94_a7f0_9d5f_47d4),
+            (one, 2, 0x394a_6ee0_6db1_4acc),
+            (big, 0, 0x3cb5_29fc_2757_d1e0),
+            (big, 3, 0x32f6_3abd_ebbc_5618),
+        ];
         for (x, sel, want) in cases {
             assert_eq!(trig_preop(x, sel).to_bits(), want, "x {x:#x} sel {sel}");
         }

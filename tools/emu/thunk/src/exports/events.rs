@@ -6,12 +6,16 @@ use hsa_sys::hsakmt::*;
 use xhsa_emu::kfd::events::UNSIGNALED;
 use xhsa_emu::sys::mem;
 use xhsa_ioctl::abi::event::{
-    CreateEventArgs, DestroyEventArgs, EventData, ResetEventArgs, SetEventArgs, WaitEventsArgs, KFD_IOC_EVENT_MEMORY, KFD_IOC_EVENT_SIGNAL,
-    KFD_IOC_WAIT_RESULT_COMPLETE, KFD_SIGNAL_EVENT_LIMIT,
+    CreateEventArgs, DestroyEventArgs, EventData, ResetEventArgs, SetEventArgs, WaitEventsArgs,
+    KFD_IOC_EVENT_MEMORY, KFD_IOC_EVENT_SIGNAL, KFD_IOC_WAIT_RESULT_COMPLETE,
+    KFD_SIGNAL_EVENT_LIMIT,
 };
-use xhsa_ioctl::abi::memory::{AllocMemoryOfGpuArgs, KFD_IOC_ALLOC_MEM_FLAGS_GTT, KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE};
+use xhsa_ioctl::abi::memory::{
+    AllocMemoryOfGpuArgs, KFD_IOC_ALLOC_MEM_FLAGS_GTT, KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE,
+};
 use xhsa_ioctl::abi::request::{
-    AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, AMDKFD_IOC_CREATE_EVENT, AMDKFD_IOC_DESTROY_EVENT, AMDKFD_IOC_RESET_EVENT, AMDKFD_IOC_SET_EVENT, AMDKFD_IOC_WAIT_EVENTS,
+    AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, AMDKFD_IOC_CREATE_EVENT, AMDKFD_IOC_DESTROY_EVENT,
+    AMDKFD_IOC_RESET_EVENT, AMDKFD_IOC_SET_EVENT, AMDKFD_IOC_WAIT_EVENTS,
 };
 
 use crate::interpose::kfd_call;
@@ -35,7 +39,13 @@ fn event_page(e: &Emu) -> Result<(u64, u64), HSAKMT_STATUS> {
         unsafe { *((addr + 8 * i) as *mut u64) = UNSIGNALED };
     }
     let gpu_id = e.nodes.get(1).map_or(0, |g| g.gpu_id);
-    let mut a = AllocMemoryOfGpuArgs { va_addr: addr, size, gpu_id, flags: KFD_IOC_ALLOC_MEM_FLAGS_GTT | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE, ..Default::default() };
+    let mut a = AllocMemoryOfGpuArgs {
+        va_addr: addr,
+        size,
+        gpu_id,
+        flags: KFD_IOC_ALLOC_MEM_FLAGS_GTT | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE,
+        ..Default::default()
+    };
     if let Err(errno) = kfd_call(e.fd, AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, &mut a) {
         mem::unmap(addr, size);
         return Err(errno_status(errno));
@@ -52,7 +62,12 @@ fn event_page(e: &Emu) -> Result<(u64, u64), HSAKMT_STATUS> {
 /// null or valid for writing an event pointer (the event is the caller's until
 /// `hsaKmtDestroyEvent`).
 #[no_mangle]
-pub unsafe extern "C" fn hsaKmtCreateEvent(desc: *mut HsaEventDescriptor, manual_reset: bool, signaled: bool, out: *mut *mut HsaEvent) -> HSAKMT_STATUS {
+pub unsafe extern "C" fn hsaKmtCreateEvent(
+    desc: *mut HsaEventDescriptor,
+    manual_reset: bool,
+    signaled: bool,
+    out: *mut *mut HsaEvent,
+) -> HSAKMT_STATUS {
     guard("hsaKmtCreateEvent", || {
         status((|| {
             let e = emu()?;
@@ -62,7 +77,12 @@ pub unsafe extern "C" fn hsaKmtCreateEvent(desc: *mut HsaEventDescriptor, manual
                 return Err(HSAKMT_STATUS_INVALID_PARAMETER);
             }
             let kind = d.EventType;
-            let mut a = CreateEventArgs { event_type: kind, auto_reset: u32::from(!manual_reset), node_id: d.NodeId, ..Default::default() };
+            let mut a = CreateEventArgs {
+                event_type: kind,
+                auto_reset: u32::from(!manual_reset),
+                node_id: d.NodeId,
+                ..Default::default()
+            };
             let page = if kind == KFD_IOC_EVENT_SIGNAL { Some(event_page(&e)?) } else { None };
             a.event_page_offset = page.map_or(0, |(_, handle)| handle);
             kfd_call(e.fd, AMDKFD_IOC_CREATE_EVENT, &mut a).map_err(errno_status)?;
@@ -124,7 +144,9 @@ pub extern "C" fn hsaKmtResetEvent(ev: *mut HsaEvent) -> HSAKMT_STATUS {
             let e = emu()?;
             let id = id_of(ev).ok_or(HSAKMT_STATUS_INVALID_HANDLE)?;
             let mut a = ResetEventArgs { event_id: id, pad: 0 };
-            kfd_call(e.fd, AMDKFD_IOC_RESET_EVENT, &mut a).map(|_| ()).map_err(|_| HSAKMT_STATUS_INVALID_HANDLE)
+            kfd_call(e.fd, AMDKFD_IOC_RESET_EVENT, &mut a)
+                .map(|_| ())
+                .map_err(|_| HSAKMT_STATUS_INVALID_HANDLE)
         })())
     })
 }
@@ -150,7 +172,12 @@ pub unsafe extern "C" fn hsaKmtWaitOnEvent(ev: *mut HsaEvent, ms: u32) -> HSAKMT
 /// each null or an event from `hsaKmtCreateEvent`, not destroyed (a memory event's data is written
 /// back into it).
 #[no_mangle]
-pub unsafe extern "C" fn hsaKmtWaitOnMultipleEvents(events: *mut *mut HsaEvent, num: u32, wait_all: bool, ms: u32) -> HSAKMT_STATUS {
+pub unsafe extern "C" fn hsaKmtWaitOnMultipleEvents(
+    events: *mut *mut HsaEvent,
+    num: u32,
+    wait_all: bool,
+    ms: u32,
+) -> HSAKMT_STATUS {
     guard("hsaKmtWaitOnMultipleEvents", || {
         let e = match emu() {
             Ok(e) => e,
@@ -168,8 +195,15 @@ pub unsafe extern "C" fn hsaKmtWaitOnMultipleEvents(events: *mut *mut HsaEvent, 
                 None => return HSAKMT_STATUS_INVALID_HANDLE,
             }
         }
-        let mut data: Vec<EventData> = ids.iter().map(|&id| EventData { event_id: id, ..Default::default() }).collect();
-        let mut a = WaitEventsArgs { events_ptr: data.as_mut_ptr() as u64, num_events: num, wait_for_all: u32::from(wait_all), timeout: ms, wait_result: 0 };
+        let mut data: Vec<EventData> =
+            ids.iter().map(|&id| EventData { event_id: id, ..Default::default() }).collect();
+        let mut a = WaitEventsArgs {
+            events_ptr: data.as_mut_ptr() as u64,
+            num_events: num,
+            wait_for_all: u32::from(wait_all),
+            timeout: ms,
+            wait_result: 0,
+        };
         if let Err(errno) = kfd_call(e.fd, AMDKFD_IOC_WAIT_EVENTS, &mut a) {
             return errno_status(errno);
         }
@@ -178,20 +212,27 @@ pub unsafe extern "C" fn hsaKmtWaitOnMultipleEvents(events: *mut *mut HsaEvent, 
             // SAFETY: each pointer came from hsaKmtCreateEvent; fields accessed unaligned (pack 4);
             // the union member is the memory-exception one for MEMORY events, zero otherwise.
             unsafe {
-                if std::ptr::addr_of!((*ev).EventData.EventType).read_unaligned() != KFD_IOC_EVENT_MEMORY {
+                if std::ptr::addr_of!((*ev).EventData.EventType).read_unaligned()
+                    != KFD_IOC_EVENT_MEMORY
+                {
                     continue;
                 }
                 let m = d.data.memory_exception_data;
                 if m.va == 0 && m.gpu_id == 0 {
                     continue;
                 }
-                let mut f = HsaMemoryAccessFault { NodeId: e.node_of_gpu(m.gpu_id), VirtualAddress: m.va, ..std::mem::zeroed() };
+                let mut f = HsaMemoryAccessFault {
+                    NodeId: e.node_of_gpu(m.gpu_id),
+                    VirtualAddress: m.va,
+                    ..std::mem::zeroed()
+                };
                 f.Failure.set_NotPresent(m.failure.not_present);
                 f.Failure.set_ReadOnly(m.failure.read_only);
                 f.Failure.set_NoExecute(m.failure.no_execute);
                 f.Failure.set_Imprecise(m.failure.imprecise);
                 f.Flags = HSA_EVENTID_MEMORY_FATAL_PROCESS;
-                std::ptr::addr_of_mut!((*ev).EventData.EventData.MemoryAccessFault).write_unaligned(f);
+                std::ptr::addr_of_mut!((*ev).EventData.EventData.MemoryAccessFault)
+                    .write_unaligned(f);
             }
         }
         if a.wait_result == KFD_IOC_WAIT_RESULT_COMPLETE {

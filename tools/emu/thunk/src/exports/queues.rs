@@ -6,9 +6,13 @@ use hsa_sys::hsakmt::*;
 use xhsa_emu::sys::mem;
 use xhsa_ioctl::abi::memory::{AllocMemoryOfGpuArgs, KFD_IOC_ALLOC_MEM_FLAGS_GTT};
 use xhsa_ioctl::abi::queue::{
-    AllocQueueGwsArgs, CreateQueueArgs, DestroyQueueArgs, SetCuMaskArgs, UpdateQueueArgs, KFD_IOC_QUEUE_TYPE_COMPUTE_AQL, KFD_IOC_QUEUE_TYPE_SDMA, KFD_IOC_QUEUE_TYPE_SDMA_XGMI,
+    AllocQueueGwsArgs, CreateQueueArgs, DestroyQueueArgs, SetCuMaskArgs, UpdateQueueArgs,
+    KFD_IOC_QUEUE_TYPE_COMPUTE_AQL, KFD_IOC_QUEUE_TYPE_SDMA, KFD_IOC_QUEUE_TYPE_SDMA_XGMI,
 };
-use xhsa_ioctl::abi::request::{AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, AMDKFD_IOC_ALLOC_QUEUE_GWS, AMDKFD_IOC_CREATE_QUEUE, AMDKFD_IOC_DESTROY_QUEUE, AMDKFD_IOC_SET_CU_MASK, AMDKFD_IOC_UPDATE_QUEUE};
+use xhsa_ioctl::abi::request::{
+    AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, AMDKFD_IOC_ALLOC_QUEUE_GWS, AMDKFD_IOC_CREATE_QUEUE,
+    AMDKFD_IOC_DESTROY_QUEUE, AMDKFD_IOC_SET_CU_MASK, AMDKFD_IOC_UPDATE_QUEUE,
+};
 
 use crate::interpose::kfd_call;
 
@@ -34,7 +38,9 @@ fn kfd_priority(p: i64) -> u32 {
 fn record(id: HSA_QUEUEID) -> Result<&'static QueueRecord, HSAKMT_STATUS> {
     // SAFETY: QueueIds handed out by hsaKmtCreateQueue point at a leaked QueueRecord that lives
     // until hsaKmtDestroyQueue; 0 is rejected.
-    (id != 0).then(|| unsafe { &*(id as *const QueueRecord) }).ok_or(HSAKMT_STATUS_INVALID_PARAMETER)
+    (id != 0)
+        .then(|| unsafe { &*(id as *const QueueRecord) })
+        .ok_or(HSAKMT_STATUS_INVALID_PARAMETER)
 }
 
 /// `hsaKmtCreateQueue`, over the emulated KFD.
@@ -58,7 +64,8 @@ pub unsafe extern "C" fn hsaKmtCreateQueue(
     guard("hsaKmtCreateQueue", || {
         status((|| {
             let e = emu()?;
-            let gpu_id = e.gpu_id(node).filter(|&g| g != 0).ok_or(HSAKMT_STATUS_INVALID_NODE_UNIT)?;
+            let gpu_id =
+                e.gpu_id(node).filter(|&g| g != 0).ok_or(HSAKMT_STATUS_INVALID_NODE_UNIT)?;
             // SAFETY: checked non-null; ROCr passes a readable and writable resource block.
             let r = unsafe { res.as_mut() }.ok_or(HSAKMT_STATUS_INVALID_PARAMETER)?;
             let queue_type = match kind {
@@ -72,8 +79,15 @@ pub unsafe extern "C" fn hsaKmtCreateQueue(
                 // SAFETY: union views of the pointers ROCr filled in.
                 unsafe { (r.__bindgen_anon_3.QueueRptrValue, r.__bindgen_anon_2.QueueWptrValue) }
             } else {
-                pointers = mem::map(4096, 4096, false, true).map_err(|_| HSAKMT_STATUS_NO_MEMORY)?;
-                let mut a = AllocMemoryOfGpuArgs { va_addr: pointers, size: 4096, gpu_id, flags: KFD_IOC_ALLOC_MEM_FLAGS_GTT, ..Default::default() };
+                pointers =
+                    mem::map(4096, 4096, false, true).map_err(|_| HSAKMT_STATUS_NO_MEMORY)?;
+                let mut a = AllocMemoryOfGpuArgs {
+                    va_addr: pointers,
+                    size: 4096,
+                    gpu_id,
+                    flags: KFD_IOC_ALLOC_MEM_FLAGS_GTT,
+                    ..Default::default()
+                };
                 kfd_call(e.fd, AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, &mut a).map_err(errno_status)?;
                 (pointers, pointers + 8)
             };
@@ -96,7 +110,8 @@ pub unsafe extern "C" fn hsaKmtCreateQueue(
                 return Err(errno_status(errno));
             }
             let doorbell = e.kfd.doorbell_address(a.doorbell_offset).ok_or(HSAKMT_STATUS_ERROR)?;
-            let rec = Box::into_raw(Box::new(QueueRecord { queue_id: a.queue_id, pad: 0, pointers }));
+            let rec =
+                Box::into_raw(Box::new(QueueRecord { queue_id: a.queue_id, pad: 0, pointers }));
             r.QueueId = rec as u64;
             r.__bindgen_anon_1.QueueDoorBell = doorbell;
             if pointers != 0 {
@@ -128,7 +143,14 @@ pub extern "C" fn hsaKmtDestroyQueue(id: HSA_QUEUEID) -> HSAKMT_STATUS {
 }
 
 #[no_mangle]
-pub extern "C" fn hsaKmtUpdateQueue(id: HSA_QUEUEID, percentage: u32, priority: HSA_QUEUE_PRIORITY, ring: *mut libc::c_void, size: u64, _event: *mut HsaEvent) -> HSAKMT_STATUS {
+pub extern "C" fn hsaKmtUpdateQueue(
+    id: HSA_QUEUEID,
+    percentage: u32,
+    priority: HSA_QUEUE_PRIORITY,
+    ring: *mut libc::c_void,
+    size: u64,
+    _event: *mut HsaEvent,
+) -> HSAKMT_STATUS {
     guard("hsaKmtUpdateQueue", || {
         status((|| {
             let e = emu()?;
@@ -152,7 +174,11 @@ pub extern "C" fn hsaKmtUpdateQueue(id: HSA_QUEUEID, percentage: u32, priority: 
 /// The thunk's contract (`hsakmt.h`): `id` is 0 or a queue id from `hsaKmtCreateQueue`, not
 /// destroyed; `mask` is null or points to `bits / 32` readable words.
 #[no_mangle]
-pub unsafe extern "C" fn hsaKmtSetQueueCUMask(id: HSA_QUEUEID, bits: u32, mask: *mut u32) -> HSAKMT_STATUS {
+pub unsafe extern "C" fn hsaKmtSetQueueCUMask(
+    id: HSA_QUEUEID,
+    bits: u32,
+    mask: *mut u32,
+) -> HSAKMT_STATUS {
     guard("hsaKmtSetQueueCUMask", || {
         status((|| {
             let e = emu()?;
@@ -162,7 +188,11 @@ pub unsafe extern "C" fn hsaKmtSetQueueCUMask(id: HSA_QUEUEID, bits: u32, mask: 
             }
             // SAFETY: the caller passes bits/32 mask words.
             let words = unsafe { std::slice::from_raw_parts(mask, (bits / 32) as usize) };
-            let mut a = SetCuMaskArgs { queue_id: rec.queue_id, num_cu_mask: bits, cu_mask_ptr: words.as_ptr() as u64 };
+            let mut a = SetCuMaskArgs {
+                queue_id: rec.queue_id,
+                num_cu_mask: bits,
+                cu_mask_ptr: words.as_ptr() as u64,
+            };
             kfd_call(e.fd, AMDKFD_IOC_SET_CU_MASK, &mut a).map(|_| ()).map_err(errno_status)
         })())
     })
@@ -177,12 +207,17 @@ pub unsafe extern "C" fn hsaKmtSetQueueCUMask(id: HSA_QUEUEID, bits: u32, mask: 
 /// The thunk's contract (`hsakmt.h`): `id` is 0 or a live queue id from `hsaKmtCreateQueue`;
 /// `first` is null or valid for writing a `u32`.
 #[no_mangle]
-pub unsafe extern "C" fn hsaKmtAllocQueueGWS(id: HSA_QUEUEID, count: u32, first: *mut u32) -> HSAKMT_STATUS {
+pub unsafe extern "C" fn hsaKmtAllocQueueGWS(
+    id: HSA_QUEUEID,
+    count: u32,
+    first: *mut u32,
+) -> HSAKMT_STATUS {
     guard("hsaKmtAllocQueueGWS", || {
         status((|| {
             let e = emu()?;
             let rec = record(id)?;
-            let mut a = AllocQueueGwsArgs { queue_id: rec.queue_id, num_gws: count, ..Default::default() };
+            let mut a =
+                AllocQueueGwsArgs { queue_id: rec.queue_id, num_gws: count, ..Default::default() };
             // This function's own errno mapping in the real thunk (not `errno_status`'s).
             kfd_call(e.fd, AMDKFD_IOC_ALLOC_QUEUE_GWS, &mut a).map_err(|errno| match errno {
                 libc::EINVAL => HSAKMT_STATUS_INVALID_PARAMETER,

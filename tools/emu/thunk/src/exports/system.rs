@@ -4,7 +4,9 @@ use hsa_sys::hsakmt::*;
 use xhsa_emu::kfd::topology::Node;
 use xhsa_ioctl::abi::debug::{RuntimeEnableArgs, KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK};
 use xhsa_ioctl::abi::process::GetClockCountersArgs;
-use xhsa_ioctl::abi::request::{AMDKFD_IOC_GET_CLOCK_COUNTERS, AMDKFD_IOC_GET_VERSION, AMDKFD_IOC_RUNTIME_ENABLE};
+use xhsa_ioctl::abi::request::{
+    AMDKFD_IOC_GET_CLOCK_COUNTERS, AMDKFD_IOC_GET_VERSION, AMDKFD_IOC_RUNTIME_ENABLE,
+};
 use xhsa_ioctl::abi::version::GetVersionArgs;
 
 use crate::interpose::kfd_call;
@@ -25,7 +27,13 @@ pub extern "C" fn hsaKmtOpenKFD() -> HSAKMT_STATUS {
 
 #[no_mangle]
 pub extern "C" fn hsaKmtCloseKFD() -> HSAKMT_STATUS {
-    guard("hsaKmtCloseKFD", || if state::close() { HSAKMT_STATUS_SUCCESS } else { HSAKMT_STATUS_KERNEL_IO_CHANNEL_NOT_OPENED })
+    guard("hsaKmtCloseKFD", || {
+        if state::close() {
+            HSAKMT_STATUS_SUCCESS
+        } else {
+            HSAKMT_STATUS_KERNEL_IO_CHANNEL_NOT_OPENED
+        }
+    })
 }
 
 /// `hsaKmtGetVersion`, over the emulated KFD.
@@ -54,10 +62,17 @@ pub unsafe extern "C" fn hsaKmtGetVersion(info: *mut HsaVersionInfo) -> HSAKMT_S
 /// the real 5.2 thunk answers on every upstream kernel; ROCr then reports queue errors through
 /// `queue_inactive_signal`, the path this emulator models.
 #[no_mangle]
-pub extern "C" fn hsaKmtRuntimeEnable(_r_debug: *mut libc::c_void, _setup_ttmp: bool) -> HSAKMT_STATUS {
+pub extern "C" fn hsaKmtRuntimeEnable(
+    _r_debug: *mut libc::c_void,
+    _setup_ttmp: bool,
+) -> HSAKMT_STATUS {
     guard("hsaKmtRuntimeEnable", || match emu() {
         Ok(e) => {
-            let mut a = RuntimeEnableArgs { r_debug: _r_debug as u64, mode_mask: KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK, capabilities_mask: 0 };
+            let mut a = RuntimeEnableArgs {
+                r_debug: _r_debug as u64,
+                mode_mask: KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK,
+                capabilities_mask: 0,
+            };
             if let Err(errno) = kfd_call(e.fd, AMDKFD_IOC_RUNTIME_ENABLE, &mut a) {
                 tracing::warn!("xhsa-emu: RUNTIME_ENABLE failed: errno {errno}");
             }
@@ -86,7 +101,9 @@ pub extern "C" fn hsaKmtRuntimeDisable() -> HSAKMT_STATUS {
 /// The thunk's contract (`hsakmt.h`): `props` is null or valid for writing an
 /// `HsaSystemProperties`.
 #[no_mangle]
-pub unsafe extern "C" fn hsaKmtAcquireSystemProperties(props: *mut HsaSystemProperties) -> HSAKMT_STATUS {
+pub unsafe extern "C" fn hsaKmtAcquireSystemProperties(
+    props: *mut HsaSystemProperties,
+) -> HSAKMT_STATUS {
     guard("hsaKmtAcquireSystemProperties", || {
         status((|| {
             let e = emu()?;
@@ -107,7 +124,11 @@ pub extern "C" fn hsaKmtReleaseSystemProperties() -> HSAKMT_STATUS {
 }
 
 fn node_props(n: &Node, id: u32) -> HsaNodeProperties {
-    let mut p = HsaNodeProperties { NumCPUCores: n.cpu_cores, NumFComputeCores: n.simds, ..Default::default() };
+    let mut p = HsaNodeProperties {
+        NumCPUCores: n.cpu_cores,
+        NumFComputeCores: n.simds,
+        ..Default::default()
+    };
     p.NumMemoryBanks = n.mem.len() as u32;
     p.NumCaches = n.caches.len() as u32;
     p.NumIOLinks = n.links.len() as u32;
@@ -119,7 +140,9 @@ fn node_props(n: &Node, id: u32) -> HsaNodeProperties {
         p.Capability = HSA_CAPABILITY { Value: xhsa_emu::kfd::sysfs::CAPABILITY };
         // HSA_ENGINE_ID: uCode 0-9, Major 10-15, Minor 16-23, Stepping 24-31.
         let (maj, min, step) = n.gfx;
-        p.EngineId = HSA_ENGINE_ID { Value: xhsa_emu::kfd::topology::MEC_UCODE | maj << 10 | min << 16 | step << 24 };
+        p.EngineId = HSA_ENGINE_ID {
+            Value: xhsa_emu::kfd::topology::MEC_UCODE | maj << 10 | min << 16 | step << 24,
+        };
         p.MaxWavesPerSIMD = n.waves_per_simd;
         p.LDSSizeInKB = n.lds_kib;
         p.NumGws = xhsa_emu::kfd::sysfs::GWS_PER_GPU as u8;
@@ -159,7 +182,10 @@ fn node_props(n: &Node, id: u32) -> HsaNodeProperties {
 ///
 /// The thunk's contract (`hsakmt.h`): `props` is null or valid for writing an `HsaNodeProperties`.
 #[no_mangle]
-pub unsafe extern "C" fn hsaKmtGetNodeProperties(node: u32, props: *mut HsaNodeProperties) -> HSAKMT_STATUS {
+pub unsafe extern "C" fn hsaKmtGetNodeProperties(
+    node: u32,
+    props: *mut HsaNodeProperties,
+) -> HSAKMT_STATUS {
     guard("hsaKmtGetNodeProperties", || {
         status((|| {
             let e = emu()?;
@@ -179,7 +205,11 @@ pub unsafe extern "C" fn hsaKmtGetNodeProperties(node: u32, props: *mut HsaNodeP
 /// The thunk's contract (`hsakmt.h`): `props` is null or valid for writing `num`
 /// `HsaMemoryProperties`.
 #[no_mangle]
-pub unsafe extern "C" fn hsaKmtGetNodeMemoryProperties(node: u32, num: u32, props: *mut HsaMemoryProperties) -> HSAKMT_STATUS {
+pub unsafe extern "C" fn hsaKmtGetNodeMemoryProperties(
+    node: u32,
+    num: u32,
+    props: *mut HsaMemoryProperties,
+) -> HSAKMT_STATUS {
     guard("hsaKmtGetNodeMemoryProperties", || {
         status((|| {
             let e = emu()?;
@@ -208,7 +238,12 @@ pub unsafe extern "C" fn hsaKmtGetNodeMemoryProperties(node: u32, num: u32, prop
 /// The thunk's contract (`hsakmt.h`): `props` is null or valid for writing `num`
 /// `HsaCacheProperties`.
 #[no_mangle]
-pub unsafe extern "C" fn hsaKmtGetNodeCacheProperties(node: u32, _processor_id: u32, num: u32, props: *mut HsaCacheProperties) -> HSAKMT_STATUS {
+pub unsafe extern "C" fn hsaKmtGetNodeCacheProperties(
+    node: u32,
+    _processor_id: u32,
+    num: u32,
+    props: *mut HsaCacheProperties,
+) -> HSAKMT_STATUS {
     guard("hsaKmtGetNodeCacheProperties", || {
         status((|| {
             let e = emu()?;
@@ -244,7 +279,11 @@ pub unsafe extern "C" fn hsaKmtGetNodeCacheProperties(node: u32, _processor_id: 
 /// The thunk's contract (`hsakmt.h`): `props` is null or valid for writing `num`
 /// `HsaIoLinkProperties`.
 #[no_mangle]
-pub unsafe extern "C" fn hsaKmtGetNodeIoLinkProperties(node: u32, num: u32, props: *mut HsaIoLinkProperties) -> HSAKMT_STATUS {
+pub unsafe extern "C" fn hsaKmtGetNodeIoLinkProperties(
+    node: u32,
+    num: u32,
+    props: *mut HsaIoLinkProperties,
+) -> HSAKMT_STATUS {
     guard("hsaKmtGetNodeIoLinkProperties", || {
         status((|| {
             let e = emu()?;
@@ -282,7 +321,10 @@ pub unsafe extern "C" fn hsaKmtGetNodeIoLinkProperties(node: u32, num: u32, prop
 /// The thunk's contract (`hsakmt.h`): `counters` is null or valid for writing an
 /// `HsaClockCounters`.
 #[no_mangle]
-pub unsafe extern "C" fn hsaKmtGetClockCounters(node: u32, counters: *mut HsaClockCounters) -> HSAKMT_STATUS {
+pub unsafe extern "C" fn hsaKmtGetClockCounters(
+    node: u32,
+    counters: *mut HsaClockCounters,
+) -> HSAKMT_STATUS {
     guard("hsaKmtGetClockCounters", || {
         status((|| {
             let e = emu()?;
@@ -301,7 +343,13 @@ pub unsafe extern "C" fn hsaKmtGetClockCounters(node: u32, counters: *mut HsaClo
 }
 
 #[no_mangle]
-pub extern "C" fn hsaKmtSetTrapHandler(node: u32, _base: *mut libc::c_void, _size: u64, _buf: *mut libc::c_void, _buf_size: u64) -> HSAKMT_STATUS {
+pub extern "C" fn hsaKmtSetTrapHandler(
+    node: u32,
+    _base: *mut libc::c_void,
+    _size: u64,
+    _buf: *mut libc::c_void,
+    _buf_size: u64,
+) -> HSAKMT_STATUS {
     guard("hsaKmtSetTrapHandler", || match emu() {
         Ok(e) if e.gpu_id(node).is_some_and(|g| g != 0) => HSAKMT_STATUS_SUCCESS,
         Ok(_) => HSAKMT_STATUS_INVALID_NODE_UNIT,
@@ -319,7 +367,10 @@ const GB_ADDR_CONFIG: u32 = 0x2a11_4042;
 /// The thunk's contract (`hsakmt.h`): `config` is null or a readable and writable
 /// `HsaGpuTileConfig` whose array pointers, when non-null, have room for the counts it gives.
 #[no_mangle]
-pub unsafe extern "C" fn hsaKmtGetTileConfig(node: u32, config: *mut HsaGpuTileConfig) -> HSAKMT_STATUS {
+pub unsafe extern "C" fn hsaKmtGetTileConfig(
+    node: u32,
+    config: *mut HsaGpuTileConfig,
+) -> HSAKMT_STATUS {
     guard("hsaKmtGetTileConfig", || {
         status((|| {
             let e = emu()?;
@@ -365,7 +416,13 @@ pub extern "C" fn hsaKmtSetXNACKMode(enable: i32) -> HSAKMT_STATUS {
 }
 
 #[no_mangle]
-pub extern "C" fn hsaKmtSetMemoryPolicy(_node: u32, _default: u32, _alternate: u32, _addr: *mut libc::c_void, _size: u64) -> HSAKMT_STATUS {
+pub extern "C" fn hsaKmtSetMemoryPolicy(
+    _node: u32,
+    _default: u32,
+    _alternate: u32,
+    _addr: *mut libc::c_void,
+    _size: u64,
+) -> HSAKMT_STATUS {
     guard("hsaKmtSetMemoryPolicy", || status(emu().map(|_| ())))
 }
 
