@@ -6,9 +6,12 @@
 //! lock), which runs it. It also makes the passthrough whitelist's decisions about kernel
 //! objects the submission path met for the first time (ROCr's loader is asked here, never there).
 //!
-//! What it is not: a scheduler of its own. It runs the same passes, under the same lock.
+//! What it is not: a scheduler of its own. It runs the same passes, under the same lock: the
+//! work itself is the one [`set_work`] gave it (the edge's root gives
+//! `queues::forwarded_work` at start-up), so that this module depends on nothing that wakes it.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 use xhsa_board::futex::{futex_wait, futex_wake};
 
@@ -24,6 +27,13 @@ static STARTED: AtomicBool = AtomicBool::new(false);
 pub(crate) static KERNELS_ASKED: AtomicBool = AtomicBool::new(false);
 /// The most passes one call ran (for the exit summary and the tests).
 pub(crate) static MOST_PASSES_PER_CALL: AtomicU64 = AtomicU64::new(0);
+/// What the forwarder does when woken; its argument is whether kernel decisions were asked for.
+static WORK: OnceLock<fn(bool)> = OnceLock::new();
+
+/// Gives the forwarder its work (once, before anything can wake it; later calls are ignored).
+pub(crate) fn set_work(work: fn(bool)) {
+    let _ = WORK.set(work);
+}
 
 /// Hands the passes still wanted on GPU `gpu` to the forwarder (started on first use). Never
 /// blocks.
@@ -53,19 +63,8 @@ fn run() {
     loop {
         let seen = WORD.load(Ordering::SeqCst);
         let asked = KERNELS_ASKED.swap(false, Ordering::SeqCst);
-        if asked {
-            let _ = std::panic::catch_unwind(super::origin::decide_asked);
-        }
-        for (gpu, g) in global().gpus.iter() {
-            let handed_off = g.handed_off.swap(false, Ordering::SeqCst);
-            if asked {
-                // Packets waiting in their shadow rings for a decision now made: a pass takes
-                // them (or asks again for what is still unknown).
-                g.pass_wanted.store(true, Ordering::SeqCst);
-            }
-            if asked || handed_off {
-                let _ = std::panic::catch_unwind(|| super::queues::passes_until_done(gpu));
-            }
+        if let Some(work) = WORK.get() {
+            let _ = std::panic::catch_unwind(|| work(asked));
         }
         futex_wait(&WORD, seen, None);
     }

@@ -204,6 +204,6 @@ impl KfdPort for RuntimeKfd {
     }
 
     fn now(&self) -> u64 {
-        super::queues::now_ns()
+        super::clock::now_ns()
     }
 }

@@ -4,6 +4,8 @@
 //! (the formatter's buffer among it) may already be gone: formatting an event then would panic,
 //! and a panic in an exported C function aborts the application.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use tracing::span;
 use tracing::subscriber::{Interest, Subscriber};
 use tracing::{Event, Metadata};
@@ -62,5 +64,12 @@ impl<S: Subscriber> Subscriber for ExitSafe<S> {
 
     fn try_close(&self, id: span::Id) -> bool {
         self.0.try_close(id)
+    }
+}
+
+/// Runs `f` once per `flag`: the first time it is called with it.
+pub(crate) fn log_once(flag: &AtomicBool, f: impl FnOnce()) {
+    if !flag.swap(true, Ordering::Relaxed) {
+        f();
     }
 }

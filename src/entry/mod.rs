@@ -30,6 +30,7 @@
 
 pub mod addr_map;
 pub mod api_table;
+mod clock;
 mod forwarder;
 mod gpus;
 pub mod kfd;
@@ -161,6 +162,7 @@ pub(crate) fn global() -> &'static Global {
         };
         let trace = start_trace(&identity);
         lifecycle::note_start();
+        forwarder::set_work(queues::forwarded_work);
         let summary_at_exit = tracing::enabled!(tracing::Level::INFO);
         Global {
             gpus: gpus::Gpus::new(settings.window, faults.clone(), trace.clone()),
@@ -190,9 +192,9 @@ fn start_trace(identity: &ProcessIdentity) -> Option<Arc<crate::trace::Sink>> {
     // libxhsa's clock (an `Instant`, CLOCK_MONOTONIC on Linux, from its first use) and
     // CLOCK_MONOTONIC itself, read back to back: the trace's times are on the latter, so that
     // the traces of several processes line up.
-    let before = queues::now_ns();
+    let before = clock::now_ns();
     let mono = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).ok();
-    let after = queues::now_ns();
+    let after = clock::now_ns();
     let offset = mono.map_or(0, |t| {
         (t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
             .saturating_sub(before / 2 + after / 2)
@@ -334,7 +336,7 @@ extern "C" fn at_exit() {
                 Ok(mut s) => {
                     // This process's queues stop counting as work for the others at once.
                     s.leave_board();
-                    let t = s.summary(queues::now_ns());
+                    let t = s.summary(clock::now_ns());
                     total.queues += t.queues;
                     total.taken += t.taken;
                     total.forwarded += t.forwarded;
@@ -381,7 +383,7 @@ extern "C" fn at_exit() {
         if let Some(t) = &g.trace {
             // The rest of the trace, written on this thread, and the JSON closed. Nothing to say
             // for a forked child (the trace is its parent's).
-            let f = t.finish(queues::now_ns());
+            let f = t.finish(clock::now_ns());
             if !f.skipped {
                 if let (Some(why), true) = (&f.failure, g.error_at_exit) {
                     lines.push(format!(" ERROR xhsa: XHSA_TRACE: {why}\n"));

@@ -87,7 +87,7 @@ pub(crate) struct Rocr {
 ///
 /// `T` must be the C type of the HSA function `name` (and of the table entry `hook`).
 pub(crate) unsafe fn resolve<T: super::symbol::CFn>(name: &CStr, hook: Option<Hook>) -> Option<T> {
-    let saved = hook.map_or(0, super::tools_lib::original);
+    let saved = hook.map_or(0, super::symbol::original);
     let p = if saved != 0 {
         saved
     } else {
@@ -270,11 +270,7 @@ impl Rocr {
     pub fn set_hw_priority(&self, hw: u64, p: xhsa_model::priority::StreamPriority) -> bool {
         let Some(f) = self.set_priority else { return false };
         // SAFETY: a live hardware queue libxhsa created; a valid hsa_amd_queue_priority_t.
-        let ok = unsafe { f(hw as *mut hsa_queue_t, p.to_hsa()) == HSA_STATUS_SUCCESS };
-        if ok {
-            super::unseen_kfd::hw_priority_set(hw, p);
-        }
-        ok
+        unsafe { f(hw as *mut hsa_queue_t, p.to_hsa()) == HSA_STATUS_SUCCESS }
     }
 
     /// A new signal with `value` and no consumers (an interrupt signal in ROCr).

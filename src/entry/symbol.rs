@@ -1,8 +1,27 @@
 //! Addresses of C functions as typed function pointers: the one place libxhsa makes something
 //! callable out of an address (a symbol the dynamic loader found, or an entry of ROCr's API
-//! table). Every other module asks [`typed`], under the obligation its `# Safety` states.
+//! table). Every other module asks [`typed`], under the obligation its `# Safety` states. It also
+//! keeps the original entries of ROCr's API table that `OnLoad` replaced ([`original`]), so that
+//! both loading modes find ROCr's functions here.
 //!
-//! What it is not: a symbol lookup (that is [`super::next_symbol`]) or a cache.
+//! What it is not: a symbol lookup (that is [`super::next_symbol`]).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::api_table::Hook;
+
+/// The original table entries libxhsa replaced, by [`Hook`] (0: not patched).
+static ORIGINALS: [AtomicUsize; Hook::ALL.len()] = [const { AtomicUsize::new(0) }; Hook::ALL.len()];
+
+/// The original entry `h` libxhsa replaced in the API table (0 when it did not).
+pub(crate) fn original(h: Hook) -> usize {
+    ORIGINALS[h as usize].load(Ordering::Acquire)
+}
+
+/// Keeps `addr`, the original entry `h` of ROCr's API table, before libxhsa replaces it.
+pub(crate) fn save_original(h: Hook, addr: usize) {
+    ORIGINALS[h as usize].store(addr, Ordering::Release);
+}
 
 /// A C function-pointer type: `extern "C" fn(..) -> R` or `unsafe extern "C" fn(..) -> R`.
 ///

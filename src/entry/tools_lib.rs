@@ -6,7 +6,7 @@
 //! replaces (as the preloaded functions of [`super::preload`]); it calls the original entry,
 //! saved by `OnLoad`, with the caller's arguments.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
 use hsa_sys::hsa::{
     hsa_agent_t, hsa_amd_queue_priority_t, hsa_queue_t, hsa_queue_type32_t, hsa_signal_t,
@@ -15,16 +15,9 @@ use hsa_sys::hsa::{
 
 use super::global;
 use super::queues::{self, QueueCallback, READ_INDEX, WRITE_INDEX};
+use super::symbol::{original, save_original};
 use crate::entry::api_table::{plan, Hook, Table, TableVersion};
 use crate::entry::seen::Loading;
-
-/// The original table entries libxhsa replaced, by [`Hook`] (0: not patched).
-static ORIGINALS: [AtomicUsize; Hook::ALL.len()] = [const { AtomicUsize::new(0) }; Hook::ALL.len()];
-
-/// The original entry `h` libxhsa replaced in the API table (0 when it did not).
-pub(crate) fn original(h: Hook) -> usize {
-    ORIGINALS[h as usize].load(Ordering::Acquire)
-}
 
 /// The original entry `h` as a `T` (`None` if libxhsa did not patch it).
 ///
@@ -372,7 +365,7 @@ pub unsafe extern "C" fn OnLoad(
             // tables are writable (tools patch them by design) and aligned to 8.
             unsafe {
                 let slot = base.add(patch.offset) as *mut usize;
-                ORIGINALS[patch.hook as usize].store(slot.read(), Ordering::Release);
+                save_original(patch.hook, slot.read());
                 slot.write(ours(patch.hook));
             }
         }

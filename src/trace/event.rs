@@ -1,7 +1,7 @@
 //! The records the tracer keeps: small fixed-size values, copied into a buffer as they happen
 //! and turned into text only by the writer ([`super::chrome`]).
 //!
-//! An [`Event`] is a time on libxhsa's clock (`entry::queues::now_ns`, the scheduler's `now`), a
+//! An [`Event`] is a time on libxhsa's clock (`entry::clock::now_ns`, the scheduler's `now`), a
 //! [`Track`] (a queue, a GPU's preemption, or the process) and what happened ([`What`]). Nothing
 //! in it points anywhere or owns memory: recording one is a copy.
 #![forbid(unsafe_code)]
