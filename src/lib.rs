@@ -6,52 +6,44 @@
 //! a bounded in-flight window, using KFD queue priorities and suspend for hardware preemption.
 //!
 //! What it is not: a HIP shim (it never touches HIP symbols), a daemon, or an emulator. It knows
-//! nothing of `xhsa-emu`; the code here is the code that runs on a real MI308X under ROCm 6.x.
+//! nothing of `xhsa-emu`; the code here is the code that runs on a real MI308X under ROCm 5.x-7.x.
 //!
-//! Status: shadow queues with level-1 forwarding work in both loading modes ([`entry`]):
-//! `hsa_queue_create` hands the application a shadow queue over a hardware queue libxhsa
-//! owns; every queue function (and the doorbell stores) is interposed; a doorbell store takes
-//! the published packets into the priority rings and runs a forwarding pass on the caller's
-//! thread ([`path::scheduler`]); completions are tracked with libxhsa's own barrier packets while
+//! How it works: `hsa_queue_create` hands the application a shadow queue over a hardware queue
+//! libxhsa owns; every queue function and doorbell store is interposed, in both loading modes.
+//! A doorbell store takes the published packets into the priority rings and runs a forwarding
+//! pass on the caller's thread; completions are tracked with libxhsa's own barrier packets while
 //! they matter; destroy drains; an internal failure degrades that queue to passthrough after
-//! forwarding what it holds. Processes on one GPU see each other through the board
-//! ([`board::shared`], [`board::link`], `docs/board.md`); the passthrough whitelist works by queue
-//! creator and by kernel code object; hardware queues get the KFD priority of the effective
-//! priority ([`settings::priority::Priority::hardware`]). `[[library]]` priority rules use the
-//! queue's creating library. Each GPU the process uses has its own scheduler, board and
+//! forwarding what it holds. Processes on one GPU see each other through a board in shared
+//! memory (`docs/board.md`); each GPU the process uses has its own scheduler, board link and
 //! preemption watcher, which takes lower-priority hardware queues off the GPU through KFD while
-//! higher-priority work waits (levels 2-3, [`preempt`], `XHSA_PREEMPT`). Not yet: several
-//! partitions (see `docs/ARCHITECTURE.md`).
+//! higher-priority work waits. One partition per GPU: the whole GPU (`docs/ARCHITECTURE.md`).
 //!
 //! The modules follow the data path, from the application's doorbell to the hardware queue:
 //!
-//! - [`entry`]: the edge, where libxhsa's FFI lives: the exported entry points
-//!   of both loading modes, the ROCr and KFD calls, the raw queue memory; and its safe
-//!   bookkeeping: [`entry::seen`] (what the interception saw), [`entry::api_table`] (the
-//!   version- and size-checked API-table plan) and [`entry::addr_map`] (lock-free lookup of
-//!   shadow queues and doorbells).
+//! - [`entry`]: the edge, where libxhsa's FFI lives: the exported entry points of both loading
+//!   modes ([`entry::preload`], [`entry::tools_lib`]), what each queue call does
+//!   ([`entry::queues`]), ROCr's private queue layout by version ([`entry::queue_layout`]), the
+//!   ROCr and KFD calls, the raw queue memory; and its safe bookkeeping ([`entry::seen`],
+//!   [`entry::api_table`], [`entry::addr_map`]).
 //! - [`path`]: the safe core of the data path: [`path::packet`] (AQL packets as values),
 //!   [`path::aql_ring`] (taking packets from a shadow ring, writing them into a hardware ring),
 //!   [`path::shadow_queue`] (a shadow queue's states and tracking bookkeeping),
 //!   [`path::partition`] (per-partition priority rings), [`path::window`] (the level-1 in-flight
 //!   window), [`path::packet_time`] (measured time per packet) and [`path::scheduler`]
 //!   (forwarding passes, completions, degradation, drain).
-//! - [`board`]: the cross-process board per GPU: [`board::layout`] (layout and summaries),
-//!   [`board::stats`] (the per-queue counters in each slot), [`board::shm`] (the atomic view of
-//!   the mapping), [`board::shared`] (the shared-memory protocol) and [`board::link`] (a
-//!   process's slots and contention).
+//! - [`board`]: this process's link to each GPU's board ([`board::link`]); the board itself
+//!   (layout, protocol, snapshots) is the `xhsa-board` crate, shared with the monitor.
 //! - [`preempt`]: levels 2-3, taking lower-priority hardware queues off the GPU and putting
 //!   them back.
-//! - [`settings`]: [`settings::config`] (environment and config file), [`settings::priority`],
-//!   [`settings::whitelist`] (passthrough library matching) and [`settings::fault`]
-//!   (`XHSA_FAULT_INJECT`, a test knob).
+//! - [`settings`]: [`settings::fault`] (`XHSA_FAULT_INJECT`, a test knob); the settings a
+//!   person writes (environment, config file, priorities, whitelist) are `xhsa_model::settings`.
 //! - [`trace`]: `XHSA_TRACE`, a timeline of each queue (packets taken, held, forwarded,
 //!   completed; priority changes; time off the GPU) and of the preemption's KFD calls, recorded
 //!   in bounded buffers and written as Chrome trace-event JSON by a writer thread
 //!   (`docs/trace.md`); off the data path's decisions, and absent when unset.
 //!
-//! `unsafe` lives in [`entry`]'s FFI modules and in [`board::shm`] (the cast of the mapped board
-//! to atomics); every other module is `#![forbid(unsafe_code)]` and tested without a runtime.
+//! `unsafe` lives in [`entry`]'s FFI modules (behind `unsafe fn` signatures with `# Safety`
+//! contracts); every other module is `#![forbid(unsafe_code)]` and tested without a runtime.
 
 pub mod board;
 pub mod entry;

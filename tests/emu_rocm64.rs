@@ -156,6 +156,9 @@ fn hsa_queues_built_against_rocr64_passes_natively_and_under_libxhsa() {
         // ROCm 6.x's hsa_amd_queue_get_info on a queue libxhsa shadows answers for its hardware
         // queue (ROCr itself refuses a shadow: HSA_STATUS_ERROR_INVALID_QUEUE).
         assert_check_passed(&out, "queues.get_info_agent");
+        // The shadow carries ROCr 6.4's queue-object pointer where its layout (amd_queue_v2_t)
+        // puts it.
+        assert_check_passed(&out, "queues.core_queue_word");
         assert_libxhsa_ran(mode, &out);
     }
 }

@@ -239,37 +239,6 @@ pub fn parse_rocr_build_id(id: &str) -> Option<RocrVersion> {
     Some(RocrVersion { major, minor })
 }
 
-/// The ROCr versions whose private `SharedQueue` libxhsa relies on (its `core::Queue*` right
-/// after the 256-byte `amd_queue_t`, which the shadow copies as its safety net,
-/// docs/libxhsa-shadow-queues.md §6.6), checked in ROCR-Runtime's `core/inc/queue.h` and
-/// `amd_hsa_queue.h` of every release tag: 1.5 (ROCm 5.0-5.2), 1.7 (5.3-5.4), 1.8 (5.5), 1.9
-/// (5.6), 1.11 (5.7), 1.12 (6.0), 1.13 (6.1), 1.14 (6.2; also the Oct. 2024 staging branch 6.3
-/// came from). 1.15 (6.4) is inferred: the layout is unchanged before it and in the repository's
-/// 2025 state. Later ROCr (rocm-systems) puts an `amd_queue_v2_t` there, of another size.
-pub const SHARED_QUEUE_KNOWN: std::ops::RangeInclusive<RocrVersion> =
-    RocrVersion { major: 1, minor: 5 }..=RocrVersion { major: 1, minor: 15 };
-
-/// Whether libxhsa may shadow queues of the ROCr whose build identifier is `build_id` (`None`
-/// when ROCr did not give one): `Ok` with the version when its queue layout is known, else why
-/// not.
-pub fn shared_queue_layout_known(build_id: Option<&str>) -> Result<RocrVersion, String> {
-    let Some(id) = build_id else {
-        return Err("ROCr did not report its version (HSA_AMD_SYSTEM_INFO_BUILD_VERSION)".into());
-    };
-    let Some(v) = parse_rocr_build_id(id) else {
-        return Err(format!("ROCr's build identifier {id:?} names no version"));
-    };
-    if SHARED_QUEUE_KNOWN.contains(&v) {
-        Ok(v)
-    } else {
-        Err(format!(
-            "ROCr {v} (build {id:?}) is not a version whose private queue layout libxhsa knows ({}-{}, ROCm 5.0-6.4)",
-            SHARED_QUEUE_KNOWN.start(),
-            SHARED_QUEUE_KNOWN.end()
-        ))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -453,31 +422,6 @@ mod tests {
         assert_eq!(parse_rocr_build_id(" 1.15.0-local-build-abc-dirty"), v(1, 15));
         for bad in ["", "1", "1.5", "rocm-6.2", "1.x.0", "v1.5.0", "ROCR BUILD ID: 1.5.0"] {
             assert_eq!(parse_rocr_build_id(bad), None, "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn the_shared_queue_layout_is_known_for_rocm_5_and_6_up_to_6_4_only() {
-        for id in [
-            "\"1.5.0-local-build-unknown\"",
-            "1.7.5-a-b",
-            "1.11.0-x-y",
-            "1.12.0-x-y",
-            "1.14.60300-x-y",
-            "1.15.60400-x-y",
-        ] {
-            assert!(shared_queue_layout_known(Some(id)).is_ok(), "{id}");
-        }
-        for (id, why) in [
-            (Some("1.18.70000-rocm-rel-7.0-1-abc"), "ROCr 1.18 (build \"1.18.70000-rocm-rel-7.0-1-abc\") is not a version whose private queue layout libxhsa knows (1.5-1.15, ROCm 5.0-6.4)"),
-            (Some("1.16.0-x-y"), "ROCr 1.16 "),
-            (Some("1.4.0-x-y"), "ROCr 1.4 "),
-            (Some("2.0.0-x-y"), "ROCr 2.0 "),
-            (Some("garbage"), "names no version"),
-            (None, "did not report its version"),
-        ] {
-            let e = shared_queue_layout_known(id).unwrap_err();
-            assert!(e.contains(why), "{id:?}: {e}");
         }
     }
 }

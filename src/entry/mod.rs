@@ -40,6 +40,7 @@ mod log;
 mod memory;
 mod origin;
 pub mod preload;
+pub mod queue_layout;
 pub(crate) mod queues;
 mod rocr;
 pub mod seen;

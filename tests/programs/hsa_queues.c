@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include <hsa/hsa.h>
+#include <hsa/amd_hsa_queue.h>
 #include <hsa/hsa_ext_amd.h>
 
 #include "common.h"
@@ -497,6 +498,19 @@ static int run_normal(const char* path) {
     if (!q1 || !q2) return summary();
     check(q1 != q2 && q1->doorbell_signal.handle != q2->doorbell_signal.handle, "queues.two_distinct",
           "q1 %p q2 %p", (void*)q1, (void*)q2);
+    // ROCr keeps a pointer to its queue object right after the queue's amd_queue struct (its
+    // private SharedQueue): amd_queue_v2_t in the headers that define it (ROCm 6.4 on),
+    // amd_queue_t before. Every queue handed out carries it, a shadow included.
+#ifdef MAX_NUM_XCC
+    const size_t core_word = sizeof(amd_queue_v2_t);
+#else
+    const size_t core_word = sizeof(amd_queue_t);
+#endif
+    const uint64_t core1 = *(const volatile uint64_t*)((const char*)q1 + core_word);
+    const uint64_t core2 = *(const volatile uint64_t*)((const char*)q2 + core_word);
+    check(core1 != 0 && core2 != 0 && core1 != core2, "queues.core_queue_word",
+          "words at +%zu: q1 %#llx, q2 %#llx", core_word, (unsigned long long)core1,
+          (unsigned long long)core2);
 #if HSA_AMD_INTERFACE_VERSION_MINOR >= 7
     // ROCm 6.x: hsa_amd_queue_get_info names the agent that owns the queue.
     hsa_agent_t owner = {0};

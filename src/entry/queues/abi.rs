@@ -45,11 +45,11 @@ pub(super) const BASE_ADDRESS: u64 = offset_of!(hsa_queue_t, base_address) as u6
 pub(super) const DOORBELL: u64 = offset_of!(hsa_queue_t, doorbell_signal) as u64;
 pub(super) const SIZE: u64 = offset_of!(hsa_queue_t, size) as u64;
 pub(super) const QUEUE_PROPERTIES: u64 = offset_of!(amd_queue_t, queue_properties) as u64;
-pub(super) const AMD_QUEUE_BYTES: usize = std::mem::size_of::<amd_queue_t>();
-/// ROCr's `SharedQueue` puts its `core::Queue*` right after the `amd_queue_t` (§6.6 of the
-/// design note): the shadow carries the hardware queue's, so a call libxhsa did not intercept
-/// acts on the hardware queue instead of crashing. Only in the ROCr versions whose layout is
-/// known ([`rocr_layout_known`]); under any other ROCr no queue is shadowed.
-pub(super) const CORE_QUEUE_WORD: u64 = AMD_QUEUE_BYTES as u64;
 /// The shadow ring starts this far into the shadow's allocation.
 pub(super) const RING_OFFSET: u64 = 4096;
+// The shadow's amd_queue struct and ROCr's queue-object word fit before the ring in every known
+// layout (`queue_layout`).
+const _: () = assert!(
+    crate::entry::queue_layout::AMD_QUEUE_V2.core_queue_word + 8 <= RING_OFFSET
+        && crate::entry::queue_layout::AMD_QUEUE_V1.core_queue_word + 8 <= RING_OFFSET
+);

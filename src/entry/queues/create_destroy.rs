@@ -20,7 +20,7 @@ use super::registry::{
     callbacks, AppCallback, HW_OF, NEXT_ID, SHADOWS, UNSHADOWED, WHITELISTED_QUEUES,
 };
 use super::scheduler_lock::with_queue;
-use super::shadow::{build_shadow, destroy_shadow, rocr_layout_known, show_unshadowed};
+use super::shadow::{build_shadow, destroy_shadow, rocr_layout, show_unshadowed};
 use crate::entry::log::log_once;
 
 /// `hsa_queue_create`: see the module doc.
@@ -62,7 +62,8 @@ pub(crate) unsafe fn queue_create(
             )
         });
     }
-    if cooperative || !rocr_layout_known() {
+    let layout = rocr_layout().filter(|_| !cooperative);
+    let Some(layout) = layout else {
         let status = call(callback, data, queue);
         outermost(|g| {
             // SAFETY: on success ROCr wrote the queue's pointer.
@@ -74,7 +75,7 @@ pub(crate) unsafe fn queue_create(
             }
         });
         return status;
-    }
+    };
     if let Some((lib, entry)) = whitelisted_caller(g) {
         // A passthrough library's own queue: the hardware queue itself, untouched.
         let status = call(callback, data, queue);
@@ -104,8 +105,9 @@ pub(crate) unsafe fn queue_create(
         callbacks().remove(&id);
         return status;
     }
-    let built = catch_unwind(AssertUnwindSafe(|| build_shadow(g, id, agent, hw as u64, size)))
-        .unwrap_or_else(|_| Err("internal error".into()));
+    let built =
+        catch_unwind(AssertUnwindSafe(|| build_shadow(g, id, agent, hw as u64, size, layout)))
+            .unwrap_or_else(|_| Err("internal error".into()));
     let handed = match built {
         Ok(shadow) => {
             if let Some(e) = callbacks().get_mut(&id) {

@@ -10,6 +10,7 @@ use xhsa_model::ids::QueueId;
 use xhsa_model::priority::StreamPriority;
 
 use crate::entry::memory;
+use crate::entry::queue_layout::{shared_queue_layout, SharedQueueLayout, AMD_QUEUE_V1};
 use crate::entry::rocr::rocr;
 use crate::entry::{global, inside, Global};
 use crate::path::aql_ring::AqlRing;
@@ -17,41 +18,40 @@ use crate::path::scheduler::Drain;
 use crate::path::shadow_queue::{HwQueue, ShadowQueue, TRACKING_START};
 use crate::settings::fault::Point;
 
-use super::abi::{
-    QueueFn, AMD_QUEUE_BYTES, BASE_ADDRESS, CORE_QUEUE_WORD, DOORBELL, READ_INDEX, RING_OFFSET,
-    SIZE, WRITE_INDEX,
-};
+use super::abi::{QueueFn, BASE_ADDRESS, DOORBELL, READ_INDEX, RING_OFFSET, SIZE, WRITE_INDEX};
 use super::board_wiring::{attach_board, register_preemptable};
 use super::registry::creating_library;
 use super::registry::{callbacks, DOORBELLS, HW_OF, NEXT_ID, SHADOWS, UNSHADOWED};
 use super::scheduler_lock::{with_gpu, with_queue};
 
-/// Whether the running ROCr is a version whose private queue layout libxhsa knows (the shadow
-/// copies the word after `amd_queue_t`, [`CORE_QUEUE_WORD`]; `api_table::shared_queue_layout_known`),
-/// asked once. When it is not, one warning says so and every queue is passed through unshadowed.
-pub(super) fn rocr_layout_known() -> bool {
-    static KNOWN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *KNOWN.get_or_init(|| {
+/// The running ROCr's private queue layout ([`crate::entry::queue_layout`]), asked once; `None`
+/// when its version is not one whose layout libxhsa knows: one warning says so, and every queue
+/// is passed through unshadowed.
+pub(super) fn rocr_layout() -> Option<SharedQueueLayout> {
+    static LAYOUT: std::sync::OnceLock<Option<SharedQueueLayout>> = std::sync::OnceLock::new();
+    *LAYOUT.get_or_init(|| {
         // Without ROCr's functions no shadow can be built anyway; build_shadow says why.
-        let Some(r) = rocr() else { return true };
+        let Some(r) = rocr() else { return Some(AMD_QUEUE_V1) };
         let id = inside(|| r.build_id());
-        match crate::entry::api_table::shared_queue_layout_known(id.as_deref()) {
-            Ok(v) => {
+        match shared_queue_layout(id.as_deref()) {
+            Ok((v, layout)) => {
                 tracing::debug!(
-                    "xhsa: ROCr {v} (build {:?}): known queue layout",
-                    id.unwrap_or_default()
+                    "xhsa: ROCr {v} (build {:?}): queue layout known, queue object at +{}",
+                    id.unwrap_or_default(),
+                    layout.core_queue_word
                 );
-                true
+                Some(layout)
             }
             Err(why) => {
                 tracing::warn!(
                     "xhsa: {why}; its queues are passed through unshadowed and unscheduled"
                 );
-                false
+                None
             }
         }
     })
 }
+
 /// Builds and registers the shadow of hardware queue `hw`; returns its address.
 pub(super) fn build_shadow(
     g: &Global,
@@ -59,6 +59,7 @@ pub(super) fn build_shadow(
     agent: hsa_agent_t,
     hw: u64,
     size: u32,
+    layout: SharedQueueLayout,
 ) -> Result<u64, String> {
     if g.faults.hit(Point::ShadowCreate) {
         return Err("injected by XHSA_FAULT_INJECT".into());
@@ -84,6 +85,15 @@ pub(super) fn build_shadow(
             hw_ring.base
         ));
     }
+    // SAFETY: the word after the amd_queue struct of the SharedQueue ROCr just allocated, in a
+    // ROCr version whose layout puts its queue object's pointer there (`rocr_layout`).
+    let core_queue = unsafe { memory::read_u64(hw + layout.core_queue_word) };
+    if core_queue == 0 {
+        return Err(format!(
+            "ROCr's queue object is not at +{} of the queue, where its version's layout puts it",
+            layout.core_queue_word
+        ));
+    }
     let bytes = RING_OFFSET as usize + size as usize * crate::path::packet::PACKET_SIZE;
     let mem = inside(|| r.alloc_gpu_visible(agent, bytes))
         .ok_or("no GPU-readable fine-grained system memory")?;
@@ -98,14 +108,15 @@ pub(super) fn build_shadow(
         });
         return Err("hsa_signal_create failed".into());
     };
-    // The hardware queue's amd_queue_t (type, features, id, apertures, max CU/wave ids,
+    // The hardware queue's amd_queue struct (type, features, id, apertures, max CU/wave ids,
     // properties), then the shadow's own ring, doorbell, size and indices.
-    // SAFETY: `mem` is the shadow's allocation (AMD_QUEUE_BYTES of amd_queue_t, then `size`
-    // packets at RING_OFFSET), just made and known to nobody else; `hw` is ROCr's live
-    // amd_queue_t of AMD_QUEUE_BYTES, whose fields read here ROCr set at creation.
+    // SAFETY: `mem` is the shadow's allocation (the amd_queue struct and ROCr's queue-object
+    // word, then `size` packets at RING_OFFSET, which lies past both in every layout), just made
+    // and known to nobody else; `hw` is ROCr's live SharedQueue of that layout, whose fields
+    // read here ROCr set at creation.
     unsafe {
-        memory::copy(hw, mem, AMD_QUEUE_BYTES);
-        memory::write_u64(mem + CORE_QUEUE_WORD, memory::read_u64(hw + CORE_QUEUE_WORD));
+        memory::copy(hw, mem, layout.amd_queue_bytes);
+        memory::write_u64(mem + layout.core_queue_word, core_queue);
         memory::invalidate_ring(mem + RING_OFFSET, size as u64);
         memory::write_u64(mem + BASE_ADDRESS, mem + RING_OFFSET);
         memory::write_u64(mem + DOORBELL, doorbell);
