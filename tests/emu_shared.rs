@@ -275,18 +275,15 @@ fn wait_status(
     pred: impl Fn(&str) -> bool,
 ) -> (String, Duration) {
     let t0 = Instant::now();
-    loop {
-        let s = common::emu_status(dir);
-        if pred(&s) {
-            return (s, t0.elapsed());
-        }
-        if t0.elapsed() > timeout {
-            panic!(
-                "{what}: not seen within {timeout:?}; last status:\n{s}\ndevice log:\n{}",
-                dir.log()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(25));
+    let seen =
+        common::wait::wait_until(timeout, || Some(common::emu_status(dir)).filter(|s| pred(s)));
+    match seen {
+        Some(s) => (s, t0.elapsed()),
+        None => panic!(
+            "{what}: not seen within {timeout:?}; last status:\n{}\ndevice log:\n{}",
+            common::emu_status(dir),
+            dir.log()
+        ),
     }
 }
 

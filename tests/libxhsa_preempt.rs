@@ -65,20 +65,6 @@ fn some_queue_off(dir: &DeviceDir) -> bool {
     s.contains("suspended") || s.contains("inactive")
 }
 
-/// Waits up to `timeout` for `cond`.
-fn eventually(timeout: Duration, cond: impl Fn() -> bool) -> bool {
-    let end = Instant::now() + timeout;
-    loop {
-        if cond() {
-            return true;
-        }
-        if Instant::now() > end {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 struct Scene {
     dir: DeviceDir,
     board: std::path::PathBuf,
@@ -141,7 +127,7 @@ fn a_batch_process_is_preempted_for_a_higher_priority_one_and_put_back() {
     assert_passed(&victim);
     // The victim's work is done: the busy queue is back on the GPU within a moment.
     assert!(
-        eventually(Duration::from_secs(3), || !some_queue_off(&scene.dir)),
+        common::wait::holds_within(Duration::from_secs(3), || !some_queue_off(&scene.dir)),
         "a queue stayed off the GPU\n{}",
         emu_status(&scene.dir)
     );
@@ -194,7 +180,7 @@ fn loaded_as_a_tools_lib_a_batch_process_is_preempted_and_put_back() {
     let victim = scene.victim("3", &[]).wait();
     assert_passed(&victim);
     assert!(
-        eventually(Duration::from_secs(3), || !some_queue_off(&scene.dir)),
+        common::wait::holds_within(Duration::from_secs(3), || !some_queue_off(&scene.dir)),
         "a queue stayed off the GPU\n{}",
         emu_status(&scene.dir)
     );
@@ -236,7 +222,7 @@ fn a_killed_high_priority_process_does_not_leave_the_batch_process_off_the_gpu()
     let _lock = run_lock(true);
     let scene = busy_scene("preempt-kill", &[]);
     let victim = scene.victim("50", &[]);
-    let off = eventually(Duration::from_secs(30), || some_queue_off(&scene.dir));
+    let off = common::wait::holds_within(Duration::from_secs(30), || some_queue_off(&scene.dir));
     assert!(
         off,
         "the busy queue was never taken off while the victim ran\n{}",
@@ -246,7 +232,7 @@ fn a_killed_high_priority_process_does_not_leave_the_batch_process_off_the_gpu()
     victim.kill_group(libc::SIGKILL);
     let _ = victim.wait();
     assert!(
-        eventually(Duration::from_secs(5), || !some_queue_off(&scene.dir)),
+        common::wait::holds_within(Duration::from_secs(5), || !some_queue_off(&scene.dir)),
         "the busy queue stayed off after the high-priority process died\n{}",
         emu_status(&scene.dir)
     );
@@ -265,7 +251,7 @@ fn suspend_mode_suspends_and_resumes() {
     let victim = scene.victim("3", &[]).wait();
     assert_passed(&victim);
     assert!(
-        eventually(Duration::from_secs(3), || !some_queue_off(&scene.dir)),
+        common::wait::holds_within(Duration::from_secs(3), || !some_queue_off(&scene.dir)),
         "a queue stayed suspended\n{}",
         emu_status(&scene.dir)
     );

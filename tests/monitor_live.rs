@@ -9,7 +9,7 @@ mod common;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{artifact, libxhsa, run_lock, spawn_under_emu, DeviceDir, RunOpts};
 use serde_json::Value;
@@ -51,17 +51,9 @@ fn process_at(snap: &Value, level: i64) -> Option<(u64, Vec<Value>)> {
     None
 }
 
-/// Polls snapshots until `pred` holds (at most `limit`).
+/// The first snapshot for which `pred` holds, within `limit`.
 fn until(board: &Path, limit: Duration, pred: impl Fn(&Value) -> bool) -> Option<Value> {
-    let end = Instant::now() + limit;
-    while Instant::now() < end {
-        let s = json(board);
-        if pred(&s) {
-            return Some(s);
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    None
+    common::wait::wait_until(limit, || Some(json(board)).filter(|s| pred(s)))
 }
 
 fn sum(qs: &[Value], field: &str) -> u64 {
@@ -336,14 +328,9 @@ fn tmux(board: &Path, ipid: u64, bpid: u64) {
         )
         .into_owned()
     };
-    let end = Instant::now() + Duration::from_secs(20);
-    let mut screen = capture();
-    while !(screen.contains(&ipid.to_string()) && screen.contains(&bpid.to_string()))
-        && Instant::now() < end
-    {
-        std::thread::sleep(Duration::from_millis(200));
-        screen = capture();
-    }
+    let both = |s: &String| s.contains(&ipid.to_string()) && s.contains(&bpid.to_string());
+    let screen = common::wait::wait_until(Duration::from_secs(20), || Some(capture()).filter(both))
+        .unwrap_or_else(capture);
     let alive = |s: &str| {
         Command::new(&tmux)
             .args(["has-session", "-t", s])
@@ -357,11 +344,7 @@ fn tmux(board: &Path, ipid: u64, bpid: u64) {
     }
     assert!(screen.contains("xhsa-top") && screen.contains("PRIO"), "{screen}");
     Command::new(&tmux).args(["send-keys", "-t", &session, "q"]).status().unwrap();
-    let end = Instant::now() + Duration::from_secs(5);
-    while alive(&session) && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let quit = !alive(&session);
+    let quit = common::wait::holds_within(Duration::from_secs(5), || !alive(&session));
     let _ = Command::new(&tmux).args(["kill-session", "-t", &session]).output();
     assert!(quit, "xhsa-top did not quit on q");
 }

@@ -2,6 +2,8 @@
 //! through binutils (present wherever the project builds).
 #![allow(dead_code)]
 
+pub mod wait;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -827,26 +829,40 @@ impl Running {
         let mut status: libc::c_int = 0;
         // SAFETY: rusage is a plain C struct for which all-zero bytes are a valid value.
         let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-        let mut timed_out = false;
+        // Until the run's timeout, wait for the exit itself (a pidfd becomes readable when the
+        // process exits); then kill the group, and reap it.
+        // SAFETY: pidfd_open takes a pid and flags, no pointers.
+        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as libc::c_int;
+        assert!(pidfd >= 0, "pidfd_open({pid}): {}", std::io::Error::last_os_error());
+        let exited = loop {
+            let left = self.timeout.saturating_sub(self.started.elapsed());
+            let mut p = libc::pollfd { fd: pidfd, events: libc::POLLIN, revents: 0 };
+            let ms = left.as_millis().min(i32::MAX as u128) as libc::c_int;
+            // SAFETY: one pollfd we own.
+            match unsafe { libc::poll(&mut p, 1, ms) } {
+                0 => break false,
+                r if r > 0 => break true,
+                _ if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) => {}
+                _ => panic!("poll on the pidfd of {command}: {}", std::io::Error::last_os_error()),
+            }
+        };
+        // SAFETY: the descriptor pidfd_open gave us, closed once.
+        unsafe { libc::close(pidfd) };
+        let timed_out = !exited;
+        if timed_out {
+            // SAFETY: kill takes no pointers; the group is the launcher's, which we started.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+        }
         loop {
             // SAFETY: wait4 writes only into `status` and `ru`, locals we own.
-            let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) };
+            let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
             if r == pid {
                 break;
             }
-            if r < 0 {
-                let err = std::io::Error::last_os_error();
-                if err.raw_os_error() == Some(libc::EINTR) {
-                    continue;
-                }
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::EINTR) {
                 panic!("wait4({pid}) for {command}: {err}");
             }
-            if !timed_out && self.started.elapsed() > self.timeout {
-                timed_out = true;
-                // SAFETY: kill takes no pointers; the group is the launcher's, which we started.
-                unsafe { libc::kill(-pid, libc::SIGKILL) };
-            }
-            std::thread::sleep(Duration::from_millis(if timed_out { 5 } else { 10 }));
         }
         let wall = self.started.elapsed();
         // The child is reaped; std's handle (dropped here) never waits for or signals it.

@@ -6,6 +6,7 @@
 //!   plain copies of it (claim, publish, summaries, contention).
 //! - [`map`]: the mapped file seen as 32-bit atomics: the one `unsafe` cast of the mapping.
 //! - [`futex`]: sleeping on a shared word until another process changes it.
+//! - [`seqlock`]: a slot's seqlock (one writer, readers anywhere), checked under loom.
 //! - [`shared`]: the concurrency protocol over the mapped words (creation, seqlocked slots,
 //!   clearing dead owners, control requests and acks), in safe code.
 //! - [`place`]: where the board files live and how they are named.
@@ -20,4 +21,5 @@ pub mod layout;
 pub mod map;
 pub mod owner;
 pub mod place;
+pub mod seqlock;
 pub mod shared;

@@ -20,7 +20,7 @@
 //! - **Liveness.** A live slot whose lock nobody holds has a dead owner: the kernel drops a
 //!   process's locks with its last descriptor of the file, in whatever pid namespace it ran.
 //!   No pid is trusted (containers share pids).
-//! - **Writing** (only the owner writes a live slot): seqlock — `seq` made odd, fields stored,
+//! - **Writing** (only the owner writes a live slot): seqlock ([`crate::seqlock`]) — `seq` made odd, fields stored,
 //!   `seq` made even with release. **Reading**: copy the slot between two equal even `seq`
 //!   loads, else retry (a few times; a slot that never settles is skipped as idle).
 //! - **Clearing** (owner release, or a dead owner found by anyone): compare-and-swap of `state`
@@ -44,6 +44,7 @@ use crate::layout::{
 use crate::map::SharedWords;
 use crate::owner::pid_namespace;
 use crate::place::{check_trust, request_path, uid, BoardPlace};
+use crate::seqlock;
 use nix::fcntl::{fcntl, FcntlArg};
 use std::collections::BTreeSet;
 use std::fmt;
@@ -622,19 +623,10 @@ impl SharedBoard {
     /// Seqlock write of the owner's fields (every field from `pid` to `recent`; the caller
     /// owns the slot). The control and ack words are not touched.
     fn write(&self, index: usize, slot: &Slot) {
-        let w = self.slot_words(index);
-        let seq = w[0].load(Ordering::Relaxed);
-        let odd = seq.wrapping_add(1) | 1;
-        w[0].store(odd, Ordering::Relaxed);
-        fence(Ordering::Release);
         let words = slot_to_words(slot);
-        for (i, v) in words.iter().enumerate().take(OWNER_END).skip(2) {
-            w[i].store(*v, Ordering::Relaxed);
-        }
-        for (i, v) in words.iter().enumerate().skip(PID_NS_WORD) {
-            w[i].store(*v, Ordering::Relaxed);
-        }
-        w[0].store(odd.wrapping_add(1), Ordering::Release);
+        let owner = words.iter().copied().enumerate();
+        let owner = owner.filter(|&(i, _)| (2..OWNER_END).contains(&i) || i >= PID_NS_WORD);
+        seqlock::write(self.slot_words(index), owner);
     }
 
     /// Zeroes the control and ack words of slot `index` (a slot being cleared or claimed).
@@ -646,23 +638,8 @@ impl SharedBoard {
 
     /// A consistent copy of slot `index`, or `None` if it kept changing.
     pub fn read(&self, index: usize) -> Option<Slot> {
-        let w = self.slot_words(index);
-        for _ in 0..READ_ATTEMPTS {
-            let before = w[0].load(Ordering::Acquire);
-            if before & 1 == 1 {
-                std::hint::spin_loop();
-                continue;
-            }
-            let mut words = [0u32; SLOT_WORDS];
-            for (i, v) in words.iter_mut().enumerate() {
-                *v = w[i].load(Ordering::Relaxed);
-            }
-            fence(Ordering::Acquire);
-            if w[0].load(Ordering::Relaxed) == before {
-                return Some(slot_from_words(&words));
-            }
-        }
-        None
+        seqlock::read::<_, SLOT_WORDS>(self.slot_words(index), READ_ATTEMPTS)
+            .map(|words| slot_from_words(&words))
     }
 
     /// Publishes the counters of the slot `handle` holds; `false` if it no longer holds it (a

@@ -27,6 +27,8 @@ use xhsa_ioctl::Kfd;
 
 #[path = "support/raw_queue.rs"]
 mod raw_queue;
+#[path = "../../../tests/common/wait.rs"]
+mod wait;
 use raw_queue::Queue;
 
 const BIN: &str = env!("CARGO_BIN_EXE_xhsa-emu");
@@ -142,19 +144,12 @@ impl Container {
     /// Waits for the exit within `limit` (killing the namespace after it), and returns whether
     /// it succeeded, with a report.
     fn finish(mut self, limit: Duration) -> (bool, String) {
-        let t0 = Instant::now();
-        let status = loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                break Some(s);
-            }
-            if t0.elapsed() > limit {
-                // unshare --kill-child takes the namespace's init with it.
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let status = wait::wait_until(limit, || self.child.try_wait().unwrap());
+        if status.is_none() {
+            // unshare --kill-child takes the namespace's init with it.
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
         self.seen.extend(self.lines.try_iter());
         let err = self.stderr.join().unwrap_or_default();
         let head = match status {
@@ -301,11 +296,8 @@ fn child() {
 }
 
 fn wait_for_file(f: &Path) {
-    let t0 = Instant::now();
-    while !f.exists() {
-        assert!(t0.elapsed() < Duration::from_secs(30), "{} never appeared", f.display());
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let appeared = wait::holds_within(Duration::from_secs(30), || f.exists());
+    assert!(appeared, "{} never appeared", f.display());
 }
 
 /// A queue holding one dispatch of `workgroups` workgroups: waits for it, destroys the queue.

@@ -1824,11 +1824,9 @@ fn a_wave_waiting_for_the_host_sleeps_until_the_host_writes() {
     let out = r.alloc(4);
     let writer = std::thread::spawn(move || {
         std::thread::sleep(std::time::Duration::from_millis(300));
-        xhsa_emu::sys::devmem::DeviceMemory::write(
-            &xhsa_emu::sys::devmem::HostMemory,
-            flag,
-            &21i32.to_le_bytes(),
-        );
+        // SAFETY: `flag` is a 4-byte buffer of the rig, alive until the kernel below ends.
+        let host = unsafe { xhsa_emu::sys::devmem::HostMemory::new() };
+        xhsa_emu::sys::devmem::DeviceMemory::write(&host, flag, &21i32.to_le_bytes());
     });
     let cpu = cpu_time();
     let started = std::time::Instant::now();

@@ -23,6 +23,8 @@ use xhsa_ioctl::Kfd;
 
 #[path = "support/raw_queue.rs"]
 mod raw_queue;
+#[path = "../../../tests/common/wait.rs"]
+mod wait;
 use raw_queue::{gpu, Queue, RING, RING_AT};
 
 const BIN: &str = env!("CARGO_BIN_EXE_xhsa-emu");
@@ -214,15 +216,9 @@ fn device_dir() -> PathBuf {
 
 /// `xhsa-emu status` of our device, once `pred` holds (within 5 s).
 fn status_when(what: &str, pred: impl Fn(&str) -> bool) -> String {
-    let t0 = Instant::now();
-    loop {
-        let s = client::status(&device_dir()).expect("device status");
-        if pred(&s) {
-            return s;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(5), "{what}: not seen; status:\n{s}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let status = || client::status(&device_dir()).expect("device status");
+    wait::wait_until(Duration::from_secs(5), || Some(status()).filter(|s| pred(s)))
+        .unwrap_or_else(|| panic!("{what}: not seen; status:\n{}", status()))
 }
 
 /// The status line of queue `id`'s device queue (the only queue of ours with that state).
@@ -290,13 +286,8 @@ fn pct0() {
         queue_lines(&s)[0].contains("active, 1 kernel(s) outstanding") && !s.contains("saved"),
         "{s}"
     );
-    while q.completed() == 0 {
-        assert!(
-            t.elapsed() < Duration::from_secs(5),
-            "the kernel never completed after percentage 100"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let completed = wait::holds_within(Duration::from_secs(5), || q.completed() > 0);
+    assert!(completed, "the kernel never completed after percentage 100");
     // What was left when it was saved (about half), not a fresh start.
     assert!(t.elapsed() < Duration::from_millis(WG_MS - 20), "{:?}", t.elapsed());
     // A priority update of an active queue only re-prioritises it.

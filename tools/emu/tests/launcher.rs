@@ -219,18 +219,23 @@ fn a_termination_signal_is_forwarded() {
         "--",
         "sh",
         "-c",
-        "trap 'echo term; kill $! 2>/dev/null; exit 3' TERM; sleep 20 & wait",
+        "trap 'echo term; kill $! 2>/dev/null; exit 3' TERM; echo ready; sleep 20 & wait",
     ]);
     c.stdout(std::process::Stdio::piped());
-    let child = c.spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    let mut child = c.spawn().unwrap();
+    // The command says when its trap is set.
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut out, &mut first).unwrap();
+    assert_eq!(first, "ready\n");
     let t = Instant::now();
     // SAFETY: kill takes no pointers; the child is ours and not yet reaped.
     assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
-    let o = child.wait_with_output().unwrap();
+    let status = child.wait().unwrap();
+    let rest = std::io::read_to_string(out).unwrap();
     assert!(t.elapsed() < Duration::from_secs(10));
-    assert_eq!(o.status.code(), Some(3), "the launcher survives and reports the command's status");
-    assert_eq!(stdout(&o), "term\n");
+    assert_eq!(status.code(), Some(3), "the launcher survives and reports the command's status");
+    assert_eq!(rest, "term\n");
 }
 
 #[test]

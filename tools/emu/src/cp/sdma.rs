@@ -279,6 +279,9 @@ mod tests {
     use crate::kfd::memory::{MemKind, Memory, Range};
     use crate::sys::devmem::{DeviceMemory, HostMemory};
 
+    // SAFETY: the tests give it only addresses inside the buffers they own and keep alive.
+    const HOST: HostMemory = unsafe { HostMemory::new() };
+
     /// One SDMA packet run over host memory: a buffer of `bytes` words with the ring, the read
     /// and write indices, a source and a destination of `len` bytes each.
     fn run_packet(packet: &[u32], buf: &mut [u64]) {
@@ -297,15 +300,15 @@ mod tests {
         });
         let (ring, rptr, wptr) = (base, base + 256, base + 264);
         for (k, d) in packet.iter().enumerate() {
-            HostMemory.write(ring + 4 * k as u64, &d.to_le_bytes());
+            HOST.write(ring + 4 * k as u64, &d.to_le_bytes());
         }
-        HostMemory.store_u64(rptr, 0);
-        HostMemory.store_u64(wptr, 4 * packet.len() as u64);
+        HOST.store_u64(rptr, 0);
+        HOST.store_u64(wptr, 4 * packet.len() as u64);
         let events = Events::default();
         let clock = || 0;
         let to_host = |t| t;
         let env = Env {
-            mem: &HostMemory,
+            mem: &HOST,
             events: &events,
             memory: &memory,
             gpu_id: 1,
@@ -317,7 +320,7 @@ mod tests {
         let cfg = Config::default();
         // The copy keeps the engine busy until its modelled end; run until the packet is done.
         let mut now = 0;
-        while HostMemory.load_u64(rptr) < 4 * packet.len() as u64 {
+        while HOST.load_u64(rptr) < 4 * packet.len() as u64 {
             run(&mut q, &env, &cfg, now);
             assert!(!q.failed, "the queue failed");
             now = q.wake_at().unwrap_or(now + 1_000_000);
@@ -336,9 +339,9 @@ mod tests {
         let dst = src + len as u64 + 12;
         let pattern = |i: usize| (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[i % 4];
         for i in 0..len {
-            HostMemory.write(src + i as u64, &[pattern(i)]);
+            HOST.write(src + i as u64, &[pattern(i)]);
         }
-        HostMemory.write(dst + len as u64, &[0xee]);
+        HOST.write(dst + len as u64, &[0xee]);
         let count = len as u32 - 1;
         assert_eq!(count, 0x40_0133);
         run_packet(
@@ -354,7 +357,7 @@ mod tests {
             &mut buf,
         );
         let mut got = vec![0u8; len + 1];
-        HostMemory.read(dst, &mut got);
+        HOST.read(dst, &mut got);
         let wrong = (0..len).filter(|&i| got[i] != pattern(i)).count();
         assert_eq!(
             wrong,
@@ -370,7 +373,7 @@ mod tests {
         let dwords: usize = (1 << 20) + 3;
         let mut buf = vec![0u64; 64 + dwords / 2 + 4];
         let dst = buf.as_mut_ptr() as u64 + 512;
-        HostMemory.write(dst + 4 * dwords as u64, &0x1234_5678u32.to_le_bytes());
+        HOST.write(dst + 4 * dwords as u64, &0x1234_5678u32.to_le_bytes());
         // count = bytes - 4, fill size 2 (dwords) in DW0 bits 30-31.
         let count = 4 * dwords as u32 - 4;
         run_packet(
@@ -378,7 +381,7 @@ mod tests {
             &mut buf,
         );
         let mut got = vec![0u8; 4 * dwords + 4];
-        HostMemory.read(dst, &mut got);
+        HOST.read(dst, &mut got);
         let words: Vec<u32> =
             got.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
         assert!(

@@ -62,7 +62,9 @@ impl CodeObject {
         let mut image = vec![0u64; size.div_ceil(8) + 1];
         let base = image.as_mut_ptr() as u64;
         for &(off, vaddr, filesz, _) in &segs {
-            HostMemory.write(base + vaddr as u64, &elf[off..off + filesz]);
+            // SAFETY: `image` holds `size` bytes from `base`, and every segment ends within it
+            // (`vaddr + filesz <= vaddr + memsz <= size`, checked above).
+            unsafe { HostMemory::new() }.write(base + vaddr as u64, &elf[off..off + filesz]);
         }
         Ok(CodeObject { image, kernels: kernel_symbols(elf), target, abi_version: elf[8] })
     }
@@ -137,7 +139,8 @@ impl HostRig {
         // SAFETY: `data` is `bytes` initialised bytes (T: Copy has no padding requirements for
         // reading as bytes here: the values were written as T), and u8 has no alignment.
         let src = unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), bytes) };
-        HostMemory.write(a, src);
+        // SAFETY: `a` is the buffer of `bytes` just allocated by this rig.
+        unsafe { HostMemory::new() }.write(a, src);
         a
     }
 
@@ -156,7 +159,8 @@ impl HostRig {
         // buffers (checked above), so any bit pattern the kernel left is copied as bytes.
         let dst =
             unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), bytes as usize) };
-        HostMemory.read(addr, dst);
+        // SAFETY: the range is one of this rig's buffers (checked above).
+        unsafe { HostMemory::new() }.read(addr, dst);
         v
     }
 
@@ -249,14 +253,18 @@ impl HostRig {
         let raised = std::sync::Mutex::new(Vec::new());
         let interrupt = |id: u32| raised.lock().unwrap_or_else(|p| p.into_inner()).push(id);
         let parts = self.threads.max(1);
+        // SAFETY: the kernel's accesses reach memory only through `accessible`, which admits
+        // only this rig's buffers (and its code object's image), all live for the run.
+        let host = unsafe { HostMemory::new() };
         let res = std::thread::scope(|s| {
             let threads: Vec<_> = (0..parts)
                 .map(|k| {
-                    let (launch, accessible, interrupt) = (&launch, &accessible, &interrupt);
+                    let (launch, accessible, interrupt, host) =
+                        (&launch, &accessible, &interrupt, &host);
                     s.spawn(move || {
                         super::run_part(
                             launch,
-                            &HostMemory,
+                            host,
                             accessible,
                             &super::Services { clock: &|| 0, interrupt },
                             k,

@@ -165,36 +165,42 @@ impl<'a> GpuView<'a> {
     }
 }
 
+/// The host's memory behind a GPU view's translated addresses.
+// SAFETY: a GpuView's addresses are translated by the KFD memory table (`to_host`), whose ranges
+// are mapped in this process while they are in the table; the device model checks each access
+// against the table before it reaches the view.
+const HOST: HostMemory = unsafe { HostMemory::new() };
+
 impl DeviceMemory for GpuView<'_> {
     fn read(&self, addr: u64, buf: &mut [u8]) {
-        HostMemory.read(self.memory.to_host(addr), buf)
+        HOST.read(self.memory.to_host(addr), buf)
     }
     fn read_u32(&self, addr: u64) -> u32 {
-        HostMemory.read_u32(self.memory.to_host(addr))
+        HOST.read_u32(self.memory.to_host(addr))
     }
     fn write(&self, addr: u64, buf: &[u8]) {
-        HostMemory.write(self.memory.to_host(addr), buf)
+        HOST.write(self.memory.to_host(addr), buf)
     }
     fn copy(&self, dst: u64, src: u64, len: u64) {
-        HostMemory.copy(self.memory.to_host(dst), self.memory.to_host(src), len)
+        HOST.copy(self.memory.to_host(dst), self.memory.to_host(src), len)
     }
     fn fill32(&self, dst: u64, value: u32, count: u64) {
-        HostMemory.fill32(self.memory.to_host(dst), value, count)
+        HOST.fill32(self.memory.to_host(dst), value, count)
     }
     fn load_u64(&self, addr: u64) -> u64 {
-        HostMemory.load_u64(self.memory.to_host(addr))
+        HOST.load_u64(self.memory.to_host(addr))
     }
     fn store_u64(&self, addr: u64, value: u64) {
-        HostMemory.store_u64(self.memory.to_host(addr), value)
+        HOST.store_u64(self.memory.to_host(addr), value)
     }
     fn store_u16(&self, addr: u64, value: u16) {
-        HostMemory.store_u16(self.memory.to_host(addr), value)
+        HOST.store_u16(self.memory.to_host(addr), value)
     }
     fn fetch_add_i64(&self, addr: u64, delta: i64) -> i64 {
-        HostMemory.fetch_add_i64(self.memory.to_host(addr), delta)
+        HOST.fetch_add_i64(self.memory.to_host(addr), delta)
     }
     fn compare_exchange(&self, addr: u64, wide: bool, current: u64, new: u64) -> Result<u64, u64> {
-        HostMemory.compare_exchange(self.memory.to_host(addr), wide, current, new)
+        HOST.compare_exchange(self.memory.to_host(addr), wide, current, new)
     }
 }
 

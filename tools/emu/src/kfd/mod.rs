@@ -420,7 +420,9 @@ impl Kfd {
         // write-protected: this store then traps like an application's, which only wakes the
         // device thread.
         let doorbell = gpu.doorbells + 8 * slot as u64;
-        HostMemory.store_u64(doorbell, u64::MAX);
+        // SAFETY: the doorbell slot lies in the GPU's doorbell pages, mapped writable in this
+        // process for the GPU's life.
+        unsafe { HostMemory::new() }.store_u64(doorbell, u64::MAX);
         {
             let mut cp = gpu.engine.cp();
             if sdma {

@@ -38,9 +38,24 @@ pub trait DeviceMemory: Send + Sync {
     }
 }
 
-/// This process's memory, accessed directly.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct HostMemory;
+/// This process's memory, accessed directly: every method dereferences the addresses it is
+/// given. Only [`HostMemory::new`] makes one, under its obligation.
+#[derive(Debug)]
+pub struct HostMemory(());
+
+impl HostMemory {
+    /// Access to this process's memory at raw addresses.
+    ///
+    /// # Safety
+    ///
+    /// Every address range given to the result's methods lies, for the whole access, in memory
+    /// of this process that is mapped with the access asked for (readable for reads, writable
+    /// for writes; naturally aligned for the atomic ones): the caller checks addresses against
+    /// the KFD memory table, or passes only buffers it owns.
+    pub const unsafe fn new() -> HostMemory {
+        HostMemory(())
+    }
+}
 
 impl DeviceMemory for HostMemory {
     fn read(&self, addr: u64, buf: &mut [u8]) {
