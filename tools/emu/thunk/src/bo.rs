@@ -163,7 +163,7 @@ pub fn gem_close(gem: u32) -> Result<(), i32> {
 /// `va` for `size` bytes: its memfd is mapped there (the device reads host memory at GPU
 /// addresses). UNMAP (`map` false): a PROT_NONE reservation goes back over the range.
 pub fn gem_va(gem: u32, va: u64, offset_in_bo: u64, size: u64, map: bool) -> Result<(), i32> {
-    if va == 0 || size == 0 || va % 4096 != 0 || size % 4096 != 0 {
+    if va == 0 || size == 0 || !va.is_multiple_of(4096) || !size.is_multiple_of(4096) {
         return Err(libc::EINVAL);
     }
     let t = TABLE.lock().unwrap_or_else(|p| p.into_inner());
@@ -278,11 +278,8 @@ mod tests {
         set_handle(off, 91);
         let fd = export(91, true).unwrap();
         // SAFETY: lseek on the descriptor export returned.
-        assert_eq!(
-            unsafe { libc::lseek(fd, 0, libc::SEEK_END) },
-            8192,
-            "libdrm sizes a DMA-buf so"
-        );
+        let end = unsafe { libc::lseek(fd, 0, libc::SEEK_END) };
+        assert_eq!(end, 8192, "libdrm sizes a DMA-buf so");
         let h = import(fd).unwrap();
         assert_eq!(import(fd), Ok(h));
         assert_eq!(gem_offset(h), Ok(off));
