@@ -286,85 +286,165 @@ pub fn program_with_inputs(name: &str, extra: &[PathBuf]) -> PathBuf {
     build_cached(name, &tool, &args, &inputs)
 }
 
+/// A ROCm userland in its own root (built by `./x setup`) that `xhsa-emu run --rocm` puts a
+/// command on: its version, the tag its cached builds carry, its C compiler, the variables that
+/// name its root and skip it.
+#[derive(Clone, Copy, Debug)]
+pub struct RocmRoot {
+    pub version: &'static str,
+    pub tag: &'static str,
+    pub clang: &'static str,
+    pub root_var: &'static str,
+    pub default_root: &'static str,
+    pub skip_var: &'static str,
+}
+
+/// Debian sid's ROCm 6.4 (tools/rocm64).
+pub const ROCM64: RocmRoot = RocmRoot {
+    version: "6.4",
+    tag: "rocm64",
+    clang: "clang-21",
+    root_var: "XHSA_ROCM64_ROOT",
+    default_root: "/var/lib/xhsa/rocm-6.4",
+    skip_var: "XHSA_ROCM64",
+};
+
+/// Debian experimental's ROCm 7.2 (tools/rocm72).
+pub const ROCM72: RocmRoot = RocmRoot {
+    version: "7.2",
+    tag: "rocm72",
+    clang: "clang-22",
+    root_var: "XHSA_ROCM72_ROOT",
+    default_root: "/var/lib/xhsa/rocm-7.2",
+    skip_var: "XHSA_ROCM72",
+};
+
+impl RocmRoot {
+    /// Whether a test on this root runs: false (a reason printed) when `$SKIP_VAR=skip`
+    /// (`./x setup` then leaves the root out); otherwise the root must be built, or the test fails
+    /// here, naming `./x setup`.
+    pub fn available(&self) -> bool {
+        if std::env::var(self.skip_var).is_ok_and(|v| v == "skip") {
+            eprintln!(
+                "skipped: {}=skip (the ROCm {} root is left out of set-up)",
+                self.skip_var, self.version
+            );
+            return false;
+        }
+        let root = std::env::var_os(self.root_var)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(self.default_root));
+        assert!(
+            root.join(".xhsa-ready").is_file(),
+            "the ROCm {} root at {} is missing or incomplete: build it with `./x setup` (as root), \
+             point ${} at one, or set {}=skip to leave these tests out",
+            self.version,
+            root.display(),
+            self.root_var,
+            self.skip_var
+        );
+        true
+    }
+
+    /// The `xhsa-emu run` options that put a command on this userland, with the ISA the emulated
+    /// GPU reports.
+    pub fn args(&self, isa: &str) -> Vec<String> {
+        vec!["--rocm".into(), self.version.into(), "--isa".into(), isa.into()]
+    }
+
+    /// Builds test program `tests/programs/NAME.{hip,cpp,c}` (cached) with this root's compilers,
+    /// run through `xhsa-emu run --rocm VERSION`: `.hip` and `.cpp` with its `hipcc
+    /// --offload-arch=ARCH` (`.cpp` linked with `libs`), `.c` with its clang against its
+    /// `libhsa-runtime64`.
+    pub fn program(&self, name: &str, arch: &str, libs: &[&str]) -> PathBuf {
+        let (dir, src) = program_source(name);
+        let c = src.extension().is_some_and(|e| e == "c");
+        let kernels = tests_dir().join("kernels");
+        let mut args: Vec<OsString> =
+            ["run", "--rocm", self.version, "--"].iter().map(OsString::from).collect();
+        if c {
+            for a in
+                [self.clang, "-std=gnu11", "-O2", "-g", "-Wall", "-Wno-unused-but-set-variable"]
+            {
+                args.push(a.into());
+            }
+        } else {
+            args.push("hipcc".into());
+            for a in [
+                format!("--offload-arch={arch}").as_str(),
+                "-O2",
+                "-g",
+                "-Wall",
+                "-Wno-unused-result",
+                "-Wno-unused-value",
+            ] {
+                args.push(a.into());
+            }
+            args.push(OsString::from("-I"));
+            args.push(kernels.into_os_string());
+        }
+        args.push(OsString::from("-I"));
+        args.push(dir.clone().into_os_string());
+        args.push("-o".into());
+        args.push("{OUT}".into());
+        args.push(src.clone().into_os_string());
+        if c {
+            for a in ["-lhsa-runtime64", "-lm", "-lpthread"] {
+                args.push(a.into());
+            }
+        }
+        for l in libs {
+            args.push(format!("-l{l}").into());
+        }
+        let mut inputs = vec![src];
+        inputs.extend(shared_sources());
+        build_cached(&format!("{name}-{}-{arch}", self.tag), &emu_launcher(), &args, &inputs)
+    }
+
+    /// Builds `tests/kernels/NAME.hip` into a raw code object for `arch` with this root's hipcc
+    /// (cached), for the HSA loader API of its ROCr.
+    pub fn code_object(&self, name: &str, arch: &str) -> PathBuf {
+        let src = tests_dir().join("kernels").join(format!("{name}.hip"));
+        assert!(src.exists(), "no kernel source {}", src.display());
+        let offload = format!("--offload-arch={arch}");
+        let args: Vec<OsString> = [
+            "run",
+            "--rocm",
+            self.version,
+            "--",
+            "hipcc",
+            "--genco",
+            "--no-gpu-bundle-output",
+            offload.as_str(),
+            "-O2",
+            "-o",
+            "{OUT}",
+        ]
+        .iter()
+        .map(OsString::from)
+        .chain([src.clone().into_os_string()])
+        .collect();
+        let mut inputs = vec![src];
+        inputs.extend(shared_sources());
+        build_cached(&format!("{name}-{}-{arch}.hsaco", self.tag), &emu_launcher(), &args, &inputs)
+    }
+}
+
 /// The `xhsa-emu run` options that put a command on the ROCm 6.4 userland (its root built by
 /// `./x setup`), with the ISA the emulated GPU reports.
 pub fn rocm64_args(isa: &str) -> Vec<String> {
-    vec!["--rocm".into(), "6.4".into(), "--isa".into(), isa.into()]
+    ROCM64.args(isa)
 }
 
-/// Builds test program `tests/programs/NAME.{hip,cpp,c}` (cached) with the ROCm 6.4 root's
-/// compilers, run through `xhsa-emu run --rocm 6.4`: `.hip` and `.cpp` with its `hipcc
-/// --offload-arch=ARCH` (`.cpp` linked with `libs`), `.c` with its `clang-21` against its
-/// `libhsa-runtime64`.
+/// [`RocmRoot::program`] of the ROCm 6.4 root.
 pub fn program64(name: &str, arch: &str, libs: &[&str]) -> PathBuf {
-    let (dir, src) = program_source(name);
-    let c = src.extension().is_some_and(|e| e == "c");
-    let kernels = tests_dir().join("kernels");
-    let mut args: Vec<OsString> =
-        ["run", "--rocm", "6.4", "--"].iter().map(OsString::from).collect();
-    if c {
-        for a in ["clang-21", "-std=gnu11", "-O2", "-g", "-Wall", "-Wno-unused-but-set-variable"] {
-            args.push(a.into());
-        }
-    } else {
-        args.push("hipcc".into());
-        for a in [
-            format!("--offload-arch={arch}").as_str(),
-            "-O2",
-            "-g",
-            "-Wall",
-            "-Wno-unused-result",
-            "-Wno-unused-value",
-        ] {
-            args.push(a.into());
-        }
-        args.push(OsString::from("-I"));
-        args.push(kernels.into_os_string());
-    }
-    args.push(OsString::from("-I"));
-    args.push(dir.clone().into_os_string());
-    args.push("-o".into());
-    args.push("{OUT}".into());
-    args.push(src.clone().into_os_string());
-    if c {
-        for a in ["-lhsa-runtime64", "-lm", "-lpthread"] {
-            args.push(a.into());
-        }
-    }
-    for l in libs {
-        args.push(format!("-l{l}").into());
-    }
-    let mut inputs = vec![src];
-    inputs.extend(shared_sources());
-    build_cached(&format!("{name}-rocm64-{arch}"), &emu_launcher(), &args, &inputs)
+    ROCM64.program(name, arch, libs)
 }
 
-/// Builds `tests/kernels/NAME.hip` into a raw code object for `arch` with the ROCm 6.4 root's
-/// hipcc (cached), for the HSA loader API of ROCr 6.4.
+/// [`RocmRoot::code_object`] of the ROCm 6.4 root.
 pub fn code_object64(name: &str, arch: &str) -> PathBuf {
-    let src = tests_dir().join("kernels").join(format!("{name}.hip"));
-    assert!(src.exists(), "no kernel source {}", src.display());
-    let offload = format!("--offload-arch={arch}");
-    let args: Vec<OsString> = [
-        "run",
-        "--rocm",
-        "6.4",
-        "--",
-        "hipcc",
-        "--genco",
-        "--no-gpu-bundle-output",
-        offload.as_str(),
-        "-O2",
-        "-o",
-        "{OUT}",
-    ]
-    .iter()
-    .map(OsString::from)
-    .chain([src.clone().into_os_string()])
-    .collect();
-    let mut inputs = vec![src];
-    inputs.extend(shared_sources());
-    build_cached(&format!("{name}-rocm64-{arch}.hsaco"), &emu_launcher(), &args, &inputs)
+    ROCM64.code_object(name, arch)
 }
 
 /// Builds `tests/programs/NAME.c` into a shared library `libNAME.so` (cached; `cc -shared

@@ -205,8 +205,14 @@ static void spmv() {
     size_t bytes = 0;
     CHECK("hipsparse.buffer", hipsparseSpMV_bufferSize(h, HIPSPARSE_OPERATION_NON_TRANSPOSE, &alpha, A, vx, &beta, vy, HIP_R_32F, HIPSPARSE_SPMV_ALG_DEFAULT, &bytes),
           HIPSPARSE_STATUS_SUCCESS);
+    // No buffer when none is needed: rocSPARSE 4 (ROCm 7.x) refuses a buffer with a size of 0
+    // (HIPSPARSE_STATUS_INVALID_VALUE).
     void* buf = nullptr;
-    hipMalloc(&buf, bytes ? bytes : 4);
+    if (bytes) hipMalloc(&buf, bytes);
+    // The analysis stage: optional with hipSPARSE 3 (ROCm 6.x), required before SpMV by
+    // hipSPARSE 4's documentation (ROCm 7.x).
+    CHECK("hipsparse.preprocess", hipsparseSpMV_preprocess(h, HIPSPARSE_OPERATION_NON_TRANSPOSE, &alpha, A, vx, &beta, vy, HIP_R_32F, HIPSPARSE_SPMV_ALG_DEFAULT, buf),
+          HIPSPARSE_STATUS_SUCCESS);
     CHECK("hipsparse.spmv", hipsparseSpMV(h, HIPSPARSE_OPERATION_NON_TRANSPOSE, &alpha, A, vx, &beta, vy, HIP_R_32F, HIPSPARSE_SPMV_ALG_DEFAULT, buf),
           HIPSPARSE_STATUS_SUCCESS);
     CHECK("hipsparse.sync", hipDeviceSynchronize(), hipSuccess);

@@ -121,9 +121,10 @@ fn main() -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    let root = match xhsa_emu::launcher::rocm::root(std::env::var_os(
-        xhsa_emu::launcher::rocm::ROOT_VAR,
-    )) {
+    let root = match xhsa_emu::launcher::rocm::root(
+        xhsa_emu::launcher::rocm::Rocm::V6_4,
+        std::env::var_os(xhsa_emu::launcher::rocm::ROOT_VAR),
+    ) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("xhsa-conformance: {e}");

@@ -13,8 +13,11 @@ use xhsa_conformance::table::{self, SuiteResult};
 
 #[test]
 fn rocrand_basic_passes_natively_and_under_libxhsa() {
-    let root = xhsa_emu::launcher::rocm::root(std::env::var_os(xhsa_emu::launcher::rocm::ROOT_VAR))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let root = xhsa_emu::launcher::rocm::root(
+        xhsa_emu::launcher::rocm::Rocm::V6_4,
+        std::env::var_os(xhsa_emu::launcher::rocm::ROOT_VAR),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let suite = Suite {
         name: "rocrand-basic".into(),
         binary: "librocrand1-tests/test_rocrand_basic".into(),

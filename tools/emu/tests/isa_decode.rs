@@ -228,8 +228,11 @@ fn decoder_agrees_with_llvm_on_random_words_of_every_family() {
 
 /// The ROCm 6.4 root's llvm-mc 21, run through the root's dynamic loader (no chroot needed).
 fn llvm_mc_21() -> Vec<OsString> {
-    let root = xhsa_emu::launcher::rocm::root(std::env::var_os(xhsa_emu::launcher::rocm::ROOT_VAR))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let root = xhsa_emu::launcher::rocm::root(
+        xhsa_emu::launcher::rocm::Rocm::V6_4,
+        std::env::var_os(xhsa_emu::launcher::rocm::ROOT_VAR),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let r = |p: &str| root.join(p).into_os_string();
     let mut libs = r("usr/lib/llvm-21/lib");
     libs.push(":");

@@ -91,9 +91,10 @@ impl Rig {
     /// Built for gfx942 by the ROCm 6.4 root's hipcc: needs the root (`./x setup`), as the
     /// other ROCm 6.4 tests do; without it the test fails and says so.
     fn gfx942(src: &str) -> HostRig {
-        if let Err(e) =
-            xhsa_emu::launcher::rocm::root(std::env::var_os(xhsa_emu::launcher::rocm::ROOT_VAR))
-        {
+        if let Err(e) = xhsa_emu::launcher::rocm::root(
+            xhsa_emu::launcher::rocm::Rocm::V6_4,
+            std::env::var_os(xhsa_emu::launcher::rocm::ROOT_VAR),
+        ) {
             panic!("{e}");
         }
         let r = Rig::load(src, "gfx942");
@@ -110,9 +111,10 @@ impl Rig {
     /// Built for gfx90a by the ROCm 6.4 root's hipcc (clang 21 and its device libraries, as
     /// AMD's 6.4 libraries are): needs the root, as [`Rig::gfx942`].
     fn gfx90a_rocm64(src: &str) -> HostRig {
-        if let Err(e) =
-            xhsa_emu::launcher::rocm::root(std::env::var_os(xhsa_emu::launcher::rocm::ROOT_VAR))
-        {
+        if let Err(e) = xhsa_emu::launcher::rocm::root(
+            xhsa_emu::launcher::rocm::Rocm::V6_4,
+            std::env::var_os(xhsa_emu::launcher::rocm::ROOT_VAR),
+        ) {
             panic!("{e}");
         }
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(src);

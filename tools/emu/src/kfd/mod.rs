@@ -1276,6 +1276,29 @@ impl Kfd {
         Ok(gpu_ids.len() as u32)
     }
 
+    /// A GPU mapping made through the render node (DRM_AMDGPU_GEM_VA of a buffer imported from a
+    /// DMA-buf, as ROCr's virtual-memory API does): `[va, va + size)` becomes device memory of
+    /// GPU `gpu_id`, mapped to it, for the device model's accesses.
+    pub fn map_gem(&self, va: u64, size: u64, gpu_id: u32) -> Result<(), Errno> {
+        let node = self.gpu_index(gpu_id)? as u32 + 1;
+        if va == 0 || size == 0 {
+            return Err(libc::EINVAL);
+        }
+        let handle = self.next_handle(gpu_id);
+        self.memory.insert(Range {
+            host: 0,
+            start: va,
+            size,
+            kind: MemKind::Vram,
+            node,
+            flags: 0,
+            mapped_nodes: vec![node],
+            user_data: 0,
+            handle,
+        });
+        Ok(())
+    }
+
     /// AMDKFD_IOC_FREE_MEMORY_OF_GPU (and userptr deregistration), by address. Returns once no
     /// device thread can still be touching the range, so the caller may unmap it: device
     /// accesses check the memory table inside a CP run, and each CP lock is taken once here.

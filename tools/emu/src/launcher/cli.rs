@@ -29,7 +29,7 @@ pub enum Command {
     /// Run CMD with the emulator's libhsakmt.so.1 under ROCr; exits with CMD's status
     /// (128+signal if CMD is killed by a signal).
     #[command(
-        after_help = "Forms:\n  xhsa-emu run [--config FILE] [--gpus N] [--time-scale X] [--rocm 5.2|6.4] [--isa gfx942|gfx90a] [--bind PATH]... -- CMD [ARGS...]\n  xhsa-emu run [OPTIONS] CMD [ARGS...]\nOptions go before CMD; everything from CMD on is passed to it unchanged."
+        after_help = "Forms:\n  xhsa-emu run [--config FILE] [--gpus N] [--time-scale X] [--rocm 5.2|6.4|7.2] [--isa gfx942|gfx90a] [--bind PATH]... -- CMD [ARGS...]\n  xhsa-emu run [OPTIONS] CMD [ARGS...]\nOptions go before CMD; everything from CMD on is passed to it unchanged."
     )]
     Run(RunArgs),
     /// Print the emulated device model and the KFD node list, as rocminfo would see them.
@@ -76,14 +76,14 @@ pub struct RunArgs {
     /// timing.time_scale (1.0).
     #[arg(long, value_name = "X", value_parser = parse_time_scale)]
     pub time_scale: Option<f64>,
-    /// The ROCm userland CMD sees: 5.2 (the host's, default) or 6.4 (the ROCm 6.4 root built by
-    /// `./x setup`, as CMD's filesystem; needs root).
+    /// The ROCm userland CMD sees: 5.2 (the host's, default), 6.4 or 7.2 (the ROCm 6.4 or 7.2
+    /// root built by `./x setup`, as CMD's filesystem; needs root).
     #[arg(long, value_name = "VERSION", value_parser = super::rocm::Rocm::parse)]
     pub rocm: Option<super::rocm::Rocm>,
-    /// The ISA the emulated GPUs report under --rocm 6.4: gfx942 (default) or gfx90a.
+    /// The ISA the emulated GPUs report under --rocm 6.4 or 7.2: gfx942 (default) or gfx90a.
     #[arg(long, value_name = "ISA", value_parser = super::rocm::parse_isa)]
     pub isa: Option<(u32, u32, u32)>,
-    /// More host paths to show CMD at the same place inside the ROCm 6.4 root (repeatable);
+    /// More host paths to show CMD at the same place inside the ROCm 6.4 or 7.2 root (repeatable);
     /// the working directory, $HOME, /tmp and the emulator's own files always are.
     #[arg(long, value_name = "PATH")]
     pub bind: Vec<PathBuf>,
@@ -142,7 +142,7 @@ where
             if usage_error
                 && !matches!(e.kind(), ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand)
             {
-                eprintln!("\nAccepted forms:\n  xhsa-emu run [--config FILE] [--gpus N] [--time-scale X] [--rocm 5.2|6.4] [--isa gfx942|gfx90a] [--bind PATH]... [--] CMD [ARGS...]\n  xhsa-emu info [--config FILE] [--gpus N]\n  xhsa-emu --help");
+                eprintln!("\nAccepted forms:\n  xhsa-emu run [--config FILE] [--gpus N] [--time-scale X] [--rocm 5.2|6.4|7.2] [--isa gfx942|gfx90a] [--bind PATH]... [--] CMD [ARGS...]\n  xhsa-emu info [--config FILE] [--gpus N]\n  xhsa-emu --help");
             }
             std::process::exit(if usage_error { 2 } else { 0 });
         }
@@ -208,6 +208,10 @@ mod tests {
         assert_eq!(
             (r.rocm, r.isa, r.bind.len()),
             (Some(super::super::rocm::Rocm::V6_4), Some((9, 0, 10)), 1)
+        );
+        assert_eq!(
+            run_args(&["run", "--rocm", "7.2", "true"]).rocm,
+            Some(super::super::rocm::Rocm::V7_2)
         );
     }
 }

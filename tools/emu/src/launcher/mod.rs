@@ -126,8 +126,10 @@ fn info(args: cli::InfoArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Prepares the ROCm 6.4 world (see [`sandbox`]) for a command run with `--rocm 6.4`.
-fn enter_rocm64(
+/// Prepares the world of a ROCm root (see [`sandbox`]) for a command run with `--rocm 6.4` or
+/// `--rocm 7.2`.
+fn enter_root(
+    stack: rocm::Rocm,
     args: &cli::RunArgs,
     cfg: &Config,
     gfx: (u32, u32, u32),
@@ -135,7 +137,8 @@ fn enter_rocm64(
     thunk: &Path,
     me: Option<&Path>,
 ) -> Result<sandbox::Sandbox, String> {
-    let root = rocm::root(std::env::var_os(rocm::ROOT_VAR))?;
+    let var = stack.root_place().and_then(|(_, var)| std::env::var_os(var));
+    let root = rocm::root(stack, var)?;
     let host = info::Host::detect();
     let nodes = crate::kfd::topology::nodes_for(cfg, args.device.gpus, host.ram, host.cpus, gfx);
     // gfx942 parts report their XCCs (MI308X: 4); a gfx90a part has one.
@@ -204,9 +207,9 @@ fn run(args: cli::RunArgs) -> ExitCode {
     }
     let sandbox = match stack {
         rocm::Rocm::V5_2 => None,
-        rocm::Rocm::V6_4 => {
+        rocm::Rocm::V6_4 | rocm::Rocm::V7_2 => {
             let cfg = load_config(config_abs.as_deref()).unwrap_or_default();
-            match enter_rocm64(&args, &cfg, gfx, &rt, &thunk, me.as_deref()) {
+            match enter_root(stack, &args, &cfg, gfx, &rt, &thunk, me.as_deref()) {
                 Ok(s) => Some(s),
                 Err(e) => {
                     let _ = rt.remove();

@@ -1,4 +1,4 @@
-//! The world of a command under `xhsa-emu run --rocm 6.4`: the ROCm 6.4 root as its
+//! The world of a command under `xhsa-emu run --rocm 6.4` (or 7.2): the ROCm root as its
 //! filesystem, with the host's `/proc`, `/tmp`, devices, working directory and home, plus what
 //! amdgpu and KFD would publish for the emulated GPUs: `/dev/kfd`, `/dev/dri/{card,renderD}N`,
 //! the KFD topology under `/sys/devices/virtual/kfd` (and `/sys/class/kfd`), a PCI device per
@@ -242,7 +242,7 @@ impl Sandbox {
     pub fn enter(root: &Path, binds: &[PathBuf], gen: &Generated) -> Result<Sandbox, String> {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
-            return Err("--rocm 6.4 runs the command in a private mount namespace with the ROCm 6.4 root as its filesystem, which needs root (mounts, device nodes, chroot); run xhsa-emu as root".into());
+            return Err("--rocm 6.4 and 7.2 run the command in a private mount namespace with the ROCm root as its filesystem, which needs root (mounts, device nodes, chroot); run xhsa-emu as root".into());
         }
         unshare(CloneFlags::CLONE_NEWNS).map_err(|e| err("unshare(CLONE_NEWNS)", e))?;
         mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>)

@@ -14,7 +14,7 @@ use std::sync::Mutex;
 
 use xhsa_emu::kfd::topology::{LDS_APERTURE, SCRATCH_APERTURE};
 use xhsa_ioctl::abi::memory::{
-    AllocMemoryOfGpuArgs, GetAvailableMemoryArgs, SetMemoryPolicyArgs,
+    AllocMemoryOfGpuArgs, ExportDmabufArgs, GetAvailableMemoryArgs, SetMemoryPolicyArgs,
     KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL, KFD_IOC_ALLOC_MEM_FLAGS_GTT,
     KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP, KFD_IOC_ALLOC_MEM_FLAGS_USERPTR,
     KFD_IOC_ALLOC_MEM_FLAGS_VRAM,
@@ -162,8 +162,15 @@ pub fn process_ioctl(
             Err(unsupported("AMDKFD_IOC_SVM (the topology does not report SVM support)"))
         }
         Request::SmiEvents => Err(unsupported("AMDKFD_IOC_SMI_EVENTS")),
-        Request::GetDmabufInfo | Request::ImportDmabuf | Request::ExportDmabuf => {
-            Err(unsupported("DMA-buf sharing (AMDKFD_IOC_*_DMABUF)"))
+        Request::ExportDmabuf => {
+            let mut a: ExportDmabufArgs = read_arg(arg, size);
+            a.dmabuf_fd =
+                crate::bo::export(a.handle, a.flags & libc::O_CLOEXEC as u32 != 0)? as u32;
+            write_arg(arg, &a, size);
+            Ok(0)
+        }
+        Request::GetDmabufInfo | Request::ImportDmabuf => {
+            Err(unsupported("DMA-buf import (AMDKFD_IOC_GET_DMABUF_INFO, IMPORT_DMABUF)"))
         }
         Request::GetProcessApertures => {
             Err(unsupported("AMDKFD_IOC_GET_PROCESS_APERTURES (the old form)"))
@@ -205,8 +212,20 @@ pub fn alloc_buffer(e: &Emu, a: &mut AllocMemoryOfGpuArgs) -> Result<(), i32> {
     {
         return e.kfd.alloc_memory(a);
     }
-    if a.size == 0 || a.va_addr == 0 {
+    if a.size == 0 {
         return Err(libc::EINVAL);
+    }
+    if a.va_addr == 0 {
+        // A buffer without an address (amdkfd accepts va_addr 0: the virtual-memory API's
+        // physical handles, mapped later through DMA-buf and GEM_VA): backed and given a handle,
+        // not placed in the KFD's address map.
+        gpu_ok(e, a.gpu_id)?;
+        let offset = crate::bo::create(0, a.size)?;
+        a.handle = e.kfd.next_handle(a.gpu_id);
+        a.mmap_offset = offset;
+        crate::bo::set_handle(offset, a.handle);
+        crate::bo::set_unplaced(a.handle);
+        return Ok(());
     }
     let offset = crate::bo::create(a.va_addr, a.size)?;
     e.kfd.alloc_memory(a)?;

@@ -21,7 +21,51 @@ const DRM_TYPE: u64 = b'd' as u64;
 /// `DRM_COMMAND_BASE`: driver-specific numbers start here.
 const COMMAND_BASE: u64 = 0x40;
 const DRM_VERSION_NR: u64 = 0x00;
+const GEM_CLOSE_NR: u64 = 0x09;
+const PRIME_FD_TO_HANDLE_NR: u64 = 0x2e;
+const AMDGPU_GEM_MMAP_NR: u64 = COMMAND_BASE + 0x01;
 const AMDGPU_INFO_NR: u64 = COMMAND_BASE + 0x05;
+const AMDGPU_GEM_VA_NR: u64 = COMMAND_BASE + 0x08;
+/// `AMDGPU_VA_OP_*` of DRM_AMDGPU_GEM_VA.
+const AMDGPU_VA_OP_MAP: u32 = 1;
+const AMDGPU_VA_OP_UNMAP: u32 = 2;
+
+/// `struct drm_prime_handle`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct PrimeHandle {
+    handle: u32,
+    flags: u32,
+    fd: i32,
+}
+
+/// The leading fields of `struct drm_amdgpu_gem_va` (newer kernels append timeline fields).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct GemVa {
+    handle: u32,
+    pad: u32,
+    operation: u32,
+    flags: u32,
+    va_address: u64,
+    offset_in_bo: u64,
+    map_size: u64,
+}
+
+/// Reads the caller's argument of `size` bytes into a `T` (zero-extended when shorter).
+fn read<T: Copy + Default>(arg: *mut libc::c_void, size: usize) -> T {
+    let mut v = T::default();
+    // SAFETY: the caller passes an argument of `size` bytes (encoded in its request); at most
+    // size_of::<T>() of them are copied into `v`.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            arg as *const u8,
+            (&mut v as *mut T).cast::<u8>(),
+            size.min(std::mem::size_of::<T>()),
+        )
+    };
+    v
+}
 
 pub const AMDGPU_INFO_ACCEL_WORKING: u32 = 0x00;
 pub const AMDGPU_INFO_HW_IP_INFO: u32 = 0x02;
@@ -269,6 +313,45 @@ pub fn ioctl(gpu: &Gpu<'_>, request: u64, arg: *mut libc::c_void) -> Reply {
                 )
             };
             info(gpu, request, &q)
+        }
+        // The buffers of ROCr's virtual-memory API (see `bo`).
+        PRIME_FD_TO_HANDLE_NR => {
+            let mut p: PrimeHandle = read(arg, size);
+            p.handle = crate::bo::import(p.fd)?;
+            copy_out(arg as u64, &p, size)?;
+            Ok(0)
+        }
+        GEM_CLOSE_NR => {
+            let h: u32 = read(arg, size);
+            crate::bo::gem_close(h)?;
+            Ok(0)
+        }
+        AMDGPU_GEM_MMAP_NR => {
+            let h: u32 = read(arg, size);
+            let off = crate::bo::gem_offset(h)?;
+            copy_out(arg as u64, &off, size)?;
+            Ok(0)
+        }
+        AMDGPU_GEM_VA_NR => {
+            let v: GemVa = read(arg, size);
+            match v.operation {
+                AMDGPU_VA_OP_MAP | AMDGPU_VA_OP_UNMAP => {
+                    let map = v.operation == AMDGPU_VA_OP_MAP;
+                    let e = crate::state::emu_or_open().map_err(|_| libc::ENODEV)?;
+                    if !map {
+                        e.kfd.free_memory(v.va_address);
+                    }
+                    crate::bo::gem_va(v.handle, v.va_address, v.offset_in_bo, v.map_size, map)?;
+                    if map {
+                        e.kfd.map_gem(v.va_address, v.map_size, gpu.node.gpu_id)?;
+                    }
+                    Ok(0)
+                }
+                op => {
+                    unsupported(request, op, "DRM_AMDGPU_GEM_VA operation");
+                    Err(libc::EINVAL)
+                }
+            }
         }
         n if n >= COMMAND_BASE => {
             unsupported(request, 0, &format!("amdgpu command {:#x}", n - COMMAND_BASE));

@@ -438,7 +438,11 @@ fn serve_ioctl(request: libc::c_ulong, arg: *mut libc::c_void) -> libc::c_int {
         }
         Request::FreeMemoryOfGpu => {
             let a: FreeMemoryOfGpuArgs = read_arg(arg, size);
-            let r = kfd.free_memory_handle(a.handle).map(|_| ());
+            let r = if crate::bo::is_unplaced(a.handle) {
+                Ok(())
+            } else {
+                kfd.free_memory_handle(a.handle).map(|_| ())
+            };
             if r.is_ok() {
                 crate::bo::free(a.handle);
             }

@@ -76,8 +76,78 @@ fn init_logging() {
             eprintln!("xhsa-emu: XHSA_EMU_LOG={filter:?} is not a valid filter (accepted: error, warn, info, debug, trace, or target=level lists); using warn");
             tracing_subscriber::EnvFilter::new("warn")
         });
-        let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+        use tracing_subscriber::layer::SubscriberExt;
+        use tracing_subscriber::util::SubscriberInitExt;
+        let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_target(false);
+        let alive = ThreadAlive {
+            max: filter.max_level_hint().unwrap_or(tracing::level_filters::LevelFilter::TRACE),
+        };
+        let _ = tracing_subscriber::registry().with(filter).with(fmt).with(alive).try_init();
     });
+}
+
+/// Where this thread's logging stands: 0 not armed yet, 1 armed ([`ALIVE`] set up after the
+/// formatter's thread-local buffer), 2 [`ALIVE`] destroyed (the thread is exiting).
+const NOT_ARMED: u8 = 0;
+const ARMED: u8 = 1;
+const EXITING: u8 = 2;
+
+thread_local! {
+    // A const Cell needs no destructor: readable while the thread's other thread-locals are
+    // being destroyed.
+    static LOG_STATE: std::cell::Cell<u8> = const { std::cell::Cell::new(NOT_ARMED) };
+    static ALIVE: AliveGuard = const { AliveGuard };
+}
+
+/// Its destruction marks the thread's logging as over.
+struct AliveGuard;
+
+impl Drop for AliveGuard {
+    fn drop(&mut self) {
+        LOG_STATE.with(|s| s.set(EXITING));
+    }
+}
+
+/// A global filter that turns every event off once the thread's thread-locals are being
+/// destroyed. ROCr 7.2's and HIP's static destructors (run by `exit` after the thread-locals of
+/// the main thread are gone) still make KFD ioctls, and tracing-subscriber's formatter panics
+/// when it reaches its destroyed thread-local buffer. The guard is set up after the formatter's
+/// first event (this layer is the outermost, so its `on_event` runs after the formatter's):
+/// thread-local destructors run in reverse order of registration, so the guard goes first and
+/// the formatter is never reached without its buffer.
+struct ThreadAlive {
+    /// The most verbose level the filter lets through: callsites above it stay off for good,
+    /// as the filter alone would leave them (no per-event question on hot paths).
+    max: tracing::level_filters::LevelFilter,
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for ThreadAlive {
+    fn register_callsite(
+        &self,
+        meta: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        if *meta.level() > self.max {
+            return tracing::subscriber::Interest::never();
+        }
+        // Asked at every event: the answer changes when the thread exits.
+        tracing::subscriber::Interest::sometimes()
+    }
+
+    fn enabled(
+        &self,
+        _: &tracing::Metadata<'_>,
+        _: tracing_subscriber::layer::Context<'_, S>,
+    ) -> bool {
+        LOG_STATE.with(|s| s.get()) != EXITING
+    }
+
+    fn on_event(&self, _: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        LOG_STATE.with(|s| {
+            if s.get() == NOT_ARMED && ALIVE.try_with(|_| ()).is_ok() {
+                s.set(ARMED);
+            }
+        });
+    }
 }
 
 /// `_amdgpu_r_debug` of the loaded ROCr, for kernel names: through the global scope, or, when
