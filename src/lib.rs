@@ -60,6 +60,7 @@ pub const EXPORTED_SYMBOLS: &[&str] = &[
     "hsaKmtCreateQueue",
     "ioctl",
     "hsa_shut_down",
+    "hsa_code_object_reader_create_from_memory",
     "hsa_queue_create",
     "hsa_queue_destroy",
     "hsa_queue_inactivate",

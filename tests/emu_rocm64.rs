@@ -270,83 +270,6 @@ fn rocm52_and_rocm64_processes_share_one_emulated_gpu() {
     }
 }
 
-/// The whitelist by code object through ROCr 6.4's loader: rocSPARSE's kernels live in
-/// librocsparse.so's embedded code objects, so naming the library sends hipSPARSE's SpMV
-/// dispatches unthrottled; without the entry none is.
-#[test]
-fn the_whitelist_recognises_a_rocm64_library_by_its_code_objects() {
-    let prog = rocm_libs();
-    let counts = |wl: &str| {
-        let mut o =
-            with_env(with_env(opts("gfx90a"), "LD_PRELOAD", libxhsa()), "XHSA_LOG", "info".into());
-        o.env.push(("XHSA_PASSTHROUGH_LIBS".into(), wl.into()));
-        o.timeout = Duration::from_secs(300);
-        let out = run_under_emu(&prog, &["spmv"], &o);
-        assert_passed(&out);
-        let nums = common::numbers_after(&out, "passthrough libraries: ")
-            .unwrap_or_else(|| panic!("no libxhsa summary\n{}", out.report()));
-        (nums[0], nums[1], out)
-    };
-    let (q, d, out) = counts("");
-    assert_eq!((q, d), (0, 0), "nothing whitelisted\n{}", out.report());
-    let (q, d, out) = counts("libother.so, librocsparse.so.1");
-    assert_eq!(q, 0, "HIP, not rocSPARSE, creates the queues\n{}", out.report());
-    assert!(d >= 1, "rocSPARSE's dispatches were not recognised\n{}", out.report());
-}
-
-/// Preemption on ROCm 6.4: a low-priority process flooding the GPU is taken off it (queue
-/// deactivation through ROCr 6.4's own `/dev/kfd` descriptor) while a high-priority process has
-/// work, and put back; the high-priority one is never held back.
-#[test]
-fn a_batch_process_on_rocm64_is_preempted_for_a_higher_priority_one() {
-    let _lock = common::run_lock(true);
-    let prog = common::program64("shared_hip", "gfx942", &[]);
-    let dir = DeviceDir::new("preempt64");
-    let board = dir.file("board");
-    std::fs::create_dir_all(&board).unwrap();
-    let stop = dir.file("stop");
-    let o = |prio: &str| {
-        let mut o =
-            with_env(with_env(opts("gfx942"), "LD_PRELOAD", libxhsa()), "XHSA_LOG", "info".into());
-        o.env.push(dir.env());
-        o.env.push(("XHSA_BOARD_DIR".into(), board.display().to_string()));
-        o.env.push(("XHSA_PRIORITY".into(), prio.into()));
-        o
-    };
-    let busy = common::spawn_under_emu(&prog, &["busy", stop.to_str().unwrap(), "40"], &o("-10"));
-    if busy.wait_for_line(|l| l == "BUSY_RUNNING", Duration::from_secs(60)).is_none() {
-        std::fs::write(&stop, b"").unwrap();
-        panic!("the busy program never reported BUSY_RUNNING\n{}", busy.wait().report());
-    }
-    // spawn + wait, not run_under_emu: that takes the run lock this test already holds.
-    let victim =
-        common::spawn_under_emu(&prog, &["victim", "10", "640", "1000000", "3"], &o("10")).wait();
-    std::fs::write(&stop, b"").unwrap();
-    let busy = busy.wait();
-    assert_passed(&victim);
-    assert_passed(&busy);
-    let taken = |out: &RunOutput| -> (u64, u64) {
-        common::numbers_after(out, "preemption: ").map_or((0, 0), |n| (n[0], n[1]))
-    };
-    let (off, back) = taken(&busy);
-    assert!(
-        off >= 1 && back == off,
-        "the busy process was not taken off and put back ({off} off, {back} back)\n{}",
-        busy.report()
-    );
-    assert!(
-        busy.stderr.contains("UPDATE_QUEUE percentage 0"),
-        "deactivation is the mechanism\n{}",
-        busy.report()
-    );
-    assert_eq!(
-        taken(&victim).0,
-        0,
-        "the high-priority process must never be preempted\n{}",
-        victim.report()
-    );
-}
-
 /// Kernels that wait (`tests/programs/hip_waiting.hip`: device printf through HIP 6.4's
 /// hostcall service, a cooperative launch's grid syncs, workgroups spinning on each other,
 /// kernels waiting for another stream's kernel or for the host), built by the 6.4 hipcc for the
@@ -445,4 +368,20 @@ fn a_rocr64_runtime_shut_down_and_started_again_keeps_working() {
             assert_eq!(n[2], 0, "{mode}: nothing stays off\n{}", out.report());
         }
     }
+}
+
+/// The whitelist by code object through ROCr 6.4's loader: rocSPARSE's kernels live in
+/// librocsparse.so's embedded code objects, so naming the library sends hipSPARSE's SpMV
+/// dispatches unthrottled; without the entry none is.
+#[test]
+fn the_whitelist_recognises_a_rocm64_library_by_its_code_objects() {
+    common::scenarios::whitelist_by_code_object(&common::ROCM64, &rocm_libs(), "librocsparse.so.1");
+}
+
+/// Preemption on ROCm 6.4: a low-priority process flooding the GPU is taken off it (queue
+/// deactivation through ROCr 6.4's own `/dev/kfd` descriptor) while a high-priority process has
+/// work, and put back; the high-priority one is never held back.
+#[test]
+fn a_batch_process_on_rocm64_is_preempted_for_a_higher_priority_one() {
+    common::scenarios::batch_preempted_for_high_priority(&common::ROCM64);
 }

@@ -2,9 +2,9 @@
 //! thunk inside ROCr, hipcc on clang 22, hipBLAS 3, rocBLAS 5, MIOpen, rocFFT, hipSPARSE 4,
 //! hipRAND) from the root `./x setup` builds (tools/rocm72), under `xhsa-emu run --rocm 7.2`:
 //! the emulated MI308X is a gfx942 agent with 80 CUs (gfx90a with `--isa gfx90a`), the
-//! project's HIP and HSA programs built by the 7.2 hipcc run natively and under libxhsa (which
-//! passes ROCr 7.x's queues through for now), the ROCm libraries report success, and 5.2, 6.4
-//! and 7.2 processes share one emulated GPU.
+//! project's HIP and HSA programs built by the 7.2 hipcc run natively and under libxhsa, which
+//! shadows and schedules ROCr 7.2's queues in both loading modes, the ROCm libraries report
+//! success, and 5.2, 6.4 and 7.2 processes share one emulated GPU.
 //!
 //! These tests need the ROCm 7.2 root (`./x setup` builds it; `$XHSA_ROCM72_ROOT` names
 //! another): without it they fail and say so, unless `XHSA_ROCM72=skip`, which skips them
@@ -14,8 +14,8 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    assert_check_passed, assert_passed, libxhsa, run_under_emu, DeviceDir, RunOpts, RunOutput,
-    ROCM64, ROCM72,
+    assert_check_passed, assert_passed, libxhsa, run_under_emu, shadow_summary, DeviceDir, RunOpts,
+    RunOutput, ROCM64, ROCM72,
 };
 
 fn opts(isa: &str) -> RunOpts {
@@ -42,7 +42,9 @@ fn modes(isa: &str) -> Vec<(&'static str, RunOpts)> {
     ]
 }
 
-/// libxhsa was loaded and left its exit summary, with nothing degraded and no error.
+/// libxhsa was loaded and scheduled ROCr 7.2's queues: its exit summary shows shadow queues
+/// (not passthrough), every packet taken forwarded, nothing degraded, no error and no warning
+/// about ROCr's queue layout.
 fn assert_libxhsa_ran(mode: &str, out: &RunOutput) {
     if mode != "native" {
         assert!(
@@ -53,6 +55,17 @@ fn assert_libxhsa_ran(mode: &str, out: &RunOutput) {
         assert!(
             out.stderr.contains(" 0 degraded") && !out.stderr.contains("ERROR xhsa"),
             "{mode}: libxhsa degraded or reported an error\n{}",
+            out.report()
+        );
+        assert!(
+            !out.stderr.contains("unshadowed"),
+            "{mode}: libxhsa passed ROCr 7.2's queues through\n{}",
+            out.report()
+        );
+        let s = shadow_summary(out);
+        assert!(
+            s.created > 0 && s.taken > 0 && s.forwarded == s.taken && s.held == 0,
+            "{mode}: queues shadowed and every packet forwarded: {s:?}\n{}",
             out.report()
         );
     }
@@ -373,4 +386,20 @@ fn a_rocr72_runtime_shut_down_and_started_again_keeps_working() {
         }
         assert_libxhsa_ran(mode, &out);
     }
+}
+
+/// The whitelist by code object through ROCr 7.2's loader (rocSPARSE 4's library is still
+/// `librocsparse.so.1`).
+#[test]
+fn the_whitelist_recognises_a_rocm72_library_by_its_code_objects() {
+    common::scenarios::whitelist_by_code_object(&ROCM72, &rocm_libs(), "librocsparse.so.1");
+}
+
+/// Preemption on ROCm 7.2: a low-priority process flooding the GPU is taken off it (queue
+/// deactivation through ROCr 7.2's own `/dev/kfd` descriptor, its KFD queue ids seen through
+/// the thunk inside ROCr) while a high-priority process has work, and put back; the
+/// high-priority one is never preempted.
+#[test]
+fn a_batch_process_on_rocm72_is_preempted_for_a_higher_priority_one() {
+    common::scenarios::batch_preempted_for_high_priority(&ROCM72);
 }

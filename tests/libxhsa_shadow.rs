@@ -5,7 +5,7 @@
 //! passthrough without hurting the application.
 mod common;
 
-use common::{libxhsa, run_with_libxhsa_log as run, RunOutput};
+use common::{libxhsa, run_with_libxhsa_log as run, shadow_summary, RunOutput};
 use std::collections::BTreeSet;
 
 /// The names of the checks that passed (`PASS name` lines).
@@ -15,44 +15,6 @@ fn passed_checks(out: &RunOutput) -> BTreeSet<String> {
         .filter_map(|l| l.strip_prefix("PASS "))
         .map(|s| s.trim().to_string())
         .collect()
-}
-
-/// The shadow part of the exit summary.
-#[derive(Debug, Default)]
-struct Shadow {
-    created: u64,
-    taken: u64,
-    forwarded: u64,
-    held: u64,
-    degraded: u64,
-}
-
-fn shadow_summary(out: &RunOutput) -> Shadow {
-    let line = out
-        .stderr
-        .lines()
-        .find(|l| l.contains("INFO xhsa:") && l.contains("HSA queues created"))
-        .unwrap_or_else(|| panic!("no summary\n{}", out.report()));
-    let part = line
-        .split("; shadow queues: ")
-        .nth(1)
-        .unwrap_or_else(|| panic!("no shadow summary in {line}"));
-    let num = |label: &str| -> u64 {
-        let head = part.split(label).next().unwrap();
-        head.split_whitespace()
-            .last()
-            .unwrap()
-            .trim_start_matches(',')
-            .parse()
-            .unwrap_or_else(|_| panic!("{label} in {part}"))
-    };
-    Shadow {
-        created: num(" created"),
-        taken: num(" packets taken"),
-        forwarded: num(" packets forwarded"),
-        held: num(" held"),
-        degraded: num(" degraded"),
-    }
 }
 
 fn modes(l: &str) -> Vec<(&'static str, Vec<(&'static str, String)>)> {

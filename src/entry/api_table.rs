@@ -51,11 +51,14 @@ pub enum Hook {
     QueueGetInfo,
     /// `hsa_shut_down`.
     ShutDown,
+    /// `hsa_code_object_reader_create_from_memory` (which library a code object loaded from
+    /// memory belongs to, for the whitelist).
+    CodeObjectReaderFromMemory,
 }
 
 impl Hook {
     /// Every hook, in declaration order (`ALL[h as usize] == h`).
-    pub const ALL: [Hook; 29] = [
+    pub const ALL: [Hook; 30] = [
         Hook::QueueCreate,
         Hook::QueueDestroy,
         Hook::QueueInactivate,
@@ -85,6 +88,7 @@ impl Hook {
         Hook::QueueSetPriority,
         Hook::QueueGetInfo,
         Hook::ShutDown,
+        Hook::CodeObjectReaderFromMemory,
     ];
 }
 
@@ -131,6 +135,7 @@ const CORE_FIELDS: &[(Hook, usize)] = &[
     (Hook::SignalStoreScrelease, 352),
     (Hook::SignalSilentStoreRelaxed, 832),
     (Hook::SignalSilentStoreScrelease, 840),
+    (Hook::CodeObjectReaderFromMemory, 944),
 ];
 
 /// Known core-table layouts by major version (ROCm 5.x: 1, ROCm 6.x: 2).

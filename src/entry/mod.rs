@@ -31,6 +31,7 @@
 pub mod addr_map;
 pub mod api_table;
 mod clock;
+pub mod code_objects;
 mod forwarder;
 mod gpus;
 pub mod kfd;

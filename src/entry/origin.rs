@@ -10,14 +10,15 @@ use std::ffi::{c_int, c_void, CStr};
 use std::sync::{Mutex, OnceLock};
 
 use hsa_sys::hsa::{
-    hsa_executable_t, hsa_loaded_code_object_t, hsa_status_t, hsa_ven_amd_loader_1_01_pfn_t,
-    HSA_EXTENSION_AMD_LOADER, HSA_STATUS_SUCCESS,
+    hsa_code_object_reader_t, hsa_executable_t, hsa_loaded_code_object_t, hsa_status_t,
+    hsa_ven_amd_loader_1_01_pfn_t, HSA_EXTENSION_AMD_LOADER, HSA_STATUS_SUCCESS,
     HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_BASE,
     HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_SIZE,
     HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_URI,
     HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_URI_LENGTH,
 };
 
+use super::code_objects::{memory_uri, MemoryCodeObjects};
 use super::inside;
 
 extern "C" {
@@ -37,17 +38,75 @@ fn object_of(addr: usize) -> Option<String> {
     Some(unsafe { CStr::from_ptr(info.dli_fname) }.to_string_lossy().into_owned())
 }
 
+/// The shared objects of the calling frames (at most `depth`), innermost first, without
+/// libxhsa and ROCr (under `HSA_TOOLS_LIB` a call passes through ROCr's exported function
+/// first) and without repeats.
+fn calling_objects(depth: usize) -> Vec<String> {
+    let mut frames = vec![std::ptr::null_mut::<c_void>(); depth];
+    // SAFETY: the buffer holds `depth` pointers.
+    let n = unsafe { backtrace(frames.as_mut_ptr(), depth as c_int) }.max(0) as usize;
+    let me = object_of(calling_objects as *const () as usize);
+    let mut out: Vec<String> = Vec::new();
+    for o in frames[..n].iter().filter_map(|&f| object_of(f as usize)) {
+        if Some(&o) != me.as_ref() && !o.contains("libhsa-runtime64") && !out.contains(&o) {
+            out.push(o);
+        }
+    }
+    out
+}
+
 /// The library whose code called into the HSA runtime: the first frame outside libxhsa and
-/// ROCr (under `HSA_TOOLS_LIB` the call passes through ROCr's exported function first).
+/// ROCr.
 pub(crate) fn calling_library() -> Option<String> {
-    let mut frames = [std::ptr::null_mut::<c_void>(); 16];
-    // SAFETY: the buffer holds 16 pointers.
-    let n = unsafe { backtrace(frames.as_mut_ptr(), frames.len() as c_int) }.max(0) as usize;
-    let me = object_of(calling_library as *const () as usize);
-    frames[..n]
-        .iter()
-        .filter_map(|&f| object_of(f as usize))
-        .find(|o| Some(o) != me.as_ref() && !o.contains("libhsa-runtime64"))
+    calling_objects(16).into_iter().next()
+}
+
+/// `hsa_code_object_reader_create_from_memory`'s C type.
+pub(crate) type ReaderFromMemoryFn =
+    unsafe extern "C" fn(*const c_void, usize, *mut hsa_code_object_reader_t) -> hsa_status_t;
+
+/// Code objects read from memory and the libraries that asked for them.
+static MEMORY_OBJECTS: Mutex<MemoryCodeObjects> = Mutex::new(MemoryCodeObjects::new());
+
+/// How deep the stack is searched for the library that asked for a code object (HIP's own
+/// frames between the library's call and ROCr are many).
+const ASKING_DEPTH: usize = 64;
+
+/// `hsa_code_object_reader_create_from_memory`: ROCr's (`real`), then, when the whitelist names
+/// any library, the libraries on the caller's stack are noted for the code object
+/// (`code_objects`), so that its kernels can be matched although its URI names only memory.
+///
+/// # Safety
+///
+/// `real` is `None` or `hsa_code_object_reader_create_from_memory`; the other arguments meet
+/// its contract (`code_object` points to `size` readable bytes, `reader` is valid for writing).
+pub(crate) unsafe fn code_object_from_memory(
+    real: Option<ReaderFromMemoryFn>,
+    code_object: *const c_void,
+    size: usize,
+    reader: *mut hsa_code_object_reader_t,
+) -> hsa_status_t {
+    let Some(real) = real else { return hsa_sys::hsa::HSA_STATUS_ERROR };
+    // SAFETY: the caller's arguments, unchanged, to the function they were meant for.
+    let status = inside(|| unsafe { real(code_object, size, reader) });
+    if status == HSA_STATUS_SUCCESS {
+        super::outermost(|g| {
+            if g.settings.passthrough.is_empty() {
+                return;
+            }
+            let libraries = calling_objects(ASKING_DEPTH);
+            tracing::debug!(
+                "xhsa: code object at {:#x} ({size} bytes) read from memory for {libraries:?}",
+                code_object as u64
+            );
+            MEMORY_OBJECTS.lock().unwrap_or_else(|e| e.into_inner()).note(
+                code_object as u64,
+                size as u64,
+                libraries,
+            );
+        });
+    }
+    status
 }
 
 type MajorTableFn = unsafe extern "C" fn(u16, u16, usize, *mut c_void) -> hsa_status_t;
@@ -192,6 +251,7 @@ pub(crate) fn forget_kernels() {
     if let Some(cache) = KERNELS.get() {
         cache.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
+    MEMORY_OBJECTS.lock().unwrap_or_else(|e| e.into_inner()).clear();
 }
 
 /// Whether `kernel_object` comes from a code object of a library the passthrough list
@@ -203,7 +263,21 @@ fn kernel_matches(kernel_object: u64) -> bool {
         return m;
     }
     let passthrough = &super::global().settings.passthrough;
-    let m = kernel_uri(kernel_object).is_some_and(|uri| passthrough.matches(&uri).is_some());
+    let uri = kernel_uri(kernel_object);
+    let m = uri.as_deref().is_some_and(|uri| match memory_uri(uri) {
+        // Loaded from memory: the libraries that asked for it.
+        Some((address, _)) => MEMORY_OBJECTS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .libraries_of(address)
+            .is_some_and(|libs| libs.iter().any(|l| passthrough.matches(l).is_some())),
+        None => passthrough.matches(uri).is_some(),
+    });
+    tracing::debug!(
+        "xhsa: kernel object {kernel_object:#x}: code object {}: {}",
+        uri.as_deref().unwrap_or("(unknown)"),
+        if m { "passthrough" } else { "scheduled" }
+    );
     cache.lock().unwrap_or_else(|e| e.into_inner()).insert(kernel_object, m);
     m
 }

@@ -369,3 +369,29 @@ pub unsafe extern "C" fn hsa_amd_profiling_set_profiler_enabled(
         )
     }
 }
+
+/// `hsa_code_object_reader_create_from_memory`: ROCr's, and libxhsa notes which libraries asked
+/// for the code object (`origin::code_object_from_memory`).
+///
+/// # Safety
+///
+/// `hsa_code_object_reader_create_from_memory`'s contract: `code_object` points to `size`
+/// readable bytes, `reader` is valid for writing a reader handle.
+#[no_mangle]
+pub unsafe extern "C" fn hsa_code_object_reader_create_from_memory(
+    code_object: *const libc::c_void,
+    size: usize,
+    reader: *mut hsa_sys::hsa::hsa_code_object_reader_t,
+) -> hsa_status_t {
+    global().announce(Loading::Preload);
+    // SAFETY: ROCr's definition (or None) as ReaderFromMemoryFn, the C type of that function;
+    // given the caller's arguments under its contract.
+    unsafe {
+        super::origin::code_object_from_memory(
+            next!(c"hsa_code_object_reader_create_from_memory", super::origin::ReaderFromMemoryFn),
+            code_object,
+            size,
+            reader,
+        )
+    }
+}

@@ -75,6 +75,29 @@ unsafe extern "C" fn hook_queue_destroy(queue: *mut hsa_queue_t) -> hsa_status_t
     unsafe { queues::queue_destroy(orig(Hook::QueueDestroy), queue) }
 }
 
+/// The `hsa_code_object_reader_create_from_memory` entry.
+///
+/// # Safety
+///
+/// `hsa_code_object_reader_create_from_memory`'s contract: `code_object` points to `size`
+/// readable bytes, `reader` is valid for writing a reader handle.
+unsafe extern "C" fn hook_code_object_reader_from_memory(
+    code_object: *const libc::c_void,
+    size: usize,
+    reader: *mut hsa_sys::hsa::hsa_code_object_reader_t,
+) -> hsa_status_t {
+    // SAFETY: the saved original entry (or None), as the C type of that entry, given the
+    // caller's arguments under its contract.
+    unsafe {
+        super::origin::code_object_from_memory(
+            orig(Hook::CodeObjectReaderFromMemory),
+            code_object,
+            size,
+            reader,
+        )
+    }
+}
+
 /// The `hsa_shut_down` entry.
 ///
 /// # Safety
@@ -183,6 +206,9 @@ macro_rules! hooks {
                 Hook::QueueDestroy => hook_queue_destroy as *const () as usize,
                 Hook::QueueInactivate => hook_queue_inactivate as *const () as usize,
                 Hook::ShutDown => hook_shut_down as *const () as usize,
+                Hook::CodeObjectReaderFromMemory => {
+                    hook_code_object_reader_from_memory as *const () as usize
+                }
                 Hook::QueueSetPriority => hook_set_priority as *const () as usize,
                 Hook::QueueCuSetMask => hook_cu_set_mask as *const () as usize,
                 Hook::QueueCuGetMask => hook_cu_get_mask as *const () as usize,

@@ -2,6 +2,7 @@
 //! through binutils (present wherever the project builds).
 #![allow(dead_code)]
 
+pub mod scenarios;
 pub mod wait;
 
 use std::collections::BTreeSet;
@@ -1203,3 +1204,41 @@ pub const HIP_WAITING_CHECKS: &[&str] = &[
     "queues.kernel_waits_for_kernel_on_another_stream",
     "queues.host_creates_a_stream_while_a_kernel_waits",
 ];
+
+/// The shadow part of libxhsa's exit summary (`XHSA_LOG=info`).
+#[derive(Debug, Default)]
+pub struct Shadow {
+    pub created: u64,
+    pub taken: u64,
+    pub forwarded: u64,
+    pub held: u64,
+    pub degraded: u64,
+}
+
+pub fn shadow_summary(out: &RunOutput) -> Shadow {
+    let line = out
+        .stderr
+        .lines()
+        .find(|l| l.contains("INFO xhsa:") && l.contains("HSA queues created"))
+        .unwrap_or_else(|| panic!("no summary\n{}", out.report()));
+    let part = line
+        .split("; shadow queues: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no shadow summary in {line}"));
+    let num = |label: &str| -> u64 {
+        let head = part.split(label).next().unwrap();
+        head.split_whitespace()
+            .last()
+            .unwrap()
+            .trim_start_matches(',')
+            .parse()
+            .unwrap_or_else(|_| panic!("{label} in {part}"))
+    };
+    Shadow {
+        created: num(" created"),
+        taken: num(" packets taken"),
+        forwarded: num(" packets forwarded"),
+        held: num(" held"),
+        degraded: num(" degraded"),
+    }
+}

@@ -48,10 +48,10 @@ enum Cmd {
         /// No progress line.
         #[arg(long)]
         quiet: bool,
-        /// The ROCm userland the workloads run on: 5.2 (the host's, gfx90a; default) or 6.4
-        /// (the ROCm 6.4 root `./x setup` builds; workloads built by its hipcc for gfx942 and
-        /// run with `xhsa-emu run --rocm 6.4`).
-        #[arg(long, value_name = "VERSION", default_value = "5.2", value_parser = ["5.2", "6.4"])]
+        /// The ROCm userland the workloads run on: 5.2 (the host's, gfx90a; default), 6.4 or
+        /// 7.2 (the roots `./x setup` builds; workloads built by the root's hipcc for gfx942
+        /// and run with `xhsa-emu run --rocm VERSION`).
+        #[arg(long, value_name = "VERSION", default_value = "5.2", value_parser = ["5.2", "6.4", "7.2"])]
         rocm: String,
         /// Run each workload process in a container of its own, as Docker does: its own pid, IPC
         /// and mount namespaces and its own /dev/shm (`unshare`, needs root), with the phase's
@@ -288,7 +288,9 @@ fn go(cli: Cli) -> Result<(), String> {
             load,
             keep_logs,
         } => {
-            let rocm64 = rocm == "6.4";
+            // The ROCm userland of a root beside the host (`xhsa-emu run --rocm VERSION`), or the
+            // host's 5.2.
+            let root_rocm: Option<&str> = (rocm != "5.2").then_some(rocm.as_str());
             let s = scenario::load(&scenarios_dir(), &scenario, &model_names())?;
             let tables = load_tables(&s)?;
             let scale = time_scale.unwrap_or(s.time_scale);
@@ -307,7 +309,7 @@ fn go(cli: Cli) -> Result<(), String> {
                 &root().join("tools/workloads"),
                 &root().join("tests/kernels"),
                 &dir.join("workloads"),
-                rocm64.then_some(emu.as_path()),
+                root_rocm.map(|v| (emu.as_path(), v)),
             )?;
             let libxhsa = dir.join("libxhsa.so");
             if mode == Mode::Xhsa && !libxhsa.exists() {
@@ -332,7 +334,7 @@ fn go(cli: Cli) -> Result<(), String> {
                 work_dir: &work,
                 label,
                 progress: !quiet,
-                rocm64,
+                root_rocm,
                 containers,
             };
             let has_lp = s.has(Role::Lp);

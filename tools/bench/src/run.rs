@@ -138,8 +138,9 @@ pub struct Setup<'a> {
     pub work_dir: &'a Path,
     pub label: &'a str,
     pub progress: bool,
-    /// Run on the ROCm 6.4 userland (`xhsa-emu run --rocm 6.4`, gfx942).
-    pub rocm64: bool,
+    /// Run on the ROCm userland of this version's root (`xhsa-emu run --rocm 6.4` or `7.2`,
+    /// gfx942); `None`: the host's ROCm 5.2 (gfx90a).
+    pub root_rocm: Option<&'a str>,
     /// Each workload process in a container of its own ([`container_command`]).
     pub containers: bool,
 }
@@ -241,8 +242,8 @@ pub fn phase(setup: &Setup, processes: &[Process]) -> Result<(PhaseResult, f64, 
         let logf = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
         let mut cmd = Command::new(setup.emu);
         cmd.arg("run");
-        if setup.rocm64 {
-            cmd.args(["--rocm", "6.4"]);
+        if let Some(v) = setup.root_rocm {
+            cmd.args(["--rocm", v]);
             // The workload reads its model table from the host's tree.
             if let Some(d) = table_path.parent() {
                 cmd.arg("--bind").arg(d);
@@ -435,36 +436,36 @@ pub fn fnv1a(parts: &[&[u8]]) -> u64 {
     h
 }
 
-/// Builds the workload program with hipcc into `out_dir` (cached by the sources' hash) and
-/// returns its path: the host's hipcc for gfx90a, or with `rocm64_emu` (the `xhsa-emu`
-/// launcher) the ROCm 6.4 root's hipcc for gfx942 (`xhsa-emu run --rocm 6.4 -- hipcc`).
+/// Builds the workload program with hipcc into `out_dir` (cached by the sources' hash and the
+/// ROCm) and returns its path: the host's hipcc for gfx90a, or with `root` (the `xhsa-emu`
+/// launcher and a ROCm version) that root's hipcc for gfx942 (`xhsa-emu run --rocm V -- hipcc`).
 pub fn build_workload(
     workloads: &Path,
     kernels_dir: &Path,
     out_dir: &Path,
-    rocm64_emu: Option<&Path>,
+    root: Option<(&Path, &str)>,
 ) -> Result<PathBuf, String> {
     let src = workloads.join("workload.hip");
     let inc = kernels_dir.join("xhsa_kernels.hip");
     let a = std::fs::read(&src).map_err(|e| format!("{}: {e}", src.display()))?;
     let b = std::fs::read(&inc).map_err(|e| format!("{}: {e}", inc.display()))?;
-    let tag = if rocm64_emu.is_some() { "rocm64-" } else { "" };
+    let tag = root.map_or(String::new(), |(_, v)| format!("rocm{}-", v.replace('.', "")));
     let bin = out_dir.join(format!("workload-{tag}{:016x}", fnv1a(&[&a, &b])));
     if bin.exists() {
         return Ok(bin);
     }
     std::fs::create_dir_all(out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
-    let arch = if rocm64_emu.is_some() { "gfx942" } else { "gfx90a" };
+    let arch = if root.is_some() { "gfx942" } else { "gfx90a" };
     eprintln!(
         "xhsa-bench: building {} with hipcc --offload-arch={arch}{}",
         src.display(),
-        if rocm64_emu.is_some() { " (ROCm 6.4)" } else { "" }
+        root.map_or(String::new(), |(_, v)| format!(" (ROCm {v})"))
     );
     let tmp = out_dir.join(format!("workload.tmp{}", std::process::id()));
-    let mut cmd = match rocm64_emu {
-        Some(emu) => {
+    let mut cmd = match root {
+        Some((emu, v)) => {
             let mut c = Command::new(emu);
-            c.args(["run", "--rocm", "6.4", "--bind"])
+            c.args(["run", "--rocm", v, "--bind"])
                 .arg(workloads)
                 .arg("--bind")
                 .arg(kernels_dir)

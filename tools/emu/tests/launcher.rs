@@ -219,11 +219,13 @@ fn a_termination_signal_is_forwarded() {
         "--",
         "sh",
         "-c",
-        "trap 'echo term; kill $! 2>/dev/null; exit 3' TERM; echo ready; sleep 20 & wait",
+        "trap 'echo term; kill $! 2>/dev/null; exit 3' TERM; sleep 20 >/dev/null & echo ready; wait",
     ]);
     c.stdout(std::process::Stdio::piped());
     let mut child = c.spawn().unwrap();
-    // The command says when its trap is set.
+    // The command says when its trap is set and its background job started (whose output
+    // goes elsewhere: a TERM that reaches it between fork and exec is taken by the trap's
+    // handler it inherited, and it would otherwise hold the pipe for its 20 s).
     let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut first = String::new();
     std::io::BufRead::read_line(&mut out, &mut first).unwrap();
