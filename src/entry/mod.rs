@@ -191,16 +191,10 @@ fn start_trace(identity: &ProcessIdentity) -> Option<Arc<crate::trace::Sink>> {
         tracing::error!("xhsa: {e}");
     }
     let path = settings.file.clone()?;
-    // libxhsa's clock (an `Instant`, CLOCK_MONOTONIC on Linux, from its first use) and
-    // CLOCK_MONOTONIC itself, read back to back: the trace's times are on the latter, so that
-    // the traces of several processes line up.
-    let before = clock::now_ns();
-    let mono = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).ok();
+    // libxhsa's clock is CLOCK_MONOTONIC, the trace's: the traces of several processes line up
+    // without an offset.
     let after = clock::now_ns();
-    let offset = mono.map_or(0, |t| {
-        (t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
-            .saturating_sub(before / 2 + after / 2)
-    });
+    let offset = 0;
     let process = identity.comm.clone().unwrap_or_else(|| "process".into());
     match crate::trace::start(&settings, std::process::id(), offset, &process, after) {
         Ok(sink) => {
