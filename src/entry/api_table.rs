@@ -92,6 +92,45 @@ impl Hook {
     ];
 }
 
+impl Hook {
+    /// The C name of the hook's field in ROCr's `hsa_api_trace.h` (`CoreApiTable` or
+    /// `AmdExtTable`).
+    pub const fn c_field(self) -> &'static str {
+        match self {
+            Hook::QueueCreate => "hsa_queue_create_fn",
+            Hook::QueueDestroy => "hsa_queue_destroy_fn",
+            Hook::QueueInactivate => "hsa_queue_inactivate_fn",
+            Hook::LoadReadIndexScacquire => "hsa_queue_load_read_index_scacquire_fn",
+            Hook::LoadReadIndexRelaxed => "hsa_queue_load_read_index_relaxed_fn",
+            Hook::LoadWriteIndexScacquire => "hsa_queue_load_write_index_scacquire_fn",
+            Hook::LoadWriteIndexRelaxed => "hsa_queue_load_write_index_relaxed_fn",
+            Hook::StoreWriteIndexRelaxed => "hsa_queue_store_write_index_relaxed_fn",
+            Hook::StoreWriteIndexScrelease => "hsa_queue_store_write_index_screlease_fn",
+            Hook::CasWriteIndexScacqScrel => "hsa_queue_cas_write_index_scacq_screl_fn",
+            Hook::CasWriteIndexScacquire => "hsa_queue_cas_write_index_scacquire_fn",
+            Hook::CasWriteIndexRelaxed => "hsa_queue_cas_write_index_relaxed_fn",
+            Hook::CasWriteIndexScrelease => "hsa_queue_cas_write_index_screlease_fn",
+            Hook::AddWriteIndexScacqScrel => "hsa_queue_add_write_index_scacq_screl_fn",
+            Hook::AddWriteIndexScacquire => "hsa_queue_add_write_index_scacquire_fn",
+            Hook::AddWriteIndexRelaxed => "hsa_queue_add_write_index_relaxed_fn",
+            Hook::AddWriteIndexScrelease => "hsa_queue_add_write_index_screlease_fn",
+            Hook::StoreReadIndexRelaxed => "hsa_queue_store_read_index_relaxed_fn",
+            Hook::StoreReadIndexScrelease => "hsa_queue_store_read_index_screlease_fn",
+            Hook::SignalStoreRelaxed => "hsa_signal_store_relaxed_fn",
+            Hook::SignalStoreScrelease => "hsa_signal_store_screlease_fn",
+            Hook::SignalSilentStoreRelaxed => "hsa_signal_silent_store_relaxed_fn",
+            Hook::SignalSilentStoreScrelease => "hsa_signal_silent_store_screlease_fn",
+            Hook::ProfilingSetProfilerEnabled => "hsa_amd_profiling_set_profiler_enabled_fn",
+            Hook::QueueCuSetMask => "hsa_amd_queue_cu_set_mask_fn",
+            Hook::QueueCuGetMask => "hsa_amd_queue_cu_get_mask_fn",
+            Hook::QueueSetPriority => "hsa_amd_queue_set_priority_fn",
+            Hook::QueueGetInfo => "hsa_amd_queue_get_info_fn",
+            Hook::ShutDown => "hsa_shut_down_fn",
+            Hook::CodeObjectReaderFromMemory => "hsa_code_object_reader_create_from_memory_fn",
+        }
+    }
+}
+
 /// Which table an entry lives in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Table {

@@ -332,10 +332,7 @@ impl RocmRoot {
             );
             return false;
         }
-        let root = std::env::var_os(self.root_var)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(self.default_root));
+        let root = self.path();
         assert!(
             root.join(".xhsa-ready").is_file(),
             "the ROCm {} root at {} is missing or incomplete: build it with `./x setup` (as root), \
@@ -346,6 +343,14 @@ impl RocmRoot {
             self.skip_var
         );
         true
+    }
+
+    /// Where the root is: `$ROOT_VAR`, else its default place.
+    pub fn path(&self) -> PathBuf {
+        std::env::var_os(self.root_var)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(self.default_root))
     }
 
     /// The `xhsa-emu run` options that put a command on this userland, with the ISA the emulated
