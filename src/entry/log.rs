@@ -1,8 +1,10 @@
 //! libxhsa's logger: `tracing`'s formatter (filtered by `XHSA_LOG`, to stderr) behind a guard
-//! that drops every event once the process exits. Libraries shut the runtime down and destroy
-//! queues from their static destructors, after libxhsa's exit handler, when thread-local state
-//! (the formatter's buffer among it) may already be gone: formatting an event then would panic,
-//! and a panic in an exported C function aborts the application.
+//! that drops every event once the process exits, and every event of a thread whose
+//! thread-locals are being destroyed. Libraries shut the runtime down and destroy queues from
+//! their static and thread-local destructors (HIP 7.2 calls `hsa_shut_down` from one), after
+//! libxhsa's exit handler, when thread-local state (the formatter's buffer among it) may already
+//! be gone: formatting an event then would panic, and a panic in an exported C function aborts
+//! the application.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -10,7 +12,37 @@ use tracing::span;
 use tracing::subscriber::{Interest, Subscriber};
 use tracing::{Event, Metadata};
 
-/// `inner`, silent once [`super::exiting`] is true.
+/// Where this thread's logging stands: not armed yet, armed ([`ALIVE`] set up after the
+/// formatter's thread-local buffer), or over ([`ALIVE`] destroyed: the thread is exiting).
+const NOT_ARMED: u8 = 0;
+const ARMED: u8 = 1;
+const OVER: u8 = 2;
+
+thread_local! {
+    // A const Cell has no destructor: readable while the thread's other thread-locals are being
+    // destroyed.
+    static LOG_STATE: std::cell::Cell<u8> = const { std::cell::Cell::new(NOT_ARMED) };
+    static ALIVE: AliveGuard = const { AliveGuard };
+}
+
+/// Its destruction marks the thread's logging as over. Set up after the thread's first event
+/// (when the formatter's buffer exists): thread-local destructors run in reverse order of
+/// registration, so it goes before the buffer, and no event reaches the formatter without it.
+struct AliveGuard;
+
+impl Drop for AliveGuard {
+    fn drop(&mut self) {
+        let _ = LOG_STATE.try_with(|s| s.set(OVER));
+    }
+}
+
+/// Whether this thread may still log.
+fn thread_alive() -> bool {
+    LOG_STATE.try_with(|s| s.get() != OVER).unwrap_or(false)
+}
+
+/// `inner`, silent once [`super::exiting`] is true, and on a thread whose thread-locals are
+/// being destroyed.
 pub(crate) struct ExitSafe<S>(pub S);
 
 impl<S: Subscriber> Subscriber for ExitSafe<S> {
@@ -25,7 +57,7 @@ impl<S: Subscriber> Subscriber for ExitSafe<S> {
     }
 
     fn enabled(&self, metadata: &Metadata<'_>) -> bool {
-        !super::exiting() && self.0.enabled(metadata)
+        !super::exiting() && thread_alive() && self.0.enabled(metadata)
     }
 
     fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
@@ -45,9 +77,15 @@ impl<S: Subscriber> Subscriber for ExitSafe<S> {
     }
 
     fn event(&self, event: &Event<'_>) {
-        if !super::exiting() {
-            self.0.event(event)
+        if super::exiting() || !thread_alive() {
+            return;
         }
+        self.0.event(event);
+        let _ = LOG_STATE.try_with(|s| {
+            if s.get() == NOT_ARMED && ALIVE.try_with(|_| ()).is_ok() {
+                s.set(ARMED);
+            }
+        });
     }
 
     fn enter(&self, span: &span::Id) {

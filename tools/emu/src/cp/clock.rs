@@ -49,17 +49,13 @@ impl Clock {
 
 /// `CLOCK_MONOTONIC` in nanoseconds.
 pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// `CLOCK_MONOTONIC_RAW` in nanoseconds (the CPU counter of `hsaKmtGetClockCounters`).
 pub fn monotonic_raw_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_RAW, &mut ts) };
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::MonotonicRaw);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 

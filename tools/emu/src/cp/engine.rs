@@ -123,8 +123,7 @@ impl Engine {
 
 fn run(s: &Shared) {
     // Timed sleeps overshoot by ~50 µs with the default slack; 1 ns slack narrows that.
-    // SAFETY: prctl with PR_SET_TIMERSLACK takes a plain integer.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0u64, 0u64, 0u64) };
+    crate::sys::process::finest_timer_slack();
     // Device addresses: host addresses, except in userptr ranges a ROCm 6.x thunk placed elsewhere.
     let mem = GpuView::new(&s.memory);
     let clock = || s.clock.now();
@@ -148,10 +147,15 @@ fn run(s: &Shared) {
         run_cp();
         // Then arm, and look again: a store before the arm is seen by this run, one after it
         // traps and bumps `wake`.
-        let areas = s.doorbells.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        for a in areas {
-            if let Err(e) = a.arm() {
-                tracing::error!("xhsa-emu: {e}");
+        // Under the list's lock: an area the thunk is about to unmap is taken off the list
+        // first (`remove_doorbells`, under the same lock), so it is never armed after its
+        // pages are gone (mprotect would fail with ENOMEM).
+        {
+            let areas = s.doorbells.lock().unwrap_or_else(|p| p.into_inner());
+            for a in areas.iter() {
+                if let Err(e) = a.arm() {
+                    tracing::error!("xhsa-emu: {e}");
+                }
             }
         }
         let next = run_cp();

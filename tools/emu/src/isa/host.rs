@@ -10,6 +10,7 @@ use super::target::Target;
 use super::{IsaError, Launch, Stats};
 use crate::kernels::naming::{elf_mach, kernel_symbols};
 use crate::kernels::Dispatch;
+use crate::sys::bytes::{as_bytes, as_bytes_mut, Plain};
 use crate::sys::devmem::{DeviceMemory, HostMemory};
 
 /// A code object loaded at a host address.
@@ -133,13 +134,10 @@ impl HostRig {
     }
 
     /// A buffer holding `data`; returns its address.
-    pub fn upload<T: Copy>(&mut self, data: &[T]) -> u64 {
-        let bytes = std::mem::size_of_val(data);
-        let a = self.alloc(bytes);
-        // SAFETY: `data` is `bytes` initialised bytes (T: Copy has no padding requirements for
-        // reading as bytes here: the values were written as T), and u8 has no alignment.
-        let src = unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), bytes) };
-        // SAFETY: `a` is the buffer of `bytes` just allocated by this rig.
+    pub fn upload<T: Plain>(&mut self, data: &[T]) -> u64 {
+        let src = as_bytes(data);
+        let a = self.alloc(src.len());
+        // SAFETY: `a` is the buffer of `src.len()` bytes just allocated by this rig.
         unsafe { HostMemory::new() }.write(a, src);
         a
     }
@@ -148,17 +146,14 @@ impl HostRig {
     ///
     /// # Panics
     /// If `addr..addr + n * size_of::<T>()` is not inside one of this rig's buffers.
-    pub fn download<T: Copy + Default>(&self, addr: u64, n: usize) -> Vec<T> {
+    pub fn download<T: Plain>(&self, addr: u64, n: usize) -> Vec<T> {
         let bytes = (n * std::mem::size_of::<T>()) as u64;
         assert!(
             self.ranges().iter().any(|&(s, l)| addr >= s && addr + bytes <= s + l),
             "download of {bytes} bytes at {addr:#x}: not a buffer of this rig"
         );
         let mut v = vec![T::default(); n];
-        // SAFETY: `v` holds n initialised values of T; the range read is one of this rig's
-        // buffers (checked above), so any bit pattern the kernel left is copied as bytes.
-        let dst =
-            unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), bytes as usize) };
+        let dst = as_bytes_mut(&mut v);
         // SAFETY: the range is one of this rig's buffers (checked above).
         unsafe { HostMemory::new() }.read(addr, dst);
         v

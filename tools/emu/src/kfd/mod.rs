@@ -12,7 +12,6 @@ pub mod topology;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -194,14 +193,7 @@ fn notify_debugger(f: Option<Arc<File>>) {
 /// KFD's `fget(dbg_fd)`: our own reference to the caller's descriptor.
 fn dup_fd(fd: u32) -> Result<File, Errno> {
     let fd = i32::try_from(fd).map_err(|_| libc::EBADF)?;
-    // SAFETY: fcntl(F_DUPFD_CLOEXEC) on any integer; one that is not an open descriptor fails
-    // with EBADF and nothing is created.
-    let r = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
-    if r < 0 {
-        return Err(libc::EBADF);
-    }
-    // SAFETY: `r` is a descriptor fcntl just created for us; nothing else owns it.
-    Ok(File::from(unsafe { OwnedFd::from_raw_fd(r) }))
+    crate::sys::process::dup_cloexec(fd).map(File::from).map_err(|_| libc::EBADF)
 }
 
 /// The KFD state of this process.
@@ -504,21 +496,11 @@ impl Kfd {
         if len == 0 || !addr.is_multiple_of(4096) || within + len > area_len {
             return Err(libc::EINVAL);
         }
-        // SAFETY: the source is the GPU's shared doorbell mapping (MAP_SHARED: old size 0 makes
-        // a second mapping of the same pages); the destination is the caller's own range, which
-        // mmap(MAP_FIXED) would replace too.
-        let p = unsafe {
-            libc::mremap(
-                (g.doorbells + within) as *mut libc::c_void,
-                0,
-                len as usize,
-                libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
-                addr as *mut libc::c_void,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOMEM));
-        }
+        // SAFETY: the source is the GPU's shared doorbell mapping; the destination is the
+        // caller's own range (the thunk's doorbell address), which its mmap(MAP_FIXED) would
+        // replace too, and which nothing of ours uses.
+        unsafe { crate::sys::mem::alias_shared(g.doorbells + within, len, addr) }
+            .map_err(|e| e.raw_os_error().unwrap_or(libc::ENOMEM))?;
         let wake: &'static AtomicU32 = &g.conn.area.get().wake;
         // SAFETY: the mapping was just made at `addr`, holds only doorbells, and is unregistered
         // by `unmap_doorbells` before the thunk unmaps it.

@@ -30,12 +30,9 @@ pub fn run(
     let mut c = Command::new(program);
     c.args(args).envs(vars.iter().map(|(k, v)| (k, v)));
     if let Some(sb) = sandbox.cloned() {
-        use std::os::unix::process::CommandExt;
         // SAFETY: the closure runs between fork and exec and makes only async-signal-safe
         // calls (chroot, chdir) on data prepared before the fork.
-        unsafe {
-            c.pre_exec(move || sb.apply());
-        }
+        unsafe { crate::sys::process::before_exec(&mut c, move || sb.apply()) };
     }
     let mut child = c.spawn().map_err(|e| {
         let code = if e.kind() == io::ErrorKind::NotFound { 127 } else { 126 };
@@ -55,18 +52,7 @@ pub fn run(
 /// Waits until `pid` has exited without reaping it, so the pid cannot be reused before
 /// forwarding stops.
 fn wait_exited(pid: libc::pid_t) {
-    loop {
-        // SAFETY: siginfo_t is a plain C struct for which all-zero bytes are a valid value.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: waitid writes only into `info`, a valid siginfo_t we own; WNOWAIT leaves the
-        // child unreaped.
-        let r = unsafe {
-            libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOWAIT)
-        };
-        if r == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return;
-        }
-    }
+    crate::sys::process::wait_exited_unreaped(pid);
 }
 
 /// The shell's convention: the exit code, or 128 + the signal that killed the process.

@@ -17,14 +17,8 @@ pub struct Host {
 impl Host {
     pub fn detect() -> Host {
         let cpus = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
-        // SAFETY: sysinfo is a plain C struct for which all-zero bytes are a valid value.
-        let mut si: libc::sysinfo = unsafe { std::mem::zeroed() };
-        // SAFETY: sysinfo(2) writes only into `si`, a valid struct we own.
-        let ram = if unsafe { libc::sysinfo(&mut si) } == 0 {
-            si.totalram as u64 * u64::from(si.mem_unit.max(1))
-        } else {
-            0
-        };
+        let si = rustix::system::sysinfo();
+        let ram = si.totalram as u64 * u64::from(si.mem_unit.max(1));
         Host { ram, cpus }
     }
 }

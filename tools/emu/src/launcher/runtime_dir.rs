@@ -101,8 +101,7 @@ fn annotate(e: io::Error, path: &Path) -> io::Error {
 /// `$XDG_RUNTIME_DIR/xhsa-emu` (a per-user directory already), else `<tmp>/xhsa-emu-<uid>`;
 /// created 0700, and refused if it is not a directory of ours closed to others.
 fn base_dir() -> io::Result<PathBuf> {
-    // SAFETY: getuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::getuid() };
+    let uid = crate::sys::process::uid();
     let xdg = std::env::var_os("XDG_RUNTIME_DIR")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute() && p.is_dir());

@@ -240,8 +240,7 @@ impl Sandbox {
     /// launcher is single-threaded (unshare(CLONE_NEWNS) refuses a process that shares its
     /// filesystem attributes with other threads).
     pub fn enter(root: &Path, binds: &[PathBuf], gen: &Generated) -> Result<Sandbox, String> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if crate::sys::process::euid() != 0 {
             return Err("--rocm 6.4 and 7.2 run the command in a private mount namespace with the ROCm root as its filesystem, which needs root (mounts, device nodes, chroot); run xhsa-emu as root".into());
         }
         unshare(CloneFlags::CLONE_NEWNS).map_err(|e| err("unshare(CLONE_NEWNS)", e))?;
@@ -296,17 +295,11 @@ impl Sandbox {
     /// In the child between fork and exec: `chroot(root)`, `chdir(cwd)`. Only async-signal-safe
     /// calls, no allocation.
     pub fn apply(&self) -> io::Result<()> {
-        // SAFETY: chroot and chdir with NUL-terminated paths owned by self.
-        if unsafe { libc::chroot(self.root.as_ptr()) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: as above.
-        if unsafe { libc::chdir(self.cwd.as_ptr()) } != 0 {
+        // rustix's calls are system calls without allocation (a `&CStr` is passed as it is).
+        rustix::process::chroot(self.root.as_c_str())?;
+        if rustix::process::chdir(self.cwd.as_c_str()).is_err() {
             // The working directory could not be bound: start at the root's `/`.
-            // SAFETY: a static NUL-terminated path.
-            if unsafe { libc::chdir(c"/".as_ptr()) } != 0 {
-                return Err(io::Error::last_os_error());
-            }
+            rustix::process::chdir(c"/")?;
         }
         Ok(())
     }

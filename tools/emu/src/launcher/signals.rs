@@ -18,12 +18,9 @@ static CHILD: AtomicI32 = AtomicI32::new(0);
 /// A signal to deliver to CMD, 0 if none.
 static PENDING: AtomicI32 = AtomicI32::new(0);
 
-extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
-    // si_code <= 0: sent by a process (SI_USER, SI_QUEUE, SI_TKILL); > 0: by the kernel, which
-    // sends terminal signals to the whole foreground process group, CMD included.
-    // SAFETY: the kernel passes SA_SIGINFO handlers a valid siginfo_t for the signal's
-    // duration; it is only read after the null check.
-    let from_process = info.is_null() || unsafe { (*info).si_code } <= 0;
+/// The handler of the caught signals (signal context: atomics and `sys::signal::send` only).
+fn on_signal(sig: i32, from_process: bool) {
+    // Sent by the kernel: terminal signals to the whole foreground process group, CMD included.
     if CHILD.load(Ordering::SeqCst) == 0 || from_process {
         PENDING.store(sig, Ordering::SeqCst);
         deliver();
@@ -36,8 +33,7 @@ fn deliver() {
     if child > 0 {
         let sig = PENDING.swap(0, Ordering::SeqCst);
         if sig != 0 {
-            // SAFETY: kill(2) is async-signal-safe and takes no pointers.
-            unsafe { libc::kill(child, sig) };
+            crate::sys::signal::send(child, sig);
         }
     }
 }
@@ -45,20 +41,7 @@ fn deliver() {
 /// Installs the handlers (once, before CMD is spawned). Handlers are reset to the default in
 /// CMD by exec.
 pub fn install() {
-    for sig in FORWARDED {
-        // SAFETY: sigaction is a plain C struct (all-zero is valid); the handler installed has
-        // the SA_SIGINFO signature and only does async-signal-safe work (atomics and kill);
-        // sigemptyset and sigaction get pointers to that local struct.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal
-                as extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void)
-                as usize;
-            sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
-    }
+    crate::sys::signal::catch(&FORWARDED, on_signal);
 }
 
 /// CMD has started: forward to `pid` from now on, and deliver what arrived before.

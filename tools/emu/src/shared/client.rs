@@ -12,10 +12,9 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::fs::OpenOptions;
 use std::io::{self, BufRead, BufReader, Write};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
@@ -387,8 +386,8 @@ fn connect_or_start(dir: &Path, clock: Option<Clock>) -> io::Result<UnixStream> 
         .write(true)
         .mode(0o600)
         .open(paths::start_lock(dir))?;
-    // SAFETY: flock on a descriptor we own; released when `lock` is closed.
-    unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
+    // Released when `lock` is closed.
+    let _ = rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive);
     if let Ok(s) = UnixStream::connect(&sock) {
         return Ok(s);
     }
@@ -403,13 +402,8 @@ fn connect_or_start(dir: &Path, clock: Option<Clock>) -> io::Result<UnixStream> 
         .stdin(std::process::Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);
-    // SAFETY: setsid is async-signal-safe; the device outlives its starter's session.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
+    // The device outlives its starter's session.
+    crate::sys::process::new_session(&mut cmd);
     let mut child = cmd.spawn().map_err(|e| {
         io::Error::other(format!("cannot start the shared device {}: {e}", bin.display()))
     })?;
@@ -442,19 +436,9 @@ fn device_binary() -> io::Result<PathBuf> {
     if let Some(p) = std::env::var_os("XHSA_EMU_BIN") {
         return Ok(PathBuf::from(p));
     }
-    // SAFETY: Dl_info is plain data; all-zero is a valid value for dladdr to overwrite.
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    // SAFETY: dladdr fills `info` for an address inside a loaded object (this function).
-    let found =
-        unsafe { libc::dladdr(device_binary as *const () as *const libc::c_void, &mut info) } != 0
-            && !info.dli_fname.is_null();
-    let me = if found {
-        // SAFETY: dli_fname is a NUL-terminated path owned by the dynamic linker.
-        PathBuf::from(
-            unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }.to_string_lossy().into_owned(),
-        )
-    } else {
-        std::env::current_exe()?
+    let me = match crate::sys::process::object_containing(device_binary as *const () as usize) {
+        Some(p) => p,
+        None => std::env::current_exe()?,
     };
     let me = std::fs::canonicalize(&me).unwrap_or(me);
     let bin = me

@@ -7,4 +7,4 @@ pub mod client;
 pub mod paths;
 pub mod protocol;
 pub mod server;
-pub mod shm;
+pub use crate::sys::shm;

@@ -12,8 +12,7 @@ use std::path::{Path, PathBuf};
 
 /// The per-user directory under which the devices live.
 pub fn base_dir() -> PathBuf {
-    // SAFETY: getuid has no preconditions.
-    let uid = unsafe { libc::getuid() };
+    let uid = crate::sys::process::uid();
     match std::env::var_os("XDG_RUNTIME_DIR") {
         Some(r) if !r.is_empty() => PathBuf::from(r).join("xhsa-emu-devices"),
         _ => std::env::temp_dir().join(format!("xhsa-emu-{uid}")).join("devices"),
@@ -48,8 +47,7 @@ pub fn device_dir() -> io::Result<PathBuf> {
         Err(e) => return Err(e),
     }
     let meta = std::fs::symlink_metadata(&dir)?;
-    // SAFETY: getuid has no preconditions.
-    let uid = unsafe { libc::getuid() };
+    let uid = crate::sys::process::uid();
     if !meta.is_dir() || meta.uid() != uid {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,

@@ -200,8 +200,7 @@ fn idle_watch(dev: &Device) {
 /// The scheduler thread: takes posted kernels, runs every GPU's HWS to the current device time
 /// and hands completions to their owners.
 fn schedule(dev: &Device) {
-    // SAFETY: prctl(PR_SET_TIMERSLACK) takes a plain integer.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0u64, 0u64, 0u64) };
+    crate::sys::process::finest_timer_slack();
     loop {
         let seen = dev.area.get().wake.load(Ordering::Acquire);
         let now = dev.clock.now();

@@ -63,6 +63,31 @@ pub fn unmap(addr: u64, len: u64) {
 }
 
 /// Total host RAM in bytes.
+/// Maps the `len` bytes of the shared mapping at `src` a second time, at `dst` (replacing what
+/// was mapped there): both addresses then reach the same pages (`mremap` with old size 0).
+///
+/// # Safety
+///
+/// `src..src+len` lies in a `MAP_SHARED` mapping of this process; `dst..dst+len` is page-aligned
+/// and nothing in this process holds a reference into it (its old mapping is replaced).
+pub unsafe fn alias_shared(src: u64, len: u64, dst: u64) -> io::Result<()> {
+    // SAFETY: the caller's obligations: a shared source (old size 0 makes a second mapping of
+    // the same pages) and a destination nobody references.
+    let p = unsafe {
+        libc::mremap(
+            src as *mut libc::c_void,
+            0,
+            len as usize,
+            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+            dst as *mut libc::c_void,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 pub fn host_ram() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let (pages, size) =
