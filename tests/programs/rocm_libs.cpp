@@ -140,6 +140,28 @@ static void conv() {
     else
         CHECK("miopen.forward", miopenStatusUnknownError, miopenStatusSuccess);
     CHECK("miopen.sync", hipDeviceSynchronize(), hipSuccess);
+    if (found > 0) {
+        // x = 1 everywhere, w = 0.5 everywhere, padding 1: each output is 0.5 times the number
+        // of in-bounds taps (9 inside, 6 on an edge, 4 in a corner) times C.
+        std::vector<float> got((size_t)on * oc * oh * ow);
+        hipMemcpy(got.data(), dy, got.size() * sizeof(float), hipMemcpyDeviceToHost);
+        int bad = 0;
+        for (int k = 0; k < oc; k++)
+            for (int i = 0; i < oh; i++)
+                for (int j = 0; j < ow; j++) {
+                    int taps = 0;
+                    for (int r = 0; r < R; r++)
+                        for (int s = 0; s < S; s++) {
+                            int yi = i + r - 1, xj = j + s - 1;
+                            taps += (yi >= 0 && yi < H && xj >= 0 && xj < W);
+                        }
+                    float want = 0.5f * taps * C, g = got[((size_t)k * oh + i) * ow + j];
+                    if (fabsf(g - want) > 1e-3f * want) bad++;
+                }
+        char detail[96];
+        snprintf(detail, sizeof detail, "%d of %zu outputs differ from the host's", bad, got.size());
+        check_value("miopen.forward_values", bad == 0, detail);
+    }
     CHECK("miopen.destroy", miopenDestroy(h), miopenStatusSuccess);
     hipFree(dx);
     hipFree(dw);

@@ -205,6 +205,15 @@ fn run(args: cli::RunArgs) -> ExitCode {
     if let Some(me) = &me {
         vars.push(("XHSA_EMU_BIN".into(), me.clone().into_os_string()));
     }
+    // Debian's MIOpen 7.2 package ships without the sources of its GCN assembly kernels (the
+    // `.s` files its assembly solvers build at run time), so a convolution find fails on the
+    // first of them ("Failed to load kernel source") instead of using another solver: those
+    // solvers are turned off, unless the command's environment chooses (docs/emulator.md).
+    if matches!(stack, rocm::Rocm::V7_2)
+        && std::env::var_os("MIOPEN_DEBUG_GCN_ASM_KERNELS").is_none()
+    {
+        vars.push(("MIOPEN_DEBUG_GCN_ASM_KERNELS".into(), "0".into()));
+    }
     let sandbox = match stack {
         rocm::Rocm::V5_2 => None,
         rocm::Rocm::V6_4 | rocm::Rocm::V7_2 => {
