@@ -229,19 +229,7 @@ fn rocm72_libraries_compute_right_results_natively_and_under_libxhsa() {
 /// turns those solvers off (`MIOPEN_DEBUG_GCN_ASM_KERNELS=0`, docs/emulator.md).
 #[test]
 fn miopen_convolution_computes_right_results_on_rocm72_natively_and_under_libxhsa() {
-    if !ROCM72.available() {
-        return;
-    }
-    let prog = rocm_libs();
-    for (mode, mut o) in modes("gfx90a") {
-        o.timeout = Duration::from_secs(600);
-        let out = run_under_emu(&prog, &["--values", "conv"], &o);
-        assert_passed(&out);
-        for check in ["miopen.find", "miopen.forward", "miopen.forward_values", "miopen.destroy"] {
-            assert_check_passed(&out, check);
-        }
-        assert_libxhsa_ran(mode, &out);
-    }
+    common::scenarios::miopen_convolution(&ROCM72, &rocm_libs());
 }
 
 /// A ROCm 5.2, a ROCm 6.4 and a ROCm 7.2 process on one emulated GPU: all three run at the same

@@ -66,7 +66,30 @@ expected_marker=$(
 
 marker_matches() { [ -f "$ready" ] && [ "$(cat "$ready")" = "$expected_marker" ]; }
 
+# What Debian's packages break in their own use, fixed beside them (no package is changed), on
+# every run (cheap and idempotent, so a root built earlier gets it too): MIOpen 6.4 runs the
+# clang of its build tree, by a path baked into libMIOpen
+# (/build/reproducible-path/miopen-VERSION/build/clang-N), to compile its OpenCL kernels; that
+# path becomes a link to the root's /usr/bin/clang-N (docs/emulator.md).
+fix_packaging() {
+    local lib p
+    for lib in "$root"/usr/lib/x86_64-linux-gnu/libMIOpen.so.1.*; do
+        [ -f "$lib" ] || continue
+        while read -r p; do
+            [ -n "$p" ] && [ ! -e "$root$p" ] && [ ! -L "$root$p" ] || continue
+            if [ "$(id -u)" -ne 0 ]; then
+                log "warning: MIOpen's build-tree clang $p is not linked in the root; run ./x setup as root"
+                continue
+            fi
+            mkdir -p "$root$(dirname "$p")"
+            ln -s "/usr/bin/$(basename "$p")" "$root$p"
+            log "linked MIOpen's build-tree $p to /usr/bin/$(basename "$p") in the root"
+        done < <(grep -aoE '/build/reproducible-path/miopen-[^/]+/build/clang-[0-9]+' "$lib" | sort -u)
+    done
+}
+
 if marker_matches; then
+    fix_packaging
     log "ROCm $version root ready at $root (built earlier; versions in $versions)"
     exit 0
 fi
@@ -100,6 +123,7 @@ if ! flock -n 9; then
     log "another set-up is building $root; waiting for it"
     flock 9
     if marker_matches; then
+        fix_packaging
         log "ROCm $version root ready at $root (built by the other set-up; versions in $versions)"
         exit 0
     fi
@@ -245,6 +269,7 @@ done < <(in_root dpkg-query -W -f='${db:Status-Abbrev} ${Package} ${Version}\n' 
 mv "$versions.new" "$versions"
 cat "$versions"
 
+fix_packaging
 echo "$expected_marker" >"$ready.new"
 mv "$ready.new" "$ready"
 if [ -n "${debootstrap_s:-}" ]; then debootstrap="debootstrap $debootstrap_s s"; else debootstrap="debootstrap done earlier"; fi

@@ -105,3 +105,34 @@ pub fn batch_preempted_for_high_priority(root: &RocmRoot) {
         victim.report()
     );
 }
+
+/// MIOpen's convolution on the root's ROCm (`rocm_libs --values conv`, gfx90a: Debian builds
+/// MIOpen's kernels for it): find and forward succeed and the output is the host's, natively and
+/// under libxhsa in both loading modes; under libxhsa its queues are shadowed and nothing
+/// degrades.
+pub fn miopen_convolution(root: &RocmRoot, rocm_libs: &Path) {
+    if !root.available() {
+        return;
+    }
+    for mode in ["native", "LD_PRELOAD", "HSA_TOOLS_LIB"] {
+        let mut o = preloaded(root, "gfx90a");
+        o.env.retain(|(k, _)| k != "LD_PRELOAD");
+        if mode != "native" {
+            o.env.push((mode.into(), libxhsa()));
+        }
+        o.timeout = Duration::from_secs(600);
+        let out = run_under_emu(rocm_libs, &["--values", "conv"], &o);
+        assert_passed(&out);
+        for check in ["miopen.find", "miopen.forward", "miopen.forward_values", "miopen.destroy"] {
+            super::assert_check_passed(&out, check);
+        }
+        if mode != "native" {
+            let s = super::shadow_summary(&out);
+            assert!(
+                s.created > 0 && s.forwarded == s.taken && s.degraded == 0,
+                "{mode}: MIOpen's queues shadowed, every packet forwarded: {s:?}\n{}",
+                out.report()
+            );
+        }
+    }
+}
