@@ -206,14 +206,15 @@ fn rocm64_libraries_compute_right_results_natively_and_under_libxhsa() {
     }
 }
 
-/// MIOpen 6.4's convolution: find and forward compute the host's result, natively and under
+/// MIOpen 6.4: convolution forward and backward data, max pooling and batch-norm inference give
+/// the host's results, natively and under
 /// libxhsa in both loading modes. Debian's package breaks two of its own run-time compiles
 /// (docs/emulator.md): its build-tree clang path is linked in the root by tools/rocm-root.sh,
 /// and `xhsa-emu run --rocm 6.4` turns off the naive solver, whose flags break libstdc++'s
 /// `<cmath>` in sid.
 #[test]
-fn miopen_convolution_computes_right_results_on_rocm64_natively_and_under_libxhsa() {
-    common::scenarios::miopen_convolution(&common::ROCM64, &rocm_libs());
+fn miopen_computes_right_results_on_rocm64_natively_and_under_libxhsa() {
+    common::scenarios::miopen(&common::ROCM64, &rocm_libs());
 }
 
 /// A ROCm 5.2 process and a ROCm 6.4 process on one emulated GPU: both run at the same time,

@@ -223,13 +223,14 @@ fn rocm72_libraries_compute_right_results_natively_and_under_libxhsa() {
     }
 }
 
-/// MIOpen 7.2's convolution: find and forward succeed and the output is the host's, natively
+/// MIOpen 7.2: convolution forward and backward data, max pooling and batch-norm inference give
+/// the host's results, natively
 /// and under libxhsa in both loading modes (the kernels run on the ISA interpreter, gfx90a).
 /// Debian's package lacks the sources of MIOpen's assembly kernels; `xhsa-emu run --rocm 7.2`
 /// turns those solvers off (`MIOPEN_DEBUG_GCN_ASM_KERNELS=0`, docs/emulator.md).
 #[test]
-fn miopen_convolution_computes_right_results_on_rocm72_natively_and_under_libxhsa() {
-    common::scenarios::miopen_convolution(&ROCM72, &rocm_libs());
+fn miopen_computes_right_results_on_rocm72_natively_and_under_libxhsa() {
+    common::scenarios::miopen(&ROCM72, &rocm_libs());
 }
 
 /// A ROCm 5.2, a ROCm 6.4 and a ROCm 7.2 process on one emulated GPU: all three run at the same

@@ -106,11 +106,12 @@ pub fn batch_preempted_for_high_priority(root: &RocmRoot) {
     );
 }
 
-/// MIOpen's convolution on the root's ROCm (`rocm_libs --values conv`, gfx90a: Debian builds
-/// MIOpen's kernels for it): find and forward succeed and the output is the host's, natively and
+/// MIOpen on the root's ROCm (`rocm_libs --values conv`, gfx90a: Debian builds MIOpen's kernels
+/// for it): convolution find, forward and backward data, max pooling and batch-norm inference
+/// succeed and their outputs are the host's, natively and
 /// under libxhsa in both loading modes; under libxhsa its queues are shadowed and nothing
 /// degrades.
-pub fn miopen_convolution(root: &RocmRoot, rocm_libs: &Path) {
+pub fn miopen(root: &RocmRoot, rocm_libs: &Path) {
     if !root.available() {
         return;
     }
@@ -123,7 +124,18 @@ pub fn miopen_convolution(root: &RocmRoot, rocm_libs: &Path) {
         o.timeout = Duration::from_secs(600);
         let out = run_under_emu(rocm_libs, &["--values", "conv"], &o);
         assert_passed(&out);
-        for check in ["miopen.find", "miopen.forward", "miopen.forward_values", "miopen.destroy"] {
+        for check in [
+            "miopen.find",
+            "miopen.forward",
+            "miopen.forward_values",
+            "miopen.backward_data",
+            "miopen.backward_data_values",
+            "miopen.pool",
+            "miopen.pool_values",
+            "miopen.bn",
+            "miopen.bn_values",
+            "miopen.destroy",
+        ] {
             super::assert_check_passed(&out, check);
         }
         if mode != "native" {

@@ -162,6 +162,106 @@ static void conv() {
         snprintf(detail, sizeof detail, "%d of %zu outputs differ from the host's", bad, got.size());
         check_value("miopen.forward_values", bad == 0, detail);
     }
+    // Backward data: dy = 1, w = 0.5: each input gradient is 0.5 times K times the number of
+    // output positions its taps reach (the same in-bounds count as above, the filter being
+    // symmetric in its reach).
+    {
+        float* ddy = dev_floats(on * oc * oh * ow, 1.0f);
+        float* ddx = dev_floats(N * C * H * W, 0.0f);
+        size_t bws_size = 0;
+        CHECK("miopen.backward_data_workspace", miopenConvolutionBackwardDataGetWorkSpaceSize(h, y, w, cd, x, &bws_size), miopenStatusSuccess);
+        void* bws = nullptr;
+        if (bws_size) hipMalloc(&bws, bws_size);
+        int bfound = 0;
+        miopenConvAlgoPerf_t bperf[4];
+        CHECK("miopen.backward_data_find", miopenFindConvolutionBackwardDataAlgorithm(h, y, ddy, w, dw, cd, x, ddx, 4, &bfound, bperf, bws, bws_size, false), miopenStatusSuccess);
+        if (bfound > 0) {
+            CHECK("miopen.backward_data", miopenConvolutionBackwardData(h, &alpha, y, ddy, w, dw, cd, bperf[0].bwd_data_algo, &beta, x, ddx, bws, bws_size), miopenStatusSuccess);
+            hipDeviceSynchronize();
+            std::vector<float> got = download(ddx, (size_t)N * C * H * W);
+            int bad = 0;
+            for (int c = 0; c < C; c++)
+                for (int i = 0; i < H; i++)
+                    for (int j = 0; j < W; j++) {
+                        int taps = 0;
+                        for (int r = 0; r < R; r++)
+                            for (int t = 0; t < S; t++) {
+                                int oi = i - r + 1, oj = j - t + 1;
+                                taps += (oi >= 0 && oi < oh && oj >= 0 && oj < ow);
+                            }
+                        float want = 0.5f * taps * K, g = got[((size_t)c * H + i) * W + j];
+                        if (fabsf(g - want) > 1e-3f * want) bad++;
+                    }
+            char detail[96];
+            snprintf(detail, sizeof detail, "%d of %zu input gradients differ from the host's", bad, got.size());
+            check_value("miopen.backward_data_values", bad == 0, detail);
+        } else {
+            CHECK("miopen.backward_data", miopenStatusUnknownError, miopenStatusSuccess);
+        }
+        hipFree(ddy);
+        hipFree(ddx);
+        if (bws) hipFree(bws);
+    }
+    // Input with distinct values for pooling and batch norm: v = (c*H*W + i*W + j) % 7.
+    std::vector<float> hv((size_t)N * C * H * W);
+    for (size_t k = 0; k < hv.size(); k++) hv[k] = (float)(k % 7);
+    float* dv = upload(hv);
+    // Max pooling 2x2, stride 2.
+    {
+        miopenPoolingDescriptor_t pd;
+        miopenCreatePoolingDescriptor(&pd);
+        CHECK("miopen.pool_desc", miopenSet2dPoolingDescriptor(pd, miopenPoolingMax, 2, 2, 0, 0, 2, 2), miopenStatusSuccess);
+        int pn, pc, ph, pw;
+        CHECK("miopen.pool_outdim", miopenGetPoolingForwardOutputDim(pd, x, &pn, &pc, &ph, &pw), miopenStatusSuccess);
+        miopenTensorDescriptor_t py;
+        miopenCreateTensorDescriptor(&py);
+        miopenSet4dTensorDescriptor(py, miopenFloat, pn, pc, ph, pw);
+        float* dp = dev_floats((size_t)pn * pc * ph * pw, -1.0f);
+        CHECK("miopen.pool", miopenPoolingForward(h, pd, &alpha, x, dv, &beta, py, dp, false, nullptr, 0), miopenStatusSuccess);
+        hipDeviceSynchronize();
+        std::vector<float> got = download(dp, (size_t)pn * pc * ph * pw);
+        int bad = 0;
+        for (int c = 0; c < pc; c++)
+            for (int i = 0; i < ph; i++)
+                for (int j = 0; j < pw; j++) {
+                    float want = -1.0f;
+                    for (int a = 0; a < 2; a++)
+                        for (int b = 0; b < 2; b++)
+                            want = fmaxf(want, hv[((size_t)c * H + 2 * i + a) * W + 2 * j + b]);
+                    if (got[((size_t)c * ph + i) * pw + j] != want) bad++;
+                }
+        char detail[96];
+        snprintf(detail, sizeof detail, "%d of %zu pooled values differ from the host's", bad, got.size());
+        check_value("miopen.pool_values", bad == 0, detail);
+        hipFree(dp);
+        miopenDestroyTensorDescriptor(py);
+        miopenDestroyPoolingDescriptor(pd);
+    }
+    // Batch norm, inference, per channel: scale 2, bias 1, mean 0.5, variance 4, epsilon 0:
+    // y = 2 (v - 0.5) / 2 + 1 = v + 0.5.
+    {
+        miopenTensorDescriptor_t bn;
+        miopenCreateTensorDescriptor(&bn);
+        CHECK("miopen.bn_desc", miopenDeriveBNTensorDescriptor(bn, x, miopenBNSpatial), miopenStatusSuccess);
+        float *scale = dev_floats(C, 2.0f), *bias = dev_floats(C, 1.0f), *mean = dev_floats(C, 0.5f), *var = dev_floats(C, 4.0f);
+        float* db = dev_floats((size_t)N * C * H * W, -1.0f);
+        CHECK("miopen.bn", miopenBatchNormalizationForwardInference(h, miopenBNSpatial, (void*)&alpha, (void*)&beta, x, dv, x, db, bn, scale, bias, mean, var, 0.0), miopenStatusSuccess);
+        hipDeviceSynchronize();
+        std::vector<float> got = download(db, hv.size());
+        int bad = 0;
+        for (size_t k = 0; k < hv.size(); k++)
+            if (fabsf(got[k] - (hv[k] + 0.5f)) > 1e-4f) bad++;
+        char detail[96];
+        snprintf(detail, sizeof detail, "%d of %zu normalised values differ from the host's", bad, got.size());
+        check_value("miopen.bn_values", bad == 0, detail);
+        hipFree(scale);
+        hipFree(bias);
+        hipFree(mean);
+        hipFree(var);
+        hipFree(db);
+        miopenDestroyTensorDescriptor(bn);
+    }
+    hipFree(dv);
     CHECK("miopen.destroy", miopenDestroy(h), miopenStatusSuccess);
     hipFree(dx);
     hipFree(dw);

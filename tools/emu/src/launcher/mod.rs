@@ -214,13 +214,17 @@ fn run(args: cli::RunArgs) -> ExitCode {
     {
         vars.push(("MIOPEN_DEBUG_GCN_ASM_KERNELS".into(), "0".into()));
     }
-    // Debian's MIOpen 6.4 compiles its naive convolution with `-isystem /usr/include`, which
-    // breaks libstdc++'s `#include_next <math.h>` in sid's root, and its find fails on it instead
-    // of using another solver: that solver is turned off, unless the command's environment
-    // chooses (its other solvers' compiler path is linked by tools/rocm-root.sh).
-    const NAIVE: &str = "MIOPEN_DEBUG_CONV_DIRECT_NAIVE_CONV_FWD";
-    if matches!(stack, rocm::Rocm::V6_4) && std::env::var_os(NAIVE).is_none() {
-        vars.push((NAIVE.into(), "0".into()));
+    // Debian's MIOpen 6.4 compiles its naive convolutions with `-isystem /usr/include`, which
+    // breaks libstdc++'s `#include_next <math.h>` in sid's root, and its find fails on them
+    // instead of using another solver: those solvers are turned off, each unless the command's
+    // environment chooses (the other solvers' compiler path is linked by tools/rocm-root.sh).
+    if matches!(stack, rocm::Rocm::V6_4) {
+        for dir in ["FWD", "BWD", "WRW"] {
+            let var = format!("MIOPEN_DEBUG_CONV_DIRECT_NAIVE_CONV_{dir}");
+            if std::env::var_os(&var).is_none() {
+                vars.push((var.into(), "0".into()));
+            }
+        }
     }
     let sandbox = match stack {
         rocm::Rocm::V5_2 => None,
