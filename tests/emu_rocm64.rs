@@ -206,8 +206,8 @@ fn rocm64_libraries_compute_right_results_natively_and_under_libxhsa() {
     }
 }
 
-/// MIOpen 6.4: convolution forward and backward data, max pooling and batch-norm inference give
-/// the host's results, natively and under
+/// MIOpen 6.4: convolution forward, backward data and weights, max pooling and batch-norm
+/// inference give the host's results, natively and under
 /// libxhsa in both loading modes. Debian's package breaks two of its own run-time compiles
 /// (docs/emulator.md): its build-tree clang path is linked in the root by tools/rocm-root.sh,
 /// and `xhsa-emu run --rocm 6.4` turns off the naive solver, whose flags break libstdc++'s

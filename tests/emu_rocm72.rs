@@ -223,8 +223,8 @@ fn rocm72_libraries_compute_right_results_natively_and_under_libxhsa() {
     }
 }
 
-/// MIOpen 7.2: convolution forward and backward data, max pooling and batch-norm inference give
-/// the host's results, natively
+/// MIOpen 7.2: convolution forward, backward data and weights, max pooling and batch-norm
+/// inference give the host's results, natively
 /// and under libxhsa in both loading modes (the kernels run on the ISA interpreter, gfx90a).
 /// Debian's package lacks the sources of MIOpen's assembly kernels; `xhsa-emu run --rocm 7.2`
 /// turns those solvers off (`MIOPEN_DEBUG_GCN_ASM_KERNELS=0`, docs/emulator.md).

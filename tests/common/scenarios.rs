@@ -107,7 +107,8 @@ pub fn batch_preempted_for_high_priority(root: &RocmRoot) {
 }
 
 /// MIOpen on the root's ROCm (`rocm_libs --values conv`, gfx90a: Debian builds MIOpen's kernels
-/// for it): convolution find, forward and backward data, max pooling and batch-norm inference
+/// for it): convolution find, forward, backward data and backward weights, max pooling and
+/// batch-norm inference
 /// succeed and their outputs are the host's, natively and
 /// under libxhsa in both loading modes; under libxhsa its queues are shadowed and nothing
 /// degrades.
@@ -130,6 +131,8 @@ pub fn miopen(root: &RocmRoot, rocm_libs: &Path) {
             "miopen.forward_values",
             "miopen.backward_data",
             "miopen.backward_data_values",
+            "miopen.backward_weights",
+            "miopen.backward_weights_values",
             "miopen.pool",
             "miopen.pool_values",
             "miopen.bn",

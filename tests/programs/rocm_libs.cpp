@@ -202,6 +202,41 @@ static void conv() {
         hipFree(ddx);
         if (bws) hipFree(bws);
     }
+    // Backward weights: x = 1, dy = 1: each weight gradient counts the output positions whose
+    // tap (r, s) reads inside the input (15 or 16 rows times 15 or 16 columns, padding 1).
+    {
+        float* ddy = dev_floats(on * oc * oh * ow, 1.0f);
+        float* ddw = dev_floats(K * C * R * S, 0.0f);
+        size_t wws_size = 0;
+        CHECK("miopen.backward_weights_workspace", miopenConvolutionBackwardWeightsGetWorkSpaceSize(h, y, x, cd, w, &wws_size), miopenStatusSuccess);
+        void* wws = nullptr;
+        if (wws_size) hipMalloc(&wws, wws_size);
+        int wfound = 0;
+        miopenConvAlgoPerf_t wperf[4];
+        CHECK("miopen.backward_weights_find", miopenFindConvolutionBackwardWeightsAlgorithm(h, y, ddy, x, dx, cd, w, ddw, 4, &wfound, wperf, wws, wws_size, false), miopenStatusSuccess);
+        if (wfound > 0) {
+            CHECK("miopen.backward_weights", miopenConvolutionBackwardWeights(h, &alpha, y, ddy, x, dx, cd, wperf[0].bwd_weights_algo, &beta, w, ddw, wws, wws_size), miopenStatusSuccess);
+            hipDeviceSynchronize();
+            std::vector<float> got = download(ddw, (size_t)K * C * R * S);
+            int bad = 0;
+            for (size_t k = 0; k < got.size(); k++) {
+                int r = (int)(k / S % R), t = (int)(k % S);
+                int rows = 0, cols = 0;
+                for (int i = 0; i < oh; i++) rows += (i + r - 1 >= 0 && i + r - 1 < H);
+                for (int j = 0; j < ow; j++) cols += (j + t - 1 >= 0 && j + t - 1 < W);
+                float want = (float)(rows * cols * N);
+                if (fabsf(got[k] - want) > 1e-3f * want) bad++;
+            }
+            char detail[96];
+            snprintf(detail, sizeof detail, "%d of %zu weight gradients differ from the host's", bad, got.size());
+            check_value("miopen.backward_weights_values", bad == 0, detail);
+        } else {
+            CHECK("miopen.backward_weights", miopenStatusUnknownError, miopenStatusSuccess);
+        }
+        hipFree(ddy);
+        hipFree(ddw);
+        if (wws) hipFree(wws);
+    }
     // Input with distinct values for pooling and batch norm: v = (c*H*W + i*W + j) % 7.
     std::vector<float> hv((size_t)N * C * H * W);
     for (size_t k = 0; k < hv.size(); k++) hv[k] = (float)(k % 7);
