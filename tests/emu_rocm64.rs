@@ -12,54 +12,12 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    assert_check_passed, assert_passed, libxhsa, rocm64_args, run_under_emu, DeviceDir, RunOpts,
-    RunOutput,
+    assert_check_passed, assert_libxhsa_scheduled, assert_passed, run_under_emu, DeviceDir,
+    RunOpts, RunOutput, ROCM64,
 };
 
-fn opts(isa: &str) -> RunOpts {
-    RunOpts { emu_args: rocm64_args(isa), timeout: Duration::from_secs(240), ..RunOpts::default() }
-}
-
-fn with_env(mut o: RunOpts, k: &str, v: String) -> RunOpts {
-    o.env.push((k.into(), v));
-    o
-}
-
-/// The three ways a program meets libxhsa: not at all, `LD_PRELOAD`, `HSA_TOOLS_LIB`.
-fn modes(isa: &str) -> Vec<(&'static str, RunOpts)> {
-    vec![
-        ("native", opts(isa)),
-        (
-            "LD_PRELOAD",
-            with_env(with_env(opts(isa), "LD_PRELOAD", libxhsa()), "XHSA_LOG", "info".into()),
-        ),
-        (
-            "HSA_TOOLS_LIB",
-            with_env(with_env(opts(isa), "HSA_TOOLS_LIB", libxhsa()), "XHSA_LOG", "info".into()),
-        ),
-    ]
-}
-
-/// libxhsa said it intercepted (its exit summary) when it was loaded.
-fn assert_libxhsa_ran(mode: &str, out: &RunOutput) {
-    if mode != "native" {
-        assert!(
-            out.stderr.contains("INFO xhsa:") && out.stderr.contains("HSA queues created"),
-            "{mode}: libxhsa left no summary: it did not run\n{}",
-            out.report()
-        );
-        assert!(
-            out.stderr.contains(" 0 degraded")
-                && !out.stderr.contains("ERROR xhsa:")
-                && !out.stderr.contains("panicked"),
-            "{mode}: libxhsa degraded, reported an error or panicked\n{}",
-            out.report()
-        );
-    }
-}
-
 fn shell(cmd: &str, isa: &str) -> RunOutput {
-    run_under_emu(std::path::Path::new("/bin/sh"), &["-c", cmd], &opts(isa))
+    run_under_emu(std::path::Path::new("/bin/sh"), &["-c", cmd], &ROCM64.opts(isa))
 }
 
 #[test]
@@ -120,7 +78,7 @@ fn the_command_sees_the_rocm64_root_the_emulated_devices_and_the_host() {
 #[test]
 fn hip_basic_built_by_the_rocm64_hipcc_passes_natively_and_under_libxhsa() {
     let prog = common::program64("hip_basic", "gfx942", &[]);
-    for (mode, o) in modes("gfx942") {
+    for (mode, o) in ROCM64.modes("gfx942") {
         let out = run_under_emu(
             &prog,
             &["device", "memcpy", "memset", "kernels", "streams", "priority"],
@@ -129,7 +87,7 @@ fn hip_basic_built_by_the_rocm64_hipcc_passes_natively_and_under_libxhsa() {
         assert_passed(&out);
         assert_check_passed(&out, "kernels.matmul_64");
         assert!(out.stdout.contains("gfx942"), "{mode}: not a gfx942 device\n{}", out.report());
-        assert_libxhsa_ran(mode, &out);
+        assert_libxhsa_scheduled(mode, &out);
     }
 }
 
@@ -139,7 +97,7 @@ fn hip_basic_built_by_the_rocm64_hipcc_passes_natively_and_under_libxhsa() {
 #[test]
 fn isa_exec_built_for_gfx942_computes_right_results() {
     let prog = common::program64("isa_exec", "gfx942", &[]);
-    let out = run_under_emu::<&str>(&prog, &[], &opts("gfx942"));
+    let out = run_under_emu::<&str>(&prog, &[], &ROCM64.opts("gfx942"));
     assert_passed(&out);
     for c in ["vadd", "lds_reduce", "shfl", "atomic_sum", "fp64", "private"] {
         assert_check_passed(&out, c);
@@ -152,7 +110,7 @@ fn isa_exec_built_for_gfx942_computes_right_results() {
 fn hsa_queues_built_against_rocr64_passes_natively_and_under_libxhsa() {
     let prog = common::program64("hsa_queues", "gfx942", &[]);
     let co = common::code_object64("xhsa_kernels", "gfx942");
-    for (mode, o) in modes("gfx942") {
+    for (mode, o) in ROCM64.modes("gfx942") {
         let out = run_under_emu(&prog, &["normal", co.to_str().unwrap()], &o);
         assert_passed(&out);
         // ROCm 6.x's hsa_amd_queue_get_info on a queue libxhsa shadows answers for its hardware
@@ -161,7 +119,7 @@ fn hsa_queues_built_against_rocr64_passes_natively_and_under_libxhsa() {
         // The shadow carries ROCr 6.4's queue-object pointer where its layout (amd_queue_v2_t)
         // puts it.
         assert_check_passed(&out, "queues.core_queue_word");
-        assert_libxhsa_ran(mode, &out);
+        assert_libxhsa_scheduled(mode, &out);
     }
 }
 
@@ -180,7 +138,7 @@ fn rocm_libs() -> std::path::PathBuf {
 #[test]
 fn rocm64_libraries_compute_right_results_natively_and_under_libxhsa() {
     let prog = rocm_libs();
-    for (mode, mut o) in modes("gfx90a") {
+    for (mode, mut o) in ROCM64.modes("gfx90a") {
         o.timeout = Duration::from_secs(600);
         let out = run_under_emu(&prog, &["--values", "sgemm", "fft", "spmv", "rand"], &o);
         assert_passed(&out);
@@ -202,7 +160,7 @@ fn rocm64_libraries_compute_right_results_natively_and_under_libxhsa() {
         ] {
             assert_check_passed(&out, check);
         }
-        assert_libxhsa_ran(mode, &out);
+        assert_libxhsa_scheduled(mode, &out);
     }
 }
 
@@ -227,7 +185,7 @@ fn rocm52_and_rocm64_processes_share_one_emulated_gpu() {
     let p64 = common::program64("shared_hip", "gfx942", &[]);
     let mut o52 = RunOpts { timeout: Duration::from_secs(120), ..RunOpts::default() };
     o52.env.push(dir.env());
-    let mut o64 = opts("gfx942");
+    let mut o64 = ROCM64.opts("gfx942");
     o64.env.push(dir.env());
     let pid_of = |l: &str| l.strip_prefix("shared_hip busy, pid ").map(str::to_string);
     let a = common::spawn_under_emu(&p52, &["busy", stop52.to_str().unwrap(), "60"], &o52);
@@ -266,24 +224,7 @@ fn rocm52_and_rocm64_processes_share_one_emulated_gpu() {
 /// asks KFD for them with the raw ioctl. Natively and under libxhsa in both modes.
 #[test]
 fn kernels_that_wait_complete_under_rocm64_natively_and_under_libxhsa() {
-    for isa in ["gfx942", "gfx90a"] {
-        let prog = common::program64("hip_waiting", isa, &[]);
-        for (mode, o) in modes(isa) {
-            let out = run_under_emu(&prog, &["all"], &o);
-            assert_passed(&out);
-            for c in common::HIP_WAITING_CHECKS {
-                assert_check_passed(&out, c);
-            }
-            let printed = out.stdout.lines().filter(|l| l.starts_with("dev-printf block")).count();
-            assert_eq!(printed, 128, "{isa} {mode}: device printf lines\n{}", out.report());
-            assert!(
-                out.stdout.contains("dev-printf block 1 thread 63 word emu half 81.50 hex abc0a3"),
-                "{isa} {mode}\n{}",
-                out.report()
-            );
-            assert_libxhsa_ran(mode, &out);
-        }
-    }
+    common::scenarios::kernels_that_wait(&common::ROCM64);
 }
 
 /// Forked children on ROCm 6.4 (HIP 6.4 shuts the runtime down from a static destructor), in
@@ -293,34 +234,7 @@ fn kernels_that_wait_complete_under_rocm64_natively_and_under_libxhsa() {
 /// exits (no hang, no crash).
 #[test]
 fn forked_children_under_libxhsa_on_rocm64() {
-    let fork = common::program64("hip_fork", "gfx942", &[]);
-    let dir = common::DeviceDir::new("fork64");
-    let board = dir.file("board");
-    std::fs::create_dir_all(&board).unwrap();
-    // The parent waits for this file after its children: it exists already.
-    let go = dir.file("go");
-    std::fs::write(&go, b"").unwrap();
-    for (mode, o) in modes("gfx942").into_iter().filter(|(m, _)| *m != "native") {
-        let o = with_env(
-            with_env(o, "XHSA_PREEMPT", "suspend".into()),
-            "XHSA_BOARD_DIR",
-            board.display().to_string(),
-        );
-        let out = run_under_emu(&fork, &[go.to_str().unwrap()], &o);
-        assert_passed(&out);
-        for c in [
-            "fork.child_exit_ended",
-            "fork.child__exit_ended",
-            "fork.child_exec_ended",
-            "fork.child_gpu_ended",
-            "fork.child_gpu_ok",
-            "fork.after",
-            "fork.last",
-        ] {
-            assert_check_passed(&out, c);
-        }
-        assert_libxhsa_ran(mode, &out);
-    }
+    common::scenarios::forked_children(&common::ROCM64);
 }
 
 /// The HSA runtime shut down and started again in one process on ROCm 6.4 (whose thunk enables
@@ -329,34 +243,7 @@ fn forked_children_under_libxhsa_on_rocm64() {
 /// runtimes' queues dispatch, and libxhsa leaves nothing off.
 #[test]
 fn a_rocr64_runtime_shut_down_and_started_again_keeps_working() {
-    let prog = common::program64("hsa_queues", "gfx942", &[]);
-    let co = common::code_object64("xhsa_kernels", "gfx942");
-    let dir = common::DeviceDir::new("reinit64");
-    let board = dir.file("board");
-    std::fs::create_dir_all(&board).unwrap();
-    for (mode, o) in modes("gfx942") {
-        let o = with_env(
-            with_env(o, "XHSA_PREEMPT", "suspend".into()),
-            "XHSA_BOARD_DIR",
-            board.display().to_string(),
-        );
-        let out = run_under_emu(&prog, &["reinit", co.to_str().unwrap()], &o);
-        assert_passed(&out);
-        assert!(out.stdout.contains("REINIT"), "{mode}\n{}", out.report());
-        let passes = |c: &str| out.stdout.lines().filter(|l| *l == format!("PASS {c}")).count();
-        for c in [
-            "dispatch.vadd_q1",
-            "dispatch.saxpy_q2",
-            "dispatch.barrier_and_cross_queue",
-            "shutdown",
-        ] {
-            assert_eq!(passes(c), 2, "{mode}: {c} passes in both runtimes\n{}", out.report());
-        }
-        assert_libxhsa_ran(mode, &out);
-        if let Some(n) = common::numbers_after(&out, "preemption: ") {
-            assert_eq!(n[2], 0, "{mode}: nothing stays off\n{}", out.report());
-        }
-    }
+    common::scenarios::runtime_restarted(&common::ROCM64);
 }
 
 /// The whitelist by code object through ROCr 6.4's loader: rocSPARSE's kernels live in

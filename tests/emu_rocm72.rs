@@ -14,67 +14,12 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    assert_check_passed, assert_passed, libxhsa, run_under_emu, shadow_summary, DeviceDir, RunOpts,
-    RunOutput, ROCM64, ROCM72,
+    assert_check_passed, assert_libxhsa_scheduled, assert_passed, run_under_emu, DeviceDir,
+    RunOpts, RunOutput, ROCM64, ROCM72,
 };
 
-fn opts(isa: &str) -> RunOpts {
-    RunOpts { emu_args: ROCM72.args(isa), timeout: Duration::from_secs(240), ..RunOpts::default() }
-}
-
-fn with_env(mut o: RunOpts, k: &str, v: String) -> RunOpts {
-    o.env.push((k.into(), v));
-    o
-}
-
-/// The three ways a program meets libxhsa: not at all, `LD_PRELOAD`, `HSA_TOOLS_LIB`.
-fn modes(isa: &str) -> Vec<(&'static str, RunOpts)> {
-    vec![
-        ("native", opts(isa)),
-        (
-            "LD_PRELOAD",
-            with_env(with_env(opts(isa), "LD_PRELOAD", libxhsa()), "XHSA_LOG", "info".into()),
-        ),
-        (
-            "HSA_TOOLS_LIB",
-            with_env(with_env(opts(isa), "HSA_TOOLS_LIB", libxhsa()), "XHSA_LOG", "info".into()),
-        ),
-    ]
-}
-
-/// libxhsa was loaded and scheduled ROCr 7.2's queues: its exit summary shows shadow queues
-/// (not passthrough), every packet taken forwarded, nothing degraded, no error and no warning
-/// about ROCr's queue layout.
-fn assert_libxhsa_ran(mode: &str, out: &RunOutput) {
-    if mode != "native" {
-        assert!(
-            out.stderr.contains("INFO xhsa:") && out.stderr.contains("HSA queues created"),
-            "{mode}: libxhsa left no summary: it did not run\n{}",
-            out.report()
-        );
-        assert!(
-            out.stderr.contains(" 0 degraded")
-                && !out.stderr.contains("ERROR xhsa:")
-                && !out.stderr.contains("panicked"),
-            "{mode}: libxhsa degraded, reported an error or panicked\n{}",
-            out.report()
-        );
-        assert!(
-            !out.stderr.contains("unshadowed"),
-            "{mode}: libxhsa passed ROCr 7.2's queues through\n{}",
-            out.report()
-        );
-        let s = shadow_summary(out);
-        assert!(
-            s.created > 0 && s.taken > 0 && s.forwarded == s.taken && s.held == 0,
-            "{mode}: queues shadowed and every packet forwarded: {s:?}\n{}",
-            out.report()
-        );
-    }
-}
-
 fn shell(cmd: &str, isa: &str) -> RunOutput {
-    run_under_emu(std::path::Path::new("/bin/sh"), &["-c", cmd], &opts(isa))
+    run_under_emu(std::path::Path::new("/bin/sh"), &["-c", cmd], &ROCM72.opts(isa))
 }
 
 #[test]
@@ -138,7 +83,7 @@ fn hip_basic_built_by_the_rocm72_hipcc_passes_natively_and_under_libxhsa() {
         return;
     }
     let prog = ROCM72.program("hip_basic", "gfx942", &[]);
-    for (mode, o) in modes("gfx942") {
+    for (mode, o) in ROCM72.modes("gfx942") {
         let out = run_under_emu(
             &prog,
             &["device", "memcpy", "memset", "kernels", "streams", "priority"],
@@ -148,7 +93,7 @@ fn hip_basic_built_by_the_rocm72_hipcc_passes_natively_and_under_libxhsa() {
         assert_check_passed(&out, "kernels.matmul_64");
         assert_check_passed(&out, "priority.greatest.work");
         assert!(out.stdout.contains("gfx942"), "{mode}: not a gfx942 device\n{}", out.report());
-        assert_libxhsa_ran(mode, &out);
+        assert_libxhsa_scheduled(mode, &out);
     }
 }
 
@@ -160,7 +105,7 @@ fn isa_exec_built_by_the_rocm72_hipcc_computes_right_results() {
         return;
     }
     let prog = ROCM72.program("isa_exec", "gfx942", &[]);
-    let out = run_under_emu::<&str>(&prog, &[], &opts("gfx942"));
+    let out = run_under_emu::<&str>(&prog, &[], &ROCM72.opts("gfx942"));
     assert_passed(&out);
     for c in ["vadd", "lds_reduce", "shfl", "atomic_sum", "fp64", "private"] {
         assert_check_passed(&out, c);
@@ -176,11 +121,11 @@ fn hsa_queues_built_against_rocr72_passes_natively_and_under_libxhsa() {
     }
     let prog = ROCM72.program("hsa_queues", "gfx942", &[]);
     let co = ROCM72.code_object("xhsa_kernels", "gfx942");
-    for (mode, o) in modes("gfx942") {
+    for (mode, o) in ROCM72.modes("gfx942") {
         let out = run_under_emu(&prog, &["normal", co.to_str().unwrap()], &o);
         assert_passed(&out);
         assert_check_passed(&out, "queues.get_info_agent");
-        assert_libxhsa_ran(mode, &out);
+        assert_libxhsa_scheduled(mode, &out);
     }
 }
 
@@ -201,7 +146,7 @@ fn rocm72_libraries_compute_right_results_natively_and_under_libxhsa() {
         return;
     }
     let prog = rocm_libs();
-    for (mode, mut o) in modes("gfx90a") {
+    for (mode, mut o) in ROCM72.modes("gfx90a") {
         o.timeout = Duration::from_secs(600);
         let out = run_under_emu(&prog, &["--values", "sgemm", "fft", "spmv", "rand"], &o);
         assert_passed(&out);
@@ -219,7 +164,7 @@ fn rocm72_libraries_compute_right_results_natively_and_under_libxhsa() {
         ] {
             assert_check_passed(&out, check);
         }
-        assert_libxhsa_ran(mode, &out);
+        assert_libxhsa_scheduled(mode, &out);
     }
 }
 
@@ -248,9 +193,9 @@ fn rocm52_rocm64_and_rocm72_processes_share_one_emulated_gpu() {
         ROCM72.program("shared_hip", "gfx942", &[]),
     ];
     let o52 = RunOpts { timeout: Duration::from_secs(120), ..RunOpts::default() };
-    let o64 = RunOpts { emu_args: ROCM64.args("gfx942"), ..opts("gfx942") };
+    let o64 = ROCM64.opts("gfx942");
     let mut children = Vec::new();
-    for ((prog, stop), mut o) in progs.iter().zip(&stops).zip([o52, o64, opts("gfx942")]) {
+    for ((prog, stop), mut o) in progs.iter().zip(&stops).zip([o52, o64, ROCM72.opts("gfx942")]) {
         o.env.push(dir.env());
         children.push(common::spawn_under_emu(prog, &["busy", stop.to_str().unwrap(), "60"], &o));
     }
@@ -295,22 +240,7 @@ fn rocm52_rocm64_and_rocm72_processes_share_one_emulated_gpu() {
 /// host), built by the 7.2 hipcc for gfx942 and gfx90a, natively and under libxhsa.
 #[test]
 fn kernels_that_wait_complete_under_rocm72_natively_and_under_libxhsa() {
-    if !ROCM72.available() {
-        return;
-    }
-    for isa in ["gfx942", "gfx90a"] {
-        let prog = ROCM72.program("hip_waiting", isa, &[]);
-        for (mode, o) in modes(isa) {
-            let out = run_under_emu(&prog, &["all"], &o);
-            assert_passed(&out);
-            for c in common::HIP_WAITING_CHECKS {
-                assert_check_passed(&out, c);
-            }
-            let printed = out.stdout.lines().filter(|l| l.starts_with("dev-printf block")).count();
-            assert_eq!(printed, 128, "{isa} {mode}: device printf lines\n{}", out.report());
-            assert_libxhsa_ran(mode, &out);
-        }
-    }
+    common::scenarios::kernels_that_wait(&ROCM72);
 }
 
 /// Forked children on ROCm 7.2 under libxhsa (both modes, preemption forced, a board):
@@ -318,36 +248,7 @@ fn kernels_that_wait_complete_under_rocm72_natively_and_under_libxhsa() {
 /// own, while the parent goes on; every program passes and exits.
 #[test]
 fn forked_children_under_libxhsa_on_rocm72() {
-    if !ROCM72.available() {
-        return;
-    }
-    let fork = ROCM72.program("hip_fork", "gfx942", &[]);
-    let dir = DeviceDir::new("fork72");
-    let board = dir.file("board");
-    std::fs::create_dir_all(&board).unwrap();
-    let go = dir.file("go");
-    std::fs::write(&go, b"").unwrap();
-    for (mode, o) in modes("gfx942").into_iter().filter(|(m, _)| *m != "native") {
-        let o = with_env(
-            with_env(o, "XHSA_PREEMPT", "suspend".into()),
-            "XHSA_BOARD_DIR",
-            board.display().to_string(),
-        );
-        let out = run_under_emu(&fork, &[go.to_str().unwrap()], &o);
-        assert_passed(&out);
-        for c in [
-            "fork.child_exit_ended",
-            "fork.child__exit_ended",
-            "fork.child_exec_ended",
-            "fork.child_gpu_ended",
-            "fork.child_gpu_ok",
-            "fork.after",
-            "fork.last",
-        ] {
-            assert_check_passed(&out, c);
-        }
-        assert_libxhsa_ran(mode, &out);
-    }
+    common::scenarios::forked_children(&ROCM72);
 }
 
 /// ROCr 7.2 shut down and started again in one process (its thunk enables the KFD runtime at
@@ -355,26 +256,7 @@ fn forked_children_under_libxhsa_on_rocm72() {
 /// libxhsa.
 #[test]
 fn a_rocr72_runtime_shut_down_and_started_again_keeps_working() {
-    if !ROCM72.available() {
-        return;
-    }
-    let prog = ROCM72.program("hsa_queues", "gfx942", &[]);
-    let co = ROCM72.code_object("xhsa_kernels", "gfx942");
-    for (mode, o) in modes("gfx942") {
-        let out = run_under_emu(&prog, &["reinit", co.to_str().unwrap()], &o);
-        assert_passed(&out);
-        assert!(out.stdout.contains("REINIT"), "{mode}\n{}", out.report());
-        let passes = |c: &str| out.stdout.lines().filter(|l| *l == format!("PASS {c}")).count();
-        for c in [
-            "dispatch.vadd_q1",
-            "dispatch.saxpy_q2",
-            "dispatch.barrier_and_cross_queue",
-            "shutdown",
-        ] {
-            assert_eq!(passes(c), 2, "{mode}: {c} passes in both runtimes\n{}", out.report());
-        }
-        assert_libxhsa_ran(mode, &out);
-    }
+    common::scenarios::runtime_restarted(&ROCM72);
 }
 
 /// The whitelist by code object through ROCr 7.2's loader (rocSPARSE 4's library is still

@@ -353,6 +353,32 @@ impl RocmRoot {
             .unwrap_or_else(|| PathBuf::from(self.default_root))
     }
 
+    /// Options to run a command on this userland (`xhsa-emu run --rocm VERSION --isa ISA`,
+    /// 240 s).
+    pub fn opts(&self, isa: &str) -> RunOpts {
+        RunOpts {
+            emu_args: self.args(isa),
+            timeout: Duration::from_secs(240),
+            ..RunOpts::default()
+        }
+    }
+
+    /// The three ways a program meets libxhsa on this userland: not at all, `LD_PRELOAD`,
+    /// `HSA_TOOLS_LIB` (with libxhsa's summary logged).
+    pub fn modes(&self, isa: &str) -> Vec<(&'static str, RunOpts)> {
+        vec![
+            ("native", self.opts(isa)),
+            (
+                "LD_PRELOAD",
+                self.opts(isa).with_env("LD_PRELOAD", libxhsa()).with_env("XHSA_LOG", "info"),
+            ),
+            (
+                "HSA_TOOLS_LIB",
+                self.opts(isa).with_env("HSA_TOOLS_LIB", libxhsa()).with_env("XHSA_LOG", "info"),
+            ),
+        ]
+    }
+
     /// The `xhsa-emu run` options that put a command on this userland, with the ISA the emulated
     /// GPU reports.
     pub fn args(&self, isa: &str) -> Vec<String> {
@@ -435,12 +461,6 @@ impl RocmRoot {
         inputs.extend(shared_sources());
         build_cached(&format!("{name}-{}-{arch}.hsaco", self.tag), &emu_launcher(), &args, &inputs)
     }
-}
-
-/// The `xhsa-emu run` options that put a command on the ROCm 6.4 userland (its root built by
-/// `./x setup`), with the ISA the emulated GPU reports.
-pub fn rocm64_args(isa: &str) -> Vec<String> {
-    ROCM64.args(isa)
 }
 
 /// [`RocmRoot::program`] of the ROCm 6.4 root.
@@ -527,6 +547,14 @@ pub struct RunOpts {
     /// Standard-output lines at which to sample the CPU time of the process group (see
     /// `RunOutput::samples`).
     pub sample_on: Vec<String>,
+}
+
+impl RunOpts {
+    /// These options with `key=value` added to the environment.
+    pub fn with_env(mut self, key: &str, value: impl Into<String>) -> RunOpts {
+        self.env.push((key.into(), value.into()));
+        self
+    }
 }
 
 impl Default for RunOpts {
@@ -1246,4 +1274,36 @@ pub fn shadow_summary(out: &RunOutput) -> Shadow {
         held: num(" held"),
         degraded: num(" degraded"),
     }
+}
+
+/// Under libxhsa (`mode` other than "native"), libxhsa was loaded and scheduled the runtime's
+/// queues: its exit summary shows shadow queues (not passthrough), every packet taken
+/// forwarded, nothing degraded, no error, no panic and no warning about ROCr's queue layout.
+pub fn assert_libxhsa_scheduled(mode: &str, out: &RunOutput) {
+    if mode == "native" {
+        return;
+    }
+    assert!(
+        out.stderr.contains("INFO xhsa:") && out.stderr.contains("HSA queues created"),
+        "{mode}: libxhsa left no summary: it did not run\n{}",
+        out.report()
+    );
+    assert!(
+        out.stderr.contains(" 0 degraded")
+            && !out.stderr.contains("ERROR xhsa:")
+            && !out.stderr.contains("panicked"),
+        "{mode}: libxhsa degraded, reported an error or panicked\n{}",
+        out.report()
+    );
+    assert!(
+        !out.stderr.contains("unshadowed"),
+        "{mode}: libxhsa passed the runtime's queues through\n{}",
+        out.report()
+    );
+    let s = shadow_summary(out);
+    assert!(
+        s.created > 0 && s.taken > 0 && s.forwarded == s.taken && s.held == 0,
+        "{mode}: queues shadowed and every packet forwarded: {s:?}\n{}",
+        out.report()
+    );
 }

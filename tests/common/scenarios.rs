@@ -4,20 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::{assert_passed, libxhsa, run_under_emu, DeviceDir, RocmRoot, RunOpts, RunOutput};
-
-/// Options to run under `xhsa-emu run --rocm VERSION --isa ISA` with libxhsa preloaded and its
-/// summary logged.
-fn preloaded(root: &RocmRoot, isa: &str) -> RunOpts {
-    let mut o = RunOpts {
-        emu_args: root.args(isa),
-        timeout: Duration::from_secs(240),
-        ..RunOpts::default()
-    };
-    o.env.push(("LD_PRELOAD".into(), libxhsa()));
-    o.env.push(("XHSA_LOG".into(), "info".into()));
-    o
-}
+use super::{assert_passed, libxhsa, run_under_emu, DeviceDir, RocmRoot, RunOutput};
 
 /// The whitelist by code object through the root's ROCr loader: rocSPARSE's kernels live in
 /// the `rocsparse` library's embedded code objects, so naming it in `XHSA_PASSTHROUGH_LIBS`
@@ -28,14 +15,9 @@ pub fn whitelist_by_code_object(root: &RocmRoot, rocm_libs: &Path, rocsparse: &s
     if !root.available() {
         return;
     }
-    for mode in ["LD_PRELOAD", "HSA_TOOLS_LIB"] {
+    for (mode, o) in root.modes("gfx90a").into_iter().filter(|(m, _)| *m != "native") {
         let counts = |wl: &str| {
-            let mut o = preloaded(root, "gfx90a");
-            if mode == "HSA_TOOLS_LIB" {
-                o.env.retain(|(k, _)| k != "LD_PRELOAD");
-                o.env.push(("HSA_TOOLS_LIB".into(), libxhsa()));
-            }
-            o.env.push(("XHSA_PASSTHROUGH_LIBS".into(), wl.into()));
+            let mut o = o.clone().with_env("XHSA_PASSTHROUGH_LIBS", wl);
             o.timeout = Duration::from_secs(300);
             let out = run_under_emu(rocm_libs, &["spmv"], &o);
             assert_passed(&out);
@@ -66,7 +48,8 @@ pub fn batch_preempted_for_high_priority(root: &RocmRoot) {
     std::fs::create_dir_all(&board).unwrap();
     let stop = dir.file("stop");
     let o = |prio: &str| {
-        let mut o = preloaded(root, "gfx942");
+        let mut o =
+            root.opts("gfx942").with_env("LD_PRELOAD", libxhsa()).with_env("XHSA_LOG", "info");
         o.env.push(dir.env());
         o.env.push(("XHSA_BOARD_DIR".into(), board.display().to_string()));
         o.env.push(("XHSA_PRIORITY".into(), prio.into()));
@@ -108,20 +91,13 @@ pub fn batch_preempted_for_high_priority(root: &RocmRoot) {
 
 /// MIOpen on the root's ROCm (`rocm_libs --values conv`, gfx90a: Debian builds MIOpen's kernels
 /// for it): convolution find, forward, backward data and backward weights, max pooling and
-/// batch-norm inference
-/// succeed and their outputs are the host's, natively and
-/// under libxhsa in both loading modes; under libxhsa its queues are shadowed and nothing
-/// degrades.
+/// batch-norm inference succeed and their outputs are the host's, natively and under libxhsa in
+/// both loading modes; under libxhsa its queues are shadowed and nothing degrades.
 pub fn miopen(root: &RocmRoot, rocm_libs: &Path) {
     if !root.available() {
         return;
     }
-    for mode in ["native", "LD_PRELOAD", "HSA_TOOLS_LIB"] {
-        let mut o = preloaded(root, "gfx90a");
-        o.env.retain(|(k, _)| k != "LD_PRELOAD");
-        if mode != "native" {
-            o.env.push((mode.into(), libxhsa()));
-        }
+    for (mode, mut o) in root.modes("gfx90a") {
         o.timeout = Duration::from_secs(600);
         let out = run_under_emu(rocm_libs, &["--values", "conv"], &o);
         assert_passed(&out);
@@ -141,13 +117,104 @@ pub fn miopen(root: &RocmRoot, rocm_libs: &Path) {
         ] {
             super::assert_check_passed(&out, check);
         }
-        if mode != "native" {
-            let s = super::shadow_summary(&out);
+        super::assert_libxhsa_scheduled(mode, &out);
+    }
+}
+
+/// Kernels that wait (`tests/programs/hip_waiting.hip`: device printf through HIP's hostcall
+/// service, a cooperative launch's grid barrier, kernels waiting for another stream's kernel or
+/// for the host), built by the root's hipcc for gfx942 and gfx90a: every check passes and the
+/// 128 printf lines arrive, natively and under libxhsa in both loading modes.
+pub fn kernels_that_wait(root: &RocmRoot) {
+    if !root.available() {
+        return;
+    }
+    for isa in ["gfx942", "gfx90a"] {
+        let prog = root.program("hip_waiting", isa, &[]);
+        for (mode, o) in root.modes(isa) {
+            let out = run_under_emu(&prog, &["all"], &o);
+            assert_passed(&out);
+            for c in super::HIP_WAITING_CHECKS {
+                super::assert_check_passed(&out, c);
+            }
+            let printed = out.stdout.lines().filter(|l| l.starts_with("dev-printf block")).count();
+            assert_eq!(printed, 128, "{isa} {mode}: device printf lines\n{}", out.report());
             assert!(
-                s.created > 0 && s.forwarded == s.taken && s.degraded == 0,
-                "{mode}: MIOpen's queues shadowed, every packet forwarded: {s:?}\n{}",
+                out.stdout.contains("dev-printf block 1 thread 63 word emu half 81.50 hex abc0a3"),
+                "{isa} {mode}\n{}",
                 out.report()
             );
+            super::assert_libxhsa_scheduled(mode, &out);
+        }
+    }
+}
+
+/// Forked children on the root's ROCm under libxhsa (both loading modes, preemption forced,
+/// a board): a child that exits, one that `_exit`s, one that execs, and one that execs a GPU
+/// program (runtime and libxhsa loaded afresh) all end, and the parent keeps working.
+pub fn forked_children(root: &RocmRoot) {
+    if !root.available() {
+        return;
+    }
+    let fork = root.program("hip_fork", "gfx942", &[]);
+    let dir = DeviceDir::new(&format!("fork-{}", root.tag));
+    let board = dir.file("board");
+    std::fs::create_dir_all(&board).unwrap();
+    // The parent waits for this file after its children: it exists already.
+    let go = dir.file("go");
+    std::fs::write(&go, b"").unwrap();
+    for (mode, o) in root.modes("gfx942").into_iter().filter(|(m, _)| *m != "native") {
+        let o = o
+            .with_env("XHSA_PREEMPT", "suspend")
+            .with_env("XHSA_BOARD_DIR", board.display().to_string());
+        let out = run_under_emu(&fork, &[go.to_str().unwrap()], &o);
+        assert_passed(&out);
+        for c in [
+            "fork.child_exit_ended",
+            "fork.child__exit_ended",
+            "fork.child_exec_ended",
+            "fork.child_gpu_ended",
+            "fork.child_gpu_ok",
+            "fork.after",
+            "fork.last",
+        ] {
+            super::assert_check_passed(&out, c);
+        }
+        super::assert_libxhsa_scheduled(mode, &out);
+    }
+}
+
+/// The HSA runtime shut down and started again in one process on the root's ROCm: natively and
+/// under libxhsa in both loading modes with preemption forced (`XHSA_PREEMPT=suspend`) and a
+/// board, both runtimes' queues dispatch, and libxhsa leaves nothing off.
+pub fn runtime_restarted(root: &RocmRoot) {
+    if !root.available() {
+        return;
+    }
+    let prog = root.program("hsa_queues", "gfx942", &[]);
+    let co = root.code_object("xhsa_kernels", "gfx942");
+    let dir = DeviceDir::new(&format!("reinit-{}", root.tag));
+    let board = dir.file("board");
+    std::fs::create_dir_all(&board).unwrap();
+    for (mode, o) in root.modes("gfx942") {
+        let o = o
+            .with_env("XHSA_PREEMPT", "suspend")
+            .with_env("XHSA_BOARD_DIR", board.display().to_string());
+        let out = run_under_emu(&prog, &["reinit", co.to_str().unwrap()], &o);
+        assert_passed(&out);
+        assert!(out.stdout.contains("REINIT"), "{mode}\n{}", out.report());
+        let passes = |c: &str| out.stdout.lines().filter(|l| *l == format!("PASS {c}")).count();
+        for c in [
+            "dispatch.vadd_q1",
+            "dispatch.saxpy_q2",
+            "dispatch.barrier_and_cross_queue",
+            "shutdown",
+        ] {
+            assert_eq!(passes(c), 2, "{mode}: {c} passes in both runtimes\n{}", out.report());
+        }
+        super::assert_libxhsa_scheduled(mode, &out);
+        if let Some(n) = super::numbers_after(&out, "preemption: ") {
+            assert_eq!(n[2], 0, "{mode}: nothing stays off\n{}", out.report());
         }
     }
 }
