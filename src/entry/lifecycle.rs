@@ -61,8 +61,20 @@ pub(crate) unsafe fn shut_down(real: Option<ShutDownFn>) -> hsa_status_t {
             }
         }));
     }
+    // The completion waiter sleeps in ROCr on signals the runtime may destroy now.
+    if !is_forked_child() {
+        if let Some(r) = rocr() {
+            let _ = std::panic::catch_unwind(|| inside(|| super::completions::stop(r)));
+        }
+    }
     // SAFETY: ROCr's hsa_shut_down, no arguments.
     let status = inside(|| unsafe { real() });
+    if !is_forked_child() {
+        if let Some(r) = rocr() {
+            let down = r.initialized().is_none_or(|up| !up);
+            let _ = std::panic::catch_unwind(|| inside(|| super::completions::resume(r, down)));
+        }
+    }
     if mine {
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let down = rocr().and_then(|r| r.initialized()).is_none_or(|up| !up);

@@ -32,6 +32,7 @@ pub mod addr_map;
 pub mod api_table;
 mod clock;
 pub mod code_objects;
+mod completions;
 mod forwarder;
 mod gpus;
 pub mod kfd;

@@ -9,12 +9,12 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::OnceLock;
 
 use hsa_sys::hsa::{
-    hsa_agent_t, hsa_amd_memory_pool_t, hsa_amd_signal_handler, hsa_queue_t,
-    hsa_signal_condition_t, hsa_signal_t, hsa_signal_value_t, hsa_status_t, HSA_AGENT_INFO_DEVICE,
+    hsa_agent_t, hsa_amd_memory_pool_t, hsa_queue_t, hsa_signal_condition_t, hsa_signal_t,
+    hsa_signal_value_t, hsa_status_t, hsa_wait_state_t, HSA_AGENT_INFO_DEVICE,
     HSA_AMD_AGENT_INFO_DRIVER_NODE_ID, HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED,
     HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS, HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED,
     HSA_AMD_MEMORY_POOL_INFO_SEGMENT, HSA_AMD_SEGMENT_GLOBAL, HSA_AMD_SYSTEM_INFO_BUILD_VERSION,
-    HSA_DEVICE_TYPE_CPU, HSA_SIGNAL_CONDITION_LT, HSA_STATUS_SUCCESS,
+    HSA_DEVICE_TYPE_CPU, HSA_SIGNAL_CONDITION_LT, HSA_STATUS_SUCCESS, HSA_WAIT_STATE_BLOCKED,
 };
 
 use super::next_symbol;
@@ -36,13 +36,15 @@ type SignalCreateFn = unsafe extern "C" fn(
 ) -> hsa_status_t;
 type SignalDestroyFn = unsafe extern "C" fn(hsa_signal_t) -> hsa_status_t;
 type SignalLoadFn = unsafe extern "C" fn(hsa_signal_t) -> hsa_signal_value_t;
-type AsyncHandlerFn = unsafe extern "C" fn(
-    hsa_signal_t,
-    hsa_signal_condition_t,
-    hsa_signal_value_t,
-    hsa_amd_signal_handler,
-    *mut c_void,
-) -> hsa_status_t;
+type WaitAnyFn = unsafe extern "C" fn(
+    u32,
+    *mut hsa_signal_t,
+    *mut hsa_signal_condition_t,
+    *mut hsa_signal_value_t,
+    u64,
+    hsa_wait_state_t,
+    *mut hsa_signal_value_t,
+) -> u32;
 type AgentCallback = Option<unsafe extern "C" fn(hsa_agent_t, *mut c_void) -> hsa_status_t>;
 type IterateAgentsFn = unsafe extern "C" fn(AgentCallback, *mut c_void) -> hsa_status_t;
 type AgentInfoFn = unsafe extern "C" fn(hsa_agent_t, u32, *mut c_void) -> hsa_status_t;
@@ -67,7 +69,7 @@ pub(crate) struct Rocr {
     signal_create: SignalCreateFn,
     signal_destroy: SignalDestroyFn,
     signal_load: SignalLoadFn,
-    async_handler: AsyncHandlerFn,
+    wait_any: WaitAnyFn,
     iterate_agents: IterateAgentsFn,
     agent_info: AgentInfoFn,
     iterate_pools: IteratePoolsFn,
@@ -130,7 +132,7 @@ pub(crate) fn rocr() -> Option<&'static Rocr> {
                     signal_create: resolve(c"hsa_signal_create", None)?,
                     signal_destroy: resolve(c"hsa_signal_destroy", None)?,
                     signal_load: resolve(c"hsa_signal_load_scacquire", None)?,
-                    async_handler: resolve(c"hsa_amd_signal_async_handler", None)?,
+                    wait_any: resolve(c"hsa_amd_signal_wait_any", None)?,
                     iterate_agents: resolve(c"hsa_iterate_agents", None)?,
                     agent_info: resolve(c"hsa_agent_get_info", None)?,
                     iterate_pools: resolve(c"hsa_amd_agent_iterate_memory_pools", None)?,
@@ -149,28 +151,28 @@ pub(crate) fn rocr() -> Option<&'static Rocr> {
         .as_ref()
 }
 
-/// The tracking-barrier completion handler (ROCr's async thread); set by the queue layer.
-pub(crate) type TrackingHandler = unsafe extern "C" fn(hsa_signal_value_t, *mut c_void) -> bool;
-
 /// The scheduler's [`Hardware`], through ROCr. Its methods take the [`HwQueue`]s and signal
 /// handles the scheduler holds; the obligation that they are live is taken once, by whoever
 /// makes one ([`RocrHardware::new`]).
 pub(crate) struct RocrHardware {
     rocr: &'static Rocr,
-    on_tracking: TrackingHandler,
+    on_tracking: super::completions::Handler,
 }
 
 impl RocrHardware {
     /// ROCr's functions for a scheduler, with `on_tracking` as the completion handler of its
-    /// tracking signals.
+    /// tracking signals (run by [`super::completions`]).
     ///
     /// # Safety
     ///
     /// Every [`HwQueue`] the holder passes is a hardware queue libxhsa created through ROCr and
     /// has not destroyed (libxhsa destroys it only after its shadow left the scheduler), and
-    /// every signal handle is a signal libxhsa created and has not destroyed; `on_tracking`
-    /// treats its argument as a queue id only.
-    pub(crate) unsafe fn new(rocr: &'static Rocr, on_tracking: TrackingHandler) -> RocrHardware {
+    /// every signal handle is a signal libxhsa created and has not destroyed (tracking signals
+    /// are destroyed through [`super::completions::retire`]).
+    pub(crate) unsafe fn new(
+        rocr: &'static Rocr,
+        on_tracking: super::completions::Handler,
+    ) -> RocrHardware {
         RocrHardware { rocr, on_tracking }
     }
 }
@@ -202,18 +204,7 @@ impl Hardware for RocrHardware {
     }
 
     fn arm(&self, queue: QueueId, signal: u64, below: i64) -> bool {
-        // SAFETY: a live signal libxhsa created; the handler only uses `arg` as a queue id
-        // (`RocrHardware::new`).
-        let st = unsafe {
-            (self.rocr.async_handler)(
-                hsa_signal_t { handle: signal },
-                HSA_SIGNAL_CONDITION_LT,
-                below,
-                Some(self.on_tracking),
-                queue.0 as *mut c_void,
-            )
-        };
-        st == HSA_STATUS_SUCCESS
+        super::completions::arm(self.rocr, queue, signal, below, self.on_tracking)
     }
 
     fn signal_value(&self, signal: u64) -> i64 {
@@ -281,16 +272,54 @@ impl Rocr {
         (st == HSA_STATUS_SUCCESS && s.handle != 0).then_some(s.handle)
     }
 
+    /// Stores `value` into `signal` (a signal libxhsa created and has not destroyed).
+    pub fn signal_store(&self, signal: u64, value: i64) {
+        // SAFETY: a live signal libxhsa created (the caller's word; the function takes a handle).
+        unsafe { (self.store_screlease)(hsa_signal_t { handle: signal }, value) }
+    }
+
+    /// The value of `signal` (a signal libxhsa created and has not destroyed).
+    pub fn signal_value(&self, signal: u64) -> i64 {
+        // SAFETY: as for `signal_store`.
+        unsafe { (self.signal_load)(hsa_signal_t { handle: signal }) }
+    }
+
+    /// Sleeps (in KFD) until one of `signals` is below the `below` of the same index; returns
+    /// its index and the value ROCr reports (not to be trusted: 7.2.4 reports 0), `None` if
+    /// ROCr's wait failed. Every handle is a live signal libxhsa
+    /// created, none destroyed before this returns (see [`super::completions`]).
+    pub fn wait_any_below(&self, signals: &[u64], below: &[i64]) -> Option<(usize, i64)> {
+        let mut handles: Vec<hsa_signal_t> =
+            signals.iter().map(|&h| hsa_signal_t { handle: h }).collect();
+        let mut conds: Vec<hsa_signal_condition_t> = vec![HSA_SIGNAL_CONDITION_LT; handles.len()];
+        let mut values: Vec<hsa_signal_value_t> = below.to_vec();
+        let mut value: hsa_signal_value_t = 0;
+        // SAFETY: arrays of `handles.len()` entries each; live signals (the caller's word); an
+        // out-parameter for the satisfying value.
+        let i = unsafe {
+            (self.wait_any)(
+                handles.len() as u32,
+                handles.as_mut_ptr(),
+                conds.as_mut_ptr(),
+                values.as_mut_ptr(),
+                u64::MAX,
+                HSA_WAIT_STATE_BLOCKED,
+                &mut value,
+            )
+        } as usize;
+        (i < handles.len()).then_some((i, value))
+    }
+
     pub fn signal_destroy(&self, signal: u64) {
-        // SAFETY: a signal libxhsa created and no longer uses; ROCr keeps it alive while an async
-        // handler is still registered on it (Retain/Release) and drops that handler.
+        // SAFETY: a signal libxhsa created and no longer uses (tracking signals come through
+        // `completions::retire`, never while its waiter may be inside a wait on them).
         unsafe { (self.signal_destroy)(hsa_signal_t { handle: signal }) };
     }
 
     /// Waits up to `ms` for `signal` to fall to `target` or below, sleeping 1 ms between looks;
-    /// returns its value. (Not `hsa_signal_wait_*`: ROCr lets only the first waiter of a signal
-    /// sleep, and the async thread already waits on a tracking signal while its completion
-    /// handler is registered, so a second waiter would spin.)
+    /// returns its value. (Not `hsa_signal_wait_*`: ROCr without KFD event ages lets only the
+    /// first waiter of a signal sleep, and the completion waiter already waits on a tracking
+    /// signal while it is armed, so a second waiter would spin.)
     pub fn signal_wait_at_most(&self, signal: u64, target: i64, ms: u64) -> i64 {
         let deadline = std::time::Instant::now() + std::time::Duration::from_millis(ms);
         loop {

@@ -5,6 +5,9 @@
 //       of the 80 CUs each), keeping 20-25 of them queued, until STOP_FILE exists or MAX_S seconds
 //       passed; prints BUSY_RUNNING once the device is busy. With LO HI the stream is created
 //       with hipExtStreamCreateWithCUMask on CUs LO..HI.
+//   shared_hip busy-sync STOP_FILE MAX_S
+//       as busy, the way PyTorch-style programs wait: device flag hipDeviceScheduleBlockingSync
+//       and a hipStreamSynchronize after each chunk of 5 kernels (20 ms of device time).
 //   shared_hip victim KERNELS WGS WG_NS TRIALS [LO HI]
 //       measures (hipEvents) KERNELS back-to-back xhsa_synthetic kernels of WGS workgroups x
 //       WG_NS ns, behind a 20 ms gate kernel so that they are all queued before the first one
@@ -100,6 +103,30 @@ static int run_busy(const char* stop, double max_s, int lo, int hi) {
     check(announced, "busy.ran", "never had %d chunks queued", DEPTH);
     check(exists(stop), "busy.stopped_by_file", "ran %.1f s without the stop file %s", t1 - t0, stop);
     for (auto& e : ev) HIP_OK(hipEventDestroy(e));
+    HIP_OK(hipStreamDestroy(s));
+    return summary();
+}
+
+static int run_busy_sync(const char* stop, double max_s) {
+    hipStream_t s;
+    HIP_OK(make_stream(&s, -1, -1));
+    const unsigned long long wg_ns = 4000000ull;
+    double t0 = now_s();
+    long launched = 0;
+    for (;;) {
+        for (int k = 0; k < 5; k++) hipLaunchKernelGGL(xhsa_synthetic, dim3(FULL_ROUND), dim3(64), 0, s, wg_ns);
+        launched += 5;
+        HIP_OK(hipGetLastError());
+        HIP_OK(hipStreamSynchronize(s));
+        if (launched == 5) {
+            printf("BUSY_RUNNING\n");
+            fflush(stdout);
+        }
+        if (exists(stop) || now_s() - t0 > max_s) break;
+    }
+    double t1 = now_s();
+    printf("busy_kernels=%ld\nbusy_wall_ms=%.1f\n", launched, (t1 - t0) * 1e3);
+    check(exists(stop), "busy.stopped_by_file", "ran %.1f s without the stop file %s", t1 - t0, stop);
     HIP_OK(hipStreamDestroy(s));
     return summary();
 }
@@ -245,7 +272,9 @@ int main(int argc, char** argv) {
     const char* mode = argc > 1 ? argv[1] : "";
     printf("shared_hip %s, pid %d\n", mode, (int)getpid());
     g_step = "init";
+    if (!strcmp(mode, "busy-sync")) HIP_OK(hipSetDeviceFlags(hipDeviceScheduleBlockingSync));
     HIP_OK(hipSetDevice(0));
+    if (!strcmp(mode, "busy-sync") && argc == 4) return run_busy_sync(argv[2], atof(argv[3]));
     if (!strcmp(mode, "busy") && (argc == 4 || argc == 6))
         return run_busy(argv[2], atof(argv[3]), argc == 6 ? atoi(argv[4]) : -1, argc == 6 ? atoi(argv[5]) : -1);
     if (!strcmp(mode, "victim") && (argc == 6 || argc == 8))
@@ -255,7 +284,7 @@ int main(int argc, char** argv) {
     if (!strcmp(mode, "two_gpus") && argc == 4) return run_two_gpus(atoi(argv[2]), strtoull(argv[3], nullptr, 10));
     if (!strcmp(mode, "timed") && (argc == 4 || argc == 5))
         return run_timed((unsigned)atoi(argv[2]), strtoull(argv[3], nullptr, 10), argc == 5 ? argv[4] : nullptr);
-    fprintf(stderr, "usage: shared_hip busy STOP MAX_S [LO HI] | victim K WGS WG_NS TRIALS [LO HI] | long WG_NS | "
+    fprintf(stderr, "usage: shared_hip busy STOP MAX_S [LO HI] | busy-sync STOP MAX_S | victim K WGS WG_NS TRIALS [LO HI] | long WG_NS | "
                     "timed WGS WG_NS [TRIGGER] | two_gpus KERNELS WG_NS\n");
     return 2;
 }

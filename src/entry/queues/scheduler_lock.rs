@@ -1,7 +1,6 @@
 //! Running work on a GPU's scheduler from an intercepted call: blocking for its lock, or (a
 //! doorbell's forwarding pass) never waiting, leaving the pass to the thread that holds it.
 
-use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
@@ -30,7 +29,7 @@ pub(super) fn run<R>(
     let g = global();
     let gpu = g.gpus.get(gpu)?;
     // SAFETY: the scheduler holds only hardware queues and signals libxhsa created and destroys
-    // them only after the scheduler forgot them; `tracking_done` reads its argument as a queue id.
+    // them only after the scheduler forgot them (tracking signals through `completions::retire`).
     let hw = unsafe { RocrHardware::new(rocr()?, tracking_done) };
     inside(|| {
         let mut s = if wait {
@@ -127,7 +126,7 @@ pub(super) fn with_queue<R>(
 }
 
 /// A doorbell's forwarding pass on GPU `gpu`, never waiting: runs it if the scheduler is free,
-/// else leaves it to the thread holding the scheduler (ROCr's async thread, the watcher or
+/// else leaves it to the thread holding the scheduler (libxhsa's completion waiter, the watcher or
 /// another application thread), which runs it before letting go ([`passes_wanted`]). The
 /// application's submission path thus never waits on a lock another thread holds.
 pub(super) fn doorbell_pass(gpu: usize) {
@@ -193,15 +192,8 @@ pub(crate) fn forwarded_work(asked: bool) {
     }
 }
 
-/// The completion handler of tracking signals (ROCr's async thread); `arg` is the queue id.
-///
-/// # Safety
-///
-/// None beyond being called as an `hsa_amd_signal_async_handler`: `arg` is a queue id carried
-/// as a pointer, never dereferenced.
-unsafe extern "C" fn tracking_done(value: hsa_signal_value_t, arg: *mut c_void) -> bool {
-    let id = QueueId(arg as u64);
+/// The completion handler of tracking signals (run by libxhsa's completion waiter): the
+/// tracking signal of `id` fell to `value`.
+fn tracking_done(id: QueueId, value: hsa_signal_value_t) {
     let _ = catch_unwind(|| with_queue(id.0, |s, m, hw, now| s.on_tracking(id, value, m, hw, now)));
-    // Re-registered by the scheduler with a new value while barriers are outstanding.
-    false
 }

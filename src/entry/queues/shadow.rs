@@ -224,8 +224,7 @@ pub(super) fn destroy_shadow(real: QueueFn, shadow: u64, id: QueueId) -> hsa_sta
         }
     }
     // The last completion handler normally runs right after the final barrier; give it a moment,
-    // so that the tracking signal is not destroyed while ROCr's async thread still holds a
-    // handler on it (a signal with a pending handler is leaked instead, see below).
+    // so that the scheduler's bookkeeping sees the queue's last completions.
     let armed = || {
         with_queue(id.0, |s, _, _, _| s.queue(id).is_some_and(|q| q.tracking.armed && !q.failed))
             .unwrap_or(false)
@@ -244,16 +243,9 @@ pub(super) fn destroy_shadow(real: QueueFn, shadow: u64, id: QueueId) -> hsa_sta
     let status = inside(|| unsafe { real(hw as *mut hsa_queue_t) });
     inside(|| {
         r.signal_destroy(doorbell);
-        match &removed {
-            // Observed under ROCr 5.2.3 (xhsa-emu): destroying a signal that still has an async
-            // handler registered (the tracking barrier of a failed queue never completes) was
-            // followed, intermittently, by a later hsa_queue_destroy blocking forever in ROCr's
-            // queue teardown. Such a signal is leaked (one per failed or inactivated queue).
-            Some(q) if q.tracking.armed => tracing::debug!(
-                "xhsa: {id}: tracking signal kept (a completion handler is still registered)"
-            ),
-            Some(q) => r.signal_destroy(q.tracking.signal),
-            None => {}
+        // Disarmed and destroyed once the completion waiter cannot be using it.
+        if let Some(q) = &removed {
+            crate::entry::completions::retire(r, q.tracking.signal);
         }
         r.free(shadow);
     });

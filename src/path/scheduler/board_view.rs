@@ -98,7 +98,7 @@ impl Scheduler {
     /// queue of the process holds packets (a completion may let them go), or while other
     /// processes are on the board (they must learn promptly when this process's work ends).
     /// Otherwise completions are read from the tracking signals at the next pass, which saves a
-    /// wake-up of ROCr's async thread per pass.
+    /// wake-up of libxhsa's completion waiter per pass.
     pub(super) fn wants_wakeups(&self) -> bool {
         self.others || self.queues.keys().any(|&id| self.part.pending(id).unwrap_or(0) > 0)
     }

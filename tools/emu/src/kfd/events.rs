@@ -12,6 +12,15 @@
 //! since then returns at once, with the current age written back. Without it an auto-reset
 //! event set while one thread waits is consumed by that thread, and a second thread that read
 //! the signal's value just before and starts its wait just after sleeps on.
+//!
+//! Deviation: a wait with timeout 0 that finds nothing set holds its thread for up to
+//! [`ZERO_TIMEOUT_HOLD`] (returning at once when one of its events is set) instead of returning
+//! at once. ROCr 6.x/7.x turn every blocked signal wait into such polls for its last partial
+//! millisecond (`InterruptSignal::WaitRelaxed` rounds the time left down to whole milliseconds,
+//! and HIP 6.4/7.2 wait in 4 ms slices), so a waiting HIP thread spins about a quarter of the
+//! time. On a real host that costs a CPU core the GPU does not need; here the GPU is host
+//! threads too, and the spinning took their CPU (an MI308X scenario's latency-critical
+//! requests ran 2x slower in the emulation while the batch process's waiter spun).
 
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -28,6 +37,11 @@ pub const UNSIGNALED: u64 = u64::MAX;
 pub const FIRST_NONSIGNAL_ID: u32 = KFD_SIGNAL_EVENT_LIMIT;
 /// `timeout_ms` meaning "wait forever".
 pub const INFINITE: u32 = u32::MAX;
+/// How long a wait with timeout 0 that finds none of its events set holds its thread before
+/// reporting the timeout (see the module's deviation note). A set of one of its events ends the
+/// hold at once, so a poller sees a completion as soon as it would have; only the time it
+/// spends polling passes without taking a core.
+pub const ZERO_TIMEOUT_HOLD: Duration = Duration::from_micros(100);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventError {
@@ -218,8 +232,11 @@ impl Events {
         wait_all: bool,
         timeout_ms: u32,
     ) -> Result<WaitOutcome, EventError> {
-        let deadline = (timeout_ms != INFINITE)
-            .then(|| Instant::now() + Duration::from_millis(timeout_ms.into()));
+        let deadline = match timeout_ms {
+            INFINITE => None,
+            0 => Some(Instant::now() + ZERO_TIMEOUT_HOLD),
+            ms => Some(Instant::now() + Duration::from_millis(ms.into())),
+        };
         let mut t = self.lock();
         let mut seen = Vec::with_capacity(ids.len());
         let mut aged = vec![false; ids.len()];
@@ -299,6 +316,32 @@ impl Events {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    /// A zero-timeout poll that finds nothing set holds its thread (instead of returning at
+    /// once, so that ROCr's sub-millisecond polling loop does not take the device's CPU), and
+    /// one that finds its event set returns at once.
+    #[test]
+    fn a_zero_timeout_poll_holds_until_its_event_is_set_or_the_hold_ends() {
+        let ev = Arc::new(Events::default());
+        ev.set_page(0x1000);
+        let (id, _, _) = ev.create(KFD_IOC_EVENT_SIGNAL, true).unwrap();
+        let t = Instant::now();
+        assert_eq!(ev.wait(&[id], false, 0).unwrap().result, KFD_IOC_WAIT_RESULT_TIMEOUT);
+        assert!(t.elapsed() >= ZERO_TIMEOUT_HOLD, "held {:?}", t.elapsed());
+        // A set during the hold ends it with the event.
+        let ev2 = ev.clone();
+        let poller = std::thread::spawn(move || loop {
+            let r = ev2.wait(&[id], false, 0).unwrap().result;
+            if r == KFD_IOC_WAIT_RESULT_COMPLETE {
+                return;
+            }
+        });
+        while ev.lock().events[&id].waiters < 1 {
+            std::thread::sleep(Duration::from_micros(20));
+        }
+        ev.set(id).unwrap();
+        poller.join().unwrap();
+    }
 
     /// KFD's set_event wakes every thread waiting at that moment, auto-reset or not; the
     /// emulator once let the first waiter consume the event and left the others blocked

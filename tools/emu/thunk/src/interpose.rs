@@ -513,7 +513,7 @@ fn wait_events(e: &crate::state::Emu, arg: *mut libc::c_void, size: usize) -> li
     let before = ages.clone();
     let t0 = std::time::Instant::now();
     let r = e.kfd.wait_events(&ids, &mut ages, &mut a);
-    tracing::trace!(ids = ?ids, timeout_ms = a.timeout, all = a.wait_for_all, result = a.wait_result, took_us = t0.elapsed().as_micros() as u64, "xhsa-emu: WAIT_EVENTS");
+    tracing::trace!(ids = ?ids, ages_in = ?before, ages_out = ?ages, timeout_ms = a.timeout, all = a.wait_for_all, result = a.wait_result, took_us = t0.elapsed().as_micros() as u64, "xhsa-emu: WAIT_EVENTS");
     match r {
         Ok(out) => {
             for (i, (&age, &was)) in ages.iter().zip(&before).enumerate() {

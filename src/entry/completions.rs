@@ -1,0 +1,300 @@
+//! The completion waiter: libxhsa's own thread (`xhsa-completions`) that waits for its tracking
+//! signals and runs the scheduler's completion handler when one falls below the value it was
+//! armed with.
+//!
+//! Why not ROCr's `hsa_amd_signal_async_handler`: ROCr 6.4 and 7.x (up to 7.2 at least) wait
+//! for their async handlers in a loop that keys KFD event ages by position in its list and
+//! compacts duplicate events without moving the ages with them. Every HSA queue registers a
+//! handler on one event all queues share, so a process with two queues (the application's and
+//! libxhsa's hardware queue) has a duplicate, and any handler registered after it (libxhsa's
+//! tracking signal) gets a stale age on every wait: KFD returns at once, forever. ROCr's async
+//! thread then spun a whole core in every process libxhsa scheduled (measured on the emulated
+//! MI308X with ROCr 6.4.3 and 7.2.4; the same loop and KFD semantics on real hardware; fixed
+//! upstream in rocm-systems PR 7425, July 2026). `hsa_amd_signal_wait_any`, which this thread
+//! uses, sorts and deduplicates events and their ages together, and sleeps in KFD.
+//!
+//! How: [`arm`] records (queue, signal, "below") and wakes the thread through a wake signal of
+//! its own (index 0 of every wait); the thread waits on the wake signal and every armed signal,
+//! and when one is satisfied, disarms it and calls the handler with its value (outside any lock
+//! of this module; the handler may arm again). A signal libxhsa destroys goes through
+//! [`retire`]: destroyed at once when the thread is not inside a wait, else by the thread when
+//! its wait returns (a signal must not be destroyed while ROCr's wait may still be converting
+//! its handle). [`stop`] ends the thread before the runtime shuts down.
+//!
+//! The submission path only takes this module's lock for a push (the thread holds it only to
+//! copy the armed list), and stores to the wake signal (one KFD SET_EVENT): it never waits on
+//! the thread.
+
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use xhsa_model::ids::QueueId;
+
+use super::lifecycle::is_forked_child;
+use super::rocr::Rocr;
+
+/// The wake signal's value while nothing is asked of the thread; storing [`WAKE`] (below it)
+/// ends its wait, which waits for "below `IDLE`" on index 0.
+const IDLE: i64 = 1;
+const WAKE: i64 = 0;
+
+/// What the thread calls when a tracking signal armed for `queue` fell below its value.
+pub(crate) type Handler = fn(QueueId, i64);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Armed {
+    queue: QueueId,
+    signal: u64,
+    below: i64,
+}
+
+struct State {
+    /// The wake signal (0: none; the thread is not running).
+    wake: u64,
+    armed: Vec<Armed>,
+    /// Signals to destroy once the thread is out of its wait.
+    retired: Vec<u64>,
+    /// The thread copied the armed list and may be inside ROCr's wait with it.
+    waiting: bool,
+    stop: bool,
+    handler: Option<Handler>,
+    thread: Option<JoinHandle<()>>,
+    /// ROCr's wait failed (logged once).
+    failed_once: bool,
+}
+
+static STATE: Mutex<State> = Mutex::new(State {
+    wake: 0,
+    armed: Vec::new(),
+    retired: Vec::new(),
+    waiting: false,
+    stop: false,
+    handler: None,
+    thread: None,
+    failed_once: false,
+});
+/// Signalled when the thread leaves a wait or exits.
+static LEFT: Condvar = Condvar::new();
+
+fn state() -> MutexGuard<'static, State> {
+    STATE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Arms `signal` of `queue`: `handler(queue, value)` runs on the waiter thread once the signal's
+/// value is below `below` (once; arm again for the next). Replaces an earlier arming of the same
+/// signal. `false` when the thread cannot run (no wake signal, no thread, a forked child).
+pub(crate) fn arm(
+    r: &'static Rocr,
+    queue: QueueId,
+    signal: u64,
+    below: i64,
+    handler: Handler,
+) -> bool {
+    if is_forked_child() {
+        return false;
+    }
+    let wake = {
+        let mut st = state();
+        if st.stop {
+            return false;
+        }
+        st.handler = Some(handler);
+        if st.wake == 0 && !start(r, &mut st) {
+            return false;
+        }
+        let entry = Armed { queue, signal, below };
+        match st.armed.iter_mut().find(|a| a.signal == signal) {
+            Some(a) => *a = entry,
+            None => st.armed.push(entry),
+        }
+        st.wake
+    };
+    r.signal_store(wake, WAKE);
+    true
+}
+
+/// Starts the thread with a new wake signal (under the state's lock).
+fn start(r: &'static Rocr, st: &mut State) -> bool {
+    let Some(wake) = r.signal_create(IDLE) else {
+        tracing::error!("xhsa: no signal for the completion waiter (hsa_signal_create failed)");
+        return false;
+    };
+    let spawned =
+        std::thread::Builder::new().name("xhsa-completions".into()).spawn(move || run(r, wake));
+    match spawned {
+        Ok(t) => {
+            st.wake = wake;
+            st.thread = Some(t);
+            true
+        }
+        Err(e) => {
+            r.signal_destroy(wake);
+            tracing::error!("xhsa: the completion waiter thread could not be started: {e}");
+            false
+        }
+    }
+}
+
+/// Destroys `signal` (a tracking signal libxhsa no longer uses) as soon as the waiter cannot be
+/// using it; disarms it first.
+pub(crate) fn retire(r: &Rocr, signal: u64) {
+    if is_forked_child() {
+        r.signal_destroy(signal);
+        return;
+    }
+    let wake = {
+        let mut st = state();
+        st.armed.retain(|a| a.signal != signal);
+        if !st.waiting {
+            0
+        } else {
+            st.retired.push(signal);
+            st.wake
+        }
+    };
+    if wake == 0 {
+        r.signal_destroy(signal);
+    } else {
+        r.signal_store(wake, WAKE);
+    }
+}
+
+/// Ends the thread (before the runtime shuts down: its signals go with it), waiting up to 2 s
+/// for it. Armed entries are kept for [`resume`].
+pub(crate) fn stop(r: &Rocr) {
+    if is_forked_child() {
+        return;
+    }
+    let (wake, thread) = {
+        let mut st = state();
+        if st.wake == 0 {
+            return;
+        }
+        st.stop = true;
+        (st.wake, st.thread.take())
+    };
+    r.signal_store(wake, WAKE);
+    let mut st = state();
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while st.wake != 0 {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            tracing::warn!("xhsa: the completion waiter did not stop within 2 s");
+            return;
+        }
+        st = LEFT.wait_timeout(st, left).unwrap_or_else(|p| p.into_inner()).0;
+    }
+    drop(st);
+    if let Some(t) = thread {
+        let _ = t.join();
+    }
+}
+
+/// After the runtime's `hsa_shut_down`: if the runtime is `down`, forgets what was armed (its
+/// signals went with it); either way the waiter may start again at the next [`arm`], and starts
+/// at once when armed signals are still waited for.
+pub(crate) fn resume(r: &'static Rocr, down: bool) {
+    if is_forked_child() {
+        return;
+    }
+    let mut st = state();
+    st.stop = false;
+    if down {
+        st.armed.clear();
+        st.retired.clear();
+    } else if !st.armed.is_empty() && st.wake == 0 {
+        start(r, &mut st);
+        let wake = st.wake;
+        drop(st);
+        if wake != 0 {
+            r.signal_store(wake, WAKE);
+        }
+    }
+}
+
+fn run(r: &'static Rocr, wake: u64) {
+    loop {
+        let (snapshot, retired, handler) = {
+            let mut st = state();
+            st.waiting = false;
+            if st.stop {
+                let retired = std::mem::take(&mut st.retired);
+                st.wake = 0;
+                drop(st);
+                for s in retired {
+                    r.signal_destroy(s);
+                }
+                r.signal_destroy(wake);
+                LEFT.notify_all();
+                return;
+            }
+            let retired = std::mem::take(&mut st.retired);
+            st.waiting = true;
+            (st.armed.clone(), retired, st.handler)
+        };
+        LEFT.notify_all();
+        for s in retired {
+            r.signal_destroy(s);
+        }
+        let mut signals = Vec::with_capacity(snapshot.len() + 1);
+        signals.push(wake);
+        signals.extend(snapshot.iter().map(|a| a.signal));
+        let mut below = Vec::with_capacity(snapshot.len() + 1);
+        below.push(IDLE);
+        below.extend(snapshot.iter().map(|a| a.below));
+        let t0 = std::time::Instant::now();
+        let got = r.wait_any_below(&signals, &below);
+        tracing::trace!(target: "xhsa::completions", armed = snapshot.len(), got = ?got, waited_us = t0.elapsed().as_micros() as u64, "xhsa: completion wait returned");
+        let fired = {
+            let mut st = state();
+            st.waiting = false;
+            match got {
+                Some((0, _)) => {
+                    r.signal_store(wake, IDLE);
+                    None
+                }
+                Some((i, _)) => {
+                    let a = snapshot[i - 1];
+                    let before = st.armed.len();
+                    st.armed.retain(|x| *x != a);
+                    // The signal's value read here, under the lock (no retire meanwhile), not
+                    // the one ROCr reports: ROCr 7.2's `hsa_amd_signal_wait_any` reported 0.
+                    (st.armed.len() < before).then(|| (a.queue, r.signal_value(a.signal)))
+                }
+                None => {
+                    if !st.failed_once {
+                        st.failed_once = true;
+                        tracing::error!("xhsa: hsa_amd_signal_wait_any failed; completions are looked for every 10 ms instead");
+                    }
+                    // Still `waiting` while the values are read: no armed signal is destroyed
+                    // meanwhile.
+                    st.waiting = true;
+                    drop(st);
+                    std::thread::sleep(Duration::from_millis(10));
+                    let mut st = state();
+                    let due: Vec<(Armed, i64)> = st
+                        .armed
+                        .iter()
+                        .map(|a| (*a, r.signal_value(a.signal)))
+                        .filter(|(a, v)| *v < a.below)
+                        .collect();
+                    st.armed.retain(|x| !due.iter().any(|(a, _)| a == x));
+                    st.waiting = false;
+                    drop(st);
+                    LEFT.notify_all();
+                    if let Some(h) = handler {
+                        for (a, v) in due {
+                            h(a.queue, v);
+                        }
+                    }
+                    None
+                }
+            }
+        };
+        LEFT.notify_all();
+        if let (Some((queue, value)), Some(h)) = (fired, handler) {
+            h(queue, value);
+        }
+    }
+}
