@@ -261,3 +261,12 @@ fn the_whitelist_recognises_a_rocm64_library_by_its_code_objects() {
 fn a_batch_process_on_rocm64_is_preempted_for_a_higher_priority_one() {
     common::scenarios::batch_preempted_for_high_priority(&common::ROCM64);
 }
+
+/// HIP IPC on ROCm 6.4 (ROCr 6.4.3 takes the DMA-buf path: KFD 1.17 and libdrm's
+/// `amdgpu_device_get_fd`): a child process opens the parent's device buffers by their handles,
+/// reads the parent's values and writes its own, which the parent then reads; natively and
+/// under libxhsa in both loading modes.
+#[test]
+fn hip_ipc_shares_device_memory_between_processes_on_rocm64() {
+    common::scenarios::ipc_between_processes(&common::ROCM64);
+}

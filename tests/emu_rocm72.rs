@@ -274,3 +274,12 @@ fn the_whitelist_recognises_a_rocm72_library_by_its_code_objects() {
 fn a_batch_process_on_rocm72_is_preempted_for_a_higher_priority_one() {
     common::scenarios::batch_preempted_for_high_priority(&ROCM72);
 }
+
+/// HIP IPC on ROCm 7.2 (ROCr 7.2.4 also checks, through the render node, that the imported
+/// buffer carries the metadata the exporter set): a child process opens the parent's device
+/// buffers by their handles, reads the parent's values and writes its own, which the parent then
+/// reads; natively and under libxhsa in both loading modes.
+#[test]
+fn hip_ipc_shares_device_memory_between_processes_on_rocm72() {
+    common::scenarios::ipc_between_processes(&ROCM72);
+}

@@ -235,3 +235,47 @@ pub fn runtime_restarted(root: &RocmRoot) {
         }
     }
 }
+
+/// HIP IPC between two processes on the root's ROCm (`tests/programs/hip_ipc.hip`, gfx942): a
+/// parent fills two device buffers (a large one and a small one ROCr may carve from a block)
+/// with a kernel and passes their `hipIpcGetMemHandle` handles to a child it fork+execs; the
+/// child opens them (ROCr sends it a DMA-buf over its IPC socket; KFD's GET_DMABUF_INFO and
+/// IMPORT_DMABUF take it, on 7.x also the render node's PRIME_FD_TO_HANDLE and GEM_METADATA),
+/// reads the parent's values with a kernel and a copy, writes its own with a kernel, closes and
+/// reopens; the parent then finds the child's values, with a kernel and a copy. Natively and
+/// under libxhsa in both loading modes (the child inherits the loading).
+pub fn ipc_between_processes(root: &RocmRoot) {
+    if !root.available() {
+        return;
+    }
+    let prog = root.program("hip_ipc", "gfx942", &[]);
+    for (mode, o) in root.modes("gfx942") {
+        let out = run_under_emu::<&str>(&prog, &[], &o);
+        assert_passed(&out);
+        for c in [
+            "ipc.parent.handle_big",
+            "ipc.parent.handle_small",
+            "ipc.child.big.open",
+            "ipc.child.big.kernel_reads_parent_values",
+            "ipc.child.big.copy_reads_parent_values",
+            "ipc.child.big.close",
+            "ipc.child.small.open",
+            "ipc.child.small.kernel_reads_parent_values",
+            "ipc.child.small.copy_reads_parent_values",
+            "ipc.child.small.close",
+            "ipc.child.reopen_sees_child_values",
+            "ipc.child.reclose",
+            "ipc.child.cycles",
+            "ipc.child.nothing_left_behind",
+            "ipc.parent.child_ok",
+            "ipc.parent.kernel_sees_child_writes_big",
+            "ipc.parent.copy_sees_child_writes_big",
+            "ipc.parent.kernel_sees_child_writes_small",
+            "ipc.parent.copy_sees_child_writes_small",
+            "ipc.parent.free_big",
+        ] {
+            super::assert_check_passed(&out, c);
+        }
+        super::assert_libxhsa_scheduled(mode, &out);
+    }
+}

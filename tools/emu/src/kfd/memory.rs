@@ -21,6 +21,9 @@ pub enum MemKind {
     System,
     /// Host memory registered by the application (userptr).
     Userptr,
+    /// A buffer of another process imported from its DMA-buf (AMDKFD_IOC_IMPORT_DMABUF): device
+    /// memory, not charged to this process (amdkfd charges a buffer's memory to its allocator).
+    Imported,
     /// An address range reserved without backing the device may touch (e.g. scratch).
     Reserved,
 }

@@ -1281,6 +1281,32 @@ impl Kfd {
         Ok(())
     }
 
+    /// AMDKFD_IOC_IMPORT_DMABUF of a buffer placed at `va` (the thunk's choice): `[va, va +
+    /// size)` becomes device memory of GPU `gpu_id` (not mapped to it until MAP_MEMORY_TO_GPU)
+    /// under a new handle, as `kfd_ioctl_import_dmabuf` gives one. `va` 0: a handle only (the
+    /// buffer is mapped later through the render node).
+    pub fn import_buffer(&self, va: u64, size: u64, gpu_id: u32) -> Result<u64, Errno> {
+        let node = self.gpu_index(gpu_id)? as u32 + 1;
+        if size == 0 {
+            return Err(libc::EINVAL);
+        }
+        let handle = self.next_handle(gpu_id);
+        if va != 0 {
+            self.memory.insert(Range {
+                host: 0,
+                start: va,
+                size,
+                kind: MemKind::Imported,
+                node,
+                flags: 0,
+                mapped_nodes: Vec::new(),
+                user_data: 0,
+                handle,
+            });
+        }
+        Ok(handle)
+    }
+
     /// AMDKFD_IOC_FREE_MEMORY_OF_GPU (and userptr deregistration), by address. Returns once no
     /// device thread can still be touching the range, so the caller may unmap it: device
     /// accesses check the memory table inside a CP run, and each CP lock is taken once here.

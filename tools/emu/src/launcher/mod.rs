@@ -226,6 +226,15 @@ fn run(args: cli::RunArgs) -> ExitCode {
             }
         }
     }
+    // ROCr 6.4 shares IPC memory in its legacy mode unless HSA_ENABLE_IPC_MODE_LEGACY=0 (its
+    // flag.h: "Legacy mode by default"): AMD's DKMS-only AMDKFD_IOC_IPC_EXPORT_HANDLE and
+    // IMPORT_HANDLE, which the upstream amdkfd the emulator models does not have. ROCr 7.x
+    // defaults to DMA-bufs, which the emulated KFD serves; 6.4 is put on that path too, unless
+    // the command's environment chooses (docs/emulator.md, "IPC between processes").
+    if matches!(stack, rocm::Rocm::V6_4) && std::env::var_os("HSA_ENABLE_IPC_MODE_LEGACY").is_none()
+    {
+        vars.push(("HSA_ENABLE_IPC_MODE_LEGACY".into(), "0".into()));
+    }
     let sandbox = match stack {
         rocm::Rocm::V5_2 => None,
         rocm::Rocm::V6_4 | rocm::Rocm::V7_2 => {

@@ -14,10 +14,10 @@ use std::sync::Mutex;
 
 use xhsa_emu::kfd::topology::{LDS_APERTURE, SCRATCH_APERTURE};
 use xhsa_ioctl::abi::memory::{
-    AllocMemoryOfGpuArgs, ExportDmabufArgs, GetAvailableMemoryArgs, SetMemoryPolicyArgs,
-    KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL, KFD_IOC_ALLOC_MEM_FLAGS_GTT,
-    KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP, KFD_IOC_ALLOC_MEM_FLAGS_USERPTR,
-    KFD_IOC_ALLOC_MEM_FLAGS_VRAM,
+    AllocMemoryOfGpuArgs, ExportDmabufArgs, GetAvailableMemoryArgs, GetDmabufInfoArgs,
+    ImportDmabufArgs, SetMemoryPolicyArgs, KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL,
+    KFD_IOC_ALLOC_MEM_FLAGS_GTT, KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP,
+    KFD_IOC_ALLOC_MEM_FLAGS_USERPTR, KFD_IOC_ALLOC_MEM_FLAGS_VRAM,
 };
 use xhsa_ioctl::abi::process::{
     AcquireVmArgs, GetProcessAperturesNewArgs, GetTileConfigArgs, ProcessDeviceApertures,
@@ -50,6 +50,11 @@ fn unsupported(name: &'static str) -> i32 {
     libc::EINVAL
 }
 
+/// The gpu_ids of this process's GPUs, in node order.
+fn gpu_ids(e: &Emu) -> Vec<u32> {
+    e.nodes.iter().filter(|n| n.gpu_id != 0).map(|n| n.gpu_id).collect()
+}
+
 fn gpu_ok(e: &Emu, gpu_id: u32) -> Result<(), i32> {
     if gpu_id != 0 && e.nodes.iter().any(|n| n.gpu_id == gpu_id) {
         Ok(())
@@ -68,8 +73,7 @@ pub fn process_ioctl(
     match req {
         Request::GetProcessAperturesNew => {
             let mut a: GetProcessAperturesNewArgs = read_arg(arg, size);
-            let gpus: Vec<u32> =
-                e.nodes.iter().filter(|n| n.gpu_id != 0).map(|n| n.gpu_id).collect();
+            let gpus = gpu_ids(e);
             if a.num_of_nodes == 0 {
                 // KFD: with no room, report how many there are.
                 a.num_of_nodes = gpus.len() as u32;
@@ -169,8 +173,38 @@ pub fn process_ioctl(
             write_arg(arg, &a, size);
             Ok(0)
         }
-        Request::GetDmabufInfo | Request::ImportDmabuf => {
-            Err(unsupported("DMA-buf import (AMDKFD_IOC_GET_DMABUF_INFO, IMPORT_DMABUF)"))
+        // IPC: a DMA-buf of a buffer, possibly another process's (see `bo`).
+        Request::GetDmabufInfo => {
+            let mut a: GetDmabufInfoArgs = read_arg(arg, size);
+            let r = crate::bo::get_dmabuf_info(&mut a, &gpu_ids(e));
+            // kfd_ioctl copies the arguments back whatever the outcome (the metadata size
+            // needed when the caller's buffer was too small).
+            write_arg(arg, &a, size);
+            r.map(|()| 0)
+        }
+        Request::ImportDmabuf => {
+            let mut a: ImportDmabufArgs = read_arg(arg, size);
+            gpu_ok(e, a.gpu_id)?;
+            let (offset, len) = crate::bo::import_dmabuf(a.dmabuf_fd as i32, a.va_addr)?;
+            let handle = match e.kfd.import_buffer(a.va_addr, len, a.gpu_id) {
+                Ok(h) => h,
+                Err(errno) => {
+                    crate::bo::forget(offset);
+                    return Err(errno);
+                }
+            };
+            crate::bo::set_handle(offset, handle);
+            if a.va_addr == 0 {
+                crate::bo::set_unplaced(handle);
+            }
+            tracing::debug!(
+                "xhsa-emu: IMPORT_DMABUF fd {} at {:#x}, {len:#x} bytes: handle {handle:#x}",
+                a.dmabuf_fd,
+                a.va_addr
+            );
+            a.handle = handle;
+            write_arg(arg, &a, size);
+            Ok(0)
         }
         Request::GetProcessApertures => {
             Err(unsupported("AMDKFD_IOC_GET_PROCESS_APERTURES (the old form)"))
@@ -202,7 +236,7 @@ pub fn alloc_buffer(e: &Emu, a: &mut AllocMemoryOfGpuArgs) -> Result<(), i32> {
         // doorbell offset (or of this buffer's offset, for MMIO) gives it its pages.
         a.handle = e.kfd.reserve_buffer(a.va_addr, a.size, a.gpu_id)?;
         if a.flags & KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP != 0 {
-            a.mmap_offset = crate::bo::create(0, a.size)?;
+            a.mmap_offset = crate::bo::create(0, a.size, a.gpu_id, a.flags)?;
             crate::bo::set_handle(a.mmap_offset, a.handle);
         }
         return Ok(());
@@ -220,15 +254,18 @@ pub fn alloc_buffer(e: &Emu, a: &mut AllocMemoryOfGpuArgs) -> Result<(), i32> {
         // physical handles, mapped later through DMA-buf and GEM_VA): backed and given a handle,
         // not placed in the KFD's address map.
         gpu_ok(e, a.gpu_id)?;
-        let offset = crate::bo::create(0, a.size)?;
+        let offset = crate::bo::create(0, a.size, a.gpu_id, a.flags)?;
         a.handle = e.kfd.next_handle(a.gpu_id);
         a.mmap_offset = offset;
         crate::bo::set_handle(offset, a.handle);
         crate::bo::set_unplaced(a.handle);
         return Ok(());
     }
-    let offset = crate::bo::create(a.va_addr, a.size)?;
-    e.kfd.alloc_memory(a)?;
+    let offset = crate::bo::create(a.va_addr, a.size, a.gpu_id, a.flags)?;
+    if let Err(errno) = e.kfd.alloc_memory(a) {
+        crate::bo::forget(offset);
+        return Err(errno);
+    }
     a.mmap_offset = offset;
     crate::bo::set_handle(offset, a.handle);
     Ok(())

@@ -4,10 +4,14 @@
 //! READ_MMR_REG of GB_ADDR_CONFIG, VRAM_GTT, the usage counters, MEMORY, FW_VERSION). The
 //! layouts are those of `include/uapi/drm/{drm,amdgpu_drm}.h`.
 //!
+//! Buffer objects are KFD's (`bo`): ROCr allocates through `/dev/kfd` and maps through the
+//! render node; the render node names them by GEM handle for ROCr's virtual-memory API and IPC
+//! (PRIME_FD_TO_HANDLE, PRIME_HANDLE_TO_FD, GEM_CLOSE, AMDGPU_GEM_MMAP, AMDGPU_GEM_VA MAP and
+//! UNMAP, AMDGPU_GEM_METADATA, AMDGPU_GEM_OP GET_GEM_CREATE_INFO).
+//!
 //! Anything else is answered as amdgpu answers a request it does not support (EINVAL for an
 //! unknown INFO query or amdgpu command, ENOTTY for an unknown DRM number) and logged once by
-//! name. Buffer objects are KFD's business here: ROCr allocates through `/dev/kfd` and maps
-//! through the render node (see `mmap.rs`).
+//! name.
 
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -22,10 +26,26 @@ const DRM_TYPE: u64 = b'd' as u64;
 const COMMAND_BASE: u64 = 0x40;
 const DRM_VERSION_NR: u64 = 0x00;
 const GEM_CLOSE_NR: u64 = 0x09;
+const PRIME_HANDLE_TO_FD_NR: u64 = 0x2d;
 const PRIME_FD_TO_HANDLE_NR: u64 = 0x2e;
 const AMDGPU_GEM_MMAP_NR: u64 = COMMAND_BASE + 0x01;
 const AMDGPU_INFO_NR: u64 = COMMAND_BASE + 0x05;
+const AMDGPU_GEM_METADATA_NR: u64 = COMMAND_BASE + 0x06;
 const AMDGPU_GEM_VA_NR: u64 = COMMAND_BASE + 0x08;
+const AMDGPU_GEM_OP_NR: u64 = COMMAND_BASE + 0x10;
+/// `AMDGPU_GEM_METADATA_OP_*`.
+const AMDGPU_GEM_METADATA_OP_SET_METADATA: u32 = 1;
+const AMDGPU_GEM_METADATA_OP_GET_METADATA: u32 = 2;
+/// `AMDGPU_GEM_OP_GET_GEM_CREATE_INFO`.
+const AMDGPU_GEM_OP_GET_GEM_CREATE_INFO: u32 = 0;
+/// `AMDGPU_GEM_DOMAIN_*` and the `AMDGPU_GEM_CREATE_*` flags amdkfd creates its BOs with.
+const AMDGPU_GEM_DOMAIN_GTT: u64 = 0x2;
+const AMDGPU_GEM_DOMAIN_VRAM: u64 = 0x4;
+const AMDGPU_GEM_CREATE_CPU_ACCESS_REQUIRED: u64 = 1 << 0;
+const AMDGPU_GEM_CREATE_NO_CPU_ACCESS: u64 = 1 << 1;
+const AMDGPU_GEM_CREATE_VRAM_WIPE_ON_RELEASE: u64 = 1 << 9;
+/// The flags PRIME_HANDLE_TO_FD accepts (`DRM_CLOEXEC | DRM_RDWR`).
+const DRM_PRIME_FLAGS: u32 = (libc::O_CLOEXEC | libc::O_RDWR) as u32;
 /// `AMDGPU_VA_OP_*` of DRM_AMDGPU_GEM_VA.
 const AMDGPU_VA_OP_MAP: u32 = 1;
 const AMDGPU_VA_OP_UNMAP: u32 = 2;
@@ -37,6 +57,68 @@ struct PrimeHandle {
     handle: u32,
     flags: u32,
     fd: i32,
+}
+
+/// `struct drm_amdgpu_gem_metadata`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct GemMetadata {
+    handle: u32,
+    op: u32,
+    flags: u64,
+    tiling_info: u64,
+    data_size_bytes: u32,
+    data: [u32; 64],
+}
+
+impl Default for GemMetadata {
+    fn default() -> Self {
+        GemMetadata {
+            handle: 0,
+            op: 0,
+            flags: 0,
+            tiling_info: 0,
+            data_size_bytes: 0,
+            data: [0; 64],
+        }
+    }
+}
+
+/// `struct drm_amdgpu_gem_op`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct GemOp {
+    handle: u32,
+    op: u32,
+    value: u64,
+}
+
+/// `struct drm_amdgpu_gem_create_in`, as GET_GEM_CREATE_INFO reports it.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+struct GemCreateIn {
+    bo_size: u64,
+    alignment: u64,
+    domains: u64,
+    domain_flags: u64,
+}
+
+/// What GET_GEM_CREATE_INFO reports of a BO amdkfd made with KFD allocation `flags`
+/// (`amdgpu_amdkfd_gpuvm_alloc_memory_of_gpu`: VRAM is wiped on release and has host access only
+/// when PUBLIC; GTT gets no creation flags; page alignment).
+fn create_info(size: u64, flags: u32) -> GemCreateIn {
+    use xhsa_ioctl::abi::memory::{KFD_IOC_ALLOC_MEM_FLAGS_GTT, KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC};
+    let (domains, domain_flags) = if flags & KFD_IOC_ALLOC_MEM_FLAGS_GTT != 0 {
+        (AMDGPU_GEM_DOMAIN_GTT, 0)
+    } else {
+        let access = if flags & KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC != 0 {
+            AMDGPU_GEM_CREATE_CPU_ACCESS_REQUIRED
+        } else {
+            AMDGPU_GEM_CREATE_NO_CPU_ACCESS
+        };
+        (AMDGPU_GEM_DOMAIN_VRAM, AMDGPU_GEM_CREATE_VRAM_WIPE_ON_RELEASE | access)
+    };
+    GemCreateIn { bo_size: size, alignment: 4096, domains, domain_flags }
 }
 
 /// The leading fields of `struct drm_amdgpu_gem_va` (newer kernels append timeline fields).
@@ -321,6 +403,69 @@ pub fn ioctl(gpu: &Gpu<'_>, request: u64, arg: *mut libc::c_void) -> Reply {
             copy_out(arg as u64, &p, size)?;
             Ok(0)
         }
+        PRIME_HANDLE_TO_FD_NR => {
+            let mut p: PrimeHandle = read(arg, size);
+            if p.flags & !DRM_PRIME_FLAGS != 0 {
+                return Err(libc::EINVAL);
+            }
+            p.fd = crate::bo::export_gem(p.handle, p.flags & libc::O_CLOEXEC as u32 != 0)?;
+            copy_out(arg as u64, &p, size)?;
+            Ok(0)
+        }
+        AMDGPU_GEM_METADATA_NR => {
+            let mut m: GemMetadata = read(arg, size);
+            match m.op {
+                AMDGPU_GEM_METADATA_OP_GET_METADATA => {
+                    let md = crate::bo::gem_metadata(m.handle)?;
+                    m.flags = md.flags;
+                    m.tiling_info = md.tiling_info;
+                    m.data_size_bytes = md.data.len() as u32;
+                    m.data = [0; 64];
+                    for (i, c) in md.data.chunks(4).enumerate() {
+                        let mut w = [0u8; 4];
+                        w[..c.len()].copy_from_slice(c);
+                        m.data[i] = u32::from_ne_bytes(w);
+                    }
+                    copy_out(arg as u64, &m, size)?;
+                    Ok(0)
+                }
+                AMDGPU_GEM_METADATA_OP_SET_METADATA => {
+                    let n = m.data_size_bytes as usize;
+                    if n > crate::bo::METADATA_MAX {
+                        return Err(libc::EINVAL);
+                    }
+                    let bytes: Vec<u8> = m.data.iter().flat_map(|w| w.to_ne_bytes()).collect();
+                    crate::bo::set_gem_metadata(
+                        m.handle,
+                        crate::bo::Metadata {
+                            flags: m.flags,
+                            tiling_info: m.tiling_info,
+                            data: bytes[..n].to_vec(),
+                        },
+                    )?;
+                    Ok(0)
+                }
+                _ => Err(libc::EINVAL),
+            }
+        }
+        AMDGPU_GEM_OP_NR => {
+            let o: GemOp = read(arg, size);
+            match o.op {
+                AMDGPU_GEM_OP_GET_GEM_CREATE_INFO => {
+                    let (bo_size, flags) = crate::bo::gem_create_info(o.handle)?;
+                    copy_out(
+                        o.value,
+                        &create_info(bo_size, flags),
+                        std::mem::size_of::<GemCreateIn>(),
+                    )?;
+                    Ok(0)
+                }
+                op => {
+                    unsupported(request, op, "DRM_AMDGPU_GEM_OP operation");
+                    Err(libc::EINVAL)
+                }
+            }
+        }
         GEM_CLOSE_NR => {
             let h: u32 = read(arg, size);
             crate::bo::gem_close(h)?;
@@ -464,6 +609,98 @@ mod tests {
         assert_eq!(std::mem::size_of::<InfoDevice>(), 440);
         assert_eq!(std::mem::size_of::<DrmVersion>(), 64);
         assert_eq!(std::mem::size_of::<InfoRequest>(), 32);
+    }
+
+    #[test]
+    fn the_gem_layouts_are_the_uapi_ones() {
+        // sizeof(struct drm_amdgpu_gem_metadata), drm_amdgpu_gem_op, drm_amdgpu_gem_create_in,
+        // drm_prime_handle.
+        assert_eq!(std::mem::size_of::<GemMetadata>(), 288);
+        assert_eq!(std::mem::offset_of!(GemMetadata, data_size_bytes), 24);
+        assert_eq!(std::mem::size_of::<GemOp>(), 16);
+        assert_eq!(std::mem::size_of::<GemCreateIn>(), 32);
+        assert_eq!(std::mem::size_of::<PrimeHandle>(), 12);
+    }
+
+    /// DRM_IOWR(nr, size) of the render node.
+    fn iowr(nr: u64, size: usize) -> u64 {
+        3 << 30 | (size as u64) << 16 | DRM_TYPE << 8 | nr
+    }
+
+    #[test]
+    fn metadata_set_through_one_handle_is_read_through_another_and_create_info_reports_kfds_bo() {
+        use xhsa_ioctl::abi::memory::{
+            KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC, KFD_IOC_ALLOC_MEM_FLAGS_VRAM,
+        };
+        let nodes = topology::nodes_for(&Config::default(), 1, 1 << 30, 2, topology::GFX942);
+        let gpu = Gpu { node: &nodes[1], vram_used: 0, gtt_size: 1 << 30 };
+        let flags = KFD_IOC_ALLOC_MEM_FLAGS_VRAM | KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC;
+        let off = crate::bo::create(0, 3 * 4096, nodes[1].gpu_id, flags).unwrap();
+        crate::bo::set_handle(off, 0xd0d0);
+        let fd = crate::bo::export(0xd0d0, true).unwrap();
+        let prime =
+            |nr, p: &mut PrimeHandle| ioctl(&gpu, iowr(nr, 12), (p as *mut PrimeHandle).cast());
+        let mut p = PrimeHandle { fd, ..Default::default() };
+        assert_eq!(prime(PRIME_FD_TO_HANDLE_NR, &mut p), Ok(0));
+        let h = p.handle;
+        // ROCr 7.x's exporter: a 4-byte tag.
+        let mut m = GemMetadata {
+            handle: h,
+            op: AMDGPU_GEM_METADATA_OP_SET_METADATA,
+            data_size_bytes: 4,
+            ..Default::default()
+        };
+        m.data[0] = 0x5eed_1234;
+        let meta = |m: &mut GemMetadata| {
+            ioctl(&gpu, iowr(AMDGPU_GEM_METADATA_NR, 288), (m as *mut GemMetadata).cast())
+        };
+        assert_eq!(meta(&mut m), Ok(0));
+        // Another handle of the buffer, through a DMA-buf of the first one.
+        let mut q = PrimeHandle { handle: h, flags: libc::O_CLOEXEC as u32, ..Default::default() };
+        assert_eq!(prime(PRIME_HANDLE_TO_FD_NR, &mut q), Ok(0));
+        let mut r = PrimeHandle { fd: q.fd, ..Default::default() };
+        assert_eq!(prime(PRIME_FD_TO_HANDLE_NR, &mut r), Ok(0));
+        assert_eq!(r.handle, h, "one buffer, one handle per DRM file");
+        let mut g = GemMetadata {
+            handle: h,
+            op: AMDGPU_GEM_METADATA_OP_GET_METADATA,
+            ..Default::default()
+        };
+        assert_eq!(meta(&mut g), Ok(0));
+        assert_eq!((g.data_size_bytes, g.data[0]), (4, 0x5eed_1234));
+        let mut info = GemCreateIn::default();
+        let mut o = GemOp {
+            handle: h,
+            op: AMDGPU_GEM_OP_GET_GEM_CREATE_INFO,
+            value: &mut info as *mut GemCreateIn as u64,
+        };
+        assert_eq!(ioctl(&gpu, iowr(AMDGPU_GEM_OP_NR, 16), (&mut o as *mut GemOp).cast()), Ok(0));
+        assert_eq!(
+            info,
+            GemCreateIn {
+                bo_size: 3 * 4096,
+                alignment: 4096,
+                domains: AMDGPU_GEM_DOMAIN_VRAM,
+                domain_flags: AMDGPU_GEM_CREATE_VRAM_WIPE_ON_RELEASE
+                    | AMDGPU_GEM_CREATE_CPU_ACCESS_REQUIRED,
+            }
+        );
+        // amdgpu's refusals: more than 256 bytes of metadata, an unknown handle, bad flags.
+        m.data_size_bytes = 257;
+        assert_eq!(meta(&mut m), Err(libc::EINVAL));
+        g.handle = 0xbad;
+        assert_eq!(meta(&mut g), Err(libc::ENOENT));
+        let mut bad = PrimeHandle { handle: h, flags: 0x10, ..Default::default() };
+        assert_eq!(prime(PRIME_HANDLE_TO_FD_NR, &mut bad), Err(libc::EINVAL));
+        let mut close_arg = [h, 0u32];
+        let close_req = 1 << 30 | 8 << 16 | DRM_TYPE << 8 | GEM_CLOSE_NR;
+        assert_eq!(ioctl(&gpu, close_req, close_arg.as_mut_ptr().cast()), Ok(0));
+        crate::bo::free(0xd0d0);
+        // SAFETY: closing the descriptors this test got.
+        unsafe {
+            libc::close(fd);
+            libc::close(q.fd);
+        }
     }
 
     #[test]

@@ -338,15 +338,19 @@ fn kfd_ioctl(request: libc::c_ulong, arg: *mut libc::c_void) -> libc::c_int {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| serve_ioctl(request, arg))) {
         Ok(r) => {
             if tracing::enabled!(tracing::Level::TRACE) {
-                let name = Request::from_raw_lenient(request)
-                    .map_or("an unknown KFD request", |r| r.name());
+                let name = Request::from_raw_lenient(request).map_or_else(
+                    || format!("an unknown KFD request {request:#x}"),
+                    |r| r.name().to_string(),
+                );
                 tracing::trace!("xhsa-emu: {name} -> {r}");
             }
             if r < 0 && tracing::enabled!(tracing::Level::DEBUG) {
                 // SAFETY: reading this thread's errno right after the emulated call.
                 let e = unsafe { *libc::__errno_location() };
-                let name = Request::from_raw_lenient(request)
-                    .map_or("an unknown KFD request", |r| r.name());
+                let name = Request::from_raw_lenient(request).map_or_else(
+                    || format!("an unknown KFD request {request:#x}"),
+                    |r| r.name().to_string(),
+                );
                 tracing::debug!("xhsa-emu: {name} failed: errno {e}");
             }
             r
