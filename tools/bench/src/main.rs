@@ -66,6 +66,12 @@ enum Cmd {
         /// summary) after a successful run, and say where (they are kept after a failure anyway).
         #[arg(long)]
         keep_logs: bool,
+        /// The emulated KFD's cost of one device-wide unmap and remap (UPDATE_QUEUE, SET_CU_MASK,
+        /// debug-trap SUSPEND and RESUME), in microseconds of device time, instead of the
+        /// MI308X defaults (450; resume 350), which are the users' sample output, not a
+        /// measurement: run a scenario at 100 and 1000 to see what its figures rest on.
+        #[arg(long, value_name = "US", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+        unmap_us: Option<u64>,
     },
     /// Predict a scenario's figures from the emulator's HWS model in virtual time (ideal host).
     Predict {
@@ -128,6 +134,29 @@ fn models_dir() -> PathBuf {
 /// The emulator configuration the scenarios run on.
 fn device_config() -> PathBuf {
     root().join("tools/bench/device.toml")
+}
+
+/// The device configuration `base` with every device-wide unmap's cost set to `us`, written
+/// into `dir`; checked by the emulator's own parser before any phase starts.
+fn with_unmap_cost(base: &Path, dir: &Path, us: u64) -> Result<PathBuf, String> {
+    let text = std::fs::read_to_string(base).map_err(|e| format!("{}: {e}", base.display()))?;
+    if text.lines().any(|l| l.trim() == "[kfd]") {
+        return Err(format!(
+            "{} has a [kfd] section already; --unmap-us would override it: edit one of them",
+            base.display()
+        ));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let path = dir.join(format!("device-unmap-{us}us.toml"));
+    let out = format!(
+        "{text}\n# --unmap-us {us}\n[kfd]\nsuspend_us = {us}\nresume_us = {us}\nupdate_queue_us = {us}\nset_cu_mask_us = {us}\n"
+    );
+    std::fs::write(&path, out).map_err(|e| format!("{}: {e}", path.display()))?;
+    let cfg = xhsa_emu::config::Config::from_file(&path).map_err(|e| e.to_string())?;
+    if cfg.kfd.update_queue_us != us || cfg.kfd.suspend_us != us {
+        return Err(format!("{}: the unmap cost did not take", path.display()));
+    }
+    Ok(path)
 }
 
 /// Its timing (workgroup jitter, contention capacities), for `predict`.
@@ -287,6 +316,7 @@ fn go(cli: Cli) -> Result<(), String> {
             containers,
             load,
             keep_logs,
+            unmap_us,
         } => {
             // The ROCm userland of a root beside the host (`xhsa-emu run --rocm VERSION`), or the
             // host's 5.2.
@@ -319,7 +349,13 @@ fn go(cli: Cli) -> Result<(), String> {
                 ));
             }
             let work = std::env::temp_dir().join(format!("xhsa-bench-{}", std::process::id()));
-            let dev_cfg = device_config();
+            let dev_cfg = match unmap_us {
+                None => device_config(),
+                Some(us) => {
+                    println!("device-wide unmap and remap cost: {us} us of device time (--unmap-us; the MI308X default is 450)");
+                    with_unmap_cost(&device_config(), &work, us)?
+                }
+            };
             let setup = |label: &'static str, mode: Mode| Setup {
                 emu: &emu,
                 workload: &workload,
@@ -445,4 +481,21 @@ fn models_cmd(name: Option<String>, write: bool) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod unmap_tests {
+    #[test]
+    fn unmap_us_sets_every_unmap_cost_of_the_bench_device() {
+        let dir = std::env::temp_dir().join(format!("xhsa-bench-unmap-{}", std::process::id()));
+        let p = super::with_unmap_cost(&super::device_config(), &dir, 100).unwrap();
+        let c = xhsa_emu::config::Config::from_file(&p).unwrap();
+        assert_eq!(
+            (c.kfd.suspend_us, c.kfd.resume_us, c.kfd.update_queue_us, c.kfd.set_cu_mask_us),
+            (100, 100, 100, 100)
+        );
+        let base = xhsa_emu::config::Config::from_file(&super::device_config()).unwrap();
+        assert_eq!(c.timing.wg_jitter, base.timing.wg_jitter, "the rest of the device is kept");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
