@@ -37,6 +37,9 @@ fn lat(l: &Option<Latency>) -> Value {
     }
 }
 
+/// Prints one row of the table: name, latency figures, throughput and its unit.
+type RowFn = dyn Fn(&mut String, &str, &Option<Latency>, Option<f64>, &Option<String>);
+
 fn ttft(s: &Summary) -> &Option<Latency> {
     &s.ttft
 }
@@ -271,11 +274,7 @@ impl Report {
 
     /// The LLM server's rows: TTFT and TPOT per phase, their ratios to alone, and the lp
     /// throughput against the lp job alone.
-    fn llm_table(
-        &self,
-        o: &mut String,
-        row: &dyn Fn(&mut String, &str, &Option<Latency>, Option<f64>, &Option<String>),
-    ) {
+    fn llm_table(&self, o: &mut String, row: &RowFn) {
         let mode = &self.mode;
         let native = self.native_together.is_some();
         let shared = self.together.as_ref().filter(|_| self.lp_alone.is_some());

@@ -19,7 +19,7 @@
 //! step_model = "llama3_8b_decode_bs8" # the table of one decode step (one more token)
 //! steps = 32
 //! role = "hp"
-//! rate = 2.0
+//! rate = 1.2
 //! ```
 
 use std::path::{Path, PathBuf};
