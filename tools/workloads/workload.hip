@@ -8,19 +8,27 @@
 // launched as xhsa_synthetic_p, which hands the profile to the emulator's contention model.
 // On a real gfx90a the kernel body busy-waits for the same time.
 //
-//   workload --table FILE [--time-scale X] [--null-stream] --stream ROLE[:RATE[:PRIO]] ...
+//   workload --table FILE [--step-table FILE --steps N] [--time-scale X] [--null-stream]
+//            --stream ROLE[:RATE[:PRIO]] ...
 //
 //   ROLE   hp | lp (only reported back); RATE requests per device-second, 0 or absent: back
 //          to back. One thread per stream. --null-stream: a single stream submits through
 //          HIP's default stream, as PyTorch does. PRIO high | normal | low: the stream is
 //          created with hipStreamCreateWithPriority (absent: hipStreamCreate).
+//   --step-table FILE --steps N: an LLM server. A request is the --table (the prefill, which
+//          yields the first token) and then N decode steps, each the --step-table followed by a
+//          hipStreamSynchronize (the server reads every step's sampled tokens before the next).
 //
 // Protocol (the harness, xhsa-bench, drives it): after HIP init and two warm-up requests per
 // stream it prints {"ev":"warm","stream":S} and waits for a line "go" on stdin; requests then run until
 // "stop" (or end of input). Every finished request is a line
 //   {"ev":"req","stream":S,"t0":NS,"t1":NS}
 // with CLOCK_MONOTONIC nanoseconds (host time; device time is host time / time scale) of its
-// submission and of its completion seen by the host; {"ev":"done"} ends the output.
+// submission and of its completion seen by the host; {"ev":"done"} ends the output. An LLM
+// server's request line also has "arrival" (when it was due: its submission unless it queued
+// behind the previous request), "first" (the prefill's end: the first token) and "steps" (the
+// end of each decode step, in order):
+//   {"ev":"req","stream":S,"t0":NS,"t1":NS,"arrival":NS,"first":NS,"steps":[NS,...]}
 #include <hip/hip_runtime.h>
 
 #include <atomic>
@@ -64,6 +72,10 @@ struct StreamSpec {
   double rate = 0;  // requests per device-second; 0: back to back
   std::string prio;  // high | normal | low; empty: a plain hipStreamCreate stream
 };
+
+// The decode step of an LLM server (--step-table), and its steps per request (0: none).
+Table step_table;
+int decode_steps = 0;
 
 std::mutex out_mutex;
 std::atomic<int> state{0};  // 0 waiting, 1 running, 2 stopping
@@ -174,7 +186,17 @@ void run_stream(int idx, const Table& t, StreamSpec spec, bool null_stream) {
     int p = spec.prio == "high" ? greatest : spec.prio == "low" ? least : (least + greatest) / 2;
     CHECK(hipStreamCreateWithPriority(&s, hipStreamDefault, p));
   }
-  for (int w = 0; w < 2; w++) request(t, s, now_ns());
+  auto serve = [&](long long start, std::string* steps) {
+    request(t, s, start);
+    for (int k = 0; k < decode_steps; k++) {
+      long long end = now_ns();
+      if (k == 0 && steps) *steps += ",\"first\":" + std::to_string(end) + ",\"steps\":[";
+      request(step_table, s, end);
+      if (steps) *steps += (k ? "," : "") + std::to_string(now_ns());
+    }
+    if (steps && decode_steps > 0) *steps += "]";
+  };
+  for (int w = 0; w < 2; w++) serve(now_ns(), nullptr);
   emit("{\"ev\":\"warm\",\"stream\":" + std::to_string(idx) + "}");
   while (state.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   const double period = spec.rate > 0 ? 1e9 * time_scale / spec.rate : 0;
@@ -182,8 +204,10 @@ void run_stream(int idx, const Table& t, StreamSpec spec, bool null_stream) {
   const long long first = go_ns + (long long)(period * ((idx * 0.37) - (long long)(idx * 0.37)));
   for (long long i = 0; state.load() == 1; i++) {
     long long start = now_ns();
+    long long arrival = start;
     if (period > 0) {
       long long due = first + (long long)(period * (double)i);
+      arrival = due;
       if (start < due) {
         // In steps of at most 100 ms, so that "stop" ends a stream that waits long (an idle
         // server at a low rate) at once.
@@ -193,17 +217,22 @@ void run_stream(int idx, const Table& t, StreamSpec spec, bool null_stream) {
       // A request that arrived while the previous one ran starts at once (synchronous loop).
     }
     if (state.load() != 1) break;
-    request(t, s, start);
+    std::string tokens;
+    if (decode_steps > 0) tokens = ",\"arrival\":" + std::to_string(std::min(arrival, start));
+    serve(start, &tokens);
     long long end = now_ns();
-    emit("{\"ev\":\"req\",\"stream\":" + std::to_string(idx) + ",\"t0\":" + std::to_string(start) + ",\"t1\":" + std::to_string(end) + "}");
+    emit("{\"ev\":\"req\",\"stream\":" + std::to_string(idx) + ",\"t0\":" + std::to_string(start) + ",\"t1\":" + std::to_string(end) + tokens + "}");
   }
   if (s) CHECK(hipStreamDestroy(s));
 }
 
 }  // namespace
 
+const char* const USAGE =
+    "workload --table FILE [--step-table FILE --steps N] [--time-scale X] [--null-stream] --stream ROLE[:RATE[:PRIO]] ...";
+
 int main(int argc, char** argv) {
-  std::string table_path;
+  std::string table_path, step_path;
   std::vector<StreamSpec> specs;
   bool null_stream = false;
   for (int i = 1; i < argc; i++) {
@@ -214,6 +243,14 @@ int main(int argc, char** argv) {
     };
     if (a == "--table") {
       table_path = value();
+    } else if (a == "--step-table") {
+      step_path = value();
+    } else if (a == "--steps") {
+      std::string v = value();
+      char* end = nullptr;
+      long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end || n < 1 || n > 100000) die("--steps N: decode steps per request, 1-100000, not " + v);
+      decode_steps = (int)n;
     } else if (a == "--time-scale") {
       time_scale = std::atof(value().c_str());
       if (!(time_scale >= 1.0)) die("--time-scale must be >= 1");
@@ -234,12 +271,14 @@ int main(int argc, char** argv) {
         die("--stream ROLE[:RATE[:PRIO]]: priority is high, normal or low, not " + s.prio);
       specs.push_back(s);
     } else {
-      die("unknown argument " + a + " (usage: workload --table FILE [--time-scale X] [--null-stream] --stream ROLE[:RATE] ...)");
+      die("unknown argument " + a + " (usage: " + USAGE + ")");
     }
   }
-  if (table_path.empty() || specs.empty()) die("usage: workload --table FILE [--time-scale X] [--null-stream] --stream ROLE[:RATE] ...");
+  if (table_path.empty() || specs.empty()) die(std::string("usage: ") + USAGE);
+  if (step_path.empty() != (decode_steps == 0)) die("--step-table FILE and --steps N go together (an LLM server's decode steps)");
   if (null_stream && specs.size() != 1) die("--null-stream takes exactly one --stream");
   Table t = load(table_path);
+  if (decode_steps > 0) step_table = load(step_path);
   // Block in waits instead of spinning: this host has two cores for every process.
   CHECK(hipSetDeviceFlags(hipDeviceScheduleBlockingSync));
   CHECK(hipSetDevice(0));

@@ -188,15 +188,15 @@ fn model_names() -> Vec<String> {
 
 fn load_tables(s: &Scenario) -> Result<HashMap<String, (PathBuf, Table)>, String> {
     let mut m = HashMap::new();
-    for p in &s.processes {
-        if m.contains_key(&p.model) {
+    for model in s.processes.iter().flat_map(|p| p.models()) {
+        if m.contains_key(model) {
             continue;
         }
-        let path = models_dir().join(format!("{}.kernels", p.model));
+        let path = models_dir().join(format!("{model}.kernels"));
         let text =
             std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let t = Table::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-        m.insert(p.model.clone(), (path, t));
+        m.insert(model.to_string(), (path, t));
     }
     Ok(m)
 }
@@ -452,7 +452,7 @@ fn models_cmd(name: Option<String>, write: bool) -> Result<(), String> {
         return Ok(());
     }
     println!(
-        "{:<18} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10}  (from {})",
+        "{:<20} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10}  (from {})",
         "model",
         "kernels",
         "alone ms",
@@ -470,7 +470,7 @@ fn models_cmd(name: Option<String>, write: bool) -> Result<(), String> {
         let gemm: u64 =
             t.kernels.iter().filter(|k| k.lds > 0).map(xhsa_bench::table::alone_ns).sum();
         println!(
-            "{:<18} {:>8} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10}",
+            "{:<20} {:>8} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10}",
             n,
             t.kernels.len(),
             t.alone_ns() as f64 / 1e6,

@@ -96,6 +96,12 @@ const EW_PER_CU: u64 = 8;
 /// Macro-tiles (MIOpen igemm / Tensile sizes).
 /// Split-K factors (MIOpen's gemm_k_global_split, Tensile's GSU): partial sums of K slices.
 const SPLIT_K: [u64; 4] = [1, 2, 4, 8];
+/// Macro-tile of a decode step's skinny GEMM: 16 rows (the batch, padded to one MFMA block) by 64
+/// columns: (16 + 64) x 16 x 4 B x 2 = 10 KiB of LDS, 6 per CU.
+pub const GEMV_TILE: (u64, u64) = (16, 64);
+/// Dense bf16/fp16 MFMA rate over the fp32 one of a CDNA3 CU: MI300X 1307.4 TFLOPS bf16 dense
+/// against 163.4 TFLOPS fp32 matrix (AMD's MI300X data sheet); the MI308X has the same CU.
+pub const BF16_MFMA_X: f64 = 8.0;
 const TILES: [(u64, u64); 6] = [(256, 128), (128, 128), (128, 64), (64, 64), (64, 32), (32, 32)];
 
 /// Builds kernel sequences.
@@ -176,6 +182,29 @@ impl<'p> Builder<'p> {
         // when the last round is partial: the full rounds would move more than their share.)
         let per_wg = bytes as f64 / (rounds * wgs.min(slots)) as f64;
         self.push_profiled(label, wgs, EW_THREADS, 0, wg, self.p.ew_util, per_wg);
+    }
+
+    /// A skinny GEMM of a decode step: `m` tokens (m <= 16) through `n x k` bf16 weights. It is
+    /// memory-bound on its weight reads (`n x k x 2` B), like a memory-bound kernel, but its
+    /// workgroups hold a small MFMA tile's LDS ([`GEMV_TILE`]: the activation panel and a
+    /// weight panel per K stage), as hipBLASLt's small-M kernels and vLLM's ROCm skinny GEMMs do.
+    /// The weights are split over `n / tn` column panels and split-K slices of 256, cut to at
+    /// most [`Params::ew_round_ns`] per round; the CU pipe use is its MACs over its run time at
+    /// the builder's MFMA rate (at least [`Params::ew_util`]).
+    pub fn gemv(&mut self, label: &str, m: u64, n: u64, k: u64) {
+        let bytes = (n * k + m * k + m * n) * 2;
+        let (lds, per_cu) = self.tile_residency(GEMV_TILE.0, GEMV_TILE.1);
+        let slots = CUS * per_cu;
+        let busy = bytes as f64 / (self.p.hbm_bytes_per_ns * self.p.eta_bw);
+        let real = n.div_ceil(GEMV_TILE.1) * (k / 256).max(1);
+        let rounds = ((busy / self.p.ew_round_ns).ceil() as u64).max(1);
+        let wgs = real.min(slots * rounds);
+        let rounds = wgs.div_ceil(slots);
+        let wg = busy / rounds as f64 + self.p.kernel_fixed_ns / rounds as f64;
+        let per_wg = bytes as f64 / (rounds * wgs.min(slots)) as f64;
+        let macs = (m * n * k) as f64 / wgs as f64;
+        let util = (macs / (self.p.cu_macs_per_ns * wg)).max(self.p.ew_util);
+        self.push_profiled(label, wgs, GEMM_THREADS, lds as u32, wg, util, per_wg);
     }
 
     /// Any kernel, given directly, without a contention profile.
@@ -312,6 +341,200 @@ pub fn bert(p: &Params, name: &str, batch: u64, seq: u64) -> Table {
     b.finish(name, batch as u32, "seq")
 }
 
+/// Shapes of a Llama-family decoder (the fields of its Hugging Face `config.json`).
+#[derive(Clone, Copy, Debug)]
+pub struct Llama {
+    pub layers: u64,
+    pub hidden: u64,
+    pub heads: u64,
+    pub kv_heads: u64,
+    pub ffn: u64,
+    pub vocab: u64,
+}
+
+/// Meta Llama-3-8B / 3.1-8B: 32 layers, hidden 4096, 32 query heads and 8 KV heads of 128
+/// (grouped-query attention), SwiGLU FFN 14336, vocabulary 128256: 7.5 G parameters in the
+/// layers and the LM head (15.0 GB in bf16), untied embeddings.
+pub const LLAMA3_8B: Llama =
+    Llama { layers: 32, hidden: 4096, heads: 32, kv_heads: 8, ffn: 14336, vocab: 128256 };
+
+/// Meta Llama-3.2-1B: 16 layers, hidden 2048, 32 query heads and 8 KV heads of 64, FFN 8192,
+/// vocabulary 128256, embeddings tied to the LM head: 1.24 G parameters.
+pub const LLAMA32_1B: Llama =
+    Llama { layers: 16, hidden: 2048, heads: 32, kv_heads: 8, ffn: 8192, vocab: 128256 };
+
+impl Llama {
+    /// Head dimension.
+    pub fn dh(&self) -> u64 {
+        self.hidden / self.heads
+    }
+
+    /// Output width of the fused Q/K/V projection.
+    pub fn qkv(&self) -> u64 {
+        self.hidden + 2 * self.kv_heads * self.dh()
+    }
+
+    /// Parameters of one decoder layer (4 projections, 3 FFN matrices, 2 RMSNorm weights).
+    pub fn layer_params(&self) -> u64 {
+        let h = self.hidden;
+        h * self.qkv() + h * h + 3 * h * self.ffn + 2 * h
+    }
+}
+
+/// The builder's figures for bf16 kernels: [`BF16_MFMA_X`] times the fp32 MFMA rate; the LDS
+/// footprint of a tile stays as computed (16-deep stages of 4 B hold the 32-deep stages of 2 B
+/// that Tensile/hipBLASLt use for bf16).
+pub fn bf16(p: &Params) -> Params {
+    Params { cu_macs_per_ns: p.cu_macs_per_ns * BF16_MFMA_X, ..p.clone() }
+}
+
+/// vLLM's sampler at the end of a step, over `rows x vocab` logits: to fp32 with temperature,
+/// softmax, and the sampling kernel (exponential race / argmax to one token id per row).
+fn sampling(b: &mut Builder, rows: u64, vocab: u64) {
+    let x = rows * vocab;
+    b.mem("logits_f32", x, x * 6);
+    b.mem("softmax", x, x * 8);
+    b.mem("sample", x, x * 4);
+}
+
+/// One prefill of a Llama-family model as vLLM on ROCm runs it (bf16, hipBLASLt GEMMs, a fused
+/// FlashAttention kernel, vLLM's own RMSNorm/rotary/cache/activation kernels, no fusion
+/// between them): `batch` prompts of `seq` tokens. Embedding gather; per layer RMSNorm, fused
+/// Q/K/V GEMM, rotary, KV-cache write, causal attention (one kernel: Q·Kᵀ and P·V over half the
+/// positions), O GEMM, residual add, RMSNorm, gate and up GEMMs, SiLU·mul, down GEMM, residual
+/// add; final RMSNorm, the LM head for the last token of each prompt only (a skinny GEMM over
+/// the whole 1 GB head) and the sampler. A request's first token comes out of it.
+pub fn llama_prefill(p: &Params, name: &str, m: &Llama, batch: u64, seq: u64) -> Table {
+    let p16 = bf16(p);
+    let mut b = Builder::new(&p16);
+    let t = batch * seq;
+    let (h, dh, kv) = (m.hidden, m.dh(), m.kv_heads * m.dh());
+    b.mem("embed", t * h, t * h * 4);
+    for l in 0..m.layers {
+        let tag = format!("L{l}");
+        b.mem(&format!("{tag}.norm1"), t * h, t * h * 4);
+        b.gemm(&format!("{tag}.qkv"), t, m.qkv(), h, 1);
+        b.mem(&format!("{tag}.rope"), t * (h + kv), t * (h + kv) * 4);
+        b.mem(&format!("{tag}.kv_write"), t * 2 * kv, t * 2 * kv * 4);
+        b.gemm(&format!("{tag}.attn"), seq, dh, seq, batch * m.heads);
+        b.gemm(&format!("{tag}.o"), t, h, h, 1);
+        b.mem(&format!("{tag}.add1"), t * h, t * h * 6);
+        b.mem(&format!("{tag}.norm2"), t * h, t * h * 4);
+        b.gemm(&format!("{tag}.gate"), t, m.ffn, h, 1);
+        b.gemm(&format!("{tag}.up"), t, m.ffn, h, 1);
+        b.mem(&format!("{tag}.act"), t * m.ffn, t * m.ffn * 6);
+        b.gemm(&format!("{tag}.down"), t, h, m.ffn, 1);
+        b.mem(&format!("{tag}.add2"), t * h, t * h * 6);
+    }
+    b.mem("norm_f", t * h, t * h * 4);
+    b.gemv("lm_head", batch, m.vocab, h);
+    sampling(&mut b, batch, m.vocab);
+    b.finish(name, batch as u32, "req")
+}
+
+/// One decode step of a Llama-family model under vLLM on ROCm: the running batch of `batch`
+/// sequences, each producing one token, whose KV caches hold `ctx` tokens on average. The same
+/// 13 kernels per layer as the prefill, with every projection a skinny GEMM ([`Builder::gemv`]:
+/// memory-bound on its weights) and decode attention (paged attention: each sequence's K and
+/// V cache read once); then the final norm, the LM head and the sampler. The step reads every
+/// weight once: its time is the weight bytes at the HBM rate plus each kernel's fixed cost.
+pub fn llama_decode(p: &Params, name: &str, m: &Llama, batch: u64, ctx: u64) -> Table {
+    let p16 = bf16(p);
+    let mut b = Builder::new(&p16);
+    let (h, kv) = (m.hidden, m.kv_heads * m.dh());
+    let x = batch * h;
+    b.mem("embed", x, x * 4);
+    for l in 0..m.layers {
+        let tag = format!("L{l}");
+        b.mem(&format!("{tag}.norm1"), x, x * 4);
+        b.gemv(&format!("{tag}.qkv"), batch, m.qkv(), h);
+        b.mem(&format!("{tag}.rope"), batch * (h + kv), batch * (h + kv) * 4);
+        b.mem(&format!("{tag}.kv_write"), batch * 2 * kv, batch * 2 * kv * 4);
+        let cache = batch * ctx * 2 * kv;
+        b.mem(&format!("{tag}.attn"), cache, cache * 2 + x * 4);
+        b.gemv(&format!("{tag}.o"), batch, h, h);
+        b.mem(&format!("{tag}.add1"), x, x * 6);
+        b.mem(&format!("{tag}.norm2"), x, x * 4);
+        b.gemv(&format!("{tag}.gate"), batch, m.ffn, h);
+        b.gemv(&format!("{tag}.up"), batch, m.ffn, h);
+        b.mem(&format!("{tag}.act"), batch * m.ffn, batch * m.ffn * 6);
+        b.gemv(&format!("{tag}.down"), batch, h, m.ffn);
+        b.mem(&format!("{tag}.add2"), x, x * 6);
+    }
+    b.mem("norm_f", x, x * 4);
+    b.gemv("lm_head", batch, m.vocab, h);
+    sampling(&mut b, batch, m.vocab);
+    b.finish(name, batch as u32, "tok")
+}
+
+/// One training iteration of a Llama-family model in PyTorch eager mode on ROCm: bf16 compute,
+/// hipBLASLt GEMMs, fused FlashAttention forward and backward, `batch` sequences of `seq`
+/// tokens. Forward: embedding, per layer the prefill's kernels less the cache write (12), final
+/// norm, LM head over every token, cross-entropy. Backward, per layer in reverse: for each
+/// projection a data-gradient and a weight-gradient GEMM, SiLU·mul, RMSNorm, rotary and
+/// attention backward, the sums of the residual and of the gate/up input gradients (18); the
+/// LM head's two GEMMs and the embedding's scatter-add. Then AdamW (PyTorch's fused kernel, one
+/// launch per layer and one for the tied embedding): fp32 master weights and moments, bf16
+/// gradients, 28 B of HBM traffic per parameter.
+pub fn llama_train(p: &Params, name: &str, m: &Llama, batch: u64, seq: u64) -> Table {
+    let p16 = bf16(p);
+    let mut b = Builder::new(&p16);
+    let t = batch * seq;
+    let (h, dh, kv, f, v) = (m.hidden, m.dh(), m.kv_heads * m.dh(), m.ffn, m.vocab);
+    b.mem("embed", t * h, t * h * 4);
+    for l in 0..m.layers {
+        let tag = format!("L{l}");
+        b.mem(&format!("{tag}.norm1"), t * h, t * h * 4);
+        b.gemm(&format!("{tag}.qkv"), t, m.qkv(), h, 1);
+        b.mem(&format!("{tag}.rope"), t * (h + kv), t * (h + kv) * 4);
+        b.gemm(&format!("{tag}.attn"), seq, dh, seq, batch * m.heads);
+        b.gemm(&format!("{tag}.o"), t, h, h, 1);
+        b.mem(&format!("{tag}.add1"), t * h, t * h * 6);
+        b.mem(&format!("{tag}.norm2"), t * h, t * h * 4);
+        b.gemm(&format!("{tag}.gate"), t, f, h, 1);
+        b.gemm(&format!("{tag}.up"), t, f, h, 1);
+        b.mem(&format!("{tag}.act"), t * f, t * f * 6);
+        b.gemm(&format!("{tag}.ffn_down"), t, h, f, 1);
+        b.mem(&format!("{tag}.add2"), t * h, t * h * 6);
+    }
+    b.mem("norm_f", t * h, t * h * 4);
+    b.gemm("lm_head", t, v, h, 1);
+    b.mem("loss", t * v, t * v * 6);
+    b.mem("loss.bwd", t * v, t * v * 6);
+    b.gemm("lm_head.dgrad", t, h, v, 1);
+    b.gemm("lm_head.wgrad", h, v, t, 1);
+    b.mem("norm_f.bwd", t * h, t * h * 8);
+    for l in (0..m.layers).rev() {
+        let tag = format!("L{l}");
+        b.gemm(&format!("{tag}.ffn_down.dgrad"), t, f, h, 1);
+        b.gemm(&format!("{tag}.ffn_down.wgrad"), h, f, t, 1);
+        b.mem(&format!("{tag}.act.bwd"), t * f, t * f * 10);
+        for g in ["up", "gate"] {
+            b.gemm(&format!("{tag}.{g}.dgrad"), t, h, f, 1);
+            b.gemm(&format!("{tag}.{g}.wgrad"), f, h, t, 1);
+        }
+        b.mem(&format!("{tag}.ffn_in.sum"), t * h, t * h * 6);
+        b.mem(&format!("{tag}.norm2.bwd"), t * h, t * h * 8);
+        b.mem(&format!("{tag}.add1.bwd"), t * h, t * h * 6);
+        b.gemm(&format!("{tag}.o.dgrad"), t, h, h, 1);
+        b.gemm(&format!("{tag}.o.wgrad"), h, h, t, 1);
+        // FlashAttention backward: about 2.5 times the forward's multiply-adds.
+        b.gemm(&format!("{tag}.attn.bwd"), seq, dh, seq * 5 / 2, batch * m.heads);
+        b.mem(&format!("{tag}.rope.bwd"), t * (h + kv), t * (h + kv) * 4);
+        b.gemm(&format!("{tag}.qkv.dgrad"), t, h, m.qkv(), 1);
+        b.gemm(&format!("{tag}.qkv.wgrad"), m.qkv(), h, t, 1);
+        b.mem(&format!("{tag}.norm1.bwd"), t * h, t * h * 8);
+        b.mem(&format!("{tag}.add0.bwd"), t * h, t * h * 6);
+    }
+    b.mem("embed.bwd", t * h, t * h * 4);
+    let adam = |b: &mut Builder, label: &str, params: u64| b.mem(label, params, params * 28);
+    for l in 0..m.layers {
+        adam(&mut b, &format!("L{l}.adamw"), m.layer_params());
+    }
+    adam(&mut b, "embed.adamw", v * h + h);
+    b.finish(name, t as u32, "tok")
+}
+
 /// The users' matmul task: `kernels` naive `n x n` fp32 matmuls (one work-item per output,
 /// 16x16 workgroups, no LDS), each taking `kernel_ns` on the whole GPU (their single-thread
 /// figure: P50 475 ms for 30 kernels).
@@ -327,27 +550,59 @@ pub fn matmul_task(name: &str, n: u64, kernels: usize, kernel_ns: f64) -> Table 
 }
 
 /// Names of the built-in models.
-pub const NAMES: [&str; 5] =
-    ["resnet18_bs8", "resnet50_bs8", "resnet50_bs1024", "bert_base", "matmul2048_task"];
+pub const NAMES: [&str; 8] = [
+    "resnet18_bs8",
+    "resnet50_bs8",
+    "resnet50_bs1024",
+    "bert_base",
+    "matmul2048_task",
+    "llama3_8b_prefill",
+    "llama3_8b_decode_bs8",
+    "llama32_1b_train",
+];
+
+/// Prompt length of the `llama3_8b_prefill` request (one prompt per request).
+pub const LLM_PROMPT: u64 = 512;
+/// Mean KV-cache length of the `llama3_8b_decode_bs8` step's sequences: prompts of 512 tokens
+/// plus a mean of 128 generated.
+pub const LLM_CTX: u64 = 640;
+
+/// How a model's host issues its kernels.
+enum Host {
+    /// None (the users' matmul task: its kernels are launched back to back).
+    None,
+    /// PyTorch eager: [`Params::host_aten_ns`] per operator, [`Params::host_miopen_ns`] for
+    /// those that call MIOpen.
+    Eager,
+    /// PyTorch eager without MIOpen (a transformer): [`Params::host_aten_ns`] for every kernel.
+    Aten,
+    /// An LLM server's step (vLLM with HIP graphs or a C++ runtime): the launch only, taken as
+    /// the tables' launch overhead [`Params::kernel_fixed_ns`].
+    Served,
+}
 
 /// A built-in model by name.
 pub fn build(name: &str, p: &Params) -> Option<Table> {
-    Some(match name {
-        "resnet18_bs8" => resnet(p, name, 8, false),
-        "resnet50_bs8" => resnet(p, name, 8, true),
-        "resnet50_bs1024" => resnet(p, name, 1024, true),
-        "bert_base" => bert(p, name, 1, 128),
-        "matmul2048_task" => matmul_task(name, 2048, 30, 475.0e6 / 30.0),
+    let (mut t, host) = match name {
+        "resnet18_bs8" => (resnet(p, name, 8, false), Host::Eager),
+        "resnet50_bs8" => (resnet(p, name, 8, true), Host::Eager),
+        "resnet50_bs1024" => (resnet(p, name, 1024, true), Host::Eager),
+        "bert_base" => (bert(p, name, 1, 128), Host::Eager),
+        "matmul2048_task" => (matmul_task(name, 2048, 30, 475.0e6 / 30.0), Host::None),
+        "llama3_8b_prefill" => (llama_prefill(p, name, &LLAMA3_8B, 1, LLM_PROMPT), Host::Served),
+        "llama3_8b_decode_bs8" => (llama_decode(p, name, &LLAMA3_8B, 8, LLM_CTX), Host::Served),
+        "llama32_1b_train" => (llama_train(p, name, &LLAMA32_1B, 2, 2048), Host::Aten),
         _ => return None,
-    })
-    .map(|mut t| {
-        if t.unit != "task" {
-            for k in &mut t.kernels {
-                k.host_ns = if is_miopen(&k.label) { p.host_miopen_ns } else { p.host_aten_ns };
-            }
-        }
-        t
-    })
+    };
+    for k in &mut t.kernels {
+        k.host_ns = match host {
+            Host::None => 0,
+            Host::Eager if is_miopen(&k.label) => p.host_miopen_ns,
+            Host::Eager | Host::Aten => p.host_aten_ns,
+            Host::Served => p.kernel_fixed_ns.round() as u64,
+        };
+    }
+    Some(t)
 }
 
 /// Operators PyTorch hands to MIOpen (convolution, batch norm): their host path includes
@@ -367,7 +622,22 @@ pub fn header(name: &str, p: &Params) -> String {
          HBM {} B/ns x eta_bw {}, kernel fixed {} ns, GEMM workgroup fixed {} ns, memory-bound round <= {} ns.\n\
          Contention profile (last two columns): GEMM util = MACs / (MFMA rate x wg_ns), memory-bound util {}, bytes per workgroup.",
         p.gemm_depth, p.gemm_lds_max, p.cu_macs_per_ns, p.eta_gemm, p.i0, p.hbm_bytes_per_ns, p.eta_bw, p.kernel_fixed_ns, p.gemm_wg_fixed_ns, p.ew_round_ns, p.ew_util
-    )
+    ) + &if name.starts_with("llama") {
+        format!(
+            "\nbf16: MFMA x {BF16_MFMA_X} ({:.1} MAC/ns per CU); decode-step projections are skinny GEMMs: {}x{} tiles, memory-bound on their weights.\n\
+             Host time per kernel: {}.",
+            p.cu_macs_per_ns * BF16_MFMA_X,
+            GEMV_TILE.0,
+            GEMV_TILE.1,
+            if name.ends_with("_train") {
+                "PyTorch eager, host_aten_ns".to_string()
+            } else {
+                format!("the launch only (an LLM server's step), kernel fixed {} ns", p.kernel_fixed_ns)
+            }
+        )
+    } else {
+        String::new()
+    }
 }
 
 #[cfg(test)]
@@ -386,6 +656,46 @@ mod tests {
         // embeddings 6 + 12 x 17 + pooler 2.
         assert_eq!(count("bert_base"), 212);
         assert_eq!(count("matmul2048_task"), 30);
+        // embedding + 32 x 13 + final norm, LM head, 3 sampler kernels.
+        assert_eq!(count("llama3_8b_prefill"), 422);
+        assert_eq!(count("llama3_8b_decode_bs8"), 422);
+        // forward 1 + 16 x 12 + 3; backward 4 + 16 x 18 + 1; AdamW 16 + 1.
+        assert_eq!(count("llama32_1b_train"), 506);
+    }
+
+    #[test]
+    fn a_decode_step_reads_the_weights_at_the_hbm_rate() {
+        let p = Params::default();
+        let t = build("llama3_8b_decode_bs8", &p).unwrap();
+        let m = LLAMA3_8B;
+        let weights = (m.layers * m.layer_params() + m.vocab * m.hidden) * 2;
+        // 15.0 GB of bf16 weights, each projection's bytes spread over its workgroups.
+        assert!((weights as f64 / 1e9 - 15.0).abs() < 0.1, "{weights}");
+        let gemv: Vec<&Kernel> = t.kernels.iter().filter(|k| k.lds > 0).collect();
+        assert_eq!(gemv.len(), 32 * 5 + 1);
+        let moved: u64 = gemv.iter().map(|k| k.bytes_per_wg * k.workgroups).sum();
+        assert!((moved as f64 / weights as f64 - 1.0).abs() < 0.01, "{moved} vs {weights}");
+        // Step time: weights at 5.3 TB/s x 0.70 plus 4 us per kernel, and the small kernels.
+        let floor = weights as f64 / (p.hbm_bytes_per_ns * p.eta_bw) + 422.0 * p.kernel_fixed_ns;
+        let ms = t.alone_ns() as f64 / 1e6;
+        assert!(ms > floor / 1e6 && ms < floor / 1e6 * 1.1, "{ms} ms vs floor {}", floor / 1e6);
+        // Every kernel but the LM head and the sampler is one of 5-50 us; host 4 us each.
+        for k in &t.kernels[..t.kernels.len() - 4] {
+            let us = crate::table::alone_ns(k) as f64 / 1e3;
+            assert!((4.0..=50.0).contains(&us), "{} {us} us", k.label);
+            assert_eq!(k.host_ns, 4000, "{}", k.label);
+        }
+    }
+
+    #[test]
+    fn the_training_iteration_is_gemm_bound_and_issued_by_pytorch_eager() {
+        let p = Params::default();
+        let t = build("llama32_1b_train", &p).unwrap();
+        assert_eq!(t.items, 4096);
+        assert!(t.kernels.iter().all(|k| k.host_ns == p.host_aten_ns));
+        let gemm: u64 = t.kernels.iter().filter(|k| k.lds > 0).map(crate::table::alone_ns).sum();
+        assert!(gemm as f64 > 0.7 * t.gpu_ns() as f64, "{gemm} of {}", t.gpu_ns());
+        assert!(t.gpu_ns() > t.host_ns());
     }
 
     #[test]

@@ -37,6 +37,17 @@ fn lat(l: &Option<Latency>) -> Value {
     }
 }
 
+/// Prints one row of the table: name, latency figures, throughput and its unit.
+type RowFn = dyn Fn(&mut String, &str, &Option<Latency>, Option<f64>, &Option<String>);
+
+fn ttft(s: &Summary) -> &Option<Latency> {
+    &s.ttft
+}
+
+fn tpot(s: &Summary) -> &Option<Latency> {
+    &s.tpot
+}
+
 impl Report {
     /// The hp figures of the shared phase (the alone phase when there is no lp job).
     pub fn hp(&self) -> &Summary {
@@ -74,6 +85,54 @@ impl Report {
         })
     }
 
+    /// Whether the hp job is an LLM server (its phases have TTFT and TPOT figures).
+    pub fn is_llm(&self) -> bool {
+        self.hp_alone.ttft.is_some() || self.hp_alone.tpot.is_some()
+    }
+
+    /// `(P50, P99)` of `with` over those of `alone`.
+    fn ratios(alone: &Option<Latency>, with: &Option<Latency>) -> (Option<f64>, Option<f64>) {
+        let r = |a: f64, b: f64| (a > 0.0).then(|| b / a);
+        match (alone, with) {
+            (Some(a), Some(w)) => (r(a.p50_ms, w.p50_ms), r(a.p99_ms, w.p99_ms)),
+            _ => (None, None),
+        }
+    }
+
+    /// The lp throughput of a shared phase over that of the lp job alone.
+    fn lp_vs_alone(&self, with: Option<&Summary>) -> Option<f64> {
+        let alone = self.lp_alone.as_ref()?.lp_throughput_per_s?;
+        let with = with?.lp_throughput_per_s?;
+        (alone > 0.0).then(|| with / alone)
+    }
+
+    /// An LLM server's figures (added to the JSON only for one): TTFT and TPOT alone, in the
+    /// shared phase under the mode, natively together, and their P50/P99 ratios to alone.
+    fn llm_json(&self) -> Value {
+        let hp = self.hp();
+        let one = |get: fn(&Summary) -> &Option<Latency>| {
+            let (p50, p99) = Self::ratios(get(&self.hp_alone), get(hp));
+            let mut v = json!({
+                "alone": lat(get(&self.hp_alone)),
+                "with_lp": lat(get(hp)),
+                "p50_ratio": p50,
+                "p99_ratio": p99,
+            });
+            if let Some(n) = &self.native_together {
+                let (p50, p99) = Self::ratios(get(&self.hp_alone), get(n));
+                v["native"] = json!({ "with_lp": lat(get(n)), "p50_ratio": p50, "p99_ratio": p99 });
+            }
+            v
+        };
+        json!({
+            "ttft": one(ttft),
+            "tpot": one(tpot),
+            "tpot_definition": "each decode step's own time: from the previous token to this one",
+            "lp_vs_alone": self.lp_vs_alone(self.together.as_ref()),
+            "native_lp_vs_alone": self.lp_vs_alone(self.native_together.as_ref()),
+        })
+    }
+
     pub fn json(&self) -> Value {
         let hp = self.hp();
         let mut hp_v = lat(&hp.hp);
@@ -92,7 +151,7 @@ impl Report {
         if let Some(s) = &self.native_together {
             phases["together_native"] = json!(s);
         }
-        json!({
+        let mut v = json!({
             "scenario": self.scenario,
             "description": self.description,
             "mode": self.mode,
@@ -113,7 +172,11 @@ impl Report {
             },
             "native": self.native_json(),
             "phases": phases,
-        })
+        });
+        if self.is_llm() {
+            v["llm"] = self.llm_json();
+        }
+        v
     }
 
     pub fn table(&self) -> String {
@@ -203,7 +266,63 @@ impl Report {
         if let Some(x) = self.native_json().get("lp_vs_native").and_then(Value::as_f64) {
             let _ = writeln!(o, "  lp throughput with {} / native: {:.0} %", self.mode, x * 100.0);
         }
+        if self.is_llm() {
+            self.llm_table(&mut o, &row);
+        }
         o
+    }
+
+    /// The LLM server's rows: TTFT and TPOT per phase, their ratios to alone, and the lp
+    /// throughput against the lp job alone.
+    fn llm_table(&self, o: &mut String, row: &RowFn) {
+        let mode = &self.mode;
+        let native = self.native_together.is_some();
+        let shared = self.together.as_ref().filter(|_| self.lp_alone.is_some());
+        for (what, get) in [("TTFT", ttft as fn(&Summary) -> &Option<Latency>), ("TPOT", tpot)] {
+            row(o, &format!("{what} alone"), get(&self.hp_alone), None, &None);
+            if let Some(n) = &self.native_together {
+                row(o, &format!("{what} with lp (native)"), get(n), None, &None);
+            }
+            if let Some(t) = shared {
+                let name = if native {
+                    format!("{what} with lp ({mode})")
+                } else {
+                    format!("{what} with lp")
+                };
+                row(o, &name, get(t), None, &None);
+            } else if let Some(t) = &self.together {
+                row(o, &format!("{what} alone ({mode})"), get(t), None, &None);
+            }
+        }
+        let f = |(p50, p99): (Option<f64>, Option<f64>)| {
+            let x = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}x"));
+            format!("{} / {}", x(p50), x(p99))
+        };
+        for (what, get) in [("TTFT", ttft as fn(&Summary) -> &Option<Latency>), ("TPOT", tpot)] {
+            let mut parts = Vec::new();
+            if let Some(n) = &self.native_together {
+                parts.push(format!("native {}", f(Self::ratios(get(&self.hp_alone), get(n)))));
+            }
+            if let Some(t) = &self.together {
+                parts.push(format!("{mode} {}", f(Self::ratios(get(&self.hp_alone), get(t)))));
+            }
+            let how =
+                if self.lp_alone.is_some() { "with lp / alone" } else { "mode / native alone" };
+            if !parts.is_empty() {
+                let _ = writeln!(o, "  {what} P50 / P99 ({how}): {}", parts.join(", "));
+            }
+        }
+        let pct = |x: Option<f64>| x.map(|x| format!("{:.0} %", x * 100.0));
+        let mut parts = Vec::new();
+        if let Some(x) = pct(self.lp_vs_alone(self.native_together.as_ref())) {
+            parts.push(format!("native {x}"));
+        }
+        if let Some(x) = pct(self.lp_vs_alone(shared)) {
+            parts.push(format!("{mode} {x}"));
+        }
+        if !parts.is_empty() {
+            let _ = writeln!(o, "  lp throughput with hp / lp alone: {}", parts.join(", "));
+        }
     }
 }
 
@@ -220,7 +339,74 @@ mod tests {
             lp_unit: Some("img".into()),
             hp_unit: Some("img".into()),
             window_s: 1.0,
+            ttft: None,
+            tpot: None,
         }
+    }
+
+    fn llm(ttft_p99: f64, tpot_p99: f64, tput: f64) -> Summary {
+        Summary {
+            ttft: Latency::of(&[ttft_p99 / 2.0, ttft_p99]),
+            tpot: Latency::of(&[tpot_p99 / 2.0, tpot_p99]),
+            ..summary(ttft_p99 * 4.0, tput)
+        }
+    }
+
+    #[test]
+    fn an_llm_server_gets_ttft_and_tpot_rows_and_ratios() {
+        let r = Report {
+            scenario: "llm".into(),
+            description: "d".into(),
+            mode: "xhsa".into(),
+            source: "run".into(),
+            time_scale: 20.0,
+            hp_alone: llm(40.0, 6.0, 0.0),
+            lp_alone: Some(summary(0.0, 1000.0)),
+            together: Some(llm(44.0, 6.6, 850.0)),
+            native_together: Some(llm(160.0, 30.0, 1000.0)),
+        };
+        let j = r.json();
+        let near = |v: &Value, want: f64| (v.as_f64().unwrap() - want).abs() < 1e-9;
+        assert!(near(&j["llm"]["ttft"]["p99_ratio"], 1.1), "{j}");
+        assert!(near(&j["llm"]["tpot"]["p99_ratio"], 1.1), "{j}");
+        assert!(near(&j["llm"]["tpot"]["native"]["p99_ratio"], 5.0), "{j}");
+        assert!(near(&j["llm"]["ttft"]["native"]["p50_ratio"], 4.0), "{j}");
+        assert!(near(&j["llm"]["lp_vs_alone"], 0.85), "{j}");
+        assert!(near(&j["native"]["lp_vs_native"], 0.85), "{j}");
+        assert_eq!(j["phases"]["hp_alone"]["tpot"]["count"], 2);
+        let t = r.table();
+        for needle in [
+            "TTFT alone",
+            "TTFT with lp (native)",
+            "TTFT with lp (xhsa)",
+            "TPOT alone",
+            "TPOT with lp (xhsa)",
+            "TTFT P50 / P99 (with lp / alone): native 4.00x / 4.00x, xhsa 1.10x / 1.10x",
+            "TPOT P50 / P99 (with lp / alone): native 5.00x / 5.00x, xhsa 1.10x / 1.10x",
+            "lp throughput with hp / lp alone: native 100 %, xhsa 85 %",
+            "lp throughput with xhsa / native: 85 %",
+        ] {
+            assert!(t.contains(needle), "{needle:?} in\n{t}");
+        }
+    }
+
+    #[test]
+    fn other_scenarios_get_no_llm_figures() {
+        let r = Report {
+            scenario: "s".into(),
+            description: "d".into(),
+            mode: "native".into(),
+            source: "run".into(),
+            time_scale: 2.0,
+            hp_alone: summary(2.0, 0.0),
+            lp_alone: Some(summary(0.0, 100.0)),
+            together: Some(summary(8.0, 90.0)),
+            native_together: None,
+        };
+        let j = r.json();
+        assert!(j.get("llm").is_none());
+        assert!(j["phases"]["hp_alone"].get("ttft").is_none());
+        assert!(!r.table().contains("TTFT") && !r.table().contains("TPOT"));
     }
 
     #[test]

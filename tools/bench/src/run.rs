@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-use crate::phase::{PhaseResult, StreamResult};
+use crate::phase::{Decoded, PhaseResult, StreamResult};
 use crate::scenario::{Priority, Process, Stream};
 use crate::table::Table;
 
@@ -186,6 +186,25 @@ struct Line {
     stream: Option<usize>,
     t0: Option<u64>,
     t1: Option<u64>,
+    /// An LLM server's request: when it was due, its first token, the end of each decode step.
+    arrival: Option<u64>,
+    first: Option<u64>,
+    steps: Option<Vec<u64>>,
+}
+
+/// One request line's times in device seconds from "go": `(t0, t1)` and, for an LLM server's
+/// request, its token times.
+fn request_times(l: &Line, dev_s: impl Fn(u64) -> f64) -> Option<((f64, f64), Option<Decoded>)> {
+    let (a, b) = (l.t0?, l.t1?);
+    let decoded = match (l.arrival, l.first, &l.steps) {
+        (Some(arrival), Some(first), Some(steps)) => Some(Decoded {
+            arrival: dev_s(arrival),
+            first: dev_s(first),
+            steps: steps.iter().map(|&t| dev_s(t)).collect(),
+        }),
+        _ => None,
+    };
+    Some(((dev_s(a), dev_s(b)), decoded))
 }
 
 enum Msg {
@@ -223,6 +242,28 @@ fn tail(path: &Path) -> String {
     lines[lines.len().saturating_sub(15)..].join("\n")
 }
 
+/// The workload program's arguments for process `p` (see tools/workloads/workload.hip).
+pub fn workload_args(
+    p: &Process,
+    tables: &HashMap<String, (PathBuf, Table)>,
+    time_scale: f64,
+    mode: Mode,
+) -> Vec<std::ffi::OsString> {
+    let mut a: Vec<std::ffi::OsString> = vec!["--table".into(), tables[&p.model].0.clone().into()];
+    a.extend(["--time-scale".into(), time_scale.to_string().into()]);
+    if let Some(d) = &p.decode {
+        a.extend(["--step-table".into(), tables[&d.step_model].0.clone().into()]);
+        a.extend(["--steps".into(), d.steps.to_string().into()]);
+    }
+    if p.streams.len() == 1 {
+        a.push("--null-stream".into());
+    }
+    for s in &p.streams {
+        a.extend(["--stream".into(), mode.stream_arg(p, s).into()]);
+    }
+    a
+}
+
 /// Runs one phase; returns the requests in device seconds from "go" and the window
 /// `(from, to)` in device seconds.
 pub fn phase(setup: &Setup, processes: &[Process]) -> Result<(PhaseResult, f64, f64), String> {
@@ -255,13 +296,7 @@ pub fn phase(setup: &Setup, processes: &[Process]) -> Result<(PhaseResult, f64, 
             .arg(setup.time_scale.to_string())
             .arg("--")
             .arg(setup.workload);
-        cmd.arg("--table").arg(table_path).arg("--time-scale").arg(setup.time_scale.to_string());
-        if p.streams.len() == 1 {
-            cmd.arg("--null-stream");
-        }
-        for s in &p.streams {
-            cmd.arg("--stream").arg(setup.mode.stream_arg(p, s));
-        }
+        cmd.args(workload_args(p, setup.tables, setup.time_scale, setup.mode));
         cmd.env("XHSA_EMU_DEVICE_DIR", &dev);
         for (k, v) in setup.mode.env(p, setup.libxhsa, setup.load, &board) {
             cmd.env(k, v);
@@ -325,30 +360,31 @@ pub fn phase(setup: &Setup, processes: &[Process]) -> Result<(PhaseResult, f64, 
     }
     let scale = setup.time_scale;
     let dev_s = |t: u64| (t.saturating_sub(go)) as f64 / 1e9 / scale;
-    let mut reqs: Vec<Vec<Vec<(f64, f64)>>> =
-        processes.iter().map(|p| vec![Vec::new(); p.streams.len()]).collect();
+    type Reqs = Vec<Vec<(Vec<(f64, f64)>, Vec<Decoded>)>>;
+    let mut reqs: Reqs =
+        processes.iter().map(|p| vec![(Vec::new(), Vec::new()); p.streams.len()]).collect();
     let start = Instant::now();
     let stop_at = Duration::from_secs_f64(setup.warmup_s + setup.seconds);
     let mut last_print = Instant::now();
     let mut eof = vec![false; procs.len()];
-    let handle =
-        |m: Msg, reqs: &mut Vec<Vec<Vec<(f64, f64)>>>, eof: &mut Vec<bool>| -> Result<(), usize> {
-            match m {
-                Msg::Line(i, l) if l.ev == "req" => {
-                    if let (Some(s), Some(a), Some(b)) = (l.stream, l.t0, l.t1) {
-                        if let Some(v) = reqs[i].get_mut(s) {
-                            v.push((dev_s(a), dev_s(b)));
-                        }
+    let handle = |m: Msg, reqs: &mut Reqs, eof: &mut Vec<bool>| -> Result<(), usize> {
+        match m {
+            Msg::Line(i, l) if l.ev == "req" => {
+                if let (Some(s), Some((t, decoded))) = (l.stream, request_times(&l, dev_s)) {
+                    if let Some((v, d)) = reqs[i].get_mut(s) {
+                        v.push(t);
+                        d.extend(decoded);
                     }
-                    Ok(())
                 }
-                Msg::Line(..) => Ok(()),
-                Msg::Eof(i) => {
-                    eof[i] = true;
-                    Err(i)
-                }
+                Ok(())
             }
-        };
+            Msg::Line(..) => Ok(()),
+            Msg::Eof(i) => {
+                eof[i] = true;
+                Err(i)
+            }
+        }
+    };
     while start.elapsed() < stop_at {
         match rx.recv_timeout(Duration::from_millis(200)) {
             Ok(m) => {
@@ -361,7 +397,7 @@ pub fn phase(setup: &Setup, processes: &[Process]) -> Result<(PhaseResult, f64, 
         }
         if setup.progress && last_print.elapsed() > Duration::from_millis(500) {
             last_print = Instant::now();
-            let n: usize = reqs.iter().flatten().map(Vec::len).sum();
+            let n: usize = reqs.iter().flatten().map(|(v, _)| v.len()).sum();
             eprint!(
                 "\r  {:<10} {:5.1}/{:.1} s wall   {n} requests done   ",
                 setup.label,
@@ -398,6 +434,7 @@ pub fn phase(setup: &Setup, processes: &[Process]) -> Result<(PhaseResult, f64, 
     for (pi, p) in processes.iter().enumerate() {
         let table = &setup.tables[&p.model].1;
         for (si, s) in p.streams.iter().enumerate() {
+            let (requests, decoded) = std::mem::take(&mut reqs[pi][si]);
             streams.push(StreamResult {
                 process: pi,
                 stream: si,
@@ -405,7 +442,8 @@ pub fn phase(setup: &Setup, processes: &[Process]) -> Result<(PhaseResult, f64, 
                 model: p.model.clone(),
                 items: table.items,
                 unit: table.unit.clone(),
-                requests: std::mem::take(&mut reqs[pi][si]),
+                requests,
+                decoded,
             });
         }
     }
@@ -512,7 +550,11 @@ mod tests {
     fn xhsa_mode_gives_each_process_its_priority() {
         let lib = Path::new("/x/libxhsa.so");
         let board = Path::new("/tmp/b");
-        let hp = Process { model: "m".into(), streams: vec![stream(Role::Hp, Priority::High)] };
+        let hp = Process {
+            model: "m".into(),
+            streams: vec![stream(Role::Hp, Priority::High)],
+            decode: None,
+        };
         assert!(Mode::Native.env(&hp, Some(lib), Load::Preload, board).is_empty());
         let env = Mode::Xhsa.env(&hp, Some(lib), Load::Preload, board);
         let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
@@ -528,6 +570,7 @@ mod tests {
         let mixed = Process {
             model: "m".into(),
             streams: vec![stream(Role::Hp, Priority::High), stream(Role::Lp, Priority::Low)],
+            decode: None,
         };
         let env = Mode::Xhsa.env(&mixed, Some(lib), Load::ToolsLib, board);
         assert!(!env.iter().any(|(k, _)| k == "XHSA_PRIORITY"));
@@ -545,6 +588,82 @@ mod tests {
         assert!(
             xhsa_level(Priority::High) > xhsa_level(Priority::Normal)
                 && xhsa_level(Priority::Normal) > xhsa_level(Priority::Low)
+        );
+    }
+
+    #[test]
+    fn request_lines_carry_an_llm_servers_token_times() {
+        // Time scale 10, "go" at 1 s of host time: device seconds = (t - 1e9) / 1e9 / 10.
+        let dev_s = |t: u64| t.saturating_sub(1_000_000_000) as f64 / 1e9 / 10.0;
+        let plain: Line =
+            serde_json::from_str(r#"{"ev":"req","stream":0,"t0":2000000000,"t1":2500000000}"#)
+                .unwrap();
+        assert_eq!(request_times(&plain, dev_s), Some(((0.1, 0.15), None)));
+        let llm: Line = serde_json::from_str(
+            r#"{"ev":"req","stream":0,"t0":2000000000,"t1":3000000000,"arrival":1900000000,"first":2400000000,"steps":[2700000000,3000000000]}"#,
+        )
+        .unwrap();
+        let (t, d) = request_times(&llm, dev_s).unwrap();
+        assert_eq!(t, (0.1, 0.2));
+        let d = d.unwrap();
+        let near = |a: f64, b: f64| (a - b).abs() < 1e-12;
+        assert!(near(d.arrival, 0.09) && near(d.first, 0.14), "{d:?}");
+        assert!(d.steps.len() == 2 && near(d.steps[0], 0.17) && near(d.steps[1], 0.2), "{d:?}");
+        let partial: Line = serde_json::from_str(r#"{"ev":"req","stream":0,"t0":5}"#).unwrap();
+        assert_eq!(request_times(&partial, dev_s), None);
+    }
+
+    #[test]
+    fn an_llm_server_gets_its_step_table_and_steps() {
+        let table =
+            |m: &str| Table { model: m.into(), items: 1, unit: "req".into(), kernels: vec![] };
+        let tables: HashMap<String, (PathBuf, Table)> = ["pre", "step", "train"]
+            .map(|m| (m.to_string(), (PathBuf::from(format!("/t/{m}.kernels")), table(m))))
+            .into();
+        let server = Process {
+            model: "pre".into(),
+            streams: vec![stream(Role::Hp, Priority::High)],
+            decode: Some(crate::scenario::Decode { step_model: "step".into(), steps: 3 }),
+        };
+        assert_eq!(server.models().collect::<Vec<_>>(), ["pre", "step"]);
+        let args = |p: &Process| -> Vec<String> {
+            workload_args(p, &tables, 20.0, Mode::Native)
+                .into_iter()
+                .map(|a| a.into_string().unwrap())
+                .collect()
+        };
+        assert_eq!(
+            args(&server),
+            [
+                "--table",
+                "/t/pre.kernels",
+                "--time-scale",
+                "20",
+                "--step-table",
+                "/t/step.kernels",
+                "--steps",
+                "3",
+                "--null-stream",
+                "--stream",
+                "hp:20",
+            ]
+        );
+        let trainer = Process {
+            model: "train".into(),
+            streams: vec![Stream { role: Role::Lp, rate: None, priority: Priority::Low }],
+            decode: None,
+        };
+        assert_eq!(
+            args(&trainer),
+            [
+                "--table",
+                "/t/train.kernels",
+                "--time-scale",
+                "20",
+                "--null-stream",
+                "--stream",
+                "lp:0"
+            ]
         );
     }
 

@@ -13,6 +13,13 @@
 //! [[process]]               # one process, several threads, each with its own stream
 //! model = "matmul2048_task"
 //! streams = [{ role = "hp" }, { role = "lp", count = 15 }]
+//!
+//! [[process]]               # an LLM server: each request is a prefill, then `steps` decode steps
+//! model = "llama3_8b_prefill"        # the prefill table (the request's first token)
+//! step_model = "llama3_8b_decode_bs8" # the table of one decode step (one more token)
+//! steps = 32
+//! role = "hp"
+//! rate = 1.2
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -63,6 +70,26 @@ pub struct Process {
     /// Its streams, one thread each. A process with one stream submits through HIP's default
     /// stream, as PyTorch does.
     pub streams: Vec<Stream>,
+    /// An LLM server: every request of its streams is `model` (the prefill), then these decode
+    /// steps, each synchronised (the host reads each step's tokens).
+    pub decode: Option<Decode>,
+}
+
+/// The decode steps of an LLM server's request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decode {
+    /// The table of one decode step.
+    pub step_model: String,
+    /// Steps per request (tokens after the first).
+    pub steps: u32,
+}
+
+impl Process {
+    /// The model tables this process replays.
+    pub fn models(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.model.as_str())
+            .chain(self.decode.as_ref().map(|d| d.step_model.as_str()))
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -93,6 +120,8 @@ struct RawProcess {
     rate: Option<f64>,
     priority: Option<Priority>,
     streams: Option<Vec<RawStream>>,
+    step_model: Option<String>,
+    steps: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -140,13 +169,26 @@ impl Scenario {
         }
         let mut processes = Vec::new();
         for p in raw.process {
-            if !models.contains(&p.model) {
-                return Err(format!(
-                    "scenario {name}: unknown model {:?}; models: {}",
-                    p.model,
-                    models.join(", ")
-                ));
+            for m in std::iter::once(&p.model).chain(p.step_model.as_ref()) {
+                if !models.contains(m) {
+                    return Err(format!(
+                        "scenario {name}: unknown model {m:?}; models: {}",
+                        models.join(", ")
+                    ));
+                }
             }
+            let decode = match (p.step_model, p.steps) {
+                (Some(step_model), Some(steps)) if steps >= 1 => Some(Decode { step_model, steps }),
+                (None, None) => None,
+                (_, steps) => {
+                    return Err(format!(
+                        "scenario {name}: process {:?}: an LLM server needs both `step_model` (a \
+                         model table) and `steps` (decode steps per request, >= 1){}",
+                        p.model,
+                        if steps == Some(0) { "; steps = 0 given" } else { "" }
+                    ))
+                }
+            };
             let streams = match (p.role, p.streams) {
                 (Some(role), None) => vec![stream(role, p.rate, p.priority).map_err(|e| format!("scenario {name}: {e}"))?],
                 (None, Some(list)) if p.rate.is_none() && p.priority.is_none() => {
@@ -163,7 +205,11 @@ impl Scenario {
                 return Err(format!("scenario {name}: process {:?} has no streams", p.model));
             }
             for _ in 0..p.count {
-                processes.push(Process { model: p.model.clone(), streams: streams.clone() });
+                processes.push(Process {
+                    model: p.model.clone(),
+                    streams: streams.clone(),
+                    decode: decode.clone(),
+                });
             }
         }
         if !processes.iter().any(|p| p.streams.iter().any(|s| s.role == Role::Hp)) {
@@ -194,7 +240,11 @@ impl Scenario {
                     .filter(|s| role.is_none_or(|r| s.role == r))
                     .cloned()
                     .collect();
-                (!streams.is_empty()).then(|| Process { model: p.model.clone(), streams })
+                (!streams.is_empty()).then(|| Process {
+                    model: p.model.clone(),
+                    streams,
+                    decode: p.decode.clone(),
+                })
             })
             .collect()
     }
@@ -288,6 +338,42 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("rate"), "{e}");
+    }
+
+    #[test]
+    fn an_llm_server_has_a_step_model_and_steps() {
+        let mut m = models();
+        m.extend(["llm_prefill", "llm_step"].map(String::from));
+        let s = Scenario::parse(
+            "t",
+            "[[process]]\nmodel = \"llm_prefill\"\nstep_model = \"llm_step\"\nsteps = 32\nrole = \"hp\"\nrate = 2\n\
+             [[process]]\nmodel = \"resnet50_bs1024\"\nrole = \"lp\"\n",
+            &m,
+        )
+        .unwrap();
+        let d = s.processes[0].decode.as_ref().unwrap();
+        assert_eq!((d.step_model.as_str(), d.steps), ("llm_step", 32));
+        assert_eq!(s.processes[0].models().collect::<Vec<_>>(), ["llm_prefill", "llm_step"]);
+        assert_eq!(s.processes[1].decode, None);
+        assert_eq!(s.phase(Some(Role::Hp))[0].decode.as_ref(), Some(d));
+        for bad in
+            ["step_model = \"llm_step\"", "steps = 4", "step_model = \"llm_step\"\nsteps = 0"]
+        {
+            let e = Scenario::parse(
+                "t",
+                &format!("[[process]]\nmodel = \"llm_prefill\"\nrole = \"hp\"\n{bad}\n"),
+                &m,
+            )
+            .unwrap_err();
+            assert!(e.contains("step_model") && e.contains("steps"), "{bad}: {e}");
+        }
+        let e = Scenario::parse(
+            "t",
+            "[[process]]\nmodel = \"llm_prefill\"\nstep_model = \"nope\"\nsteps = 2\nrole = \"hp\"\n",
+            &m,
+        )
+        .unwrap_err();
+        assert!(e.contains("unknown model \"nope\"") && e.contains("llm_step"), "{e}");
     }
 
     #[test]

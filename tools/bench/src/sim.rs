@@ -7,13 +7,18 @@
 //! It mirrors the emulator's packet processor: HIP sets the barrier bit on every dispatch, so a
 //! stream's next kernel is fetched when the previous one completes; the device refills the CU
 //! slots freed by a completion (from every queue with work) before that fetch.
+//!
+//! An LLM server's request (a process with `step_model`) is its prefill table followed by its
+//! decode steps, one table each; after every token the host waits for the step to complete
+//! before issuing the next (the workload's `hipStreamSynchronize`), so each step's first kernel
+//! is issued its host time after the previous token.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 use xhsa_emu::device::{Capacity, CuPool, Hws, KernelJob, Profile, WgNeed};
 
-use crate::phase::{PhaseResult, StreamResult};
+use crate::phase::{Decoded, PhaseResult, StreamResult};
 use crate::scenario::{Process, Role};
 use crate::table::{Table, CUS, LDS_PER_CU, WAVES_PER_CU};
 
@@ -56,14 +61,42 @@ struct S {
     pending: u32,
     start: u64,
     kernel: usize,
+    /// When the host issues the current kernel.
+    host_t: u64,
     done: Vec<(u64, u64)>,
+    /// An LLM server's token boundaries: kernel counts after which a token is out (the
+    /// prefill's length, then the end of each step). Empty for other workloads.
+    marks: Vec<usize>,
+    /// Arrival times of the requests not yet started.
+    arrived: VecDeque<u64>,
+    arrival: u64,
+    tokens: Vec<u64>,
+    decoded: Vec<Decoded>,
 }
 
 fn start(s: &mut S, t: u64, i: usize, heap: &mut BinaryHeap<Reverse<(u64, Ev)>>) {
     s.busy = true;
     s.start = t;
     s.kernel = 0;
-    heap.push(Reverse((t + s.table.kernels[0].host_ns, Ev::Submit(i))));
+    s.arrival = s.arrived.pop_front().unwrap_or(t);
+    s.tokens.clear();
+    s.host_t = t + s.table.kernels[0].host_ns;
+    heap.push(Reverse((s.host_t, Ev::Submit(i))));
+}
+
+/// The kernels of one request of process `p` and its token boundaries (see [`S::marks`]).
+fn request_table(p: &Process, tables: &HashMap<String, Table>) -> (Table, Vec<usize>) {
+    let mut t = tables[&p.model].clone();
+    let mut marks = Vec::new();
+    if let Some(d) = &p.decode {
+        let step = &tables[&d.step_model];
+        marks.push(t.kernels.len());
+        for _ in 0..d.steps {
+            t.kernels.extend(step.kernels.iter().cloned());
+            marks.push(t.kernels.len());
+        }
+    }
+    (t, marks)
 }
 
 /// Runs `processes` (their streams, with the tables of `tables` by model name) for `seconds`
@@ -85,10 +118,17 @@ pub fn run(
             hws.add_queue(key, host.priority);
             // Stagger the starts a little, as processes never start in the same nanosecond.
             let offset = 37_000 * streams.len() as u64;
+            let (table, marks) = request_table(p, tables);
             streams.push(S {
                 role: st.role,
                 rate: st.rate,
-                table: tables[&p.model].clone(),
+                table,
+                marks,
+                arrived: VecDeque::new(),
+                arrival: 0,
+                tokens: Vec::new(),
+                decoded: Vec::new(),
+                host_t: 0,
                 busy: false,
                 arrivals: 0,
                 offset,
@@ -127,7 +167,20 @@ pub fn run(
                 let i = tags.remove(&c.tag).expect("known tag");
                 let s = &mut streams[i];
                 s.kernel += 1;
+                let token = s.marks.binary_search(&s.kernel).is_ok();
+                if token {
+                    s.tokens.push(t);
+                    // The host waited for this token: the next step starts from it.
+                    s.host_t = s.host_t.max(t);
+                }
                 if s.kernel == s.table.kernels.len() {
+                    if !s.marks.is_empty() {
+                        s.decoded.push(Decoded {
+                            arrival: s.arrival as f64 / 1e9,
+                            first: s.tokens[0] as f64 / 1e9,
+                            steps: s.tokens[1..].iter().map(|&x| x as f64 / 1e9).collect(),
+                        });
+                    }
                     s.done.push((s.start, t));
                     s.busy = false;
                     if s.rate.is_none() || s.pending > 0 {
@@ -135,9 +188,8 @@ pub fn run(
                         start(s, t, i, &mut heap);
                     }
                 } else {
-                    let avail = s.start
-                        + s.table.kernels[..=s.kernel].iter().map(|k| k.host_ns).sum::<u64>();
-                    heap.push(Reverse((avail.max(t + host.hop_ns), Ev::Submit(i))));
+                    s.host_t += s.table.kernels[s.kernel].host_ns;
+                    heap.push(Reverse((s.host_t.max(t + host.hop_ns), Ev::Submit(i))));
                 }
             }
             continue;
@@ -147,6 +199,7 @@ pub fn run(
         match ev {
             Ev::Arrival(i) => {
                 let s = &mut streams[i];
+                s.arrived.push_back(t);
                 if let Some(rate) = s.rate {
                     s.arrivals += 1;
                     let next = s.offset + (s.arrivals as f64 * 1e9 / rate) as u64;
@@ -189,6 +242,7 @@ pub fn run(
             items: s.table.items,
             unit: s.table.unit.clone(),
             requests: s.done.iter().map(|&(a, b)| (a as f64 / 1e9, b as f64 / 1e9)).collect(),
+            decoded: s.decoded,
         })
         .collect();
     PhaseResult { streams, seconds }
@@ -221,6 +275,7 @@ mod tests {
         Process {
             model: model.into(),
             streams: vec![Stream { role, rate, priority: Priority::Normal }],
+            decode: None,
         }
     }
 
@@ -275,6 +330,31 @@ mod tests {
             assert!(!a.is_empty(), "{name}");
             assert_eq!(a, b, "{name}");
         }
+    }
+
+    #[test]
+    fn an_llm_servers_tokens_follow_its_tables() {
+        // Prefill: one 1 ms kernel; a step: two kernels of 100 us, each issued 10 us after
+        // the host may (the first after the previous token).
+        let pre = table("pre", vec![k(80, 0, 1_000_000, 0)]);
+        let step = table("step", vec![k(80, 0, 100_000, 10_000); 2]);
+        let tables = HashMap::from([("pre".to_string(), pre), ("step".to_string(), step)]);
+        let mut p = proc("pre", Role::Hp, Some(10.0));
+        p.decode = Some(crate::scenario::Decode { step_model: "step".into(), steps: 3 });
+        let r = run(&[p], &tables, 1.0, Host::default());
+        let d = &r.streams[0].decoded;
+        assert_eq!(d.len(), 10);
+        for x in d {
+            assert!((x.first - x.arrival - 1e-3).abs() < 1e-12, "{x:?}");
+            let mut prev = x.first;
+            for &t in &x.steps {
+                // 10 us host, 100 us, 100 us (the second kernel's host time overlaps).
+                assert!((t - prev - 210e-6).abs() < 1e-12, "{x:?}");
+                prev = t;
+            }
+        }
+        let s = r.summarize(0.0, 1.0);
+        assert_eq!((s.ttft.unwrap().count, s.tpot.unwrap().count), (10, 30));
     }
 
     #[test]

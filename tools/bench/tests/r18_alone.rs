@@ -61,3 +61,19 @@ fn bad_names_and_flags_say_what_exists() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("--seconds"), "{err}");
 }
+
+#[test]
+fn list_shows_the_llm_decode_scenario_and_its_models() {
+    let bench = PathBuf::from(env!("CARGO_BIN_EXE_xhsa-bench"));
+    let out = Command::new(&bench).arg("list").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    let line =
+        text.lines().find(|l| l.trim_start().starts_with("llm-decode")).unwrap_or_else(|| {
+            panic!("no llm-decode line in\n{text}");
+        });
+    assert!(line.contains("Llama-3-8B") && !line.contains("invalid"), "{line}");
+    for m in ["llama3_8b_prefill", "llama3_8b_decode_bs8", "llama32_1b_train"] {
+        assert!(text.lines().any(|l| l.trim() == m), "{m} in\n{text}");
+    }
+}
