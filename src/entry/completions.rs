@@ -15,8 +15,8 @@
 //!
 //! How: [`arm`] records (queue, signal, "below") and wakes the thread through a wake signal of
 //! its own (index 0 of every wait); the thread waits on the wake signal and every armed signal,
-//! and when one is satisfied, disarms it and calls the handler with its value (outside any lock
-//! of this module; the handler may arm again). A signal libxhsa destroys goes through
+//! and when the wait returns, disarms every armed signal now below its value and calls the
+//! handler with that value (outside any lock of this module; the handler may arm again). A signal libxhsa destroys goes through
 //! [`retire`]: destroyed at once when the thread is not inside a wait, else by the thread when
 //! its wait returns (a signal must not be destroyed while ROCr's wait may still be converting
 //! its handle). [`stop`] ends the thread before the runtime shuts down.
@@ -25,6 +25,7 @@
 //! copy the armed list), and stores to the wake signal (one KFD SET_EVENT): it never waits on
 //! the thread.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -60,8 +61,6 @@ struct State {
     stop: bool,
     handler: Option<Handler>,
     thread: Option<JoinHandle<()>>,
-    /// ROCr's wait failed (logged once).
-    failed_once: bool,
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
@@ -72,10 +71,11 @@ static STATE: Mutex<State> = Mutex::new(State {
     stop: false,
     handler: None,
     thread: None,
-    failed_once: false,
 });
-/// Signalled when the thread leaves a wait or exits.
+/// Signalled when the thread exits ([`stop`] waits for it).
 static LEFT: Condvar = Condvar::new();
+/// ROCr's wait failed once (logged once).
+static WAIT_FAILED: AtomicBool = AtomicBool::new(false);
 
 fn state() -> MutexGuard<'static, State> {
     STATE.lock().unwrap_or_else(|p| p.into_inner())
@@ -217,7 +217,6 @@ fn run(r: &'static Rocr, wake: u64) {
     loop {
         let (snapshot, retired, handler) = {
             let mut st = state();
-            st.waiting = false;
             if st.stop {
                 let retired = std::mem::take(&mut st.retired);
                 st.wake = 0;
@@ -233,7 +232,6 @@ fn run(r: &'static Rocr, wake: u64) {
             st.waiting = true;
             (st.armed.clone(), retired, st.handler)
         };
-        LEFT.notify_all();
         for s in retired {
             r.signal_destroy(s);
         }
@@ -246,55 +244,38 @@ fn run(r: &'static Rocr, wake: u64) {
         let t0 = std::time::Instant::now();
         let got = r.wait_any_below(&signals, &below);
         tracing::trace!(target: "xhsa::completions", armed = snapshot.len(), got = ?got, waited_us = t0.elapsed().as_micros() as u64, "xhsa: completion wait returned");
-        let fired = {
+        match got {
+            Some((0, _)) => r.signal_store(wake, IDLE),
+            Some(_) => {}
+            None => {
+                if !WAIT_FAILED.swap(true, Ordering::Relaxed) {
+                    tracing::error!("xhsa: hsa_amd_signal_wait_any failed; completions are looked for every 10 ms instead");
+                }
+                // Still `waiting`: no armed signal is destroyed meanwhile.
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        // Every armed signal now below its value fires, whichever woke the wait. The values are
+        // read here, under the lock (no retire meanwhile), not taken from ROCr: 7.2's
+        // `hsa_amd_signal_wait_any` reports 0.
+        let due: Vec<(QueueId, i64)> = {
             let mut st = state();
             st.waiting = false;
-            match got {
-                Some((0, _)) => {
-                    r.signal_store(wake, IDLE);
-                    None
+            let mut due = Vec::new();
+            st.armed.retain(|a| {
+                let v = r.signal_value(a.signal);
+                let fired = v < a.below;
+                if fired {
+                    due.push((a.queue, v));
                 }
-                Some((i, _)) => {
-                    let a = snapshot[i - 1];
-                    let before = st.armed.len();
-                    st.armed.retain(|x| *x != a);
-                    // The signal's value read here, under the lock (no retire meanwhile), not
-                    // the one ROCr reports: ROCr 7.2's `hsa_amd_signal_wait_any` reported 0.
-                    (st.armed.len() < before).then(|| (a.queue, r.signal_value(a.signal)))
-                }
-                None => {
-                    if !st.failed_once {
-                        st.failed_once = true;
-                        tracing::error!("xhsa: hsa_amd_signal_wait_any failed; completions are looked for every 10 ms instead");
-                    }
-                    // Still `waiting` while the values are read: no armed signal is destroyed
-                    // meanwhile.
-                    st.waiting = true;
-                    drop(st);
-                    std::thread::sleep(Duration::from_millis(10));
-                    let mut st = state();
-                    let due: Vec<(Armed, i64)> = st
-                        .armed
-                        .iter()
-                        .map(|a| (*a, r.signal_value(a.signal)))
-                        .filter(|(a, v)| *v < a.below)
-                        .collect();
-                    st.armed.retain(|x| !due.iter().any(|(a, _)| a == x));
-                    st.waiting = false;
-                    drop(st);
-                    LEFT.notify_all();
-                    if let Some(h) = handler {
-                        for (a, v) in due {
-                            h(a.queue, v);
-                        }
-                    }
-                    None
-                }
-            }
+                !fired
+            });
+            due
         };
-        LEFT.notify_all();
-        if let (Some((queue, value)), Some(h)) = (fired, handler) {
-            h(queue, value);
+        if let Some(h) = handler {
+            for (queue, value) in due {
+                h(queue, value);
+            }
         }
     }
 }

@@ -61,23 +61,21 @@ pub(crate) unsafe fn shut_down(real: Option<ShutDownFn>) -> hsa_status_t {
             }
         }));
     }
-    // The completion waiter sleeps in ROCr on signals the runtime may destroy now.
-    if !is_forked_child() {
-        if let Some(r) = rocr() {
-            let _ = std::panic::catch_unwind(|| inside(|| super::completions::stop(r)));
-        }
+    // The completion waiter sleeps in ROCr on signals the runtime may destroy now (it does
+    // nothing in a forked child).
+    let r = rocr();
+    if let Some(r) = r {
+        let _ = std::panic::catch_unwind(|| inside(|| super::completions::stop(r)));
     }
     // SAFETY: ROCr's hsa_shut_down, no arguments.
     let status = inside(|| unsafe { real() });
-    if !is_forked_child() {
-        if let Some(r) = rocr() {
-            let down = r.initialized().is_none_or(|up| !up);
-            let _ = std::panic::catch_unwind(|| inside(|| super::completions::resume(r, down)));
-        }
+    // Whether that was the process's last `hsa_shut_down`.
+    let down = r.and_then(|r| r.initialized()).is_none_or(|up| !up);
+    if let Some(r) = r {
+        let _ = std::panic::catch_unwind(|| inside(|| super::completions::resume(r, down)));
     }
     if mine {
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let down = rocr().and_then(|r| r.initialized()).is_none_or(|up| !up);
             let mut retired = false;
             for (_, gpu) in g.gpus.iter() {
                 if let Some(p) = gpu.preempt.get() {

@@ -194,13 +194,8 @@ impl Hardware for RocrHardware {
     }
 
     fn ring(&self, hw: &HwQueue, index: u64) {
-        // SAFETY: the doorbell signal of a live hardware queue (`RocrHardware::new`).
-        unsafe {
-            (self.rocr.store_screlease)(
-                hsa_signal_t { handle: hw.doorbell },
-                index as hsa_signal_value_t,
-            )
-        }
+        // The doorbell signal of a live hardware queue (`RocrHardware::new`).
+        self.rocr.signal_store(hw.doorbell, index as hsa_signal_value_t);
     }
 
     fn arm(&self, queue: QueueId, signal: u64, below: i64) -> bool {
@@ -208,8 +203,8 @@ impl Hardware for RocrHardware {
     }
 
     fn signal_value(&self, signal: u64) -> i64 {
-        // SAFETY: a live signal libxhsa created (`RocrHardware::new`).
-        unsafe { (self.rocr.signal_load)(hsa_signal_t { handle: signal }) }
+        // A live signal libxhsa created (`RocrHardware::new`).
+        self.rocr.signal_value(signal)
     }
 }
 
@@ -323,8 +318,7 @@ impl Rocr {
     pub fn signal_wait_at_most(&self, signal: u64, target: i64, ms: u64) -> i64 {
         let deadline = std::time::Instant::now() + std::time::Duration::from_millis(ms);
         loop {
-            // SAFETY: a live signal libxhsa created.
-            let v = unsafe { (self.signal_load)(hsa_signal_t { handle: signal }) };
+            let v = self.signal_value(signal);
             if v <= target || std::time::Instant::now() >= deadline {
                 return v;
             }

@@ -390,9 +390,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn other_scenarios_get_no_llm_figures() {
-        let r = Report {
+    /// A native run of a scenario without LLM figures: hp 2 ms alone, 8 ms with lp.
+    fn native_report() -> Report {
+        Report {
             scenario: "s".into(),
             description: "d".into(),
             mode: "native".into(),
@@ -402,7 +402,12 @@ mod tests {
             lp_alone: Some(summary(0.0, 100.0)),
             together: Some(summary(8.0, 90.0)),
             native_together: None,
-        };
+        }
+    }
+
+    #[test]
+    fn other_scenarios_get_no_llm_figures() {
+        let r = native_report();
         let j = r.json();
         assert!(j.get("llm").is_none());
         assert!(j["phases"]["hp_alone"].get("ttft").is_none());
@@ -411,17 +416,7 @@ mod tests {
 
     #[test]
     fn json_has_the_keys() {
-        let r = Report {
-            scenario: "s".into(),
-            description: "d".into(),
-            mode: "native".into(),
-            source: "run".into(),
-            time_scale: 2.0,
-            hp_alone: summary(2.0, 0.0),
-            lp_alone: Some(summary(0.0, 100.0)),
-            together: Some(summary(8.0, 90.0)),
-            native_together: None,
-        };
+        let r = native_report();
         let j = r.json();
         for k in ["mean_ms", "p50_ms", "p95_ms", "p99_ms"] {
             assert!(j["hp"][k].is_number(), "hp.{k}");
