@@ -22,14 +22,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 use xhsa_board::layout::{
-    name_bytes, Control, Owner, RecentPreemption, Slot, ACK_NOT_PERMITTED, NAME_BYTES,
-    RECENT_PREEMPTIONS,
+    external_work, name_bytes, Control, Owner, RecentPreemption, Slot, ACK_NOT_PERMITTED,
+    NAME_BYTES, RECENT_PREEMPTIONS,
 };
 use xhsa_board::owner::{process_name, this_process};
 use xhsa_board::place::BoardPlace;
 use xhsa_board::shared::{BoardError, SharedBoard, SlotHandle};
 use xhsa_model::clock::monotonic_ns;
-use xhsa_model::contention::Contention;
+use xhsa_model::contention::ExternalWork;
 use xhsa_model::ids::{PartitionId, QueueId};
 use xhsa_model::priority::Priority;
 use xhsa_model::settings::config::{GroupSpec, Settings};
@@ -114,6 +114,8 @@ pub struct BoardLink {
     name: [u8; NAME_BYTES],
     /// Slot handles, and what the preemption watcher recorded, of this process's queues.
     slots: Mutex<HashMap<QueueId, SlotHandle>>,
+    /// The CU partition of each of this process's queues (a slot claimed again keeps it).
+    partitions: Mutex<HashMap<QueueId, PartitionId>>,
     preemptions: Mutex<HashMap<QueueId, PreemptRecord>>,
     /// Other processes had live slots at the last [`BoardLink::contention`].
     others: AtomicBool,
@@ -168,6 +170,7 @@ impl BoardLink {
             uid: nix::unistd::getuid().as_raw(),
             name: name_bytes(&process_name(me.pid).unwrap_or_default()),
             slots: Mutex::new(HashMap::new()),
+            partitions: Mutex::new(HashMap::new()),
             preemptions: Mutex::new(HashMap::new()),
             others: AtomicBool::new(false),
             own_waiting: AtomicBool::new(false),
@@ -184,8 +187,9 @@ impl BoardLink {
 
     /// Gives `queue` a slot at `priority`; `false` if the board is full (the queue is then
     /// invisible to other processes, which the caller logs).
-    pub fn join(&self, queue: QueueId, priority: Priority) -> bool {
-        match self.board.claim(self.me, PartitionId(0), queue, priority) {
+    pub fn join(&self, queue: QueueId, priority: Priority, partition: PartitionId) -> bool {
+        self.partitions.lock().unwrap_or_else(|e| e.into_inner()).insert(queue, partition);
+        match self.board.claim(self.me, partition, queue, priority) {
             Ok(handle) => {
                 self.board.publish_with(&handle, |s| s.name = self.name);
                 self.slots.lock().unwrap_or_else(|e| e.into_inner()).insert(queue, handle);
@@ -212,7 +216,8 @@ impl BoardLink {
         }
         slots.remove(&queue);
         if let Some(priority) = stats.priority() {
-            if let Ok(handle) = self.board.claim(self.me, PartitionId(0), queue, priority) {
+            let partition = self.partition_of(queue);
+            if let Ok(handle) = self.board.claim(self.me, partition, queue, priority) {
                 self.board.publish_with(&handle, fill);
                 slots.insert(queue, handle);
             }
@@ -315,8 +320,15 @@ impl BoardLink {
         }
     }
 
+    /// The CU partition `queue` joined with (the whole GPU when unknown).
+    fn partition_of(&self, queue: QueueId) -> PartitionId {
+        let parts = self.partitions.lock().unwrap_or_else(|e| e.into_inner());
+        parts.get(&queue).copied().unwrap_or(PartitionId::WHOLE)
+    }
+
     /// Frees `queue`'s slot.
     pub fn leave(&self, queue: QueueId) {
+        self.partitions.lock().unwrap_or_else(|e| e.into_inner()).remove(&queue);
         self.preemptions.lock().unwrap_or_else(|e| e.into_inner()).remove(&queue);
         if let Some(handle) = self.slots.lock().unwrap_or_else(|e| e.into_inner()).remove(&queue) {
             self.board.release(handle);
@@ -335,11 +347,12 @@ impl BoardLink {
         }
     }
 
-    /// What the other processes' queues say: the highest priority with work.
-    pub fn contention(&self) -> Contention {
-        let summary = self.board.summary(Some(self.me));
-        self.others.store(summary.live > 0, Ordering::Relaxed);
-        summary.contention()
+    /// What the other processes' queues say: the highest priority with work, per CU partition.
+    pub fn contention(&self) -> ExternalWork {
+        let slots = self.board.snapshot();
+        let (work, live) = external_work(&slots, Some(self.me), monotonic_ns());
+        self.others.store(live > 0, Ordering::Relaxed);
+        work
     }
 
     /// Whether other processes had queues on the board at the last [`BoardLink::contention`].
@@ -390,7 +403,7 @@ impl Watch for BoardLink {
         (at != 0).then(|| monotonic_ns().saturating_sub(at))
     }
 
-    fn view(&self) -> (Vec<Mine>, Vec<Priority>) {
+    fn view(&self) -> (Vec<Mine>, Vec<(Priority, PartitionId)>) {
         let now = monotonic_ns();
         let mut mine = Vec::new();
         let mut others = Vec::new();
@@ -407,10 +420,11 @@ impl Watch for BoardLink {
                         packet_ns: st.packet_ns,
                         preemptable: false,
                         paused: st.has_flag(FLAG_PAUSED),
+                        partition: PartitionId(slot.partition),
                     });
                 }
             } else if let Some(p) = slot.priority_with_work(now) {
-                others.push(p);
+                others.push((p, PartitionId(slot.partition)));
             }
         }
         (mine, others)
@@ -452,8 +466,8 @@ impl Watch for BoardLink {
 }
 
 impl Board for BoardLink {
-    fn join(&self, queue: QueueId, priority: Priority) -> bool {
-        BoardLink::join(self, queue, priority)
+    fn join(&self, queue: QueueId, priority: Priority, partition: PartitionId) -> bool {
+        BoardLink::join(self, queue, priority, partition)
     }
 
     fn publish(&self, queue: QueueId, stats: &QueueStats) {
@@ -464,7 +478,7 @@ impl Board for BoardLink {
         BoardLink::leave(self, queue)
     }
 
-    fn contention(&self) -> Contention {
+    fn contention(&self) -> ExternalWork {
         BoardLink::contention(self)
     }
 
@@ -477,6 +491,7 @@ impl Board for BoardLink {
 mod tests {
     use super::*;
     use xhsa_board::layout::{Slot, HEADER_SIZE, SLOT_LIVE, SLOT_SIZE};
+    use xhsa_model::contention::Contention;
     use xhsa_model::priority::Level;
 
     fn p(level: i64) -> Priority {
@@ -495,13 +510,13 @@ mod tests {
     fn another_process_work_contends_and_own_work_does_not() {
         let place = place("contend");
         let link = BoardLink::open(&place, 0).unwrap();
-        assert!(link.join(QueueId(1), p(-10)));
+        assert!(link.join(QueueId(1), p(-10), PartitionId::WHOLE));
         link.publish(
             QueueId(1),
             &QueueStats { priority: p(-10).rank(), pending: 4, ..Default::default() },
         );
         assert_eq!(
-            link.contention(),
+            link.contention().anywhere(),
             Contention::external(None),
             "its own queues are not external contention"
         );
@@ -510,23 +525,27 @@ mod tests {
         let board = SharedBoard::open(&place, 0, 16).unwrap();
         let other = Owner { pid: std::process::id(), token: this_process().token.wrapping_add(7) };
         let h = board.claim(other, PartitionId(0), QueueId(9), p(10)).unwrap();
-        assert_eq!(link.contention(), Contention::external(None), "idle queues do not contend");
+        assert_eq!(
+            link.contention().anywhere(),
+            Contention::external(None),
+            "idle queues do not contend"
+        );
         assert!(link.others_present());
         board.publish(
             &h,
             &QueueStats { priority: p(10).rank(), in_flight: 1, ..Default::default() },
         );
-        assert_eq!(link.contention(), Contention::external(Some(p(10))));
+        assert_eq!(link.contention().anywhere(), Contention::external(Some(p(10))));
         assert_eq!(link.cleanup_dead(), 0, "it is alive");
         // The other process goes (its descriptor closes): the watcher's housekeeping removes it.
         drop(board);
         assert_eq!(
-            link.contention(),
+            link.contention().anywhere(),
             Contention::external(Some(p(10))),
             "contention reads never test liveness"
         );
         assert_eq!(link.cleanup_dead(), 1);
-        assert_eq!(link.contention(), Contention::external(None));
+        assert_eq!(link.contention().anywhere(), Contention::external(None));
         let board = SharedBoard::open(&place, 0, 16).unwrap();
         assert_eq!(board.snapshot().len(), 1);
         link.leave_all();
@@ -535,10 +554,41 @@ mod tests {
     }
 
     #[test]
+    fn other_processes_work_is_read_by_partition_and_a_reclaimed_slot_keeps_its_partition() {
+        use xhsa_model::partition::{Reserve, Side, Split};
+        let split = Split::plan(Reserve::parse("20@10").unwrap(), 80, 4).unwrap();
+        let (reserved, shared) = (split.id(Side::Reserved), split.id(Side::Shared));
+        let place = place("partitions");
+        let link = BoardLink::open(&place, 0).unwrap();
+        assert!(link.join(QueueId(1), p(10), reserved));
+        let board = SharedBoard::open(&place, 0, 16).unwrap();
+        let other = Owner { pid: std::process::id(), token: this_process().token.wrapping_add(9) };
+        let h = board.claim(other, shared, QueueId(9), p(-10)).unwrap();
+        board
+            .publish(&h, &QueueStats { priority: p(-10).rank(), pending: 3, ..Default::default() });
+        let work = link.contention();
+        assert_eq!(work.contention_in(reserved), Contention::external(None));
+        assert_eq!(work.contention_in(shared), Contention::external(Some(p(-10))));
+        // The view the watcher decides on carries the partitions.
+        let (mine, others) = link.view();
+        assert_eq!(mine[0].partition, reserved);
+        assert_eq!(others, vec![(p(-10), shared)]);
+        // A slot taken away is claimed again in the same partition.
+        let index = link.slots.lock().unwrap()[&QueueId(1)].index();
+        link.board.release(link.slots.lock().unwrap()[&QueueId(1)]);
+        link.publish(QueueId(1), &QueueStats { priority: p(10).rank(), ..Default::default() });
+        let again = board.snapshot().into_iter().find(|s| s.queue_id == 1).unwrap();
+        assert_eq!(PartitionId(again.partition), reserved, "slot {index} reclaimed");
+        link.leave_all();
+        drop(board);
+        std::fs::remove_dir_all(&place.dir).unwrap();
+    }
+
+    #[test]
     fn a_slot_taken_away_is_claimed_again_at_the_next_publish() {
         let place = place("reclaim");
         let link = BoardLink::open(&place, 0).unwrap();
-        assert!(link.join(QueueId(1), p(3)));
+        assert!(link.join(QueueId(1), p(3), PartitionId::WHOLE));
         let board = SharedBoard::open(&place, 0, 16).unwrap();
         assert_eq!(board.cleanup_dead(), 0, "a live owner's slot is never cleared as dead");
         // Someone who may write the file zeroed the slot.
@@ -567,7 +617,7 @@ mod tests {
     fn the_watcher_sees_as_its_own_only_the_slots_it_holds() {
         let place = place("forged-own");
         let link = BoardLink::open(&place, 0).unwrap();
-        assert!(link.join(QueueId(1), p(-3)));
+        assert!(link.join(QueueId(1), p(-3), PartitionId::WHOLE));
         link.publish(
             QueueId(1),
             &QueueStats { priority: p(-3).rank(), in_flight: 2, ..Default::default() },
@@ -590,7 +640,7 @@ mod tests {
         use xhsa_board::layout::{ACK_UNVERIFIED, OP_PAUSE};
         let place = place("requests");
         let link = BoardLink::open(&place, 0).unwrap();
-        assert!(link.join(QueueId(1), p(0)));
+        assert!(link.join(QueueId(1), p(0), PartitionId::WHOLE));
         let index = link.slots.lock().unwrap()[&QueueId(1)].index();
         let ctl = SharedBoard::open_existing(link.path()).unwrap();
         // A proper request of this user reaches the watcher with the kernel's uid.
@@ -627,7 +677,7 @@ mod tests {
     fn a_forked_child_leaves_the_parents_slots_alone() {
         let place = place("fork");
         let mut link = BoardLink::open(&place, 0).unwrap();
-        assert!(link.join(QueueId(1), p(0)));
+        assert!(link.join(QueueId(1), p(0), PartitionId::WHOLE));
         // As in a child of fork(): another pid than the one that opened the link.
         link.opened_by = link.opened_by.wrapping_add(1);
         link.leave_all();

@@ -12,6 +12,7 @@ use crate::preempt::Preemption;
 use crate::settings::fault::FaultPlan;
 use crate::trace::queue_track::QueueTracer;
 use crate::trace::Sink;
+use xhsa_model::partition::{Reserve, Side, Split};
 use xhsa_model::window_size::WindowSize;
 
 /// Most GPUs one process schedules (KFD nodes beyond are passed through).
@@ -45,6 +46,8 @@ pub(crate) struct Gpus {
     slots: [OnceLock<Gpu>; MAX_GPUS],
     adding: Mutex<()>,
     window: WindowSize,
+    /// `XHSA_RESERVE`: each GPU's CUs are split by it when the GPU is first used.
+    reserve: Option<Reserve>,
     faults: Arc<FaultPlan>,
     trace: Option<Arc<Sink>>,
 }
@@ -53,11 +56,17 @@ pub(crate) struct Gpus {
 pub(crate) static GPU_OF: LazyLock<AddrMap> = LazyLock::new(AddrMap::new);
 
 impl Gpus {
-    pub fn new(window: WindowSize, faults: Arc<FaultPlan>, trace: Option<Arc<Sink>>) -> Gpus {
+    pub fn new(
+        window: WindowSize,
+        reserve: Option<Reserve>,
+        faults: Arc<FaultPlan>,
+        trace: Option<Arc<Sink>>,
+    ) -> Gpus {
         Gpus {
             slots: [const { OnceLock::new() }; MAX_GPUS],
             adding: Mutex::new(()),
             window,
+            reserve,
             faults,
             trace,
         }
@@ -84,9 +93,13 @@ impl Gpus {
             return Some(found);
         }
         let index = self.slots.iter().position(|s| s.get().is_none())?;
+        let mut sched = Scheduler::new(self.window, self.faults.clone());
+        if let Some(reserve) = self.reserve {
+            sched.set_split(plan_split(reserve, node));
+        }
         let gpu = Gpu {
             node,
-            sched: Mutex::new(Scheduler::new(self.window, self.faults.clone())),
+            sched: Mutex::new(sched),
             pass_wanted: AtomicBool::new(false),
             stalled: AtomicBool::new(false),
             untracked: AtomicBool::new(false),
@@ -102,5 +115,34 @@ impl Gpus {
     /// The GPUs in use.
     pub fn iter(&self) -> impl Iterator<Item = (usize, &Gpu)> {
         self.slots.iter().enumerate().map_while(|(i, s)| s.get().map(|g| (i, g)))
+    }
+}
+
+/// The split of KFD node `node`'s CUs by `reserve`, logged once per GPU; `None` (one partition,
+/// said why) when its CUs cannot be read or split.
+fn plan_split(reserve: Reserve, node: Option<u32>) -> Option<Split> {
+    let planned = node
+        .ok_or_else(|| "the runtime did not say which KFD node the GPU is".to_string())
+        .and_then(crate::entry::topology::node_cus)
+        .and_then(|cus| Split::plan(reserve, cus.count, cus.xccs).map_err(|e| e.to_string()));
+    match planned {
+        Ok(split) => {
+            let cus = |side| split.mask(side).iter().map(|w| w.count_ones()).sum::<u32>();
+            tracing::info!(
+                "xhsa: GPU node {}: XHSA_RESERVE={reserve}: queues of level {} and above run on {} reserved CUs, the others on {} CUs{}",
+                node.unwrap_or_default(),
+                reserve.level,
+                cus(Side::Reserved),
+                cus(Side::Shared),
+                if split.reserved_cus != reserve.cus { " (rounded to whole XCCs)" } else { "" }
+            );
+            Some(split)
+        }
+        Err(why) => {
+            tracing::warn!(
+                "xhsa: XHSA_RESERVE={reserve} is not applied on GPU node {node:?} ({why}); its queues share one partition, the whole GPU"
+            );
+            None
+        }
     }
 }

@@ -13,7 +13,7 @@
 //! - [`memory`]: the only raw reads and writes of queue memory.
 //! - `origin`: which library a queue's creator or a dispatched kernel comes from (`dladdr`).
 //! - `kfd_port`: libxhsa's own KFD calls for preemption, on the runtime's `/dev/kfd`.
-//! - `gpus`: one scheduler per GPU the process uses.
+//! - `gpus`: one scheduler per GPU the process uses; `topology`: a GPU's CUs and XCCs (sysfs).
 //!
 //! The safe bookkeeping of the edge (each `#![forbid(unsafe_code)]`, unit-tested without a
 //! runtime):
@@ -48,6 +48,7 @@ mod rocr;
 pub mod seen;
 mod symbol;
 pub mod tools_lib;
+mod topology;
 mod unseen_kfd;
 
 use std::cell::Cell;
@@ -168,7 +169,7 @@ pub(crate) fn global() -> &'static Global {
         forwarder::set_work(queues::forwarded_work);
         let summary_at_exit = tracing::enabled!(tracing::Level::INFO);
         Global {
-            gpus: gpus::Gpus::new(settings.window, faults.clone(), trace.clone()),
+            gpus: gpus::Gpus::new(settings.window, settings.reserve, faults.clone(), trace.clone()),
             trace,
             warn_at_exit: tracing::enabled!(tracing::Level::WARN),
             error_at_exit: tracing::enabled!(tracing::Level::ERROR),

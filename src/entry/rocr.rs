@@ -25,6 +25,9 @@ use xhsa_model::ids::QueueId;
 
 const ROCR: &CStr = c"libhsa-runtime64.so.1";
 
+/// `HSA_STATUS_CU_MASK_REDUCED` (hsa_ext_amd.h, the same in ROCm 5.x-7.x).
+const CU_MASK_REDUCED: hsa_status_t = 44;
+
 type LoadIndexFn = unsafe extern "C" fn(*const hsa_queue_t) -> u64;
 type AddIndexFn = unsafe extern "C" fn(*const hsa_queue_t, u64) -> u64;
 type StoreFn = unsafe extern "C" fn(hsa_signal_t, hsa_signal_value_t);
@@ -56,6 +59,7 @@ type PoolAllocateFn =
     unsafe extern "C" fn(hsa_amd_memory_pool_t, usize, u32, *mut *mut c_void) -> hsa_status_t;
 type PoolFreeFn = unsafe extern "C" fn(*mut c_void) -> hsa_status_t;
 type SetPriorityFn = unsafe extern "C" fn(*mut hsa_queue_t, u32) -> hsa_status_t;
+type CuSetMaskFn = unsafe extern "C" fn(*const hsa_queue_t, u32, *const u32) -> hsa_status_t;
 type AllowAccessFn =
     unsafe extern "C" fn(u32, *const hsa_agent_t, *const u32, *const c_void) -> hsa_status_t;
 type SystemInfoFn = unsafe extern "C" fn(u32, *mut c_void) -> hsa_status_t;
@@ -79,6 +83,8 @@ pub(crate) struct Rocr {
     allow_access: AllowAccessFn,
     /// Optional: without it hardware queues keep ROCr's default priority.
     set_priority: Option<SetPriorityFn>,
+    /// Optional: without it hardware queues keep every CU (no CU partitions).
+    cu_set_mask: Option<CuSetMaskFn>,
     /// Optional: without it ROCr's version is unknown (and no queue is shadowed).
     system_info: Option<SystemInfoFn>,
 }
@@ -144,6 +150,7 @@ pub(crate) fn rocr() -> Option<&'static Rocr> {
                         c"hsa_amd_queue_set_priority",
                         Some(Hook::QueueSetPriority),
                     ),
+                    cu_set_mask: resolve(c"hsa_amd_queue_cu_set_mask", Some(Hook::QueueCuSetMask)),
                     system_info: resolve(c"hsa_system_get_info", None),
                 }
             })
@@ -257,6 +264,17 @@ impl Rocr {
         let Some(f) = self.set_priority else { return false };
         // SAFETY: a live hardware queue libxhsa created; a valid hsa_amd_queue_priority_t.
         unsafe { f(hw as *mut hsa_queue_t, p.to_hsa()) == HSA_STATUS_SUCCESS }
+    }
+
+    /// Gives hardware queue `hw` the CUs of `mask` (bit `i` of word `i / 32`: KFD's CU mask,
+    /// `hsa_amd_queue_cu_set_mask`); false if ROCr refused or cannot. ROCr's "reduced" answer (the
+    /// process-wide `HSA_CU_MASK` took some CUs away) is a success.
+    pub fn set_hw_cu_mask(&self, hw: u64, mask: &[u32]) -> bool {
+        let Some(f) = self.cu_set_mask else { return false };
+        let Ok(bits) = u32::try_from(mask.len() * 32) else { return false };
+        // SAFETY: a live hardware queue libxhsa created; `mask` holds `bits` bits for the call.
+        let status = unsafe { f(hw as *const hsa_queue_t, bits, mask.as_ptr()) };
+        status == HSA_STATUS_SUCCESS || status == CU_MASK_REDUCED
     }
 
     /// A new signal with `value` and no consumers (an interrupt signal in ROCr).

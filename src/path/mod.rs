@@ -11,6 +11,8 @@
 //!   barriers.
 //! - [`partition`]: the priority rings of one CU partition ([`partition::Partition`]), which
 //!   pick the next packet to forward.
+//! - [`partitions`]: the GPU's CU partitions (one, or the two sides of `XHSA_RESERVE`) and
+//!   which partition each queue's rings are in.
 //! - [`window`]: the level-1 in-flight window, which decides how many packets a queue may have
 //!   on the hardware while higher-priority work waits.
 //! - [`packet_time`]: how long a queue's packets take on the hardware, measured from its
@@ -29,6 +31,7 @@ pub mod latency;
 pub mod packet;
 pub mod packet_time;
 pub mod partition;
+pub mod partitions;
 pub mod scheduler;
 pub mod shadow_queue;
 pub mod window;

@@ -66,6 +66,23 @@ impl CuMask {
     pub fn contains(&self, cu: u32) -> bool {
         self.0.get((cu / 32) as usize).is_some_and(|w| w & (1 << (cu % 32)) != 0)
     }
+
+    /// The mask a hardware queue gets when its application asks for `app` (words as
+    /// `hsa_amd_queue_cu_set_mask` takes them; empty: every CU, ROCr's reset) while its partition
+    /// is `self`: the CUs of both — the application's mask is a bound the partition never widens.
+    /// When they share no CU, the application's own mask (`Err`): the partition yields.
+    pub fn bound_by(&self, app: &[u32]) -> Result<CuMask, CuMask> {
+        if app.is_empty() {
+            return Ok(self.clone());
+        }
+        let both: Vec<u32> =
+            app.iter().enumerate().map(|(i, w)| w & self.0.get(i).copied().unwrap_or(0)).collect();
+        if both.iter().all(|&w| w == 0) {
+            Err(CuMask(app.to_vec()))
+        } else {
+            Ok(CuMask(both))
+        }
+    }
 }
 
 /// A packet chosen to go to the hardware.
@@ -461,6 +478,19 @@ mod tests {
 
     fn order(fs: &[Forward]) -> Vec<(u64, u64)> {
         fs.iter().map(|f| (f.queue.0, f.seq)).collect()
+    }
+
+    #[test]
+    fn an_application_mask_bounds_the_partition_and_wins_when_they_share_nothing() {
+        let part = CuMask::from_words(vec![0x8888_8888, 0x8888_8888, 0x8888]);
+        assert_eq!(part.bound_by(&[]), Ok(part.clone()), "a reset gives the partition back");
+        assert_eq!(
+            part.bound_by(&[0xffff_0000]),
+            Ok(CuMask::from_words(vec![0x8888_0000])),
+            "only the application's CUs, and of those only the partition's"
+        );
+        assert_eq!(part.bound_by(&[0x7777_7777]), Err(CuMask::from_words(vec![0x7777_7777])));
+        assert_eq!(part.bound_by(&[0, 0, 0, 0x8]).unwrap_err().count(), 1, "past the partition");
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //!
 //! **Take off** a running queue `q` when all of these hold:
 //! - higher-priority work exists: some other queue (of this process or of any other process on
-//!   the GPU, from the board) with a higher priority has packets pending or in flight;
+//!   the GPU, from the board) with a higher priority has packets pending or in flight, in a CU
+//!   partition that overlaps `q`'s (work on disjoint CUs, the two sides of an `XHSA_RESERVE`
+//!   split, never takes the other side's queues off; [`xhsa_model::partition::overlaps`]);
 //! - `q` has packets in flight on the hardware (held packets are the level-1 window's business);
 //! - its work in flight would delay that work by more than a preemption costs: `in_flight ×
 //!   packet_ns` (measured, [`crate::path::packet_time`]) above the measured cost of taking it off
@@ -24,7 +26,8 @@
 use super::settings::PreemptSettings;
 use crate::path::window::Nanos;
 use std::collections::BTreeMap;
-use xhsa_model::ids::QueueId;
+use xhsa_model::ids::{PartitionId, QueueId};
+use xhsa_model::partition::overlaps;
 use xhsa_model::priority::Priority;
 
 /// One queue of this process as the board shows it.
@@ -40,6 +43,8 @@ pub struct Mine {
     pub preemptable: bool,
     /// An operator paused it (`xhsactl pause`): off the GPU until resumed, whatever else runs.
     pub paused: bool,
+    /// Its CU partition.
+    pub partition: PartitionId,
 }
 
 impl Mine {
@@ -115,22 +120,27 @@ impl Policy {
         self.states.remove(&q);
     }
 
-    /// Decides; `others` are the priorities of the other processes' queues that have work,
+    /// Decides; `others` are the priorities and partitions of the other processes' queues that have work,
     /// `cost` the expected cost of taking a queue off, `budget_ok` whether the budget allows a
     /// preemption of that cost now (and `budget_at` when it will).
     pub fn decide(
         &mut self,
         now: Nanos,
         mine: &[Mine],
-        others: &[Priority],
+        others: &[(Priority, PartitionId)],
         cost: Option<Nanos>,
         budget_ok: bool,
         budget_at: Nanos,
     ) -> Decision {
         let mut d = Decision::default();
         let higher_work = |q: &Mine| {
-            others.iter().any(|p| *p > q.priority)
-                || mine.iter().any(|m| m.id != q.id && m.has_work() && m.priority > q.priority)
+            others.iter().any(|(p, part)| *p > q.priority && overlaps(*part, q.partition))
+                || mine.iter().any(|m| {
+                    m.id != q.id
+                        && m.has_work()
+                        && m.priority > q.priority
+                        && overlaps(m.partition, q.partition)
+                })
         };
         let wake =
             |d: &mut Decision, at: Nanos| d.wake_at = Some(d.wake_at.map_or(at, |w| w.min(at)));
@@ -195,6 +205,11 @@ mod tests {
         Priority::at_level(Level::new(level).unwrap())
     }
 
+    /// Another process's work at `level` on the whole GPU.
+    fn o(level: i64) -> (Priority, PartitionId) {
+        (p(level), PartitionId::WHOLE)
+    }
+
     fn q(id: u64, level: i64, in_flight: u32, packet_ns: u64) -> Mine {
         Mine {
             id: QueueId(id),
@@ -204,7 +219,29 @@ mod tests {
             packet_ns,
             preemptable: true,
             paused: false,
+            partition: PartitionId::WHOLE,
         }
+    }
+
+    #[test]
+    fn work_on_the_other_side_of_a_split_never_takes_a_queue_off() {
+        use xhsa_model::partition::{Reserve, Side, Split};
+        let split = Split::plan(Reserve::parse("20@10").unwrap(), 80, 4).unwrap();
+        let (reserved, shared) = (split.id(Side::Reserved), split.id(Side::Shared));
+        let mut pol = policy();
+        let batch = Mine { partition: shared, ..q(1, -10, 4, 2 * MS) };
+        let mut own_high = Mine { partition: reserved, ..q(2, 10, 0, 0) };
+        own_high.pending = 3;
+        // Higher work of this process and of another, both on the reserved side: no.
+        let d = pol.decide(0, &[batch, own_high], &[(p(10), reserved)], None, true, 0);
+        assert!(d.take_off.is_empty(), "{d:?}");
+        // Higher work on its own side, or on the whole GPU (another setting): yes.
+        assert_eq!(pol.decide(0, &[batch], &[(p(0), shared)], None, true, 0).take_off.len(), 1);
+        assert_eq!(pol.decide(0, &[batch], &[o(10)], None, true, 0).take_off.len(), 1);
+        // Off for shared-side work, it comes back when only reserved-side work is left.
+        pol.taken_off(&[QueueId(1)], 0);
+        let d = pol.decide(MS, &[batch, own_high], &[(p(10), reserved)], None, true, MS);
+        assert_eq!(d.put_back, vec![QueueId(1)]);
     }
 
     #[test]
@@ -242,11 +279,11 @@ mod tests {
         // Nobody higher: nothing to do.
         assert_eq!(pol.decide(0, &[low], &[], None, true, 0), Decision::default());
         // A higher priority elsewhere has work.
-        let d = pol.decide(10, &[low], &[p(5)], Some(450_000), true, 10);
+        let d = pol.decide(10, &[low], &[o(5)], Some(450_000), true, 10);
         assert_eq!(d.take_off, vec![QueueId(1)]);
         pol.taken_off(&d.take_off, 10);
         // Still there: stays off, wakes up at the starvation bound.
-        let d = pol.decide(20, &[low], &[p(5)], Some(450_000), true, 20);
+        let d = pol.decide(20, &[low], &[o(5)], Some(450_000), true, 20);
         assert!(d.take_off.is_empty() && d.put_back.is_empty());
         assert_eq!(d.wake_at, Some(10 + 100 * MS));
         // Gone: back at once.
@@ -262,7 +299,7 @@ mod tests {
         let mut high = q(2, 0, 0, 0);
         high.pending = 4;
         assert!(
-            pol.decide(0, &[low, high], &[p(0)], None, true, 0).take_off.is_empty(),
+            pol.decide(0, &[low, high], &[o(0)], None, true, 0).take_off.is_empty(),
             "equal priorities never preempt"
         );
         high.priority = p(1);
@@ -275,23 +312,23 @@ mod tests {
         let mut pol = policy();
         // 2 packets of 100 us in flight: 200 us of delay < 450 us of cost.
         assert!(pol
-            .decide(0, &[q(1, -1, 2, 100_000)], &[p(3)], Some(450_000), true, 0)
+            .decide(0, &[q(1, -1, 2, 100_000)], &[o(3)], Some(450_000), true, 0)
             .take_off
             .is_empty());
         // Unknown packet time or unknown cost: worth trying.
         assert_eq!(
-            pol.decide(0, &[q(1, -1, 2, 0)], &[p(3)], Some(450_000), true, 0).take_off.len(),
+            pol.decide(0, &[q(1, -1, 2, 0)], &[o(3)], Some(450_000), true, 0).take_off.len(),
             1
         );
         assert_eq!(
-            pol.decide(0, &[q(1, -1, 2, 100_000)], &[p(3)], None, true, 0).take_off.len(),
+            pol.decide(0, &[q(1, -1, 2, 100_000)], &[o(3)], None, true, 0).take_off.len(),
             1
         );
         // Nothing in flight, or not known to KFD: nothing to take off.
-        assert!(pol.decide(0, &[q(1, -1, 0, MS)], &[p(3)], None, true, 0).take_off.is_empty());
+        assert!(pol.decide(0, &[q(1, -1, 0, MS)], &[o(3)], None, true, 0).take_off.is_empty());
         let mut unknown = q(1, -1, 4, MS);
         unknown.preemptable = false;
-        assert!(pol.decide(0, &[unknown], &[p(3)], None, true, 0).take_off.is_empty());
+        assert!(pol.decide(0, &[unknown], &[o(3)], None, true, 0).take_off.is_empty());
     }
 
     #[test]
@@ -299,15 +336,15 @@ mod tests {
         let mut pol = policy();
         let low = q(1, -5, 2, 2 * MS);
         pol.taken_off(&[QueueId(1)], 0);
-        let d = pol.decide(100 * MS, &[low], &[p(5)], None, true, 100 * MS);
+        let d = pol.decide(100 * MS, &[low], &[o(5)], None, true, 100 * MS);
         assert_eq!((d.put_back.clone(), d.starved.clone()), (vec![QueueId(1)], vec![QueueId(1)]));
         pol.put_back(&d.put_back, &d.starved, 100 * MS);
         // Within its minimum run it stays on, and the policy looks again when it ends.
-        let d = pol.decide(105 * MS, &[low], &[p(5)], None, true, 105 * MS);
+        let d = pol.decide(105 * MS, &[low], &[o(5)], None, true, 105 * MS);
         assert!(d.take_off.is_empty());
         assert_eq!(d.wake_at, Some(110 * MS));
         assert_eq!(
-            pol.decide(110 * MS, &[low], &[p(5)], None, true, 110 * MS).take_off,
+            pol.decide(110 * MS, &[low], &[o(5)], None, true, 110 * MS).take_off,
             vec![QueueId(1)]
         );
     }
@@ -316,7 +353,7 @@ mod tests {
     fn the_budget_delays_taking_off_but_never_putting_back() {
         let mut pol = policy();
         let low = q(1, -5, 2, 2 * MS);
-        let d = pol.decide(0, &[low], &[p(5)], None, false, 70 * MS);
+        let d = pol.decide(0, &[low], &[o(5)], None, false, 70 * MS);
         assert!(d.take_off.is_empty());
         assert_eq!(d.wake_at, Some(70 * MS));
         pol.taken_off(&[QueueId(1)], 0);
@@ -327,6 +364,6 @@ mod tests {
     fn a_queue_that_left_the_board_while_off_is_put_back() {
         let mut pol = policy();
         pol.taken_off(&[QueueId(7)], 0);
-        assert_eq!(pol.decide(1, &[], &[p(5)], None, true, 1).put_back, vec![QueueId(7)]);
+        assert_eq!(pol.decide(1, &[], &[o(5)], None, true, 1).put_back, vec![QueueId(7)]);
     }
 }

@@ -25,7 +25,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use xhsa_board::layout::Control;
-use xhsa_model::ids::QueueId;
+use xhsa_model::ids::{PartitionId, QueueId};
+use xhsa_model::partition::overlaps;
 use xhsa_model::priority::Priority;
 use xhsa_model::stats::BEAT_NS;
 
@@ -52,7 +53,7 @@ pub trait Watch: Send + Sync {
     fn wait(&self, seen: u32, timeout: Option<Duration>);
     /// This process's queues on the board, and the priorities of the other processes' queues
     /// that have work.
-    fn view(&self) -> (Vec<Mine>, Vec<Priority>);
+    fn view(&self) -> (Vec<Mine>, Vec<(Priority, PartitionId)>);
     /// Periodic work off the application's threads (dead owners' slots).
     fn housekeeping(&self);
     /// Whether changes of this process's own queues may concern its watcher (it then wants
@@ -556,11 +557,13 @@ impl Preemption {
         }
         // Own changes concern this watcher when this process has queues of several priorities
         // (one can preempt another), queues off the GPU, or queues below some other process's
-        // work (one of them starting to have packets in flight is then a reason to act).
+        // work in an overlapping CU partition (one of them starting to have packets in flight is
+        // then a reason to act).
         let distinct: std::collections::BTreeSet<Priority> =
             mine.iter().map(|m| m.priority).collect();
-        let lowest = distinct.iter().next().copied();
-        let below_others = lowest.is_some_and(|l| others.iter().any(|p| *p > l));
+        let below_others = mine.iter().any(|m| {
+            others.iter().any(|(p, part)| *p > m.priority && overlaps(*part, m.partition))
+        });
         watch.set_interest(distinct.len() > 1 || !g.off.is_empty() || below_others);
         let cost = g.mech.expected_cost();
         let expected = cost.unwrap_or(0);
@@ -577,7 +580,7 @@ impl Preemption {
             tracing::debug!(
                 "xhsa: preemption step: mine {:?}, others with work {:?}, cost {cost:?}, budget {budget_ok}: take off {:?}, put back {:?}",
                 mine.iter().map(|m| (m.id.0, m.priority.rank(), m.pending, m.in_flight, m.packet_ns / 1000, m.preemptable)).collect::<Vec<_>>(),
-                others.iter().map(|p| p.rank()).collect::<Vec<_>>(),
+                others.iter().map(|(p, part)| (p.rank(), part.0)).collect::<Vec<_>>(),
                 d.take_off,
                 d.put_back
             );
@@ -739,7 +742,7 @@ mod tests {
 
     #[derive(Default)]
     struct FakeBoard {
-        view: Mutex<(Vec<Mine>, Vec<Priority>)>,
+        view: Mutex<(Vec<Mine>, Vec<(Priority, PartitionId)>)>,
         housekeeping: AtomicU64,
         beats: AtomicU64,
     }
@@ -749,7 +752,7 @@ mod tests {
             0
         }
         fn wait(&self, _: u32, _: Option<Duration>) {}
-        fn view(&self) -> (Vec<Mine>, Vec<Priority>) {
+        fn view(&self) -> (Vec<Mine>, Vec<(Priority, PartitionId)>) {
             self.view.lock().unwrap().clone()
         }
         fn housekeeping(&self) {
@@ -784,6 +787,7 @@ mod tests {
             packet_ns: 2_000_000,
             preemptable: false,
             paused: false,
+            partition: PartitionId::WHOLE,
         }
     }
 
@@ -805,7 +809,7 @@ mod tests {
         let k = FakeKfd { cost_ns: 0, ..Default::default() };
         let (pre, clock) = setup(PreemptMode::Suspend, &k);
         let board = FakeBoard::default();
-        *board.view.lock().unwrap() = (vec![low(2)], vec![p(3)]);
+        *board.view.lock().unwrap() = (vec![low(2)], vec![(p(3), PartitionId::WHOLE)]);
         pre.step(&board);
         assert_eq!(pre.off(), vec![QueueId(1)]);
         assert_eq!(board.housekeeping.load(Ordering::Relaxed), 1);
@@ -846,7 +850,7 @@ mod tests {
         assert_eq!(pre.step(&board), now + 2 * BEAT_NS);
         assert_eq!(board.beats.load(Ordering::Relaxed), 2);
         // Idle again, below another process's work: no beats, but a look within a beat.
-        *board.view.lock().unwrap() = (vec![low(0)], vec![p(3)]);
+        *board.view.lock().unwrap() = (vec![low(0)], vec![(p(3), PartitionId::WHOLE)]);
         let at = now + BEAT_NS + 1;
         clock.store(at, Ordering::Relaxed);
         assert_eq!(pre.step(&board), at + BEAT_NS);
@@ -858,7 +862,7 @@ mod tests {
         let k = FakeKfd::default();
         let (pre, _) = setup(PreemptMode::Queue, &k);
         let board = FakeBoard::default();
-        *board.view.lock().unwrap() = (vec![low(2)], vec![p(3)]);
+        *board.view.lock().unwrap() = (vec![low(2)], vec![(p(3), PartitionId::WHOLE)]);
         pre.step(&board);
         assert_eq!(pre.runtime_update(3, 11, 50, |pct| pct), Some(0), "kept off");
         assert_eq!(
@@ -877,7 +881,7 @@ mod tests {
         let k = FakeKfd { fail_suspend: true, ..Default::default() };
         let (pre, _) = setup(PreemptMode::Suspend, &k);
         let board = FakeBoard::default();
-        *board.view.lock().unwrap() = (vec![low(2)], vec![p(3)]);
+        *board.view.lock().unwrap() = (vec![low(2)], vec![(p(3), PartitionId::WHOLE)]);
         pre.step(&board);
         assert!(pre.off().is_empty());
         pre.step(&board);
@@ -893,7 +897,7 @@ mod tests {
         let k = FakeKfd::default();
         let (pre, clock) = setup(PreemptMode::Suspend, &k);
         let board = FakeBoard::default();
-        *board.view.lock().unwrap() = (vec![low(2)], vec![p(3)]);
+        *board.view.lock().unwrap() = (vec![low(2)], vec![(p(3), PartitionId::WHOLE)]);
         pre.step(&board);
         *k.fail_resume.lock().unwrap() = true;
         *board.view.lock().unwrap() = (vec![low(2)], vec![]);
@@ -905,7 +909,7 @@ mod tests {
         pre.step(&board);
         assert!(pre.off().is_empty());
         // A failed call stopped preemption for the process.
-        *board.view.lock().unwrap() = (vec![low(2)], vec![p(3)]);
+        *board.view.lock().unwrap() = (vec![low(2)], vec![(p(3), PartitionId::WHOLE)]);
         pre.step(&board);
         assert!(pre.off().is_empty());
     }
@@ -927,10 +931,10 @@ mod tests {
         // A priority change before the id is known is kept for the put-back.
         pre.runtime_priority(0xa000, 0);
         let board = FakeBoard::default();
-        *board.view.lock().unwrap() = (vec![low(0)], vec![p(3)]);
+        *board.view.lock().unwrap() = (vec![low(0)], vec![(p(3), PartitionId::WHOLE)]);
         pre.step(&board);
         assert!(k.log.lock().unwrap().is_empty(), "no snapshot before a queue is to be taken off");
-        *board.view.lock().unwrap() = (vec![low(2)], vec![p(3)]);
+        *board.view.lock().unwrap() = (vec![low(2)], vec![(p(3), PartitionId::WHOLE)]);
         pre.step(&board);
         assert_eq!(pre.off(), vec![QueueId(1)]);
         // The runtime's own priority change put the deactivated queue back on: off again.
@@ -951,7 +955,7 @@ mod tests {
         let pre = Preemption::new(settings, Box::new(k.clone()), Box::new(|| 1_000));
         pre.add_unresolved(QueueId(1), 0xa000, 7, 100);
         let board = FakeBoard::default();
-        *board.view.lock().unwrap() = (vec![low(2)], vec![p(3)]);
+        *board.view.lock().unwrap() = (vec![low(2)], vec![(p(3), PartitionId::WHOLE)]);
         pre.step(&board);
         pre.step(&board);
         assert!(pre.off().is_empty());
@@ -963,7 +967,7 @@ mod tests {
         let k = FakeKfd::default();
         let (pre, _) = setup(PreemptMode::Suspend, &k);
         let board = FakeBoard::default();
-        *board.view.lock().unwrap() = (vec![low(2)], vec![p(3)]);
+        *board.view.lock().unwrap() = (vec![low(2)], vec![(p(3), PartitionId::WHOLE)]);
         pre.step(&board);
         assert_eq!(pre.off(), vec![QueueId(1)]);
         pre.forget(QueueId(1));
@@ -977,7 +981,7 @@ mod tests {
         let (pre, _) = setup(PreemptMode::Queue, &k);
         let pre = Arc::new(pre);
         let board = FakeBoard::default();
-        *board.view.lock().unwrap() = (vec![low(2)], vec![p(3)]);
+        *board.view.lock().unwrap() = (vec![low(2)], vec![(p(3), PartitionId::WHOLE)]);
         pre.step(&board);
         assert_eq!(pre.off(), vec![QueueId(1)]);
         // The runtime's call is decided and made under the lock: a put-back waiting for it
@@ -1019,7 +1023,7 @@ mod tests {
                 0
             }
             fn wait(&self, _: u32, _: Option<Duration>) {}
-            fn view(&self) -> (Vec<Mine>, Vec<Priority>) {
+            fn view(&self) -> (Vec<Mine>, Vec<(Priority, PartitionId)>) {
                 if self.1.load(Ordering::Relaxed) {
                     panic!("a bug in the watcher's step");
                 }
@@ -1034,7 +1038,7 @@ mod tests {
         let k = FakeKfd::default();
         let (pre, _) = setup(PreemptMode::Suspend, &k);
         let board = Exploding(FakeBoard::default(), std::sync::atomic::AtomicBool::new(false));
-        *board.0.view.lock().unwrap() = (vec![low(2)], vec![p(3)]);
+        *board.0.view.lock().unwrap() = (vec![low(2)], vec![(p(3), PartitionId::WHOLE)]);
         pre.step(&board);
         assert_eq!(pre.off(), vec![QueueId(1)]);
         board.1.store(true, Ordering::Relaxed);
@@ -1054,7 +1058,7 @@ mod tests {
         let k = FakeKfd { cost_ns: 0, ..Default::default() };
         let (pre, clock) = setup(PreemptMode::Suspend, &k);
         let board = FakeBoard::default();
-        *board.view.lock().unwrap() = (vec![low(2)], vec![p(3)]);
+        *board.view.lock().unwrap() = (vec![low(2)], vec![(p(3), PartitionId::WHOLE)]);
         pre.step(&board);
         *board.view.lock().unwrap() = (vec![low(0)], vec![]);
         pre.step(&board);
@@ -1070,7 +1074,7 @@ mod tests {
         pre.step(&board);
         assert_eq!(k.log.lock().unwrap().last().unwrap(), "disable");
         // A new suspension enables it again; the runtime's shutdown turns it off and retires.
-        *board.view.lock().unwrap() = (vec![low(2)], vec![p(3)]);
+        *board.view.lock().unwrap() = (vec![low(2)], vec![(p(3), PartitionId::WHOLE)]);
         pre.step(&board);
         assert_eq!(pre.off(), vec![QueueId(1)]);
         pre.retire();
@@ -1090,7 +1094,7 @@ mod tests {
         let k = FakeKfd::default();
         let (pre, _) = setup(PreemptMode::Suspend, &k);
         let board = FakeBoard::default();
-        *board.view.lock().unwrap() = (vec![low(2)], vec![p(3)]);
+        *board.view.lock().unwrap() = (vec![low(2)], vec![(p(3), PartitionId::WHOLE)]);
         pre.step(&board);
         *k.fail_resume.lock().unwrap() = true;
         pre.forget(QueueId(1));
@@ -1103,7 +1107,7 @@ mod tests {
         let k = FakeKfd { cost_ns: 0, ..Default::default() };
         let (pre, clock) = setup(PreemptMode::Queue, &k);
         let board = FakeBoard::default();
-        *board.view.lock().unwrap() = (vec![low(2)], vec![p(3)]);
+        *board.view.lock().unwrap() = (vec![low(2)], vec![(p(3), PartitionId::WHOLE)]);
         pre.step(&board);
         assert_eq!(pre.off(), vec![QueueId(1)]);
         clock.fetch_add(1_000_000, Ordering::Relaxed);

@@ -228,8 +228,37 @@ pub(crate) unsafe fn cu_set_mask(
     mask: *const u32,
 ) -> hsa_status_t {
     let Some(real) = real else { return HSA_STATUS_ERROR };
-    // SAFETY: the caller's arguments, with the hardware queue behind a shadow.
-    inside(|| unsafe { real(hw_of(queue as u64) as *const hsa_queue_t, count, mask) })
+    let partition = SHADOWS
+        .get(queue as u64)
+        .and_then(|id| with_queue(id, |s, _, _, _| s.cu_mask_of(QueueId(id))))
+        .flatten();
+    let (Some(partition), true) = (partition, count % 32 == 0 && (count == 0 || !mask.is_null()))
+    else {
+        // SAFETY: the caller's arguments, with the hardware queue behind a shadow.
+        return inside(|| unsafe { real(hw_of(queue as u64) as *const hsa_queue_t, count, mask) });
+    };
+    // SAFETY: `mask` holds `count` bits, readable for the call (# Safety); not read when 0.
+    let app = if count == 0 {
+        &[][..]
+    } else {
+        unsafe { std::slice::from_raw_parts(mask, count as usize / 32) }
+    };
+    let words = match partition.bound_by(app) {
+        Ok(both) => both,
+        Err(own) => {
+            static SAID: AtomicBool = AtomicBool::new(false);
+            log_once(&SAID, || {
+                tracing::info!("xhsa: an application CU mask shares no CU with its queue's partition (XHSA_RESERVE): the application's mask is used")
+            });
+            own
+        }
+    };
+    let words = words.words();
+    // SAFETY: the hardware queue behind the caller's shadow, and a mask of `words.len() * 32`
+    // bits libxhsa holds for the call.
+    inside(|| unsafe {
+        real(hw_of(queue as u64) as *const hsa_queue_t, words.len() as u32 * 32, words.as_ptr())
+    })
 }
 
 /// `hsa_amd_queue_cu_get_mask`: from the hardware queue.

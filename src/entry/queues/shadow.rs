@@ -146,6 +146,9 @@ pub(super) fn build_shadow(
         {
             tracing::warn!("xhsa: queue {id}: ROCr refused hardware priority {hw_priority:?}; it keeps the default");
         }
+        if let Some(gpu) = gpu {
+            give_partition_mask(r, gpu, id, hw);
+        }
         tracing::debug!("xhsa: queue {id}: shadow {mem:#x} ({size} packets) over hardware queue {hw:#x} ({hw_size} packets), {priority:?}");
         return Ok(mem);
     }
@@ -160,6 +163,24 @@ pub(super) fn build_shadow(
         r.free(mem);
     });
     Err("too many queues".into())
+}
+
+/// Gives hardware queue `hw` of queue `id` the CU mask of its partition (`XHSA_RESERVE`), once,
+/// at creation: each mask change costs a device-wide unmap on an HWS GPU. Without a split the
+/// queue keeps every CU. A refusal is logged once; the queue then runs on every CU.
+fn give_partition_mask(r: &crate::entry::rocr::Rocr, gpu: usize, id: u64, hw: u64) {
+    let Some(Some(mask)) = with_gpu(gpu, |s, _, _, _| s.cu_mask_of(QueueId(id))) else { return };
+    if inside(|| r.set_hw_cu_mask(hw, mask.words())) {
+        tracing::debug!(
+            "xhsa: queue {id}: hardware queue {hw:#x} on its partition's {} CUs",
+            mask.count()
+        );
+    } else {
+        static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        crate::entry::log::log_once(&SAID, || {
+            tracing::warn!("xhsa: ROCr refused the CU mask of a queue's partition (hsa_amd_queue_cu_set_mask); such queues run on every CU")
+        });
+    }
 }
 
 /// How long `hsa_queue_destroy` waits for the hardware to take and complete what libxhsa held.

@@ -5,7 +5,8 @@ use super::*;
 use crate::path::shadow_queue::Mode;
 use crate::path::window::Nanos;
 use std::sync::Arc;
-use xhsa_model::contention::Contention;
+use xhsa_model::contention::ExternalWork;
+use xhsa_model::ids::PartitionId;
 use xhsa_model::ids::QueueId;
 use xhsa_model::priority::Priority;
 use xhsa_model::stats::QueueState;
@@ -27,7 +28,7 @@ impl Scheduler {
     pub fn attach_board(&mut self, board: Arc<dyn Board>) {
         for id in self.queue_ids() {
             if let Some(p) = self.part.priority(id) {
-                board.join(id, p);
+                board.join(id, p, self.partition_of(id));
             }
         }
         self.board = Some(board);
@@ -46,7 +47,7 @@ impl Scheduler {
 
     pub(super) fn show_unshadowed(&self, id: QueueId, priority: Priority) {
         if let Some(b) = &self.board {
-            b.join(id, priority);
+            b.join(id, priority, PartitionId::WHOLE);
             let stats = QueueStats {
                 priority: priority.rank(),
                 requested: priority.rank(),
@@ -78,9 +79,10 @@ impl Scheduler {
     }
 
     /// The source of *external* contention: the highest priority with work in other processes
-    /// on the same GPU, as the board said at the last read (none without a board).
-    pub fn external_contention(&self) -> Contention {
-        self.external.0
+    /// on the same GPU, by CU partition, as the board said at the last read (none without a
+    /// board).
+    pub fn external_work(&self) -> &ExternalWork {
+        &self.external.0
     }
 
     /// Reads the board again unless the last read is younger than [`CONTENTION_CACHE_NS`].
@@ -162,7 +164,7 @@ impl Scheduler {
         let q = self.queues.get(&id)?;
         let mut s = self
             .part
-            .stats(id, now, &self.external_contention())
+            .stats(id, now, &self.external.0)
             .or_else(|| {
                 self.closed.get(&id).map(|c| QueueStats {
                     pending: 0,

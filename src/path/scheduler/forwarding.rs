@@ -81,7 +81,7 @@ impl Scheduler {
         }
         // 3. Selection.
         self.refresh_external(now);
-        let contention = self.external_contention();
+        let contention = self.external.0.clone();
         let mut batches: BTreeMap<QueueId, (Vec<Packet>, Seq)> = BTreeMap::new();
         for f in self.part.drain_forwardable(&contention) {
             let b = batches.entry(f.queue).or_insert_with(|| (Vec::new(), f.seq));

@@ -4,8 +4,8 @@
 
 use crate::path::shadow_queue::HwQueue;
 use std::sync::Arc;
-use xhsa_model::contention::Contention;
-use xhsa_model::ids::QueueId;
+use xhsa_model::contention::ExternalWork;
+use xhsa_model::ids::{PartitionId, QueueId};
 use xhsa_model::priority::Priority;
 use xhsa_model::stats::QueueStats;
 
@@ -13,14 +13,15 @@ use xhsa_model::stats::QueueStats;
 /// process; a fake in tests): the queues of this process publish there, and the other
 /// processes' work is the *external* contention of the window.
 pub trait Board: Send + Sync + std::fmt::Debug {
-    /// Gives a queue a slot; false if it could not (the queue is then invisible to others).
-    fn join(&self, queue: QueueId, priority: Priority) -> bool;
+    /// Gives a queue a slot in CU partition `partition`; false if it could not (the queue is
+    /// then invisible to others).
+    fn join(&self, queue: QueueId, priority: Priority, partition: PartitionId) -> bool;
     /// Publishes a queue's counters.
     fn publish(&self, queue: QueueId, stats: &QueueStats);
     /// Frees a queue's slot.
     fn leave(&self, queue: QueueId);
-    /// The highest priority with work in other processes.
-    fn contention(&self) -> Contention;
+    /// The highest priority with work in other processes, by CU partition.
+    fn contention(&self) -> ExternalWork;
     /// Whether queues of other processes are on the board at all (they may then be held back
     /// by this process's work, and must learn promptly when it ends).
     fn others_present(&self) -> bool;

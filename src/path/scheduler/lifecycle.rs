@@ -76,7 +76,7 @@ impl Scheduler {
     /// an unknown queue.
     pub fn close(&mut self, id: QueueId, mem: &dyn QueueMemory, now: Nanos) -> bool {
         // The rings' counters of the queue (throttle time, completions) outlive its ring.
-        if let Some(st) = self.part.stats(id, now, &self.external_contention()) {
+        if let Some(st) = self.part.stats(id, now, &self.external.0) {
             self.closed.insert(id, st);
         }
         let Some(q) = self.queues.get_mut(&id) else { return false };
@@ -148,7 +148,7 @@ impl Scheduler {
     pub fn remove(&mut self, id: QueueId, now: Nanos) -> Option<ShadowQueue> {
         let q = self.queues.remove(&id)?;
         let closed = self.closed.remove(&id);
-        let stats = self.part.stats(id, now, &self.external_contention()).or(closed);
+        let stats = self.part.stats(id, now, &self.external.0).or(closed);
         let _ = self.part.remove_queue(id);
         if let Some(b) = &self.board {
             b.leave(id);

@@ -37,15 +37,17 @@
 //! (degradation, inactivation, destroy); this file holds the scheduler's state.
 #![forbid(unsafe_code)]
 
-use crate::path::partition::{CuMask, Partition};
+use crate::path::partition::CuMask;
+use crate::path::partitions::Partitions;
 use crate::path::shadow_queue::{Mode, ShadowQueue};
 use crate::path::window::Nanos;
 use crate::settings::fault::FaultPlan;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use xhsa_model::contention::Contention;
+use xhsa_model::contention::ExternalWork;
 use xhsa_model::ids::PartitionId;
 use xhsa_model::ids::QueueId;
+use xhsa_model::partition::Split;
 use xhsa_model::priority::{Level, Priority};
 use xhsa_model::stats::QueueStats;
 use xhsa_model::window_size::WindowSize;
@@ -106,7 +108,7 @@ pub struct Summary {
 /// The scheduler; see the module doc.
 #[derive(Debug)]
 pub struct Scheduler {
-    part: Partition,
+    part: Partitions,
     queues: BTreeMap<QueueId, ShadowQueue>,
     faults: Arc<FaultPlan>,
     /// Totals of queues already removed.
@@ -118,8 +120,8 @@ pub struct Scheduler {
     stalled: bool,
     /// The GPU's board, once attached.
     board: Option<Arc<dyn Board>>,
-    /// The board's last contention and when it was read.
-    external: (Contention, Option<Nanos>),
+    /// The board's last contention (other processes' work by partition) and when it was read.
+    external: (ExternalWork, Option<Nanos>),
     /// Whether other processes had queues on the board at the last read.
     others: bool,
     published: BTreeMap<QueueId, Published>,
@@ -155,7 +157,7 @@ impl Scheduler {
     /// An empty scheduler: one partition (the whole GPU), window `W`.
     pub fn new(window: WindowSize, faults: Arc<FaultPlan>) -> Scheduler {
         Scheduler {
-            part: Partition::new(PartitionId(0), CuMask::all(0), window),
+            part: Partitions::new(window),
             queues: BTreeMap::new(),
             faults,
             retired: Summary::default(),
@@ -163,7 +165,7 @@ impl Scheduler {
             degraded: 0,
             stalled: false,
             board: None,
-            external: (Contention::external(None), None),
+            external: (ExternalWork::none(), None),
             others: false,
             published: BTreeMap::new(),
             closed: BTreeMap::new(),
@@ -187,7 +189,17 @@ impl Scheduler {
         self.expedited
     }
 
-    /// Adds a new shadow queue at `priority`.
+    /// Splits the GPU's CUs (`XHSA_RESERVE`) for the queues added from now on.
+    pub fn set_split(&mut self, split: Option<Split>) {
+        self.part.set_split(split);
+    }
+
+    /// The split of the GPU's CUs, if any.
+    pub fn split(&self) -> Option<&Split> {
+        self.part.split()
+    }
+
+    /// Adds a new shadow queue at `priority`, in the CU partition its priority puts it in.
     pub fn add(&mut self, queue: ShadowQueue, priority: Priority) -> bool {
         let id = queue.id;
         if self.queues.contains_key(&id) || self.part.add_queue(id, priority).is_err() {
@@ -197,9 +209,19 @@ impl Scheduler {
         self.requested.insert(id, priority);
         self.created += 1;
         if let Some(b) = &self.board {
-            b.join(id, priority);
+            b.join(id, priority, self.partition_of(id));
         }
         true
+    }
+
+    /// The CU partition of a queue (the whole GPU for one unknown or unshadowed).
+    pub fn partition_of(&self, id: QueueId) -> PartitionId {
+        self.part.partition_of(id).unwrap_or(PartitionId::WHOLE)
+    }
+
+    /// The CU mask the hardware queue behind `id` must have, `None` for the whole GPU.
+    pub fn cu_mask_of(&self, id: QueueId) -> Option<CuMask> {
+        self.part.cu_mask_of(id)
     }
 
     /// The queue, if present.
@@ -231,11 +253,7 @@ impl Scheduler {
     pub fn summary(&self, now: Nanos) -> Summary {
         let mut total = self.retired;
         for (&id, q) in &self.queues {
-            add_stats(
-                &mut total,
-                q,
-                self.part.stats(id, now, &self.external_contention()).as_ref(),
-            );
+            add_stats(&mut total, q, self.part.stats(id, now, &self.external.0).as_ref());
         }
         total.queues = self.created;
         total.degraded = self.degraded;

@@ -11,7 +11,8 @@ use crate::settings::fault::FaultPlan;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
-use xhsa_model::contention::Contention;
+use xhsa_model::contention::ExternalWork;
+use xhsa_model::ids::PartitionId;
 use xhsa_model::ids::QueueId;
 use xhsa_model::priority::Priority;
 use xhsa_model::priority::{Level, StreamPriority};
@@ -254,14 +255,19 @@ fn the_window_holds_a_lower_queue_while_a_higher_one_works() {
 #[derive(Debug, Default)]
 struct FakeBoard {
     external: std::sync::Mutex<Option<Priority>>,
+    /// Other processes' work in named partitions, beside `external` on the whole GPU.
+    external_in: std::sync::Mutex<Vec<(PartitionId, Priority)>>,
+    /// The partitions queues joined in.
+    partitions: std::sync::Mutex<Vec<(QueueId, PartitionId)>>,
     published: std::sync::Mutex<Vec<(QueueId, QueueStats)>>,
     joined: std::sync::Mutex<Vec<QueueId>>,
     left: std::sync::Mutex<Vec<QueueId>>,
 }
 
 impl Board for FakeBoard {
-    fn join(&self, queue: QueueId, _: Priority) -> bool {
+    fn join(&self, queue: QueueId, _: Priority, partition: PartitionId) -> bool {
         self.joined.lock().unwrap().push(queue);
+        self.partitions.lock().unwrap().push((queue, partition));
         true
     }
     fn publish(&self, queue: QueueId, stats: &QueueStats) {
@@ -270,8 +276,15 @@ impl Board for FakeBoard {
     fn leave(&self, queue: QueueId) {
         self.left.lock().unwrap().push(queue);
     }
-    fn contention(&self) -> Contention {
-        Contention::external(*self.external.lock().unwrap())
+    fn contention(&self) -> ExternalWork {
+        let mut w = ExternalWork::none();
+        if let Some(p) = *self.external.lock().unwrap() {
+            w.add(PartitionId::WHOLE, p);
+        }
+        for &(part, p) in self.external_in.lock().unwrap().iter() {
+            w.add(part, p);
+        }
+        w
     }
     fn others_present(&self) -> bool {
         true
@@ -331,6 +344,41 @@ fn higher_work_of_another_process_on_the_board_holds_this_process_queue() {
     w.sched.remove(QueueId(2), 0);
     w.sched.leave_board();
     assert_eq!(*board.left.lock().unwrap(), vec![QueueId(2), QueueId(1)]);
+}
+
+#[test]
+fn with_a_reserve_queues_join_their_side_and_only_work_on_their_side_holds_them() {
+    use xhsa_model::partition::{Reserve, Side, Split};
+    let split = Split::plan(Reserve::parse("20@5").unwrap(), 80, 4).unwrap();
+    let (reserved, shared) = (split.id(Side::Reserved), split.id(Side::Shared));
+    let mut w = World::new(1, "");
+    w.sched.set_split(Some(split.clone()));
+    let board = Arc::new(FakeBoard::default());
+    w.sched.attach_board(board.clone());
+    w.add(1, prio(10));
+    w.add(2, prio(-10));
+    assert_eq!(
+        *board.partitions.lock().unwrap(),
+        vec![(QueueId(1), reserved), (QueueId(2), shared)]
+    );
+    assert_eq!(w.sched.cu_mask_of(QueueId(1)).unwrap().words(), split.mask(Side::Reserved));
+    assert_eq!(w.sched.cu_mask_of(QueueId(2)).unwrap().words(), split.mask(Side::Shared));
+    // Another process's urgent work on the reserved side: the batch queue is not held, even
+    // while this process's own reserved queue has work too.
+    board.external_in.lock().unwrap().push((reserved, prio(20)));
+    w.submit(1, 3);
+    w.submit(2, 4);
+    let s2 = w.sched.stats(QueueId(2), 0).unwrap();
+    assert_eq!((s2.in_flight, s2.pending), (4, 0), "nothing on its side outranks it");
+    assert!(!board.last(2).has_flag(xhsa_model::stats::FLAG_CONTENDED));
+    let s1 = w.sched.stats(QueueId(1), 0).unwrap();
+    assert_eq!((s1.in_flight, s1.pending), (1, 2), "held to W by the higher work on its side");
+    // Work on the shared side above the batch queue holds it.
+    board.external_in.lock().unwrap().push((shared, prio(0)));
+    w.gpu(2, 100);
+    w.sched.pass(&w.mem, &w.hw, CONTENTION_CACHE_NS);
+    w.submit(2, 3);
+    assert_eq!(w.sched.stats(QueueId(2), CONTENTION_CACHE_NS).unwrap().pending, 2);
 }
 
 #[test]

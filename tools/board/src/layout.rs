@@ -77,7 +77,7 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
-use xhsa_model::contention::Contention;
+use xhsa_model::contention::{Contention, ExternalWork};
 use xhsa_model::ids::{PartitionId, QueueId};
 use xhsa_model::priority::Priority;
 use xhsa_model::stats::{QueueStats, STATS_LAYOUT_VERSION};
@@ -560,6 +560,20 @@ pub fn summarize(slots: &[Slot], exclude: Option<Owner>, now_ns: u64) -> Summary
         }
     }
     summary
+}
+
+/// The other processes' work by CU partition at `now_ns` (the highest priority with work of each
+/// partition id), leaving out the slots of `exclude`; and how many live slots were counted.
+pub fn external_work(slots: &[Slot], exclude: Option<Owner>, now_ns: u64) -> (ExternalWork, usize) {
+    let mut work = ExternalWork::none();
+    let mut live = 0;
+    for slot in slots.iter().filter(|s| counted(s, exclude)) {
+        live += 1;
+        if let Some(p) = slot.priority_with_work(now_ns) {
+            work.add(PartitionId(slot.partition), p);
+        }
+    }
+    (work, live)
 }
 
 /// Whether a queue of another process than `exclude` has work at a priority above `p`, at

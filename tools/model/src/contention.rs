@@ -2,6 +2,8 @@
 //! summarizes it and the level-1 window consumes it.
 #![forbid(unsafe_code)]
 
+use crate::ids::PartitionId;
+use crate::partition::overlaps;
 use crate::priority::Priority;
 
 /// What the policy needs to know about work outside this process: the highest priority with
@@ -21,5 +23,79 @@ impl Contention {
     /// Other processes' highest priority with work.
     pub fn external(highest: Option<Priority>) -> Contention {
         Contention { external_highest: highest }
+    }
+}
+
+/// Other processes' work on a GPU by CU partition: the highest priority with work of each
+/// partition id on the board ([`crate::partition`]). A partition's contention is the highest
+/// over the partitions that overlap it ([`crate::partition::overlaps`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExternalWork {
+    highest: Vec<(PartitionId, Priority)>,
+}
+
+impl ExternalWork {
+    /// No other process has work.
+    pub fn none() -> ExternalWork {
+        ExternalWork::default()
+    }
+
+    /// Counts a queue with work at `priority` in `partition`.
+    pub fn add(&mut self, partition: PartitionId, priority: Priority) {
+        match self.highest.iter_mut().find(|(p, _)| *p == partition) {
+            Some((_, h)) => *h = (*h).max(priority),
+            None => self.highest.push((partition, priority)),
+        }
+    }
+
+    /// The contention work in `partition` meets: the highest priority with work in any
+    /// partition overlapping it.
+    pub fn contention_in(&self, partition: PartitionId) -> Contention {
+        Contention::external(
+            self.highest.iter().filter(|(p, _)| overlaps(*p, partition)).map(|(_, h)| *h).max(),
+        )
+    }
+
+    /// The highest priority with work anywhere on the GPU.
+    pub fn anywhere(&self) -> Contention {
+        Contention::external(self.highest.iter().map(|(_, h)| *h).max())
+    }
+
+    /// Each partition's highest priority with work.
+    pub fn partitions(&self) -> &[(PartitionId, Priority)] {
+        &self.highest
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::partition::{Reserve, Side, Split};
+    use crate::priority::Level;
+
+    #[test]
+    fn work_contends_only_in_partitions_that_overlap_its_own() {
+        let p = |l| Priority::at_level(Level::new(l).unwrap());
+        let s = Split::plan(Reserve::parse("20@10").unwrap(), 80, 4).unwrap();
+        let (r, sh) = (s.id(Side::Reserved), s.id(Side::Shared));
+        let mut w = ExternalWork::none();
+        assert_eq!(w.anywhere(), Contention::NONE);
+        w.add(sh, p(-10));
+        w.add(sh, p(-5));
+        assert_eq!(
+            w.contention_in(r),
+            Contention::NONE,
+            "the shared side's work is not the reserved side's"
+        );
+        assert_eq!(w.contention_in(sh), Contention::external(Some(p(-5))));
+        assert_eq!(w.contention_in(PartitionId::WHOLE), Contention::external(Some(p(-5))));
+        w.add(PartitionId::WHOLE, p(3));
+        assert_eq!(
+            w.contention_in(r),
+            Contention::external(Some(p(3))),
+            "the whole GPU overlaps both"
+        );
+        assert_eq!(w.anywhere(), Contention::external(Some(p(3))));
+        assert_eq!(w.partitions().len(), 2);
     }
 }

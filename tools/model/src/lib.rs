@@ -4,6 +4,7 @@
 //! - [`priority`]: the operator's level and the application's stream priority, one order.
 //! - [`window_size`]: `W` of the level-1 window.
 //! - [`contention`]: what a process knows of other processes' work on a GPU.
+//! - [`partition`]: a reserved share of a GPU's CUs (`XHSA_RESERVE`), its masks and ids.
 //! - [`stats`]: the per-queue counters a board slot carries, in their fixed layout.
 //! - [`clock`]: the clock shared between processes.
 //! - [`settings`]: the environment variables and the config file, parsed and checked.
@@ -15,6 +16,7 @@
 pub mod clock;
 pub mod contention;
 pub mod ids;
+pub mod partition;
 pub mod priority;
 pub mod settings;
 pub mod stats;

@@ -4,6 +4,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use crate::partition::{Reserve, ACCEPTED_RESERVE};
 use crate::priority::Level;
 use crate::settings::whitelist::Whitelist;
 use crate::window_size::WindowSize;
@@ -26,6 +27,8 @@ pub const ENV_PASSTHROUGH_LIBS_ALIAS: &str = "XSCHED_PASSTHROUGH_LIBS";
 pub const ENV_CONFIG: &str = "XHSA_CONFIG";
 /// `XHSA_LOG`.
 pub const ENV_LOG: &str = "XHSA_LOG";
+/// `XHSA_RESERVE`.
+pub const ENV_RESERVE: &str = "XHSA_RESERVE";
 /// `XHSA_BOARD_DIR`.
 pub const ENV_BOARD_DIR: &str = "XHSA_BOARD_DIR";
 /// Where boards live unless `XHSA_BOARD_DIR` says otherwise.
@@ -51,6 +54,8 @@ pub struct EnvSettings {
     pub log: Option<String>,
     /// `XHSA_BOARD_DIR`.
     pub board_dir: Option<PathBuf>,
+    /// `XHSA_RESERVE`.
+    pub reserve: Option<Reserve>,
 }
 
 /// Reads one variable as text: `None` if unset or empty; an error if not UTF-8.
@@ -136,6 +141,19 @@ impl EnvSettings {
                     ENV_WINDOW,
                     Some(text),
                     format!("expected {ACCEPTED_WINDOW}"),
+                    fallback,
+                ));
+            }
+        }
+
+        let fallback = "using the config file's reserve, else none (one partition: the whole GPU)";
+        if let Some(text) = text_var(&lookup, ENV_RESERVE, &mut errors, fallback) {
+            env.reserve = Reserve::parse(&text);
+            if env.reserve.is_none() {
+                errors.push(SettingError::new(
+                    ENV_RESERVE,
+                    Some(text),
+                    format!("expected {ACCEPTED_RESERVE}"),
                     fallback,
                 ));
             }

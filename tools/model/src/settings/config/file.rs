@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::partition::{Reserve, ACCEPTED_RESERVE};
 use crate::priority::Level;
 use crate::settings::whitelist::Whitelist;
 use crate::window_size::WindowSize;
@@ -17,6 +18,7 @@ pub(super) const CONFIG_KEYS: &[&str] = &[
     "board_dir",
     "board_group",
     "control_max_level",
+    "reserve",
     "process",
     "library",
 ];
@@ -49,6 +51,8 @@ pub struct Config {
     pub board_group: Option<GroupSpec>,
     /// `control_max_level`.
     pub control_max_level: Option<Level>,
+    /// `reserve`.
+    pub reserve: Option<Reserve>,
 }
 
 /// A group, as the config names it.
@@ -131,6 +135,17 @@ impl Config {
                         "using no passthrough libraries from the file",
                     )),
                 },
+                "reserve" => {
+                    config.reserve = value.as_str().and_then(Reserve::parse);
+                    if config.reserve.is_none() {
+                        errors.push(SettingError::new(
+                            at(key),
+                            Some(value_text(value)),
+                            format!("expected a string {ACCEPTED_RESERVE}"),
+                            "using XHSA_RESERVE if set, else none (one partition: the whole GPU)",
+                        ));
+                    }
+                }
                 "board_dir" => {
                     config.board_dir = match value {
                         toml::Value::String(dir) if dir.trim().starts_with('/') => {

@@ -16,6 +16,7 @@
 //! | `XHSA_PASSTHROUGH_LIBS` | `XSCHED_PASSTHROUGH_LIBS` | comma-separated library names ([`crate::settings::whitelist`]), e.g. `libhipblas.so,librocblas.so.4` | none |
 //! | `XHSA_CONFIG` | | path of a TOML config file (below); no file is read unless it is set | none |
 //! | `XHSA_LOG` | | a level (`off`, `error`, `warn`, `info`, `debug`, `trace`) or a comma-separated list of `LEVEL` and `TARGET=LEVEL` directives, `TARGET` being `xhsa` or a path under it ([`log_filter`]) | `warn` |
+//! | `XHSA_RESERVE` | | `CUS@LEVEL` ([`crate::partition`]): queues of level ≥ `LEVEL` run on a reserved partition of about `CUS` CUs (whole XCCs on a multi-XCC GPU), every other queue on the rest; every process sharing a GPU should use the same value | config, else none: one partition, the whole GPU |
 //! | `XHSA_BOARD_DIR` | | directory of the per-GPU boards (the board (`xhsa_board::shared`)); every process that shares a GPU must use the same one | `/dev/shm` |
 //! | `XHSA_TRACE` | | a file path (`%p`: the process id, `%%`: `%`): write a trace of this process there (libxhsa's `trace`, `docs/trace.md`); read by libxhsa's `trace::settings` | none: no trace |
 //! | `XHSA_TRACE_BUFFER` | | integer `16..=16777216`: events per trace buffer (libxhsa's `trace::settings`) | 65536 |
@@ -36,6 +37,8 @@
 //! control_max_level = 0             # the highest level `xhsactl set-priority` may give this
 //!                                   #   process's queues when a non-root user asks, -256..=255
 //!                                   #   (default 255: no cap); root is never capped
+//! reserve = "20@10"                 # levels >= 10 run on 20 reserved CUs, the rest on the
+//!                                   #   other CUs (XHSA_RESERVE wins)
 //!
 //! [[process]]                       # per-process-name rule; the first match wins
 //! name = "inference-server"         # the executable's file name or the process name (comm);
@@ -46,7 +49,7 @@
 //! priority = 20
 //! ```
 //!
-//! Top-level keys: `priority`, `window`, `passthrough_libs`, `board_dir`, `board_group`, `control_max_level`, `process`, `library`; rule keys:
+//! Top-level keys: `priority`, `window`, `passthrough_libs`, `board_dir`, `board_group`, `control_max_level`, `reserve`, `process`, `library`; rule keys:
 //! `name`, `priority`. An unknown key is reported with the accepted ones and ignored; a rule
 //! without a valid `name` and `priority` is reported and skipped; a file that is not TOML is
 //! reported and ignored as a whole.
@@ -135,6 +138,33 @@ mod tests {
         assert_eq!(e.passthrough_libs.entries(), &["libhipblas.so", "librocblas.so.4"]);
         assert_eq!(e.config_path.as_deref(), Some(Path::new("/etc/xhsa.toml")));
         assert_eq!(e.log.as_deref(), Some("xhsa=debug"));
+    }
+
+    #[test]
+    fn reserve_from_environment_or_config_and_bad_forms_named() {
+        use crate::partition::Reserve;
+        let file = |text: &'static str| move |_: &Path| Ok(text.to_string());
+        let (s, errors) = Settings::load(env(&[("XHSA_RESERVE", "20@10")]), |_| panic!("no file"));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(s.reserve, Reserve::parse("20@10"));
+        let (s, errors) =
+            Settings::load(env(&[("XHSA_CONFIG", "/c.toml")]), file("reserve = \"40@5\""));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(s.reserve, Reserve::parse("40@5"));
+        let (s, _) = Settings::load(
+            env(&[("XHSA_CONFIG", "/c.toml"), ("XHSA_RESERVE", "20@10")]),
+            file("reserve = \"40@5\""),
+        );
+        assert_eq!(s.reserve, Reserve::parse("20@10"), "the environment wins");
+        let (s, errors) = Settings::load(env(&[("XHSA_RESERVE", "20")]), |_| panic!("no file"));
+        assert_eq!(s.reserve, None);
+        let text = errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n");
+        assert!(text.starts_with("XHSA_RESERVE=\"20\": expected CUS@LEVEL"), "{text}");
+        assert!(text.contains("none (one partition: the whole GPU)"), "{text}");
+        let (s, errors) = Settings::load(env(&[("XHSA_CONFIG", "/c.toml")]), file("reserve = 20"));
+        assert_eq!(s.reserve, None);
+        assert!(errors[0].to_string().contains("/c.toml: reserve"), "{errors:?}");
+        assert!(errors[0].to_string().contains("CUS@LEVEL"), "{errors:?}");
     }
 
     #[test]
@@ -427,7 +457,7 @@ mod tests {
         assert_eq!(
             text[1],
             "/etc/xhsa.toml: windw=\"3\": unknown key `windw`; accepted keys: `priority`, `window`, \
-             `passthrough_libs`, `board_dir`, `board_group`, `control_max_level`, `process`, `library`; ignoring it"
+             `passthrough_libs`, `board_dir`, `board_group`, `control_max_level`, `reserve`, `process`, `library`; ignoring it"
         );
         assert_eq!(
             text[0],

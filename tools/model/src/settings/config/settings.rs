@@ -4,6 +4,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use crate::partition::Reserve;
 use crate::priority::{Level, Priority, StreamPriority};
 use crate::settings::whitelist::Whitelist;
 use crate::window_size::WindowSize;
@@ -33,6 +34,9 @@ pub struct Settings {
     pub log: Option<String>,
     /// `XHSA_BOARD_DIR`, else [`DEFAULT_BOARD_DIR`].
     pub board_dir: PathBuf,
+    /// `XHSA_RESERVE`, else the config's `reserve`: a reserved CU partition for the
+    /// latency-critical levels ([`crate::partition`]); none by default.
+    pub reserve: Option<Reserve>,
 }
 
 impl Settings {
@@ -60,6 +64,7 @@ impl Settings {
         Settings {
             disable: env.disable,
             window: env.window.or(config.window).unwrap_or_default(),
+            reserve: env.reserve.or(config.reserve),
             passthrough,
             env_priority: env.priority,
             config_path: env.config_path,

@@ -1,0 +1,56 @@
+//! A GPU's CUs as KFD's topology tells them (`/sys/class/kfd/kfd/topology/nodes/N/properties`):
+//! how many, and in how many XCCs, which is what splitting it into CU partitions needs
+//! ([`xhsa_model::partition::Split`]).
+//!
+//! sysfs is the kernel's (not a shared place another user can write), and it is not
+//! namespaced: a container with the GPU sees its host's KFD nodes, as ROCr does. A kernel before
+//! the multi-XCC parts has no `num_xcc`: one XCC.
+
+/// Where KFD lists its nodes.
+const NODES: &str = "/sys/class/kfd/kfd/topology/nodes";
+
+/// A GPU's CUs.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Cus {
+    pub count: u32,
+    pub xccs: u32,
+}
+
+/// Reads a node's properties file: its CUs, or why not.
+pub(crate) fn node_cus(node: u32) -> Result<Cus, String> {
+    let path = format!("{NODES}/{node}/properties");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
+    parse(&text).ok_or_else(|| format!("{path}: no simd_count and simd_per_cu of a GPU"))
+}
+
+/// The CUs a `properties` file describes (`simd_count / simd_per_cu`, `num_xcc` or 1); `None`
+/// for a node without SIMDs (a CPU) or a file without them.
+pub(crate) fn parse(text: &str) -> Option<Cus> {
+    let value = |key: &str| {
+        text.lines().find_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            (k == key).then(|| v.trim().parse::<u32>().ok()).flatten()
+        })
+    };
+    let simds = value("simd_count")?;
+    let per_cu = value("simd_per_cu").filter(|&n| n > 0)?;
+    let count = simds / per_cu;
+    (count > 0).then(|| Cus { count, xccs: value("num_xcc").unwrap_or(1).max(1) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cus_and_xccs_from_a_properties_file() {
+        let mi308x =
+            "cpu_cores_count 0\nsimd_count 320\nmem_banks_count 1\nsimd_per_cu 4\nnum_xcc 4\n";
+        assert_eq!(parse(mi308x), Some(Cus { count: 80, xccs: 4 }));
+        let older = "simd_count 440\nsimd_per_cu 4\n";
+        assert_eq!(parse(older), Some(Cus { count: 110, xccs: 1 }), "no num_xcc: one XCC");
+        assert_eq!(parse("cpu_cores_count 16\nsimd_count 0\nsimd_per_cu 0\n"), None);
+        assert_eq!(parse("simd_count x\nsimd_per_cu 4\n"), None);
+        assert_eq!(parse(""), None);
+    }
+}

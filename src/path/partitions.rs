@@ -1,0 +1,266 @@
+//! The CU partitions of one GPU in one process, and which partition each shadow queue's rings are
+//! in.
+//!
+//! Without `XHSA_RESERVE` there is one partition, the whole GPU. With it
+//! ([`xhsa_model::partition::Split`]) a queue whose level is at or above the reserve's level is in
+//! the reserved partition, every other queue in the shared one; a queue stays in the partition it
+//! was created in (its hardware queue got that partition's CU mask once, and every mask change
+//! costs a device-wide unmap on an HWS GPU).
+//!
+//! Each [`Partition`] has its own priority rings and level-1 window: a queue is held back only by
+//! higher-priority work in its own partition — this process's queues there and the other
+//! processes' work in partitions that overlap it ([`ExternalWork::contention_in`]). Work in the
+//! two sides of a split never throttles each other.
+//!
+//! The queue-keyed calls find the queue's partition; they answer like [`Partition`]'s for an
+//! unknown queue.
+#![forbid(unsafe_code)]
+
+use crate::path::partition::{CuMask, Forward, Partition, Removed, RingError};
+use crate::path::window::{Nanos, Seq};
+use std::collections::BTreeMap;
+use xhsa_model::contention::ExternalWork;
+use xhsa_model::ids::{PartitionId, QueueId};
+use xhsa_model::partition::Split;
+use xhsa_model::priority::Priority;
+use xhsa_model::stats::QueueStats;
+use xhsa_model::window_size::WindowSize;
+
+/// The partitions of one GPU; see the module doc.
+#[derive(Clone, Debug)]
+pub struct Partitions {
+    window: WindowSize,
+    split: Option<Split>,
+    parts: BTreeMap<PartitionId, Partition>,
+    home: BTreeMap<QueueId, PartitionId>,
+}
+
+impl Partitions {
+    /// One partition, the whole GPU, with window `W = window`.
+    pub fn new(window: WindowSize) -> Partitions {
+        Partitions { window, split: None, parts: BTreeMap::new(), home: BTreeMap::new() }
+    }
+
+    /// Splits the GPU for queues added from now on (the ones already there stay where they are).
+    pub fn set_split(&mut self, split: Option<Split>) {
+        self.split = split;
+    }
+
+    /// The split, if any.
+    pub fn split(&self) -> Option<&Split> {
+        self.split.as_ref()
+    }
+
+    /// The partition a new queue of `priority` goes to, and its CU mask (`None`: the whole GPU).
+    pub fn place(&self, priority: Priority) -> (PartitionId, Option<CuMask>) {
+        match &self.split {
+            None => (PartitionId::WHOLE, None),
+            Some(s) => {
+                let side = s.side_for(priority.level());
+                (s.id(side), Some(CuMask::from_words(s.mask(side).to_vec())))
+            }
+        }
+    }
+
+    /// Adds a shadow queue at `priority` to the partition [`Partitions::place`] gives it.
+    pub fn add_queue(&mut self, queue: QueueId, priority: Priority) -> Result<(), RingError> {
+        if self.home.contains_key(&queue) {
+            return Err(RingError::DuplicateQueue(queue));
+        }
+        let (id, mask) = self.place(priority);
+        let window = self.window;
+        let part = self
+            .parts
+            .entry(id)
+            .or_insert_with(|| Partition::new(id, mask.unwrap_or_else(|| CuMask::all(0)), window));
+        part.add_queue(queue, priority)?;
+        self.home.insert(queue, id);
+        Ok(())
+    }
+
+    /// Removes a queue; what it still held (see [`Partition::remove_queue`]).
+    pub fn remove_queue(&mut self, queue: QueueId) -> Result<Removed, RingError> {
+        let removed = self.of_mut(queue)?.remove_queue(queue)?;
+        self.home.remove(&queue);
+        Ok(removed)
+    }
+
+    /// The partition of `queue`.
+    pub fn partition_of(&self, queue: QueueId) -> Option<PartitionId> {
+        self.home.get(&queue).copied()
+    }
+
+    /// The partition `id`.
+    pub fn get(&self, id: PartitionId) -> Option<&Partition> {
+        self.parts.get(&id)
+    }
+
+    /// The CU mask of `queue`'s partition, `None` for the whole GPU or an unknown queue.
+    pub fn cu_mask_of(&self, queue: QueueId) -> Option<CuMask> {
+        let id = self.partition_of(queue)?;
+        (id != PartitionId::WHOLE).then(|| self.parts.get(&id).map(|p| p.cu_mask().clone()))?
+    }
+
+    fn of(&self, queue: QueueId) -> Option<&Partition> {
+        self.parts.get(self.home.get(&queue)?)
+    }
+
+    fn of_mut(&mut self, queue: QueueId) -> Result<&mut Partition, RingError> {
+        let id = self.home.get(&queue).ok_or(RingError::UnknownQueue(queue))?;
+        self.parts.get_mut(id).ok_or(RingError::UnknownQueue(queue))
+    }
+
+    /// See [`Partition::push`].
+    pub fn push(
+        &mut self,
+        queue: QueueId,
+        packet: crate::path::packet::Packet,
+    ) -> Result<Seq, RingError> {
+        self.of_mut(queue)?.push(queue, packet)
+    }
+
+    /// See [`Partition::push_expedited`].
+    pub fn push_expedited(
+        &mut self,
+        queue: QueueId,
+        packet: crate::path::packet::Packet,
+    ) -> Result<Seq, RingError> {
+        self.of_mut(queue)?.push_expedited(queue, packet)
+    }
+
+    /// See [`Partition::set_priority`] (the queue stays in its partition).
+    pub fn set_priority(&mut self, queue: QueueId, priority: Priority) -> Result<(), RingError> {
+        self.of_mut(queue)?.set_priority(queue, priority)
+    }
+
+    /// See [`Partition::set_paused`].
+    pub fn set_paused(&mut self, queue: QueueId, paused: bool) -> Result<(), RingError> {
+        self.of_mut(queue)?.set_paused(queue, paused)
+    }
+
+    /// See [`Partition::is_paused`].
+    pub fn is_paused(&self, queue: QueueId) -> Option<bool> {
+        self.of(queue)?.is_paused(queue)
+    }
+
+    /// See [`Partition::set_capacity`].
+    pub fn set_capacity(&mut self, queue: QueueId, capacity: Option<u32>) -> Result<(), RingError> {
+        self.of_mut(queue)?.set_capacity(queue, capacity)
+    }
+
+    /// See [`Partition::priority`].
+    pub fn priority(&self, queue: QueueId) -> Option<Priority> {
+        self.of(queue)?.priority(queue)
+    }
+
+    /// See [`Partition::pending`].
+    pub fn pending(&self, queue: QueueId) -> Option<usize> {
+        self.of(queue)?.pending(queue)
+    }
+
+    /// See [`Partition::in_flight`].
+    pub fn in_flight(&self, queue: QueueId) -> Option<u64> {
+        self.of(queue)?.in_flight(queue)
+    }
+
+    /// See [`Partition::complete_through`].
+    pub fn complete_through(&mut self, queue: QueueId, seq: Seq) -> Result<u64, RingError> {
+        self.of_mut(queue)?.complete_through(queue, seq)
+    }
+
+    /// Everything each partition lets go now, against the other processes' work that overlaps
+    /// it; partitions in id order, each in its forwarding order.
+    pub fn drain_forwardable(&mut self, external: &ExternalWork) -> Vec<Forward> {
+        let mut out = Vec::new();
+        for (&id, part) in &mut self.parts {
+            out.extend(part.drain_forwardable(&external.contention_in(id)));
+        }
+        out
+    }
+
+    /// See [`Partition::observe`], for every partition.
+    pub fn observe(&mut self, now: Nanos, external: &ExternalWork) {
+        for (&id, part) in &mut self.parts {
+            part.observe(now, &external.contention_in(id));
+        }
+    }
+
+    /// See [`Partition::stats`], against the work that overlaps the queue's partition.
+    pub fn stats(&self, queue: QueueId, now: Nanos, external: &ExternalWork) -> Option<QueueStats> {
+        let id = self.partition_of(queue)?;
+        self.parts.get(&id)?.stats(queue, now, &external.contention_in(id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::path::packet::{Packet, PACKET_SIZE};
+    use xhsa_model::partition::{Reserve, Side};
+    use xhsa_model::priority::Level;
+
+    fn p(level: i64) -> Priority {
+        Priority::at_level(Level::new(level).unwrap())
+    }
+
+    fn pkt(n: u8) -> Packet {
+        let mut b = [0u8; PACKET_SIZE];
+        b[0] = 2;
+        b[8] = n;
+        Packet::from_bytes(b)
+    }
+
+    fn split() -> Split {
+        Split::plan(Reserve::parse("20@10").unwrap(), 80, 4).unwrap()
+    }
+
+    #[test]
+    fn without_a_split_every_queue_is_in_the_whole_gpu() {
+        let mut ps = Partitions::new(WindowSize::new(1).unwrap());
+        ps.add_queue(QueueId(1), p(10)).unwrap();
+        ps.add_queue(QueueId(2), p(-10)).unwrap();
+        assert_eq!(ps.partition_of(QueueId(1)), Some(PartitionId::WHOLE));
+        assert_eq!(ps.cu_mask_of(QueueId(2)), None);
+        assert_eq!(ps.add_queue(QueueId(2), p(0)), Err(RingError::DuplicateQueue(QueueId(2))));
+        // One partition: the high queue's work holds the low one to W = 1.
+        for n in 0..3 {
+            ps.push(QueueId(1), pkt(n)).unwrap();
+            ps.push(QueueId(2), pkt(n)).unwrap();
+        }
+        let f = ps.drain_forwardable(&ExternalWork::none());
+        assert_eq!(f.iter().filter(|f| f.queue == QueueId(2)).count(), 1);
+    }
+
+    #[test]
+    fn the_two_sides_of_a_split_never_hold_each_other_back() {
+        let mut ps = Partitions::new(WindowSize::new(1).unwrap());
+        ps.set_split(Some(split()));
+        ps.add_queue(QueueId(1), p(10)).unwrap();
+        ps.add_queue(QueueId(2), p(-10)).unwrap();
+        ps.add_queue(QueueId(3), p(-5)).unwrap();
+        let s = split();
+        assert_eq!(ps.partition_of(QueueId(1)), Some(s.id(Side::Reserved)));
+        assert_eq!(ps.partition_of(QueueId(2)), Some(s.id(Side::Shared)));
+        assert_eq!(ps.cu_mask_of(QueueId(1)).unwrap().words(), s.mask(Side::Reserved));
+        assert_eq!(ps.cu_mask_of(QueueId(3)).unwrap().words(), s.mask(Side::Shared));
+        for n in 0..4 {
+            for q in 1..=3 {
+                ps.push(QueueId(q), pkt(n)).unwrap();
+            }
+        }
+        // Another process's high work on the reserved side holds nobody on the shared side.
+        let mut external = ExternalWork::none();
+        external.add(s.id(Side::Reserved), p(20));
+        let f = ps.drain_forwardable(&external);
+        let sent = |q| f.iter().filter(|f| f.queue == QueueId(q)).count();
+        assert_eq!(sent(1), 1, "the reserved queue is held by the higher work on its side");
+        assert_eq!(sent(3), 4, "the shared side's highest queue is not held");
+        assert_eq!(sent(2), 1, "within the shared side, the window holds the lower queue");
+        let st = ps.stats(QueueId(3), 0, &external).unwrap();
+        assert_eq!(st.in_flight, 4);
+        // Queues removed leave their partition.
+        assert_eq!(ps.remove_queue(QueueId(2)).unwrap().pending.len(), 3);
+        assert_eq!(ps.partition_of(QueueId(2)), None);
+        assert_eq!(ps.push(QueueId(2), pkt(9)), Err(RingError::UnknownQueue(QueueId(2))));
+    }
+}
