@@ -275,6 +275,13 @@ fn a_batch_process_on_rocm72_is_preempted_for_a_higher_priority_one() {
     common::scenarios::batch_preempted_for_high_priority(&ROCM72);
 }
 
+/// A reserved CU partition on ROCm 7.2 (4 XCCs known): see
+/// `common::scenarios::reserve_keeps_partitions_apart`.
+#[test]
+fn a_reserved_partition_on_rocm72_is_the_last_xcc_and_keeps_the_batch_process_running() {
+    common::scenarios::reserve_keeps_partitions_apart(&ROCM72);
+}
+
 /// HIP IPC on ROCm 7.2 (ROCr 7.2.4 also checks, through the render node, that the imported
 /// buffer carries the metadata the exporter set): a child process opens the parent's device
 /// buffers by their handles, reads the parent's values and writes its own, which the parent then

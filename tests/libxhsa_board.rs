@@ -77,22 +77,47 @@ fn start_busy(
 /// Runs busy at `busy_prio` and, while it floods the device, the victim at `victim_prio`;
 /// returns (busy, victim) outputs.
 fn pair(tag: &str, busy_prio: &str, victim_prio: &str, preempt: &str) -> (RunOutput, RunOutput) {
+    pair_with(tag, busy_prio, victim_prio, preempt, &[], |_| {})
+}
+
+/// [`pair`] with `extra` in both processes' environment; `while_busy` sees the emulated device's
+/// status once the busy program runs, before the victim starts.
+fn pair_with(
+    tag: &str,
+    busy_prio: &str,
+    victim_prio: &str,
+    preempt: &str,
+    extra: &[(&str, &str)],
+    while_busy: impl FnOnce(&str),
+) -> (RunOutput, RunOutput) {
     let prog = common::program("shared_hip");
     let dir = DeviceDir::new(tag);
     let board = dir.file("board");
     std::fs::create_dir_all(&board).unwrap();
     let stop = dir.file("stop");
+    let with_extra = |mut o: RunOpts| {
+        o.env.retain(|(k, _)| !extra.iter().any(|(e, _)| e == k));
+        o.env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        o
+    };
     let busy = start_busy(
         "the busy program",
         &stop,
         "40",
-        &opts(&dir, &board, busy_prio, preempt),
+        &with_extra(opts(&dir, &board, busy_prio, preempt)),
         &[&stop],
     );
+    let status = common::emu_status(&dir);
+    let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| while_busy(&status)));
+    if let Err(e) = checked {
+        std::fs::write(&stop, b"").unwrap();
+        busy.wait();
+        std::panic::resume_unwind(e);
+    }
     let victim = spawn_under_emu(
         &prog,
         &["victim", "10", "640", "1000000", "3"],
-        &opts(&dir, &board, victim_prio, preempt),
+        &with_extra(opts(&dir, &board, victim_prio, preempt)),
     )
     .wait();
     std::fs::write(&stop, b"").unwrap();
@@ -143,6 +168,38 @@ fn a_batch_process_yields_to_a_higher_priority_process_through_the_board() {
     for (who, out) in [("busy", &busy), ("victim", &victim)] {
         assert_eq!(throttled_ns(out), 0, "equal priorities: {who} throttled\n{}", out.report());
         assert_eq!(preempted_us(out), 0, "equal priorities: {who} preempted\n{}", out.report());
+    }
+}
+
+/// With `XHSA_RESERVE` the latency-critical process runs on reserved CUs (ROCm 5.2 on the emulated
+/// gfx90a knows one XCC: the last 20 CUs) and the batch process on the other 60: the
+/// batch process is then never held back by the window nor taken off the GPU for the victim,
+/// and the victim is never held back either, where without the reserve the same pair makes the
+/// batch process yield (`a_batch_process_yields_to_a_higher_priority_process_through_the_board`).
+#[test]
+fn with_a_reserve_work_in_disjoint_partitions_never_holds_or_preempts_the_other() {
+    let _lock = run_lock(true);
+    let extra = [("XHSA_RESERVE", "20@10"), ("XHSA_LOG", "info,xhsa::entry::queues::shadow=debug")];
+    let (busy, victim) = pair_with("reserve", "-10", "10", "auto", &extra, |status| {
+        let shared: Vec<String> = (0..60).map(|c| c.to_string()).collect();
+        assert!(
+            status.contains(&format!("CU mask 60 of 80 CUs [{}]", shared.join(","))),
+            "the batch process's hardware queue is on the shared CUs\n{status}"
+        );
+    });
+    for (who, out, cus) in [("busy", &busy, 60), ("victim", &victim, 20)] {
+        assert!(
+            out.stderr.contains("XHSA_RESERVE=20@10: queues of level 10 and above run on 20 reserved CUs, the others on 60 CUs"),
+            "{who}: the split is not announced\n{}",
+            out.report()
+        );
+        assert!(
+            out.stderr.contains(&format!("on its partition's {cus} CUs")),
+            "{who}: its hardware queue did not get its partition's {cus} CUs\n{}",
+            out.report()
+        );
+        assert_eq!(throttled_ns(out), 0, "{who} was held back across partitions\n{}", out.report());
+        assert_eq!(preempted_us(out), 0, "{who} was taken off across partitions\n{}", out.report());
     }
 }
 

@@ -15,7 +15,7 @@
 #![forbid(unsafe_code)]
 
 use crate::path::scheduler::Board;
-use crate::preempt::policy::Mine;
+use crate::preempt::policy::{Mine, Other};
 use crate::preempt::Watch;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -403,7 +403,7 @@ impl Watch for BoardLink {
         (at != 0).then(|| monotonic_ns().saturating_sub(at))
     }
 
-    fn view(&self) -> (Vec<Mine>, Vec<(Priority, PartitionId)>) {
+    fn view(&self) -> (Vec<Mine>, Vec<Other>) {
         let now = monotonic_ns();
         let mut mine = Vec::new();
         let mut others = Vec::new();

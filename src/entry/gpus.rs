@@ -7,6 +7,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 
 use crate::entry::addr_map::AddrMap;
+use crate::entry::topology::Cus;
 use crate::path::scheduler::Scheduler;
 use crate::preempt::Preemption;
 use crate::settings::fault::FaultPlan;
@@ -35,6 +36,8 @@ pub(crate) struct Gpu {
     pub handed_off: AtomicBool,
     /// The board was tried (once).
     pub board_tried: AtomicBool,
+    /// `XHSA_RESERVE` was applied to its scheduler, or found not to apply (once).
+    pub split_planned: std::sync::Once,
     /// The GPU's preemption, once its board and the runtime's KFD descriptor are known.
     pub preempt: OnceLock<Arc<Preemption>>,
     /// The queue tracks of `XHSA_TRACE` (none when unset); used under `sched`'s lock only.
@@ -93,13 +96,10 @@ impl Gpus {
             return Some(found);
         }
         let index = self.slots.iter().position(|s| s.get().is_none())?;
-        let mut sched = Scheduler::new(self.window, self.faults.clone());
-        if let Some(reserve) = self.reserve {
-            sched.set_split(plan_split(reserve, node));
-        }
         let gpu = Gpu {
             node,
-            sched: Mutex::new(sched),
+            sched: Mutex::new(Scheduler::new(self.window, self.faults.clone())),
+            split_planned: std::sync::Once::new(),
             pass_wanted: AtomicBool::new(false),
             stalled: AtomicBool::new(false),
             untracked: AtomicBool::new(false),
@@ -112,6 +112,16 @@ impl Gpus {
         Some((index, self.slots[index].get()?))
     }
 
+    /// Splits GPU `index`'s CUs by `XHSA_RESERVE` (once, before its first queue; without the
+    /// setting nothing): `cus` says what the GPU has.
+    pub fn plan_partitions(&self, index: usize, cus: impl FnOnce() -> Result<Cus, String>) {
+        let (Some(reserve), Some(gpu)) = (self.reserve, self.get(index)) else { return };
+        gpu.split_planned.call_once(|| {
+            let split = plan_split(reserve, gpu.node, cus());
+            gpu.sched.lock().unwrap_or_else(|p| p.into_inner()).set_split(split);
+        });
+    }
+
     /// The GPUs in use.
     pub fn iter(&self) -> impl Iterator<Item = (usize, &Gpu)> {
         self.slots.iter().enumerate().map_while(|(i, s)| s.get().map(|g| (i, g)))
@@ -119,12 +129,10 @@ impl Gpus {
 }
 
 /// The split of KFD node `node`'s CUs by `reserve`, logged once per GPU; `None` (one partition,
-/// said why) when its CUs cannot be read or split.
-fn plan_split(reserve: Reserve, node: Option<u32>) -> Option<Split> {
-    let planned = node
-        .ok_or_else(|| "the runtime did not say which KFD node the GPU is".to_string())
-        .and_then(crate::entry::topology::node_cus)
-        .and_then(|cus| Split::plan(reserve, cus.count, cus.xccs).map_err(|e| e.to_string()));
+/// said why) when its CUs are not known or cannot be split.
+fn plan_split(reserve: Reserve, node: Option<u32>, cus: Result<Cus, String>) -> Option<Split> {
+    let planned =
+        cus.and_then(|cus| Split::plan(reserve, cus.count, cus.xccs).map_err(|e| e.to_string()));
     match planned {
         Ok(split) => {
             let cus = |side| split.mask(side).iter().map(|w| w.count_ones()).sum::<u32>();

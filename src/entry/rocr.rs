@@ -231,6 +231,15 @@ impl Rocr {
         (st == HSA_STATUS_SUCCESS && node != u32::MAX).then_some(node)
     }
 
+    /// An agent's `uint32_t` attribute; `None` when the runtime does not know it (an attribute of a
+    /// later ROCm, e.g. `HSA_AMD_AGENT_INFO_NUM_XCC` on 5.x).
+    pub fn agent_u32(&self, agent: hsa_agent_t, attribute: u32) -> Option<u32> {
+        let mut v: u32 = 0;
+        // SAFETY: the attributes libxhsa asks this way write a uint32_t (hsa_ext_amd.h).
+        let st = unsafe { (self.agent_info)(agent, attribute, (&mut v as *mut u32).cast()) };
+        (st == HSA_STATUS_SUCCESS).then_some(v)
+    }
+
     /// Whether the runtime is initialized (`hsa_system_get_info` does not answer
     /// `HSA_STATUS_ERROR_NOT_INITIALIZED`); `None` when ROCr's function is missing.
     pub fn initialized(&self) -> Option<bool> {

@@ -1,10 +1,30 @@
-//! A GPU's CUs as KFD's topology tells them (`/sys/class/kfd/kfd/topology/nodes/N/properties`):
-//! how many, and in how many XCCs, which is what splitting it into CU partitions needs
-//! ([`xhsa_model::partition::Split`]).
+//! A GPU's CUs: how many, and in how many XCCs, which is what splitting it into CU partitions
+//! needs ([`xhsa_model::partition::Split`]).
 //!
-//! sysfs is the kernel's (not a shared place another user can write), and it is not
-//! namespaced: a container with the GPU sees its host's KFD nodes, as ROCr does. A kernel before
-//! the multi-XCC parts has no `num_xcc`: one XCC.
+//! The runtime says first (`HSA_AMD_AGENT_INFO_COMPUTE_UNIT_COUNT`; `HSA_AMD_AGENT_INFO_NUM_XCC`
+//! from ROCm 6.0); KFD's topology (`/sys/class/kfd/kfd/topology/nodes/N/properties`) fills what
+//! it does not. sysfs is the kernel's (not a shared place another user can write), and it is not
+//! namespaced: a container with the GPU sees its host's KFD nodes, as ROCr does. Where neither
+//! knows an XCC count (ROCm 5.x, a kernel before the multi-XCC parts) the GPU has one XCC.
+
+/// `HSA_AMD_AGENT_INFO_COMPUTE_UNIT_COUNT` (hsa_ext_amd.h, ROCm 5.x-7.x).
+pub(crate) const AGENT_INFO_CU_COUNT: u32 = 0xA002;
+/// `HSA_AMD_AGENT_INFO_NUM_XCC` (hsa_ext_amd.h, ROCm 6.0 and later).
+pub(crate) const AGENT_INFO_NUM_XCC: u32 = 0xA111;
+
+/// A GPU's CUs from what the runtime said (`count`, `xccs`) and KFD node `node`'s topology.
+pub(crate) fn gpu_cus(
+    count: Option<u32>,
+    xccs: Option<u32>,
+    node: Option<u32>,
+) -> Result<Cus, String> {
+    let sysfs = || node.ok_or_else(|| "its KFD node is not known".to_string()).and_then(node_cus);
+    match (count.filter(|&c| c > 0), xccs.filter(|&x| x > 0)) {
+        (Some(count), Some(xccs)) => Ok(Cus { count, xccs }),
+        (Some(count), None) => Ok(Cus { count, xccs: sysfs().map_or(1, |c| c.xccs) }),
+        (None, _) => sysfs(),
+    }
+}
 
 /// Where KFD lists its nodes.
 const NODES: &str = "/sys/class/kfd/kfd/topology/nodes";
@@ -41,6 +61,15 @@ pub(crate) fn parse(text: &str) -> Option<Cus> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_runtime_first_then_kfd_then_one_xcc() {
+        assert_eq!(gpu_cus(Some(80), Some(4), None), Ok(Cus { count: 80, xccs: 4 }));
+        // ROCm 5.x: no XCC count from the runtime, none from an unknown node: one XCC.
+        assert_eq!(gpu_cus(Some(104), None, None), Ok(Cus { count: 104, xccs: 1 }));
+        assert!(gpu_cus(None, None, None).is_err());
+        assert!(gpu_cus(Some(0), Some(4), Some(u32::MAX)).unwrap_err().contains("properties"));
+    }
 
     #[test]
     fn cus_and_xccs_from_a_properties_file() {

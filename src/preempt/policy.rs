@@ -30,6 +30,9 @@ use xhsa_model::ids::{PartitionId, QueueId};
 use xhsa_model::partition::overlaps;
 use xhsa_model::priority::Priority;
 
+/// A queue of another process with work, as the board shows it: its priority and CU partition.
+pub type Other = (Priority, PartitionId);
+
 /// One queue of this process as the board shows it.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Mine {
@@ -127,7 +130,7 @@ impl Policy {
         &mut self,
         now: Nanos,
         mine: &[Mine],
-        others: &[(Priority, PartitionId)],
+        others: &[Other],
         cost: Option<Nanos>,
         budget_ok: bool,
         budget_at: Nanos,

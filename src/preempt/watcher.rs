@@ -17,7 +17,7 @@
 
 use super::budget::Budget;
 use super::mechanism::{How, KfdPort, Mechanisms, Target};
-use super::policy::{Mine, Policy};
+use super::policy::{Mine, Other, Policy};
 use super::settings::PreemptSettings;
 use crate::path::window::Nanos;
 use std::collections::BTreeMap;
@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use xhsa_board::layout::Control;
-use xhsa_model::ids::{PartitionId, QueueId};
+use xhsa_model::ids::QueueId;
 use xhsa_model::partition::overlaps;
 use xhsa_model::priority::Priority;
 use xhsa_model::stats::BEAT_NS;
@@ -53,7 +53,7 @@ pub trait Watch: Send + Sync {
     fn wait(&self, seen: u32, timeout: Option<Duration>);
     /// This process's queues on the board, and the priorities of the other processes' queues
     /// that have work.
-    fn view(&self) -> (Vec<Mine>, Vec<(Priority, PartitionId)>);
+    fn view(&self) -> (Vec<Mine>, Vec<Other>);
     /// Periodic work off the application's threads (dead owners' slots).
     fn housekeeping(&self);
     /// Whether changes of this process's own queues may concern its watcher (it then wants
@@ -734,6 +734,7 @@ mod tests {
     use super::super::settings::PreemptMode;
     use super::*;
     use std::sync::atomic::AtomicU64;
+    use xhsa_model::ids::PartitionId;
     use xhsa_model::priority::Level;
 
     fn p(level: i64) -> Priority {
@@ -742,7 +743,7 @@ mod tests {
 
     #[derive(Default)]
     struct FakeBoard {
-        view: Mutex<(Vec<Mine>, Vec<(Priority, PartitionId)>)>,
+        view: Mutex<(Vec<Mine>, Vec<Other>)>,
         housekeeping: AtomicU64,
         beats: AtomicU64,
     }
@@ -752,7 +753,7 @@ mod tests {
             0
         }
         fn wait(&self, _: u32, _: Option<Duration>) {}
-        fn view(&self) -> (Vec<Mine>, Vec<(Priority, PartitionId)>) {
+        fn view(&self) -> (Vec<Mine>, Vec<Other>) {
             self.view.lock().unwrap().clone()
         }
         fn housekeeping(&self) {
@@ -1023,7 +1024,7 @@ mod tests {
                 0
             }
             fn wait(&self, _: u32, _: Option<Duration>) {}
-            fn view(&self) -> (Vec<Mine>, Vec<(Priority, PartitionId)>) {
+            fn view(&self) -> (Vec<Mine>, Vec<Other>) {
                 if self.1.load(Ordering::Relaxed) {
                     panic!("a bug in the watcher's step");
                 }

@@ -106,6 +106,59 @@ pub fn batch_preempted_for_high_priority(root: &RocmRoot) {
     );
 }
 
+/// `XHSA_RESERVE=20@10` on the root's ROCm, which knows the MI308X's 4 XCCs
+/// (`HSA_AMD_AGENT_INFO_NUM_XCC`): the reserved partition is the last XCC, mask bits 3, 7, ...,
+/// 79 as amdkfd maps bits to XCCs on GC 9.4.3; the batch process's hardware queue is given the
+/// other 60 (the emulated KFD's status shows the mask), and neither process holds back or takes
+/// off the other.
+pub fn reserve_keeps_partitions_apart(root: &RocmRoot) {
+    if !root.available() {
+        return;
+    }
+    let _lock = super::run_lock(true);
+    let prog = root.program("shared_hip", "gfx942", &[]);
+    let dir = DeviceDir::new(&format!("reserve-{}", root.tag));
+    let board = dir.file("board");
+    std::fs::create_dir_all(&board).unwrap();
+    let stop = dir.file("stop");
+    let o = |prio: &str| {
+        let mut o =
+            root.opts("gfx942").with_env("LD_PRELOAD", libxhsa()).with_env("XHSA_LOG", "info");
+        o.env.push(dir.env());
+        o.env.push(("XHSA_BOARD_DIR".into(), board.display().to_string()));
+        o.env.push(("XHSA_PRIORITY".into(), prio.into()));
+        o.env.push(("XHSA_RESERVE".into(), "20@10".into()));
+        o
+    };
+    let busy =
+        super::spawn_under_emu(&prog, &["busy-sync", stop.to_str().unwrap(), "40"], &o("-10"));
+    if busy.wait_for_line(|l| l == "BUSY_RUNNING", Duration::from_secs(60)).is_none() {
+        std::fs::write(&stop, b"").unwrap();
+        panic!("the busy program never reported BUSY_RUNNING\n{}", busy.wait().report());
+    }
+    let status = super::emu_status(&dir);
+    let shared: Vec<String> = (0..80).filter(|c| c % 4 != 3).map(|c| c.to_string()).collect();
+    let masked = status.contains(&format!("CU mask 60 of 80 CUs [{}]", shared.join(",")));
+    let victim =
+        super::spawn_under_emu(&prog, &["victim", "10", "640", "1000000", "5"], &o("10")).wait();
+    std::fs::write(&stop, b"").unwrap();
+    let busy = busy.wait();
+    assert_passed(&victim);
+    assert_passed(&busy);
+    assert!(masked, "the batch process's hardware queue is not on XCCs 0-2\n{status}");
+    for (who, out) in [("busy", &busy), ("victim", &victim)] {
+        assert!(
+            out.stderr.contains("run on 20 reserved CUs, the others on 60 CUs"),
+            "{who}: no split\n{}",
+            out.report()
+        );
+        let off = super::numbers_after(out, "preemption: ").map_or(0, |n| n[0]);
+        assert_eq!(off, 0, "{who} was taken off across partitions\n{}", out.report());
+        let throttled = super::numbers_after(out, "packets forwarded, ").map_or(0, |n| n[2]);
+        assert_eq!(throttled, 0, "{who} was held back across partitions\n{}", out.report());
+    }
+}
+
 /// MIOpen on the root's ROCm (`rocm_libs --values conv`, gfx90a: Debian builds MIOpen's kernels
 /// for it): convolution find, forward, backward data and backward weights, max pooling and
 /// batch-norm inference succeed and their outputs are the host's, natively and under libxhsa in

@@ -232,15 +232,16 @@ pub(crate) unsafe fn cu_set_mask(
         .get(queue as u64)
         .and_then(|id| with_queue(id, |s, _, _, _| s.cu_mask_of(QueueId(id))))
         .flatten();
-    let (Some(partition), true) = (partition, count % 32 == 0 && (count == 0 || !mask.is_null()))
-    else {
+    let readable = count.is_multiple_of(32) && (count == 0 || !mask.is_null());
+    let (Some(partition), true) = (partition, readable) else {
         // SAFETY: the caller's arguments, with the hardware queue behind a shadow.
         return inside(|| unsafe { real(hw_of(queue as u64) as *const hsa_queue_t, count, mask) });
     };
-    // SAFETY: `mask` holds `count` bits, readable for the call (# Safety); not read when 0.
     let app = if count == 0 {
         &[][..]
     } else {
+        // SAFETY: `mask` is non-null and holds `count` bits, a whole number of words, readable
+        // for the call (# Safety).
         unsafe { std::slice::from_raw_parts(mask, count as usize / 32) }
     };
     let words = match partition.bound_by(app) {

@@ -129,6 +129,11 @@ pub(super) fn build_shadow(
     let gpu = g.gpus.for_node(node).map(|(i, _)| i);
     if let Some(gpu) = gpu {
         attach_board(g, gpu, node);
+        g.gpus.plan_partitions(gpu, || {
+            use crate::entry::topology::{gpu_cus, AGENT_INFO_CU_COUNT, AGENT_INFO_NUM_XCC};
+            let count = inside(|| r.agent_u32(agent, AGENT_INFO_CU_COUNT));
+            gpu_cus(count, inside(|| r.agent_u32(agent, AGENT_INFO_NUM_XCC)), node)
+        });
     }
     let library = creating_library(g, id);
     let priority = g.settings.priority_for(StreamPriority::Normal, &g.identity, library.as_deref());

@@ -72,6 +72,11 @@ enum Cmd {
         /// measurement: run a scenario at 100 and 1000 to see what its figures rest on.
         #[arg(long, value_name = "US", value_parser = clap::value_parser!(u64).range(1..=100_000))]
         unmap_us: Option<u64>,
+        /// With `--mode xhsa`: a reserved CU partition for the latency-critical levels, given to
+        /// every process as `XHSA_RESERVE` (`CUS@LEVEL`, e.g. `20@10`: the scenario's high
+        /// streams run at level 10, its low ones at -10).
+        #[arg(long, value_name = "CUS@LEVEL", value_parser = parse_reserve)]
+        reserve: Option<xhsa_model::partition::Reserve>,
     },
     /// Predict a scenario's figures from the emulator's HWS model in virtual time (ideal host).
     Predict {
@@ -99,6 +104,12 @@ enum Cmd {
         #[arg(long)]
         write: bool,
     },
+}
+
+/// `--reserve`: `CUS@LEVEL`, as libxhsa's `XHSA_RESERVE` takes it.
+fn parse_reserve(text: &str) -> Result<xhsa_model::partition::Reserve, String> {
+    xhsa_model::partition::Reserve::parse(text)
+        .ok_or_else(|| format!("expected {}", xhsa_model::partition::ACCEPTED_RESERVE))
 }
 
 fn positive(s: &str) -> Result<f64, String> {
@@ -317,7 +328,14 @@ fn go(cli: Cli) -> Result<(), String> {
             load,
             keep_logs,
             unmap_us,
+            reserve,
         } => {
+            if let Some(r) = reserve {
+                if mode != Mode::Xhsa {
+                    return Err("--reserve needs --mode xhsa (it is a setting of libxhsa)".into());
+                }
+                println!("libxhsa: XHSA_RESERVE={r} in every process (--reserve)");
+            }
             // The ROCm userland of a root beside the host (`xhsa-emu run --rocm VERSION`), or the
             // host's 5.2.
             let root_rocm: Option<&str> = (rocm != "5.2").then_some(rocm.as_str());
@@ -372,6 +390,7 @@ fn go(cli: Cli) -> Result<(), String> {
                 progress: !quiet,
                 root_rocm,
                 containers,
+                reserve,
             };
             let has_lp = s.has(Role::Lp);
             // The alone phases are native in every mode: they are the baseline a scheduler is

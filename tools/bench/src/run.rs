@@ -143,6 +143,8 @@ pub struct Setup<'a> {
     pub root_rocm: Option<&'a str>,
     /// Each workload process in a container of its own ([`container_command`]).
     pub containers: bool,
+    /// `XHSA_RESERVE` for every process of a phase under libxhsa.
+    pub reserve: Option<xhsa_model::partition::Reserve>,
 }
 
 /// What makes a process a container here, as Docker makes one: `unshare` gives it its own pid
@@ -298,7 +300,11 @@ pub fn phase(setup: &Setup, processes: &[Process]) -> Result<(PhaseResult, f64, 
             .arg(setup.workload);
         cmd.args(workload_args(p, setup.tables, setup.time_scale, setup.mode));
         cmd.env("XHSA_EMU_DEVICE_DIR", &dev);
-        for (k, v) in setup.mode.env(p, setup.libxhsa, setup.load, &board) {
+        let reserve = setup.reserve.filter(|_| setup.mode == Mode::Xhsa);
+        let reserve = reserve.map(|r| ("XHSA_RESERVE".to_string(), r.to_string()));
+        for (k, v) in
+            setup.mode.env(p, setup.libxhsa, setup.load, &board).into_iter().chain(reserve)
+        {
             cmd.env(k, v);
         }
         if setup.containers {

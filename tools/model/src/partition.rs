@@ -109,7 +109,7 @@ impl Split {
     pub fn plan(reserve: Reserve, cu_count: u32, xccs: u32) -> Result<Split, PlanError> {
         let xccs = xccs.max(1);
         let too_few = PlanError::TooFewCus { cu_count, xccs };
-        if cu_count < 2 || cu_count % xccs != 0 {
+        if cu_count < 2 || !cu_count.is_multiple_of(xccs) {
             return Err(too_few);
         }
         let words = cu_count.div_ceil(32) as usize;

@@ -354,6 +354,11 @@ impl Hws {
     }
 
     /// Kernels of `key` not yet completed.
+    /// The CUs queue `key` may run on (`SET_CU_MASK`; every CU until set).
+    pub fn cu_mask(&self, key: QueueKey) -> Option<CuMask> {
+        self.queues.get(&key).map(|q| q.mask)
+    }
+
     pub fn outstanding(&self, key: QueueKey) -> usize {
         self.queues.get(&key).map_or(0, |q| q.jobs.len())
     }

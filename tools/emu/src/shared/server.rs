@@ -644,8 +644,18 @@ fn queue_line(hws: &Hws, key: QueueKey, q: &QueueInfo) -> String {
         0 => String::new(),
         n => format!(", {n} workgroups saved"),
     };
+    // A CU mask (SET_CU_MASK) other than every CU: how many, and which.
+    let all = hws.cus();
+    let mask = match hws.cu_mask(key) {
+        Some(m) if m.count() as usize != all => {
+            let cus: Vec<String> =
+                (0..all).filter(|&c| m.contains(c)).map(|c| c.to_string()).collect();
+            format!(", CU mask {} of {all} CUs [{}]", m.count(), cus.join(","))
+        }
+        _ => String::new(),
+    };
     format!(
-        "    queue {}: priority {}, {state}, {} kernel(s) outstanding{saved}\n",
+        "    queue {}: priority {}, {state}, {} kernel(s) outstanding{saved}{mask}\n",
         q.local,
         q.priority,
         hws.outstanding(key)
