@@ -77,18 +77,18 @@ fn start_busy(
 /// Runs busy at `busy_prio` and, while it floods the device, the victim at `victim_prio`;
 /// returns (busy, victim) outputs.
 fn pair(tag: &str, busy_prio: &str, victim_prio: &str, preempt: &str) -> (RunOutput, RunOutput) {
-    pair_with(tag, busy_prio, victim_prio, preempt, &[], |_| {})
+    pair_with(tag, busy_prio, victim_prio, preempt, &[], |_, _| {})
 }
 
 /// [`pair`] with `extra` in both processes' environment; `while_busy` sees the emulated device's
-/// status once the busy program runs, before the victim starts.
+/// status and the board directory once the busy program runs, before the victim starts.
 fn pair_with(
     tag: &str,
     busy_prio: &str,
     victim_prio: &str,
     preempt: &str,
     extra: &[(&str, &str)],
-    while_busy: impl FnOnce(&str),
+    while_busy: impl FnOnce(&str, &std::path::Path),
 ) -> (RunOutput, RunOutput) {
     let prog = common::program("shared_hip");
     let dir = DeviceDir::new(tag);
@@ -108,7 +108,8 @@ fn pair_with(
         &[&stop],
     );
     let status = common::emu_status(&dir);
-    let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| while_busy(&status)));
+    let checked =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| while_busy(&status, &board)));
     if let Err(e) = checked {
         std::fs::write(&stop, b"").unwrap();
         busy.wait();
@@ -180,12 +181,19 @@ fn a_batch_process_yields_to_a_higher_priority_process_through_the_board() {
 fn with_a_reserve_work_in_disjoint_partitions_never_holds_or_preempts_the_other() {
     let _lock = run_lock(true);
     let extra = [("XHSA_RESERVE", "20@10"), ("XHSA_LOG", "info,xhsa::entry::queues::shadow=debug")];
-    let (busy, victim) = pair_with("reserve", "-10", "10", "auto", &extra, |status| {
+    let (busy, victim) = pair_with("reserve", "-10", "10", "auto", &extra, |status, board| {
         let shared: Vec<String> = (0..60).map(|c| c.to_string()).collect();
         assert!(
             status.contains(&format!("CU mask 60 of 80 CUs [{}]", shared.join(","))),
             "the batch process's hardware queue is on the shared CUs\n{status}"
         );
+        // The monitor shows each queue's partition.
+        let top = common::top_json(board);
+        let parts: Vec<&str> = top["gpus"][0]["processes"][0]["queues"]
+            .as_array()
+            .map(|qs| qs.iter().filter_map(|q| q["partition"].as_str()).collect())
+            .unwrap_or_default();
+        assert_eq!(parts, ["shared (20@10)"], "xhsa-top --json: {top}");
     });
     for (who, out, cus) in [("busy", &busy, 60), ("victim", &victim, 20)] {
         assert!(

@@ -137,9 +137,12 @@ fn plan_split(reserve: Reserve, node: Option<u32>, cus: Result<Cus, String>) -> 
         Ok(split) => {
             let cus = |side| split.mask(side).iter().map(|w| w.count_ones()).sum::<u32>();
             tracing::info!(
-                "xhsa: GPU node {}: XHSA_RESERVE={reserve}: queues of level {} and above run on {} reserved CUs, the others on {} CUs{}",
+                "xhsa: GPU node {}: XHSA_RESERVE={reserve}: queues of {} and above run on {} reserved CUs, the others on {} CUs{}",
                 node.unwrap_or_default(),
-                reserve.level,
+                match reserve.from.stream() {
+                    xhsa_model::priority::StreamPriority::Low => format!("level {}", reserve.from.level()),
+                    s => format!("level {} at stream priority {s:?}", reserve.from.level()),
+                },
                 cus(Side::Reserved),
                 cus(Side::Shared),
                 if split.reserved_cus != reserve.cus { " (rounded to whole XCCs)" } else { "" }

@@ -96,6 +96,10 @@ pub struct Forward {
     pub packet: Packet,
 }
 
+/// A queue on its way from one partition to another, with everything it holds.
+#[derive(Clone, Debug)]
+pub struct Detached(QueueState);
+
 /// What a removed queue still held.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Removed {
@@ -250,6 +254,32 @@ impl Partition {
             in_flight: state.window.in_flight(),
             pending: state.fifo.into_iter().collect(),
         })
+    }
+
+    /// Takes a queue out with everything it holds and its window's counts, for another partition
+    /// ([`Partition::attach`]).
+    pub fn detach(&mut self, queue: QueueId) -> Result<Detached, RingError> {
+        let state = self.queues.remove(&queue).ok_or(RingError::UnknownQueue(queue))?;
+        self.unlink(queue, state.priority);
+        Ok(Detached(state))
+    }
+
+    /// Puts a detached queue in at `priority`, last in its round-robin order, as it was: its
+    /// pending packets, packets in flight and sequence numbers carry on.
+    pub fn attach(
+        &mut self,
+        queue: QueueId,
+        detached: Detached,
+        priority: Priority,
+    ) -> Result<(), RingError> {
+        if self.queues.contains_key(&queue) {
+            return Err(RingError::DuplicateQueue(queue));
+        }
+        let mut state = detached.0;
+        state.priority = priority;
+        self.queues.insert(queue, state);
+        self.levels.entry(priority).or_default().push_back(queue);
+        Ok(())
     }
 
     /// Appends a packet the application submitted; returns its sequence number.

@@ -2,10 +2,12 @@
 //! in.
 //!
 //! Without `XHSA_RESERVE` there is one partition, the whole GPU. With it
-//! ([`xhsa_model::partition::Split`]) a queue whose level is at or above the reserve's level is in
-//! the reserved partition, every other queue in the shared one; a queue stays in the partition it
-//! was created in (its hardware queue got that partition's CU mask once, and every mask change
-//! costs a device-wide unmap on an HWS GPU).
+//! ([`xhsa_model::partition::Split`]) a queue whose priority is at or above the reserve's is in
+//! the reserved partition, every other queue in the shared one. A queue whose priority crosses
+//! the threshold (HIP sets a stream's priority just after creating its queue; an operator's
+//! `xhsactl set-priority`) moves with everything it holds; its hardware queue then needs the
+//! other side's CU mask, which costs a device-wide unmap on an HWS GPU, so only such changes
+//! move a queue.
 //!
 //! Each [`Partition`] has its own priority rings and level-1 window: a queue is held back only by
 //! higher-priority work in its own partition — this process's queues there and the other
@@ -56,7 +58,7 @@ impl Partitions {
         match &self.split {
             None => (PartitionId::WHOLE, None),
             Some(s) => {
-                let side = s.side_for(priority.level());
+                let side = s.side_for(priority);
                 (s.id(side), Some(CuMask::from_words(s.mask(side).to_vec())))
             }
         }
@@ -128,9 +130,27 @@ impl Partitions {
         self.of_mut(queue)?.push_expedited(queue, packet)
     }
 
-    /// See [`Partition::set_priority`] (the queue stays in its partition).
-    pub fn set_priority(&mut self, queue: QueueId, priority: Priority) -> Result<(), RingError> {
-        self.of_mut(queue)?.set_priority(queue, priority)
+    /// See [`Partition::set_priority`]; a queue whose new priority belongs to the other side of
+    /// the split moves there with everything it holds: returns its new partition then.
+    pub fn set_priority(
+        &mut self,
+        queue: QueueId,
+        priority: Priority,
+    ) -> Result<Option<PartitionId>, RingError> {
+        let from = self.partition_of(queue).ok_or(RingError::UnknownQueue(queue))?;
+        let (to, mask) = self.place(priority);
+        if to == from {
+            return self.of_mut(queue)?.set_priority(queue, priority).map(|()| None);
+        }
+        let detached = self.of_mut(queue)?.detach(queue)?;
+        let window = self.window;
+        let part = self
+            .parts
+            .entry(to)
+            .or_insert_with(|| Partition::new(to, mask.unwrap_or_else(|| CuMask::all(0)), window));
+        part.attach(queue, detached, priority)?;
+        self.home.insert(queue, to);
+        Ok(Some(to))
     }
 
     /// See [`Partition::set_paused`].
@@ -212,6 +232,39 @@ mod tests {
 
     fn split() -> Split {
         Split::plan(Reserve::parse("20@10").unwrap(), 80, 4).unwrap()
+    }
+
+    #[test]
+    fn a_queue_whose_priority_crosses_the_threshold_moves_with_what_it_holds() {
+        let mut ps = Partitions::new(WindowSize::new(1).unwrap());
+        ps.set_split(Some(split()));
+        let s = split();
+        ps.add_queue(QueueId(1), p(0)).unwrap();
+        ps.add_queue(QueueId(2), p(-10)).unwrap();
+        for n in 0..3 {
+            ps.push(QueueId(1), pkt(n)).unwrap();
+            ps.push(QueueId(2), pkt(n)).unwrap();
+        }
+        // Shared side: queue 1 outranks queue 2, which is held to W = 1.
+        let f = ps.drain_forwardable(&ExternalWork::none());
+        assert_eq!(f.iter().filter(|f| f.queue == QueueId(1)).count(), 3);
+        assert_eq!(f.iter().filter(|f| f.queue == QueueId(2)).count(), 1);
+        // Within its side: no move.
+        assert_eq!(ps.set_priority(QueueId(2), p(-5)), Ok(None));
+        // Queue 1 becomes latency-critical: it moves, its in-flight packets with it.
+        assert_eq!(ps.set_priority(QueueId(1), p(10)), Ok(Some(s.id(Side::Reserved))));
+        assert_eq!(ps.in_flight(QueueId(1)), Some(3));
+        assert_eq!(ps.priority(QueueId(1)), Some(p(10)));
+        assert_eq!(ps.cu_mask_of(QueueId(1)).unwrap().words(), s.mask(Side::Reserved));
+        // Queue 2 is alone on its side now: nothing holds it.
+        let f = ps.drain_forwardable(&ExternalWork::none());
+        assert_eq!(
+            f.iter().map(|f| (f.queue, f.seq)).collect::<Vec<_>>(),
+            [(QueueId(2), 1), (QueueId(2), 2)]
+        );
+        // Sequence numbers carry on after the move.
+        assert_eq!(ps.push(QueueId(1), pkt(9)), Ok(3));
+        assert_eq!(ps.complete_through(QueueId(1), 2), Ok(3));
     }
 
     #[test]

@@ -156,10 +156,15 @@ pub(super) fn control(gpu: usize, q: QueueId, c: xhsa_board::layout::Control) ->
             // used up by another thread's observation and the change put down as libxhsa's.
             let changed = with_gpu(gpu, |s, _, _, _| {
                 trace_operator_priority(q.0);
-                s.set_override(q, level).map(|p| (p, s.queue(q).map(|x| x.hw.queue)))
+                let changed = s.set_override(q, level).map(|p| (p, s.queue(q).map(|x| x.hw.queue)));
+                (changed, s.take_remasks())
+            });
+            let changed = changed.and_then(|(changed, remasks)| {
+                super::calls::set_partition_masks(remasks);
+                changed
             });
             match changed {
-                Some(Some((p, hw))) => {
+                Some((p, hw)) => {
                     if let (Some(r), Some(hw)) = (rocr(), hw) {
                         super::calls::set_hw_priority(r, hw, p.hardware());
                     }

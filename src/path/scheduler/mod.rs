@@ -137,6 +137,8 @@ pub struct Scheduler {
     requested: BTreeMap<QueueId, Priority>,
     /// Levels an operator set (`xhsactl set-priority`), overriding the requested level.
     overrides: BTreeMap<QueueId, Level>,
+    /// Hardware queues whose partition changed, with their new CU mask, for the edge to set.
+    remasks: Vec<(u64, CuMask)>,
     /// Queues libxhsa does not shadow (a passthrough library's, cooperative ones), shown on the
     /// board for the monitor only, at the priority their process would have.
     unshadowed: BTreeMap<QueueId, Priority>,
@@ -175,6 +177,7 @@ impl Scheduler {
             requested: BTreeMap::new(),
             overrides: BTreeMap::new(),
             unshadowed: BTreeMap::new(),
+            remasks: Vec::new(),
         }
     }
 

@@ -48,10 +48,22 @@ impl Scheduler {
 
     pub(super) fn apply_priority(&mut self, id: QueueId) -> Option<Priority> {
         let priority = self.effective_priority(id)?;
+        let mut moved = None;
         if let Some(q) = self.queues.get_mut(&id) {
             q.stream = priority.stream();
             if q.mode == Mode::Scheduled {
-                let _ = self.part.set_priority(id, priority);
+                moved = self.part.set_priority(id, priority).ok().flatten();
+            }
+        }
+        if let Some(to) = moved {
+            // The other side of the split: its slot says so, and its hardware queue needs that
+            // side's CUs (set by the edge, outside the scheduler's lock).
+            if let Some(b) = &self.board {
+                b.leave(id);
+                b.join(id, priority, to);
+            }
+            if let (Some(q), Some(mask)) = (self.queues.get(&id), self.part.cu_mask_of(id)) {
+                self.remasks.push((q.hw.queue, mask));
             }
         }
         if let (Some(board), Some(stats)) = (self.board.clone(), self.stats(id, 0)) {
@@ -62,6 +74,12 @@ impl Scheduler {
         }
         self.notify();
         Some(priority)
+    }
+
+    /// The hardware queues whose CU partition changed since the last call, with the mask each must
+    /// get now (`hsa_amd_queue_cu_set_mask`, outside the scheduler's lock).
+    pub fn take_remasks(&mut self) -> Vec<(u64, CuMask)> {
+        std::mem::take(&mut self.remasks)
     }
 
     /// Pauses the queue (an operator's `xhsactl pause`): its packets are held in libxhsa and its

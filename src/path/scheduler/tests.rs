@@ -382,6 +382,40 @@ fn with_a_reserve_queues_join_their_side_and_only_work_on_their_side_holds_them(
 }
 
 #[test]
+fn a_stream_priority_across_the_reserve_moves_the_queue_and_asks_for_its_new_mask() {
+    use xhsa_model::partition::{Reserve, Side, Split};
+    use xhsa_model::priority::StreamPriority;
+    let split = Split::plan(Reserve::parse("20@0:high").unwrap(), 80, 4).unwrap();
+    let mut w = World::new(1, "");
+    w.sched.set_split(Some(split.clone()));
+    let board = Arc::new(FakeBoard::default());
+    w.sched.attach_board(board.clone());
+    w.add(1, prio(0));
+    assert_eq!(w.sched.partition_of(QueueId(1)), split.id(Side::Shared));
+    w.submit(1, 2);
+    // HIP: hipStreamCreateWithPriority sets the queue's priority after creating it.
+    w.sched.set_priority(QueueId(1), prio(0).with_stream(StreamPriority::High));
+    assert_eq!(w.sched.partition_of(QueueId(1)), split.id(Side::Reserved));
+    let remasks = w.sched.take_remasks();
+    assert_eq!(remasks.len(), 1);
+    assert_eq!(remasks[0].0, hw_queue(1).queue);
+    assert_eq!(remasks[0].1.words(), split.mask(Side::Reserved));
+    assert!(w.sched.take_remasks().is_empty(), "asked once");
+    assert_eq!(*board.left.lock().unwrap(), vec![QueueId(1)]);
+    assert_eq!(
+        board.partitions.lock().unwrap().last(),
+        Some(&(QueueId(1), split.id(Side::Reserved)))
+    );
+    // Nothing lost across the move.
+    w.submit(1, 3);
+    w.gpu(1, 100);
+    w.check_executed(1, 5);
+    // Same side: no move, no mask.
+    w.sched.set_priority(QueueId(1), prio(3));
+    assert!(w.sched.take_remasks().is_empty());
+}
+
+#[test]
 fn the_hardware_ring_is_never_overfilled_and_the_shadow_backs_up() {
     let mut w = World::new(2, "");
     w.add(1, prio(0));

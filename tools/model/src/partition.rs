@@ -2,7 +2,10 @@
 //! which CUs each side gets, and the partition ids the board carries.
 //!
 //! - [`Reserve`]: the setting `CUS@LEVEL` — queues of level ≥ `LEVEL` run on a reserved
-//!   partition of about `CUS` CUs, every other queue on the rest.
+//!   partition of about `CUS` CUs, every other queue on the rest; `CUS@LEVEL:STREAM` (`high`,
+//!   `normal` or `low`) counts the application's HIP stream priority too: queues of priority ≥
+//!   (`LEVEL`, `STREAM`) in libxhsa's order (level first, then stream priority), e.g. `20@0:high`
+//!   for the high-priority streams of processes at the default level.
 //! - [`Split`]: the two sides on one GPU, as CU masks in the form `hsa_amd_queue_cu_set_mask`
 //!   and KFD's `SET_CU_MASK` take.
 //! - [`PartitionId`] encoding: the whole GPU is id 0; a side of a split names the split (its CU
@@ -22,42 +25,62 @@
 #![forbid(unsafe_code)]
 
 use crate::ids::PartitionId;
-use crate::priority::Level;
+use crate::priority::{Level, Priority, StreamPriority};
 use std::fmt;
 
 /// The accepted form of `XHSA_RESERVE` and the config's `reserve`, for messages.
 pub const ACCEPTED_RESERVE: &str =
-    "CUS@LEVEL: a CU count of at least 1 and a level in -256..=255, e.g. 20@10 (queues of \
-     level 10 and above run on 20 reserved CUs, the others on the rest)";
+    "CUS@LEVEL or CUS@LEVEL:STREAM: a CU count of at least 1, a level in -256..=255 and \
+     optionally a stream priority (high, normal, low), e.g. 20@10 (queues of level 10 and above \
+     run on 20 reserved CUs, the others on the rest) or 20@0:high (HIP's high-priority streams \
+     of processes at level 0, and everything above)";
 
-/// A reserved partition for the latency-critical levels: `cus` CUs for queues of level
-/// ≥ `level`; see the module doc.
+/// A reserved partition for the latency-critical queues: `cus` CUs for queues of priority
+/// ≥ `from`; see the module doc.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Reserve {
     /// CUs asked for (rounded per GPU by [`Split::plan`]).
     pub cus: u32,
-    /// The lowest level that runs on the reserved side.
-    pub level: Level,
+    /// The lowest priority that runs on the reserved side (`CUS@LEVEL`: any stream priority of
+    /// `LEVEL`).
+    pub from: Priority,
 }
 
 impl Reserve {
-    /// Parses `CUS@LEVEL` (spaces around either part allowed); `None` when it is not that form.
+    /// Parses `CUS@LEVEL` or `CUS@LEVEL:STREAM` (spaces around the parts allowed, the stream
+    /// priority in any case); `None` when it is not that form.
     pub fn parse(text: &str) -> Option<Reserve> {
-        let (cus, level) = text.trim().split_once('@')?;
+        let (cus, from) = text.trim().split_once('@')?;
         let cus: u32 = cus.trim().parse().ok().filter(|&c| c >= 1)?;
+        let (level, stream) = match from.split_once(':') {
+            None => (from, StreamPriority::Low),
+            Some((level, stream)) => (
+                level,
+                match stream.trim().to_ascii_lowercase().as_str() {
+                    "high" => StreamPriority::High,
+                    "normal" => StreamPriority::Normal,
+                    "low" => StreamPriority::Low,
+                    _ => return None,
+                },
+            ),
+        };
         let level = Level::new(level.trim().parse().ok()?)?;
-        Some(Reserve { cus, level })
+        Some(Reserve { cus, from: Priority::new(level, stream) })
     }
 
-    /// Whether a queue of `level` runs on the reserved side.
-    pub fn is_reserved(&self, level: Level) -> bool {
-        level >= self.level
+    /// Whether a queue of `priority` runs on the reserved side.
+    pub fn is_reserved(&self, priority: Priority) -> bool {
+        priority >= self.from
     }
 }
 
 impl fmt::Display for Reserve {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}@{}", self.cus, self.level)
+        match self.from.stream() {
+            StreamPriority::Low => write!(f, "{}@{}", self.cus, self.from.level()),
+            StreamPriority::Normal => write!(f, "{}@{}:normal", self.cus, self.from.level()),
+            StreamPriority::High => write!(f, "{}@{}:high", self.cus, self.from.level()),
+        }
     }
 }
 
@@ -143,24 +166,26 @@ impl Split {
         }
     }
 
-    /// The side a queue of `level` runs on.
-    pub fn side_for(&self, level: Level) -> Side {
-        if self.reserve.is_reserved(level) {
+    /// The side a queue of `priority` runs on.
+    pub fn side_for(&self, priority: Priority) -> Side {
+        if self.reserve.is_reserved(priority) {
             Side::Reserved
         } else {
             Side::Shared
         }
     }
 
-    /// The board's id of `side` of this split.
+    /// The board's id of `side` of this split: the split bit, the side bit, the reserved CU count
+    /// (bits 11..=29), the stream priority (bits 9..=10) and the level + 256 (bits 0..=8).
     pub fn id(&self, side: Side) -> PartitionId {
         let cus = self.reserved_cus.min(SPLIT_CUS_MAX);
-        let level = (self.reserve.level.get() + 256) as u32;
+        let level = (self.reserve.from.level().get() + 256) as u32;
+        let stream = self.reserve.from.stream() as u32;
         let side = match side {
             Side::Reserved => SIDE_BIT,
             Side::Shared => 0,
         };
-        PartitionId(SPLIT_BIT | side | (cus << 9) | level)
+        PartitionId(SPLIT_BIT | side | (cus << 11) | (stream << 9) | level)
     }
 }
 
@@ -168,8 +193,8 @@ impl Split {
 const SPLIT_BIT: u32 = 1 << 31;
 /// Set in a reserved side's id.
 const SIDE_BIT: u32 = 1 << 30;
-/// The CU count an id can carry (bits 9..=29).
-const SPLIT_CUS_MAX: u32 = (1 << 21) - 1;
+/// The CU count an id can carry (bits 11..=29).
+const SPLIT_CUS_MAX: u32 = (1 << 19) - 1;
 
 impl PartitionId {
     /// The whole GPU: no split.
@@ -192,10 +217,15 @@ impl fmt::Display for PartitionId {
         match self.side() {
             None => f.write_str("whole"),
             Some(side) => {
-                let cus = (self.0 >> 9) & SPLIT_CUS_MAX;
+                let cus = (self.0 >> 11) & SPLIT_CUS_MAX;
                 let level = (self.0 & 0x1ff) as i32 - 256;
+                let stream = match (self.0 >> 9) & 3 {
+                    2 => ":high",
+                    1 => ":normal",
+                    _ => "",
+                };
                 let name = if side == Side::Reserved { "reserved" } else { "shared" };
-                write!(f, "{name} ({cus}@{level})")
+                write!(f, "{name} ({cus}@{level}{stream})")
             }
         }
     }
@@ -224,12 +254,37 @@ mod tests {
     #[test]
     fn the_setting_parses_and_bad_forms_are_refused() {
         let r = Reserve::parse(" 20 @ 10 ").unwrap();
-        assert_eq!((r.cus, r.level.get()), (20, 10));
-        assert_eq!(Reserve::parse("8@-256").unwrap().level, Level::MIN);
-        for bad in ["", "20", "@10", "20@", "0@10", "-4@10", "20@256", "20@x", "x@10", "20@10@1"] {
+        assert_eq!((r.cus, r.from.level().get()), (20, 10));
+        assert_eq!(Reserve::parse("8@-256").unwrap().from.level(), Level::MIN);
+        for bad in [
+            "",
+            "20",
+            "@10",
+            "20@",
+            "0@10",
+            "-4@10",
+            "20@256",
+            "20@x",
+            "x@10",
+            "20@10@1",
+            "20@0:",
+            "20@0:urgent",
+            "20@:high",
+        ] {
             assert_eq!(Reserve::parse(bad), None, "{bad:?}");
         }
         assert_eq!(r.to_string(), "20@10");
+        let h = Reserve::parse("20@0: HIGH").unwrap();
+        assert_eq!(h.to_string(), "20@0:high");
+        let at = |l: i64, s| Priority::new(Level::new(l).unwrap(), s);
+        assert!(
+            h.is_reserved(at(0, StreamPriority::High)) && h.is_reserved(at(1, StreamPriority::Low))
+        );
+        assert!(!h.is_reserved(at(0, StreamPriority::Normal)));
+        assert!(
+            r.is_reserved(at(10, StreamPriority::Low))
+                && !r.is_reserved(at(9, StreamPriority::High))
+        );
     }
 
     #[test]
@@ -277,8 +332,12 @@ mod tests {
         assert!(overlaps(b.id(Side::Reserved), ash) && overlaps(b.id(Side::Shared), ar));
         let c = Split::plan(Reserve::parse("20@5").unwrap(), 80, 4).unwrap();
         assert!(overlaps(c.id(Side::Reserved), ash));
-        assert_eq!(a.side_for(Level::new(10).unwrap()), Side::Reserved);
-        assert_eq!(a.side_for(Level::new(9).unwrap()), Side::Shared);
+        let at = |l| Priority::at_level(Level::new(l).unwrap());
+        assert_eq!(a.side_for(at(10)), Side::Reserved);
+        assert_eq!(a.side_for(at(9)), Side::Shared);
+        let h = Split::plan(Reserve::parse("20@10:high").unwrap(), 80, 4).unwrap();
+        assert!(overlaps(h.id(Side::Reserved), ash), "another threshold: another split");
+        assert_eq!(h.id(Side::Shared).to_string(), "shared (20@10:high)");
         assert_eq!(ar.to_string(), "reserved (20@10)");
         assert_eq!(ash.to_string(), "shared (20@10)");
         assert_eq!(PartitionId::WHOLE.to_string(), "whole");

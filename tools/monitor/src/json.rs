@@ -1,5 +1,5 @@
 //! A snapshot as JSON: `{"gpus":[{"node":N,"processes":[{"pid":P,"name":S,"queues":[{"id":Q,
-//! "priority":L,"state":S,"pending":N,"in_flight":N,"dispatched":N,"preemptions":N,...}]}]}]}`.
+//! "partition":S,"priority":L,"state":S,"pending":N,"in_flight":N,"dispatched":N,"preemptions":N,...}]}]}]}`.
 //!
 //! `priority` and `requested_priority` are levels (`-256..=255`, higher is more urgent), with
 //! their stream priorities beside them; times are nanoseconds; the latency histogram is a list
@@ -55,6 +55,8 @@ struct Recent {
 #[derive(Serialize)]
 struct QueueJ<'a> {
     id: u64,
+    /// `whole`, or `reserved (CUS@LEVEL)` / `shared (CUS@LEVEL)` under `XHSA_RESERVE`.
+    partition: String,
     priority: Option<i32>,
     stream: Option<&'a str>,
     requested_priority: Option<i32>,
@@ -83,6 +85,7 @@ struct QueueJ<'a> {
 fn queue(q: &Queue) -> QueueJ<'_> {
     QueueJ {
         id: q.id,
+        partition: q.partition.to_string(),
         priority: q.priority.map(|p| p.level),
         stream: q.priority.map(|p| p.stream),
         requested_priority: q.requested.map(|p| p.level),

@@ -108,6 +108,8 @@ pub struct Queue {
     pub id: u64,
     /// Its slot on the board.
     pub slot: usize,
+    /// Its CU partition (`XHSA_RESERVE`; the whole GPU without).
+    pub partition: xhsa_model::ids::PartitionId,
     /// Effective priority (`None`: the slot holds no valid priority).
     pub priority: Option<Prio>,
     /// What the application and the config asked for.
@@ -151,6 +153,7 @@ impl Queue {
         Queue {
             id: slot.queue_id,
             slot: index,
+            partition: xhsa_model::ids::PartitionId(slot.partition),
             priority: Prio::from_rank(st.priority),
             requested: Prio::from_rank(st.requested),
             state: st.state(),

@@ -37,6 +37,23 @@ pub fn render(s: &Snapshot) -> String {
             g.processes.len(),
             queues
         );
+        // CU partitions (XHSA_RESERVE), when the GPU is split: which queues run where.
+        let mut parts: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        for p in &g.processes {
+            for q in &p.queues {
+                parts
+                    .entry(q.partition.to_string())
+                    .or_default()
+                    .push(format!("{}/{}", p.pid, q.id));
+            }
+        }
+        if parts.keys().any(|k| k != "whole") {
+            let list: Vec<String> = parts
+                .iter()
+                .map(|(name, qs)| format!("{name}: PID/QID {}", qs.join(",")))
+                .collect();
+            let _ = writeln!(out, "partitions: {}", list.join("; "));
+        }
         let _ = writeln!(out, "{HEADER}");
         for p in &g.processes {
             for q in &p.queues {
