@@ -13,10 +13,16 @@
 //! - `q` is not in its minimum run after the starvation bound put it back;
 //! - the device-wide preemption budget allows it ([`super::budget`]).
 //!
-//! **Put back** a preempted queue as soon as no higher-priority work is pending or in flight
-//! anywhere, or when it has been off for the starvation bound (`XHSA_PREEMPT_MAX_MS`); in the
-//! latter case it then runs at least `XHSA_PREEMPT_MIN_RUN_MS` before it can be taken off again.
-//! Putting back is never delayed by the budget.
+//! **Put back** a preempted queue once no higher-priority work has been pending or in flight
+//! (in an overlapping partition) for as long as a round trip costs — putting it back and taking
+//! it off again, twice the measured cost of a preemption — or when it has been off for the
+//! starvation bound (`XHSA_PREEMPT_MAX_MS`); in the latter case it then runs at least
+//! `XHSA_PREEMPT_MIN_RUN_MS` before it can be taken off again. Putting back is never delayed by
+//! the budget. The wait before putting back is the ski-rental rule: latency-critical work often
+//! pauses only briefly (a server's host code between two decode steps, between two kernels of a
+//! request); putting the batch queue back for such a pause costs two device-wide unmaps, the
+//! second one delaying the next step. Waiting as long as the round trip would cost, and no
+//! longer, costs at most twice what knowing the pause's length in advance would.
 //!
 //! A queue an operator **paused** (`xhsactl pause`) is taken off as soon as it has packets in
 //! flight, whatever the cost and the budget, and stays off, without the starvation bound, until
@@ -82,11 +88,13 @@ pub struct Decision {
 pub struct Policy {
     settings: PreemptSettings,
     states: BTreeMap<QueueId, State>,
+    /// Queues off the GPU with no higher work left: since when (the round trip's wait).
+    idle_since: BTreeMap<QueueId, Nanos>,
 }
 
 impl Policy {
     pub fn new(settings: PreemptSettings) -> Policy {
-        Policy { settings, states: BTreeMap::new() }
+        Policy { settings, states: BTreeMap::new(), idle_since: BTreeMap::new() }
     }
 
     /// The state of `q` (running when unknown).
@@ -107,6 +115,7 @@ impl Policy {
     pub fn taken_off(&mut self, queues: &[QueueId], now: Nanos) {
         for q in queues {
             self.states.insert(*q, State::Off { since: now });
+            self.idle_since.remove(q);
         }
     }
 
@@ -115,12 +124,14 @@ impl Policy {
         for q in queues {
             let exempt_until = if starved.contains(q) { now + self.settings.min_run_ns } else { 0 };
             self.states.insert(*q, State::Running { exempt_until });
+            self.idle_since.remove(q);
         }
     }
 
     /// Forgets a queue (destroyed).
     pub fn forget(&mut self, q: QueueId) {
         self.states.remove(&q);
+        self.idle_since.remove(&q);
     }
 
     /// Decides; `others` are the priorities and partitions of the other processes' queues that have work,
@@ -154,8 +165,18 @@ impl Policy {
                         continue;
                     }
                     if !higher_work(q) {
-                        d.put_back.push(q.id);
-                    } else if now.saturating_sub(since) >= self.settings.max_preempted_ns {
+                        // The round trip's wait (module doc): twice the measured cost.
+                        let wait = cost.unwrap_or(0).saturating_mul(2);
+                        let idle = *self.idle_since.entry(q.id).or_insert(now);
+                        if now.saturating_sub(idle) >= wait {
+                            d.put_back.push(q.id);
+                        } else {
+                            wake(&mut d, idle + wait);
+                        }
+                        continue;
+                    }
+                    self.idle_since.remove(&q.id);
+                    if now.saturating_sub(since) >= self.settings.max_preempted_ns {
                         d.put_back.push(q.id);
                         d.starved.push(q.id);
                     } else {
@@ -289,10 +310,36 @@ mod tests {
         let d = pol.decide(20, &[low], &[o(5)], Some(450_000), true, 20);
         assert!(d.take_off.is_empty() && d.put_back.is_empty());
         assert_eq!(d.wake_at, Some(10 + 100 * MS));
-        // Gone: back at once.
+        // Gone: back once it stayed gone for a round trip's cost (2 x 450 us).
         let d = pol.decide(30, &[low], &[], Some(450_000), true, 30);
+        assert!(d.put_back.is_empty());
+        assert_eq!(d.wake_at, Some(30 + 900_000));
+        let d = pol.decide(30 + 900_000, &[low], &[], Some(450_000), true, 30);
         assert_eq!(d.put_back, vec![QueueId(1)]);
         assert!(d.starved.is_empty());
+    }
+
+    #[test]
+    fn a_pause_of_the_higher_work_shorter_than_a_round_trip_keeps_the_batch_queue_off() {
+        let mut pol = policy();
+        let low = q(1, -5, 2, 2 * MS);
+        let cost = Some(450_000);
+        pol.taken_off(&[QueueId(1)], 0);
+        // The server pauses between two decode steps (0.5 ms): the queue stays off.
+        assert!(pol.decide(MS, &[low], &[], cost, true, MS).put_back.is_empty());
+        let d = pol.decide(MS + 500_000, &[low], &[o(5)], cost, true, MS);
+        assert!(d.put_back.is_empty() && d.take_off.is_empty(), "no unmap either way: {d:?}");
+        // The next pause starts the wait afresh.
+        assert!(pol.decide(2 * MS, &[low], &[], cost, true, 2 * MS).put_back.is_empty());
+        assert!(pol.decide(2 * MS + 899_999, &[low], &[], cost, true, 0).put_back.is_empty());
+        assert_eq!(
+            pol.decide(2 * MS + 900_000, &[low], &[], cost, true, 0).put_back,
+            vec![QueueId(1)]
+        );
+        // An unknown cost: back at once, as before any preemption was measured.
+        let mut pol = policy();
+        pol.taken_off(&[QueueId(1)], 0);
+        assert_eq!(pol.decide(1, &[low], &[], None, true, 1).put_back, vec![QueueId(1)]);
     }
 
     #[test]
