@@ -25,6 +25,9 @@ pub struct Report {
     pub native_together: Option<Summary>,
 }
 
+/// Samples a P99 needs to be reported as one (the table marks those over fewer).
+pub const MIN_P99_SAMPLES: usize = 200;
+
 fn lat(l: &Option<Latency>) -> Value {
     match l {
         Some(l) => json!({
@@ -38,7 +41,7 @@ fn lat(l: &Option<Latency>) -> Value {
 }
 
 /// Prints one row of the table: name, latency figures, throughput and its unit.
-type RowFn = dyn Fn(&mut String, &str, &Option<Latency>, Option<f64>, &Option<String>);
+type RowFn<'a> = dyn Fn(&mut String, &str, &Option<Latency>, Option<f64>, &Option<String>) + 'a;
 
 fn ttft(s: &Summary) -> &Option<Latency> {
     &s.ttft
@@ -200,6 +203,8 @@ impl Report {
             "  {:<21} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}   {:>14}",
             "", "n", "mean ms", "p50 ms", "p95 ms", "p99 ms", "max ms", "throughput"
         );
+        // A P99 over fewer than MIN_P99_SAMPLES is marked: it is the tail of a few samples.
+        let few = std::cell::Cell::new(false);
         let row = |o: &mut String,
                    name: &str,
                    l: &Option<Latency>,
@@ -207,6 +212,9 @@ impl Report {
                    unit: &Option<String>| {
             let f = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}"));
             let l2 = l.as_ref();
+            let mark = l2.is_some_and(|l| l.count > 0 && l.count < MIN_P99_SAMPLES);
+            few.set(few.get() || mark);
+            let p99 = f(l2.map(|l| l.p99_ms)) + if mark { "*" } else { "" };
             let _ = writeln!(
                 o,
                 "  {:<21} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}   {:>14}",
@@ -215,7 +223,7 @@ impl Report {
                 f(l2.map(|l| l.mean_ms)),
                 f(l2.map(|l| l.p50_ms)),
                 f(l2.map(|l| l.p95_ms)),
-                f(l2.map(|l| l.p99_ms)),
+                p99,
                 f(l2.map(|l| l.max_ms)),
                 t.map_or("-".into(), |v| format!("{v:.1} {}/s", unit.as_deref().unwrap_or("item")))
             );
@@ -269,12 +277,18 @@ impl Report {
         if self.is_llm() {
             self.llm_table(&mut o, &row);
         }
+        if few.get() {
+            let _ = writeln!(
+                o,
+                "  * a P99 over fewer than {MIN_P99_SAMPLES} samples: the tail of a few, not a P99 to compare (run longer)"
+            );
+        }
         o
     }
 
     /// The LLM server's rows: TTFT and TPOT per phase, their ratios to alone, and the lp
     /// throughput against the lp job alone.
-    fn llm_table(&self, o: &mut String, row: &RowFn) {
+    fn llm_table(&self, o: &mut String, row: &RowFn<'_>) {
         let mode = &self.mode;
         let native = self.native_together.is_some();
         let shared = self.together.as_ref().filter(|_| self.lp_alone.is_some());
@@ -403,6 +417,21 @@ mod tests {
             together: Some(summary(8.0, 90.0)),
             native_together: None,
         }
+    }
+
+    #[test]
+    fn a_p99_over_fewer_than_200_samples_is_marked() {
+        let mut r = native_report();
+        let t = r.table();
+        assert!(t.contains("1.99*") && t.contains("fewer than 200 samples"), "{t}");
+        let many: Vec<f64> = (0..200).map(|i| 1.0 + f64::from(i) / 100.0).collect();
+        for s in [&mut r.hp_alone, r.together.as_mut().unwrap()] {
+            s.hp = Latency::of(&many);
+        }
+        r.lp_alone.as_mut().unwrap().lp_latency = Latency::of(&many);
+        r.together.as_mut().unwrap().lp_latency = Latency::of(&many);
+        let t = r.table();
+        assert!(!t.contains('*'), "200 samples make a P99\n{t}");
     }
 
     #[test]
