@@ -262,6 +262,13 @@ fn a_batch_process_on_rocm64_is_preempted_for_a_higher_priority_one() {
     common::scenarios::batch_preempted_for_high_priority(&common::ROCM64);
 }
 
+/// A reserved CU partition on ROCm 6.4 (4 XCCs known): see
+/// `common::scenarios::reserve_keeps_partitions_apart`.
+#[test]
+fn a_reserved_partition_on_rocm64_is_the_last_xcc_and_keeps_the_batch_process_running() {
+    common::scenarios::reserve_keeps_partitions_apart(&common::ROCM64);
+}
+
 /// HIP IPC on ROCm 6.4 (ROCr 6.4.3 takes the DMA-buf path: KFD 1.17 and libdrm's
 /// `amdgpu_device_get_fd`): a child process opens the parent's device buffers by their handles,
 /// reads the parent's values and writes its own, which the parent then reads; natively and

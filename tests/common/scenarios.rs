@@ -145,6 +145,12 @@ pub fn reserve_keeps_partitions_apart(root: &RocmRoot) {
     let busy = busy.wait();
     assert_passed(&victim);
     assert_passed(&busy);
+    eprintln!(
+        "reserve on {}: victim {:.2} s, busy {:.2} s wall",
+        root.tag,
+        victim.wall.as_secs_f64(),
+        busy.wall.as_secs_f64()
+    );
     assert!(masked, "the batch process's hardware queue is not on XCCs 0-2\n{status}");
     for (who, out) in [("busy", &busy), ("victim", &victim)] {
         assert!(
