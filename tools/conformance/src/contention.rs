@@ -262,10 +262,12 @@ pub fn text(r: &PairResult) -> String {
         r.together_wall.as_secs_f64()
     )
     .unwrap();
-    writeln!(out, "  {:<30}|{:^31}|{:^31}|", "", "alone", "together").unwrap();
+    // The suite column fits the longer name.
+    let w = r.high.suite.name.len().max(r.low.suite.name.len()).max(18);
+    writeln!(out, "  {:<w$}|{:^31}|{:^31}|", "", "alone", "together", w = w + 12).unwrap();
     writeln!(
         out,
-        "  {:<18} {:<4} {:>5} | {:>6} {:>6} {:>6} {:>8} | {:>6} {:>6} {:>6} {:>8} | {:>9} {:>8}  results",
+        "  {:<w$} {:<4} {:>5} | {:>6} {:>6} {:>6} {:>8} | {:>6} {:>6} {:>6} {:>8} | {:>9} {:>8}  results",
         "suite", "role", "tests", "passed", "failed", "t.out", "time", "passed", "failed", "t.out",
         "time", "taken off", "off"
     )
@@ -286,7 +288,7 @@ pub fn text(r: &PairResult) -> String {
         }
         writeln!(
             out,
-            "  {:<18} {:<4} {:>5} | {sp:>6} {sf:>6} {st:>6} {:>7.1}s | {tp:>6} {tf:>6} {tt:>6} {:>7.1}s | {:>9} {:>7.1}s  {verdict}",
+            "  {:<w$} {:<4} {:>5} | {sp:>6} {sf:>6} {st:>6} {:>7.1}s | {tp:>6} {tf:>6} {tt:>6} {:>7.1}s | {:>9} {:>7.1}s  {verdict}",
             s.suite.name,
             s.role.label(),
             s.solo.report.announced.map_or("?".into(), |n| n.to_string()),
@@ -304,10 +306,11 @@ pub fn text(r: &PairResult) -> String {
         }
     }
     if r.demonstrated() {
+        let n = r.low.together.taken_off.unwrap_or(0);
         writeln!(
             out,
-            "  the low suite was taken off the GPU {} times ({:.1} s off in all): contention demonstrated",
-            r.low.together.taken_off.unwrap_or(0),
+            "  the low suite was taken off the GPU {n} time{} ({:.1} s off in all): contention demonstrated",
+            if n == 1 { "" } else { "s" },
             r.low.together.off_us as f64 / 1e6
         )
         .unwrap();
