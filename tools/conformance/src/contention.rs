@@ -1,7 +1,7 @@
 //! The contention run (`./x conformance --contention HIGH:LOW`): two suites at once on one
 //! emulated GPU (one device process, one libxhsa board), both under libxhsa (`LD_PRELOAD`), one
 //! at `XHSA_PRIORITY=10`, the other at `-10`. libxhsa takes the low one's queues off the GPU
-//! while the high one has work (CWSR saves their running waves) and puts them back after: each
+//! while the high one has work (KFD queue deactivation) and puts them back after: each
 //! suite's per-test results must be those of its solo run (the same program under libxhsa at the
 //! same level, alone on a device of its own, in the same invocation). The low suite's exit
 //! summary says how many times its queues were taken off; a run where that never happened does
