@@ -3,8 +3,11 @@
 //! natively and under libxhsa (`LD_PRELOAD`, `HSA_TOOLS_LIB`), a filtered selection of each
 //! within a time limit (`tools/conformance/suites.txt`). A test that fails natively is an
 //! emulator defect (a real gfx90a passes these suites); one that passes natively and fails under
-//! libxhsa is a libxhsa defect. See docs/emulator.md, "Conformance run".
+//! libxhsa is a libxhsa defect. The contention run ([`contention`]) runs two suites at once on
+//! one emulated GPU under libxhsa at a high and a low priority, and compares each with its solo
+//! run. See docs/emulator.md, "Conformance run".
 
+pub mod contention;
 pub mod gtest;
 pub mod isa_stats;
 pub mod run;

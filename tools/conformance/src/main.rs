@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use xhsa_conformance::contention;
 use xhsa_conformance::run::{self, Mode, Setup};
 use xhsa_conformance::suites;
 use xhsa_conformance::table::{self, SuiteResult};
@@ -12,9 +13,15 @@ use xhsa_conformance::table::{self, SuiteResult};
 const USAGE: &str = "\
 usage: xhsa-conformance [--only SUITE,...] [--modes native,preload,tools] [--timeout-scale X]
                         [--suites FILE] [--log-dir DIR] [--markdown FILE] [--isa-stats] [--list]
+       xhsa-conformance --contention HIGH:LOW[,HIGH:LOW]... [--timeout-scale X] [--suites FILE]
+                        [--log-dir DIR] [--markdown FILE]
   --only           run only these suites (names from the suites file)
   --modes          which ways to load libxhsa: native (none), preload (LD_PRELOAD),
                    tools (HSA_TOOLS_LIB); default all three
+  --contention     instead: for each pair, suite HIGH (XHSA_PRIORITY=10) and suite LOW
+                   (XHSA_PRIORITY=-10) each alone under LD_PRELOAD, then both at once on one
+                   emulated GPU; their per-test results must be those alone, and the low one's
+                   queues must have been taken off the GPU (exit status 1 otherwise)
   --timeout-scale  multiply every suite's time limit by X (default 1)
   --suites         the selection (default tools/conformance/suites.txt)
   --log-dir        each run's output, as DIR/SUITE.MODE.log and .stderr (default target/conformance)
@@ -32,6 +39,7 @@ struct Args {
     markdown: Option<PathBuf>,
     isa_stats: bool,
     list: bool,
+    contention: Option<String>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -45,7 +53,9 @@ fn parse_args() -> Result<Args, String> {
         markdown: None,
         isa_stats: false,
         list: false,
+        contention: None,
     };
+    let mut modes_given = false;
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         let mut value = |what: &str| it.next().ok_or_else(|| format!("{arg} needs {what}"));
@@ -54,6 +64,7 @@ fn parse_args() -> Result<Args, String> {
                 a.only = Some(value("suite names")?.split(',').map(str::to_string).collect())
             }
             "--modes" => {
+                modes_given = true;
                 a.modes = value("modes")?.split(',').map(Mode::parse).collect::<Result<_, _>>()?
             }
             "--timeout-scale" => {
@@ -68,6 +79,7 @@ fn parse_args() -> Result<Args, String> {
             "--markdown" => a.markdown = Some(value("a file")?.into()),
             "--list" => a.list = true,
             "--isa-stats" => a.isa_stats = true,
+            "--contention" => a.contention = Some(value("pairs HIGH:LOW[,HIGH:LOW]...")?),
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -78,10 +90,31 @@ fn parse_args() -> Result<Args, String> {
     if a.modes.is_empty() {
         return Err("--modes names no mode".into());
     }
+    if a.contention.is_some() {
+        // The pair names its suites and runs them under LD_PRELOAD only.
+        for (given, what) in
+            [(modes_given, "--modes"), (a.only.is_some(), "--only"), (a.isa_stats, "--isa-stats")]
+        {
+            if given {
+                return Err(format!("{what} does not apply to --contention (the pairs name the suites; both run under LD_PRELOAD)"));
+            }
+        }
+    }
     Ok(a)
 }
 
 fn main() -> ExitCode {
+    // Progress on standard error (`XHSA_CONFORMANCE_LOG`, an EnvFilter: `info` by default).
+    let filter = std::env::var("XHSA_CONFORMANCE_LOG").unwrap_or_else(|_| "info".into());
+    let filter = tracing_subscriber::EnvFilter::try_new(&filter).unwrap_or_else(|e| {
+        eprintln!("xhsa-conformance: XHSA_CONFORMANCE_LOG='{filter}' is not a filter ({e}); accepted: a tracing EnvFilter such as info, debug, warn; info used");
+        tracing_subscriber::EnvFilter::new("info")
+    });
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .with_target(false)
+        .init();
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {
@@ -115,6 +148,14 @@ fn main() -> ExitCode {
         }
         all.retain(|s| only.contains(&s.name));
     }
+    let pairs = match args.contention.as_deref().map(|c| contention::parse_pairs(c, &all)) {
+        None => None,
+        Some(Ok(p)) => Some(p),
+        Some(Err(e)) => {
+            eprintln!("xhsa-conformance: {e}");
+            return ExitCode::from(2);
+        }
+    };
     if args.list {
         for s in &all {
             println!("{:<18} {:<48} {:>5} s  {}", s.name, s.binary, s.timeout.as_secs(), s.filter);
@@ -153,12 +194,15 @@ fn main() -> ExitCode {
         eprintln!("xhsa-conformance: not installed in {}: {} (tools/conformance/install.sh installs the test packages)", root.display(), missing.join(", "));
         return ExitCode::FAILURE;
     }
+    if let Some(pairs) = pairs {
+        return run_pairs(&all, &pairs, &setup, &args);
+    }
     let start = std::time::Instant::now();
     let mut results = Vec::new();
     for s in &all {
         let mut r = SuiteResult { suite: s, outcomes: Vec::new() };
         for &m in &args.modes {
-            eprintln!("xhsa-conformance: {} ({}) ...", s.name, m.label());
+            tracing::info!("{} ({}) ...", s.name, m.label());
             match run::run(s, m, &setup) {
                 Ok(o) => r.outcomes.push(o),
                 Err(e) => {
@@ -184,4 +228,51 @@ fn main() -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// The contention run: each pair, its table, the verdict in the exit status.
+fn run_pairs(
+    all: &[suites::Suite],
+    pairs: &[(usize, usize)],
+    setup: &Setup,
+    args: &Args,
+) -> ExitCode {
+    let start = std::time::Instant::now();
+    let mut results = Vec::new();
+    for &(h, l) in pairs {
+        match contention::run_pair(&all[h], &all[l], setup) {
+            Ok(r) => {
+                println!("{}", contention::text(&r));
+                results.push(r);
+            }
+            Err(e) => {
+                eprintln!(
+                    "xhsa-conformance: cannot run {} beside {}: {e}",
+                    all[h].name, all[l].name
+                );
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let differ = results.iter().filter(|r| !r.identical()).count();
+    let undemonstrated = results.iter().filter(|r| !r.demonstrated()).count();
+    let unreported = results.iter().filter(|r| !r.libxhsa_ran()).count();
+    println!(
+        "contention run: {} pair{}, {:.0} s; {differ} with results differing from the solo runs, {undemonstrated} where the low suite was never taken off the GPU, {unreported} where libxhsa did not report; logs in {}",
+        results.len(),
+        if results.len() == 1 { "" } else { "s" },
+        start.elapsed().as_secs_f64(),
+        setup.log_dir.display()
+    );
+    if let Some(md) = &args.markdown {
+        if let Err(e) = std::fs::write(md, contention::markdown(&results)) {
+            eprintln!("xhsa-conformance: cannot write {}: {e}", md.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    if differ + undemonstrated + unreported > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
 }

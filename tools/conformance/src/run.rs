@@ -77,6 +77,12 @@ pub struct Outcome {
     pub elapsed: Duration,
     /// In a libxhsa mode: libxhsa's exit summary was seen (it was loaded and ran).
     pub libxhsa_ran: bool,
+    /// In a libxhsa mode: how many times libxhsa took this program's queues off the GPU (the
+    /// exit summaries' "N taken off", summed over the program's processes); `None` without a
+    /// summary that reports preemption.
+    pub taken_off: Option<u64>,
+    /// With `taken_off`: the time its queues spent off the GPU, in all, microseconds.
+    pub off_us: u64,
     pub log: PathBuf,
     /// With [`Setup::isa_stats`]: the interpreter's work in the run.
     pub isa: Option<IsaStats>,
@@ -109,15 +115,90 @@ fn end_of(st: ExitStatus) -> End {
     }
 }
 
+/// One emulated device and one libxhsa board shared by the programs run with it (the
+/// contention run's pair): directories in the log directory (bound into the ROCm root), removed
+/// when dropped.
+#[derive(Debug)]
+pub struct SharedGpu {
+    /// `XHSA_EMU_DEVICE_DIR`: the programs' one device process.
+    pub device_dir: PathBuf,
+    /// `XHSA_BOARD_DIR`: libxhsa's board, through which each process's watcher sees the other's
+    /// work.
+    pub board_dir: PathBuf,
+}
+
+impl SharedGpu {
+    /// Fresh owner-only directories under `log_dir`: `device-PID-N` and `board-PID-N` (short:
+    /// the device's socket path must fit a Unix socket address).
+    pub fn new(log_dir: &Path) -> std::io::Result<SharedGpu> {
+        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let pid = std::process::id();
+        let device_dir = private_dir(log_dir, &format!("device-{pid}-{n}"))?;
+        let board_dir = private_dir(log_dir, &format!("board-{pid}-{n}"))?;
+        Ok(SharedGpu { device_dir, board_dir })
+    }
+}
+
+impl Drop for SharedGpu {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.device_dir);
+        let _ = std::fs::remove_dir_all(&self.board_dir);
+    }
+}
+
+/// A fresh (emptied) owner-only directory `dir/name`.
+fn private_dir(dir: &Path, name: &str) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::create_dir_all(dir)?;
+    let p = dir.join(name);
+    let _ = std::fs::remove_dir_all(&p);
+    std::fs::DirBuilder::new().mode(0o700).create(&p)?;
+    Ok(p)
+}
+
+/// What a run adds to the plain one (`RunOpts::default()`: none of it).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RunOpts<'a> {
+    /// The logs are `DIR/SUITE.LABEL.log` and `.stderr`; default the mode's label.
+    pub label: Option<&'a str>,
+    /// Extra environment (e.g. `XHSA_PRIORITY`), after the suite's own.
+    pub env: &'a [(String, String)],
+    /// Run on this device and board instead of private ones.
+    pub gpu: Option<&'a SharedGpu>,
+    /// The program's time limit instead of the suite's (still multiplied by
+    /// [`Setup::timeout_scale`]).
+    pub timeout: Option<Duration>,
+}
+
 /// Runs `suite` in `mode`.
 pub fn run(suite: &Suite, mode: Mode, setup: &Setup) -> std::io::Result<Outcome> {
+    run_with(suite, mode, setup, RunOpts::default())
+}
+
+/// Runs `suite` in `mode` with `opts`.
+pub fn run_with(
+    suite: &Suite,
+    mode: Mode,
+    setup: &Setup,
+    opts: RunOpts,
+) -> std::io::Result<Outcome> {
     std::fs::create_dir_all(&setup.log_dir)?;
-    let log_path = setup.log_dir.join(format!("{}.{}.log", suite.name, mode.label()));
+    let label = opts.label.unwrap_or(mode.label());
+    let log_path = setup.log_dir.join(format!("{}.{label}.log", suite.name));
     let mut log = std::fs::File::create(&log_path)?;
-    // A private emulated device: the default one is shared per user and configuration, and
-    // another build's device process could serve the run.
-    let device_dir = setup.log_dir.join(format!("device-{}-{}", std::process::id(), suite.name));
-    std::fs::create_dir_all(&device_dir)?;
+    // A private emulated device and libxhsa board unless the caller shares one: the default
+    // device is shared per user and configuration, and another build's device process could
+    // serve the run; the default board (/dev/shm) is every libxhsa process's of the user, and
+    // another's work there would throttle and preempt this run's queues.
+    let private;
+    let gpu = match opts.gpu {
+        Some(g) => g,
+        None => {
+            private = SharedGpu::new(&setup.log_dir)?;
+            &private
+        }
+    };
 
     let mut cmd = Command::new(&setup.emu);
     cmd.args(["run", "--rocm", "6.4", "--isa", "gfx90a"]);
@@ -127,14 +208,15 @@ pub fn run(suite: &Suite, mode: Mode, setup: &Setup) -> std::io::Result<Outcome>
     cmd.arg("--bind").arg(&setup.log_dir);
     cmd.arg("--").arg(suite.program());
     cmd.arg(format!("--gtest_filter={}", suite.filter)).arg("--gtest_color=no");
-    cmd.env("XHSA_EMU_DEVICE_DIR", &device_dir);
+    cmd.env("XHSA_EMU_DEVICE_DIR", &gpu.device_dir);
+    cmd.env("XHSA_BOARD_DIR", &gpu.board_dir);
     // rocFFT keeps the kernels it compiles at run time in an SQLite file under $HOME, shared
     // with every other rocFFT program of the user: each run gets a fresh one of its own (a run
     // once failed its first plan, `rocfft_plan_create failed`, while other programs ran).
-    let rtc_cache = setup.log_dir.join(format!("{}.{}.rocfft-cache.db", suite.name, mode.label()));
+    let rtc_cache = setup.log_dir.join(format!("{}.{label}.rocfft-cache.db", suite.name));
     let _ = std::fs::remove_file(&rtc_cache);
     cmd.env("ROCFFT_RTC_CACHE_PATH", &rtc_cache);
-    for (k, v) in &suite.env {
+    for (k, v) in suite.env.iter().chain(opts.env) {
         cmd.env(k, v);
     }
     if setup.isa_stats {
@@ -167,7 +249,7 @@ pub fn run(suite: &Suite, mode: Mode, setup: &Setup) -> std::io::Result<Outcome>
             }
         }
     });
-    let limit = suite.timeout.mul_f64(setup.timeout_scale.max(0.01));
+    let limit = opts.timeout.unwrap_or(suite.timeout).mul_f64(setup.timeout_scale.max(0.01));
     let deadline = start + limit;
     let mut report = Report::default();
     let mut timed_out = false;
@@ -211,12 +293,59 @@ pub fn run(suite: &Suite, mode: Mode, setup: &Setup) -> std::io::Result<Outcome>
     let end = if timed_out { End::TimedOut } else { end_of(status) };
     writeln!(log, "# end: {end:?} after {:.1} s", elapsed.as_secs_f64())?;
     let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-    let libxhsa_ran = mode != Mode::Native
-        && stderr.contains("INFO xhsa:")
-        && stderr.contains("HSA queues created");
+    let summary = Summary::parse(&stderr);
+    let libxhsa_ran = mode != Mode::Native && summary.seen;
     let isa = setup.isa_stats.then(|| IsaStats::parse(&stderr));
-    let _ = std::fs::remove_dir_all(&device_dir);
-    Ok(Outcome { mode, report, end, elapsed, libxhsa_ran, log: log_path, isa })
+    Ok(Outcome {
+        mode,
+        report,
+        end,
+        elapsed,
+        libxhsa_ran,
+        taken_off: (mode != Mode::Native).then_some(summary.taken_off).flatten(),
+        off_us: summary.off_us,
+        log: log_path,
+        isa,
+    })
+}
+
+/// What libxhsa's exit summaries (`XHSA_LOG=info`, one per process that ran the runtime) say.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Summary {
+    /// A summary was seen: libxhsa was loaded and ran.
+    pub seen: bool,
+    /// The sum of their "preemption: N taken off"; `None` when none reports preemption (off,
+    /// or no GPU's watcher started).
+    pub taken_off: Option<u64>,
+    /// The sum of their "N us off in all".
+    pub off_us: u64,
+}
+
+impl Summary {
+    /// Reads the summaries out of a program's standard error.
+    pub fn parse(stderr: &str) -> Summary {
+        let mut s = Summary::default();
+        for line in stderr.lines() {
+            let Some(i) = line.find("INFO xhsa: ") else { continue };
+            let rest = &line[i..];
+            if !rest.contains("HSA queues created") {
+                continue;
+            }
+            s.seen = true;
+            let Some((_, pre)) = rest.split_once("; preemption: ") else { continue };
+            // "N taken off, N put back, N off now, N us off in all[, ...]"
+            let n = pre.split_once(" taken off").and_then(|(n, _)| n.trim().parse::<u64>().ok());
+            if let Some(n) = n {
+                s.taken_off = Some(s.taken_off.unwrap_or(0) + n);
+            }
+            let us = pre
+                .split_once(" us off in all")
+                .and_then(|(h, _)| h.rsplit(' ').next())
+                .and_then(|n| n.parse::<u64>().ok());
+            s.off_us += us.unwrap_or(0);
+        }
+        s
+    }
 }
 
 /// SIGTERM to the program's process group (`xhsa-emu run` forwards it and tidies up), then
@@ -242,4 +371,23 @@ fn stop(child: &mut std::process::Child) {
 pub fn artifact(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap_or_default();
     exe.parent().map(|d| d.join(name)).unwrap_or_else(|| Path::new(name).to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_summaries_are_summed_over_processes() {
+        let one = " INFO xhsa: 1 HSA queues created, 0 destroyed, 1083 doorbell stores, 0 priority calls; KFD queues: [0@0x7f65016d2000(ioctl)]; shadow queues: 1 created, 9 packets taken, 9 packets forwarded, 0 held, 0 in flight, 0 ns throttled, 0 degraded; passthrough libraries: 0 queues, 0 dispatches; at most 1 passes per application call; preemption: 76 taken off, 76 put back, 0 off now, 6588560 us off in all, wake to KFD call P50 3663 us P99 131962 us (76)";
+        let child = "2026-11-27T10:00:00Z  INFO xhsa: 0 HSA queues created, 0 destroyed, 0 doorbell stores, 0 priority calls; KFD queues: []; preemption: 3 taken off, 3 put back, 0 off now, 10 us off in all";
+        let s = Summary::parse(&format!("noise\n{one}\n{child}\n"));
+        assert_eq!(s, Summary { seen: true, taken_off: Some(79), off_us: 6588570 });
+        // Preemption off: the summary has no preemption part.
+        let off = " INFO xhsa: 2 HSA queues created, 0 destroyed, 24 doorbell stores, 0 priority calls; KFD queues: []; shadow queues: 2 created";
+        assert_eq!(Summary::parse(off), Summary { seen: true, taken_off: None, off_us: 0 });
+        // Other libxhsa lines are not a summary.
+        let other = " INFO xhsa: queue 1: controller request op 1 level 2 from uid 0: status 0";
+        assert_eq!(Summary::parse(other), Summary::default());
+    }
 }

@@ -189,6 +189,8 @@ mod tests {
             end,
             elapsed: Duration::from_secs(2),
             libxhsa_ran: mode != Mode::Native,
+            taken_off: None,
+            off_us: 0,
             log: "x".into(),
             isa: None,
         }

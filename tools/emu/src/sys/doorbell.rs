@@ -10,9 +10,21 @@
 //!
 //! Faults outside a registered area go to the handler that was installed before ours (or the
 //! default action), so the host application's own SIGSEGV behaviour is unchanged.
+//!
+//! Signal chaining: our handler must stay the one the kernel calls, or a doorbell store traps
+//! into someone else's. LLVM does exactly that: while comgr compiles in-process (hipRTC, as
+//! rocFFT does at plan time), LLVM's signal handlers are installed over ours, and a doorbell
+//! store by another thread then runs LLVM's crash handler, which deletes the compiler's
+//! temporary output files and puts our handler back; the store retries and rings, but the
+//! compile fails (`unable to rename temporary ... .o.tmp`, rocFFT's `rocfft_plan_create
+//! failed`). So once ours is installed, [`app_sigaction`] (the thunk's `sigaction` and `signal`
+//! when preloaded) keeps it in place: the process's own SIGSEGV handler is recorded as the one
+//! faults outside the doorbells are handed to, and reported back as the current one, as if
+//! ours were not there.
 
+use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Once;
 
 use super::futex;
@@ -35,7 +47,122 @@ const EMPTY: Area = Area {
 };
 static AREAS: [Area; MAX_AREAS] = [EMPTY; MAX_AREAS];
 static INSTALL: Once = Once::new();
-static mut PREVIOUS: MaybeUninit<libc::sigaction> = MaybeUninit::uninit();
+/// Our handler is the kernel's SIGSEGV action (from then on the process's own is [`APP`]).
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+/// The SIGSEGV action the process itself set (the one before ours, then whatever it set through
+/// [`app_sigaction`]): two slots, the current one named by `current`, so that our handler reads
+/// a whole action while a writer fills the other slot.
+struct AppAction {
+    slots: [UnsafeCell<MaybeUninit<libc::sigaction>>; 2],
+    current: AtomicUsize,
+    /// Writers take turns (a spin lock: no allocation, usable from a signal handler, which only
+    /// tries it).
+    writing: AtomicBool,
+}
+
+// SAFETY: a slot is written only by the holder of `writing`, and only the slot `current` does
+// not name; readers copy the slot `current` names.
+unsafe impl Sync for AppAction {}
+
+static APP: AppAction = AppAction {
+    slots: [UnsafeCell::new(MaybeUninit::uninit()), UnsafeCell::new(MaybeUninit::uninit())],
+    current: AtomicUsize::new(0),
+    writing: AtomicBool::new(false),
+};
+
+impl AppAction {
+    fn lock(&self) {
+        while self
+            .writing
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::hint::spin_loop();
+        }
+    }
+
+    fn try_lock(&self) -> bool {
+        self.writing.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok()
+    }
+
+    fn unlock(&self) {
+        self.writing.store(false, Ordering::Release);
+    }
+
+    /// The current action. Only after the first [`AppAction::set`] (made before our handler is
+    /// installed).
+    fn get(&self) -> libc::sigaction {
+        let i = self.current.load(Ordering::Acquire);
+        // SAFETY: slot `i` was fully written before `current` named it (Release/Acquire).
+        unsafe { (*self.slots[i].get()).assume_init_read() }
+    }
+
+    /// Sets the action; the caller holds the lock.
+    fn set(&self, a: &libc::sigaction) {
+        let next = 1 - self.current.load(Ordering::Relaxed);
+        // SAFETY: the lock holder is the only writer, and readers read the other slot.
+        unsafe { (*self.slots[next].get()).write(*a) };
+        self.current.store(next, Ordering::Release);
+    }
+}
+
+type SigactionFn =
+    unsafe extern "C" fn(libc::c_int, *const libc::sigaction, *mut libc::sigaction) -> libc::c_int;
+
+/// libc's `sigaction`: the definition after this object's (the thunk exports one of its own,
+/// which calls [`app_sigaction`]), looked up before our handler is installed.
+static REAL_SIGACTION: AtomicUsize = AtomicUsize::new(0);
+
+fn real_sigaction() -> SigactionFn {
+    let mut p = REAL_SIGACTION.load(Ordering::Acquire);
+    if p == 0 {
+        // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT finds libc's definition.
+        p = unsafe { libc::dlsym(libc::RTLD_NEXT, c"sigaction".as_ptr()) } as usize;
+        assert!(p != 0, "xhsa-emu: libc's sigaction not found (dlsym RTLD_NEXT)");
+        REAL_SIGACTION.store(p, Ordering::Release);
+    }
+    // SAFETY: p is libc's sigaction, whose type this is.
+    unsafe { std::mem::transmute::<usize, SigactionFn>(p) }
+}
+
+/// `sigaction(2)` for the process's own code (the thunk's `sigaction` and `signal`): for
+/// SIGSEGV once our handler is installed, the action is recorded as the process's own, which
+/// faults outside the doorbell areas are handed to, and the previous one (as the process set it)
+/// is returned; our handler stays the kernel's. `None` for other signals (the caller hands those
+/// to libc). Before our handler is installed SIGSEGV goes to libc too (under the same lock as
+/// the installation, so that neither is lost).
+///
+/// # Safety
+///
+/// `sigaction(2)`'s contract: `act` is null or points to a valid action, `old` is null or
+/// writable for one.
+pub unsafe fn app_sigaction(
+    sig: libc::c_int,
+    act: *const libc::sigaction,
+    old: *mut libc::sigaction,
+) -> Option<libc::c_int> {
+    if sig != libc::SIGSEGV {
+        return None;
+    }
+    APP.lock();
+    let r = if INSTALLED.load(Ordering::Acquire) {
+        if !old.is_null() {
+            // SAFETY: the caller's pointer, writable for one action.
+            unsafe { old.write(APP.get()) };
+        }
+        if !act.is_null() {
+            // SAFETY: the caller's pointer to a valid action.
+            APP.set(unsafe { &*act });
+        }
+        0
+    } else {
+        // SAFETY: forwarding the caller's arguments to libc unchanged.
+        unsafe { real_sigaction()(sig, act, old) }
+    };
+    APP.unlock();
+    Some(r)
+}
 
 /// A registered doorbell area: page-aligned memory whose stores notify `word`.
 #[derive(Debug)]
@@ -137,16 +264,22 @@ impl Drop for TrappedArea {
 
 fn install_handler() {
     INSTALL.call_once(|| {
-        // SAFETY: a zeroed sigaction is a valid starting value; PREVIOUS is written here, once,
-        // before our handler can run, and only read by the handler afterwards.
+        let real = real_sigaction();
+        APP.lock();
+        // SAFETY: a zeroed sigaction is a valid starting value; the previous action is recorded
+        // as the process's own before our handler can run.
         unsafe {
             let mut sa: libc::sigaction = std::mem::zeroed();
             sa.sa_sigaction = on_segv as *const () as usize;
             sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
             libc::sigemptyset(&mut sa.sa_mask);
-            let prev = std::ptr::addr_of_mut!(PREVIOUS).cast::<libc::sigaction>();
-            libc::sigaction(libc::SIGSEGV, &sa, prev);
+            let mut prev: libc::sigaction = std::mem::zeroed();
+            real(libc::SIGSEGV, std::ptr::null(), &mut prev);
+            APP.set(&prev);
+            real(libc::SIGSEGV, &sa, std::ptr::null_mut());
         }
+        INSTALLED.store(true, Ordering::Release);
+        APP.unlock();
     });
 }
 
@@ -180,21 +313,46 @@ extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     chain(sig, info, ctx);
 }
 
-/// Hands a fault that is not ours to the handler installed before ours.
+/// Hands a fault that is not ours to the process's own handler (the one installed before ours,
+/// or set since through [`app_sigaction`]), as the kernel would have: with its mask and
+/// `SA_NODEFER`, and reset to the default first if it asked for `SA_RESETHAND`.
 fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    // SAFETY: PREVIOUS was initialised by `install_handler` before this handler was installed.
-    let prev = unsafe { std::ptr::addr_of!(PREVIOUS).cast::<libc::sigaction>().read() };
+    let prev = APP.get();
     let h = prev.sa_sigaction;
     if h == libc::SIG_DFL || h == libc::SIG_IGN {
         // Restore the default action and return: the fault repeats and ends the process the
         // way it would have without us.
-        // SAFETY: plain sigaction call with a valid zeroed struct.
+        // SAFETY: plain sigaction call (libc's; async-signal-safe) with a valid zeroed struct.
         unsafe {
             let mut sa: libc::sigaction = std::mem::zeroed();
             sa.sa_sigaction = libc::SIG_DFL;
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
+            real_sigaction()(sig, &sa, std::ptr::null_mut());
         }
-    } else if prev.sa_flags & libc::SA_SIGINFO != 0 {
+        return;
+    }
+    if prev.sa_flags & libc::SA_RESETHAND != 0 && APP.try_lock() {
+        // The kernel resets such an action before running it (a writer busy on another thread
+        // wins instead).
+        // SAFETY: a zeroed sigaction is the default action.
+        let mut dfl: libc::sigaction = unsafe { std::mem::zeroed() };
+        dfl.sa_sigaction = libc::SIG_DFL;
+        APP.set(&dfl);
+        APP.unlock();
+    }
+    // SAFETY: sigset operations on local sets and pthread_sigmask (async-signal-safe); the
+    // mask the fault arrived with comes back when our handler returns.
+    unsafe {
+        let mut block = prev.sa_mask;
+        if prev.sa_flags & libc::SA_NODEFER != 0 {
+            let mut unblock: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut unblock);
+            libc::sigaddset(&mut unblock, sig);
+            libc::pthread_sigmask(libc::SIG_UNBLOCK, &unblock, std::ptr::null_mut());
+            libc::sigdelset(&mut block, sig);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &block, std::ptr::null_mut());
+    }
+    if prev.sa_flags & libc::SA_SIGINFO != 0 {
         // SAFETY: the previous handler was installed as an SA_SIGINFO handler with this type.
         let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
             unsafe { std::mem::transmute(h) };

@@ -7,7 +7,11 @@
 //! yields an emulated descriptor (see `fds`), and ioctls on it reach the emulated KFD or the
 //! render node (`drm`); `mmap` of one maps what KFD or amdgpu would (`bo`, the doorbells),
 //! `fstat` of one reports the character device, and `close`/`dup2`/`dup3` keep the registry
-//! right. Every other call goes to the next definition (libc) unchanged.
+//! right. Its `sigaction` and `signal` keep the doorbell trap's SIGSEGV handler the kernel's
+//! once it is installed: the process's own SIGSEGV handler is recorded and handed every fault
+//! outside the doorbells (`xhsa_emu::sys::doorbell::app_sigaction`; LLVM installing its crash
+//! handler over ours while comgr compiles made a doorbell store on another thread delete the
+//! compiler's output). Every other call goes to the next definition (libc) unchanged.
 //!
 //! The libc functions are variadic; on x86-64 the optional argument travels in the same
 //! register as a fixed one, so they are declared with it as a fixed parameter.
@@ -210,6 +214,74 @@ pub unsafe extern "C" fn close(fd: libc::c_int) -> libc::c_int {
         // SAFETY: forwarding the caller's argument unchanged.
         Some(f) => unsafe { f(fd) },
         None => -1,
+    }
+}
+
+type SigactionFn =
+    unsafe extern "C" fn(libc::c_int, *const libc::sigaction, *mut libc::sigaction) -> libc::c_int;
+type SignalFn = unsafe extern "C" fn(libc::c_int, libc::sighandler_t) -> libc::sighandler_t;
+static SIGACTION: OnceLock<usize> = OnceLock::new();
+static SIGNAL: OnceLock<usize> = OnceLock::new();
+
+/// `sigaction`: SIGSEGV's action is the process's own as far as it can tell, while the
+/// doorbell trap's handler stays the kernel's (`xhsa_emu::sys::doorbell::app_sigaction`).
+///
+/// # Safety
+///
+/// `sigaction(2)`'s contract: `act` is null or points to a valid action, `old` is null or
+/// writable for one.
+#[no_mangle]
+pub unsafe extern "C" fn sigaction(
+    sig: libc::c_int,
+    act: *const libc::sigaction,
+    old: *mut libc::sigaction,
+) -> libc::c_int {
+    // SAFETY: the caller's pointers, as sigaction(2) takes them.
+    if let Some(r) = unsafe { xhsa_emu::sys::doorbell::app_sigaction(sig, act, old) } {
+        return r;
+    }
+    let real: Option<SigactionFn> = next(&SIGACTION, c"sigaction");
+    match real {
+        // SAFETY: forwarding the caller's arguments unchanged.
+        Some(f) => unsafe { f(sig, act, old) },
+        None => -1,
+    }
+}
+
+/// `signal`: for SIGSEGV, glibc's (BSD) semantics through [`sigaction`] above (glibc's own
+/// `signal` calls its internal sigaction, which no interposer sees); other signals go to libc.
+///
+/// # Safety
+///
+/// `signal(2)`'s contract: `handler` is `SIG_DFL`, `SIG_IGN` or a function taking the signal
+/// number.
+#[no_mangle]
+pub unsafe extern "C" fn signal(
+    sig: libc::c_int,
+    handler: libc::sighandler_t,
+) -> libc::sighandler_t {
+    if sig == libc::SIGSEGV {
+        // SAFETY: zeroed sigactions are valid; sigset calls on a local set.
+        let (mut act, mut old): (libc::sigaction, libc::sigaction) =
+            unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
+        act.sa_sigaction = handler;
+        act.sa_flags = libc::SA_RESTART;
+        // SAFETY: sigset calls on a local set.
+        unsafe {
+            libc::sigemptyset(&mut act.sa_mask);
+            libc::sigaddset(&mut act.sa_mask, sig);
+        }
+        // SAFETY: pointers to the local actions.
+        return match unsafe { sigaction(sig, &act, &mut old) } {
+            0 => old.sa_sigaction,
+            _ => libc::SIG_ERR,
+        };
+    }
+    let real: Option<SignalFn> = next(&SIGNAL, c"signal");
+    match real {
+        // SAFETY: forwarding the caller's arguments unchanged.
+        Some(f) => unsafe { f(sig, handler) },
+        None => libc::SIG_ERR,
     }
 }
 
@@ -891,5 +963,139 @@ pub unsafe extern "C" fn dup3(
         // SAFETY: forwarding the caller's arguments unchanged.
         Some(f) => unsafe { f(oldfd, newfd, flags) },
         None => -1,
+    }
+}
+
+#[cfg(test)]
+mod signal_chaining {
+    //! The process's own SIGSEGV handler installed after the doorbell trap's (as LLVM installs
+    //! its crash handler while comgr compiles): doorbell stores must still reach the trap, and
+    //! other faults the process's handler. Runs through this crate's own `sigaction` (the test
+    //! program defines it, as the preloaded thunk does in a real process).
+
+    use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+    use std::sync::OnceLock;
+
+    use xhsa_emu::sys::doorbell::TrappedArea;
+
+    static STOLEN: AtomicUsize = AtomicUsize::new(0);
+    static OTHER_FAULTS: AtomicUsize = AtomicUsize::new(0);
+    static OTHER_PAGE: AtomicUsize = AtomicUsize::new(0);
+    /// What the LLVM-like handler displaced when it was installed.
+    static DISPLACED: OnceLock<libc::sigaction> = OnceLock::new();
+
+    fn page() -> usize {
+        // SAFETY: sysconf has no memory-safety preconditions.
+        unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+    }
+
+    /// LLVM's crash handler in miniature: a fault it does not expect is a crash, so it puts back
+    /// the handler it displaced (LLVM's `unregisterHandlers`, after deleting its temporary files)
+    /// and returns, and the faulting store repeats. A fault on `OTHER_PAGE` is one it expects:
+    /// it makes the page writable.
+    extern "C" fn llvm_like(_sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+        // SAFETY: the kernel's siginfo for an SA_SIGINFO handler.
+        let addr = unsafe { (*info).si_addr() } as usize;
+        let other = OTHER_PAGE.load(Ordering::Acquire);
+        if addr >= other && addr < other + page() {
+            OTHER_FAULTS.fetch_add(1, Ordering::SeqCst);
+            // SAFETY: the test's own page.
+            unsafe {
+                libc::mprotect(
+                    other as *mut libc::c_void,
+                    page(),
+                    libc::PROT_READ | libc::PROT_WRITE,
+                )
+            };
+            return;
+        }
+        STOLEN.fetch_add(1, Ordering::SeqCst);
+        if let Some(d) = DISPLACED.get() {
+            // SAFETY: a valid action saved at installation.
+            unsafe { libc::sigaction(libc::SIGSEGV, d, std::ptr::null_mut()) };
+        }
+    }
+
+    fn map_page() -> *mut u8 {
+        // SAFETY: a fresh anonymous mapping owned by the test (never unmapped: the handlers may
+        // look at it until the process ends).
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                page(),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        p.cast()
+    }
+
+    #[test]
+    fn a_sigsegv_handler_installed_after_the_doorbell_trap_gets_only_the_other_faults() {
+        let bell = map_page();
+        let word: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+        // SAFETY: the mapping is the test's and stays mapped.
+        let area = unsafe { TrappedArea::register(bell, page(), word) }.unwrap();
+        let other = map_page();
+        OTHER_PAGE.store(other as usize, Ordering::Release);
+
+        // The process installs its handler over ours, LLVM's way (SA_RESETHAND, SA_NODEFER).
+        // SAFETY: zeroed sigactions are valid; the handler has the SA_SIGINFO type.
+        let (mut llvm, mut before, mut seen): (libc::sigaction, libc::sigaction, libc::sigaction) =
+            unsafe { (std::mem::zeroed(), std::mem::zeroed(), std::mem::zeroed()) };
+        llvm.sa_sigaction = llvm_like as *const () as usize;
+        llvm.sa_flags = libc::SA_SIGINFO | libc::SA_RESETHAND | libc::SA_NODEFER | libc::SA_ONSTACK;
+        // SAFETY: pointers to local actions.
+        assert_eq!(unsafe { libc::sigaction(libc::SIGSEGV, &llvm, &mut before) }, 0);
+        DISPLACED.set(before).unwrap();
+        // It sees its own handler as the current one.
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::sigaction(libc::SIGSEGV, std::ptr::null(), &mut seen) }, 0);
+        assert_eq!(seen.sa_sigaction, llvm.sa_sigaction);
+
+        // A doorbell store (another thread's, as the runtime's): the trap, not the process's
+        // handler, takes it.
+        area.arm().unwrap();
+        let addr = bell as usize;
+        std::thread::spawn(move || {
+            // SAFETY: in-bounds aligned store into the doorbell page.
+            unsafe { (*(addr as *const AtomicU64)).store(5, Ordering::Release) }
+        })
+        .join()
+        .unwrap();
+        assert_eq!(
+            STOLEN.load(Ordering::SeqCst),
+            0,
+            "the process's SIGSEGV handler took a doorbell store (it would have deleted comgr's output)"
+        );
+        assert_eq!((area.traps(), word.load(Ordering::Acquire)), (1, 1));
+        // SAFETY: in-bounds aligned read.
+        assert_eq!(unsafe { *(bell as *const u64) }, 5);
+
+        // A fault outside the doorbells reaches the process's handler, which was SA_RESETHAND:
+        // afterwards the process sees the default action, as the kernel would have left it.
+        // SAFETY: the test's own page.
+        unsafe { libc::mprotect(other.cast(), page(), libc::PROT_READ) };
+        // SAFETY: in-bounds aligned store; the handler makes the page writable.
+        unsafe { (*(other as *const AtomicU64)).store(9, Ordering::Release) };
+        assert_eq!(OTHER_FAULTS.load(Ordering::SeqCst), 1);
+        // SAFETY: in-bounds aligned read.
+        assert_eq!(unsafe { *(other as *const u64) }, 9);
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::sigaction(libc::SIGSEGV, std::ptr::null(), &mut seen) }, 0);
+        assert_eq!(seen.sa_sigaction, libc::SIG_DFL);
+
+        // The trap still works after all that.
+        area.arm().unwrap();
+        // SAFETY: in-bounds aligned store into the doorbell page.
+        unsafe { (*(addr as *const AtomicU64)).store(6, Ordering::Release) };
+        assert_eq!((area.traps(), STOLEN.load(Ordering::SeqCst)), (2, 0));
+        // The process's handler back as it was before the test.
+        // SAFETY: a valid action read above.
+        unsafe { libc::sigaction(libc::SIGSEGV, &before, std::ptr::null_mut()) };
+        drop(area);
     }
 }
