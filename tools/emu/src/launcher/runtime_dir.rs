@@ -44,8 +44,14 @@ impl RuntimeDir {
         sweep_stale(&base);
         let (root, lock) = create_unique(&base)?;
         let rt = RuntimeDir { root, owned: true, _lock: Some(lock) };
-        DirBuilder::new().mode(0o700).create(rt.lib_dir())?;
-        DirBuilder::new().mode(0o700).create(rt.bin_dir())?;
+        DirBuilder::new()
+            .mode(0o700)
+            .create(rt.lib_dir())
+            .map_err(|e| annotate(e, &rt.lib_dir()))?;
+        DirBuilder::new()
+            .mode(0o700)
+            .create(rt.bin_dir())
+            .map_err(|e| annotate(e, &rt.bin_dir()))?;
         std::os::unix::fs::symlink(thunk, rt.thunk_link())
             .map_err(|e| annotate(e, &rt.thunk_link()))?;
         let lsmod = rt.bin_dir().join("lsmod");
@@ -125,7 +131,10 @@ fn base_dir() -> io::Result<PathBuf> {
 }
 
 /// Creates `<base>/run-<pid>-<n>` for the first `n` nobody has (creating it is the test), with
-/// its `lock` held.
+/// its `lock` held. The lock file is locked under another name and only then renamed `lock`
+/// (the lock stays with the open file): a launcher sweeping at the same moment never finds a
+/// `lock` it can take and removes a directory being set up (it did, when several processes
+/// started at once: "cannot set up the runtime directory: No such file or directory").
 fn create_unique(base: &Path) -> io::Result<(PathBuf, fs::File)> {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -134,13 +143,15 @@ fn create_unique(base: &Path) -> io::Result<(PathBuf, fs::File)> {
         let root = base.join(format!("{PREFIX}{}-{:x}", std::process::id(), nanos.wrapping_add(n)));
         match DirBuilder::new().mode(0o700).create(&root) {
             Ok(()) => {
+                let unnamed = root.join("lock.new");
                 let lock = fs::OpenOptions::new()
                     .write(true)
                     .create_new(true)
                     .mode(0o600)
-                    .open(root.join("lock"))
+                    .open(&unnamed)
                     .map_err(|e| annotate(e, &root))?;
                 lock.try_lock().map_err(|e| annotate(io::Error::other(e.to_string()), &root))?;
+                fs::rename(&unnamed, root.join("lock")).map_err(|e| annotate(e, &root))?;
                 return Ok((root, lock));
             }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
@@ -196,6 +207,28 @@ mod tests {
         sweep_stale(a.path().parent().unwrap());
         assert!(!dead.exists());
         assert!(a.path().exists() && b.path().exists());
+    }
+
+    /// Launchers started together (six workload processes of a benchmark phase): each sweeps
+    /// while the others set up. None may remove another's directory in the middle of its set-up
+    /// (the lock file existed, unlocked, for a moment: a sweeper took it and removed the lot).
+    #[test]
+    fn launchers_starting_together_never_sweep_each_other() {
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                std::thread::spawn(|| {
+                    for _ in 0..200 {
+                        let rt = RuntimeDir::create(Path::new("/bin/sh"))
+                            .unwrap_or_else(|e| panic!("set-up failed beside others: {e}"));
+                        assert!(rt.thunk_link().exists() && rt.bin_dir().join("lsmod").exists());
+                        rt.remove().unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
     }
 
     #[test]
