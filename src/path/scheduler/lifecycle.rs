@@ -156,6 +156,7 @@ impl Scheduler {
         self.published.remove(&id);
         self.requested.remove(&id);
         self.overrides.remove(&id);
+        self.app_masks.remove(&id);
         self.notify();
         add_stats(&mut self.retired, &q, stats.as_ref());
         self.retired.held = 0;

@@ -139,6 +139,9 @@ pub struct Scheduler {
     overrides: BTreeMap<QueueId, Level>,
     /// Hardware queues whose partition changed, with their new CU mask, for the edge to set.
     remasks: Vec<(u64, CuMask)>,
+    /// The CU masks applications set on their queues (`hsa_amd_queue_cu_set_mask`): bounds of
+    /// the partitions' masks, kept across a move.
+    app_masks: BTreeMap<QueueId, Vec<u32>>,
     /// Queues libxhsa does not shadow (a passthrough library's, cooperative ones), shown on the
     /// board for the monitor only, at the priority their process would have.
     unshadowed: BTreeMap<QueueId, Priority>,
@@ -178,6 +181,7 @@ impl Scheduler {
             overrides: BTreeMap::new(),
             unshadowed: BTreeMap::new(),
             remasks: Vec::new(),
+            app_masks: BTreeMap::new(),
         }
     }
 
@@ -222,9 +226,27 @@ impl Scheduler {
         self.part.partition_of(id).unwrap_or(PartitionId::WHOLE)
     }
 
-    /// The CU mask the hardware queue behind `id` must have, `None` for the whole GPU.
+    /// The CU mask the hardware queue behind `id` must have, `None` for the whole GPU: its
+    /// partition's, bounded by the mask its application set ([`CuMask::bound_by`]).
     pub fn cu_mask_of(&self, id: QueueId) -> Option<CuMask> {
-        self.part.cu_mask_of(id)
+        let part = self.part.cu_mask_of(id)?;
+        Some(match self.app_masks.get(&id) {
+            Some(app) => part.bound_by(app).unwrap_or_else(|own| own),
+            None => part,
+        })
+    }
+
+    /// The application set CU mask `app` on queue `id` (words as `hsa_amd_queue_cu_set_mask`
+    /// takes them; empty: every CU again). Returns what its hardware queue gets when the queue is
+    /// in a partition: `Ok` the CUs of both, `Err` the application's own when they share none;
+    /// `None` for the whole GPU (the application's mask as it is).
+    pub fn bind_app_mask(&mut self, id: QueueId, app: &[u32]) -> Option<Result<CuMask, CuMask>> {
+        if app.is_empty() {
+            self.app_masks.remove(&id);
+        } else if self.queues.contains_key(&id) {
+            self.app_masks.insert(id, app.to_vec());
+        }
+        Some(self.part.cu_mask_of(id)?.bound_by(app))
     }
 
     /// The queue, if present.

@@ -62,7 +62,7 @@ impl Scheduler {
                 b.leave(id);
                 b.join(id, priority, to);
             }
-            if let (Some(q), Some(mask)) = (self.queues.get(&id), self.part.cu_mask_of(id)) {
+            if let (Some(q), Some(mask)) = (self.queues.get(&id), self.cu_mask_of(id)) {
                 self.remasks.push((q.hw.queue, mask));
             }
         }

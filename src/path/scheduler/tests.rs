@@ -413,6 +413,19 @@ fn a_stream_priority_across_the_reserve_moves_the_queue_and_asks_for_its_new_mas
     // Same side: no move, no mask.
     w.sched.set_priority(QueueId(1), prio(3));
     assert!(w.sched.take_remasks().is_empty());
+    // An application mask bounds the partition's, and is kept across a move back.
+    let app = [0xffff_ffffu32, 0, 0];
+    let bound = w.sched.bind_app_mask(QueueId(1), &app).unwrap().unwrap();
+    assert!(bound.count() > 0 && (0..80).all(|c| !bound.contains(c) || (c < 32 && c % 4 == 3)));
+    w.sched.set_priority(QueueId(1), prio(0));
+    let back = w.sched.take_remasks();
+    assert_eq!(back[0].1.count(), 24, "the shared side's CUs among the application's 32");
+    let reset = w.sched.bind_app_mask(QueueId(1), &[]);
+    assert_eq!(
+        reset,
+        Some(Ok(crate::path::partition::CuMask::from_words(split.mask(Side::Shared).to_vec())))
+    );
+    assert_eq!(w.sched.cu_mask_of(QueueId(1)).unwrap().words(), split.mask(Side::Shared));
 }
 
 #[test]
