@@ -81,9 +81,9 @@ impl Scheduler {
         }
         // 3. Selection.
         self.refresh_external(now);
-        let contention = self.external.0.clone();
         let mut batches: BTreeMap<QueueId, (Vec<Packet>, Seq)> = BTreeMap::new();
-        for f in self.part.drain_forwardable(&contention) {
+        // The board's last read (fields apart from the rings: no copy on the doorbell path).
+        for f in self.part.drain_forwardable(&self.external.0) {
             let b = batches.entry(f.queue).or_insert_with(|| (Vec::new(), f.seq));
             b.0.push(f.packet);
             b.1 = f.seq;
@@ -103,7 +103,7 @@ impl Scheduler {
         if track {
             self.track_untracked(mem, hw);
         }
-        self.part.observe(now, &contention);
+        self.part.observe(now, &self.external.0);
         self.arm_where_needed(mem, hw);
         self.publish(now);
     }
