@@ -56,9 +56,10 @@ static INSTALLED: AtomicBool = AtomicBool::new(false);
 struct AppAction {
     slots: [UnsafeCell<MaybeUninit<libc::sigaction>>; 2],
     current: AtomicUsize,
-    /// Writers take turns (a spin lock: no allocation, usable from a signal handler, which only
-    /// tries it).
-    writing: AtomicBool,
+    /// Writers take turns: 0 free, 1 held, 2 held with writers waiting (a futex lock: no
+    /// allocation, a waiting writer blocks; our signal handler only tries it, and its unlock is
+    /// one async-signal-safe wake).
+    writing: AtomicU32,
 }
 
 // SAFETY: a slot is written only by the holder of `writing`, and only the slot `current` does
@@ -68,26 +69,28 @@ unsafe impl Sync for AppAction {}
 static APP: AppAction = AppAction {
     slots: [UnsafeCell::new(MaybeUninit::uninit()), UnsafeCell::new(MaybeUninit::uninit())],
     current: AtomicUsize::new(0),
-    writing: AtomicBool::new(false),
+    writing: AtomicU32::new(0),
 };
 
 impl AppAction {
     fn lock(&self) {
-        while self
-            .writing
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            std::hint::spin_loop();
+        if self.try_lock() {
+            return;
+        }
+        // Held: say a writer waits, and sleep until the holder lets go.
+        while self.writing.swap(2, Ordering::Acquire) != 0 {
+            super::futex::wait(&self.writing, 2, None);
         }
     }
 
     fn try_lock(&self) -> bool {
-        self.writing.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok()
+        self.writing.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok()
     }
 
     fn unlock(&self) {
-        self.writing.store(false, Ordering::Release);
+        if self.writing.swap(0, Ordering::Release) == 2 {
+            super::futex::wake_all(&self.writing);
+        }
     }
 
     /// The current action. Only after the first [`AppAction::set`] (made before our handler is
@@ -368,6 +371,33 @@ fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    /// A writer that finds the action's lock held sleeps on it (the word says a writer waits)
+    /// and gets it when the holder lets go.
+    #[test]
+    fn a_second_writer_sleeps_until_the_first_lets_go() {
+        static LOCK: AppAction = AppAction {
+            slots: [UnsafeCell::new(MaybeUninit::uninit()), UnsafeCell::new(MaybeUninit::uninit())],
+            current: AtomicUsize::new(0),
+            writing: AtomicU32::new(0),
+        };
+        LOCK.lock();
+        assert!(!LOCK.try_lock());
+        let waiter = std::thread::spawn(|| {
+            LOCK.lock();
+            LOCK.unlock();
+        });
+        let start = std::time::Instant::now();
+        while LOCK.writing.load(Ordering::Acquire) != 2 {
+            assert!(start.elapsed() < Duration::from_secs(10), "the waiter never said it waits");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        LOCK.unlock();
+        waiter.join().unwrap();
+        assert_eq!(LOCK.writing.load(Ordering::Acquire), 0);
+        assert!(LOCK.try_lock());
+        LOCK.unlock();
+    }
 
     #[test]
     fn a_store_into_an_armed_area_notifies_and_lands() {
