@@ -33,17 +33,21 @@ pub fn whitelist_by_code_object(root: &RocmRoot, rocm_libs: &Path, rocsparse: &s
     }
 }
 
-/// Preemption on the root's ROCm: a low-priority process flooding the GPU (`shared_hip busy`)
-/// is taken off it (queue deactivation through the runtime's own `/dev/kfd` descriptor) while a
-/// high-priority one (`shared_hip victim`) has work, and put back; the high-priority one is
-/// never preempted.
-pub fn batch_preempted_for_high_priority(root: &RocmRoot) {
-    if !root.available() {
-        return;
-    }
+/// Two processes under libxhsa on one emulated GPU of the root's ROCm (gfx942), sharing a board:
+/// `shared_hip busy-sync` at level -10 floods it; once it runs, `while_busy` looks at the device,
+/// then `shared_hip victim` at level 10 runs `trials` trials. Both get `extra` in their
+/// environment and must pass; returns (busy, victim, what `while_busy` returned). Takes the run
+/// lock for itself.
+fn busy_beside_victim<T>(
+    root: &RocmRoot,
+    tag: &str,
+    extra: &[(&str, &str)],
+    trials: &str,
+    while_busy: impl FnOnce(&DeviceDir) -> T,
+) -> (RunOutput, RunOutput, T) {
     let _lock = super::run_lock(true);
     let prog = root.program("shared_hip", "gfx942", &[]);
-    let dir = DeviceDir::new(&format!("preempt-{}", root.tag));
+    let dir = DeviceDir::new(&format!("{tag}-{}", root.tag));
     let board = dir.file("board");
     std::fs::create_dir_all(&board).unwrap();
     let stop = dir.file("stop");
@@ -53,6 +57,7 @@ pub fn batch_preempted_for_high_priority(root: &RocmRoot) {
         o.env.push(dir.env());
         o.env.push(("XHSA_BOARD_DIR".into(), board.display().to_string()));
         o.env.push(("XHSA_PRIORITY".into(), prio.into()));
+        o.env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         o
     };
     let busy =
@@ -61,13 +66,26 @@ pub fn batch_preempted_for_high_priority(root: &RocmRoot) {
         std::fs::write(&stop, b"").unwrap();
         panic!("the busy program never reported BUSY_RUNNING\n{}", busy.wait().report());
     }
+    let seen = while_busy(&dir);
     // spawn + wait, not run_under_emu: that takes the run lock this test already holds.
     let victim =
-        super::spawn_under_emu(&prog, &["victim", "10", "640", "1000000", "20"], &o("10")).wait();
+        super::spawn_under_emu(&prog, &["victim", "10", "640", "1000000", trials], &o("10")).wait();
     std::fs::write(&stop, b"").unwrap();
     let busy = busy.wait();
     assert_passed(&victim);
     assert_passed(&busy);
+    (busy, victim, seen)
+}
+
+/// Preemption on the root's ROCm: a low-priority process flooding the GPU (`shared_hip busy`)
+/// is taken off it (queue deactivation through the runtime's own `/dev/kfd` descriptor) while a
+/// high-priority one (`shared_hip victim`) has work, and put back; the high-priority one is
+/// never preempted.
+pub fn batch_preempted_for_high_priority(root: &RocmRoot) {
+    if !root.available() {
+        return;
+    }
+    let (busy, victim, ()) = busy_beside_victim(root, "preempt", &[], "20", |_| ());
     let taken = |out: &RunOutput| -> (u64, u64) {
         super::numbers_after(out, "preemption: ").map_or((0, 0), |n| (n[0], n[1]))
     };
@@ -115,36 +133,11 @@ pub fn reserve_keeps_partitions_apart(root: &RocmRoot) {
     if !root.available() {
         return;
     }
-    let _lock = super::run_lock(true);
-    let prog = root.program("shared_hip", "gfx942", &[]);
-    let dir = DeviceDir::new(&format!("reserve-{}", root.tag));
-    let board = dir.file("board");
-    std::fs::create_dir_all(&board).unwrap();
-    let stop = dir.file("stop");
-    let o = |prio: &str| {
-        let mut o =
-            root.opts("gfx942").with_env("LD_PRELOAD", libxhsa()).with_env("XHSA_LOG", "info");
-        o.env.push(dir.env());
-        o.env.push(("XHSA_BOARD_DIR".into(), board.display().to_string()));
-        o.env.push(("XHSA_PRIORITY".into(), prio.into()));
-        o.env.push(("XHSA_RESERVE".into(), "20@10".into()));
-        o
-    };
-    let busy =
-        super::spawn_under_emu(&prog, &["busy-sync", stop.to_str().unwrap(), "40"], &o("-10"));
-    if busy.wait_for_line(|l| l == "BUSY_RUNNING", Duration::from_secs(60)).is_none() {
-        std::fs::write(&stop, b"").unwrap();
-        panic!("the busy program never reported BUSY_RUNNING\n{}", busy.wait().report());
-    }
-    let status = super::emu_status(&dir);
+    let reserve = [("XHSA_RESERVE", "20@10")];
+    let (busy, victim, status) =
+        busy_beside_victim(root, "reserve", &reserve, "5", super::emu_status);
     let shared: Vec<String> = (0..80).filter(|c| c % 4 != 3).map(|c| c.to_string()).collect();
     let masked = status.contains(&format!("CU mask 60 of 80 CUs [{}]", shared.join(",")));
-    let victim =
-        super::spawn_under_emu(&prog, &["victim", "10", "640", "1000000", "5"], &o("10")).wait();
-    std::fs::write(&stop, b"").unwrap();
-    let busy = busy.wait();
-    assert_passed(&victim);
-    assert_passed(&busy);
     eprintln!(
         "reserve on {}: victim {:.2} s, busy {:.2} s wall",
         root.tag,
