@@ -251,6 +251,38 @@ fn off_text(o: &Outcome) -> String {
     }
 }
 
+/// One suite's row of a pair, as both tables show it.
+struct Row {
+    /// Passed, failed, timed out: alone and together.
+    solo: (usize, usize, usize),
+    together: (usize, usize, usize),
+    /// The tests the suite announced ("?" when it did not say).
+    tests: String,
+    solo_s: f64,
+    together_s: f64,
+    /// Times taken off together ("?" without libxhsa's summary), and seconds off.
+    taken_off: String,
+    off_s: f64,
+    /// "identical" or "N differ".
+    results: String,
+}
+
+impl Row {
+    fn of(s: &Side<'_>) -> Row {
+        let d = s.differences();
+        Row {
+            solo: counts(&s.solo),
+            together: counts(&s.together),
+            tests: s.solo.report.announced.map_or("?".into(), |n| n.to_string()),
+            solo_s: s.solo.elapsed.as_secs_f64(),
+            together_s: s.together.elapsed.as_secs_f64(),
+            taken_off: off_text(&s.together),
+            off_s: s.together.off_us as f64 / 1e6,
+            results: if d.is_empty() { "identical".into() } else { format!("{} differ", d.len()) },
+        }
+    }
+}
+
 /// The plain-text table of one pair, with the verdict.
 pub fn text(r: &PairResult) -> String {
     let mut out = String::new();
@@ -273,11 +305,9 @@ pub fn text(r: &PairResult) -> String {
     )
     .unwrap();
     for s in [&r.high, &r.low] {
-        let (sp, sf, st) = counts(&s.solo);
-        let (tp, tf, tt) = counts(&s.together);
-        let d = s.differences();
-        let mut verdict =
-            if d.is_empty() { "identical".to_string() } else { format!("{} differ", d.len()) };
+        let row = Row::of(s);
+        let ((sp, sf, st), (tp, tf, tt)) = (row.solo, row.together);
+        let mut verdict = row.results;
         for (what, o) in [("alone", &s.solo), ("together", &s.together)] {
             if let Some(e) = end_note(o) {
                 write!(verdict, "; {what}: {e}").unwrap();
@@ -291,11 +321,11 @@ pub fn text(r: &PairResult) -> String {
             "  {:<w$} {:<4} {:>5} | {sp:>6} {sf:>6} {st:>6} {:>7.1}s | {tp:>6} {tf:>6} {tt:>6} {:>7.1}s | {:>9} {:>7.1}s  {verdict}",
             s.suite.name,
             s.role.label(),
-            s.solo.report.announced.map_or("?".into(), |n| n.to_string()),
-            s.solo.elapsed.as_secs_f64(),
-            s.together.elapsed.as_secs_f64(),
-            off_text(&s.together),
-            s.together.off_us as f64 / 1e6,
+            row.tests,
+            row.solo_s,
+            row.together_s,
+            row.taken_off,
+            row.off_s,
         )
         .unwrap();
     }
@@ -335,20 +365,19 @@ pub fn markdown(results: &[PairResult]) -> String {
     writeln!(out, "|---|---|---:|---|---:|---|---:|---:|---:|---|").unwrap();
     for r in results {
         for s in [&r.high, &r.low] {
-            let (sp, sf, st) = counts(&s.solo);
-            let (tp, tf, tt) = counts(&s.together);
-            let d = s.differences();
+            let row = Row::of(s);
+            let ((sp, sf, st), (tp, tf, tt)) = (row.solo, row.together);
             writeln!(
                 out,
                 "| {} | {} | {} | {sp} / {sf} / {st} | {:.0} s | {tp} / {tf} / {tt} | {:.0} s | {} | {:.1} s | {} |",
                 s.suite.name,
                 s.role.label(),
-                s.solo.report.announced.map_or("?".into(), |n| n.to_string()),
-                s.solo.elapsed.as_secs_f64(),
-                s.together.elapsed.as_secs_f64(),
-                off_text(&s.together),
-                s.together.off_us as f64 / 1e6,
-                if d.is_empty() { "identical".to_string() } else { format!("{} differ", d.len()) }
+                row.tests,
+                row.solo_s,
+                row.together_s,
+                row.taken_off,
+                row.off_s,
+                row.results
             )
             .unwrap();
         }
