@@ -397,6 +397,58 @@ fn sampling(b: &mut Builder, rows: u64, vocab: u64) {
     b.mem("sample", x, x * 4);
 }
 
+/// Which pass a Llama layer's forward kernels belong to ([`layer_forward`]).
+#[derive(Copy, Clone)]
+enum Pass {
+    /// vLLM's prefill of `batch` prompts of `seq` tokens: GEMM projections, the KV-cache write,
+    /// FlashAttention.
+    Prefill { batch: u64, seq: u64 },
+    /// vLLM's decode step with KV caches of `ctx` tokens: skinny-GEMM projections, the cache
+    /// write, paged attention reading each sequence's cache.
+    Decode { ctx: u64 },
+    /// PyTorch's training forward of `batch` sequences of `seq` tokens: GEMM projections and
+    /// FlashAttention, no cache.
+    Train { batch: u64, seq: u64 },
+}
+
+/// The forward kernels of one Llama layer `tag` over `rows` token rows (the prompts' or
+/// sequences' tokens, or the decode batch): RMSNorm, fused Q/K/V, rotary, the KV-cache write
+/// (serving only), attention, O, residual add, RMSNorm, gate and up, SiLU·mul, down, residual
+/// add.
+fn layer_forward(b: &mut Builder, tag: &str, m: &Llama, rows: u64, pass: Pass) {
+    let (h, dh, kv, f) = (m.hidden, m.dh(), m.kv_heads * m.dh(), m.ffn);
+    let x = rows * h;
+    let proj = |b: &mut Builder, name: &str, n: u64, k: u64| match pass {
+        Pass::Decode { .. } => b.gemv(&format!("{tag}.{name}"), rows, n, k),
+        _ => b.gemm(&format!("{tag}.{name}"), rows, n, k, 1),
+    };
+    b.mem(&format!("{tag}.norm1"), x, x * 4);
+    proj(b, "qkv", m.qkv(), h);
+    b.mem(&format!("{tag}.rope"), rows * (h + kv), rows * (h + kv) * 4);
+    if !matches!(pass, Pass::Train { .. }) {
+        b.mem(&format!("{tag}.kv_write"), rows * 2 * kv, rows * 2 * kv * 4);
+    }
+    match pass {
+        Pass::Prefill { batch, seq } | Pass::Train { batch, seq } => {
+            b.gemm(&format!("{tag}.attn"), seq, dh, seq, batch * m.heads)
+        }
+        Pass::Decode { ctx } => {
+            let cache = rows * ctx * 2 * kv;
+            b.mem(&format!("{tag}.attn"), cache, cache * 2 + x * 4)
+        }
+    }
+    proj(b, "o", h, h);
+    b.mem(&format!("{tag}.add1"), x, x * 6);
+    b.mem(&format!("{tag}.norm2"), x, x * 4);
+    proj(b, "gate", f, h);
+    proj(b, "up", f, h);
+    b.mem(&format!("{tag}.act"), rows * f, rows * f * 6);
+    // Training names it apart from the backward pass's own `down` kernels.
+    let down = if matches!(pass, Pass::Train { .. }) { "ffn_down" } else { "down" };
+    proj(b, down, h, f);
+    b.mem(&format!("{tag}.add2"), x, x * 6);
+}
+
 /// One prefill of a Llama-family model as vLLM on ROCm runs it (bf16, hipBLASLt GEMMs, a fused
 /// FlashAttention kernel, vLLM's own RMSNorm/rotary/cache/activation kernels, no fusion
 /// between them): `batch` prompts of `seq` tokens. Embedding gather; per layer RMSNorm, fused
@@ -408,23 +460,10 @@ pub fn llama_prefill(p: &Params, name: &str, m: &Llama, batch: u64, seq: u64) ->
     let p16 = bf16(p);
     let mut b = Builder::new(&p16);
     let t = batch * seq;
-    let (h, dh, kv) = (m.hidden, m.dh(), m.kv_heads * m.dh());
+    let h = m.hidden;
     b.mem("embed", t * h, t * h * 4);
     for l in 0..m.layers {
-        let tag = format!("L{l}");
-        b.mem(&format!("{tag}.norm1"), t * h, t * h * 4);
-        b.gemm(&format!("{tag}.qkv"), t, m.qkv(), h, 1);
-        b.mem(&format!("{tag}.rope"), t * (h + kv), t * (h + kv) * 4);
-        b.mem(&format!("{tag}.kv_write"), t * 2 * kv, t * 2 * kv * 4);
-        b.gemm(&format!("{tag}.attn"), seq, dh, seq, batch * m.heads);
-        b.gemm(&format!("{tag}.o"), t, h, h, 1);
-        b.mem(&format!("{tag}.add1"), t * h, t * h * 6);
-        b.mem(&format!("{tag}.norm2"), t * h, t * h * 4);
-        b.gemm(&format!("{tag}.gate"), t, m.ffn, h, 1);
-        b.gemm(&format!("{tag}.up"), t, m.ffn, h, 1);
-        b.mem(&format!("{tag}.act"), t * m.ffn, t * m.ffn * 6);
-        b.gemm(&format!("{tag}.down"), t, h, m.ffn, 1);
-        b.mem(&format!("{tag}.add2"), t * h, t * h * 6);
+        layer_forward(&mut b, &format!("L{l}"), m, t, Pass::Prefill { batch, seq });
     }
     b.mem("norm_f", t * h, t * h * 4);
     b.gemv("lm_head", batch, m.vocab, h);
@@ -441,25 +480,11 @@ pub fn llama_prefill(p: &Params, name: &str, m: &Llama, batch: u64, seq: u64) ->
 pub fn llama_decode(p: &Params, name: &str, m: &Llama, batch: u64, ctx: u64) -> Table {
     let p16 = bf16(p);
     let mut b = Builder::new(&p16);
-    let (h, kv) = (m.hidden, m.kv_heads * m.dh());
+    let h = m.hidden;
     let x = batch * h;
     b.mem("embed", x, x * 4);
     for l in 0..m.layers {
-        let tag = format!("L{l}");
-        b.mem(&format!("{tag}.norm1"), x, x * 4);
-        b.gemv(&format!("{tag}.qkv"), batch, m.qkv(), h);
-        b.mem(&format!("{tag}.rope"), batch * (h + kv), batch * (h + kv) * 4);
-        b.mem(&format!("{tag}.kv_write"), batch * 2 * kv, batch * 2 * kv * 4);
-        let cache = batch * ctx * 2 * kv;
-        b.mem(&format!("{tag}.attn"), cache, cache * 2 + x * 4);
-        b.gemv(&format!("{tag}.o"), batch, h, h);
-        b.mem(&format!("{tag}.add1"), x, x * 6);
-        b.mem(&format!("{tag}.norm2"), x, x * 4);
-        b.gemv(&format!("{tag}.gate"), batch, m.ffn, h);
-        b.gemv(&format!("{tag}.up"), batch, m.ffn, h);
-        b.mem(&format!("{tag}.act"), batch * m.ffn, batch * m.ffn * 6);
-        b.gemv(&format!("{tag}.down"), batch, h, m.ffn);
-        b.mem(&format!("{tag}.add2"), x, x * 6);
+        layer_forward(&mut b, &format!("L{l}"), m, batch, Pass::Decode { ctx });
     }
     b.mem("norm_f", x, x * 4);
     b.gemv("lm_head", batch, m.vocab, h);
@@ -483,19 +508,7 @@ pub fn llama_train(p: &Params, name: &str, m: &Llama, batch: u64, seq: u64) -> T
     let (h, dh, kv, f, v) = (m.hidden, m.dh(), m.kv_heads * m.dh(), m.ffn, m.vocab);
     b.mem("embed", t * h, t * h * 4);
     for l in 0..m.layers {
-        let tag = format!("L{l}");
-        b.mem(&format!("{tag}.norm1"), t * h, t * h * 4);
-        b.gemm(&format!("{tag}.qkv"), t, m.qkv(), h, 1);
-        b.mem(&format!("{tag}.rope"), t * (h + kv), t * (h + kv) * 4);
-        b.gemm(&format!("{tag}.attn"), seq, dh, seq, batch * m.heads);
-        b.gemm(&format!("{tag}.o"), t, h, h, 1);
-        b.mem(&format!("{tag}.add1"), t * h, t * h * 6);
-        b.mem(&format!("{tag}.norm2"), t * h, t * h * 4);
-        b.gemm(&format!("{tag}.gate"), t, f, h, 1);
-        b.gemm(&format!("{tag}.up"), t, f, h, 1);
-        b.mem(&format!("{tag}.act"), t * f, t * f * 6);
-        b.gemm(&format!("{tag}.ffn_down"), t, h, f, 1);
-        b.mem(&format!("{tag}.add2"), t * h, t * h * 6);
+        layer_forward(&mut b, &format!("L{l}"), m, t, Pass::Train { batch, seq });
     }
     b.mem("norm_f", t * h, t * h * 4);
     b.gemm("lm_head", t, v, h, 1);
