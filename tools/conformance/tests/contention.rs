@@ -7,52 +7,22 @@
 //! must end as it does alone. About 1.5 minutes on 2 cores. Needs what tests/quick.rs needs
 //! (the ROCm 6.4 root with `librocrand1-tests`).
 
-use std::path::PathBuf;
-use std::time::Duration;
+mod common;
 
 use xhsa_conformance::contention::{self, Role};
-use xhsa_conformance::run::{End, Setup};
-use xhsa_conformance::suites::Suite;
-
-fn suite(name: &str, binary: &str, filter: &str, secs: u64) -> Suite {
-    Suite {
-        name: name.into(),
-        binary: format!("librocrand1-tests/{binary}"),
-        timeout: Duration::from_secs(secs),
-        filter: filter.into(),
-        env: Vec::new(),
-    }
-}
+use xhsa_conformance::run::End;
 
 #[test]
 fn rocrand_suites_compute_the_same_beside_each_other_with_the_low_one_taken_off() {
-    let root = xhsa_emu::launcher::rocm::root(
-        xhsa_emu::launcher::rocm::Rocm::V6_4,
-        std::env::var_os(xhsa_emu::launcher::rocm::ROOT_VAR),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let high = suite("rocrand-basic", "test_rocrand_basic", "*", 180);
-    let low = suite("rocrand-philox-continuity", "test_rocrand_philox_prng", "*continuity*", 240);
-    for s in [&high, &low] {
-        assert!(
-            root.join(s.program().trim_start_matches('/')).exists(),
-            "{} is not in the ROCm 6.4 root at {}: install it with `tools/conformance/install.sh librocrand1-tests` (as root; ./x test does)",
-            s.program(),
-            root.display()
-        );
-    }
-    // Built beside this package's binary (target/release): see tests/quick.rs.
-    let dir = PathBuf::from(env!("CARGO_BIN_EXE_xhsa-conformance")).parent().unwrap().to_path_buf();
-    let setup = Setup {
-        emu: dir.join("xhsa-emu"),
-        libxhsa: dir.join("libxhsa.so"),
-        log_dir: PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("conformance-contention"),
-        timeout_scale: 1.0,
-        isa_stats: false,
-    };
-    for p in [&setup.emu, &dir.join("libhsakmt.so"), &setup.libxhsa] {
-        assert!(p.exists(), "{} not built: cargo build --release --workspace", p.display());
-    }
+    let high = common::rocrand_suite("rocrand-basic", "test_rocrand_basic", "*", 180);
+    let low = common::rocrand_suite(
+        "rocrand-philox-continuity",
+        "test_rocrand_philox_prng",
+        "*continuity*",
+        240,
+    );
+    common::assert_installed(&[&high, &low]);
+    let setup = common::setup("conformance-contention");
     let r = contention::run_pair(&high, &low, &setup).unwrap();
     let t = contention::text(&r);
     eprintln!("{t}");

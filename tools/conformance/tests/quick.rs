@@ -4,46 +4,16 @@
 //! `librocrand1-tests` in it (`./x test` installs it: `tools/conformance/install.sh
 //! librocrand1-tests`): without them the test fails and says so, as the other ROCm 6.4 tests do.
 
-use std::path::PathBuf;
-use std::time::Duration;
+mod common;
 
-use xhsa_conformance::run::{self, End, Mode, Setup};
-use xhsa_conformance::suites::Suite;
+use xhsa_conformance::run::{self, End, Mode};
 use xhsa_conformance::table::{self, SuiteResult};
 
 #[test]
 fn rocrand_basic_passes_natively_and_under_libxhsa() {
-    let root = xhsa_emu::launcher::rocm::root(
-        xhsa_emu::launcher::rocm::Rocm::V6_4,
-        std::env::var_os(xhsa_emu::launcher::rocm::ROOT_VAR),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let suite = Suite {
-        name: "rocrand-basic".into(),
-        binary: "librocrand1-tests/test_rocrand_basic".into(),
-        timeout: Duration::from_secs(180),
-        filter: "*".into(),
-        env: Vec::new(),
-    };
-    assert!(
-        root.join(suite.program().trim_start_matches('/')).exists(),
-        "{} is not in the ROCm 6.4 root at {}: install it with `tools/conformance/install.sh librocrand1-tests` (as root; ./x test does)",
-        suite.program(),
-        root.display()
-    );
-    // Built beside this package's binary (target/release): cargo builds those of other packages
-    // only with the workspace (./x test builds it first).
-    let dir = PathBuf::from(env!("CARGO_BIN_EXE_xhsa-conformance")).parent().unwrap().to_path_buf();
-    let setup = Setup {
-        emu: dir.join("xhsa-emu"),
-        libxhsa: dir.join("libxhsa.so"),
-        log_dir: PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("conformance-quick"),
-        timeout_scale: 1.0,
-        isa_stats: false,
-    };
-    for p in [&setup.emu, &dir.join("libhsakmt.so"), &setup.libxhsa] {
-        assert!(p.exists(), "{} not built: cargo build --release --workspace", p.display());
-    }
+    let suite = common::rocrand_suite("rocrand-basic", "test_rocrand_basic", "*", 180);
+    common::assert_installed(&[&suite]);
+    let setup = common::setup("conformance-quick");
     let mut r = SuiteResult { suite: &suite, outcomes: Vec::new() };
     for m in Mode::ALL {
         r.outcomes.push(run::run(&suite, m, &setup).unwrap());
