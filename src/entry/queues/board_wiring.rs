@@ -160,7 +160,7 @@ pub(super) fn control(gpu: usize, q: QueueId, c: xhsa_board::layout::Control) ->
                 (changed, s.take_remasks())
             });
             let changed = changed.and_then(|(changed, remasks)| {
-                super::calls::set_partition_masks(remasks);
+                super::shadow::set_partition_masks(remasks);
                 changed
             });
             match changed {

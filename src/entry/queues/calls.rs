@@ -212,28 +212,9 @@ pub(crate) unsafe fn set_priority(
             s.set_priority(QueueId(id), p);
             s.take_remasks()
         });
-        set_partition_masks(remasks.unwrap_or_default());
+        super::shadow::set_partition_masks(remasks.unwrap_or_default());
     }
     status
-}
-
-/// Gives hardware queues whose CU partition changed (a priority crossed `XHSA_RESERVE`'s
-/// threshold) their new partition's mask; a refusal is logged once and leaves the old mask.
-pub(super) fn set_partition_masks(remasks: Vec<(u64, crate::path::partition::CuMask)>) {
-    let Some(r) = crate::entry::rocr::rocr() else { return };
-    for (hw, mask) in remasks {
-        if inside(|| r.set_hw_cu_mask(hw, mask.words())) {
-            tracing::debug!(
-                "xhsa: hardware queue {hw:#x} moved to a partition of {} CUs",
-                mask.count()
-            );
-        } else {
-            static SAID: AtomicBool = AtomicBool::new(false);
-            log_once(&SAID, || {
-                tracing::warn!("xhsa: ROCr refused the CU mask of a queue's new partition (hsa_amd_queue_cu_set_mask); it keeps its CUs")
-            });
-        }
-    }
 }
 
 /// `hsa_amd_queue_cu_set_mask`: on the hardware queue.

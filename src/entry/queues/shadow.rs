@@ -152,7 +152,7 @@ pub(super) fn build_shadow(
             tracing::warn!("xhsa: queue {id}: ROCr refused hardware priority {hw_priority:?}; it keeps the default");
         }
         if let Some(gpu) = gpu {
-            give_partition_mask(r, gpu, id, hw);
+            give_partition_mask(gpu, id, hw);
         }
         tracing::debug!("xhsa: queue {id}: shadow {mem:#x} ({size} packets) over hardware queue {hw:#x} ({hw_size} packets), {priority:?}");
         return Ok(mem);
@@ -172,19 +172,27 @@ pub(super) fn build_shadow(
 
 /// Gives hardware queue `hw` of queue `id` the CU mask of its partition (`XHSA_RESERVE`), once,
 /// at creation: each mask change costs a device-wide unmap on an HWS GPU. Without a split the
-/// queue keeps every CU. A refusal is logged once; the queue then runs on every CU.
-fn give_partition_mask(r: &crate::entry::rocr::Rocr, gpu: usize, id: u64, hw: u64) {
-    let Some(Some(mask)) = with_gpu(gpu, |s, _, _, _| s.cu_mask_of(QueueId(id))) else { return };
-    if inside(|| r.set_hw_cu_mask(hw, mask.words())) {
-        tracing::debug!(
-            "xhsa: queue {id}: hardware queue {hw:#x} on its partition's {} CUs",
-            mask.count()
-        );
-    } else {
-        static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-        crate::entry::log::log_once(&SAID, || {
-            tracing::warn!("xhsa: ROCr refused the CU mask of a queue's partition (hsa_amd_queue_cu_set_mask); such queues run on every CU")
-        });
+/// queue keeps every CU.
+fn give_partition_mask(gpu: usize, id: u64, hw: u64) {
+    if let Some(Some(mask)) = with_gpu(gpu, |s, _, _, _| s.cu_mask_of(QueueId(id))) {
+        set_partition_masks(vec![(hw, mask)]);
+    }
+}
+
+/// Gives hardware queues their partition's CU mask: at creation, or when a priority crossing
+/// `XHSA_RESERVE`'s threshold moved the queue. A refusal is logged once; the queue keeps the CUs
+/// it had (every CU for a new one).
+pub(super) fn set_partition_masks(masks: Vec<(u64, crate::path::partition::CuMask)>) {
+    let Some(r) = rocr().filter(|_| !masks.is_empty()) else { return };
+    for (hw, mask) in masks {
+        if inside(|| r.set_hw_cu_mask(hw, mask.words())) {
+            tracing::debug!("xhsa: hardware queue {hw:#x} on its partition's {} CUs", mask.count());
+        } else {
+            static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+            crate::entry::log::log_once(&SAID, || {
+                tracing::warn!("xhsa: ROCr refused the CU mask of a queue's partition (hsa_amd_queue_cu_set_mask); such queues keep the CUs they had (every CU for a new one)")
+            });
+        }
     }
 }
 
