@@ -211,6 +211,103 @@ fn with_a_reserve_work_in_disjoint_partitions_never_holds_or_preempts_the_other(
     }
 }
 
+/// The `N taken off` figure of libxhsa's exit summary.
+fn taken_off(out: &RunOutput) -> u64 {
+    figure_before(out, " taken off").unwrap_or(0)
+}
+
+/// The batch process's sharing policy decides how long it stays off while the victim runs: with
+/// a period of 20 ms (`XHSA_PREEMPT_MAX_MS=16`, `MIN_RUN_MS=4`), strict priority keeps it off
+/// up to 16 ms at a stretch; `weights:1:1`, given live with `xhsactl policy` while it runs, 10 ms,
+/// so its mean time off per take-off is shorter, and `xhsa-top --json` shows the policy. The
+/// victim is never held back or taken off in either.
+#[test]
+fn a_sharing_policy_set_live_gives_the_batch_process_its_share_of_each_period() {
+    let _lock = run_lock(true);
+    let run = |tag: &str, policy: Option<&str>| {
+        let period = [("XHSA_PREEMPT_MAX_MS", "16"), ("XHSA_PREEMPT_MIN_RUN_MS", "4")];
+        let prog = common::program("shared_hip");
+        let dir = DeviceDir::new(tag);
+        let board = dir.file("board");
+        std::fs::create_dir_all(&board).unwrap();
+        let stop = dir.file("stop");
+        let with_period = |mut o: RunOpts| {
+            o.env.extend(period.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+            o
+        };
+        let busy = start_busy(
+            "the busy program",
+            &stop,
+            "60",
+            &with_period(opts(&dir, &board, "-10", "auto")),
+            &[&stop],
+        );
+        let set = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let top = common::top_json(&board);
+            let p = &top["gpus"][0]["processes"][0];
+            assert_eq!(p["policy"], "strict", "the default, on the board: {top}");
+            let Some(policy) = policy else { return };
+            let pid = p["pid"].as_u64().unwrap().to_string();
+            let out = std::process::Command::new(common::artifact("xhsactl"))
+                .args(["--board-dir", board.to_str().unwrap(), "policy", &pid, policy])
+                .output()
+                .unwrap();
+            let said = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success() && said.contains("sharing policy weights:1:1 applied"),
+                "xhsactl: {said}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let top = common::top_json(&board);
+            let p = &top["gpus"][0]["processes"][0];
+            assert_eq!(p["policy"], "weights:500:500", "{top}");
+            assert_eq!(p["held_share_permille"], 500, "{top}");
+        }));
+        if let Err(e) = set {
+            std::fs::write(&stop, b"").unwrap();
+            busy.wait();
+            std::panic::resume_unwind(e);
+        }
+        let victim = spawn_under_emu(
+            &prog,
+            &["victim", "10", "640", "1000000", "30"],
+            &with_period(opts(&dir, &board, "10", "auto")),
+        )
+        .wait();
+        std::fs::write(&stop, b"").unwrap();
+        let busy = busy.wait();
+        assert_passed(&victim);
+        assert_passed(&busy);
+        assert_eq!(
+            preempted_us(&victim),
+            0,
+            "{tag}: the victim was taken off\n{}",
+            victim.report()
+        );
+        assert_eq!(
+            throttled_ns(&victim),
+            0,
+            "{tag}: the victim was held back\n{}",
+            victim.report()
+        );
+        let n = taken_off(&busy);
+        assert!(n >= 5, "{tag}: the batch process was taken off only {n} times\n{}", busy.report());
+        let mean_us = preempted_us(&busy) / n;
+        eprintln!("{tag}: batch taken off {n} times, {mean_us} us off each on average");
+        mean_us
+    };
+    let strict = run("policy-strict", None);
+    let weights = run("policy-weights", Some("weights:1:1"));
+    assert!(
+        weights * 10 < strict * 8,
+        "weights:1:1 should keep the batch process off about 10 ms at a stretch, strict 16: {weights} vs {strict} us"
+    );
+    assert!(
+        weights <= 11_000,
+        "off {weights} us at a stretch under weights:1:1 (10 ms per period)"
+    );
+}
+
 /// With preemption off (level 1 only), the window alone holds the batch process's packets back.
 #[test]
 fn without_preemption_the_window_holds_the_batch_process_back() {

@@ -18,7 +18,7 @@ use crate::path::scheduler::Board;
 use crate::preempt::policy::{Mine, Other};
 use crate::preempt::Watch;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 use xhsa_board::layout::{
@@ -126,6 +126,8 @@ pub struct BoardLink {
     /// When the link was opened, and whether the lonely-board check ran ([`lonely_board`]).
     opened_at: std::time::Instant,
     lonely_checked: AtomicBool,
+    /// This process's sharing policy and share, as its slots show it ([`Slot::sharing`]).
+    sharing: AtomicU32,
 }
 
 /// Where KFD lists the processes that have it open (one directory per process, named by its
@@ -177,6 +179,7 @@ impl BoardLink {
             own_interest: AtomicBool::new(true),
             opened_at: std::time::Instant::now(),
             lonely_checked: AtomicBool::new(false),
+            sharing: AtomicU32::new(0),
         })
     }
 
@@ -206,9 +209,11 @@ impl BoardLink {
         let Some(handle) = slots.get(&queue).copied() else { return };
         let record = self.record(queue);
         let now = monotonic_ns();
+        let sharing = self.sharing.load(Ordering::Relaxed);
         let fill = |slot: &mut Slot| {
             slot.stats = *stats;
             slot.name = self.name;
+            slot.sharing = sharing;
             record.apply(slot, now);
         };
         if self.board.publish_with(&handle, fill) {
@@ -424,7 +429,12 @@ impl Watch for BoardLink {
                     });
                 }
             } else if let Some(p) = slot.priority_with_work(now) {
-                others.push((p, PartitionId(slot.partition)));
+                others.push(Other {
+                    priority: p,
+                    partition: PartitionId(slot.partition),
+                    key: slot.owner_token ^ slot.queue_id.rotate_left(32),
+                    packet_ns: slot.stats.packet_ns,
+                });
             }
         }
         (mine, others)
@@ -462,6 +472,15 @@ impl Watch for BoardLink {
 
     fn beat(&self) {
         BoardLink::beat(self);
+    }
+
+    fn show_sharing(&self, word: u32) {
+        if self.sharing.swap(word, Ordering::Relaxed) != word {
+            let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            for handle in slots.values() {
+                self.board.publish_with(handle, |slot| slot.sharing = word);
+            }
+        }
     }
 }
 
@@ -572,7 +591,8 @@ mod tests {
         // The view the watcher decides on carries the partitions.
         let (mine, others) = link.view();
         assert_eq!(mine[0].partition, reserved);
-        assert_eq!(others, vec![(p(-10), shared)]);
+        let seen: Vec<_> = others.iter().map(|o| (o.priority, o.partition)).collect();
+        assert_eq!(seen, vec![(p(-10), shared)]);
         // A slot taken away is claimed again in the same partition.
         let index = link.slots.lock().unwrap()[&QueueId(1)].index();
         link.board.release(link.slots.lock().unwrap()[&QueueId(1)]);

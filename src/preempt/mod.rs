@@ -13,6 +13,7 @@ pub mod budget;
 pub mod mechanism;
 pub mod policy;
 pub mod settings;
+pub mod sharing;
 pub mod watcher;
 
 pub use mechanism::{How, KfdFailure, KfdPort, SnapshotQueue, Target};

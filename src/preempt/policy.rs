@@ -24,20 +24,43 @@
 //! second one delaying the next step. Waiting as long as the round trip would cost, and no
 //! longer, costs at most twice what knowing the pause's length in advance would.
 //!
+//! How long "off" and "on" last under higher work, and the utilisation cap, are the sharing
+//! policy's (`XHSA_POLICY`, [`super::sharing`]): strict priority is the starvation bound above;
+//! weights and the SLO policy give held queues a share of each period; a cap takes a queue of
+//! this process off once it has been busy for its share of a period, higher work or not, and
+//! puts it back after the rest of the period (or later, by the rules above, if higher work came).
+//!
 //! A queue an operator **paused** (`xhsactl pause`) is taken off as soon as it has packets in
 //! flight, whatever the cost and the budget, and stays off, without the starvation bound, until
 //! it is resumed; its work counts as no one's higher work.
 #![forbid(unsafe_code)]
 
 use super::settings::PreemptSettings;
+use super::sharing::{Sample, ShareState, ShareStatus};
 use crate::path::window::Nanos;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use xhsa_model::ids::{PartitionId, QueueId};
 use xhsa_model::partition::overlaps;
 use xhsa_model::priority::Priority;
+use xhsa_model::sharing::Sharing;
 
-/// A queue of another process with work, as the board shows it: its priority and CU partition.
-pub type Other = (Priority, PartitionId);
+/// A queue of another process with work, as the board shows it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Other {
+    pub priority: Priority,
+    pub partition: PartitionId,
+    /// Stable while the queue lives (its owner's token and queue id).
+    pub key: u64,
+    /// Its measured time per packet (0: unknown).
+    pub packet_ns: u64,
+}
+
+impl Other {
+    /// Work at `priority` in `partition`, nothing measured.
+    pub fn new(priority: Priority, partition: PartitionId) -> Other {
+        Other { priority, partition, key: 0, packet_ns: 0 }
+    }
+}
 
 /// One queue of this process as the board shows it.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -90,11 +113,48 @@ pub struct Policy {
     states: BTreeMap<QueueId, State>,
     /// Queues off the GPU with no higher work left: since when (the round trip's wait).
     idle_since: BTreeMap<QueueId, Nanos>,
+    sharing: ShareState,
+    /// Running queues with work in flight: since when, without a pause (the cap).
+    busy_since: BTreeMap<QueueId, Nanos>,
+    /// Queues the cap took off.
+    capped: BTreeSet<QueueId>,
 }
+
+/// Keys of this process's queues among the SLO's samples (others' keys come from the board).
+const MINE_KEY: u64 = 1 << 63;
 
 impl Policy {
     pub fn new(settings: PreemptSettings) -> Policy {
-        Policy { settings, states: BTreeMap::new(), idle_since: BTreeMap::new() }
+        Policy::with_sharing(settings, Sharing::Strict)
+    }
+
+    /// A policy with a sharing policy other than strict.
+    pub fn with_sharing(settings: PreemptSettings, sharing: Sharing) -> Policy {
+        Policy {
+            settings,
+            states: BTreeMap::new(),
+            idle_since: BTreeMap::new(),
+            sharing: ShareState::new(sharing),
+            busy_since: BTreeMap::new(),
+            capped: BTreeSet::new(),
+        }
+    }
+
+    /// Another sharing policy from now on (`xhsactl policy`).
+    pub fn set_sharing(&mut self, sharing: Sharing) {
+        self.sharing.set(sharing);
+        self.busy_since.clear();
+    }
+
+    /// The sharing policy and its state.
+    pub fn sharing(&self) -> ShareStatus {
+        self.sharing.status(&self.settings)
+    }
+
+    /// Whether the sharing policy acts on this process's own work alone (a cap), so the watcher
+    /// must look whenever it changes.
+    pub fn acts_on_own_work(&self) -> bool {
+        self.sharing.cap(&self.settings).is_some()
     }
 
     /// The state of `q` (running when unknown).
@@ -116,22 +176,48 @@ impl Policy {
         for q in queues {
             self.states.insert(*q, State::Off { since: now });
             self.idle_since.remove(q);
+            self.busy_since.remove(q);
         }
     }
 
     /// `queues` were put back at `now`; `starved` ones get their minimum run.
     pub fn put_back(&mut self, queues: &[QueueId], starved: &[QueueId], now: Nanos) {
+        let min_run = self.sharing.duty(&self.settings).1;
         for q in queues {
-            let exempt_until = if starved.contains(q) { now + self.settings.min_run_ns } else { 0 };
+            let exempt_until = if starved.contains(q) { now + min_run } else { 0 };
             self.states.insert(*q, State::Running { exempt_until });
             self.idle_since.remove(q);
+            self.capped.remove(q);
+            self.busy_since.insert(*q, now);
         }
+    }
+
+    /// The earliest time after `now` at which a queue's state runs out by itself: a preempted
+    /// queue's longest stretch off (the starvation bound or the cap's off time) or a put-back
+    /// queue's minimum run. The watcher looks again then, also when the state began after its
+    /// last decision (a take-off or put-back it just made).
+    pub fn deadline_after(&self, now: Nanos) -> Option<Nanos> {
+        let (max_off, _) = self.sharing.duty(&self.settings);
+        let cap_off = self.sharing.cap(&self.settings).map(|(_, off)| off);
+        self.states
+            .iter()
+            .map(|(q, s)| match *s {
+                State::Off { since } if self.capped.contains(q) => {
+                    since + cap_off.unwrap_or(max_off).min(max_off)
+                }
+                State::Off { since } => since + max_off,
+                State::Running { exempt_until } => exempt_until,
+            })
+            .filter(|&t| t > now)
+            .min()
     }
 
     /// Forgets a queue (destroyed).
     pub fn forget(&mut self, q: QueueId) {
         self.states.remove(&q);
         self.idle_since.remove(&q);
+        self.busy_since.remove(&q);
+        self.capped.remove(&q);
     }
 
     /// Decides; `others` are the priorities and partitions of the other processes' queues that have work,
@@ -148,7 +234,7 @@ impl Policy {
     ) -> Decision {
         let mut d = Decision::default();
         let higher_work = |q: &Mine| {
-            others.iter().any(|(p, part)| *p > q.priority && overlaps(*part, q.partition))
+            others.iter().any(|o| o.priority > q.priority && overlaps(o.partition, q.partition))
                 || mine.iter().any(|m| {
                     m.id != q.id
                         && m.has_work()
@@ -156,6 +242,23 @@ impl Policy {
                         && overlaps(m.partition, q.partition)
                 })
         };
+        // The SLO's samples: queues with work above some queue of this process.
+        let above_mine = |p: Priority, part: PartitionId| {
+            mine.iter().any(|m| p > m.priority && overlaps(part, m.partition))
+        };
+        let samples: Vec<Sample> = others
+            .iter()
+            .filter(|o| above_mine(o.priority, o.partition))
+            .map(|o| (o.key, o.packet_ns))
+            .chain(
+                mine.iter()
+                    .filter(|m| m.has_work() && above_mine(m.priority, m.partition))
+                    .map(|m| (MINE_KEY | m.id.0, m.packet_ns)),
+            )
+            .collect();
+        self.sharing.observe(now, &samples, &self.settings);
+        let (max_off, _) = self.sharing.duty(&self.settings);
+        let cap = self.sharing.cap(&self.settings);
         let wake =
             |d: &mut Decision, at: Nanos| d.wake_at = Some(d.wake_at.map_or(at, |w| w.min(at)));
         for q in mine {
@@ -164,7 +267,18 @@ impl Policy {
                     if q.paused {
                         continue;
                     }
-                    if !higher_work(q) {
+                    let higher = higher_work(q);
+                    if self.capped.contains(&q.id) && !higher {
+                        // The cap's off time: the rest of the period.
+                        let off = cap.map_or(0, |(_, off)| off);
+                        if now.saturating_sub(since) >= off {
+                            d.put_back.push(q.id);
+                        } else {
+                            wake(&mut d, since + off);
+                        }
+                        continue;
+                    }
+                    if !higher {
                         // The round trip's wait (module doc): twice the measured cost.
                         let wait = cost.unwrap_or(0).saturating_mul(2);
                         let idle = *self.idle_since.entry(q.id).or_insert(now);
@@ -176,19 +290,39 @@ impl Policy {
                         continue;
                     }
                     self.idle_since.remove(&q.id);
-                    if now.saturating_sub(since) >= self.settings.max_preempted_ns {
+                    if now.saturating_sub(since) >= max_off {
                         d.put_back.push(q.id);
                         d.starved.push(q.id);
                     } else {
-                        wake(&mut d, since + self.settings.max_preempted_ns);
+                        wake(&mut d, since + max_off);
                     }
                 }
                 State::Running { exempt_until } => {
+                    self.capped.remove(&q.id);
                     if q.paused && q.preemptable && q.in_flight > 0 {
                         d.take_off.push(q.id);
                         continue;
                     }
-                    if !q.preemptable || q.in_flight == 0 || !higher_work(q) {
+                    if q.in_flight == 0 {
+                        self.busy_since.remove(&q.id);
+                    }
+                    if !q.preemptable || q.in_flight == 0 {
+                        continue;
+                    }
+                    if let Some((on, _)) = cap {
+                        let busy = *self.busy_since.entry(q.id).or_insert(now);
+                        if now.saturating_sub(busy) >= on {
+                            if budget_ok {
+                                d.take_off.push(q.id);
+                                self.capped.insert(q.id);
+                            } else {
+                                wake(&mut d, budget_at);
+                            }
+                            continue;
+                        }
+                        wake(&mut d, busy + on);
+                    }
+                    if !higher_work(q) {
                         continue;
                     }
                     if now < exempt_until {
@@ -230,8 +364,8 @@ mod tests {
     }
 
     /// Another process's work at `level` on the whole GPU.
-    fn o(level: i64) -> (Priority, PartitionId) {
-        (p(level), PartitionId::WHOLE)
+    fn o(level: i64) -> Other {
+        Other::new(p(level), PartitionId::WHOLE)
     }
 
     fn q(id: u64, level: i64, in_flight: u32, packet_ns: u64) -> Mine {
@@ -257,14 +391,17 @@ mod tests {
         let mut own_high = Mine { partition: reserved, ..q(2, 10, 0, 0) };
         own_high.pending = 3;
         // Higher work of this process and of another, both on the reserved side: no.
-        let d = pol.decide(0, &[batch, own_high], &[(p(10), reserved)], None, true, 0);
+        let d = pol.decide(0, &[batch, own_high], &[Other::new(p(10), reserved)], None, true, 0);
         assert!(d.take_off.is_empty(), "{d:?}");
         // Higher work on its own side, or on the whole GPU (another setting): yes.
-        assert_eq!(pol.decide(0, &[batch], &[(p(0), shared)], None, true, 0).take_off.len(), 1);
+        assert_eq!(
+            pol.decide(0, &[batch], &[Other::new(p(0), shared)], None, true, 0).take_off.len(),
+            1
+        );
         assert_eq!(pol.decide(0, &[batch], &[o(10)], None, true, 0).take_off.len(), 1);
         // Off for shared-side work, it comes back when only reserved-side work is left.
         pol.taken_off(&[QueueId(1)], 0);
-        let d = pol.decide(MS, &[batch, own_high], &[(p(10), reserved)], None, true, MS);
+        let d = pol.decide(MS, &[batch, own_high], &[Other::new(p(10), reserved)], None, true, MS);
         assert_eq!(d.put_back, vec![QueueId(1)]);
     }
 
@@ -408,6 +545,105 @@ mod tests {
         assert_eq!(d.wake_at, Some(70 * MS));
         pol.taken_off(&[QueueId(1)], 0);
         assert_eq!(pol.decide(1, &[low], &[], None, false, 70 * MS).put_back, vec![QueueId(1)]);
+    }
+
+    #[test]
+    fn weights_give_a_held_queue_its_share_of_each_period() {
+        let mut pol =
+            Policy::with_sharing(PreemptSettings::default(), Sharing::Weights { high: 1, low: 1 });
+        let low = q(1, -5, 2, 2 * MS);
+        assert_eq!(pol.decide(0, &[low], &[o(5)], None, true, 0).take_off, vec![QueueId(1)]);
+        pol.taken_off(&[QueueId(1)], 0);
+        // Half of the 110 ms period off, then half on beside the higher work.
+        let d = pol.decide(MS, &[low], &[o(5)], None, true, MS);
+        assert!(d.put_back.is_empty());
+        assert_eq!(d.wake_at, Some(55 * MS));
+        let d = pol.decide(55 * MS, &[low], &[o(5)], None, true, 55 * MS);
+        assert_eq!(d.starved, vec![QueueId(1)]);
+        pol.put_back(&d.put_back, &d.starved, 55 * MS);
+        let d = pol.decide(56 * MS, &[low], &[o(5)], None, true, 56 * MS);
+        assert!(d.take_off.is_empty());
+        assert_eq!(d.wake_at, Some(110 * MS));
+        assert_eq!(
+            pol.decide(110 * MS, &[low], &[o(5)], None, true, 110 * MS).take_off,
+            vec![QueueId(1)]
+        );
+        // Strict in the same situation: 100 ms off, 10 on.
+        let mut strict = policy();
+        strict.taken_off(&[QueueId(1)], 0);
+        assert_eq!(strict.decide(MS, &[low], &[o(5)], None, true, MS).wake_at, Some(100 * MS));
+        // Live: another policy from now on.
+        pol.set_sharing(Sharing::Weights { high: 3, low: 1 });
+        assert_eq!(pol.sharing().share_permille, 250);
+    }
+
+    #[test]
+    fn a_cap_takes_a_busy_queue_off_for_the_rest_of_each_period_with_no_higher_work() {
+        let mut pol = Policy::with_sharing(PreemptSettings::default(), Sharing::Cap { pct: 40 });
+        assert!(pol.acts_on_own_work());
+        let busy = q(1, 0, 2, 2 * MS);
+        // Busy from 0: on for 40 % of 110 ms = 44 ms.
+        let d = pol.decide(0, &[busy], &[], None, true, 0);
+        assert!(d.take_off.is_empty());
+        assert_eq!(d.wake_at, Some(44 * MS));
+        // Idle in between: the busy time starts again.
+        assert!(pol.decide(20 * MS, &[q(1, 0, 0, 2 * MS)], &[], None, true, 0).take_off.is_empty());
+        let d = pol.decide(30 * MS, &[busy], &[], None, true, 30 * MS);
+        assert_eq!(d.wake_at, Some(74 * MS));
+        let d = pol.decide(74 * MS, &[busy], &[], None, true, 74 * MS);
+        assert_eq!(d.take_off, vec![QueueId(1)]);
+        pol.taken_off(&d.take_off, 74 * MS);
+        // Off for the rest of the period (66 ms), then back, busy time from then.
+        let d = pol.decide(100 * MS, &[busy], &[], Some(450_000), true, 100 * MS);
+        assert!(d.put_back.is_empty());
+        assert_eq!(d.wake_at, Some(140 * MS));
+        let d = pol.decide(140 * MS, &[busy], &[], Some(450_000), true, 140 * MS);
+        assert_eq!(d.put_back, vec![QueueId(1)]);
+        assert!(d.starved.is_empty());
+        pol.put_back(&d.put_back, &d.starved, 140 * MS);
+        assert_eq!(pol.decide(141 * MS, &[busy], &[], None, true, 0).wake_at, Some(184 * MS));
+        // The budget delays the cap like any take-off; strict has no cap.
+        let d = pol.decide(184 * MS, &[busy], &[], None, false, 190 * MS);
+        assert!(d.take_off.is_empty());
+        assert_eq!(d.wake_at, Some(190 * MS));
+        assert!(!policy().acts_on_own_work());
+        assert!(policy().decide(10_000 * MS, &[busy], &[], None, true, 0).take_off.is_empty());
+    }
+
+    #[test]
+    fn the_slo_policy_learns_from_the_higher_work_of_either_process() {
+        let mut pol =
+            Policy::with_sharing(PreemptSettings::default(), Sharing::Slo { target_pct: 150 });
+        let low = q(1, -5, 2, 2 * MS);
+        let mut own_high = q(2, 5, 1, MS);
+        own_high.pending = 1;
+        let other = Other { key: 9, packet_ns: MS, ..o(5) };
+        // Three periods (110 ms each) at an unchanged time per packet: the probe, then growth.
+        for i in 0..34 {
+            pol.decide(i * 10 * MS, &[low, own_high], &[other], None, true, 0);
+        }
+        assert!(pol.sharing().share_permille > 90, "{:?}", pol.sharing());
+        // The higher work slows down threefold: the share halves.
+        let before = pol.sharing().share_permille;
+        let slow = Other { packet_ns: 3 * MS, ..other };
+        for i in 34..46 {
+            pol.decide(i * 10 * MS, &[low, own_high], &[slow], None, true, 0);
+        }
+        assert!(pol.sharing().share_permille < before, "{:?}", pol.sharing());
+        assert!(pol.sharing().ratio_pct > 150);
+    }
+
+    #[test]
+    fn the_deadline_is_the_next_end_of_a_stretch_off_or_of_a_minimum_run() {
+        let mut pol = policy();
+        assert_eq!(pol.deadline_after(0), None);
+        pol.taken_off(&[QueueId(1)], 5 * MS);
+        assert_eq!(pol.deadline_after(5 * MS), Some(105 * MS), "the starvation bound");
+        pol.put_back(&[QueueId(1)], &[QueueId(1)], 105 * MS);
+        assert_eq!(pol.deadline_after(105 * MS), Some(115 * MS), "the minimum run");
+        assert_eq!(pol.deadline_after(115 * MS), None, "past");
+        pol.put_back(&[QueueId(2)], &[], 0);
+        assert_eq!(pol.deadline_after(105 * MS), Some(115 * MS), "no run without the bound");
     }
 
     #[test]

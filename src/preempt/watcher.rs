@@ -72,6 +72,9 @@ pub trait Watch: Send + Sync {
     /// Confirms to the other processes that this one runs and its published work stands (the
     /// board's `beat_ns`; a process that stops confirming holds nobody back for long).
     fn beat(&self) {}
+    /// Shows this process's sharing policy and share on its slots
+    /// ([`xhsa_board::layout::Slot::sharing_word`]).
+    fn show_sharing(&self, _word: u32) {}
 }
 
 /// What carries out a controller's request for one of this process's queues (the scheduler's
@@ -459,6 +462,16 @@ impl Preemption {
         (errors, first)
     }
 
+    /// Another sharing policy from now on (the settings' at start, `xhsactl policy` later).
+    pub fn set_sharing(&self, sharing: xhsa_model::sharing::Sharing) {
+        self.lock().policy.set_sharing(sharing);
+    }
+
+    /// The sharing policy and its state.
+    pub fn sharing(&self) -> super::sharing::ShareStatus {
+        self.lock().policy.sharing()
+    }
+
     /// The queues off the GPU now.
     pub fn off(&self) -> Vec<QueueId> {
         self.lock().off.keys().copied().collect()
@@ -562,14 +575,21 @@ impl Preemption {
         let distinct: std::collections::BTreeSet<Priority> =
             mine.iter().map(|m| m.priority).collect();
         let below_others = mine.iter().any(|m| {
-            others.iter().any(|(p, part)| *p > m.priority && overlaps(*part, m.partition))
+            others.iter().any(|o| o.priority > m.priority && overlaps(o.partition, m.partition))
         });
-        watch.set_interest(distinct.len() > 1 || !g.off.is_empty() || below_others);
+        watch.set_interest(
+            distinct.len() > 1 || !g.off.is_empty() || below_others || g.policy.acts_on_own_work(),
+        );
         let cost = g.mech.expected_cost();
         let expected = cost.unwrap_or(0);
         let budget_ok = g.mech.usable() && g.budget.allows(now, expected);
         let budget_at = g.budget.next_allowed(now, expected);
         let mut d = g.policy.decide(now, &mine, &others, cost, budget_ok, budget_at);
+        let sharing = g.policy.sharing();
+        watch.show_sharing(xhsa_board::layout::Slot::sharing_word(
+            sharing.policy,
+            sharing.share_permille,
+        ));
         if !g.mech.usable() {
             d.take_off.clear();
         }
@@ -580,7 +600,7 @@ impl Preemption {
             tracing::debug!(
                 "xhsa: preemption step: mine {:?}, others with work {:?}, cost {cost:?}, budget {budget_ok}: take off {:?}, put back {:?}",
                 mine.iter().map(|m| (m.id.0, m.priority.rank(), m.pending, m.in_flight, m.packet_ns / 1000, m.preemptable)).collect::<Vec<_>>(),
-                others.iter().map(|(p, part)| (p.rank(), part.0)).collect::<Vec<_>>(),
+                others.iter().map(|o| (o.priority.rank(), o.partition.0, o.packet_ns / 1000)).collect::<Vec<_>>(),
                 d.take_off,
                 d.put_back
             );
@@ -680,6 +700,11 @@ impl Preemption {
             wake = wake.min(t);
         }
         if let Some(t) = d.wake_at {
+            wake = wake.min(t);
+        }
+        // The take-offs and put-backs just made start stretches that end by themselves (the
+        // decision above ran before them).
+        if let Some(t) = g.policy.deadline_after(now) {
             wake = wake.min(t);
         }
         if let Some(t) = g.retry_at {
@@ -810,7 +835,7 @@ mod tests {
         let k = FakeKfd { cost_ns: 0, ..Default::default() };
         let (pre, clock) = setup(PreemptMode::Suspend, &k);
         let board = FakeBoard::default();
-        *board.view.lock().unwrap() = (vec![low(2)], vec![(p(3), PartitionId::WHOLE)]);
+        *board.view.lock().unwrap() = (vec![low(2)], vec![Other::new(p(3), PartitionId::WHOLE)]);
         pre.step(&board);
         assert_eq!(pre.off(), vec![QueueId(1)]);
         assert_eq!(board.housekeeping.load(Ordering::Relaxed), 1);
@@ -851,7 +876,7 @@ mod tests {
         assert_eq!(pre.step(&board), now + 2 * BEAT_NS);
         assert_eq!(board.beats.load(Ordering::Relaxed), 2);
         // Idle again, below another process's work: no beats, but a look within a beat.
-        *board.view.lock().unwrap() = (vec![low(0)], vec![(p(3), PartitionId::WHOLE)]);
+        *board.view.lock().unwrap() = (vec![low(0)], vec![Other::new(p(3), PartitionId::WHOLE)]);
         let at = now + BEAT_NS + 1;
         clock.store(at, Ordering::Relaxed);
         assert_eq!(pre.step(&board), at + BEAT_NS);
@@ -863,7 +888,7 @@ mod tests {
         let k = FakeKfd::default();
         let (pre, _) = setup(PreemptMode::Queue, &k);
         let board = FakeBoard::default();
-        *board.view.lock().unwrap() = (vec![low(2)], vec![(p(3), PartitionId::WHOLE)]);
+        *board.view.lock().unwrap() = (vec![low(2)], vec![Other::new(p(3), PartitionId::WHOLE)]);
         pre.step(&board);
         assert_eq!(pre.runtime_update(3, 11, 50, |pct| pct), Some(0), "kept off");
         assert_eq!(
@@ -882,7 +907,7 @@ mod tests {
         let k = FakeKfd { fail_suspend: true, ..Default::default() };
         let (pre, _) = setup(PreemptMode::Suspend, &k);
         let board = FakeBoard::default();
-        *board.view.lock().unwrap() = (vec![low(2)], vec![(p(3), PartitionId::WHOLE)]);
+        *board.view.lock().unwrap() = (vec![low(2)], vec![Other::new(p(3), PartitionId::WHOLE)]);
         pre.step(&board);
         assert!(pre.off().is_empty());
         pre.step(&board);
@@ -898,7 +923,7 @@ mod tests {
         let k = FakeKfd::default();
         let (pre, clock) = setup(PreemptMode::Suspend, &k);
         let board = FakeBoard::default();
-        *board.view.lock().unwrap() = (vec![low(2)], vec![(p(3), PartitionId::WHOLE)]);
+        *board.view.lock().unwrap() = (vec![low(2)], vec![Other::new(p(3), PartitionId::WHOLE)]);
         pre.step(&board);
         *k.fail_resume.lock().unwrap() = true;
         *board.view.lock().unwrap() = (vec![low(2)], vec![]);
@@ -910,7 +935,7 @@ mod tests {
         pre.step(&board);
         assert!(pre.off().is_empty());
         // A failed call stopped preemption for the process.
-        *board.view.lock().unwrap() = (vec![low(2)], vec![(p(3), PartitionId::WHOLE)]);
+        *board.view.lock().unwrap() = (vec![low(2)], vec![Other::new(p(3), PartitionId::WHOLE)]);
         pre.step(&board);
         assert!(pre.off().is_empty());
     }
@@ -932,10 +957,10 @@ mod tests {
         // A priority change before the id is known is kept for the put-back.
         pre.runtime_priority(0xa000, 0);
         let board = FakeBoard::default();
-        *board.view.lock().unwrap() = (vec![low(0)], vec![(p(3), PartitionId::WHOLE)]);
+        *board.view.lock().unwrap() = (vec![low(0)], vec![Other::new(p(3), PartitionId::WHOLE)]);
         pre.step(&board);
         assert!(k.log.lock().unwrap().is_empty(), "no snapshot before a queue is to be taken off");
-        *board.view.lock().unwrap() = (vec![low(2)], vec![(p(3), PartitionId::WHOLE)]);
+        *board.view.lock().unwrap() = (vec![low(2)], vec![Other::new(p(3), PartitionId::WHOLE)]);
         pre.step(&board);
         assert_eq!(pre.off(), vec![QueueId(1)]);
         // The runtime's own priority change put the deactivated queue back on: off again.
@@ -956,7 +981,7 @@ mod tests {
         let pre = Preemption::new(settings, Box::new(k.clone()), Box::new(|| 1_000));
         pre.add_unresolved(QueueId(1), 0xa000, 7, 100);
         let board = FakeBoard::default();
-        *board.view.lock().unwrap() = (vec![low(2)], vec![(p(3), PartitionId::WHOLE)]);
+        *board.view.lock().unwrap() = (vec![low(2)], vec![Other::new(p(3), PartitionId::WHOLE)]);
         pre.step(&board);
         pre.step(&board);
         assert!(pre.off().is_empty());
@@ -968,7 +993,7 @@ mod tests {
         let k = FakeKfd::default();
         let (pre, _) = setup(PreemptMode::Suspend, &k);
         let board = FakeBoard::default();
-        *board.view.lock().unwrap() = (vec![low(2)], vec![(p(3), PartitionId::WHOLE)]);
+        *board.view.lock().unwrap() = (vec![low(2)], vec![Other::new(p(3), PartitionId::WHOLE)]);
         pre.step(&board);
         assert_eq!(pre.off(), vec![QueueId(1)]);
         pre.forget(QueueId(1));
@@ -982,7 +1007,7 @@ mod tests {
         let (pre, _) = setup(PreemptMode::Queue, &k);
         let pre = Arc::new(pre);
         let board = FakeBoard::default();
-        *board.view.lock().unwrap() = (vec![low(2)], vec![(p(3), PartitionId::WHOLE)]);
+        *board.view.lock().unwrap() = (vec![low(2)], vec![Other::new(p(3), PartitionId::WHOLE)]);
         pre.step(&board);
         assert_eq!(pre.off(), vec![QueueId(1)]);
         // The runtime's call is decided and made under the lock: a put-back waiting for it
@@ -1039,7 +1064,7 @@ mod tests {
         let k = FakeKfd::default();
         let (pre, _) = setup(PreemptMode::Suspend, &k);
         let board = Exploding(FakeBoard::default(), std::sync::atomic::AtomicBool::new(false));
-        *board.0.view.lock().unwrap() = (vec![low(2)], vec![(p(3), PartitionId::WHOLE)]);
+        *board.0.view.lock().unwrap() = (vec![low(2)], vec![Other::new(p(3), PartitionId::WHOLE)]);
         pre.step(&board);
         assert_eq!(pre.off(), vec![QueueId(1)]);
         board.1.store(true, Ordering::Relaxed);
@@ -1059,7 +1084,7 @@ mod tests {
         let k = FakeKfd { cost_ns: 0, ..Default::default() };
         let (pre, clock) = setup(PreemptMode::Suspend, &k);
         let board = FakeBoard::default();
-        *board.view.lock().unwrap() = (vec![low(2)], vec![(p(3), PartitionId::WHOLE)]);
+        *board.view.lock().unwrap() = (vec![low(2)], vec![Other::new(p(3), PartitionId::WHOLE)]);
         pre.step(&board);
         *board.view.lock().unwrap() = (vec![low(0)], vec![]);
         pre.step(&board);
@@ -1075,7 +1100,7 @@ mod tests {
         pre.step(&board);
         assert_eq!(k.log.lock().unwrap().last().unwrap(), "disable");
         // A new suspension enables it again; the runtime's shutdown turns it off and retires.
-        *board.view.lock().unwrap() = (vec![low(2)], vec![(p(3), PartitionId::WHOLE)]);
+        *board.view.lock().unwrap() = (vec![low(2)], vec![Other::new(p(3), PartitionId::WHOLE)]);
         pre.step(&board);
         assert_eq!(pre.off(), vec![QueueId(1)]);
         pre.retire();
@@ -1095,7 +1120,7 @@ mod tests {
         let k = FakeKfd::default();
         let (pre, _) = setup(PreemptMode::Suspend, &k);
         let board = FakeBoard::default();
-        *board.view.lock().unwrap() = (vec![low(2)], vec![(p(3), PartitionId::WHOLE)]);
+        *board.view.lock().unwrap() = (vec![low(2)], vec![Other::new(p(3), PartitionId::WHOLE)]);
         pre.step(&board);
         *k.fail_resume.lock().unwrap() = true;
         pre.forget(QueueId(1));
@@ -1108,7 +1133,7 @@ mod tests {
         let k = FakeKfd { cost_ns: 0, ..Default::default() };
         let (pre, clock) = setup(PreemptMode::Queue, &k);
         let board = FakeBoard::default();
-        *board.view.lock().unwrap() = (vec![low(2)], vec![(p(3), PartitionId::WHOLE)]);
+        *board.view.lock().unwrap() = (vec![low(2)], vec![Other::new(p(3), PartitionId::WHOLE)]);
         pre.step(&board);
         assert_eq!(pre.off(), vec![QueueId(1)]);
         clock.fetch_add(1_000_000, Ordering::Relaxed);

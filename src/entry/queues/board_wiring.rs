@@ -110,6 +110,7 @@ pub(super) fn start_preemption(
         };
     let pre =
         std::sync::Arc::new(crate::preempt::Preemption::new(settings, port, Box::new(now_ns)));
+    pre.set_sharing(g.settings.policy);
     pre.set_control(std::sync::Arc::new(move |q, c| control(gpu, q, c)));
     pre.set_track_untracked(std::sync::Arc::new(move || {
         if global().gpus.get(gpu).is_some_and(|g| g.untracked.load(Ordering::Relaxed)) {
@@ -134,7 +135,7 @@ pub(super) fn start_preemption(
 pub(super) fn control(gpu: usize, q: QueueId, c: xhsa_board::layout::Control) -> (u32, i32) {
     use xhsa_board::layout::{
         ACK_ABOVE_CAP, ACK_APPLIED, ACK_BAD_LEVEL, ACK_UNKNOWN_OP, OP_CLEAR_PRIORITY, OP_PAUSE,
-        OP_RESUME, OP_SET_PRIORITY,
+        OP_RESUME, OP_SET_POLICY, OP_SET_PRIORITY,
     };
     let g = global();
     match c.op {
@@ -192,6 +193,21 @@ pub(super) fn control(gpu: usize, q: QueueId, c: xhsa_board::layout::Control) ->
             } else {
                 (ACK_UNKNOWN_OP, 0)
             }
+        }
+        OP_SET_POLICY => {
+            let Some(policy) =
+                u16::try_from(c.level).ok().and_then(xhsa_model::sharing::Sharing::from_code)
+            else {
+                return (ACK_BAD_LEVEL, 0);
+            };
+            // The process's policy: every GPU's watcher.
+            for (_, this) in g.gpus.iter() {
+                if let Some(pre) = this.preempt.get() {
+                    pre.set_sharing(policy);
+                }
+            }
+            tracing::info!("xhsa: sharing policy {policy} set by uid {}", c.uid);
+            (ACK_APPLIED, c.level)
         }
         _ => (ACK_UNKNOWN_OP, 0),
     }

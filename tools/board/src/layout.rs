@@ -10,7 +10,7 @@
 //! slot with a compare-and-swap on [`state`](Slot::state). Everything here assumes it was handed
 //! a consistent copy.
 //!
-//! # Layout, version 4
+//! # Layout, version 5
 //!
 //! All fields little endian and naturally aligned; the file is `64 + slot_count * 320` bytes
 //! ([`board_size`]).
@@ -20,7 +20,7 @@
 //! | offset | type       | field            | value                                          |
 //! |-------:|------------|------------------|------------------------------------------------|
 //! | 0      | `u64`      | `magic`          | [`BOARD_MAGIC`], the bytes `XHSABRD\0`         |
-//! | 8      | `u32`      | `layout_version` | [`BOARD_LAYOUT_VERSION`] (4)                   |
+//! | 8      | `u32`      | `layout_version` | [`BOARD_LAYOUT_VERSION`] (5)                   |
 //! | 12     | `u32`      | `slot_count`     | number of slots, `1..=`[`MAX_SLOT_COUNT`]      |
 //! | 16     | `u32`      | `slot_size`      | 320                                            |
 //! | 20     | `u32`      | `stats_version`  | [`STATS_LAYOUT_VERSION`] of the embedded stats |
@@ -50,13 +50,14 @@
 //! | 288    | `Ack`        | `ack`         | the owner's answer ([`Ack`]): `seq`, `status`, `detail`, reserved |
 //! | 304    | `u64`        | `pid_ns`      | the owner's pid namespace (inode of `/proc/self/ns/pid`), 0 if unknown |
 //! | 312    | `u32`        | `owner_uid`   | the owner's real uid                                           |
-//! | 316    | `u32`        | `reserved`    | zero                                                           |
+//! | 316    | `u32`        | `sharing`     | the owner's sharing policy: its code ([`xhsa_model::sharing::Sharing::code`]) in the high 16 bits, the share its held queues get now in per mille in the low 16 |
 //!
 //! The owner writes bytes 8..272 and 304..320 under the seqlock; `control` is written by
 //! controllers and `ack` by the owner outside it (each word atomically, the protocol is in
 //! [`crate::shared`]).
 //!
-//! Version 4 identifies owners without trusting pids (containers have their own pid
+//! Version 5 turned the slot's last reserved word into `sharing` (the owner's `XHSA_POLICY`
+//! and its state, for `xhsa-top`). Version 4 identifies owners without trusting pids (containers have their own pid
 //! namespaces): `owner_start` became a random `owner_token`, liveness is the owner's lock on its
 //! slot's bytes of the file (an open-file-description lock, which the kernel drops when the
 //! process goes, in whatever namespace), and `pid_ns`/`owner_uid` let a monitor in another
@@ -85,7 +86,7 @@ use xhsa_model::stats::{QueueStats, STATS_LAYOUT_VERSION};
 /// `XHSABRD\0`, little endian.
 pub const BOARD_MAGIC: u64 = u64::from_le_bytes(*b"XHSABRD\0");
 /// Version of the board layout.
-pub const BOARD_LAYOUT_VERSION: u32 = 4;
+pub const BOARD_LAYOUT_VERSION: u32 = 5;
 /// Size of the header in bytes.
 pub const HEADER_SIZE: usize = 64;
 /// Size of one slot in bytes.
@@ -289,6 +290,9 @@ pub const OP_CLEAR_PRIORITY: u32 = 2;
 pub const OP_PAUSE: u32 = 3;
 /// `Control::op`: resume a paused queue.
 pub const OP_RESUME: u32 = 4;
+/// Give the owner's process another sharing policy (`level`: its code,
+/// [`xhsa_model::sharing::Sharing::code`]); the policy is the process's, for every GPU.
+pub const OP_SET_POLICY: u32 = 5;
 
 /// A controller's request to the owner of a slot (`xhsactl`).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -377,8 +381,8 @@ pub struct Slot {
     pub pid_ns: u64,
     /// The owner's real uid.
     pub owner_uid: u32,
-    /// Zero.
-    pub reserved: u32,
+    /// The owner's sharing policy: code << 16 | share per mille ([`Slot::sharing`]).
+    pub sharing: u32,
 }
 
 impl Slot {
@@ -404,6 +408,20 @@ impl Slot {
             },
             ..Slot::default()
         }
+    }
+
+    /// The owner's sharing policy (`None`: a code this build does not know) and the share its
+    /// held queues get now, per mille.
+    pub fn sharing(&self) -> (Option<xhsa_model::sharing::Sharing>, u32) {
+        (
+            xhsa_model::sharing::Sharing::from_code((self.sharing >> 16) as u16),
+            self.sharing & 0xffff,
+        )
+    }
+
+    /// The sharing word of `policy` with its held queues' share now, per mille.
+    pub fn sharing_word(policy: xhsa_model::sharing::Sharing, share_permille: u32) -> u32 {
+        (u32::from(policy.code()) << 16) | share_permille.min(1000)
     }
 
     /// The owner's process name.
@@ -651,7 +669,7 @@ mod tests {
         assert_eq!(offset_of!(Slot, ack), 288);
         assert_eq!(offset_of!(Slot, pid_ns), 304);
         assert_eq!(offset_of!(Slot, owner_uid), 312);
-        assert_eq!(offset_of!(Slot, reserved), 316);
+        assert_eq!(offset_of!(Slot, sharing), 316);
         assert_eq!(size_of::<RecentPreemption>(), 16);
         assert_eq!(size_of::<Control>(), 16);
         assert_eq!(size_of::<Ack>(), 16);

@@ -315,7 +315,7 @@ pub fn slot_to_words(s: &Slot) -> [u32; SLOT_WORDS] {
     w[ACK_WORD + 3] = s.ack.reserved;
     put64(&mut w, PID_NS_WORD, s.pid_ns);
     w[PID_NS_WORD + 2] = s.owner_uid;
-    w[PID_NS_WORD + 3] = s.reserved;
+    w[PID_NS_WORD + 3] = s.sharing;
     w
 }
 
@@ -373,7 +373,7 @@ pub fn slot_from_words(w: &[u32; SLOT_WORDS]) -> Slot {
         },
         pid_ns: u64_at(PID_NS_WORD),
         owner_uid: w[PID_NS_WORD + 2],
-        reserved: w[PID_NS_WORD + 3],
+        sharing: w[PID_NS_WORD + 3],
     }
 }
 
@@ -968,7 +968,7 @@ mod tests {
             ack: Ack { seq: 2, status: 1, detail: -7, reserved: 0 },
             pid_ns: 0xf000_0000_4026_5318,
             owner_uid: 1000,
-            reserved: 0,
+            sharing: 0x2078_00fa,
         };
         let back = slot_from_words(&slot_to_words(&s));
         assert_eq!(back, s);

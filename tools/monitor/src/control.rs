@@ -1,4 +1,5 @@
-//! Requests to the processes that own queues (`xhsactl set-priority`, `pause`, `resume`) and the
+//! Requests to the processes that own queues (`xhsactl set-priority`, `pause`, `resume`,
+//! `policy`) and the
 //! cleaning of boards left by dead processes (`xhsactl board clean`).
 //!
 //! A request is written into the control words of each target queue's board slot and every
@@ -14,13 +15,14 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use xhsa_board::layout::{
     ACK_ABOVE_CAP, ACK_APPLIED, ACK_BAD_LEVEL, ACK_NOT_PERMITTED, ACK_UNKNOWN_OP, ACK_UNVERIFIED,
-    OP_CLEAR_PRIORITY, OP_PAUSE, OP_RESUME, OP_SET_PRIORITY,
+    OP_CLEAR_PRIORITY, OP_PAUSE, OP_RESUME, OP_SET_POLICY, OP_SET_PRIORITY,
 };
 use xhsa_board::owner::Locator;
 use xhsa_board::place::board_files;
 use xhsa_board::shared::{BoardError, SharedBoard};
 use xhsa_model::clock::monotonic_ns;
 use xhsa_model::priority::Level;
+use xhsa_model::sharing::{Sharing, ACCEPTED_POLICY};
 
 /// How long a controller waits for the owner's answer.
 pub const ANSWER_WAIT: Duration = Duration::from_secs(2);
@@ -34,6 +36,8 @@ pub enum Request {
     ClearPriority,
     Pause,
     Resume,
+    /// The process's sharing policy (`XHSA_POLICY`).
+    SetPolicy(Sharing),
 }
 
 impl Request {
@@ -43,6 +47,7 @@ impl Request {
             Request::ClearPriority => (OP_CLEAR_PRIORITY, 0),
             Request::Pause => (OP_PAUSE, 0),
             Request::Resume => (OP_RESUME, 0),
+            Request::SetPolicy(p) => (OP_SET_POLICY, i32::from(p.code())),
         }
     }
 }
@@ -85,6 +90,13 @@ pub fn parse_level(text: &str) -> Result<Request, String> {
         .and_then(Level::new)
         .map(Request::SetPriority)
         .ok_or_else(|| format!("`{text}` is not a level: expected {LEVEL_FORMS}"))
+}
+
+/// Parses a sharing policy for `policy`.
+pub fn parse_policy(text: &str) -> Result<Request, String> {
+    Sharing::parse(text)
+        .map(Request::SetPolicy)
+        .ok_or_else(|| format!("`{text}` is not a sharing policy: expected {ACCEPTED_POLICY}"))
 }
 
 /// What one queue's owner answered.
@@ -163,6 +175,7 @@ pub fn send(dir: &Path, target: Target, req: Request) -> Result<Vec<Outcome>, St
                         Request::SetPriority(_) | Request::ClearPriority => format!("priority level {} applied{took}", a.detail),
                         Request::Pause => format!("paused{took}"),
                         Request::Resume => format!("resumed{took}"),
+                        Request::SetPolicy(p) => format!("process's sharing policy {p} applied{took}"),
                     })
                 }
                 Some(a) if a.status == ACK_ABOVE_CAP => Err(format!(
@@ -170,7 +183,10 @@ pub fn send(dir: &Path, target: Target, req: Request) -> Result<Vec<Outcome>, St
                     req.op().1,
                     a.detail
                 )),
-                Some(a) if a.status == ACK_BAD_LEVEL => Err(format!("refused by the process: {} is not a level (-256..=255)", req.op().1)),
+                Some(a) if a.status == ACK_BAD_LEVEL => Err(match req {
+                    Request::SetPolicy(p) => format!("refused by the process: its libxhsa does not know policy {p}"),
+                    _ => format!("refused by the process: {} is not a level (-256..=255)", req.op().1),
+                }),
                 Some(a) if a.status == ACK_NOT_PERMITTED => Err(format!(
                     "refused by the process: uid {} may not steer it (only root and the process's own user may)",
                     a.detail
@@ -320,6 +336,17 @@ mod tests {
         assert!(!old.exists());
         drop(live);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn policies_parse_or_say_what_is_accepted() {
+        assert_eq!(
+            parse_policy("weights:3:1"),
+            Ok(Request::SetPolicy(Sharing::Weights { high: 3, low: 1 }))
+        );
+        assert_eq!(parse_policy("slo:1.2x").unwrap().op(), (OP_SET_POLICY, 0x2078));
+        let e = parse_policy("fair").unwrap_err();
+        assert!(e.contains("`fair` is not a sharing policy") && e.contains("cap:PCT"), "{e}");
     }
 
     #[test]

@@ -37,6 +37,10 @@ struct ProcessJ<'a> {
     uid: u32,
     name: &'a str,
     alive: bool,
+    /// `strict`, `weights:H:L`, `slo:Kx`, `cap:PCT` (`XHSA_POLICY`).
+    policy: &'a str,
+    /// The share of time its held queues get now, per mille.
+    held_share_permille: u32,
     queues: Vec<QueueJ<'a>>,
 }
 
@@ -138,6 +142,8 @@ pub fn render(s: &Snapshot) -> String {
                         uid: p.uid,
                         name: &p.name,
                         alive: p.alive,
+                        policy: &p.policy,
+                        held_share_permille: p.held_share_permille,
                         queues: p.queues.iter().map(queue).collect(),
                     })
                     .collect(),

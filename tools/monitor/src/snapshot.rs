@@ -63,6 +63,11 @@ pub struct Process {
     pub name: String,
     /// Whether it still runs (a crashed process's slots stay until a live one clears them).
     pub alive: bool,
+    /// Its sharing policy (`XHSA_POLICY`, `xhsactl policy`) as text, `?` for one this build does
+    /// not know.
+    pub policy: String,
+    /// The share of time its held queues get now, per mille.
+    pub held_share_permille: u32,
     /// Its queues, by id.
     pub queues: Vec<Queue>,
 }
@@ -228,9 +233,16 @@ pub fn gpu_of(board: &SharedBoard, path: &Path, node: u32, now: u64) -> Gpu {
                 uid: slot.owner_uid,
                 name: slot.name(),
                 alive: board.is_held(index),
+                policy: String::new(),
+                held_share_permille: 0,
                 queues: Vec::new(),
             }
         });
+        if p.policy.is_empty() || slot.sharing != 0 {
+            let (policy, share) = slot.sharing();
+            p.policy = policy.map_or_else(|| "?".to_string(), |x| x.to_string());
+            p.held_share_permille = share;
+        }
         if p.name.is_empty() {
             p.name = slot.name();
         }

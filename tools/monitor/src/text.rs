@@ -54,6 +54,23 @@ pub fn render(s: &Snapshot) -> String {
                 .collect();
             let _ = writeln!(out, "partitions: {}", list.join("; "));
         }
+        // Sharing policies (XHSA_POLICY), when a process has one other than strict.
+        let policies: Vec<String> = g
+            .processes
+            .iter()
+            .filter(|p| p.policy != "strict")
+            .map(|p| {
+                format!(
+                    "PID {} {} (held queues get {:.1} %)",
+                    p.pid,
+                    p.policy,
+                    f64::from(p.held_share_permille) / 10.0
+                )
+            })
+            .collect();
+        if !policies.is_empty() {
+            let _ = writeln!(out, "policies: {}", policies.join("; "));
+        }
         let _ = writeln!(out, "{HEADER}");
         for p in &g.processes {
             for q in &p.queues {

@@ -41,6 +41,14 @@ enum Command {
     Pause { pid: String },
     /// Resume a paused process
     Resume { pid: String },
+    /// Give a process another sharing policy: how its lower-priority queues share the GPU with
+    /// higher work (strict, weights:HIGH:LOW, slo:K, cap:PCT; see XHSA_POLICY)
+    Policy {
+        /// PID
+        pid: String,
+        /// strict, weights:HIGH:LOW, slo:K or cap:PCT
+        policy: String,
+    },
     /// Check an XHSA_CONFIG file: every problem with its line, column, key and the accepted forms
     CheckConfig { file: PathBuf },
     /// Serve Prometheus metrics (families xhsa_*) on http://ADDR/metrics
@@ -120,6 +128,14 @@ fn main() -> ExitCode {
         }
         Command::Pause { pid } => steer(&dir, &pid, Ok(Request::Pause)),
         Command::Resume { pid } => steer(&dir, &pid, Ok(Request::Resume)),
+        Command::Policy { pid, policy } => {
+            if pid.contains(':') {
+                return fail(format!(
+                    "`{pid}`: a sharing policy is a process's, for all its queues: expected a PID"
+                ));
+            }
+            steer(&dir, &pid, control::parse_policy(&policy))
+        }
         Command::CheckConfig { file } => {
             let text = match std::fs::read_to_string(&file) {
                 Ok(t) => t,

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use crate::partition::{Reserve, ACCEPTED_RESERVE};
 use crate::priority::Level;
 use crate::settings::whitelist::Whitelist;
+use crate::sharing::{Sharing, ACCEPTED_POLICY};
 use crate::window_size::WindowSize;
 
 use super::error::{parse_bool, parse_level, parse_window, SettingError};
@@ -29,6 +30,8 @@ pub const ENV_CONFIG: &str = "XHSA_CONFIG";
 pub const ENV_LOG: &str = "XHSA_LOG";
 /// `XHSA_RESERVE`.
 pub const ENV_RESERVE: &str = "XHSA_RESERVE";
+/// `XHSA_POLICY`.
+pub const ENV_POLICY: &str = "XHSA_POLICY";
 /// `XHSA_BOARD_DIR`.
 pub const ENV_BOARD_DIR: &str = "XHSA_BOARD_DIR";
 /// Where boards live unless `XHSA_BOARD_DIR` says otherwise.
@@ -56,6 +59,8 @@ pub struct EnvSettings {
     pub board_dir: Option<PathBuf>,
     /// `XHSA_RESERVE`.
     pub reserve: Option<Reserve>,
+    /// `XHSA_POLICY`.
+    pub policy: Option<Sharing>,
 }
 
 /// Reads one variable as text: `None` if unset or empty; an error if not UTF-8.
@@ -154,6 +159,19 @@ impl EnvSettings {
                     ENV_RESERVE,
                     Some(text),
                     format!("expected {ACCEPTED_RESERVE}"),
+                    fallback,
+                ));
+            }
+        }
+
+        let fallback = "using the config file's policy, else strict";
+        if let Some(text) = text_var(&lookup, ENV_POLICY, &mut errors, fallback) {
+            env.policy = Sharing::parse(&text);
+            if env.policy.is_none() {
+                errors.push(SettingError::new(
+                    ENV_POLICY,
+                    Some(text),
+                    format!("expected {ACCEPTED_POLICY}"),
                     fallback,
                 ));
             }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use crate::partition::{Reserve, ACCEPTED_RESERVE};
 use crate::priority::Level;
 use crate::settings::whitelist::Whitelist;
+use crate::sharing::{Sharing, ACCEPTED_POLICY};
 use crate::window_size::WindowSize;
 
 use super::env::{ACCEPTED_PRIORITY, ACCEPTED_WINDOW, ENV_CONFIG};
@@ -19,6 +20,7 @@ pub(super) const CONFIG_KEYS: &[&str] = &[
     "board_group",
     "control_max_level",
     "reserve",
+    "policy",
     "process",
     "library",
 ];
@@ -53,6 +55,8 @@ pub struct Config {
     pub control_max_level: Option<Level>,
     /// `reserve`.
     pub reserve: Option<Reserve>,
+    /// `policy`.
+    pub policy: Option<Sharing>,
 }
 
 /// A group, as the config names it.
@@ -143,6 +147,17 @@ impl Config {
                             Some(value_text(value)),
                             format!("expected a string {ACCEPTED_RESERVE}"),
                             "using XHSA_RESERVE if set, else none (one partition: the whole GPU)",
+                        ));
+                    }
+                }
+                "policy" => {
+                    config.policy = value.as_str().and_then(Sharing::parse);
+                    if config.policy.is_none() {
+                        errors.push(SettingError::new(
+                            at(key),
+                            Some(value_text(value)),
+                            format!("expected a string {ACCEPTED_POLICY}"),
+                            "using XHSA_POLICY if set, else strict",
                         ));
                     }
                 }

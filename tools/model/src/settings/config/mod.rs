@@ -17,6 +17,7 @@
 //! | `XHSA_CONFIG` | | path of a TOML config file (below); no file is read unless it is set | none |
 //! | `XHSA_LOG` | | a level (`off`, `error`, `warn`, `info`, `debug`, `trace`) or a comma-separated list of `LEVEL` and `TARGET=LEVEL` directives, `TARGET` being `xhsa` or a path under it ([`log_filter`]) | `warn` |
 //! | `XHSA_RESERVE` | | `CUS@LEVEL` ([`crate::partition`]): queues of level ≥ `LEVEL` run on a reserved partition of about `CUS` CUs (whole XCCs on a multi-XCC GPU), every other queue on the rest; every process sharing a GPU should use the same value | config, else none: one partition, the whole GPU |
+//! | `XHSA_POLICY` | | `strict`, `weights:HIGH:LOW`, `slo:K` or `cap:PCT` ([`crate::sharing`]): how this process's lower-priority queues share the GPU with higher work | config, else `strict` |
 //! | `XHSA_BOARD_DIR` | | directory of the per-GPU boards (the board (`xhsa_board::shared`)); every process that shares a GPU must use the same one | `/dev/shm` |
 //! | `XHSA_TRACE` | | a file path (`%p`: the process id, `%%`: `%`): write a trace of this process there (libxhsa's `trace`, `docs/trace.md`); read by libxhsa's `trace::settings` | none: no trace |
 //! | `XHSA_TRACE_BUFFER` | | integer `16..=16777216`: events per trace buffer (libxhsa's `trace::settings`) | 65536 |
@@ -39,6 +40,8 @@
 //!                                   #   (default 255: no cap); root is never capped
 //! reserve = "20@10"                 # levels >= 10 run on 20 reserved CUs, the rest on the
 //!                                   #   other CUs (XHSA_RESERVE wins)
+//! policy = "weights:3:1"            # held queues still get a quarter of the time
+//!                                   #   (XHSA_POLICY wins; crate::sharing)
 //!
 //! [[process]]                       # per-process-name rule; the first match wins
 //! name = "inference-server"         # the executable's file name or the process name (comm);
@@ -49,7 +52,7 @@
 //! priority = 20
 //! ```
 //!
-//! Top-level keys: `priority`, `window`, `passthrough_libs`, `board_dir`, `board_group`, `control_max_level`, `reserve`, `process`, `library`; rule keys:
+//! Top-level keys: `priority`, `window`, `passthrough_libs`, `board_dir`, `board_group`, `control_max_level`, `reserve`, `policy`, `process`, `library`; rule keys:
 //! `name`, `priority`. An unknown key is reported with the accepted ones and ignored; a rule
 //! without a valid `name` and `priority` is reported and skipped; a file that is not TOML is
 //! reported and ignored as a whole.
@@ -138,6 +141,36 @@ mod tests {
         assert_eq!(e.passthrough_libs.entries(), &["libhipblas.so", "librocblas.so.4"]);
         assert_eq!(e.config_path.as_deref(), Some(Path::new("/etc/xhsa.toml")));
         assert_eq!(e.log.as_deref(), Some("xhsa=debug"));
+    }
+
+    #[test]
+    fn policy_from_environment_or_config_and_bad_forms_named() {
+        use crate::sharing::Sharing;
+        let file = |text: &'static str| move |_: &Path| Ok(text.to_string());
+        let (s, errors) = Settings::load(env(&[]), |_| panic!("no file"));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(s.policy, Sharing::Strict, "the default");
+        let (s, errors) = Settings::load(
+            env(&[("XHSA_CONFIG", "/c.toml"), ("XHSA_POLICY", "cap:40")]),
+            file("policy = \"weights:3:1\""),
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(s.policy, Sharing::Cap { pct: 40 }, "the environment wins");
+        let (s, _) =
+            Settings::load(env(&[("XHSA_CONFIG", "/c.toml")]), file("policy = \"slo:1.2\""));
+        assert_eq!(s.policy, Sharing::Slo { target_pct: 120 });
+        let (s, errors) = Settings::load(env(&[("XHSA_POLICY", "fair")]), |_| panic!("no file"));
+        assert_eq!(s.policy, Sharing::Strict);
+        let text = errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n");
+        assert!(
+            text.starts_with("XHSA_POLICY=\"fair\": expected strict, weights:HIGH:LOW"),
+            "{text}"
+        );
+        assert!(text.contains("else strict"), "{text}");
+        let (s, errors) = Settings::load(env(&[("XHSA_CONFIG", "/c.toml")]), file("policy = 3"));
+        assert_eq!(s.policy, Sharing::Strict);
+        assert!(errors[0].to_string().contains("/c.toml: policy"), "{errors:?}");
+        assert!(errors[0].to_string().contains("slo:K"), "{errors:?}");
     }
 
     #[test]
@@ -457,7 +490,7 @@ mod tests {
         assert_eq!(
             text[1],
             "/etc/xhsa.toml: windw=\"3\": unknown key `windw`; accepted keys: `priority`, `window`, \
-             `passthrough_libs`, `board_dir`, `board_group`, `control_max_level`, `reserve`, `process`, `library`; ignoring it"
+             `passthrough_libs`, `board_dir`, `board_group`, `control_max_level`, `reserve`, `policy`, `process`, `library`; ignoring it"
         );
         assert_eq!(
             text[0],

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::partition::Reserve;
 use crate::priority::{Level, Priority, StreamPriority};
 use crate::settings::whitelist::Whitelist;
+use crate::sharing::Sharing;
 use crate::window_size::WindowSize;
 
 use super::env::{EnvSettings, DEFAULT_BOARD_DIR};
@@ -37,6 +38,9 @@ pub struct Settings {
     /// `XHSA_RESERVE`, else the config's `reserve`: a reserved CU partition for the
     /// latency-critical levels ([`crate::partition`]); none by default.
     pub reserve: Option<Reserve>,
+    /// `XHSA_POLICY`, else the config's `policy`, else strict: how this process's
+    /// lower-priority queues share the GPU with higher work ([`crate::sharing`]).
+    pub policy: Sharing,
 }
 
 impl Settings {
@@ -65,6 +69,7 @@ impl Settings {
             disable: env.disable,
             window: env.window.or(config.window).unwrap_or_default(),
             reserve: env.reserve.or(config.reserve),
+            policy: env.policy.or(config.policy).unwrap_or_default(),
             passthrough,
             env_priority: env.priority,
             config_path: env.config_path,
