@@ -216,52 +216,54 @@ fn taken_off(out: &RunOutput) -> u64 {
     figure_before(out, " taken off").unwrap_or(0)
 }
 
-/// The batch process's sharing policy decides how long it stays off while the victim runs: with
-/// a period of 20 ms (`XHSA_PREEMPT_MAX_MS=16`, `MIN_RUN_MS=4`), strict priority keeps it off
-/// up to 16 ms at a stretch; `weights:1:1`, given live with `xhsactl policy` while it runs, 10 ms,
-/// so its mean time off per take-off is shorter, and `xhsa-top --json` shows the policy. The
-/// victim is never held back or taken off in either.
+/// The batch process's sharing policy decides how long it stays off while the victim runs, with
+/// a period of 20 ms (`XHSA_PREEMPT_MAX_MS=16`, `MIN_RUN_MS=4`): strict priority keeps it off up
+/// to 16 ms at a stretch; `weights:1:1`, given live with `xhsactl policy` while it runs, 10 ms.
+/// The SLO policy (`XHSA_POLICY`) learns from the victim's measured time per packet beside the
+/// batch process and without it: with a target the victim's slowdown beside it misses (1.05x)
+/// the batch process stays off for up to 20 bounds (320 ms) at a stretch; with one it meets
+/// (40x) its share grows and its stretches off get shorter than strict priority's. `xhsa-top
+/// --json` shows each policy; the victim is never held back or taken off.
 #[test]
-fn a_sharing_policy_set_live_gives_the_batch_process_its_share_of_each_period() {
+fn sharing_policies_give_the_batch_process_its_share_of_each_period() {
     let _lock = run_lock(true);
-    let run = |tag: &str, policy: Option<&str>| {
-        let period = [("XHSA_PREEMPT_MAX_MS", "16"), ("XHSA_PREEMPT_MIN_RUN_MS", "4")];
+    let run = |tag: &str, env: Option<&str>, live: Option<&str>, shown: &str| {
+        let mut extra = vec![("XHSA_PREEMPT_MAX_MS", "16"), ("XHSA_PREEMPT_MIN_RUN_MS", "4")];
+        extra.extend(env.map(|p| ("XHSA_POLICY", p)));
         let prog = common::program("shared_hip");
         let dir = DeviceDir::new(tag);
         let board = dir.file("board");
         std::fs::create_dir_all(&board).unwrap();
         let stop = dir.file("stop");
-        let with_period = |mut o: RunOpts| {
-            o.env.extend(period.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let with_extra = |mut o: RunOpts| {
+            o.env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
             o
         };
         let busy = start_busy(
             "the busy program",
             &stop,
             "60",
-            &with_period(opts(&dir, &board, "-10", "auto")),
+            &with_extra(opts(&dir, &board, "-10", "auto")),
             &[&stop],
         );
         let set = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            if let Some(policy) = live {
+                let top = common::top_json(&board);
+                let pid = top["gpus"][0]["processes"][0]["pid"].as_u64().unwrap().to_string();
+                let out = std::process::Command::new(common::artifact("xhsactl"))
+                    .args(["--board-dir", board.to_str().unwrap(), "policy", &pid, policy])
+                    .output()
+                    .unwrap();
+                let said = String::from_utf8_lossy(&out.stdout);
+                assert!(
+                    out.status.success()
+                        && said.contains(&format!("sharing policy {policy} applied")),
+                    "xhsactl: {said}{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
             let top = common::top_json(&board);
-            let p = &top["gpus"][0]["processes"][0];
-            assert_eq!(p["policy"], "strict", "the default, on the board: {top}");
-            let Some(policy) = policy else { return };
-            let pid = p["pid"].as_u64().unwrap().to_string();
-            let out = std::process::Command::new(common::artifact("xhsactl"))
-                .args(["--board-dir", board.to_str().unwrap(), "policy", &pid, policy])
-                .output()
-                .unwrap();
-            let said = String::from_utf8_lossy(&out.stdout);
-            assert!(
-                out.status.success() && said.contains("sharing policy weights:1:1 applied"),
-                "xhsactl: {said}{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let top = common::top_json(&board);
-            let p = &top["gpus"][0]["processes"][0];
-            assert_eq!(p["policy"], "weights:500:500", "{top}");
-            assert_eq!(p["held_share_permille"], 500, "{top}");
+            assert_eq!(top["gpus"][0]["processes"][0]["policy"], shown, "on the board: {top}");
         }));
         if let Err(e) = set {
             std::fs::write(&stop, b"").unwrap();
@@ -271,7 +273,7 @@ fn a_sharing_policy_set_live_gives_the_batch_process_its_share_of_each_period() 
         let victim = spawn_under_emu(
             &prog,
             &["victim", "10", "640", "1000000", "30"],
-            &with_period(opts(&dir, &board, "10", "auto")),
+            &with_extra(opts(&dir, &board, "10", "auto")),
         )
         .wait();
         std::fs::write(&stop, b"").unwrap();
@@ -291,20 +293,26 @@ fn a_sharing_policy_set_live_gives_the_batch_process_its_share_of_each_period() 
             victim.report()
         );
         let n = taken_off(&busy);
-        assert!(n >= 5, "{tag}: the batch process was taken off only {n} times\n{}", busy.report());
+        assert!(n >= 2, "{tag}: the batch process was taken off only {n} times\n{}", busy.report());
         let mean_us = preempted_us(&busy) / n;
         eprintln!("{tag}: batch taken off {n} times, {mean_us} us off each on average");
         mean_us
     };
-    let strict = run("policy-strict", None);
-    let weights = run("policy-weights", Some("weights:1:1"));
+    let strict = run("policy-strict", None, None, "strict");
+    let weights = run("policy-weights", None, Some("weights:1:1"), "weights:500:500");
+    let missed = run("policy-slo-missed", Some("slo:1.05"), None, "slo:1.05x");
+    let met = run("policy-slo-met", Some("slo:40"), None, "slo:40.00x");
     assert!(
-        weights * 10 < strict * 8,
+        weights * 10 < strict * 8 && weights <= 11_000,
         "weights:1:1 should keep the batch process off about 10 ms at a stretch, strict 16: {weights} vs {strict} us"
     );
     assert!(
-        weights <= 11_000,
-        "off {weights} us at a stretch under weights:1:1 (10 ms per period)"
+        missed > 2 * strict,
+        "slo:1.05 is missed beside the victim: the batch process should stay off far longer than strict's 16 ms: {missed} vs {strict} us"
+    );
+    assert!(
+        met * 10 < strict * 8,
+        "slo:40 is met beside the victim: the batch process's share should grow, its stretches off shrink: {met} vs {strict} us"
     );
 }
 

@@ -256,7 +256,10 @@ impl Policy {
                     .map(|m| (MINE_KEY | m.id.0, m.packet_ns)),
             )
             .collect();
-        self.sharing.observe(now, &samples, &self.settings);
+        let held_on = mine.iter().any(|m| {
+            m.in_flight > 0 && matches!(self.state(m.id), State::Running { .. }) && higher_work(m)
+        });
+        self.sharing.observe(now, &samples, held_on, &self.settings);
         let (max_off, _) = self.sharing.duty(&self.settings);
         let cap = self.sharing.cap(&self.settings);
         let wake =
@@ -611,26 +614,36 @@ mod tests {
     }
 
     #[test]
-    fn the_slo_policy_learns_from_the_higher_work_of_either_process() {
+    fn the_slo_policy_compares_the_higher_work_beside_the_held_queue_and_without_it() {
         let mut pol =
-            Policy::with_sharing(PreemptSettings::default(), Sharing::Slo { target_pct: 150 });
+            Policy::with_sharing(PreemptSettings::default(), Sharing::Slo { target_pct: 400 });
         let low = q(1, -5, 2, 2 * MS);
         let mut own_high = q(2, 5, 1, MS);
         own_high.pending = 1;
-        let other = Other { key: 9, packet_ns: MS, ..o(5) };
-        // Three periods (110 ms each) at an unchanged time per packet: the probe, then growth.
-        for i in 0..34 {
-            pol.decide(i * 10 * MS, &[low, own_high], &[other], None, true, 0);
+        let other = |ns| Other { key: 9, packet_ns: ns, ..o(5) };
+        let at = |i: u64| i * 10 * MS;
+        // Period 1: the held queue off, the higher work at 1 ms per packet.
+        pol.taken_off(&[QueueId(1)], 0);
+        for i in 0..12 {
+            pol.decide(at(i), &[low, own_high], &[other(MS)], None, true, 0);
         }
-        assert!(pol.sharing().share_permille > 90, "{:?}", pol.sharing());
-        // The higher work slows down threefold: the share halves.
-        let before = pol.sharing().share_permille;
-        let slow = Other { packet_ns: 3 * MS, ..other };
-        for i in 34..46 {
-            pol.decide(i * 10 * MS, &[low, own_high], &[slow], None, true, 0);
+        // Period 2: beside it, 3 ms: 3x, within 4x: the share grows from strict's 5 % to 10 %.
+        pol.put_back(&[QueueId(1)], &[], at(12));
+        for i in 12..23 {
+            pol.decide(at(i), &[low, own_high], &[other(3 * MS)], None, true, 0);
         }
-        assert!(pol.sharing().share_permille < before, "{:?}", pol.sharing());
-        assert!(pol.sharing().ratio_pct > 150);
+        assert_eq!(pol.sharing().ratio_pct, 300, "{:?}", pol.sharing());
+        assert_eq!(pol.sharing().share_permille, 100, "{:?}", pol.sharing());
+        // Period 3: beside it, 5 ms: 5x misses 4x: nothing beside it any more but the
+        // minimum run after 20 bounds.
+        for i in 23..34 {
+            pol.decide(at(i), &[low, own_high], &[other(5 * MS)], None, true, 0);
+        }
+        assert_eq!(pol.sharing().ratio_pct, 500, "{:?}", pol.sharing());
+        assert_eq!(pol.sharing().share_permille, 4, "{:?}", pol.sharing());
+        pol.taken_off(&[QueueId(1)], at(34));
+        let d = pol.decide(at(35), &[low, own_high], &[other(MS)], None, true, 0);
+        assert_eq!(d.wake_at, Some(at(34) + 2000 * MS), "off up to 2 s");
     }
 
     #[test]

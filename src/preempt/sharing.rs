@@ -6,16 +6,19 @@
 //! by default), so each costs at most two device-wide unmaps per period:
 //! - **strict**: off for up to `XHSA_PREEMPT_MAX_MS`, then on for `XHSA_PREEMPT_MIN_RUN_MS`
 //!   (the starvation bound; a share of 10/110 by default).
-//! - **weights** `H:L` and **slo** with a share `s`: off for `(1 - s) P`, on for `s P`; a share
-//!   below the starvation bound's is the starvation bound (no policy starves a queue more than
-//!   strict priority does).
-//! - **slo** `K`: the share starts at 0 (strict). Every period, each higher-priority queue's
-//!   mean time per packet (the board's `packet_ns`, measured by its owner) is compared with its
-//!   baseline, its time without this process's held work: when the largest ratio is above `K`,
-//!   the share halves (below 2 %: 0); when it is below `1 + 0.9 (K - 1)`, the share grows by 5 points,
-//!   up to 90 %. The baseline is measured in a *probe* period, run as strict priority, every
-//!   [`PROBE_EVERY`] periods (the first period is one), so a changed workload is learnt again;
-//!   between probes it only goes down. A period without higher work changes nothing.
+//! - **weights** `H:L` and **slo** with a share `s > 0`: off for `(1 - s) P`, on for `s P`; a
+//!   share below the starvation bound's is the starvation bound.
+//! - **slo** `K`: a tail target. The higher work's time per packet must stay within `K` times
+//!   its time without this process's held work *whenever* that work runs beside it, or the held
+//!   work does not run beside it: each period the controller compares every higher-priority
+//!   queue's mean time per packet (the board's `packet_ns`, measured by its owner; this
+//!   process's own higher queues too) while this process's held queues were on the GPU with its
+//!   time while they were off (smoothed over the periods that measured it). It starts as strict
+//!   priority (a share of 5 %, below the bound's). Above `K` the share drops to 0 at once; at 0 a held queue stays off up to [`SLO_LONG_OFF`] starvation bounds
+//!   (2 s by default) and then runs its minimum run, which measures the ratio again. Below
+//!   `1 + 0.9 (K - 1)` the share grows by 5 points, up to 90 %. A period without both
+//!   measurements changes nothing. So the held queues always get the higher work's idle time,
+//!   and time beside it only where that keeps its packets within `K`.
 //! - **cap** `PCT`: a queue of this process continuously busy for `PCT % × P` is taken off for
 //!   the rest of the period, higher work or not ([`super::policy`]).
 //!
@@ -31,18 +34,28 @@ use xhsa_model::sharing::Sharing;
 const SLO_STEP_UP: u32 = 50;
 /// The SLO controller's largest share, per mille.
 const SLO_MAX_SHARE: u32 = 900;
-/// Below this the halved share becomes 0, per mille.
-const SLO_FLOOR: u32 = 20;
 /// How much of the target's headroom (`K - 1`) the ratio may use for the share to grow, percent.
 const SLO_MARGIN_PCT: u64 = 90;
-/// Baselines not seen for this many periods are forgotten (a queue that went away).
+/// At an SLO share of 0, a held queue stays off up to this many starvation bounds.
+pub const SLO_LONG_OFF: u64 = 20;
+/// Baselines not measured for this many periods are forgotten (a queue that went away).
 const FORGET_PERIODS: u64 = 100;
-/// One period in this many is a probe (strict priority, the baseline measured).
-pub const PROBE_EVERY: u64 = 20;
 
 /// A higher-priority queue's sample: who (a key stable while the queue lives) and its measured
 /// time per packet.
 pub type Sample = (u64, u64);
+
+/// Sums and counts of one queue's samples in a period: while the held queues were on the GPU
+/// beside it, and while they were off.
+#[derive(Copy, Clone, Debug, Default)]
+struct Sums {
+    on: (u64, u64),
+    off: (u64, u64),
+}
+
+fn mean((sum, n): (u64, u64)) -> Option<u64> {
+    (n > 0).then(|| (sum / n).max(1))
+}
 
 /// The policy and its state; see the module doc.
 #[derive(Clone, Debug)]
@@ -51,12 +64,13 @@ pub struct ShareState {
     /// The share held queues get, per mille (weights: fixed; slo: controlled).
     share: u32,
     period_start: Option<Nanos>,
-    /// This period's (sum, count) of each higher queue's time per packet.
-    period: BTreeMap<u64, (u64, u64)>,
-    /// Each higher queue's baseline time per packet and the period it was last seen in.
+    /// This period's [`Sums`] of each higher queue's time per packet.
+    period: BTreeMap<u64, Sums>,
+    /// Each higher queue's time per packet while the held queues were off (smoothed over the
+    /// periods that measured it) and the period it was last measured in.
     baselines: BTreeMap<u64, (u64, u64)>,
     periods: u64,
-    /// The last period's largest ratio to the baseline, percent (0: none yet).
+    /// The last measured largest ratio (beside / without the held work), percent (0: none yet).
     last_ratio_pct: u32,
 }
 
@@ -64,9 +78,10 @@ pub struct ShareState {
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct ShareStatus {
     pub policy: Sharing,
-    /// The share held queues get now, per mille (strict and cap: the starvation bound's).
+    /// The share of time held queues get now, per mille (a cap: the share it allows).
     pub share_permille: u32,
-    /// SLO: the last period's largest slowdown of the higher work, percent (0: none measured).
+    /// SLO: the last measured largest slowdown of the higher work beside the held queues,
+    /// percent (0: none measured).
     pub ratio_pct: u32,
 }
 
@@ -74,7 +89,11 @@ impl ShareState {
     pub fn new(policy: Sharing) -> ShareState {
         ShareState {
             policy,
-            share: policy.fixed_share_permille().unwrap_or(0),
+            // The SLO starts as strict priority (its first step); 0 comes from a missed target.
+            share: match policy {
+                Sharing::Slo { .. } => SLO_STEP_UP,
+                _ => policy.fixed_share_permille().unwrap_or(0),
+            },
             period_start: None,
             period: BTreeMap::new(),
             baselines: BTreeMap::new(),
@@ -101,24 +120,21 @@ impl ShareState {
     /// How long a held queue may stay off, and how long it then runs: `(max_off, min_run)`.
     pub fn duty(&self, settings: &PreemptSettings) -> (Nanos, Nanos) {
         let strict = (settings.max_preempted_ns, settings.min_run_ns);
-        if !matches!(self.policy, Sharing::Weights { .. } | Sharing::Slo { .. }) {
-            return strict;
+        match self.policy {
+            Sharing::Slo { .. } if self.share == 0 => {
+                (settings.max_preempted_ns.saturating_mul(SLO_LONG_OFF), settings.min_run_ns)
+            }
+            Sharing::Weights { .. } | Sharing::Slo { .. } => {
+                let p = Self::period(settings);
+                let on = p / 1000 * Nanos::from(self.share);
+                if on <= settings.min_run_ns {
+                    strict
+                } else {
+                    (p - on, on)
+                }
+            }
+            Sharing::Strict | Sharing::Cap { .. } => strict,
         }
-        if self.probing() {
-            return strict;
-        }
-        let p = Self::period(settings);
-        let on = p / 1000 * Nanos::from(self.share);
-        if on <= settings.min_run_ns {
-            strict
-        } else {
-            (p - on, on)
-        }
-    }
-
-    /// Whether this period is an SLO probe (the baseline measured under strict priority).
-    fn probing(&self) -> bool {
-        matches!(self.policy, Sharing::Slo { .. }) && self.periods.is_multiple_of(PROBE_EVERY)
     }
 
     /// The cap's on and off times per period, `None` without a cap.
@@ -135,59 +151,59 @@ impl ShareState {
 
     /// What to show.
     pub fn status(&self, settings: &PreemptSettings) -> ShareStatus {
-        let p = Self::period(settings);
-        let (_, on) = self.duty(settings);
-        let share_permille = match self.cap(settings) {
-            Some((on, _)) => (on * 1000 / p) as u32,
-            None => (on * 1000 / p) as u32,
+        let (off, on) = match self.cap(settings) {
+            Some((on, off)) => (off, on),
+            None => self.duty(settings),
         };
+        let share_permille = (on * 1000 / on.saturating_add(off).max(1)) as u32;
         ShareStatus { policy: self.policy, share_permille, ratio_pct: self.last_ratio_pct }
     }
 
-    /// One look at the higher-priority work (`higher`: the queues above some queue of this
-    /// process with work, with a measured time per packet) at `now`. Only the SLO policy
-    /// learns from it.
-    pub fn observe(&mut self, now: Nanos, higher: &[Sample], settings: &PreemptSettings) {
+    /// One look at the higher-priority work at `now`: `higher`, the queues above some queue of
+    /// this process, with their measured time per packet; `held_on`, whether a queue of this
+    /// process that such work holds is on the GPU beside it. Only the SLO policy learns from it.
+    pub fn observe(
+        &mut self,
+        now: Nanos,
+        higher: &[Sample],
+        held_on: bool,
+        settings: &PreemptSettings,
+    ) {
         let Sharing::Slo { target_pct } = self.policy else { return };
         let start = *self.period_start.get_or_insert(now);
         for &(key, ns) in higher {
             if ns > 0 {
-                let e = self.period.entry(key).or_insert((0, 0));
-                e.0 = e.0.saturating_add(ns);
-                e.1 += 1;
+                let e = self.period.entry(key).or_default();
+                let side = if held_on { &mut e.on } else { &mut e.off };
+                side.0 = side.0.saturating_add(ns);
+                side.1 += 1;
             }
         }
         if now.saturating_sub(start) < Self::period(settings) {
             return;
         }
         self.period_start = Some(now);
-        let probe = self.probing();
         self.periods += 1;
-        let period = std::mem::take(&mut self.period);
-        if period.is_empty() {
-            return;
-        }
-        let mut worst = 0u64;
-        for (key, (sum, n)) in period {
-            let mean = (sum / n.max(1)).max(1);
-            let base = match self.baselines.get(&key) {
-                Some(&(b, _)) if !probe => b.min(mean),
-                _ => mean,
-            };
-            self.baselines.insert(key, (base, self.periods));
-            worst = worst.max(mean * 100 / base);
+        let mut worst: Option<u64> = None;
+        for (key, sums) in std::mem::take(&mut self.period) {
+            if let Some(off) = mean(sums.off) {
+                let base = match self.baselines.get(&key) {
+                    Some(&(b, _)) => (b + off) / 2,
+                    None => off,
+                };
+                self.baselines.insert(key, (base, self.periods));
+            }
+            if let (Some(on), Some(&(base, _))) = (mean(sums.on), self.baselines.get(&key)) {
+                let ratio = on * 100 / base.max(1);
+                worst = Some(worst.map_or(ratio, |w| w.max(ratio)));
+            }
         }
         let periods = self.periods;
         self.baselines.retain(|_, (_, seen)| periods - *seen < FORGET_PERIODS);
-        if probe {
-            return;
-        }
+        let Some(worst) = worst else { return };
         self.last_ratio_pct = worst.min(u64::from(u32::MAX)) as u32;
         if worst > u64::from(target_pct) {
-            self.share /= 2;
-            if self.share < SLO_FLOOR {
-                self.share = 0;
-            }
+            self.share = 0;
         } else if worst < 100 + u64::from(target_pct).saturating_sub(100) * SLO_MARGIN_PCT / 100 {
             self.share = (self.share + SLO_STEP_UP).min(SLO_MAX_SHARE);
         }
@@ -227,91 +243,89 @@ mod tests {
     #[test]
     fn a_cap_runs_its_share_of_each_period() {
         let s = settings();
-        assert_eq!(ShareState::new(Sharing::Cap { pct: 40 }).cap(&s), Some((44 * MS, 66 * MS)));
+        let cap = ShareState::new(Sharing::Cap { pct: 40 });
+        assert_eq!(cap.cap(&s), Some((44 * MS, 66 * MS)));
+        assert_eq!(cap.status(&s).share_permille, 400);
         assert_eq!(ShareState::new(Sharing::Cap { pct: 100 }).cap(&s), None);
         assert_eq!(ShareState::new(Sharing::Strict).cap(&s), None);
     }
 
-    /// Runs the controller for `periods` periods, looking every 10 ms, with the higher queue's
-    /// time per packet given by `ns_at(share shown)`; returns the share after each period.
-    fn run(st: &mut ShareState, periods: u64, ns_at: impl Fn(u32) -> u64) -> Vec<u32> {
+    /// Runs the controller for `periods` periods, looking every millisecond and following its
+    /// duty cycle (held queues on for each stretch's on time), with the higher queue's time per
+    /// packet given by `ns(held on)`; returns the share after each period.
+    fn run(st: &mut ShareState, periods: u64, ns: impl Fn(bool) -> u64) -> Vec<u32> {
         let s = settings();
         let mut out = Vec::new();
         let mut now = st.period_start.unwrap_or(0);
+        let mut stretch_start = now;
+        let mut on = false;
         let end = st.periods + periods;
         while st.periods < end {
+            let (off_ns, on_ns) = st.duty(&s);
+            if now - stretch_start >= if on { on_ns } else { off_ns } {
+                on = !on;
+                stretch_start = now;
+            }
             let before = st.periods;
-            let share = st.status(&s).share_permille;
-            st.observe(now, &[(7, ns_at(share))], &s);
+            st.observe(now, &[(7, ns(on))], on, &s);
             if st.periods != before {
                 out.push(st.share);
             }
-            now += 10 * MS;
+            now += MS;
         }
         out
     }
 
     #[test]
-    fn the_slo_share_grows_while_the_target_holds_and_settles_below_it() {
-        // The higher queue's packets take 1 ms alone and slow down linearly with the share the
-        // held work gets: 1 ms + share x 1 us, so a 1.2x target allows about 20 %.
+    fn the_slo_share_grows_while_the_work_beside_stays_within_the_target() {
+        // The higher queue's packets take 1 ms alone and 1.1 ms beside the held work: within
+        // 1.2x, so the held queues get more and more time beside it.
         let mut st = ShareState::new(Sharing::Slo { target_pct: 120 });
-        let shares = run(&mut st, 80, |share| 1_000_000 + u64::from(share) * 1_000);
-        assert_eq!(shares[0], 0, "the first period is a probe: {shares:?}");
-        assert!(
-            shares[1..4].windows(2).all(|w| w[1] > w[0]),
-            "it grows while the target holds: {shares:?}"
-        );
-        let late = &shares[30..];
-        // The baseline is the probe's (the starvation bound's 9 %: 1.09 ms), so 1.2x allows
-        // 1.308 ms: a share of 308.
-        assert!(late.iter().all(|&s| s <= 310), "never above what the target allows: {late:?}");
-        assert!(
-            late.iter().filter(|&&s| s >= 250).count() > late.len() / 2,
-            "and uses it: {late:?}"
-        );
-        let r = st.status(&settings()).ratio_pct;
-        assert!((100..=120).contains(&r), "{r}");
+        assert_eq!(st.duty(&settings()), (100 * MS, 10 * MS), "it starts as strict priority");
+        let shares = run(&mut st, 80, |on| if on { 1_100_000 } else { 1_000_000 });
+        assert!(shares.windows(2).all(|w| w[1] >= w[0]), "{shares:?}");
+        assert_eq!(*shares.last().unwrap(), 900, "up to 90 %: {shares:?}");
+        assert_eq!(st.status(&settings()).ratio_pct, 110);
     }
 
     #[test]
-    fn a_missed_target_halves_the_share_down_to_the_starvation_bound() {
-        let mut st = ShareState::new(Sharing::Slo { target_pct: 110 });
-        // Alone (the strict bound's 9 %) 1 ms; beside any larger share, 2 ms: never met.
-        let shares = run(&mut st, 2, |_| 1_000_000);
-        assert_eq!(shares, vec![0, 50], "probe, then growth while it holds");
-        st.share = 400;
-        let shares = run(&mut st, 8, |share| if share > 91 { 2_000_000 } else { 1_000_000 });
-        assert_eq!(&shares[..3], &[200, 100, 50], "{shares:?}");
-        assert!(shares[3..].iter().all(|&s| s <= 100), "{shares:?}");
-        let (_, on) = st.duty(&settings());
-        assert!(on <= 11 * MS, "about the bound: {on}");
-    }
-
-    #[test]
-    fn a_probe_period_relearns_the_baseline() {
+    fn work_beside_that_misses_the_target_is_stopped_at_once() {
+        // 1 ms alone, 2 ms beside: never within 1.5x.
         let mut st = ShareState::new(Sharing::Slo { target_pct: 150 });
-        // Alone 1 ms for the first probe; then the workload changes to 3 ms alone, at any share.
-        let shares = run(&mut st, 1, |_| 1_000_000);
-        assert_eq!(shares, vec![0]);
-        let shares = run(&mut st, PROBE_EVERY + 10, |_| 3_000_000);
-        // Ratio 3x until the next probe keeps the share at 0; after it the share grows again.
-        assert!(shares[..PROBE_EVERY as usize - 1].iter().all(|&s| s == 0), "{shares:?}");
-        assert!(shares.last().copied().unwrap() > 0, "{shares:?}");
+        st.share = 400;
+        let shares = run(&mut st, 30, |on| if on { 2_000_000 } else { 1_000_000 });
+        assert!(shares.iter().all(|&s| s == 0), "{shares:?}");
+        assert_eq!(st.status(&settings()).ratio_pct, 200);
+        assert_eq!(st.duty(&settings()), (2000 * MS, 10 * MS));
+        assert_eq!(st.status(&settings()).share_permille, 4, "10 ms of 2010");
     }
 
     #[test]
-    fn periods_without_higher_work_change_nothing_and_other_policies_do_not_learn() {
+    fn a_ratio_between_the_margin_and_the_target_holds_the_share() {
+        let mut st = ShareState::new(Sharing::Slo { target_pct: 150 });
+        st.share = 300;
+        // 1.47x: under the target, above 1 + 0.9 x 0.5 = 1.45.
+        let shares = run(&mut st, 10, |on| if on { 1_470_000 } else { 1_000_000 });
+        assert!(shares.iter().all(|&s| s == 300), "{shares:?}");
+    }
+
+    #[test]
+    fn periods_without_both_measurements_change_nothing_and_other_policies_do_not_learn() {
         let s = settings();
         let mut st = ShareState::new(Sharing::Slo { target_pct: 150 });
         st.share = 300;
         for i in 0..50 {
-            st.observe(i * 10 * MS, &[], &s);
+            st.observe(i * 10 * MS, &[], i % 2 == 0, &s);
+        }
+        assert_eq!(st.share, 300);
+        // Only while the held queues were off: nothing to compare.
+        for i in 50..100 {
+            st.observe(i * 10 * MS, &[(1, 5_000_000)], false, &s);
         }
         assert_eq!(st.share, 300);
         let mut w = ShareState::new(Sharing::Weights { high: 1, low: 1 });
         for i in 0..50 {
-            w.observe(i * 10 * MS, &[(1, 5_000_000 + i * 1_000_000)], &s);
+            w.observe(i * 10 * MS, &[(1, 5_000_000 + i * 1_000_000)], i % 2 == 0, &s);
         }
         assert_eq!(w.status(&s).share_permille, 500);
         // A new policy starts afresh.

@@ -77,6 +77,11 @@ enum Cmd {
         /// streams run at level 10, its low ones at -10).
         #[arg(long, value_name = "CUS@LEVEL", value_parser = parse_reserve)]
         reserve: Option<xhsa_model::partition::Reserve>,
+        /// With `--mode xhsa`: the sharing policy given to every process as `XHSA_POLICY`
+        /// (`strict`, `weights:H:L`, `slo:K`, `cap:PCT`); it acts in the processes whose
+        /// queues are held by higher work (the batch ones).
+        #[arg(long, value_name = "POLICY", value_parser = parse_policy)]
+        policy: Option<xhsa_model::sharing::Sharing>,
     },
     /// Predict a scenario's figures from the emulator's HWS model in virtual time (ideal host).
     Predict {
@@ -110,6 +115,12 @@ enum Cmd {
 fn parse_reserve(text: &str) -> Result<xhsa_model::partition::Reserve, String> {
     xhsa_model::partition::Reserve::parse(text)
         .ok_or_else(|| format!("expected {}", xhsa_model::partition::ACCEPTED_RESERVE))
+}
+
+/// `--policy`: as libxhsa's `XHSA_POLICY` takes it.
+fn parse_policy(text: &str) -> Result<xhsa_model::sharing::Sharing, String> {
+    xhsa_model::sharing::Sharing::parse(text)
+        .ok_or_else(|| format!("expected {}", xhsa_model::sharing::ACCEPTED_POLICY))
 }
 
 fn positive(s: &str) -> Result<f64, String> {
@@ -329,12 +340,19 @@ fn go(cli: Cli) -> Result<(), String> {
             keep_logs,
             unmap_us,
             reserve,
+            policy,
         } => {
             if let Some(r) = reserve {
                 if mode != Mode::Xhsa {
                     return Err("--reserve needs --mode xhsa (it is a setting of libxhsa)".into());
                 }
                 println!("libxhsa: XHSA_RESERVE={r} in every process (--reserve)");
+            }
+            if let Some(p) = policy {
+                if mode != Mode::Xhsa {
+                    return Err("--policy needs --mode xhsa (it is a setting of libxhsa)".into());
+                }
+                println!("libxhsa: XHSA_POLICY={p} in every process (--policy)");
             }
             // The ROCm userland of a root beside the host (`xhsa-emu run --rocm VERSION`), or the
             // host's 5.2.
@@ -391,6 +409,7 @@ fn go(cli: Cli) -> Result<(), String> {
                 root_rocm,
                 containers,
                 reserve,
+                policy,
             };
             let has_lp = s.has(Role::Lp);
             // The alone phases are native in every mode: they are the baseline a scheduler is

@@ -145,6 +145,8 @@ pub struct Setup<'a> {
     pub containers: bool,
     /// `XHSA_RESERVE` for every process of a phase under libxhsa.
     pub reserve: Option<xhsa_model::partition::Reserve>,
+    /// `XHSA_POLICY` for every process of a phase under libxhsa.
+    pub policy: Option<xhsa_model::sharing::Sharing>,
 }
 
 /// What makes a process a container here, as Docker makes one: `unshare` gives it its own pid
@@ -302,8 +304,14 @@ pub fn phase(setup: &Setup, processes: &[Process]) -> Result<(PhaseResult, f64, 
         cmd.env("XHSA_EMU_DEVICE_DIR", &dev);
         let reserve = setup.reserve.filter(|_| setup.mode == Mode::Xhsa);
         let reserve = reserve.map(|r| ("XHSA_RESERVE".to_string(), r.to_string()));
-        for (k, v) in
-            setup.mode.env(p, setup.libxhsa, setup.load, &board).into_iter().chain(reserve)
+        let policy = setup.policy.filter(|_| setup.mode == Mode::Xhsa);
+        let policy = policy.map(|p| ("XHSA_POLICY".to_string(), p.to_string()));
+        for (k, v) in setup
+            .mode
+            .env(p, setup.libxhsa, setup.load, &board)
+            .into_iter()
+            .chain(reserve)
+            .chain(policy)
         {
             cmd.env(k, v);
         }
