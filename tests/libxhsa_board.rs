@@ -316,6 +316,105 @@ fn sharing_policies_give_the_batch_process_its_share_of_each_period() {
     );
 }
 
+/// `XHSA_RESERVE=auto@10`: the partition is sized live from measured demand. A latency-critical
+/// process submitting a steady stream of narrow kernels (20 workgroups of 1 ms) beside a batch
+/// process flooding the GPU: with the whole GPU the batch process gets nothing while the critical
+/// one runs, so a reserve is worth its unmaps; the GPU is re-partitioned (20 CUs reserved: the
+/// best predicted size, a trial), every process moves its queues (the batch process's hardware
+/// queue gets the other 60 CUs), and, measured there, the critical process's packets are not
+/// slower, so the size stays. Alone, the critical process never re-partitions: without batch
+/// work nothing is gained.
+#[test]
+fn an_auto_reserve_is_sized_from_measured_demand_and_only_when_it_gains() {
+    let _lock = run_lock(true);
+    let prog = common::program("shared_hip");
+    let extra = [
+        ("XHSA_RESERVE", "auto@10"),
+        ("XHSA_LOG", "info,xhsa::entry::queues::shadow=debug,xhsa::preempt=debug"),
+    ];
+    let with_extra = |mut o: RunOpts| {
+        o.env.retain(|(k, _)| !extra.iter().any(|(e, _)| e == k));
+        o.env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        o
+    };
+    let critical = ["victim", "10", "20", "1000000", "250"];
+
+    // Alone: nothing to gain.
+    let dir = DeviceDir::new("auto-alone");
+    let board = dir.file("board");
+    std::fs::create_dir_all(&board).unwrap();
+    let alone =
+        spawn_under_emu(&prog, &critical, &with_extra(opts(&dir, &board, "10", "auto"))).wait();
+    assert_passed(&alone);
+    assert!(
+        alone
+            .stderr
+            .contains("sized live from measured demand (80 CUs in 1 XCC(s); sizes [20, 40, 60])"),
+        "the live sizing is not announced\n{}",
+        alone.report()
+    );
+    assert!(
+        alone.stderr.contains("live CU split kept at 0 CUs"),
+        "it never decided\n{}",
+        alone.report()
+    );
+    assert!(
+        !alone.stderr.contains("re-partitioned"),
+        "alone, it re-partitioned\n{}",
+        alone.report()
+    );
+
+    // Beside a batch process.
+    let dir = DeviceDir::new("auto-pair");
+    let board = dir.file("board");
+    std::fs::create_dir_all(&board).unwrap();
+    let stop = dir.file("stop");
+    let busy = start_busy(
+        "the busy program",
+        &stop,
+        "60",
+        &with_extra(opts(&dir, &board, "-10", "auto")),
+        &[&stop],
+    );
+    let crit = spawn_under_emu(&prog, &critical, &with_extra(opts(&dir, &board, "10", "auto")));
+    let crit = crit.wait();
+    std::fs::write(&stop, b"").unwrap();
+    let busy = busy.wait();
+    assert_passed(&crit);
+    assert_passed(&busy);
+    let both = format!("{}{}", crit.stderr, busy.stderr);
+    let change =
+        both.lines().find(|l| l.contains("re-partitioned: 0 -> 20 reserved CUs")).unwrap_or_else(
+            || panic!("no re-partition to 20 CUs\n{}\n{}", crit.report(), busy.report()),
+        );
+    assert!(change.contains("a trial"), "{change}");
+    for (who, out, cus) in [("critical", &crit, 20), ("batch", &busy, 60)] {
+        assert!(
+            out.stderr.contains("live CU split epoch 1: 20 CUs reserved"),
+            "{who} did not apply the new split\n{}",
+            out.report()
+        );
+        assert!(
+            out.stderr.contains(&format!("on its partition's {cus} CUs")),
+            "{who}: its hardware queue did not get its partition's {cus} CUs\n{}",
+            out.report()
+        );
+    }
+    // Later changes rest on measurements: each size is tried (unmeasured) at most once, and one
+    // process decides for the GPU.
+    let changes: Vec<&str> = both.lines().filter(|l| l.contains("re-partitioned:")).collect();
+    let mut tried = std::collections::BTreeSet::new();
+    for l in &changes {
+        if l.contains("a trial") {
+            let to = l.split(" -> ").nth(1).and_then(|r| r.split_whitespace().next()).unwrap();
+            assert!(tried.insert(to.to_string()), "{to} CUs tried twice: {changes:#?}");
+        }
+    }
+    let deciders = [&crit, &busy].iter().filter(|o| o.stderr.contains("re-partitioned:")).count();
+    assert_eq!(deciders, 1, "{changes:#?}");
+    eprintln!("re-partitions: {changes:#?}");
+}
+
 /// With preemption off (level 1 only), the window alone holds the batch process's packets back.
 #[test]
 fn without_preemption_the_window_holds_the_batch_process_back() {

@@ -474,6 +474,40 @@ impl Watch for BoardLink {
         BoardLink::beat(self);
     }
 
+    fn split(&self) -> Option<(xhsa_board::layout::SplitWord, u32)> {
+        Some(self.board.split())
+    }
+
+    fn sizing_look(
+        &self,
+        reserve: &xhsa_model::partition::Reserve,
+    ) -> Option<crate::preempt::sizing::Look> {
+        let slots = self.board.live_slots();
+        let leader = slots.first().is_some_and(|(index, slot)| self.is_mine(*index, slot));
+        let queues = slots
+            .into_iter()
+            .filter_map(|(_, slot)| {
+                let p = slot.stats.priority()?;
+                Some(crate::preempt::sizing::QueueSample {
+                    key: slot.owner_token ^ slot.queue_id.rotate_left(32),
+                    critical: reserve.is_reserved(p),
+                    completed: slot.stats.completed,
+                    packet_ns: slot.stats.packet_ns,
+                    preemptions: slot.stats.preemptions,
+                })
+            })
+            .collect();
+        Some(crate::preempt::sizing::Look { at: monotonic_ns(), queues, leader })
+    }
+
+    fn swap_split(
+        &self,
+        old: xhsa_board::layout::SplitWord,
+        new: xhsa_board::layout::SplitWord,
+    ) -> bool {
+        self.board.swap_split(old, new, monotonic_ns())
+    }
+
     fn show_sharing(&self, word: u32) {
         if self.sharing.swap(word, Ordering::Relaxed) != word {
             let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());

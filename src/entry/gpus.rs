@@ -40,6 +40,8 @@ pub(crate) struct Gpu {
     pub split_planned: std::sync::Once,
     /// The GPU's preemption, once its board and the runtime's KFD descriptor are known.
     pub preempt: OnceLock<Arc<Preemption>>,
+    /// `XHSA_RESERVE=auto@LEVEL`: what its live sizing needs, once its topology is known.
+    pub sizing: OnceLock<crate::preempt::watcher::SizingSetup>,
     /// The queue tracks of `XHSA_TRACE` (none when unset); used under `sched`'s lock only.
     pub trace: Option<Mutex<QueueTracer>>,
 }
@@ -106,6 +108,7 @@ impl Gpus {
             handed_off: AtomicBool::new(false),
             board_tried: AtomicBool::new(false),
             preempt: OnceLock::new(),
+            sizing: OnceLock::new(),
             trace: self.trace.as_ref().map(|t| Mutex::new(QueueTracer::new(t.recorder()))),
         };
         let _ = self.slots[index].set(gpu);
@@ -117,6 +120,41 @@ impl Gpus {
     pub fn plan_partitions(&self, index: usize, cus: impl FnOnce() -> Result<Cus, String>) {
         let (Some(reserve), Some(gpu)) = (self.reserve, self.get(index)) else { return };
         gpu.split_planned.call_once(|| {
+            if reserve.auto {
+                // Sized live: the whole GPU until the board says otherwise (the watcher applies
+                // the board's split, and may change it).
+                match cus() {
+                    Ok(c) if !Split::sizes(c.count, c.xccs).is_empty() => {
+                        tracing::info!(
+                            "xhsa: GPU node {}: XHSA_RESERVE={reserve}: the reserved partition is sized live from measured demand ({} CUs in {} XCC(s); sizes {:?})",
+                            gpu.node.unwrap_or_default(),
+                            c.count,
+                            c.xccs,
+                            Split::sizes(c.count, c.xccs)
+                        );
+                        let setup = crate::preempt::watcher::SizingSetup {
+                            reserve,
+                            cu_count: c.count,
+                            xccs: c.xccs,
+                        };
+                        let _ = gpu.sizing.set(setup);
+                        if let Some(pre) = gpu.preempt.get() {
+                            pre.set_sizing(setup);
+                        }
+                    }
+                    Ok(c) => tracing::warn!(
+                        "xhsa: XHSA_RESERVE={reserve} is not applied on GPU node {:?} (a GPU of {} CUs in {} XCC(s) cannot be split); its queues share one partition, the whole GPU",
+                        gpu.node,
+                        c.count,
+                        c.xccs
+                    ),
+                    Err(why) => tracing::warn!(
+                        "xhsa: XHSA_RESERVE={reserve} is not applied on GPU node {:?} ({why}); its queues share one partition, the whole GPU",
+                        gpu.node
+                    ),
+                }
+                return;
+            }
             let split = plan_split(reserve, gpu.node, cus());
             gpu.sched.lock().unwrap_or_else(|p| p.into_inner()).set_split(split);
         });

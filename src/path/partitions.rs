@@ -48,6 +48,35 @@ impl Partitions {
         self.split = split;
     }
 
+    /// Splits the GPU another way (the live size of an `auto` reserve), or not at all: every
+    /// queue whose partition changes moves there with everything it holds, and partitions left
+    /// empty go. Returns the queues moved, each with the CU mask its hardware queue needs now
+    /// (every CU for the whole GPU; `None` only when no split ever told the GPU's CUs).
+    pub fn resplit(&mut self, split: Option<Split>) -> Vec<(QueueId, PartitionId, Option<CuMask>)> {
+        let all = self.split.as_ref().or(split.as_ref()).map(|s| CuMask::from_words(s.all()));
+        self.split = split;
+        let homes: Vec<(QueueId, PartitionId)> = self.home.iter().map(|(q, p)| (*q, *p)).collect();
+        let mut moved = Vec::new();
+        for (queue, from) in homes {
+            let Some(priority) = self.priority(queue) else { continue };
+            let (to, mask) = self.place(priority);
+            if to == from {
+                continue;
+            }
+            let Ok(detached) = self.of_mut(queue).and_then(|p| p.detach(queue)) else { continue };
+            let window = self.window;
+            let part = self.parts.entry(to).or_insert_with(|| {
+                Partition::new(to, mask.clone().unwrap_or_else(|| CuMask::all(0)), window)
+            });
+            if part.attach(queue, detached, priority).is_ok() {
+                self.home.insert(queue, to);
+                moved.push((queue, to, mask.or_else(|| all.clone())));
+            }
+        }
+        self.parts.retain(|_, p| !p.is_empty());
+        moved
+    }
+
     /// The split, if any.
     pub fn split(&self) -> Option<&Split> {
         self.split.as_ref()
@@ -265,6 +294,47 @@ mod tests {
         // Sequence numbers carry on after the move.
         assert_eq!(ps.push(QueueId(1), pkt(9)), Ok(3));
         assert_eq!(ps.complete_through(QueueId(1), 2), Ok(3));
+    }
+
+    #[test]
+    fn a_new_split_moves_every_queue_with_what_it_holds_and_back() {
+        let mut ps = Partitions::new(WindowSize::new(1).unwrap());
+        ps.add_queue(QueueId(1), p(10)).unwrap();
+        ps.add_queue(QueueId(2), p(-10)).unwrap();
+        for n in 0..3 {
+            ps.push(QueueId(1), pkt(n)).unwrap();
+            ps.push(QueueId(2), pkt(n)).unwrap();
+        }
+        let f = ps.drain_forwardable(&ExternalWork::none());
+        assert_eq!(f.len(), 4, "one partition: queue 2 held to W = 1");
+        let live = |cus| Split::plan(Reserve::parse("auto@5").unwrap().sized(cus), 80, 4).unwrap();
+        let s40 = live(40);
+        let moved = ps.resplit(Some(s40.clone()));
+        assert_eq!(moved.len(), 2);
+        assert_eq!(moved[0].0, QueueId(1));
+        assert_eq!(moved[0].1, s40.id(Side::Reserved));
+        assert_eq!(moved[0].2.as_ref().unwrap().words(), s40.mask(Side::Reserved));
+        assert_eq!(ps.in_flight(QueueId(1)), Some(3), "what was in flight moved with it");
+        assert_eq!(ps.pending(QueueId(2)), Some(2), "and what was held");
+        // On separate sides now: queue 2 is not held.
+        let f = ps.drain_forwardable(&ExternalWork::none());
+        assert_eq!(
+            f.iter().map(|f| (f.queue, f.seq)).collect::<Vec<_>>(),
+            [(QueueId(2), 1), (QueueId(2), 2)]
+        );
+        // Another size: both move again, to the new ids; the same size again moves nobody.
+        let s20 = live(20);
+        assert_eq!(ps.resplit(Some(s20.clone())).len(), 2);
+        assert_eq!(ps.partition_of(QueueId(2)), Some(s20.id(Side::Shared)));
+        assert!(ps.resplit(Some(s20)).is_empty());
+        // No split: back to the whole GPU, every CU.
+        let moved = ps.resplit(None);
+        assert_eq!(moved.len(), 2);
+        assert!(moved
+            .iter()
+            .all(|(_, to, m)| *to == PartitionId::WHOLE && m.as_ref().unwrap().count() == 80));
+        assert_eq!(ps.push(QueueId(1), pkt(9)), Ok(3), "sequence numbers carry on");
+        assert_eq!(ps.complete_through(QueueId(2), 2), Ok(3));
     }
 
     #[test]

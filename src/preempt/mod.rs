@@ -14,6 +14,7 @@ pub mod mechanism;
 pub mod policy;
 pub mod settings;
 pub mod sharing;
+pub mod sizing;
 pub mod watcher;
 
 pub use mechanism::{How, KfdFailure, KfdPort, SnapshotQueue, Target};

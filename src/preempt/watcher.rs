@@ -19,14 +19,15 @@ use super::budget::Budget;
 use super::mechanism::{How, KfdPort, Mechanisms, Target};
 use super::policy::{Mine, Other, Policy};
 use super::settings::PreemptSettings;
+use super::sizing::{Look, Sizer, DEFAULT_TARGET_PCT, HORIZON_NS, HYSTERESIS, LOOK_NS};
 use crate::path::window::Nanos;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
-use xhsa_board::layout::Control;
+use xhsa_board::layout::{Control, SplitWord};
 use xhsa_model::ids::QueueId;
-use xhsa_model::partition::overlaps;
+use xhsa_model::partition::{overlaps, Reserve, Split};
 use xhsa_model::priority::Priority;
 use xhsa_model::stats::BEAT_NS;
 
@@ -75,7 +76,30 @@ pub trait Watch: Send + Sync {
     /// Shows this process's sharing policy and share on its slots
     /// ([`xhsa_board::layout::Slot::sharing_word`]).
     fn show_sharing(&self, _word: u32) {}
+    /// The board's live CU split and when it last changed (`CLOCK_MONOTONIC` ms, wrapping).
+    fn split(&self) -> Option<(SplitWord, u32)> {
+        None
+    }
+    /// Every queue on the board now, the ones `reserve` puts on its reserved side critical.
+    fn sizing_look(&self, _reserve: &Reserve) -> Option<Look> {
+        None
+    }
+    /// Changes the live split from `old` to `new`, unless another process changed it first.
+    fn swap_split(&self, _old: SplitWord, _new: SplitWord) -> bool {
+        false
+    }
 }
+
+/// What the live sizing of a GPU's reserve (`XHSA_RESERVE=auto@LEVEL`) needs to know of it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct SizingSetup {
+    pub reserve: Reserve,
+    pub cu_count: u32,
+    pub xccs: u32,
+}
+
+/// Applies a live size (reserved CUs, 0: none) to this process's queues of the GPU.
+pub type Resplit = Arc<dyn Fn(u32) + Send + Sync>;
 
 /// What carries out a controller's request for one of this process's queues (the scheduler's
 /// side: priorities, pauses); returns the `ACK_*` status and its detail.
@@ -112,6 +136,12 @@ struct Inner {
     held_for_shutdown: bool,
     /// When this process last confirmed its work on the board ([`Watch::beat`]).
     last_beat: Option<Nanos>,
+    /// The live sizing of the GPU's reserve (`auto`), once its topology is known.
+    sizer: Option<Sizer>,
+    /// The live split this process's queues are in.
+    applied_split: Option<SplitWord>,
+    /// When the sizing looks at the board next.
+    next_look: Nanos,
 }
 
 /// A queue whose KFD id is still to be found: what [`Target`] needs besides the id and size.
@@ -175,6 +205,10 @@ pub struct Preemption {
     inner: Mutex<Inner>,
     said_broken: AtomicBool,
     clock: Box<dyn Fn() -> Nanos + Send + Sync>,
+    /// The GPU's live sizing (`XHSA_RESERVE=auto@LEVEL`), once its topology is known.
+    sizing: std::sync::OnceLock<SizingSetup>,
+    /// Applies a live size to this process's queues.
+    resplit: std::sync::OnceLock<Resplit>,
 }
 
 /// Totals for the exit summary.
@@ -213,6 +247,9 @@ impl Preemption {
             held_for_shutdown: false,
             last_beat: None,
             off_ns: 0,
+            sizer: None,
+            applied_split: None,
+            next_look: 0,
         };
         Preemption {
             settings,
@@ -221,7 +258,95 @@ impl Preemption {
             inner: Mutex::new(inner),
             said_broken: AtomicBool::new(false),
             clock,
+            sizing: std::sync::OnceLock::new(),
+            resplit: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Sizes the GPU's reserve live (`XHSA_RESERVE=auto@LEVEL`), from now on (once).
+    pub fn set_sizing(&self, setup: SizingSetup) {
+        if self.sizing.set(setup).is_ok() {
+            let sizes = Split::sizes(setup.cu_count, setup.xccs);
+            self.lock().sizer = Some(Sizer::new(sizes, setup.cu_count, DEFAULT_TARGET_PCT));
+        }
+    }
+
+    /// Sets what applies a live size to this process's queues (once).
+    pub fn set_resplit(&self, hook: Resplit) {
+        let _ = self.resplit.set(hook);
+    }
+
+    /// The live sizing: applies the board's split to this process's queues when it changed, and
+    /// every [`LOOK_NS`] measures the demand and may change the split (docs/partitions.md).
+    /// Returns when to look again; `None` without live sizing.
+    pub fn size(&self, watch: &dyn Watch) -> Option<Nanos> {
+        let setup = *self.sizing.get()?;
+        let (split, split_at_ms) = watch.split()?;
+        if self.lock().applied_split != Some(split) {
+            if let Some(hook) = self.resplit.get() {
+                hook(u32::from(split.cus));
+            }
+            tracing::info!(
+                "xhsa: live CU split epoch {}: {} (XHSA_RESERVE={})",
+                split.epoch,
+                if split.cus == 0 {
+                    "the whole GPU for every queue".to_string()
+                } else {
+                    format!("{} CUs reserved", split.cus)
+                },
+                setup.reserve
+            );
+            self.lock().applied_split = Some(split);
+        }
+        let now = (self.clock)();
+        if now < self.lock().next_look {
+            return Some(self.lock().next_look);
+        }
+        let look = watch.sizing_look(&setup.reserve)?;
+        let queues = look.queues.len().max(1) as u64;
+        let since_change =
+            u64::from(((now / 1_000_000) as u32).wrapping_sub(split_at_ms)) * 1_000_000;
+        let verdict = {
+            let mut g = self.lock();
+            g.next_look = now + LOOK_NS;
+            let unmap = g.mech.expected_cost();
+            let target = match g.policy.sharing().policy {
+                xhsa_model::sharing::Sharing::Slo { target_pct } => u32::from(target_pct),
+                _ => DEFAULT_TARGET_PCT,
+            };
+            let sizer = g.sizer.as_mut()?;
+            sizer.set_target(target);
+            sizer.look(Look { at: now, ..look }, u32::from(split.cus), since_change, unmap)
+        };
+        if let Some(v) = verdict.filter(|v| v.change) {
+            let to = split.next(v.best.cus.min(u32::from(u16::MAX)) as u16);
+            if watch.swap_split(split, to) {
+                tracing::info!(
+                    "xhsa: re-partitioned: {} -> {} reserved CUs ({}): predicted gain {} us over the next {} s > {} x the cost, {} unmaps of {} us; latency-critical slowdown predicted {:.2}x (was {:.2}x), batch share {:.0} % (was {:.0} %)",
+                    split.cus,
+                    to.cus,
+                    if v.best.measured { "measured before" } else { "a trial: not measured yet" },
+                    v.gain_ns / 1000,
+                    HORIZON_NS / 1_000_000_000,
+                    HYSTERESIS,
+                    queues,
+                    v.cost_ns / queues / 1000,
+                    v.best.slowdown,
+                    v.now.slowdown,
+                    v.best.batch_share * 100.0,
+                    v.now.batch_share * 100.0,
+                );
+            }
+        } else if let Some(v) = verdict {
+            tracing::debug!(
+                "xhsa: live CU split kept at {} CUs: best {} CUs, predicted gain {} us, cost {} us",
+                split.cus,
+                v.best.cus,
+                v.gain_ns / 1000,
+                v.cost_ns / 1000
+            );
+        }
+        Some(now + LOOK_NS)
     }
 
     /// Whether queues may be taken off at all (preemption on and KFD reachable).
@@ -719,7 +844,11 @@ impl Preemption {
         while !stop.load(Ordering::Acquire) {
             let seen = watch.wake_seq();
             self.serve_controls(watch);
-            let wake_at = self.step(watch);
+            let sized = self.size(watch);
+            let mut wake_at = self.step(watch);
+            if let Some(t) = sized {
+                wake_at = wake_at.min(t);
+            }
             let now = (self.clock)();
             if wake_at > now {
                 watch.wait(seen, Some(Duration::from_nanos(wake_at - now)));

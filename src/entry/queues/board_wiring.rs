@@ -111,6 +111,10 @@ pub(super) fn start_preemption(
     let pre =
         std::sync::Arc::new(crate::preempt::Preemption::new(settings, port, Box::new(now_ns)));
     pre.set_sharing(g.settings.policy);
+    pre.set_resplit(std::sync::Arc::new(move |cus| resplit(gpu, cus)));
+    if let Some(setup) = this.sizing.get() {
+        pre.set_sizing(*setup);
+    }
     pre.set_control(std::sync::Arc::new(move |q, c| control(gpu, q, c)));
     pre.set_track_untracked(std::sync::Arc::new(move || {
         if global().gpus.get(gpu).is_some_and(|g| g.untracked.load(Ordering::Relaxed)) {
@@ -127,6 +131,30 @@ pub(super) fn start_preemption(
             settings.max_preempted_ns / 1_000_000,
             settings.budget_pct
         );
+    }
+}
+
+/// Moves this process's queues of GPU `gpu` to the live split of `cus` reserved CUs (0: none),
+/// on the watcher's thread; their hardware queues get their new masks outside the scheduler's
+/// lock.
+fn resplit(gpu: usize, cus: u32) {
+    let g = global();
+    let Some(setup) = g.gpus.get(gpu).and_then(|x| x.sizing.get()).copied() else { return };
+    let split = (cus > 0)
+        .then(|| {
+            xhsa_model::partition::Split::plan(setup.reserve.sized(cus), setup.cu_count, setup.xccs)
+                .ok()
+        })
+        .flatten();
+    let remasks = with_gpu(gpu, |s, _, _, _| {
+        let moved = s.resplit(split);
+        (moved, s.take_remasks())
+    });
+    if let Some((moved, remasks)) = remasks {
+        tracing::info!(
+            "xhsa: GPU {gpu}: {moved} queue(s) moved to the live split of {cus} reserved CUs"
+        );
+        super::shadow::set_partition_masks(remasks);
     }
 }
 

@@ -201,6 +201,37 @@ impl Scheduler {
         self.part.set_split(split);
     }
 
+    /// Splits the GPU's CUs another way (the live size of an `auto` reserve) or not at all:
+    /// every scheduled queue whose partition changes moves with what it holds, its board slot
+    /// says so, and its hardware queue is queued for its new mask ([`Scheduler::take_remasks`];
+    /// an application's own mask still bounds it). Returns how many queues moved.
+    pub fn resplit(&mut self, split: Option<Split>) -> usize {
+        let moved = self.part.resplit(split);
+        for (id, to, all) in &moved {
+            if let (Some(b), Some(p)) = (&self.board, self.part.priority(*id)) {
+                b.leave(*id);
+                b.join(*id, p, *to);
+            }
+            let mask = match (self.cu_mask_of(*id), self.app_masks.get(id)) {
+                (Some(m), _) => Some(m),
+                (None, Some(app)) => Some(CuMask::from_words(app.clone())),
+                (None, None) => all.clone(),
+            };
+            if let (Some(q), Some(mask)) = (self.queues.get(id), mask) {
+                self.remasks.push((q.hw.queue, mask));
+            }
+        }
+        for (id, _, _) in &moved {
+            if let (Some(board), Some(stats)) = (self.board.clone(), self.stats(*id, 0)) {
+                board.publish(*id, &stats);
+            }
+        }
+        if !moved.is_empty() {
+            self.notify();
+        }
+        moved.len()
+    }
+
     /// The split of the GPU's CUs, if any.
     pub fn split(&self) -> Option<&Split> {
         self.part.split()

@@ -31,7 +31,8 @@
 //! | 40     | `u32`      | `waiters`        | threads blocked on `wake` (wakers skip the syscall at 0) |
 //! | 44     | `u32`      | `reserved1`      | zero                                           |
 //! | 48     | `u64`      | `wake_ns`        | `CLOCK_MONOTONIC` ns of the last bump of `wake` (wake-up latency) |
-//! | 56     | `u64`      | `reserved`       | zero                                           |
+//! | 56     | `u32`      | `split`          | the live CU split (`XHSA_RESERVE=auto@LEVEL`): epoch in the high 16 bits, reserved CUs in the low 16 (0: the whole GPU); changed only by compare-and-swap ([`SplitWord`]) |
+//! | 60     | `u32`      | `split_at_ms`    | `CLOCK_MONOTONIC` ms (wrapping) of the last change of `split`, written by the process whose swap made it |
 //!
 //! Slot `i` ([`Slot`], 320 bytes at offset `64 + 320 * i`):
 //!
@@ -57,7 +58,7 @@
 //! [`crate::shared`]).
 //!
 //! Version 5 turned the slot's last reserved word into `sharing` (the owner's `XHSA_POLICY`
-//! and its state, for `xhsa-top`). Version 4 identifies owners without trusting pids (containers have their own pid
+//! and its state, for `xhsa-top`) and the header's last reserved bytes into the live CU split. Version 4 identifies owners without trusting pids (containers have their own pid
 //! namespaces): `owner_start` became a random `owner_token`, liveness is the owner's lock on its
 //! slot's bytes of the file (an open-file-description lock, which the kernel drops when the
 //! process goes, in whatever namespace), and `pid_ns`/`owner_uid` let a monitor in another
@@ -138,8 +139,36 @@ pub struct BoardHeader {
     pub reserved1: u32,
     /// `CLOCK_MONOTONIC` nanoseconds of the last bump of `wake`.
     pub wake_ns: u64,
-    /// Zero.
-    pub reserved: u64,
+    /// The live CU split ([`SplitWord`]).
+    pub split: u32,
+    /// When `split` last changed, `CLOCK_MONOTONIC` ms (wrapping).
+    pub split_at_ms: u32,
+}
+
+/// The header's live CU split: which reserved size is in force and its epoch (every change a new
+/// one, so a process can tell it has applied the latest).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct SplitWord {
+    pub epoch: u16,
+    /// Reserved CUs; 0: no split, the whole GPU.
+    pub cus: u16,
+}
+
+impl SplitWord {
+    /// From the header word.
+    pub fn from_word(w: u32) -> SplitWord {
+        SplitWord { epoch: (w >> 16) as u16, cus: w as u16 }
+    }
+
+    /// The header word.
+    pub fn word(self) -> u32 {
+        (u32::from(self.epoch) << 16) | u32::from(self.cus)
+    }
+
+    /// The next split, of `cus` CUs.
+    pub fn next(self, cus: u16) -> SplitWord {
+        SplitWord { epoch: self.epoch.wrapping_add(1), cus }
+    }
 }
 
 /// Why a mapped board cannot be used.
@@ -218,7 +247,8 @@ impl BoardHeader {
             waiters: 0,
             reserved1: 0,
             wake_ns: 0,
-            reserved: 0,
+            split: 0,
+            split_at_ms: 0,
         })
     }
 
@@ -652,7 +682,8 @@ mod tests {
         assert_eq!(offset_of!(BoardHeader, waiters), 40);
         assert_eq!(offset_of!(BoardHeader, reserved1), 44);
         assert_eq!(offset_of!(BoardHeader, wake_ns), 48);
-        assert_eq!(offset_of!(BoardHeader, reserved), 56);
+        assert_eq!(offset_of!(BoardHeader, split), 56);
+        assert_eq!(offset_of!(BoardHeader, split_at_ms), 60);
 
         assert_eq!(size_of::<Slot>(), SLOT_SIZE);
         assert_eq!(align_of::<Slot>(), 8);

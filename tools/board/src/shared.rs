@@ -38,8 +38,8 @@
 
 use crate::layout::{
     board_size, summarize, Ack, BoardFull, BoardHeader, Control, LayoutError, Owner,
-    RecentPreemption, Slot, Summary, ACK_UNVERIFIED, BOARD_MAGIC, HEADER_SIZE, MAX_SLOT_COUNT,
-    NAME_BYTES, RECENT_PREEMPTIONS, SLOT_CLEARING, SLOT_FREE, SLOT_LIVE, SLOT_SIZE,
+    RecentPreemption, Slot, SplitWord, Summary, ACK_UNVERIFIED, BOARD_MAGIC, HEADER_SIZE,
+    MAX_SLOT_COUNT, NAME_BYTES, RECENT_PREEMPTIONS, SLOT_CLEARING, SLOT_FREE, SLOT_LIVE, SLOT_SIZE,
 };
 use crate::map::SharedWords;
 use crate::owner::pid_namespace;
@@ -235,8 +235,8 @@ fn header_to_words(h: &BoardHeader) -> [u32; HEADER_WORDS] {
     w[11] = h.reserved1;
     w[WAKE_NS_WORD] = h.wake_ns as u32;
     w[WAKE_NS_WORD + 1] = (h.wake_ns >> 32) as u32;
-    w[14] = h.reserved as u32;
-    w[15] = (h.reserved >> 32) as u32;
+    w[SPLIT_WORD] = h.split;
+    w[SPLIT_WORD + 1] = h.split_at_ms;
     w
 }
 
@@ -255,10 +255,13 @@ fn header_from_words(w: &[u32; HEADER_WORDS]) -> BoardHeader {
         waiters: w[WAITERS_WORD],
         reserved1: w[11],
         wake_ns: u64_at(WAKE_NS_WORD),
-        reserved: u64_at(14),
+        split: w[SPLIT_WORD],
+        split_at_ms: w[SPLIT_WORD + 1],
     }
 }
 
+/// Word index of the header's `split` (and `split_at_ms` after it).
+const SPLIT_WORD: usize = 14;
 /// Word index of the first word after the owner's first seqlocked part (the control words follow).
 const OWNER_END: usize = 68;
 /// Word index of [`Control`]'s `seq`.
@@ -725,6 +728,29 @@ impl SharedBoard {
         summarize(&self.snapshot(), exclude, monotonic_ns())
     }
 
+    /// The live CU split in force and when it last changed (`CLOCK_MONOTONIC` ms, wrapping).
+    pub fn split(&self) -> (SplitWord, u32) {
+        let w = self.words.words();
+        let split = SplitWord::from_word(w[SPLIT_WORD].load(Ordering::Acquire));
+        (split, w[SPLIT_WORD + 1].load(Ordering::Relaxed))
+    }
+
+    /// Changes the live CU split from `old` to `new` if nobody changed it since `old` was read,
+    /// stamps the change (`now_ms`) and wakes every watcher; `false` if another process's change
+    /// came first.
+    pub fn swap_split(&self, old: SplitWord, new: SplitWord, now_ns: u64) -> bool {
+        let w = self.words.words();
+        if w[SPLIT_WORD]
+            .compare_exchange(old.word(), new.word(), Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return false;
+        }
+        w[SPLIT_WORD + 1].store((now_ns / 1_000_000) as u32, Ordering::Release);
+        self.notify(now_ns, 0);
+        true
+    }
+
     /// The current value of the `wake` word: pass it to [`SharedBoard::wait`].
     pub fn wake_seq(&self) -> u32 {
         self.words.words()[WAKE_WORD].load(Ordering::Acquire)
@@ -930,6 +956,23 @@ mod tests {
 
     fn p(level: i64) -> Priority {
         Priority::at_level(Level::new(level).unwrap())
+    }
+
+    #[test]
+    fn the_split_changes_only_from_the_value_read_and_wakes_the_watchers() {
+        let place = place("split");
+        let a = SharedBoard::open(&place, 3, 8).unwrap();
+        let b = SharedBoard::open(&place, 3, 8).unwrap();
+        let (s0, _) = a.split();
+        assert_eq!(s0, SplitWord::default(), "a new board: no split");
+        let seen = b.wake_seq();
+        assert!(a.swap_split(s0, s0.next(40), 7_000_000));
+        assert_eq!(b.split(), (SplitWord { epoch: 1, cus: 40 }, 7));
+        assert_ne!(b.wake_seq(), seen, "the watchers are woken");
+        // A process that read the old value loses: its change is not made.
+        assert!(!b.swap_split(s0, s0.next(20), 9_000_000));
+        assert_eq!(a.split(), (SplitWord { epoch: 1, cus: 40 }, 7));
+        assert_eq!(a.header().split, SplitWord { epoch: 1, cus: 40 }.word());
     }
 
     #[test]

@@ -30,17 +30,21 @@ use std::fmt;
 
 /// The accepted form of `XHSA_RESERVE` and the config's `reserve`, for messages.
 pub const ACCEPTED_RESERVE: &str =
-    "CUS@LEVEL or CUS@LEVEL:STREAM: a CU count of at least 1, a level in -256..=255 and \
-     optionally a stream priority (high, normal, low), e.g. 20@10 (queues of level 10 and above \
-     run on 20 reserved CUs, the others on the rest) or 20@0:high (HIP's high-priority streams \
-     of processes at level 0, and everything above)";
+    "CUS@LEVEL or CUS@LEVEL:STREAM: a CU count of at least 1 (or auto: sized live from measured \
+     demand), a level in -256..=255 and optionally a stream priority (high, normal, low), e.g. \
+     20@10 (queues of level 10 and above run on 20 reserved CUs, the others on the rest), \
+     20@0:high (HIP's high-priority streams of processes at level 0, and everything above) or \
+     auto@10";
 
 /// A reserved partition for the latency-critical queues: `cus` CUs for queues of priority
 /// ≥ `from`; see the module doc.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Reserve {
-    /// CUs asked for (rounded per GPU by [`Split::plan`]).
+    /// CUs asked for (rounded per GPU by [`Split::plan`]); with `auto`, the size in force.
     pub cus: u32,
+    /// `auto@LEVEL`: sized live from measured demand (libxhsa's `preempt::sizing`; the size in
+    /// force is on the board).
+    pub auto: bool,
     /// The lowest priority that runs on the reserved side (`CUS@LEVEL`: any stream priority of
     /// `LEVEL`).
     pub from: Priority,
@@ -51,7 +55,8 @@ impl Reserve {
     /// priority in any case); `None` when it is not that form.
     pub fn parse(text: &str) -> Option<Reserve> {
         let (cus, from) = text.trim().split_once('@')?;
-        let cus: u32 = cus.trim().parse().ok().filter(|&c| c >= 1)?;
+        let auto = cus.trim().eq_ignore_ascii_case("auto");
+        let cus: u32 = if auto { 0 } else { cus.trim().parse().ok().filter(|&c| c >= 1)? };
         let (level, stream) = match from.split_once(':') {
             None => (from, StreamPriority::Low),
             Some((level, stream)) => (
@@ -65,7 +70,12 @@ impl Reserve {
             ),
         };
         let level = Level::new(level.trim().parse().ok()?)?;
-        Some(Reserve { cus, from: Priority::new(level, stream) })
+        Some(Reserve { cus, auto, from: Priority::new(level, stream) })
+    }
+
+    /// The same setting with `cus` CUs in force (a live size).
+    pub fn sized(self, cus: u32) -> Reserve {
+        Reserve { cus, ..self }
     }
 
     /// Whether a queue of `priority` runs on the reserved side.
@@ -76,10 +86,11 @@ impl Reserve {
 
 impl fmt::Display for Reserve {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let cus = if self.auto { "auto".to_string() } else { self.cus.to_string() };
         match self.from.stream() {
-            StreamPriority::Low => write!(f, "{}@{}", self.cus, self.from.level()),
-            StreamPriority::Normal => write!(f, "{}@{}:normal", self.cus, self.from.level()),
-            StreamPriority::High => write!(f, "{}@{}:high", self.cus, self.from.level()),
+            StreamPriority::Low => write!(f, "{cus}@{}", self.from.level()),
+            StreamPriority::Normal => write!(f, "{cus}@{}:normal", self.from.level()),
+            StreamPriority::High => write!(f, "{cus}@{}:high", self.from.level()),
         }
     }
 }
@@ -156,6 +167,28 @@ impl Split {
             k
         };
         Ok(Split { reserve, reserved_cus, cu_count, reserved, shared })
+    }
+
+    /// The reserved sizes a GPU of `cu_count` CUs in `xccs` XCCs can have: whole XCCs, at least
+    /// one each side, on a multi-XCC part; quarters of the CUs on a single-XCC one.
+    pub fn sizes(cu_count: u32, xccs: u32) -> Vec<u32> {
+        let xccs = xccs.max(1);
+        if cu_count < 2 || !cu_count.is_multiple_of(xccs) {
+            return Vec::new();
+        }
+        if xccs > 1 {
+            (1..xccs).map(|k| k * (cu_count / xccs)).collect()
+        } else {
+            let mut v: Vec<u32> =
+                (1..4).map(|q| (cu_count * q / 4).clamp(1, cu_count - 1)).collect();
+            v.dedup();
+            v
+        }
+    }
+
+    /// Every CU of the GPU (both sides).
+    pub fn all(&self) -> Vec<u32> {
+        self.reserved.iter().zip(&self.shared).map(|(r, s)| r | s).collect()
     }
 
     /// The mask of `side`.
@@ -249,6 +282,24 @@ mod tests {
         (0..words.len() as u32 * 32)
             .filter(|&b| words[(b / 32) as usize] & (1 << (b % 32)) != 0)
             .collect()
+    }
+
+    #[test]
+    fn an_auto_reserve_parses_and_a_gpu_offers_its_sizes() {
+        let r = Reserve::parse("auto@10:high").unwrap();
+        assert!(r.auto);
+        assert_eq!(r.to_string(), "auto@10:high");
+        assert_eq!(Reserve::parse(&r.to_string()), Some(r));
+        assert!(!Reserve::parse("20@10").unwrap().auto);
+        assert_eq!(Reserve::parse("Auto@0").unwrap().sized(40).cus, 40);
+        assert_eq!(Reserve::parse("auto@0").unwrap().sized(40).to_string(), "auto@0");
+        assert_eq!(Split::sizes(80, 4), [20, 40, 60]);
+        assert_eq!(Split::sizes(104, 1), [26, 52, 78]);
+        assert_eq!(Split::sizes(2, 1), [1]);
+        assert!(Split::sizes(81, 4).is_empty());
+        let s = Split::plan(Reserve::parse("auto@0").unwrap().sized(40), 80, 4).unwrap();
+        assert_eq!(s.reserved_cus, 40);
+        assert_eq!(bits(&s.all()), (0..80).collect::<Vec<_>>());
     }
 
     #[test]

@@ -16,7 +16,7 @@
 //! | `XHSA_PASSTHROUGH_LIBS` | `XSCHED_PASSTHROUGH_LIBS` | comma-separated library names ([`crate::settings::whitelist`]), e.g. `libhipblas.so,librocblas.so.4` | none |
 //! | `XHSA_CONFIG` | | path of a TOML config file (below); no file is read unless it is set | none |
 //! | `XHSA_LOG` | | a level (`off`, `error`, `warn`, `info`, `debug`, `trace`) or a comma-separated list of `LEVEL` and `TARGET=LEVEL` directives, `TARGET` being `xhsa` or a path under it ([`log_filter`]) | `warn` |
-//! | `XHSA_RESERVE` | | `CUS@LEVEL` ([`crate::partition`]): queues of level ≥ `LEVEL` run on a reserved partition of about `CUS` CUs (whole XCCs on a multi-XCC GPU), every other queue on the rest; every process sharing a GPU should use the same value | config, else none: one partition, the whole GPU |
+//! | `XHSA_RESERVE` | | `CUS@LEVEL` ([`crate::partition`]): queues of level ≥ `LEVEL` run on a reserved partition of about `CUS` CUs (whole XCCs on a multi-XCC GPU), every other queue on the rest; `auto@LEVEL`: sized live from measured demand; every process sharing a GPU should use the same value | config, else none: one partition, the whole GPU |
 //! | `XHSA_POLICY` | | `strict`, `weights:HIGH:LOW`, `slo:K` or `cap:PCT` ([`crate::sharing`]): how this process's lower-priority queues share the GPU with higher work | config, else `strict` |
 //! | `XHSA_BOARD_DIR` | | directory of the per-GPU boards (the board (`xhsa_board::shared`)); every process that shares a GPU must use the same one | `/dev/shm` |
 //! | `XHSA_TRACE` | | a file path (`%p`: the process id, `%%`: `%`): write a trace of this process there (libxhsa's `trace`, `docs/trace.md`); read by libxhsa's `trace::settings` | none: no trace |
