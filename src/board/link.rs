@@ -483,7 +483,12 @@ impl Watch for BoardLink {
         reserve: &xhsa_model::partition::Reserve,
     ) -> Option<crate::preempt::sizing::Look> {
         let slots = self.board.live_slots();
-        let leader = slots.first().is_some_and(|(index, slot)| self.is_mine(*index, slot));
+        // The leader: the live owner with the lowest token (random, fixed for its life; a slot's
+        // index changes when a queue moves partitions).
+        let leader = slots
+            .iter()
+            .min_by_key(|(_, slot)| slot.owner_token)
+            .is_some_and(|(index, slot)| self.is_mine(*index, slot));
         let queues = slots
             .into_iter()
             .filter_map(|(_, slot)| {

@@ -256,10 +256,6 @@ impl Policy {
                     .map(|m| (MINE_KEY | m.id.0, m.packet_ns)),
             )
             .collect();
-        let held_on = mine.iter().any(|m| {
-            m.in_flight > 0 && matches!(self.state(m.id), State::Running { .. }) && higher_work(m)
-        });
-        self.sharing.observe(now, &samples, held_on, &self.settings);
         let (max_off, _) = self.sharing.duty(&self.settings);
         let cap = self.sharing.cap(&self.settings);
         let wake =
@@ -345,6 +341,17 @@ impl Policy {
                 }
             }
         }
+        // A held queue's stretch beside the higher work ends with its take-off, one off with its
+        // put-back while the higher work goes on: the SLO measures the higher work then.
+        let held = |q: &QueueId| mine.iter().any(|m| m.id == *q && higher_work(m));
+        let stretch_end = if d.take_off.iter().any(held) {
+            Some(true)
+        } else if d.put_back.iter().any(held) {
+            Some(false)
+        } else {
+            None
+        };
+        self.sharing.observe(now, &samples, stretch_end, &self.settings);
         // Queues that disappeared from the board while off are put back too.
         for q in self.off() {
             if !mine.iter().any(|m| m.id == q) {
@@ -621,29 +628,39 @@ mod tests {
         let mut own_high = q(2, 5, 1, MS);
         own_high.pending = 1;
         let other = |ns| Other { key: 9, packet_ns: ns, ..o(5) };
-        let at = |i: u64| i * 10 * MS;
-        // Period 1: the held queue off, the higher work at 1 ms per packet.
-        pol.taken_off(&[QueueId(1)], 0);
-        for i in 0..12 {
-            pol.decide(at(i), &[low, own_high], &[other(MS)], None, true, 0);
-        }
-        // Period 2: beside it, 3 ms: 3x, within 4x: the share grows from strict's 5 % to 10 %.
-        pol.put_back(&[QueueId(1)], &[], at(12));
-        for i in 12..23 {
-            pol.decide(at(i), &[low, own_high], &[other(3 * MS)], None, true, 0);
-        }
+        // The held queue's stretches as the policy makes them, every millisecond for `ms`; the
+        // higher work's time per packet is `beside` while it was on the GPU beside it, 1 ms
+        // while it was off.
+        let mut now = 0;
+        let mut on = true;
+        let mut run = |pol: &mut Policy, ms: u64, beside: u64| {
+            for _ in 0..ms {
+                let ns = if on { beside } else { MS };
+                let d = pol.decide(now, &[low, own_high], &[other(ns)], None, true, 0);
+                if !d.take_off.is_empty() {
+                    pol.taken_off(&d.take_off, now);
+                    on = false;
+                }
+                if !d.put_back.is_empty() {
+                    pol.put_back(&d.put_back, &d.starved, now);
+                    on = true;
+                }
+                now += MS;
+            }
+        };
+        // 3x beside it, within 4x: the share grows from strict's 5 %.
+        run(&mut pol, 600, 3 * MS);
         assert_eq!(pol.sharing().ratio_pct, 300, "{:?}", pol.sharing());
-        assert_eq!(pol.sharing().share_permille, 100, "{:?}", pol.sharing());
-        // Period 3: beside it, 5 ms: 5x misses 4x: nothing beside it any more but the
-        // minimum run after 20 bounds.
-        for i in 23..34 {
-            pol.decide(at(i), &[low, own_high], &[other(5 * MS)], None, true, 0);
-        }
+        assert!(pol.sharing().share_permille > 100, "{:?}", pol.sharing());
+        // 5x misses 4x: after two periods, nothing beside it but the minimum run after 20 bounds.
+        run(&mut pol, 400, 5 * MS);
         assert_eq!(pol.sharing().ratio_pct, 500, "{:?}", pol.sharing());
         assert_eq!(pol.sharing().share_permille, 4, "{:?}", pol.sharing());
-        pol.taken_off(&[QueueId(1)], at(34));
-        let d = pol.decide(at(35), &[low, own_high], &[other(MS)], None, true, 0);
-        assert_eq!(d.wake_at, Some(at(34) + 2000 * MS), "off up to 2 s");
+        assert_eq!(
+            pol.deadline_after(now).map(|t| t > now + 1000 * MS),
+            Some(true),
+            "off up to 2 s"
+        );
     }
 
     #[test]

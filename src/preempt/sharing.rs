@@ -11,11 +11,13 @@
 //! - **slo** `K`: a tail target. The higher work's time per packet must stay within `K` times
 //!   its time without this process's held work *whenever* that work runs beside it, or the held
 //!   work does not run beside it: each period the controller compares every higher-priority
-//!   queue's mean time per packet (the board's `packet_ns`, measured by its owner; this
-//!   process's own higher queues too) while this process's held queues were on the GPU with its
-//!   time while they were off (smoothed over the periods that measured it). It starts as strict
-//!   priority (a share of 5 %, below the bound's). Above `K` the share drops to 0 at once; at 0 a held queue stays off up to [`SLO_LONG_OFF`] starvation bounds
-//!   (2 s by default) and then runs its minimum run, which measures the ratio again. Below
+//!   queue's time per packet (the board's `packet_ns`, measured by its owner; this process's own
+//!   higher queues too) at the end of each stretch this process's held queues were on the GPU
+//!   with its time at the end of each stretch they were off (smoothed over the periods that
+//!   measured it). It starts as strict
+//!   priority (a share of 5 %, below the bound's). Above `K` in two periods in a row (one
+//!   period's figures can be off: the owners' estimates lag their completions) the share drops
+//!   to 0; at 0 a held queue stays off up to [`SLO_LONG_OFF`] starvation bounds (2 s by default) and then runs its minimum run, which measures the ratio again. Below
 //!   `1 + 0.9 (K - 1)` the share grows by 5 points, up to 90 %. A period without both
 //!   measurements changes nothing. So the held queues always get the higher work's idle time,
 //!   and time beside it only where that keeps its packets within `K`.
@@ -36,6 +38,8 @@ const SLO_STEP_UP: u32 = 50;
 const SLO_MAX_SHARE: u32 = 900;
 /// How much of the target's headroom (`K - 1`) the ratio may use for the share to grow, percent.
 const SLO_MARGIN_PCT: u64 = 90;
+/// Periods in a row over the target that stop the held queues running beside the higher work.
+const SLO_MISSES: u32 = 2;
 /// At an SLO share of 0, a held queue stays off up to this many starvation bounds.
 pub const SLO_LONG_OFF: u64 = 20;
 /// Baselines not measured for this many periods are forgotten (a queue that went away).
@@ -72,6 +76,8 @@ pub struct ShareState {
     periods: u64,
     /// The last measured largest ratio (beside / without the held work), percent (0: none yet).
     last_ratio_pct: u32,
+    /// Periods in a row whose ratio was above the target.
+    misses: u32,
 }
 
 /// What the watcher and `xhsa-top` show of the policy's state.
@@ -99,6 +105,7 @@ impl ShareState {
             baselines: BTreeMap::new(),
             periods: 0,
             last_ratio_pct: 0,
+            misses: 0,
         }
     }
 
@@ -160,21 +167,24 @@ impl ShareState {
     }
 
     /// One look at the higher-priority work at `now`: `higher`, the queues above some queue of
-    /// this process, with their measured time per packet; `held_on`, whether a queue of this
-    /// process that such work holds is on the GPU beside it. Only the SLO policy learns from it.
+    /// this process, with their measured time per packet; `stretch_end`, whether a stretch of a
+    /// held queue ends now and which: `Some(true)` at the end of a stretch beside the higher work
+    /// (it is taken off), `Some(false)` at the end of one off (it is put back), when the owners'
+    /// estimates reflect that stretch's packets; `None` only advances the period. Only the SLO
+    /// policy learns from it.
     pub fn observe(
         &mut self,
         now: Nanos,
         higher: &[Sample],
-        held_on: bool,
+        stretch_end: Option<bool>,
         settings: &PreemptSettings,
     ) {
         let Sharing::Slo { target_pct } = self.policy else { return };
         let start = *self.period_start.get_or_insert(now);
-        for &(key, ns) in higher {
+        for &(key, ns) in higher.iter().filter(|_| stretch_end.is_some()) {
             if ns > 0 {
                 let e = self.period.entry(key).or_default();
-                let side = if held_on { &mut e.on } else { &mut e.off };
+                let side = if stretch_end == Some(true) { &mut e.on } else { &mut e.off };
                 side.0 = side.0.saturating_add(ns);
                 side.1 += 1;
             }
@@ -203,8 +213,16 @@ impl ShareState {
         let Some(worst) = worst else { return };
         self.last_ratio_pct = worst.min(u64::from(u32::MAX)) as u32;
         if worst > u64::from(target_pct) {
-            self.share = 0;
-        } else if worst < 100 + u64::from(target_pct).saturating_sub(100) * SLO_MARGIN_PCT / 100 {
+            // Two periods in a row: one period's measurement can be off (the owners' estimates
+            // lag their completions).
+            self.misses += 1;
+            if self.misses >= SLO_MISSES {
+                self.share = 0;
+            }
+            return;
+        }
+        self.misses = 0;
+        if worst < 100 + u64::from(target_pct).saturating_sub(100) * SLO_MARGIN_PCT / 100 {
             self.share = (self.share + SLO_STEP_UP).min(SLO_MAX_SHARE);
         }
     }
@@ -252,7 +270,8 @@ mod tests {
 
     /// Runs the controller for `periods` periods, looking every millisecond and following its
     /// duty cycle (held queues on for each stretch's on time), with the higher queue's time per
-    /// packet given by `ns(held on)`; returns the share after each period.
+    /// packet at the end of a stretch given by `ns(the stretch was beside it)`; returns the share
+    /// after each period.
     fn run(st: &mut ShareState, periods: u64, ns: impl Fn(bool) -> u64) -> Vec<u32> {
         let s = settings();
         let mut out = Vec::new();
@@ -262,12 +281,14 @@ mod tests {
         let end = st.periods + periods;
         while st.periods < end {
             let (off_ns, on_ns) = st.duty(&s);
+            let mut ended = None;
             if now - stretch_start >= if on { on_ns } else { off_ns } {
+                ended = Some(on);
                 on = !on;
                 stretch_start = now;
             }
             let before = st.periods;
-            st.observe(now, &[(7, ns(on))], on, &s);
+            st.observe(now, &[(7, ended.map_or(0, &ns))], ended, &s);
             if st.periods != before {
                 out.push(st.share);
             }
@@ -289,15 +310,29 @@ mod tests {
     }
 
     #[test]
-    fn work_beside_that_misses_the_target_is_stopped_at_once() {
+    fn work_beside_that_misses_the_target_twice_is_stopped() {
         // 1 ms alone, 2 ms beside: never within 1.5x.
         let mut st = ShareState::new(Sharing::Slo { target_pct: 150 });
         st.share = 400;
         let shares = run(&mut st, 30, |on| if on { 2_000_000 } else { 1_000_000 });
-        assert!(shares.iter().all(|&s| s == 0), "{shares:?}");
+        assert_eq!(shares[0], 400, "one miss: {shares:?}");
+        assert!(shares[1..].iter().all(|&s| s == 0), "{shares:?}");
         assert_eq!(st.status(&settings()).ratio_pct, 200);
         assert_eq!(st.duty(&settings()), (2000 * MS, 10 * MS));
         assert_eq!(st.status(&settings()).share_permille, 4, "10 ms of 2010");
+        // One period's spike alone stops nothing.
+        let mut st = ShareState::new(Sharing::Slo { target_pct: 150 });
+        st.share = 400;
+        let spike = std::cell::Cell::new(0u32);
+        let shares = run(&mut st, 4, |on| {
+            spike.set(spike.get() + 1);
+            if on && (110..220).contains(&spike.get()) {
+                5_000_000
+            } else {
+                1_000_000
+            }
+        });
+        assert!(shares.iter().all(|&s| s >= 400), "{shares:?}");
     }
 
     #[test]
@@ -315,17 +350,17 @@ mod tests {
         let mut st = ShareState::new(Sharing::Slo { target_pct: 150 });
         st.share = 300;
         for i in 0..50 {
-            st.observe(i * 10 * MS, &[], i % 2 == 0, &s);
+            st.observe(i * 10 * MS, &[], Some(i % 2 == 0), &s);
         }
         assert_eq!(st.share, 300);
         // Only while the held queues were off: nothing to compare.
         for i in 50..100 {
-            st.observe(i * 10 * MS, &[(1, 5_000_000)], false, &s);
+            st.observe(i * 10 * MS, &[(1, 5_000_000)], Some(false), &s);
         }
         assert_eq!(st.share, 300);
         let mut w = ShareState::new(Sharing::Weights { high: 1, low: 1 });
         for i in 0..50 {
-            w.observe(i * 10 * MS, &[(1, 5_000_000 + i * 1_000_000)], i % 2 == 0, &s);
+            w.observe(i * 10 * MS, &[(1, 5_000_000 + i * 1_000_000)], Some(i % 2 == 0), &s);
         }
         assert_eq!(w.status(&s).share_permille, 500);
         // A new policy starts afresh.

@@ -30,7 +30,7 @@
 //! — one device-wide unmap per hardware queue on the GPU, at the measured unmap cost — and the
 //! batch class's share changes by at least [`MIN_SHARE_CHANGE`]; never sooner than
 //! [`MIN_INTERVAL_NS`] after the last change (the caller's check, from the board). Every process
-//! with the setting measures; the one owning the board's first live slot decides ([`Look`]).
+//! with the setting measures; one decides, the same for all of them ([`Look`]).
 //!
 //! Pure: measurements and costs are passed in.
 #![forbid(unsafe_code)]
@@ -78,9 +78,9 @@ pub struct QueueSample {
 pub struct Look {
     pub at: Nanos,
     pub queues: Vec<QueueSample>,
-    /// This process decides for the GPU: it owns the board's first live slot (every process
-    /// measures; one decides, so that processes whose measurements differ do not undo each
-    /// other's changes).
+    /// This process decides for the GPU: of the processes on the board, its owner token is the
+    /// lowest (every process measures; one decides, so that processes whose measurements differ
+    /// do not undo each other's changes).
     pub leader: bool,
 }
 

@@ -142,6 +142,8 @@ struct Inner {
     applied_split: Option<SplitWord>,
     /// When the sizing looks at the board next.
     next_look: Nanos,
+    /// The sharing policy's state last logged.
+    last_sharing: Option<super::sharing::ShareStatus>,
 }
 
 /// A queue whose KFD id is still to be found: what [`Target`] needs besides the id and size.
@@ -250,6 +252,7 @@ impl Preemption {
             sizer: None,
             applied_split: None,
             next_look: 0,
+            last_sharing: None,
         };
         Preemption {
             settings,
@@ -711,6 +714,15 @@ impl Preemption {
         let budget_at = g.budget.next_allowed(now, expected);
         let mut d = g.policy.decide(now, &mine, &others, cost, budget_ok, budget_at);
         let sharing = g.policy.sharing();
+        if g.last_sharing != Some(sharing) {
+            tracing::debug!(
+                "xhsa: sharing policy {}: held queues get {:.1} % of each period (the higher work's time per packet beside them: {} % of its time without them)",
+                sharing.policy,
+                f64::from(sharing.share_permille) / 10.0,
+                sharing.ratio_pct
+            );
+            g.last_sharing = Some(sharing);
+        }
         watch.show_sharing(xhsa_board::layout::Slot::sharing_word(
             sharing.policy,
             sharing.share_permille,
