@@ -298,11 +298,11 @@ fn sharing_policies_give_the_batch_process_its_share_of_each_period() {
 /// `XHSA_RESERVE=auto@10`: the partition is sized live from measured demand. A latency-critical
 /// process submitting a steady stream of narrow kernels (20 workgroups of 1 ms) beside a batch
 /// process flooding the GPU: with the whole GPU the batch process gets nothing while the critical
-/// one runs, so a reserve is worth its unmaps; the GPU is re-partitioned (20 CUs reserved: the
-/// best predicted size, a trial), every process moves its queues (the batch process's hardware
-/// queue gets the other 60 CUs), and, measured there, the critical process's packets are not
-/// slower, so the size stays. Alone, the critical process never re-partitions: without batch
-/// work nothing is gained.
+/// one runs, so a reserve is worth its unmaps; the GPU is re-partitioned (60 CUs reserved, the
+/// largest size first, a trial), every process moves its queues (the batch process's hardware
+/// queue gets the other 20 CUs), and later changes rest on measurements (smaller sizes are tried
+/// one by one, none twice) decided by one process. Alone, the critical process never
+/// re-partitions: without batch work nothing is gained.
 #[test]
 fn an_auto_reserve_is_sized_from_measured_demand_and_only_when_it_gains() {
     let _lock = run_lock(true);
@@ -348,13 +348,13 @@ fn an_auto_reserve_is_sized_from_measured_demand_and_only_when_it_gains() {
         pair_running("auto-pair", ("-10", "10", "auto"), &critical, &extra, |_, _| {});
     let both = format!("{}{}", crit.stderr, busy.stderr);
     let change =
-        both.lines().find(|l| l.contains("re-partitioned: 0 -> 20 reserved CUs")).unwrap_or_else(
-            || panic!("no re-partition to 20 CUs\n{}\n{}", crit.report(), busy.report()),
+        both.lines().find(|l| l.contains("re-partitioned: 0 -> 60 reserved CUs")).unwrap_or_else(
+            || panic!("no re-partition to 60 CUs\n{}\n{}", crit.report(), busy.report()),
         );
     assert!(change.contains("a trial"), "{change}");
-    for (who, out, cus) in [("critical", &crit, 20), ("batch", &busy, 60)] {
+    for (who, out, cus) in [("critical", &crit, 60), ("batch", &busy, 20)] {
         assert!(
-            out.stderr.contains("live CU split epoch 1: 20 CUs reserved"),
+            out.stderr.contains("live CU split epoch 1: 60 CUs reserved"),
             "{who} did not apply the new split\n{}",
             out.report()
         );

@@ -7,9 +7,14 @@
 //! each queue's completed packets times its measured time per packet (`packet_ns`), summed — its
 //! mean time per packet, the batch class's busy time, and how often batch queues were taken off
 //! the GPU. Per size (the whole GPU being one), the critical class's mean time per packet while
-//! that size was in force ([`Sizes`]); a size's *service ratio* `r` is that time over the whole
-//! GPU's. A size not measured in the last [`MEASURED_FOR_NS`] is assumed to serve as well as the
-//! whole GPU (`r = 1`): choosing it is a trial, which measures it.
+//! that size was in force, not in the first interval after a change ([`Sizes`]); a size's
+//! *service ratio* `r` is that time over the best measured at any size (the whole GPU's can
+//! include waits for batch take-offs). A size not measured in the last [`MEASURED_FOR_NS`] is
+//! assumed to serve as well (`r = 1`): choosing it is a trial, which measures it. Reserves are
+//! searched from the largest down: the search stops at the first measured one that misses the
+//! target, and at the first not measured it explores — a trial of that size when some size from
+//! it down would beat the best measured one (its gain counted from there) — so trials go 60, 40,
+//! 20 CUs on an MI308X.
 //!
 //! **Model**, the critical class's demand `u` in whole-GPU terms:
 //! - the whole GPU (strict priority with preemption): the critical class waits one take-off (a
@@ -29,7 +34,9 @@
 //! when the size in force misses the target) exceeds [`HYSTERESIS`] times what the change costs
 //! — one device-wide unmap per hardware queue on the GPU, at the measured unmap cost — and the
 //! batch class's share changes by at least [`MIN_SHARE_CHANGE`]; never sooner than
-//! [`MIN_INTERVAL_NS`] after the last change (the caller's check, from the board). Every process
+//! [`MIN_INTERVAL_NS`] after the last change, doubled for each further change within a minute
+//! up to 32 s ([`Sizer::min_interval`]: measurements that disagree cost unmaps, so flapping backs
+//! off). Every process
 //! with the setting measures; one decides, the same for all of them ([`Look`]).
 //!
 //! Pure: measurements and costs are passed in.
@@ -44,6 +51,10 @@ pub const DEFAULT_TARGET_PCT: u32 = 130;
 pub const HORIZON_NS: Nanos = 2_000_000_000;
 /// The shortest time between two changes.
 pub const MIN_INTERVAL_NS: Nanos = 2_000_000_000;
+/// Changes within this window lengthen the interval before the next ([`Sizer::min_interval`]).
+pub const BACKOFF_WINDOW_NS: Nanos = 60_000_000_000;
+/// The longest interval the back-off reaches.
+pub const MAX_INTERVAL_NS: Nanos = 32_000_000_000;
 /// The gain must exceed the cost this many times.
 pub const HYSTERESIS: u64 = 2;
 /// The smallest change of the batch class's share worth a re-partition.
@@ -141,7 +152,7 @@ impl Sizes {
         if packet_ns > 0.0 {
             let v = match self.measured.get(&cus) {
                 Some(&(old, at)) if now.saturating_sub(at) < MEASURED_FOR_NS => {
-                    (old * 3.0 + packet_ns) / 4.0
+                    (old + packet_ns) / 2.0
                 }
                 _ => packet_ns,
             };
@@ -149,18 +160,18 @@ impl Sizes {
         }
     }
 
-    /// The service ratio of `cus` against the whole GPU, when both were measured lately.
+    /// The service ratio of `cus` reserved CUs: its time per packet against the best measured
+    /// lately at any size, the whole GPU's included (whose time can include waits for batch
+    /// take-offs, so a reserve's may be the best); `None` unless `cus` was measured lately.
     pub fn ratio(&self, cus: u32, now: Nanos) -> Option<f64> {
-        let fresh = |c| {
-            self.measured
-                .get(&c)
-                .filter(|(_, at)| now.saturating_sub(*at) < MEASURED_FOR_NS)
-                .map(|(v, _)| *v)
-        };
         if cus == 0 {
             return Some(1.0);
         }
-        Some((fresh(cus)? / fresh(0)?).max(0.0))
+        let fresh =
+            self.measured.iter().filter(|(_, (_, at))| now.saturating_sub(*at) < MEASURED_FOR_NS);
+        let best = fresh.clone().map(|(_, (v, _))| *v).fold(f64::INFINITY, f64::min);
+        let own = fresh.filter(|(c, _)| **c == cus).map(|(_, (v, _))| *v).next()?;
+        Some((own / best).max(1.0))
     }
 }
 
@@ -213,6 +224,11 @@ pub struct Verdict {
 
 /// What `cus` reserved CUs would give, with the critical class's demand `u` in whole-GPU terms.
 pub fn predict(s: &Situation, cus: u32, u: f64) -> Prediction {
+    predict_with(s, cus, u, s.measured.ratio(cus, s.now))
+}
+
+/// [`predict`] with the service ratio `measured` (`None`: as good as the best, a trial).
+fn predict_with(s: &Situation, cus: u32, u: f64, measured: Option<f64>) -> Prediction {
     if cus == 0 || s.cu_count == 0 {
         let waits = s.whole_takeoffs_per_s * s.unmap_ns as f64 / 1e9;
         return Prediction {
@@ -223,7 +239,6 @@ pub fn predict(s: &Situation, cus: u32, u: f64) -> Prediction {
             batch_share: (1.0 - u - 2.0 * waits).max(0.0),
         };
     }
-    let measured = s.measured.ratio(cus, s.now);
     let r = measured.unwrap_or(1.0).max(0.01);
     // A class with idle time on the whole GPU (it is paced by its requests) must not saturate
     // its side; one busy all the time paces itself, and only its packets' time counts.
@@ -256,16 +271,45 @@ pub fn decide(s: &Situation) -> Verdict {
     };
     let now = predict(s, s.current, u);
     let mut best = now;
-    for &c in std::iter::once(&0).chain(s.sizes.iter()) {
-        let p = predict(s, c, u);
+    let mut consider = |p: Prediction| {
         if score(&p) > score(&best) {
             best = p;
         }
+    };
+    consider(predict(s, 0, u));
+    // Reserves from the largest down: a smaller one serves no better than a larger one, so the
+    // search stops at the first measured one that misses the target. At the first not measured
+    // it explores: if some size from it down would beat the best measured one (those not
+    // measured as serving as well as the best, r = 1), the step is a trial of that largest
+    // unmeasured size, its gain counted from where it leads.
+    let mut explore: Option<(Prediction, Prediction)> = None;
+    for &c in s.sizes.iter().rev() {
+        let p = predict(s, c, u);
+        if p.measured {
+            if p.slowdown > target {
+                break;
+            }
+            consider(p);
+            continue;
+        }
+        let aim = s.sizes.iter().filter(|&&x| x <= c).map(|&x| predict(s, x, u)).fold(p, |a, b| {
+            if score(&b) > score(&a) {
+                b
+            } else {
+                a
+            }
+        });
+        explore = Some((p, aim));
+        break;
     }
+    let (best, aim) = match explore {
+        Some((step, aim)) if score(&aim) > score(&best) => (step, aim),
+        _ => (best, best),
+    };
     let cost_ns = u64::from(s.queues).saturating_mul(s.unmap_ns);
     let horizon = HORIZON_NS as f64;
     let gain = if now.slowdown <= target {
-        let change = best.batch_share - now.batch_share;
+        let change = aim.batch_share - now.batch_share;
         if change < MIN_SHARE_CHANGE {
             0.0
         } else {
@@ -273,7 +317,7 @@ pub fn decide(s: &Situation) -> Verdict {
         }
     } else if now.slowdown.is_finite() {
         // The size in force misses the target: the critical class's time it would save.
-        (now.slowdown - best.slowdown.min(now.slowdown)) * u * horizon
+        (now.slowdown - aim.slowdown.min(now.slowdown)) * u * horizon
     } else {
         u.max(0.01) * horizon
     };
@@ -293,6 +337,10 @@ pub struct Sizer {
     measured: Sizes,
     whole_takeoffs_per_s: f64,
     demand: Option<Demand>,
+    /// The first interval after a change is not measured.
+    settling: bool,
+    /// When the size in force changed, within the last [`BACKOFF_WINDOW_NS`].
+    changes: std::collections::VecDeque<Nanos>,
 }
 
 impl Sizer {
@@ -305,7 +353,17 @@ impl Sizer {
             measured: Sizes::default(),
             whole_takeoffs_per_s: 0.0,
             demand: None,
+            settling: false,
+            changes: std::collections::VecDeque::new(),
         }
+    }
+
+    /// The shortest time between two changes now: [`MIN_INTERVAL_NS`], doubled for each further
+    /// change in the last [`BACKOFF_WINDOW_NS`], up to [`MAX_INTERVAL_NS`] (measurements that
+    /// disagree must not make the GPU pay an unmap per queue every 2 s).
+    pub fn min_interval(&self) -> Nanos {
+        let n = self.changes.len().saturating_sub(1).min(16) as u32;
+        MIN_INTERVAL_NS.saturating_mul(1 << n).min(MAX_INTERVAL_NS)
     }
 
     /// The critical class's slowdown to keep within from now on, percent.
@@ -328,10 +386,19 @@ impl Sizer {
         let (prev, prev_cus) = prev?;
         let (look, _) = self.last.as_ref()?;
         if prev_cus != current {
-            // A change between the two looks: nothing measured across it.
+            // A change between the two looks: nothing measured across it, nor in the next
+            // interval (the queues' moves and the owners' running estimates settle).
+            self.settling = true;
+            self.changes.push_back(now);
             return None;
         }
+        while self.changes.front().is_some_and(|&t| now.saturating_sub(t) > BACKOFF_WINDOW_NS) {
+            self.changes.pop_front();
+        }
         let d = Demand::between(&prev, look)?;
+        if std::mem::take(&mut self.settling) {
+            return None;
+        }
         if d.critical_packets >= MIN_PACKETS {
             self.measured.record(current, d.critical_packet_ns, now);
         }
@@ -349,7 +416,7 @@ impl Sizer {
             _ => d,
         };
         self.demand = Some(smoothed);
-        if since_change < MIN_INTERVAL_NS || !look.leader {
+        if since_change < self.min_interval() || !look.leader {
             return None;
         }
         let s = Situation {
@@ -442,16 +509,21 @@ mod tests {
     }
 
     #[test]
-    fn measured_ratios_stand_for_a_minute_against_a_fresh_whole_gpu_time() {
+    fn measured_ratios_are_against_the_best_size_and_stand_for_a_minute() {
         let mut m = Sizes::default();
         m.record(20, 3_000.0, 0);
-        assert_eq!(m.ratio(20, S), None, "no whole-GPU time yet");
+        assert_eq!(m.ratio(20, S), Some(1.0), "alone, it is the best");
+        assert_eq!(m.ratio(40, S), None, "not measured");
         m.record(0, 1_000.0, S);
         assert_eq!(m.ratio(20, 2 * S), Some(3.0));
         assert_eq!(m.ratio(0, 2 * S), Some(1.0));
+        // The whole GPU's time included waits for take-offs: 40 CUs were faster.
+        m.record(40, 500.0, S);
+        assert_eq!(m.ratio(20, 2 * S), Some(6.0));
+        assert_eq!(m.ratio(40, 2 * S), Some(1.0));
         assert_eq!(m.ratio(20, MEASURED_FOR_NS + 1), None, "too old");
-        m.record(0, 0.0, 3 * S);
-        assert_eq!(m.ratio(20, 3 * S), Some(3.0), "no packets: no sample");
+        m.record(20, 0.0, 3 * S);
+        assert_eq!(m.ratio(20, 3 * S), Some(6.0), "no packets: no sample");
     }
 
     #[test]
@@ -464,8 +536,13 @@ mod tests {
         let s = Situation { target_pct: 125, ..situation(0, busy(0.15, 0.9, 100.0), &m) };
         let v = decide(&s);
         assert!(v.change, "{v:?}");
-        assert_eq!((v.best.cus, v.best.measured), (20, false), "{v:?}");
+        assert_eq!((v.best.cus, v.best.measured), (60, false), "the largest first: {v:?}");
         assert!(v.gain_ns > 2 * v.cost_ns);
+        // 60 and 40 measured as good: 20 is tried next.
+        let m = measured(&[(60, 1.0), (40, 1.05)]);
+        let s = Situation { target_pct: 125, ..situation(40, busy(0.15, 0.9, 100.0), &m) };
+        let v = decide(&s);
+        assert!(v.change && v.best.cus == 20 && !v.best.measured, "{v:?}");
     }
 
     #[test]
@@ -480,8 +557,8 @@ mod tests {
         });
         assert!(!v.change, "{v:?}");
         assert_eq!(v.best.cus, 20);
-        // Measured 3x there: 3 x 0.85 / 0.55 = 4.6x. 40 CUs, unmeasured, are tried next.
-        let m = measured(&[(20, 3.0)]);
+        // Measured 3x there, 40 CUs as good as the whole GPU: back to 40.
+        let m = measured(&[(60, 1.0), (40, 1.0), (20, 3.0)]);
         let v = decide(&Situation {
             whole_takeoffs_per_s: 100.0,
             target_pct: 125,
@@ -498,9 +575,9 @@ mod tests {
 
     #[test]
     fn a_change_is_made_only_when_its_gain_exceeds_its_cost() {
-        // Whole GPU, strict priority missing 1.25x, 20 CUs measured as good: a change worth
-        // 2 s x the critical class's saved time, against 8 unmaps of 450 us.
-        let m = measured(&[(20, 1.0)]);
+        // Whole GPU, strict priority missing 1.25x, every reserve measured as good: a change to
+        // 20 CUs worth 2 s x the critical class's saved time, against 8 unmaps of 450 us.
+        let m = measured(&[(60, 1.0), (40, 1.0), (20, 1.0)]);
         let s = Situation { target_pct: 125, ..situation(0, busy(0.15, 0.9, 100.0), &m) };
         let v = decide(&s);
         assert!(v.change && v.best.cus == 20, "{v:?}");
@@ -534,14 +611,14 @@ mod tests {
     fn a_server_busy_all_the_time_is_served_by_a_side_where_its_packets_are_not_slower() {
         // Busy 100 % (a steady stream of narrow kernels); measured on 40 CUs as fast as on the
         // whole GPU, on 20 CUs 1.6x: 40 CUs, the batch class gets half the GPU.
-        let m = measured(&[(40, 1.02), (20, 1.6)]);
+        let m = measured(&[(60, 1.0), (40, 1.02), (20, 1.6)]);
         let v = decide(&situation(0, busy(1.0, 0.9, 20.0), &m));
         assert!(v.change && v.best.cus == 40, "{v:?}");
         // Paced by requests and busy 60 % on the whole GPU: on 20 CUs at 1.6x it would be busy
         // 96 %: it cannot be served there even under a 2x target.
-        let m = measured(&[(20, 1.6)]);
+        let m = measured(&[(60, 1.0), (40, 1.0), (20, 1.6)]);
         let v = decide(&Situation { target_pct: 200, ..situation(0, busy(0.6, 0.9, 20.0), &m) });
-        assert_eq!(v.best.cus, 40, "the unmeasured 40 CUs, not 20: {v:?}");
+        assert_eq!(v.best.cus, 40, "40 CUs, not 20: {v:?}");
     }
 
     #[test]
@@ -591,12 +668,24 @@ mod tests {
         let mut sz = Sizer::new(SIZES.to_vec(), 80, 110);
         sz.look(look(1), 0, 0, Some(450_000));
         let v = sz.look(look(2), 0, 10 * LOOK_NS, Some(450_000)).unwrap();
-        assert!(v.change && v.best.cus == 20 && !v.best.measured, "{v:?}");
-        // A change between two looks measures nothing; the next look on 20 CUs does.
-        assert_eq!(sz.look(look(3), 20, 0, Some(450_000)), None);
-        assert_eq!(sz.measured.ratio(20, look(3).at), None);
-        sz.look(look(4), 20, LOOK_NS, Some(450_000));
-        assert_eq!(sz.measured.ratio(20, look(4).at), Some(1.0));
+        assert!(v.change && v.best.cus == 60 && !v.best.measured, "{v:?}");
+        // A change between two looks measures nothing, nor does the interval after it; the
+        // next one on 60 CUs does.
+        assert_eq!(sz.look(look(3), 60, 0, Some(450_000)), None);
+        sz.look(look(4), 60, LOOK_NS, Some(450_000));
+        assert_eq!(sz.measured.ratio(60, look(4).at), None);
+        sz.look(look(5), 60, 2 * LOOK_NS, Some(450_000));
+        assert_eq!(sz.measured.ratio(60, look(5).at), Some(1.0));
+        // Each change within a minute doubles the interval before the next.
+        assert_eq!(sz.min_interval(), MIN_INTERVAL_NS, "one change so far");
+        sz.look(look(6), 40, 2 * LOOK_NS, Some(450_000));
+        assert_eq!(sz.min_interval(), 2 * MIN_INTERVAL_NS);
+        sz.look(look(7), 60, 0, Some(450_000));
+        assert_eq!(sz.min_interval(), 4 * MIN_INTERVAL_NS);
+        let later = |t: u64| Look { at: t * LOOK_NS + BACKOFF_WINDOW_NS, ..look(t) };
+        sz.look(later(8), 60, BACKOFF_WINDOW_NS, Some(450_000));
+        sz.look(later(9), 60, BACKOFF_WINDOW_NS, Some(450_000));
+        assert_eq!(sz.min_interval(), MIN_INTERVAL_NS, "a quiet minute forgets them");
         // A process that does not lead measures and never decides.
         let mut follower = Sizer::new(SIZES.to_vec(), 80, 110);
         let not_leading = |t| Look { leader: false, ..look(t) };
