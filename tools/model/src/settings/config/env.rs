@@ -64,6 +64,24 @@ pub struct EnvSettings {
 }
 
 /// Reads one variable as text: `None` if unset or empty; an error if not UTF-8.
+/// Variable `name` parsed by `parse`; a malformed value is an error naming the `accepted` forms
+/// and what is used instead (`fallback`), and gives `None`.
+fn parsed_var<T>(
+    lookup: &impl Fn(&str) -> Option<OsString>,
+    name: &str,
+    accepted: &str,
+    fallback: &str,
+    errors: &mut Vec<SettingError>,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Option<T> {
+    let text = text_var(lookup, name, errors, fallback)?;
+    let value = parse(&text);
+    if value.is_none() {
+        errors.push(SettingError::new(name, Some(text), format!("expected {accepted}"), fallback));
+    }
+    value
+}
+
 pub(super) fn text_var(
     lookup: &impl Fn(&str) -> Option<OsString>,
     name: &str,
@@ -138,44 +156,30 @@ impl EnvSettings {
             }
         }
 
-        let fallback = "using the config file's window, else 2";
-        if let Some(text) = text_var(&lookup, ENV_WINDOW, &mut errors, fallback) {
-            env.window = parse_window(&text);
-            if env.window.is_none() {
-                errors.push(SettingError::new(
-                    ENV_WINDOW,
-                    Some(text),
-                    format!("expected {ACCEPTED_WINDOW}"),
-                    fallback,
-                ));
-            }
-        }
-
-        let fallback = "using the config file's reserve, else none (one partition: the whole GPU)";
-        if let Some(text) = text_var(&lookup, ENV_RESERVE, &mut errors, fallback) {
-            env.reserve = Reserve::parse(&text);
-            if env.reserve.is_none() {
-                errors.push(SettingError::new(
-                    ENV_RESERVE,
-                    Some(text),
-                    format!("expected {ACCEPTED_RESERVE}"),
-                    fallback,
-                ));
-            }
-        }
-
-        let fallback = "using the config file's policy, else strict";
-        if let Some(text) = text_var(&lookup, ENV_POLICY, &mut errors, fallback) {
-            env.policy = Sharing::parse(&text);
-            if env.policy.is_none() {
-                errors.push(SettingError::new(
-                    ENV_POLICY,
-                    Some(text),
-                    format!("expected {ACCEPTED_POLICY}"),
-                    fallback,
-                ));
-            }
-        }
+        env.window = parsed_var(
+            &lookup,
+            ENV_WINDOW,
+            ACCEPTED_WINDOW,
+            "using the config file's window, else 2",
+            &mut errors,
+            parse_window,
+        );
+        env.reserve = parsed_var(
+            &lookup,
+            ENV_RESERVE,
+            ACCEPTED_RESERVE,
+            "using the config file's reserve, else none (one partition: the whole GPU)",
+            &mut errors,
+            Reserve::parse,
+        );
+        env.policy = parsed_var(
+            &lookup,
+            ENV_POLICY,
+            ACCEPTED_POLICY,
+            "using the config file's policy, else strict",
+            &mut errors,
+            Sharing::parse,
+        );
 
         let fallback = "scheduling stays enabled";
         if let Some(text) = text_var(&lookup, ENV_DISABLE, &mut errors, fallback) {

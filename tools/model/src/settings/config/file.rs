@@ -25,6 +25,22 @@ pub(super) const CONFIG_KEYS: &[&str] = &[
     "library",
 ];
 pub(super) const RULE_KEYS: &[&str] = &["name", "priority"];
+/// `value` parsed (`parsed`), or an error at `at` saying what was `expected` and what is used
+/// instead (`fallback`).
+fn checked<T>(
+    parsed: Option<T>,
+    at: impl FnOnce() -> String,
+    value: &toml::Value,
+    expected: &str,
+    fallback: &str,
+    errors: &mut Vec<SettingError>,
+) -> Option<T> {
+    if parsed.is_none() {
+        errors.push(SettingError::new(at(), Some(value_text(value)), expected, fallback));
+    }
+    parsed
+}
+
 /// A `[[process]]` or `[[library]]` rule.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rule {
@@ -93,29 +109,27 @@ impl Config {
         for (key, value) in &table {
             match key.as_str() {
                 "priority" => {
-                    config.priority = value.as_integer().and_then(Level::new);
-                    if config.priority.is_none() {
-                        errors.push(SettingError::new(
-                            at(key),
-                            Some(value_text(value)),
-                            format!("expected {ACCEPTED_PRIORITY}"),
-                            "using XHSA_PRIORITY or a matching rule if any, else 0",
-                        ));
-                    }
+                    config.priority = checked(
+                        value.as_integer().and_then(Level::new),
+                        || at(key),
+                        value,
+                        &format!("expected {ACCEPTED_PRIORITY}"),
+                        "using XHSA_PRIORITY or a matching rule if any, else 0",
+                        &mut errors,
+                    );
                 }
                 "window" => {
-                    config.window = value
-                        .as_integer()
-                        .and_then(|n| u64::try_from(n).ok())
-                        .and_then(WindowSize::new);
-                    if config.window.is_none() {
-                        errors.push(SettingError::new(
-                            at(key),
-                            Some(value_text(value)),
-                            format!("expected {ACCEPTED_WINDOW}"),
-                            "using XHSA_WINDOW if set, else 2",
-                        ));
-                    }
+                    config.window = checked(
+                        value
+                            .as_integer()
+                            .and_then(|n| u64::try_from(n).ok())
+                            .and_then(WindowSize::new),
+                        || at(key),
+                        value,
+                        &format!("expected {ACCEPTED_WINDOW}"),
+                        "using XHSA_WINDOW if set, else 2",
+                        &mut errors,
+                    );
                 }
                 "passthrough_libs" => match value {
                     toml::Value::String(s) => config.passthrough_libs = Whitelist::parse(s),
@@ -140,26 +154,24 @@ impl Config {
                     )),
                 },
                 "reserve" => {
-                    config.reserve = value.as_str().and_then(Reserve::parse);
-                    if config.reserve.is_none() {
-                        errors.push(SettingError::new(
-                            at(key),
-                            Some(value_text(value)),
-                            format!("expected a string {ACCEPTED_RESERVE}"),
-                            "using XHSA_RESERVE if set, else none (one partition: the whole GPU)",
-                        ));
-                    }
+                    config.reserve = checked(
+                        value.as_str().and_then(Reserve::parse),
+                        || at(key),
+                        value,
+                        &format!("expected a string {ACCEPTED_RESERVE}"),
+                        "using XHSA_RESERVE if set, else none (one partition: the whole GPU)",
+                        &mut errors,
+                    );
                 }
                 "policy" => {
-                    config.policy = value.as_str().and_then(Sharing::parse);
-                    if config.policy.is_none() {
-                        errors.push(SettingError::new(
-                            at(key),
-                            Some(value_text(value)),
-                            format!("expected a string {ACCEPTED_POLICY}"),
-                            "using XHSA_POLICY if set, else strict",
-                        ));
-                    }
+                    config.policy = checked(
+                        value.as_str().and_then(Sharing::parse),
+                        || at(key),
+                        value,
+                        &format!("expected a string {ACCEPTED_POLICY}"),
+                        "using XHSA_POLICY if set, else strict",
+                        &mut errors,
+                    );
                 }
                 "board_dir" => {
                     config.board_dir = match value {
