@@ -301,8 +301,8 @@ fn sharing_policies_give_the_batch_process_its_share_of_each_period() {
 /// one runs, so a reserve is worth its unmaps; the GPU is re-partitioned (60 CUs reserved, the
 /// largest size first, a trial), every process moves its queues (the batch process's hardware
 /// queue gets the other 20 CUs), and later changes rest on measurements (smaller sizes are tried
-/// one by one, none twice) decided by one process. Alone, the critical process never
-/// re-partitions: without batch work nothing is gained.
+/// one by one, none twice), never closer than the board's minimum interval. Alone, the critical
+/// process never re-partitions: without batch work nothing is gained.
 #[test]
 fn an_auto_reserve_is_sized_from_measured_demand_and_only_when_it_gains() {
     let _lock = run_lock(true);
@@ -374,8 +374,20 @@ fn an_auto_reserve_is_sized_from_measured_demand_and_only_when_it_gains() {
             assert!(tried.insert(to.to_string()), "{to} CUs tried twice: {changes:#?}");
         }
     }
-    let deciders = [&crit, &busy].iter().filter(|o| o.stderr.contains("re-partitioned:")).count();
-    assert_eq!(deciders, 1, "{changes:#?}");
+    // Whoever decides (the lowest owner token among the processes present, so it may change
+    // when a process joins), changes keep the board's minimum interval between them.
+    let mut at: Vec<&str> = changes.iter().map(|l| &l[..l.find('Z').unwrap_or(0)]).collect();
+    at.sort_unstable();
+    let secs = |t: &str| -> f64 {
+        let hms = &t[t.find('T').unwrap() + 1..];
+        hms.split(':').fold(0.0, |acc, x| acc * 60.0 + x.parse::<f64>().unwrap())
+    };
+    for w in at.windows(2) {
+        assert!(
+            secs(w[1]) - secs(w[0]) >= 1.9,
+            "two changes closer than the 2 s minimum: {changes:#?}"
+        );
+    }
     eprintln!("re-partitions: {changes:#?}");
 }
 
