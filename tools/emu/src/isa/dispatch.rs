@@ -35,6 +35,36 @@ use super::wave::{Apertures, Wave, WaveState, LANES};
 use super::IsaError;
 use crate::kernels::{Dispatch, Fault};
 
+/// An instruction tracer (for diagnosis: the host rig's tests use it to check each instruction a
+/// lane executed against an independent model): called before and after every instruction of
+/// every wave while one is set, with the wave, the instruction's address and the instruction.
+pub type Tracer = Box<dyn FnMut(&Wave, u64, &Inst, TracePoint) + Send>;
+
+/// When a [`Tracer`] is called.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TracePoint {
+    Before,
+    After,
+}
+
+/// Whether a tracer is set: looked at once per block, so that untraced runs pay one load.
+static TRACING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static TRACER: std::sync::Mutex<Option<Tracer>> = std::sync::Mutex::new(None);
+
+/// Sets (or with `None` removes) the process's instruction tracer; returns the previous one.
+/// Every interpreter thread calls it, one instruction at a time (it is behind a lock).
+pub fn set_tracer(t: Option<Tracer>) -> Option<Tracer> {
+    let mut g = TRACER.lock().unwrap_or_else(|p| p.into_inner());
+    TRACING.store(t.is_some(), std::sync::atomic::Ordering::SeqCst);
+    std::mem::replace(&mut *g, t)
+}
+
+fn trace(w: &Wave, pc: u64, i: &Inst, at: TracePoint) {
+    if let Some(t) = TRACER.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+        t(w, pc, i, at);
+    }
+}
+
 /// What the dispatch's waves are given besides the packet's fields.
 #[derive(Clone, Debug)]
 pub struct Launch {
@@ -664,13 +694,21 @@ fn run_wave<const FINE: bool>(
     let mut moved = false;
     loop {
         let block = code.block(ctx.mem, w.pc)?;
+        let traced = TRACING.load(std::sync::atomic::Ordering::Relaxed);
         for Entry { inst, h } in block {
             let pc = w.pc;
             w.executed += 1;
             if w.executed.is_multiple_of(CLOCK_EVERY) {
                 progress.check(w);
             }
-            let step = h(w, inst, ctx).map_err(|e| match e {
+            if traced {
+                trace(w, pc, inst, TracePoint::Before);
+            }
+            let step = h(w, inst, ctx);
+            if traced {
+                trace(w, pc, inst, TracePoint::After);
+            }
+            let step = step.map_err(|e| match e {
                 ExecError::Fault(f) => IsaError::Fault(f),
                 ExecError::Unimplemented => IsaError::Unimplemented {
                     pc,
