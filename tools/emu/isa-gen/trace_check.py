@@ -4,7 +4,8 @@
 The model is written from the CDNA2/CDNA3 ISA definitions, not from the interpreter: every
 floating-point result is computed exactly (Python's Fraction) and rounded once to nearest even
 by the code below, operands and modifiers are read from llvm-objdump's disassembly (not from the
-interpreter's decoder), and v_trig_preop_f64's bits of 2/pi come from mpmath.
+interpreter's decoder), and v_trig_preop_f64's bits of 2/pi are computed here from Machin's
+formula (the interpreter's table was computed with mpmath).
 
   trace_check.py spec DISASM > SPEC      registers each VALU instruction reads and writes
   trace_check.py check DISASM TRACE      first instruction per lane whose traced result differs
@@ -17,6 +18,7 @@ instruction the lane's wave executed.
 import re
 import sys
 from fractions import Fraction
+from math import isqrt
 
 # ---- IEEE binary formats, exact rounding ----------------------------------------------------
 
@@ -133,15 +135,26 @@ def arith(kind, args, fmt):
     return rnd(q, fmt, zs)
 
 
-# ---- 2/pi for v_trig_preop_f64, from mpmath -------------------------------------------------
+# ---- 2/pi for v_trig_preop_f64 --------------------------------------------------------------
 
 
 def two_over_pi_bits(n):
-    import mpmath
+    """The first n fraction bits of 2/pi, from pi by Machin's formula in integer arithmetic
+    (64 guard bits)."""
+    m = n + 64
+    one = 1 << (m + 32)
 
-    mpmath.mp.prec = n + 64
-    v = mpmath.mpf(2) / mpmath.pi
-    return int(mpmath.floor(v * mpmath.mpf(2) ** n))  # the first n fraction bits (v < 1)
+    def atan_inv(x):
+        total = term = one // x
+        x2, k, sign = x * x, 1, -1
+        while term:
+            term //= x2
+            total += sign * (term // (2 * k + 1))
+            sign, k = -sign, k + 1
+        return total
+
+    pi = (16 * atan_inv(5) - 4 * atan_inv(239)) >> 32  # pi * 2^m
+    return (1 << (n + 1 + m)) // pi  # 2/pi * 2^n
 
 
 TWO_OVER_PI_1201 = None
@@ -360,17 +373,17 @@ def model(name, ops, st, lane, mods=()):
             return d, 64, rnd(v / p2(e + 1), F64), 0
         return d, 32, (e + 1) & 0xFFFFFFFF, 0
     if base in ("v_rcp_f64", "v_rsq_f64", "v_sqrt_f64"):
-        import mpmath
-
         a = f64(1)
         v, s = decode(a, F64)
         if v in ("nan", "inf") or v == 0 or v < 0:
             raise Unmodelled(f"{base} of a special operand")
-        mpmath.mp.prec = 300
-        m = mpmath.mpf(v.numerator) / v.denominator
-        r = {"v_rcp_f64": 1 / m, "v_rsq_f64": 1 / mpmath.sqrt(m), "v_sqrt_f64": mpmath.sqrt(m)}[base]
-        man, ex = mpmath.frexp(r)
-        q = Fraction(int(man * 2**200)) * p2(ex - 200)
+        if base == "v_rcp_f64":
+            q = 1 / v
+        else:
+            # sqrt to 1200 bits by the integer square root (far below half an ulp of error)
+            k = 1200
+            root = Fraction(isqrt(v.numerator * (1 << (2 * k)) // v.denominator), 1 << k)
+            q = root if base == "v_sqrt_f64" else 1 / root
         return d, 64, rnd(q, F64), 1  # the hardware's ~1 ulp
     if base == "v_div_scale_f64":
         # the CDNA ISA's pseudocode; D is the first operand, VCC the second (an SGPR pair)

@@ -2035,7 +2035,7 @@ fn fp64_math_variant(rocm: Option<&str>, arch: &str, flags: &[&str]) -> (PathBuf
 /// those lanes' registers before and after every VALU instruction, and checks the trace with
 /// tools/emu/isa-gen/trace_check.py: an independent model of each instruction from the ISA's
 /// definitions (exact rational arithmetic rounded once, operands read from llvm-objdump's
-/// disassembly, 2/pi from mpmath). Returns the checker's report (its line `lanes with a
+/// disassembly, 2/pi from Machin's formula). Returns the checker's report (its line `lanes with a
 /// difference: N` and the first differing instruction of each such lane).
 fn fp64_math_trace_check(co: &Path, r: &mut HostRig, lanes: &[usize], work: &Path) -> String {
     use std::collections::HashMap;
