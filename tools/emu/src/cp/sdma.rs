@@ -129,6 +129,21 @@ fn run(q: &mut SdmaQueue, env: &Env, cfg: &Config, now: u64) -> bool {
                 if !(env.memory.device_accessible(src, bytes)
                     && env.memory.device_accessible(dst, bytes))
                 {
+                    let near = |a: u64| {
+                        env.memory.find(a).map(|r| {
+                            format!("{:#x}+{:#x} {:?} host {:#x}", r.start, r.size, r.kind, r.host)
+                        })
+                    };
+                    tracing::warn!(
+                        src = format_args!("{src:#x}"),
+                        dst = format_args!("{dst:#x}"),
+                        bytes,
+                        src_range = ?near(src),
+                        src_end_range = ?near(src + bytes - 1),
+                        dst_range = ?near(dst),
+                        dst_end_range = ?near(dst + bytes - 1),
+                        "xhsa-emu: SDMA linear copy outside one mapped range"
+                    );
                     return fault(
                         q,
                         env,
@@ -285,19 +300,30 @@ mod tests {
     /// One SDMA packet run over host memory: a buffer of `bytes` words with the ring, the read
     /// and write indices, a source and a destination of `len` bytes each.
     fn run_packet(packet: &[u32], buf: &mut [u64]) {
+        run_packet_split(packet, buf, &[]);
+    }
+
+    /// As [`run_packet`], with the buffer registered as ranges side by side, cut at the byte
+    /// offsets `cuts` (as HIP locks a large pageable buffer in pieces).
+    fn run_packet_split(packet: &[u32], buf: &mut [u64], cuts: &[u64]) {
         let base = buf.as_mut_ptr() as u64;
         let memory = Memory::default();
-        memory.insert(Range {
-            host: 0,
-            start: base,
-            size: 8 * buf.len() as u64,
-            kind: MemKind::System,
-            node: 0,
-            flags: 0,
-            mapped_nodes: vec![1],
-            user_data: 0,
-            handle: 1,
-        });
+        let ends: Vec<u64> = cuts.iter().copied().chain([8 * buf.len() as u64]).collect();
+        let mut start = 0;
+        for (k, &end) in ends.iter().enumerate() {
+            memory.insert(Range {
+                host: 0,
+                start: base + start,
+                size: end - start,
+                kind: if k == 0 { MemKind::System } else { MemKind::Userptr },
+                node: 0,
+                flags: 0,
+                mapped_nodes: vec![1],
+                user_data: 0,
+                handle: 1 + k as u64,
+            });
+            start = end;
+        }
         let (ring, rptr, wptr) = (base, base + 256, base + 264);
         for (k, d) in packet.iter().enumerate() {
             HOST.write(ring + 4 * k as u64, &d.to_le_bytes());
@@ -366,6 +392,43 @@ mod tests {
             (0..len).find(|&i| got[i] != pattern(i))
         );
         assert_eq!(got[len], 0xee, "the byte after the copy is left alone");
+    }
+
+    /// ROCm 5.2's HIP locks a 64 MiB pageable buffer as userptr registrations side by side, and
+    /// ROCr's SDMA copies of 4 MiB - 32 bytes run from one into the next: the GPU's page tables
+    /// map them as one run of addresses. The emulator took it for an access outside memory
+    /// ("SDMA memory fault addr=0x7f...dfff00", ROCr's VMFaultHandler abort; reproduced by
+    /// tests/programs/hip_copies.hip, natively and under libxhsa).
+    #[test]
+    fn a_linear_copy_across_ranges_side_by_side_copies_every_byte() {
+        let len: usize = (4 << 20) - 32;
+        let words = 64 + 2 * (len / 8 + 2);
+        let mut buf = vec![0u64; words];
+        let base = buf.as_mut_ptr() as u64;
+        let src = base + 512;
+        let dst = src + len as u64 + 8;
+        let pattern = |i: usize| (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[i % 4];
+        for i in 0..len {
+            HOST.write(src + i as u64, &[pattern(i)]);
+        }
+        // The source's first 256 bytes in one range, the rest and the destination in others.
+        let cuts = [512 + 256, 512 + len as u64 / 2 + 8];
+        run_packet_split(
+            &[
+                OP_COPY | SUB_COPY_LINEAR << 8,
+                len as u32 - 1,
+                0,
+                src as u32,
+                (src >> 32) as u32,
+                dst as u32,
+                (dst >> 32) as u32,
+            ],
+            &mut buf,
+            &cuts,
+        );
+        let mut got = vec![0u8; len];
+        HOST.read(dst, &mut got);
+        assert_eq!((0..len).filter(|&i| got[i] != pattern(i)).count(), 0);
     }
 
     #[test]

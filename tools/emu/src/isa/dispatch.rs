@@ -35,6 +35,36 @@ use super::wave::{Apertures, Wave, WaveState, LANES};
 use super::IsaError;
 use crate::kernels::{Dispatch, Fault};
 
+/// An instruction tracer (for diagnosis: the host rig's tests use it to check each instruction a
+/// lane executed against an independent model): called before and after every instruction of
+/// every wave while one is set, with the wave, the instruction's address and the instruction.
+pub type Tracer = Box<dyn FnMut(&Wave, u64, &Inst, TracePoint) + Send>;
+
+/// When a [`Tracer`] is called.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TracePoint {
+    Before,
+    After,
+}
+
+/// Whether a tracer is set: looked at once per wave turn, so that untraced runs pay one load.
+static TRACING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static TRACER: std::sync::Mutex<Option<Tracer>> = std::sync::Mutex::new(None);
+
+/// Sets (or with `None` removes) the process's instruction tracer; returns the previous one.
+/// Every interpreter thread calls it, one instruction at a time (it is behind a lock).
+pub fn set_tracer(t: Option<Tracer>) -> Option<Tracer> {
+    let mut g = TRACER.lock().unwrap_or_else(|p| p.into_inner());
+    TRACING.store(t.is_some(), std::sync::atomic::Ordering::SeqCst);
+    std::mem::replace(&mut *g, t)
+}
+
+fn trace(w: &Wave, pc: u64, i: &Inst, at: TracePoint) {
+    if let Some(t) = TRACER.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+        t(w, pc, i, at);
+    }
+}
+
 /// What the dispatch's waves are given besides the packet's fields.
 #[derive(Clone, Debug)]
 pub struct Launch {
@@ -598,10 +628,14 @@ fn run_group(
             let mut sliced = false;
             for (w, &y) in waves.iter_mut().zip(&yield_at) {
                 if w.state == WaveState::Running {
-                    moved |= if slice < MAX_SLICE {
-                        run_wave::<true>(w, code, ctx, gws, progress, slice, y)?
+                    // A set tracer runs the traced copy of the loop, out of line (looked at once
+                    // per turn; the untraced loops carry no test for it).
+                    moved |= if TRACING.load(std::sync::atomic::Ordering::Relaxed) {
+                        run_wave_traced(w, code, ctx, gws, progress, slice, y)?
+                    } else if slice < MAX_SLICE {
+                        run_wave::<true, false>(w, code, ctx, gws, progress, slice, y)?
                     } else {
-                        run_wave::<false>(w, code, ctx, gws, progress, slice, y)?
+                        run_wave::<false, false>(w, code, ctx, gws, progress, slice, y)?
                     };
                     sliced |= w.state == WaveState::Running;
                 }
@@ -645,13 +679,28 @@ fn release_gws(waves: &mut [Wave], gws: &Gws) -> bool {
     any
 }
 
+/// [`run_wave`] with the tracer called around every instruction.
+#[cold]
+#[inline(never)]
+fn run_wave_traced(
+    w: &mut Wave,
+    code: &mut Code,
+    ctx: &mut Ctx,
+    gws: &mut Gws,
+    progress: &mut Progress,
+    slice: u64,
+    yield_at: u64,
+) -> Result<bool, IsaError> {
+    run_wave::<true, true>(w, code, ctx, gws, progress, slice, yield_at)
+}
+
 /// Runs one wave until it ends, waits (workgroup barrier, GWS barrier, `s_sleep`), has reached
 /// `yield_at` instructions (its [`QUANTUM`]) and takes a branch (it is then preempted), or has run `slice`
 /// instructions (it stays running: the next wave of the workgroup has its turn): with `FINE`
 /// the slice is looked at after every instruction (the short slices after a barrier), else
 /// between blocks only (the hot loop stays as it was). Returns whether it passed a GWS barrier
 /// or used its quantum up (ending is seen by the caller).
-fn run_wave<const FINE: bool>(
+fn run_wave<const FINE: bool, const TRACED: bool>(
     w: &mut Wave,
     code: &mut Code,
     ctx: &mut Ctx,
@@ -670,7 +719,15 @@ fn run_wave<const FINE: bool>(
             if w.executed.is_multiple_of(CLOCK_EVERY) {
                 progress.check(w);
             }
-            let step = h(w, inst, ctx).map_err(|e| match e {
+            let step = if TRACED {
+                trace(w, pc, inst, TracePoint::Before);
+                let step = h(w, inst, ctx);
+                trace(w, pc, inst, TracePoint::After);
+                step
+            } else {
+                h(w, inst, ctx)
+            };
+            let step = step.map_err(|e| match e {
                 ExecError::Fault(f) => IsaError::Fault(f),
                 ExecError::Unimplemented => IsaError::Unimplemented {
                     pc,

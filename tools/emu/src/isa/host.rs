@@ -75,7 +75,9 @@ impl CodeObject {
         self.target
     }
 
-    fn base(&self) -> u64 {
+    /// The host address the image is loaded at (instruction addresses are this plus their ELF
+    /// virtual address).
+    pub fn base(&self) -> u64 {
         self.image.as_ptr() as u64
     }
 
@@ -109,6 +111,10 @@ pub struct HostRig {
     /// The packet's group segment size (LDS bytes per workgroup, the kernel's static LDS plus
     /// the dynamic `extern __shared__` it is launched with); 0 (the static size) unless set.
     pub group_segment: u32,
+    /// The packet's private segment size (scratch bytes per work-item, at least the kernel's
+    /// fixed size): what HIP passes for kernels with a dynamic stack (calls, as at -O0); 0 (the
+    /// descriptor's fixed size) unless set.
+    pub private_segment: u32,
 }
 
 impl HostRig {
@@ -120,6 +126,7 @@ impl HostRig {
             interrupts: Vec::new(),
             threads: 1,
             group_segment: 0,
+            private_segment: 0,
         }
     }
 
@@ -220,6 +227,7 @@ impl HostRig {
             packet[4 + 2 * k..6 + 2 * k].copy_from_slice(&wg[k].to_le_bytes());
             packet[12 + 4 * k..16 + 4 * k].copy_from_slice(&grid[k].to_le_bytes());
         }
+        packet[24..28].copy_from_slice(&self.private_segment.to_le_bytes());
         packet[28..32].copy_from_slice(&self.group_segment.to_le_bytes());
         packet[32..40].copy_from_slice(&ko.to_le_bytes());
         packet[40..48].copy_from_slice(&kernarg.to_le_bytes());
@@ -230,7 +238,7 @@ impl HostRig {
             wg,
             kernarg,
             group_segment: self.group_segment,
-            private_segment: 0,
+            private_segment: self.private_segment,
         };
         let ranges = self.ranges();
         let accessible = |a: u64, l: u64| {

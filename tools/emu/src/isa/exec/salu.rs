@@ -409,6 +409,11 @@ fn hwreg(simm: i32) -> (u32, u32, u32) {
 }
 
 const HW_REG_MODE: u32 = 1;
+/// SH_MEM_BASES (gfx9/CDNA): PRIVATE_BASE [15:0] and SHARED_BASE [31:16], the apertures' address
+/// bits [63:48]. Code that takes a stack object's flat address reads it (LLVM's
+/// `hwreg(HW_REG_SH_MEM_BASES, 0, 16)`, shifted into the high dword: every kernel with a
+/// dynamic stack, as at -O0).
+const HW_REG_SH_MEM_BASES: u32 = 15;
 
 /// SOPK: the 16-bit immediate is sign-extended for signed ops, zero-extended for unsigned.
 pub fn sopk(op: u16) -> Option<Handler> {
@@ -482,15 +487,17 @@ pub fn sopk(op: u16) -> Option<Handler> {
             w.set_s32(i.dst, a.wrapping_mul(i.imm) as u32);
             Ok(Step::Next)
         }),
-        // Hardware registers: MODE (id 1) is kept per wave; the others read 0 (no trap,
-        // status or ID state is modelled) and writes to them are dropped.
-        sk::S_GETREG_B32 => Some(|w: &mut Wave, i: &Inst, _: &mut Ctx| {
+        // Hardware registers: MODE (id 1) is kept per wave, SH_MEM_BASES (id 15) holds the
+        // apertures; the others read 0 (no trap, status or ID state is modelled) and writes to
+        // them are dropped.
+        sk::S_GETREG_B32 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
             let (id, offset, size) = hwreg(i.imm);
-            let v = if id == HW_REG_MODE {
-                (u64::from(w.mode) >> offset) & ((1u64 << size) - 1)
-            } else {
-                0
+            let reg = match id {
+                HW_REG_MODE => u64::from(w.mode),
+                HW_REG_SH_MEM_BASES => (c.apertures.shared >> 48) << 16 | c.apertures.private >> 48,
+                _ => 0,
             };
+            let v = (reg >> offset) & ((1u64 << size) - 1);
             w.set_s32(i.dst, v as u32);
             Ok(Step::Next)
         }),

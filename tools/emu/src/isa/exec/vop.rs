@@ -89,11 +89,29 @@ fn frexp64(x: f64) -> (f64, i32) {
     (f64::from_bits((bits & !(0x7ff << 52)) | (1022 << 52)), exp - 1022)
 }
 
+/// `x * 2^e` rounded once (the ISA's `ldexp`, `v_ldexp_f64`): zeros, infinities and NaNs are
+/// kept whatever `e` is.
 fn ldexp64(x: f64, e: i32) -> f64 {
-    // Two steps keep intermediate powers representable.
-    let e = e.clamp(-2200, 2200);
-    let h = e / 2;
-    x * 2f64.powi(h) * 2f64.powi(e - h)
+    if x == 0.0 || !x.is_finite() {
+        return x;
+    }
+    // x = m * 2^k with m in [0.5, 1) exactly; the result is m * 2^(k + e).
+    let (m, k) = frexp64(x);
+    let t = k.saturating_add(e);
+    if t > 1024 {
+        return f64::INFINITY.copysign(x);
+    }
+    if t >= -1021 {
+        // A normal result: exact, by the exponent field (m * 2 in [1, 2) has field 1023).
+        return f64::from_bits((m.to_bits() & !(0x7ff << 52)) | (((t + 1022) as u64) << 52));
+    }
+    if t < -1074 {
+        // Below half the smallest denormal (m < 1): zero.
+        return 0f64.copysign(x);
+    }
+    // A denormal (or the smallest normal): one multiplication by the exact power 2^t rounds
+    // once. 2^t is itself a denormal here, exact down to 2^-1074.
+    m * f64::from_bits(if t >= -1022 { ((t + 1023) as u64) << 52 } else { 1 << (t + 1074) })
 }
 
 fn fract64(x: f64) -> f64 {
@@ -156,8 +174,70 @@ fn rndne64(x: f64) -> f64 {
     }
 }
 
-/// The scaling step of the division sequence (`v_div_scale`): D = S0, scaled by 2^±64 (and
-/// VCC set) only where the quotient of S2 / S1 would leave the range the refinement handles.
+/// The biased exponent field of an f64 (the ISA's `exponent()`).
+fn exponent64(x: f64) -> i32 {
+    ((x.to_bits() >> 52) & 0x7ff) as i32
+}
+
+/// The biased exponent field of an f32.
+fn exponent32(x: f32) -> i32 {
+    ((x.to_bits() >> 23) & 0xff) as i32
+}
+
+/// `v_div_scale_f64` as the CDNA ISA's pseudocode defines it: S0 (the denominator S1 or the
+/// numerator S2) scaled by 2^128 or 2^-128 where the quotient S2 / S1 or the reciprocal would
+/// leave the range the Newton-Raphson refinement keeps its precision in; VCC set where
+/// `v_div_fmas_f64` has to scale the quotient back. Returns (D, VCC bit).
+fn div_scale_f64(s0: f64, den: f64, num: f64) -> (f64, bool) {
+    let sub = |x: f64| x.is_subnormal();
+    if num == 0.0 || den == 0.0 {
+        (f64::NAN, false)
+    } else if exponent64(num) - exponent64(den) >= 768 {
+        // N/D near the largest double: only the denominator is scaled.
+        (if s0 == den { ldexp64(s0, 128) } else { s0 }, true)
+    } else if sub(den) {
+        (ldexp64(s0, 128), false)
+    } else if sub(1.0 / den) && sub(num / den) {
+        (if s0 == den { ldexp64(s0, 128) } else { s0 }, true)
+    } else if sub(1.0 / den) {
+        (ldexp64(s0, -128), false)
+    } else if sub(num / den) {
+        // Only the numerator is scaled.
+        (if s0 == num { ldexp64(s0, 128) } else { s0 }, true)
+    } else if exponent64(num) <= 53 {
+        // A tiny numerator: both are scaled.
+        (ldexp64(s0, 128), false)
+    } else {
+        (s0, false)
+    }
+}
+
+/// `v_div_scale_f32`: the same with 2^64 and the f32 limits (the reciprocal's denormal test is
+/// on the f64 reciprocal, as the ISA writes it).
+fn div_scale_f32(s0: f32, den: f32, num: f32) -> (f32, bool) {
+    let sub = |x: f32| x.is_subnormal();
+    let up = |x: f32| (f64::from(x) * 2f64.powi(64)) as f32;
+    if num == 0.0 || den == 0.0 {
+        (f32::NAN, false)
+    } else if exponent32(num) - exponent32(den) >= 96 {
+        (if s0 == den { up(s0) } else { s0 }, true)
+    } else if sub(den) {
+        (up(s0), false)
+    } else if (1.0 / f64::from(den)).is_subnormal() && sub(num / den) {
+        (if s0 == den { up(s0) } else { s0 }, true)
+    } else if (1.0 / f64::from(den)).is_subnormal() {
+        ((f64::from(s0) * 2f64.powi(-64)) as f32, false)
+    } else if sub(num / den) {
+        (if s0 == num { up(s0) } else { s0 }, true)
+    } else if exponent32(num) <= 23 {
+        (up(s0), false)
+    } else {
+        (s0, false)
+    }
+}
+
+/// The scaling step of the division sequence (`v_div_scale`): D and VCC per lane from
+/// [`div_scale_f64`] / [`div_scale_f32`].
 fn div_scale(w: &mut Wave, i: &Inst, c: &mut Ctx, wide: bool) -> Result<Step, ExecError> {
     let ty = if wide { F64 } else { F32 };
     let s: [super::valu::Src; 3] = std::array::from_fn(|k| super::valu::Src::new(w, i, k, ty, c));
@@ -165,74 +245,142 @@ fn div_scale(w: &mut Wave, i: &Inst, c: &mut Ctx, wide: bool) -> Result<Step, Ex
     let mut vcc = 0u64;
     for l in lanes(exec) {
         let (s0, s1, s2) = (s[0].get(w, l), s[1].get(w, l), s[2].get(w, l));
-        let r = if wide {
-            let (a, den, num) = (d(s0), d(s1), d(s2));
-            let (ed, en) = (frexp64(den).1, frexp64(num).1);
-            if den == 0.0 || num == 0.0 {
-                db(f64::NAN)
-            } else if en - ed >= 768 {
-                vcc |= 1 << l;
-                if s0 == s1 {
-                    db(ldexp64(a, 128))
-                } else {
-                    s0
-                }
-            } else if den.is_subnormal() || num.is_subnormal() || en <= 53 {
-                db(ldexp64(a, 128))
-            } else if ed - en >= 768 {
-                vcc |= 1 << l;
-                if s0 == s1 {
-                    db(ldexp64(a, 128))
-                } else {
-                    s0
-                }
-            } else {
-                s0
-            }
+        let (r, v) = if wide {
+            let (r, v) = div_scale_f64(d(s0), d(s1), d(s2));
+            (db(r), v)
         } else {
-            let (a, den, num) = (f(s0), f(s1), f(s2));
-            let (ed, en) = (frexp64(f64::from(den)).1, frexp64(f64::from(num)).1);
-            if den == 0.0 || num == 0.0 {
-                fb(f32::NAN)
-            } else if en - ed >= 96 {
-                vcc |= 1 << l;
-                if s0 == s1 {
-                    fb((f64::from(a) * 2f64.powi(64)) as f32)
-                } else {
-                    s0
-                }
-            } else if den.is_subnormal() || num.is_subnormal() || en <= 23 {
-                fb((f64::from(a) * 2f64.powi(64)) as f32)
-            } else if ed - en >= 96 {
-                vcc |= 1 << l;
-                if s0 == s1 {
-                    fb((f64::from(a) * 2f64.powi(64)) as f32)
-                } else {
-                    s0
-                }
-            } else {
-                s0
-            }
+            let (r, v) = div_scale_f32(f(s0), f(s1), f(s2));
+            (fb(r), v)
         };
+        if v {
+            vcc |= 1 << l;
+        }
         super::valu::write(w, i, ty, l, r);
     }
     w.set_s64(i.sdst, vcc);
     Ok(Step::Next)
 }
 
-/// `v_div_fmas`: fma, then scaled by 2^64 (2^128 for f64) in lanes whose VCC is set, undoing
-/// `v_div_scale`'s scaling.
+/// `a + b` as a rounded sum and its exact error (Knuth's TwoSum).
+fn two_sum(a: f64, b: f64) -> (f64, f64) {
+    let s = a + b;
+    let bb = s - a;
+    (s, (a - (s - bb)) + (b - bb))
+}
+
+/// The sign (-1, 0, 1) of the exact `a * b + c - r`, for finite operands whose products and
+/// sums stay in the normal range: `a * b = p + e` exactly, and the four terms are summed as a
+/// nonoverlapping expansion (Shewchuk), whose most significant nonzero term has the sign.
+fn fma_residual_sign(a: f64, b: f64, c: f64, r: f64) -> i32 {
+    let p = a * b;
+    let e = a.mul_add(b, -p);
+    let mut exp: Vec<f64> = vec![p];
+    for t in [e, c, -r] {
+        let mut q = t;
+        let mut next = Vec::with_capacity(exp.len() + 1);
+        for &x in &exp {
+            let (s, err) = two_sum(q, x);
+            if err != 0.0 {
+                next.push(err);
+            }
+            q = s;
+        }
+        next.push(q);
+        exp = next;
+    }
+    match exp.iter().rev().find(|x| **x != 0.0) {
+        Some(x) if *x > 0.0 => 1,
+        Some(_) => -1,
+        None => 0,
+    }
+}
+
+/// `fma(a, b, c) * 2^k` rounded once (the hardware scales the fused result before its one
+/// rounding). The fma rounded to 53 bits, then scaled, rounds the same way unless the scaled
+/// value lands exactly halfway between two denormals (a tie that the first rounding may have
+/// made); there the sign of the exact residual decides, not the even neighbour.
+fn fma_scaled(a: f64, b: f64, c: f64, k: i32) -> f64 {
+    let r = a.mul_add(b, c);
+    let scaled = ldexp64(r, k);
+    if !r.is_finite() || r == 0.0 || !(scaled.is_subnormal() || scaled == 0.0) {
+        return scaled;
+    }
+    let bits = r.abs().to_bits();
+    let (e, m) = ((bits >> 52) as i32, bits & ((1 << 52) - 1));
+    let (e, m) = if e == 0 { (1, m) } else { (e, m | 1 << 52) };
+    // r = m * 2^(e - 1075); in units of the smallest denormal, r * 2^k = m * 2^-dropped.
+    let dropped = (1 - e - k).max(0) as u32;
+    if dropped == 0 || dropped > 53 || m & ((1 << dropped) - 1) != 1 << (dropped - 1) {
+        return scaled;
+    }
+    let up = match fma_residual_sign(a, b, c, r) {
+        0 => return scaled,
+        s => (s > 0) == (r > 0.0),
+    };
+    let n = (m >> dropped) + u64::from(up);
+    let mag = f64::from_bits(n); // n <= 2^52: a denormal, or the smallest normal
+    if r < 0.0 {
+        -mag
+    } else {
+        mag
+    }
+}
+
+/// `fma(x, y, z) * 2^k` of f32 operands rounded once to f32: as [`fma_scaled`], with the f64
+/// fma as the first rounding.
+fn fma_scaled32(x: f32, y: f32, z: f32, k: i32) -> f32 {
+    let (a, b, c) = (f64::from(x), f64::from(y), f64::from(z));
+    let r = a.mul_add(b, c);
+    let scaled = r * 2f64.powi(k); // exact: f32 operands scaled by 2^+-64 stay normal in f64
+    let t = scaled as f32;
+    if !r.is_finite() || f64::from(t) == scaled || t.is_infinite() {
+        return t;
+    }
+    let toward = if scaled > f64::from(t) { t.next_up() } else { t.next_down() };
+    if (f64::from(t) + f64::from(toward)) / 2.0 != scaled {
+        return t;
+    }
+    match fma_residual_sign(a, b, c, r) {
+        0 => t,
+        s => {
+            let up = s > 0; // the exact value is above r (and above the tie)
+            let (lo, hi) = if f64::from(t) < f64::from(toward) { (t, toward) } else { (toward, t) };
+            if up {
+                hi
+            } else {
+                lo
+            }
+        }
+    }
+}
+
+/// One lane of `v_div_fmas_f64` (see [`div_fmas`]).
+fn div_fmas_f64(x: f64, y: f64, z: f64, vcc: bool) -> f64 {
+    if !vcc {
+        return x.mul_add(y, z);
+    }
+    fma_scaled(x, y, z, if exponent64(z) > 1023 { 128 } else { -128 })
+}
+
+/// `v_div_fmas`: fma, then in lanes whose VCC is set scaled by 2^128 (f32: 2^64) when S2's
+/// exponent is above the bias (a quotient of at least 2, the denominator was scaled up) and by
+/// 2^-128 (2^-64) otherwise (the numerator was scaled up), undoing `v_div_scale`'s scaling.
+/// The ISA text's pseudocode writes a fixed 2^64 (f32: 2^32); that cannot undo a scaling by
+/// 2^128 in either direction, and the division macro is correctly rounded on hardware only
+/// with the direction taken from S2, as here.
 fn div_fmas(w: &mut Wave, i: &Inst, c: &mut Ctx, wide: bool) -> Result<Step, ExecError> {
     let vcc = w.vcc();
     if wide {
         vop(w, i, c, &[F64, F64, F64], F64, |a, l| {
-            let r = d(a[0]).mul_add(d(a[1]), d(a[2]));
-            db(if vcc >> l & 1 == 1 { ldexp64(r, 128) } else { r })
+            db(div_fmas_f64(d(a[0]), d(a[1]), d(a[2]), vcc >> l & 1 == 1))
         })
     } else {
         vop(w, i, c, &[F32, F32, F32], F32, |a, l| {
-            let r = f(a[0]).mul_add(f(a[1]), f(a[2]));
-            fb(if vcc >> l & 1 == 1 { (f64::from(r) * 2f64.powi(64)) as f32 } else { r })
+            let (x, y, z) = (f(a[0]), f(a[1]), f(a[2]));
+            if vcc >> l & 1 == 0 {
+                return fb(x.mul_add(y, z));
+            }
+            fb(fma_scaled32(x, y, z, if exponent32(z) > 127 { 64 } else { -64 }))
         })
     }
 }
@@ -1266,5 +1414,167 @@ mod tests {
         }
         // Past the table's 1201 bits only zeros remain.
         assert_eq!(trig_preop(one, 31), 0.0);
+    }
+
+    /// `v_ldexp_f64` is `S0 * 2^S1` rounded once: infinities, zeros and NaNs stay whatever the
+    /// exponent (the interpreter once multiplied in two steps by 2^(S1/2): inf * 0 = NaN for
+    /// ldexp(inf, -2000), 0 * inf for ldexp(0, 2200), found by tools/emu/isa-gen/trace_check.py
+    /// on fp64_math built with -ffp-contract=fast), and a denormal result is rounded once.
+    #[test]
+    fn ldexp_f64_rounds_once_and_keeps_infinities_and_zeros() {
+        for e in [-3000, -2000, -1100, -5, 0, 5, 1100, 2000, 3000, i32::MIN, i32::MAX] {
+            for x in [f64::INFINITY, f64::NEG_INFINITY, 0.0, -0.0] {
+                let r = ldexp64(x, e);
+                assert_eq!(r.to_bits(), x.to_bits(), "ldexp({x}, {e})");
+            }
+            assert!(ldexp64(f64::NAN, e).is_nan());
+        }
+        // (1 + 2^-15 + 2^-52) 2^-1000 * 2^-60: just above the tie between the denormals 2^14
+        // and 2^14 + 1 (units of 2^-1074): up. In two steps of 2^-30 the first rounding drops
+        // the 2^-52 and the second sees a tie, which goes to the even 2^14.
+        let x = (1.0 + 2f64.powi(-15) + 2f64.powi(-52)) * 2f64.powi(-1000);
+        assert_eq!(ldexp64(x, -60).to_bits(), (1 << 14) + 1);
+        assert_eq!(ldexp64(-x, -60).to_bits(), 1 << 63 | ((1 << 14) + 1));
+        // Against one multiplication by the exact power 2^e (one rounding), over the range.
+        let pow2 = |e: i32| {
+            f64::from_bits(if e >= -1022 { ((e + 1023) as u64) << 52 } else { 1 << (e + 1074) })
+        };
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..100_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let x = f64::from_bits((seed & !(0x7ffu64 << 52)) | (((seed >> 20) % 2047) << 52));
+            let e = ((seed >> 40) % 2098) as i32 - 1074;
+            assert_eq!(ldexp64(x, e).to_bits(), (x * pow2(e)).to_bits(), "ldexp({x:e}, {e})");
+        }
+        assert_eq!(ldexp64(1.5, 1024), f64::INFINITY);
+        assert_eq!(ldexp64(1.5, 1023), 1.5 * 2f64.powi(1023));
+        assert_eq!(ldexp64(0.75, 1024), 0.75 * 2f64.powi(1023) * 2.0);
+        assert_eq!(ldexp64(2f64.powi(-1074), 1074 + 1023), 2f64.powi(1023));
+    }
+
+    /// Every branch of the CDNA ISA's V_DIV_SCALE_F64 pseudocode, with S0 the denominator and
+    /// with S0 the numerator: (S0 is den, num, den, want D with S0 = den, want D with S0 = num,
+    /// want VCC).
+    #[test]
+    fn div_scale_f64_follows_the_isa_pseudocode() {
+        let p = |e: i32| 2f64.powi(e);
+        let up = |x: f64| x * p(64) * p(64);
+        let down = |x: f64| x * p(-64) * p(-64);
+        #[allow(clippy::type_complexity)]
+        let cases: [(&str, f64, f64, Option<(f64, f64)>, bool); 8] = [
+            // An ordinary quotient: nothing is scaled.
+            ("ordinary", 7.0, 3.0, Some((7.0, 3.0)), false),
+            // exponent(S2) - exponent(S1) >= 768: only the denominator, VCC.
+            ("near max", p(-100), p(700), Some((up(p(-100)), p(700))), true),
+            // A denormal denominator: both scaled, no VCC.
+            ("denormal den", p(-1030), p(-300), Some((up(p(-1030)), up(p(-300)))), false),
+            // 1/den and num/den both denormal: only the denominator, VCC.
+            (
+                "tiny rcp and quotient",
+                1.5 * p(1023),
+                p(-40),
+                Some((up(1.5 * p(1023)), p(-40))),
+                true,
+            ),
+            // 1/den denormal alone: both scaled down.
+            ("tiny rcp", 1.5 * p(1023), p(1000), Some((down(1.5 * p(1023)), down(p(1000)))), false),
+            // A denormal quotient: only the numerator, VCC.
+            ("denormal quotient", p(30), p(-1000), Some((p(30), up(p(-1000)))), true),
+            // exponent(S2) <= 53 (a numerator below 2^-970) with a normal quotient: both.
+            ("tiny numerator", p(-20), p(-980), Some((up(p(-20)), up(p(-980)))), false),
+            // A zero numerator: NaN.
+            ("zero", 3.0, 0.0, None, false),
+        ];
+        for (name, den, num, want, vcc) in cases {
+            let (d_den, v_den) = div_scale_f64(den, den, num);
+            let (d_num, v_num) = div_scale_f64(num, den, num);
+            match want {
+                Some((wd, wn)) => {
+                    assert_eq!((d_den, d_num), (wd, wn), "{name}: D with S0 = den, num");
+                }
+                None => assert!(d_den.is_nan() && d_num.is_nan(), "{name}: NaN"),
+            }
+            assert_eq!((v_den, v_num), (vcc, vcc), "{name}: VCC");
+        }
+    }
+
+    /// LLVM's f64 division macro (v_div_scale x2, v_rcp, two Newton steps, v_div_fmas,
+    /// v_div_fixup), as the compiler emits it for `a / b`, on the handlers' arithmetic.
+    fn div_macro(a: f64, b: f64) -> f64 {
+        let (den, _) = div_scale_f64(b, b, a);
+        let (num, vcc) = div_scale_f64(a, b, a);
+        let mut r = 1.0 / den;
+        let t = (-den).mul_add(r, 1.0);
+        r = r.mul_add(t, r);
+        let t = (-den).mul_add(r, 1.0);
+        r = r.mul_add(t, r);
+        let q = num * r;
+        let e = (-den).mul_add(q, num);
+        fixup64(div_fmas_f64(e, r, q, vcc), b, a)
+    }
+
+    /// With the ISA's scaling the macro divides correctly rounded, denormal quotients too (the
+    /// interpreter once scaled both operands there and left the refinement among denormals:
+    /// -0x0.0000000003a0bp-1022 / -18 came out an ulp low).
+    #[test]
+    fn the_division_macro_is_correctly_rounded_with_denormal_quotients() {
+        let lane = f64::from_bits(0x8000_0000_0003_a0b0 >> 4 | 1 << 63);
+        assert_eq!(div_macro(lane, -18.0), lane / -18.0, "the lane of fp64_lanes");
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut denormal = 0;
+        for _ in 0..20000 {
+            let (u, v) = (next(), next());
+            // Numerators from denormal to 2^-900, denominators 2^-60..2^140: many quotients
+            // are denormals.
+            let a = f64::from_bits(u % (0x7bu64 << 52));
+            let b = f64::from_bits((0x3c3u64 + (v >> 54) % 200) << 52 | v & ((1 << 52) - 1));
+            let b = if v & 1 == 1 { -b } else { b };
+            let want = a / b;
+            denormal += usize::from(want.is_subnormal());
+            assert_eq!(div_macro(a, b).to_bits(), want.to_bits(), "{a:e} / {b:e}");
+        }
+        assert!(denormal > 1000, "only {denormal} denormal quotients");
+    }
+
+    /// The fused result is scaled before its one rounding: where the fma rounded to 53 bits
+    /// is exactly halfway between two denormals, the exact value decides, not the even one.
+    #[test]
+    fn div_fmas_scaling_rounds_once() {
+        let u = f64::EPSILON; // 2^-52
+        let base = 2f64.powi(-895);
+        // (1 + u) 2^-895 + 2^-955 is above the 53-bit (1 + u) 2^-895, whose scaling by 2^-128
+        // is the tie between the denormals 2^51 and 2^51 + 1 (units of 2^-1074): up.
+        let x = fma_scaled((1.0 + u) * base, 1.0, 2f64.powi(-955), -128);
+        assert_eq!(x.to_bits(), (1 << 51) + 1);
+        let x = fma_scaled(-(1.0 + u) * base, 1.0, -(2f64.powi(-955)), -128);
+        assert_eq!(x.to_bits(), (1 << 63) | ((1 << 51) + 1));
+        // (1 + 3u) 2^-895 - 2^-955: below the tie between 2^51 + 1 and 2^51 + 2: down.
+        let x = fma_scaled((1.0 + 3.0 * u) * base, 1.0, -(2f64.powi(-955)), -128);
+        assert_eq!(x.to_bits(), (1 << 51) + 1);
+        // An exact tie stays with the even neighbour; a result that is not a denormal is the
+        // plain scaled fma.
+        assert_eq!(fma_scaled((1.0 + u) * base, 1.0, 0.0, -128).to_bits(), 1 << 51);
+        assert_eq!(fma_scaled(1.5, 2.0, 1.0, 128), 4.0 * 2f64.powi(128));
+        assert_eq!(fma_scaled(1.5, 2.0, 1.0, -128), 4.0 * 2f64.powi(-128));
+        // f32: (1 + 2^-23) 2^-63, scaled by 2^-64, is the tie between the denormals 2^22 and
+        // 2^22 + 1 (units of 2^-149); 2^-149 more is lost in the f64 fma's rounding but puts
+        // the exact value above it: up. (1 + 3 2^-23) 2^-63 - 2^-149: below 2^22 + 1.5: down.
+        let e = f32::EPSILON;
+        let tie = (1.0 + e) * 2f32.powi(-63);
+        assert_eq!(fma_scaled32(tie, 1.0, 0.0, -64).to_bits(), 1 << 22, "an exact tie: even");
+        let tiny = f32::from_bits(1);
+        assert_eq!(fma_scaled32(tie, 1.0, tiny, -64).to_bits(), (1 << 22) + 1);
+        assert_eq!(fma_scaled32(-tie, 1.0, -tiny, -64).to_bits(), 1 << 31 | ((1 << 22) + 1));
+        let tie3 = (1.0 + 3.0 * e) * 2f32.powi(-63);
+        assert_eq!(fma_scaled32(tie3, 1.0, -tiny, -64).to_bits(), (1 << 22) + 1);
+        assert_eq!(fma_scaled32(tie3, 1.0, 0.0, -64).to_bits(), (1 << 22) + 2);
     }
 }
