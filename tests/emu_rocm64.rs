@@ -283,15 +283,5 @@ fn hip_ipc_shares_device_memory_between_processes_on_rocm64() {
 /// natively and under libxhsa both ways.
 #[test]
 fn copies_of_every_kind_on_eight_gpus_on_rocm64_natively_and_under_libxhsa() {
-    let prog = common::program64("hip_copies", "gfx942", &[]);
-    for (mode, mut o) in ROCM64.modes("gfx942") {
-        o.emu_args.extend(["--gpus".to_string(), "8".to_string()]);
-        let out = run_under_emu::<&str>(&prog, &[], &o);
-        assert!(!out.stderr.contains("SDMA memory fault"), "{mode}\n{}", out.report());
-        assert_passed(&out);
-        assert_check_passed(&out, "copy.registered.async.4194612");
-        assert_check_passed(&out, "copy.peer");
-        assert!(out.stdout.contains("8 devices, 8 peer copies"), "{mode}\n{}", out.report());
-        assert_libxhsa_scheduled(mode, &out);
-    }
+    common::scenarios::copies_on_eight_gpus(&ROCM64);
 }

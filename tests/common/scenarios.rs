@@ -4,7 +4,10 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::{assert_passed, libxhsa, run_under_emu, DeviceDir, RocmRoot, RunOutput};
+use super::{
+    assert_check_passed, assert_libxhsa_scheduled, assert_passed, libxhsa, run_under_emu,
+    DeviceDir, RocmRoot, RunOutput,
+};
 
 /// The whitelist by code object through the root's ROCr loader: rocSPARSE's kernels live in
 /// the `rocsparse` library's embedded code objects, so naming it in `XHSA_PASSTHROUGH_LIBS`
@@ -329,5 +332,25 @@ pub fn ipc_between_processes(root: &RocmRoot) {
             super::assert_check_passed(&out, c);
         }
         super::assert_libxhsa_scheduled(mode, &out);
+    }
+}
+
+/// tests/programs/hip_copies.hip built by the root's hipcc on eight emulated GPUs: every kind of
+/// copy and fill (hipHostRegister too) and a peer copy from each GPU to the next are byte-exact,
+/// natively and under libxhsa both ways, with no SDMA memory fault.
+pub fn copies_on_eight_gpus(root: &RocmRoot) {
+    if !root.available() {
+        return;
+    }
+    let prog = root.program("hip_copies", "gfx942", &[]);
+    for (mode, mut o) in root.modes("gfx942") {
+        o.emu_args.extend(["--gpus".to_string(), "8".to_string()]);
+        let out = run_under_emu::<&str>(&prog, &[], &o);
+        assert!(!out.stderr.contains("SDMA memory fault"), "{mode}\n{}", out.report());
+        assert_passed(&out);
+        assert_check_passed(&out, "copy.registered.async.4194612");
+        assert_check_passed(&out, "copy.peer");
+        assert!(out.stdout.contains("8 devices, 8 peer copies"), "{mode}\n{}", out.report());
+        assert_libxhsa_scheduled(mode, &out);
     }
 }
