@@ -176,14 +176,8 @@ fn events_report_device_time_under_a_time_scale() {
 #[test]
 fn copies_and_fills_of_every_kind_are_byte_exact_natively_and_under_libxhsa() {
     let prog = common::program("hip_copies");
-    let l = common::libxhsa();
-    for var in [None, Some("LD_PRELOAD"), Some("HSA_TOOLS_LIB")] {
-        let mut o = RunOpts::default().with_env("XHSA_LOG", "info");
-        if let Some(v) = var {
-            o = o.with_env(v, l.clone());
-        }
+    for (mode, o) in common::host_modes() {
         let out = run_under_emu(&prog, &["noregister"], &o);
-        let mode = var.unwrap_or("native");
         assert!(!out.stderr.contains("SDMA memory fault"), "{mode}\n{}", out.report());
         assert_passed(&out);
         for c in [
@@ -194,9 +188,9 @@ fn copies_and_fills_of_every_kind_are_byte_exact_natively_and_under_libxhsa() {
         ] {
             assert_check_passed(&out, c);
         }
-        if let Some(v) = var {
+        if mode != "native" {
             assert!(
-                out.stderr.contains(&format!("xhsa: loaded through {v}")),
+                out.stderr.contains(&format!("xhsa: loaded through {mode}")),
                 "{mode}: libxhsa not loaded\n{}",
                 out.report()
             );

@@ -25,7 +25,6 @@ fn hip_kernels_without_a_model_compute_right_results() {
 #[test]
 fn kernels_that_wait_on_the_host_the_grid_or_each_other_complete() {
     let prog = common::program("hip_waiting");
-    let l = common::libxhsa();
     let want: BTreeSet<String> = (0..2)
         .flat_map(|b| (0..64).map(move |t| (b, t)))
         .map(|(b, t)| {
@@ -36,13 +35,8 @@ fn kernels_that_wait_on_the_host_the_grid_or_each_other_complete() {
             )
         })
         .collect();
-    for var in [None, Some("LD_PRELOAD"), Some("HSA_TOOLS_LIB")] {
-        let mut env = vec![("XHSA_LOG".to_string(), "info".to_string())];
-        if let Some(v) = var {
-            env.push((v.to_string(), l.clone()));
-        }
-        let out = run_under_emu(&prog, &["all"], &RunOpts { env, ..RunOpts::default() });
-        let mode = var.unwrap_or("native");
+    for (mode, o) in common::host_modes() {
+        let out = run_under_emu(&prog, &["all"], &o);
         assert_passed(&out);
         for c in common::HIP_WAITING_CHECKS {
             assert_check_passed(&out, c);
@@ -51,9 +45,9 @@ fn kernels_that_wait_on_the_host_the_grid_or_each_other_complete() {
         let got: BTreeSet<String> = lines.iter().map(|x| x.to_string()).collect();
         assert_eq!(lines.len(), want.len(), "{mode}: every device printf once\n{}", out.report());
         assert_eq!(got, want, "{mode}: device printf lines\n{}", out.report());
-        if let Some(v) = var {
+        if mode != "native" {
             assert!(
-                out.stderr.contains(&format!("xhsa: loaded through {v}")),
+                out.stderr.contains(&format!("xhsa: loaded through {mode}")),
                 "{mode}: libxhsa not loaded\n{}",
                 out.report()
             );
@@ -68,21 +62,15 @@ fn kernels_that_wait_on_the_host_the_grid_or_each_other_complete() {
 #[test]
 fn fp64_lanes_agree_with_the_host_natively_and_under_libxhsa() {
     let prog = common::program("fp64_lanes");
-    let l = common::libxhsa();
-    for var in [None, Some("LD_PRELOAD"), Some("HSA_TOOLS_LIB")] {
-        let mut o = RunOpts::default().with_env("XHSA_LOG", "info");
-        if let Some(v) = var {
-            o = o.with_env(v, l.clone());
-        }
+    for (mode, o) in common::host_modes() {
         let out = run_under_emu::<&str>(&prog, &[], &o);
-        let mode = var.unwrap_or("native");
         assert_passed(&out);
         for c in ["fp64.sqrt", "fp64.exp", "fp64.sin", "fp64.log1p", "fp64.div"] {
             assert_check_passed(&out, c);
         }
-        if let Some(v) = var {
+        if mode != "native" {
             assert!(
-                out.stderr.contains(&format!("xhsa: loaded through {v}")),
+                out.stderr.contains(&format!("xhsa: loaded through {mode}")),
                 "{mode}: libxhsa not loaded\n{}",
                 out.report()
             );

@@ -1276,6 +1276,17 @@ pub fn shadow_summary(out: &RunOutput) -> Shadow {
     }
 }
 
+/// The host userland's (ROCm 5.2) three ways to run a program: `native`, and with libxhsa through
+/// `LD_PRELOAD` and `HSA_TOOLS_LIB` (the mode's name is the variable's); `XHSA_LOG=info` in each.
+pub fn host_modes() -> Vec<(&'static str, RunOpts)> {
+    let info = RunOpts::default().with_env("XHSA_LOG", "info");
+    vec![
+        ("native", info.clone()),
+        ("LD_PRELOAD", info.clone().with_env("LD_PRELOAD", libxhsa())),
+        ("HSA_TOOLS_LIB", info.with_env("HSA_TOOLS_LIB", libxhsa())),
+    ]
+}
+
 /// Under libxhsa (`mode` other than "native"), libxhsa was loaded and scheduled the runtime's
 /// queues: its exit summary shows shadow queues (not passthrough), every packet taken
 /// forwarded, nothing degraded, no error, no panic and no warning about ROCr's queue layout.
