@@ -432,7 +432,7 @@ impl Watch for BoardLink {
                 others.push(Other {
                     priority: p,
                     partition: PartitionId(slot.partition),
-                    key: slot.owner_token ^ slot.queue_id.rotate_left(32),
+                    key: slot.queue_key(),
                     packet_ns: slot.stats.packet_ns,
                 });
             }
@@ -494,7 +494,7 @@ impl Watch for BoardLink {
             .filter_map(|(_, slot)| {
                 let p = slot.stats.priority()?;
                 Some(crate::preempt::sizing::QueueSample {
-                    key: slot.owner_token ^ slot.queue_id.rotate_left(32),
+                    key: slot.queue_key(),
                     critical: reserve.is_reserved(p),
                     completed: slot.stats.completed,
                     packet_ns: slot.stats.packet_ns,

@@ -440,6 +440,12 @@ impl Slot {
         }
     }
 
+    /// A key for the slot's queue, the same in every process's view and stable while the queue
+    /// lives (its slot index is not: a queue that moves partitions is claimed again).
+    pub fn queue_key(&self) -> u64 {
+        self.owner_token ^ self.queue_id.rotate_left(32)
+    }
+
     /// The owner's sharing policy (`None`: a code this build does not know) and the share its
     /// held queues get now, per mille.
     pub fn sharing(&self) -> (Option<xhsa_model::sharing::Sharing>, u32) {
