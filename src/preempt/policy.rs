@@ -242,20 +242,6 @@ impl Policy {
                         && overlaps(m.partition, q.partition)
                 })
         };
-        // The SLO's samples: queues with work above some queue of this process.
-        let above_mine = |p: Priority, part: PartitionId| {
-            mine.iter().any(|m| p > m.priority && overlaps(part, m.partition))
-        };
-        let samples: Vec<Sample> = others
-            .iter()
-            .filter(|o| above_mine(o.priority, o.partition))
-            .map(|o| (o.key, o.packet_ns))
-            .chain(
-                mine.iter()
-                    .filter(|m| m.has_work() && above_mine(m.priority, m.partition))
-                    .map(|m| (MINE_KEY | m.id.0, m.packet_ns)),
-            )
-            .collect();
         let (max_off, _) = self.sharing.duty(&self.settings);
         let cap = self.sharing.cap(&self.settings);
         let wake =
@@ -351,6 +337,24 @@ impl Policy {
         } else {
             None
         };
+        // The SLO's samples, when a stretch ends: queues with work above some queue of this
+        // process.
+        let mut samples: Vec<Sample> = Vec::new();
+        if stretch_end.is_some() && self.sharing.learns() {
+            let above_mine = |p: Priority, part: PartitionId| {
+                mine.iter().any(|m| p > m.priority && overlaps(part, m.partition))
+            };
+            samples = others
+                .iter()
+                .filter(|o| above_mine(o.priority, o.partition))
+                .map(|o| (o.key, o.packet_ns))
+                .chain(
+                    mine.iter()
+                        .filter(|m| m.has_work() && above_mine(m.priority, m.partition))
+                        .map(|m| (MINE_KEY | m.id.0, m.packet_ns)),
+                )
+                .collect();
+        }
         self.sharing.observe(now, &samples, stretch_end, &self.settings);
         // Queues that disappeared from the board while off are put back too.
         for q in self.off() {

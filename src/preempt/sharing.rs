@@ -109,9 +109,9 @@ impl ShareState {
         }
     }
 
-    /// The policy in force.
-    pub fn policy(&self) -> Sharing {
-        self.policy
+    /// Whether it learns from the higher work's times ([`ShareState::observe`]): the SLO.
+    pub fn learns(&self) -> bool {
+        matches!(self.policy, Sharing::Slo { .. })
     }
 
     /// A new policy (`xhsactl policy`): its state starts afresh.

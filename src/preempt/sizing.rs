@@ -224,11 +224,6 @@ pub struct Verdict {
 
 /// What `cus` reserved CUs would give, with the critical class's demand `u` in whole-GPU terms.
 pub fn predict(s: &Situation, cus: u32, u: f64) -> Prediction {
-    predict_with(s, cus, u, s.measured.ratio(cus, s.now))
-}
-
-/// [`predict`] with the service ratio `measured` (`None`: as good as the best, a trial).
-fn predict_with(s: &Situation, cus: u32, u: f64, measured: Option<f64>) -> Prediction {
     if cus == 0 || s.cu_count == 0 {
         let waits = s.whole_takeoffs_per_s * s.unmap_ns as f64 / 1e9;
         return Prediction {
@@ -239,6 +234,8 @@ fn predict_with(s: &Situation, cus: u32, u: f64, measured: Option<f64>) -> Predi
             batch_share: (1.0 - u - 2.0 * waits).max(0.0),
         };
     }
+    // Not measured: as good as the best (a trial).
+    let measured = s.measured.ratio(cus, s.now);
     let r = measured.unwrap_or(1.0).max(0.01);
     // A class with idle time on the whole GPU (it is paced by its requests) must not saturate
     // its side; one busy all the time paces itself, and only its packets' time counts.

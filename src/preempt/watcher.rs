@@ -302,8 +302,9 @@ impl Preemption {
             self.lock().applied_split = Some(split);
         }
         let now = (self.clock)();
-        if now < self.lock().next_look {
-            return Some(self.lock().next_look);
+        let next_look = self.lock().next_look;
+        if now < next_look {
+            return Some(next_look);
         }
         let look = watch.sizing_look(&setup.reserve)?;
         let queues = look.queues.len().max(1) as u64;
@@ -593,11 +594,6 @@ impl Preemption {
     /// Another sharing policy from now on (the settings' at start, `xhsactl policy` later).
     pub fn set_sharing(&self, sharing: xhsa_model::sharing::Sharing) {
         self.lock().policy.set_sharing(sharing);
-    }
-
-    /// The sharing policy and its state.
-    pub fn sharing(&self) -> super::sharing::ShareStatus {
-        self.lock().policy.sharing()
     }
 
     /// The queues off the GPU now.
