@@ -208,20 +208,9 @@ impl Scheduler {
     pub fn resplit(&mut self, split: Option<Split>) -> usize {
         let moved = self.part.resplit(split);
         for (id, to, all) in &moved {
-            if let (Some(b), Some(p)) = (&self.board, self.part.priority(*id)) {
-                b.leave(*id);
-                b.join(*id, p, *to);
+            if let Some(p) = self.part.priority(*id) {
+                self.rehomed(*id, p, *to, all.clone());
             }
-            let mask = match (self.cu_mask_of(*id), self.app_masks.get(id)) {
-                (Some(m), _) => Some(m),
-                (None, Some(app)) => Some(CuMask::from_words(app.clone())),
-                (None, None) => all.clone(),
-            };
-            if let (Some(q), Some(mask)) = (self.queues.get(id), mask) {
-                self.remasks.push((q.hw.queue, mask));
-            }
-        }
-        for (id, _, _) in &moved {
             if let (Some(board), Some(stats)) = (self.board.clone(), self.stats(*id, 0)) {
                 board.publish(*id, &stats);
             }
@@ -230,6 +219,31 @@ impl Scheduler {
             self.notify();
         }
         moved.len()
+    }
+
+    /// Queue `id` (at `priority`) moved to partition `to`: its board slot says so, and its
+    /// hardware queue is queued for that partition's mask (bounded by the application's), the
+    /// application's own on the whole GPU, else `all` (every CU) — set by the edge, outside the
+    /// scheduler's lock ([`Scheduler::take_remasks`]).
+    pub(super) fn rehomed(
+        &mut self,
+        id: QueueId,
+        priority: Priority,
+        to: PartitionId,
+        all: Option<CuMask>,
+    ) {
+        if let Some(b) = &self.board {
+            b.leave(id);
+            b.join(id, priority, to);
+        }
+        let mask = match (self.cu_mask_of(id), self.app_masks.get(&id)) {
+            (Some(m), _) => Some(m),
+            (None, Some(app)) => Some(CuMask::from_words(app.clone())),
+            (None, None) => all,
+        };
+        if let (Some(q), Some(mask)) = (self.queues.get(&id), mask) {
+            self.remasks.push((q.hw.queue, mask));
+        }
     }
 
     /// The split of the GPU's CUs, if any.

@@ -56,15 +56,8 @@ impl Scheduler {
             }
         }
         if let Some(to) = moved {
-            // The other side of the split: its slot says so, and its hardware queue needs that
-            // side's CUs (set by the edge, outside the scheduler's lock).
-            if let Some(b) = &self.board {
-                b.leave(id);
-                b.join(id, priority, to);
-            }
-            if let (Some(q), Some(mask)) = (self.queues.get(&id), self.cu_mask_of(id)) {
-                self.remasks.push((q.hw.queue, mask));
-            }
+            // The other side of the split (a side of a split always has its mask).
+            self.rehomed(id, priority, to, None);
         }
         if let (Some(board), Some(stats)) = (self.board.clone(), self.stats(id, 0)) {
             board.publish(id, &stats);
