@@ -123,8 +123,14 @@ impl Gpus {
             if reserve.auto {
                 // Sized live: the whole GPU until the board says otherwise (the watcher applies
                 // the board's split, and may change it).
-                match cus() {
-                    Ok(c) if !Split::sizes(c.count, c.xccs).is_empty() => {
+                // The GPU can be split at all: the smallest reserve can be planned.
+                let planned = cus().and_then(|c| {
+                    Split::plan(reserve.sized(1), c.count, c.xccs)
+                        .map(|_| c)
+                        .map_err(|e| e.to_string())
+                });
+                match planned {
+                    Ok(c) => {
                         tracing::info!(
                             "xhsa: GPU node {}: XHSA_RESERVE={reserve}: the reserved partition is sized live from measured demand ({} CUs in {} XCC(s); sizes {:?})",
                             gpu.node.unwrap_or_default(),
@@ -142,16 +148,7 @@ impl Gpus {
                             pre.set_sizing(setup);
                         }
                     }
-                    Ok(c) => tracing::warn!(
-                        "xhsa: XHSA_RESERVE={reserve} is not applied on GPU node {:?} (a GPU of {} CUs in {} XCC(s) cannot be split); its queues share one partition, the whole GPU",
-                        gpu.node,
-                        c.count,
-                        c.xccs
-                    ),
-                    Err(why) => tracing::warn!(
-                        "xhsa: XHSA_RESERVE={reserve} is not applied on GPU node {:?} ({why}); its queues share one partition, the whole GPU",
-                        gpu.node
-                    ),
+                    Err(why) => not_applied(reserve, gpu.node, &why),
                 }
                 return;
             }
@@ -188,10 +185,15 @@ fn plan_split(reserve: Reserve, node: Option<u32>, cus: Result<Cus, String>) -> 
             Some(split)
         }
         Err(why) => {
-            tracing::warn!(
-                "xhsa: XHSA_RESERVE={reserve} is not applied on GPU node {node:?} ({why}); its queues share one partition, the whole GPU"
-            );
+            not_applied(reserve, node, &why);
             None
         }
     }
+}
+
+/// Says, once per GPU, that `reserve` cannot split KFD node `node`'s CUs, and why.
+fn not_applied(reserve: Reserve, node: Option<u32>, why: &str) {
+    tracing::warn!(
+        "xhsa: XHSA_RESERVE={reserve} is not applied on GPU node {node:?} ({why}); its queues share one partition, the whole GPU"
+    );
 }
