@@ -193,6 +193,25 @@ impl<'a> GpuView<'a> {
     pub fn new(memory: &'a Memory) -> Self {
         GpuView { memory }
     }
+
+    /// `len` bytes from `addr` as the runs the memory table maps contiguously (an access may
+    /// cross adjacent allocations): each run's host address and its range of the caller's buffer.
+    fn runs(
+        &self,
+        addr: u64,
+        len: usize,
+    ) -> impl Iterator<Item = (u64, std::ops::Range<usize>)> + '_ {
+        let mut done = 0usize;
+        std::iter::from_fn(move || {
+            (done < len).then(|| {
+                let a = addr + done as u64;
+                let n = self.memory.contiguous(a, (len - done) as u64) as usize;
+                let run = done..done + n;
+                done += n;
+                (self.memory.to_host(a), run)
+            })
+        })
+    }
 }
 
 /// The host's memory behind a GPU view's translated addresses.
@@ -206,12 +225,8 @@ impl DeviceMemory for GpuView<'_> {
         if self.memory.identity() {
             return HOST.read(addr, buf);
         }
-        let mut done = 0usize;
-        while done < buf.len() {
-            let a = addr + done as u64;
-            let n = self.memory.contiguous(a, (buf.len() - done) as u64) as usize;
-            HOST.read(self.memory.to_host(a), &mut buf[done..done + n]);
-            done += n;
+        for (host, run) in self.runs(addr, buf.len()) {
+            HOST.read(host, &mut buf[run]);
         }
     }
     fn read_u32(&self, addr: u64) -> u32 {
@@ -221,12 +236,8 @@ impl DeviceMemory for GpuView<'_> {
         if self.memory.identity() {
             return HOST.write(addr, buf);
         }
-        let mut done = 0usize;
-        while done < buf.len() {
-            let a = addr + done as u64;
-            let n = self.memory.contiguous(a, (buf.len() - done) as u64) as usize;
-            HOST.write(self.memory.to_host(a), &buf[done..done + n]);
-            done += n;
+        for (host, run) in self.runs(addr, buf.len()) {
+            HOST.write(host, &buf[run]);
         }
     }
     fn copy(&self, dst: u64, src: u64, len: u64) {
