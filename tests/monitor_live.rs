@@ -130,6 +130,7 @@ fn scene(board: &Path) {
             "completed",
             "time_preempted_ns",
             "time_held_ns",
+            "time_busy_ns",
             "latency",
         ] {
             assert!(!q[f].is_null(), "queue without {f}: {q}");
@@ -162,11 +163,13 @@ fn scene(board: &Path) {
         "{s}"
     );
     // The counters move.
-    let before = sum(&iq, "dispatched");
+    let (before, busy_before) = (sum(&iq, "dispatched"), sum(&iq, "time_busy_ns"));
     until(board, Duration::from_secs(30), |s| {
-        process_at(s, 5).is_some_and(|(_, q)| sum(&q, "dispatched") > before)
+        process_at(s, 5).is_some_and(|(_, q)| {
+            sum(&q, "dispatched") > before && sum(&q, "time_busy_ns") > busy_before
+        })
     })
-    .expect("the inference's dispatches never moved");
+    .expect("the inference's dispatches and busy time never moved");
     // The batch job is held back or taken off while the inference floods the GPU.
     until(board, Duration::from_secs(30), |s| {
         process_at(s, -5).is_some_and(|(_, q)| {

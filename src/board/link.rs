@@ -497,7 +497,7 @@ impl Watch for BoardLink {
                     key: slot.queue_key(),
                     critical: reserve.is_reserved(p),
                     completed: slot.stats.completed,
-                    packet_ns: slot.stats.packet_ns,
+                    busy_ns: slot.stats.busy_ns,
                     preemptions: slot.stats.preemptions,
                 })
             })

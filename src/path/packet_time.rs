@@ -1,5 +1,7 @@
 //! How long a queue's packets take on the hardware, measured from its completions: the time the
-//! queue had work in flight, divided by the packets that completed in it, smoothed. The
+//! queue had work in flight, divided by the packets that completed in it, smoothed; and that
+//! time in total (the board's `busy_ns`, which with `completed` gives readers exact means over
+//! any interval). The
 //! preemption watchers (this process's and, through the board's `packet_ns`, the other
 //! processes') use it to estimate how long a lower-priority queue's work in flight would delay
 //! a higher priority, and so whether a preemption is worth its cost.
@@ -18,6 +20,8 @@ pub struct PacketTime {
     busy_since: Option<Nanos>,
     /// Smoothed nanoseconds per packet; 0 until the first completion.
     ns: u64,
+    /// Total busy time counted at completions.
+    busy: u64,
 }
 
 impl PacketTime {
@@ -34,7 +38,9 @@ impl PacketTime {
             return;
         }
         if let Some(since) = self.busy_since {
-            let sample = now.saturating_sub(since) / n;
+            let busy = now.saturating_sub(since);
+            self.busy = self.busy.saturating_add(busy);
+            let sample = busy / n;
             // Exponential smoothing with weight 1/4 for the new sample.
             self.ns =
                 if self.ns == 0 { sample.max(1) } else { ((self.ns * 3 + sample) / 4).max(1) };
@@ -45,6 +51,11 @@ impl PacketTime {
     /// Nanoseconds per packet, 0 while nothing completed.
     pub fn per_packet(&self) -> u64 {
         self.ns
+    }
+
+    /// Total time the queue had packets in flight, up to its last completion.
+    pub fn busy_ns(&self) -> u64 {
+        self.busy
     }
 }
 
@@ -68,6 +79,8 @@ mod tests {
         assert_eq!(t.per_packet(), (1_250 * 3 + 2_000) / 4);
         t.completed(200_000, 0, 0);
         assert_eq!(t.per_packet(), 1_437, "no completion, no sample");
+        // The busy periods in total: 4 us, then 2 us and 2 us; the idle 95 us not counted.
+        assert_eq!(t.busy_ns(), 8_000);
     }
 
     #[test]

@@ -4,8 +4,8 @@
 //!
 //! **Measured** ([`Demand::between`], over two looks at the board): the fraction of the time the
 //! latency-critical class (queues at or above the reserve's priority) had packets executing —
-//! each queue's completed packets times its measured time per packet (`packet_ns`), summed — its
-//! mean time per packet, the batch class's busy time, and how often batch queues were taken off
+//! the differences of each queue's busy-time and completion counters (`busy_ns`, `completed`),
+//! summed — its mean time per packet (busy time over packets, exact over the interval), the batch class's busy time, and how often batch queues were taken off
 //! the GPU. Per size (the whole GPU being one), the critical class's mean time per packet while
 //! that size was in force, not in the first interval after a change ([`Sizes`]); a size's
 //! *service ratio* `r` is that time over the best measured at any size (the whole GPU's can
@@ -80,7 +80,8 @@ pub struct QueueSample {
     /// In the latency-critical class (at or above the reserve's priority).
     pub critical: bool,
     pub completed: u64,
-    pub packet_ns: u64,
+    /// Total time with packets in flight (the board's `busy_ns`).
+    pub busy_ns: u64,
     pub preemptions: u64,
 }
 
@@ -120,7 +121,7 @@ impl Demand {
         for q in &after.queues {
             let Some(b) = before.queues.iter().find(|b| b.key == q.key) else { continue };
             let done = q.completed.saturating_sub(b.completed) as f64;
-            let busy = done * q.packet_ns as f64;
+            let busy = q.busy_ns.saturating_sub(b.busy_ns) as f64;
             if q.critical {
                 d.critical_busy += busy;
                 critical_done += done;
@@ -476,11 +477,11 @@ mod tests {
 
     #[test]
     fn demand_is_busy_time_per_class_from_two_looks() {
-        let q = |key, critical, completed, packet_ns, preemptions| QueueSample {
+        let q = |key, critical, completed: u64, packet_ns: u64, preemptions| QueueSample {
             key,
             critical,
             completed,
-            packet_ns,
+            busy_ns: completed * packet_ns,
             preemptions,
         };
         let before = Look {
@@ -639,11 +640,11 @@ mod tests {
 
     #[test]
     fn the_sizer_measures_each_size_between_looks_and_decides_after_the_interval() {
-        let q = |completed, packet_ns, critical, preemptions| QueueSample {
+        let q = |completed: u64, packet_ns: u64, critical, preemptions| QueueSample {
             key: if critical { 1 } else { 2 },
             critical,
             completed,
-            packet_ns,
+            busy_ns: completed * packet_ns,
             preemptions,
         };
         // The critical queue completes 150 packets of 1 ms a second (15 %); the batch queue is

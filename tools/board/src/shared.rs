@@ -263,15 +263,19 @@ fn header_from_words(w: &[u32; HEADER_WORDS]) -> BoardHeader {
 /// Word index of the header's `split` (and `split_at_ms` after it).
 const SPLIT_WORD: usize = 14;
 /// Word index of the first word after the owner's first seqlocked part (the control words follow).
-const OWNER_END: usize = 68;
+const OWNER_END: usize = 70;
+/// Word index of the slot's `name`.
+const NAME_WORD: usize = 50;
+/// Word index of the slot's first recent preemption.
+const RECENT_WORD: usize = 54;
 /// Word index of [`Control`]'s `seq`.
-const CONTROL_WORD: usize = 68;
+const CONTROL_WORD: usize = 70;
 /// Word index of [`Ack`]'s `seq`.
-const ACK_WORD: usize = 72;
+const ACK_WORD: usize = 74;
 /// Word index of `pid_ns`, where the owner's second seqlocked part begins (to the slot's end).
-const PID_NS_WORD: usize = 76;
+const PID_NS_WORD: usize = 78;
 
-/// A slot as its 80 words, in the layout of [`crate::layout`].
+/// A slot as its 82 words, in the layout of [`crate::layout`].
 pub fn slot_to_words(s: &Slot) -> [u32; SLOT_WORDS] {
     let mut w = [0u32; SLOT_WORDS];
     let put64 = |w: &mut [u32; SLOT_WORDS], i: usize, v: u64| {
@@ -301,12 +305,13 @@ pub fn slot_to_words(s: &Slot) -> [u32; SLOT_WORDS] {
     put64(&mut w, 28, st.preempted_ns);
     w[30..30 + LATENCY_BUCKETS].copy_from_slice(&st.latency);
     put64(&mut w, 46, st.beat_ns);
+    put64(&mut w, 48, st.busy_ns);
     for (i, chunk) in s.name.chunks_exact(4).enumerate() {
-        w[48 + i] = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
+        w[NAME_WORD + i] = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
     }
     for (i, r) in s.recent.iter().enumerate() {
-        put64(&mut w, 52 + 4 * i, r.start_ns);
-        put64(&mut w, 54 + 4 * i, r.duration_ns);
+        put64(&mut w, RECENT_WORD + 4 * i, r.start_ns);
+        put64(&mut w, RECENT_WORD + 2 + 4 * i, r.duration_ns);
     }
     w[CONTROL_WORD] = s.control.seq;
     w[CONTROL_WORD + 1] = s.control.op;
@@ -329,11 +334,14 @@ pub fn slot_from_words(w: &[u32; SLOT_WORDS]) -> Slot {
     latency.copy_from_slice(&w[30..30 + LATENCY_BUCKETS]);
     let mut name = [0u8; NAME_BYTES];
     for (i, chunk) in name.chunks_exact_mut(4).enumerate() {
-        chunk.copy_from_slice(&w[48 + i].to_le_bytes());
+        chunk.copy_from_slice(&w[NAME_WORD + i].to_le_bytes());
     }
     let mut recent = [RecentPreemption::default(); RECENT_PREEMPTIONS];
     for (i, r) in recent.iter_mut().enumerate() {
-        *r = RecentPreemption { start_ns: u64_at(52 + 4 * i), duration_ns: u64_at(54 + 4 * i) };
+        *r = RecentPreemption {
+            start_ns: u64_at(RECENT_WORD + 4 * i),
+            duration_ns: u64_at(RECENT_WORD + 2 + 4 * i),
+        };
     }
     Slot {
         seq: w[0],
@@ -359,6 +367,7 @@ pub fn slot_from_words(w: &[u32; SLOT_WORDS]) -> Slot {
             preempted_ns: u64_at(28),
             latency,
             beat_ns: u64_at(46),
+            busy_ns: u64_at(48),
         },
         name,
         recent,
@@ -976,6 +985,23 @@ mod tests {
     }
 
     #[test]
+    fn slot_word_indices_are_the_layouts_offsets() {
+        use std::mem::offset_of;
+        let stats = offset_of!(Slot, stats);
+        assert_eq!(stats, 8 * 4);
+        assert_eq!(stats + offset_of!(QueueStats, beat_ns), 46 * 4);
+        assert_eq!(stats + offset_of!(QueueStats, busy_ns), 48 * 4);
+        assert_eq!(OWNER_END * 4, offset_of!(Slot, control));
+        assert_eq!(NAME_WORD * 4, offset_of!(Slot, name));
+        assert_eq!(RECENT_WORD * 4, offset_of!(Slot, recent));
+        assert_eq!(CONTROL_WORD * 4, offset_of!(Slot, control));
+        assert_eq!(ACK_WORD * 4, offset_of!(Slot, ack));
+        assert_eq!(PID_NS_WORD * 4, offset_of!(Slot, pid_ns));
+        assert_eq!((PID_NS_WORD + 3) * 4, offset_of!(Slot, sharing));
+        assert_eq!(SLOT_WORDS * 4, std::mem::size_of::<Slot>());
+    }
+
+    #[test]
     fn slot_words_round_trip() {
         let s = Slot {
             seq: 4,
@@ -1001,6 +1027,7 @@ mod tests {
                 preempted_ns: 1 << 50,
                 latency: std::array::from_fn(|i| i as u32 * 3 + 1),
                 beat_ns: 1 << 45,
+                busy_ns: (1 << 52) | 3,
             },
             name: crate::layout::name_bytes("batch-job"),
             recent: std::array::from_fn(|i| RecentPreemption {

@@ -5,7 +5,7 @@
 //! layout is versioned by [`STATS_LAYOUT_VERSION`], which the board header records next to its
 //! own version; a reader that finds another version must not interpret the bytes.
 //!
-//! Layout, version 4 (160 bytes, little endian, naturally aligned, no padding):
+//! Layout, version 5 (168 bytes, little endian, naturally aligned, no padding):
 //!
 //! | offset | type  | field             | meaning                                                   |
 //! |-------:|-------|-------------------|-----------------------------------------------------------|
@@ -25,6 +25,7 @@
 //! | 80     | `u64` | `preempted_ns`    | total time off the GPU (the current spell included)       |
 //! | 88     | `[u32; 16]` | `latency`   | dispatch-to-completion histogram: bucket `i` counts packets that took `< 2^(i+4)` µs (the last one: the rest) |
 //! | 152    | `u64` | `beat_ns`         | `CLOCK_MONOTONIC` ns when the owner last published or confirmed these counters |
+//! | 160    | `u64` | `busy_ns`         | total time the queue had packets in flight (ns), counted at completions |
 //!
 //! Version 2 turned version 1's `reserved` word into `packet_ns`: what the owner measured from
 //! its completions (the preemption watchers of other processes estimate from it how long the
@@ -32,13 +33,15 @@
 //! for `xhsa-top` and `xhsactl`. Version 4 turned `reserved` into `beat_ns`: a process that
 //! stops (SIGSTOP, a debugger, a hung runtime) stops confirming its counters, and readers count
 //! its work only while it is fresh ([`QueueStats::has_work_at`]), so a stopped process holds
-//! nobody back for longer than [`STALE_AFTER_NS`].
+//! nobody back for longer than [`STALE_AFTER_NS`]. Version 5 added `busy_ns`: with `completed`
+//! a counter pair, so a reader's mean time per packet and busy fraction over an interval are
+//! differences of counters (`packet_ns` is a running estimate of the last few completions).
 #![forbid(unsafe_code)]
 
 use crate::priority::Priority;
 
 /// Version of the [`QueueStats`] layout.
-pub const STATS_LAYOUT_VERSION: u32 = 4;
+pub const STATS_LAYOUT_VERSION: u32 = 5;
 
 /// How often an owner with work confirms its counters (`beat_ns`) at the least.
 pub const BEAT_NS: u64 = 20_000_000;
@@ -165,6 +168,8 @@ pub struct QueueStats {
     pub latency: [u32; LATENCY_BUCKETS],
     /// `CLOCK_MONOTONIC` nanoseconds when the owner last published or confirmed the counters.
     pub beat_ns: u64,
+    /// Total time with packets in flight, nanoseconds, counted at completions.
+    pub busy_ns: u64,
 }
 
 impl QueueStats {
@@ -213,9 +218,9 @@ mod tests {
     use std::mem::{align_of, offset_of, size_of};
 
     #[test]
-    fn layout_v4() {
-        assert_eq!(STATS_LAYOUT_VERSION, 4);
-        assert_eq!(size_of::<QueueStats>(), 160);
+    fn layout_v5() {
+        assert_eq!(STATS_LAYOUT_VERSION, 5);
+        assert_eq!(size_of::<QueueStats>(), 168);
         assert_eq!(align_of::<QueueStats>(), 8);
         assert_eq!(offset_of!(QueueStats, priority), 0);
         assert_eq!(offset_of!(QueueStats, flags), 4);
@@ -233,6 +238,7 @@ mod tests {
         assert_eq!(offset_of!(QueueStats, preempted_ns), 80);
         assert_eq!(offset_of!(QueueStats, latency), 88);
         assert_eq!(offset_of!(QueueStats, beat_ns), 152);
+        assert_eq!(offset_of!(QueueStats, busy_ns), 160);
     }
 
     #[test]

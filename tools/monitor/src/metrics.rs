@@ -28,13 +28,14 @@ struct Family {
 }
 
 /// The families, in exposition order: name, kind, help. `xhsa_queue_state` is last.
-const FAMILIES: [(&str, &str, &str); 12] = [
+const FAMILIES: [(&str, &str, &str); 13] = [
     ("xhsa_queue_dispatches_total", "counter", "Packets libxhsa forwarded to the hardware queue."),
     ("xhsa_queue_submitted_total", "counter", "Packets the application submitted."),
     ("xhsa_queue_completed_total", "counter", "Packets seen completed."),
     ("xhsa_queue_preemptions_total", "counter", "Times the queue was taken off the GPU."),
     ("xhsa_queue_preempted_seconds_total", "counter", "Time the queue spent off the GPU."),
     ("xhsa_queue_held_seconds_total", "counter", "Time the level-1 window held the queue back."),
+    ("xhsa_queue_busy_seconds_total", "counter", "Time the queue had packets on the hardware."),
     ("xhsa_queue_pending", "gauge", "Packets held in libxhsa now."),
     ("xhsa_queue_in_flight", "gauge", "Packets forwarded and not yet complete."),
     (
@@ -70,13 +71,14 @@ pub fn render(s: &Snapshot) -> String {
             q.id
         );
         let secs = |ns: u64| format!("{:.9}", ns as f64 / 1e9);
-        let values: [String; 11] = [
+        let values: [String; 12] = [
             q.dispatched.to_string(),
             q.submitted.to_string(),
             q.completed.to_string(),
             q.preemptions.to_string(),
             secs(q.preempted_ns),
             secs(q.held_ns),
+            secs(q.busy_ns),
             q.pending.to_string(),
             q.in_flight.to_string(),
             q.priority.map_or("NaN".into(), |p| p.level.to_string()),

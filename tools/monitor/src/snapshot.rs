@@ -145,6 +145,8 @@ pub struct Queue {
     pub held_events: u64,
     /// Recent time per packet on the hardware (0: not measured).
     pub packet_ns: u64,
+    /// Total time with packets in flight on the hardware.
+    pub busy_ns: u64,
     /// Dispatch-to-completion histogram: (upper bound in µs, `None` for the last bucket; count).
     pub latency: Vec<(Option<u64>, u32)>,
     /// The last preemptions, newest first: (how long ago it started, how long it lasted; `None`
@@ -177,6 +179,7 @@ impl Queue {
             held_ns: st.throttle_ns,
             held_events: st.throttle_events,
             packet_ns: st.packet_ns,
+            busy_ns: st.busy_ns,
             latency: (0..LATENCY_BUCKETS)
                 .map(|i| (latency_bucket_limit_us(i), st.latency[i]))
                 .collect(),
