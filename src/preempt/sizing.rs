@@ -3,14 +3,18 @@
 //! is worth what it costs.
 //!
 //! **Measured** ([`Demand::between`], over two looks at the board): the fraction of the time the
-//! latency-critical class (queues at or above the reserve's priority) had packets executing —
-//! the differences of each queue's busy-time and completion counters (`busy_ns`, `completed`),
-//! summed — its mean time per packet (busy time over packets, exact over the interval), the batch class's busy time, and how often batch queues were taken off
-//! the GPU. Per size (the whole GPU being one), the critical class's mean time per packet while
-//! that size was in force, not in the first interval after a change ([`Sizes`]); a size's
-//! *service ratio* `r` is that time over the best measured at any size (the whole GPU's can
-//! include waits for batch take-offs). A size not measured in the last [`MEASURED_FOR_NS`] is
-//! assumed to serve as well (`r = 1`): choosing it is a trial, which measures it. Reserves are
+//! latency-critical class (queues at or above the reserve's priority) had packets in flight, its
+//! packets completed and their mean time — differences of each queue's busy-time and completion
+//! counters (`busy_ns`, `completed`), summed — the batch class's busy time, and how often batch
+//! queues were taken off the GPU. Per size (the whole GPU being one), what the critical class
+//! was served while that size was in force, summed over every interval there but the first
+//! after a change ([`Sizes`]); a size's *service ratio* `r` is how much longer the critical
+//! class takes there than at the best size measured: its completion rate's drop where the rate
+//! fell (a closed-loop class, whose next request waits for the last: the drop is its slowdown,
+//! however much of a packet's longer time its host work hides), else its time per packet
+//! against the best (a class paced by its requests). A size not measured in the last
+//! [`MEASURED_FOR_NS`] is assumed to serve as well (`r = 1`): choosing it is a trial, which
+//! measures it. Reserves are
 //! searched from the largest down: the search stops at the first measured one that misses the
 //! target, and at the first not measured it explores — a trial of that size when some size from
 //! it down would beat the best measured one (its gain counted from there) — so trials go 60, 40,
@@ -20,12 +24,11 @@
 //! - the whole GPU (strict priority with preemption): the critical class waits one take-off (a
 //!   device-wide unmap) at each of its busy periods, slowdown `1 + takeoffs/s × unmap / u`; the
 //!   batch class gets `1 - u - 2 × takeoffs/s × unmap`;
-//! - `c` of `n` CUs reserved: the critical class's packets take `r` times as long (its
-//!   slowdown); a class with idle time on the whole GPU (`u < 0.9`: paced by its requests) that
-//!   would be busy `u r ≥ 0.95` of the time on its side cannot be served there; the batch class
-//!   gets `1 - c / n` at all times. (A latency-critical job busy all the time, a server under
-//!   steady load, is served by a side as long as its packets are not slower there: the reserve
-//!   then costs it nothing and gives the batch class the rest.)
+//! - `c` of `n` CUs reserved: the critical class takes `r` times as long (its slowdown); a class
+//!   paced by its requests that was busy 95 % of the time on its side cannot be served there;
+//!   the batch class gets `1 - c / n` at all times. (A latency-critical job that keeps the GPU
+//!   busy itself, a server under steady load, is served by a side as long as its completion
+//!   rate holds there: the reserve then costs it little and gives the batch class the rest.)
 //!
 //! **Decision** ([`decide`]): the size that gives the batch class the most while the critical
 //! class's predicted slowdown stays within the target (`XHSA_POLICY=slo:K`, else
@@ -61,15 +64,28 @@ pub const HYSTERESIS: u64 = 2;
 pub const MIN_SHARE_CHANGE: f64 = 0.05;
 /// How long a size's measured service ratio stands.
 pub const MEASURED_FOR_NS: Nanos = 60_000_000_000;
+/// How long a size must have been measured (its settling interval not counted) before its
+/// figures count: a class's time per packet over a few hundred milliseconds after a change
+/// says more about the change than about the size.
+pub const MIN_MEASURED_NS: Nanos = 2_000_000_000;
+/// A size measured for half of [`MIN_MEASURED_NS`] already counts when the critical class is
+/// this many times beyond its target there: a trial that clearly fails ends early.
+pub const CLEAR_MISS: f64 = 1.05;
+/// The longest a trial size stands unmeasured (the critical class idle there) before the
+/// sizing decides without its figures.
+pub const MAX_TRIAL_NS: Nanos = 10_000_000_000;
 /// Fewer critical packets than this between two looks measure no size.
 const MIN_PACKETS: f64 = 16.0;
 /// How often the board is looked at for the sizing.
 pub const LOOK_NS: Nanos = 500_000_000;
 /// The unmap cost assumed before this process measured one (a take-off's KFD call).
 pub const UNMEASURED_UNMAP_NS: Nanos = 1_000_000;
-/// A critical class busy less than this on the whole GPU is paced by its requests.
-const MAX_UTILISATION: f64 = 0.9;
-/// Such a class cannot be served by a side it would keep this busy.
+/// A critical class busy at least this much of the time at every size measured (its least
+/// busy one included) keeps the GPU busy itself: requests back to back, a server under steady
+/// load, a decoder ([`Sizes::ratio`]).
+pub const BUSY_CLASS: f64 = 0.6;
+/// A class below [`BUSY_CLASS`] cannot be served by a size where it was busy this much of the
+/// time: it is paced by its requests, and there they wait for each other.
 const SATURATED: f64 = 0.95;
 
 /// One queue on the board at one look, as the sizing needs it.
@@ -140,39 +156,125 @@ impl Demand {
     }
 }
 
-/// Per size (0: the whole GPU), the critical class's mean time per packet while it was in
-/// force, and when it was last measured.
+/// The critical class's counters over time at one size: packets completed, their busy time, and
+/// the time they were counted over.
+#[derive(Copy, Clone, Debug, Default, PartialEq)]
+pub struct Served {
+    pub packets: f64,
+    pub busy_ns: f64,
+    pub span_ns: f64,
+}
+
+impl Served {
+    /// Mean time per packet.
+    fn per_packet(&self) -> f64 {
+        self.busy_ns / self.packets
+    }
+
+    /// Packets per nanosecond.
+    fn rate(&self) -> f64 {
+        self.packets / self.span_ns
+    }
+
+    /// Fraction of the time with packets in flight.
+    fn busy(&self) -> f64 {
+        self.busy_ns / self.span_ns
+    }
+}
+
+/// Per size (0: the whole GPU), what the critical class was served while it was in force
+/// (counters summed over every interval measured there, so a size's figure firms up the longer
+/// it stands), and when it was last measured.
 #[derive(Clone, Debug, Default)]
 pub struct Sizes {
-    measured: BTreeMap<u32, (f64, Nanos)>,
+    measured: BTreeMap<u32, (Served, Nanos)>,
+    /// The critical class's slowdown to keep within ([`Sizer::set_target`]; 0: none set, the
+    /// default's).
+    target: f64,
 }
 
 impl Sizes {
-    /// `cus` was in force while the critical class's packets took `packet_ns` on average.
-    pub fn record(&mut self, cus: u32, packet_ns: f64, now: Nanos) {
-        if packet_ns > 0.0 {
-            let v = match self.measured.get(&cus) {
-                Some(&(old, at)) if now.saturating_sub(at) < MEASURED_FOR_NS => {
-                    (old + packet_ns) / 2.0
-                }
-                _ => packet_ns,
-            };
-            self.measured.insert(cus, (v, now));
+    /// `cus` was in force while the critical class was served `d` (ignored without packets).
+    /// Sums older than [`MEASURED_FOR_NS`] are dropped first.
+    pub fn record(&mut self, cus: u32, d: Served, now: Nanos) {
+        if d.packets <= 0.0 || d.busy_ns <= 0.0 || d.span_ns <= 0.0 {
+            return;
         }
+        let sum = match self.measured.get(&cus) {
+            Some(&(old, at)) if now.saturating_sub(at) < MEASURED_FOR_NS => Served {
+                packets: old.packets + d.packets,
+                busy_ns: old.busy_ns + d.busy_ns,
+                span_ns: old.span_ns + d.span_ns,
+            },
+            _ => d,
+        };
+        self.measured.insert(cus, (sum, now));
     }
 
-    /// The service ratio of `cus` reserved CUs: its time per packet against the best measured
-    /// lately at any size, the whole GPU's included (whose time can include waits for batch
-    /// take-offs, so a reserve's may be the best); `None` unless `cus` was measured lately.
+    /// The sizes measured lately, each for [`MIN_MEASURED_NS`] at least.
+    fn fresh(&self, now: Nanos) -> impl Iterator<Item = (u32, Served)> + Clone + '_ {
+        self.measured
+            .iter()
+            .filter(move |(_, (v, at))| {
+                now.saturating_sub(*at) < MEASURED_FOR_NS && v.span_ns >= MIN_MEASURED_NS as f64
+            })
+            .map(|(c, (v, _))| (*c, *v))
+    }
+
+    /// Whether the critical class keeps the GPU busy itself: busy [`BUSY_CLASS`] of the time at
+    /// least at every size measured lately (`None`: none measured).
+    fn busy_class(&self, now: Nanos) -> Option<bool> {
+        let least = self.fresh(now).map(|(_, v)| v.busy()).reduce(f64::min)?;
+        Some(least >= BUSY_CLASS)
+    }
+
+    /// The service ratio of `cus` reserved CUs: how much longer the critical class takes there
+    /// than at the best size measured lately (the whole GPU's included, whose time can include
+    /// waits for batch take-offs, so a reserve's may be the best); `None` unless `cus` was
+    /// measured lately for [`MIN_MEASURED_NS`] at least. A class that keeps the GPU busy itself
+    /// ([`BUSY_CLASS`]: its next request follows the last) is slowed by as much as its
+    /// completion rate falls against the best rate — however much longer each packet takes,
+    /// the time its host spends between them can hide; a class paced by its requests completes
+    /// as many packets at any size that keeps up with them, and its time per packet against
+    /// the best says it (an upper bound: its time off the GPU does not grow).
+    ///
+    /// A size measured for half that time already counts when it misses the target by
+    /// [`CLEAR_MISS`] against the sizes measured in full.
     pub fn ratio(&self, cus: u32, now: Nanos) -> Option<f64> {
         if cus == 0 {
             return Some(1.0);
         }
-        let fresh =
-            self.measured.iter().filter(|(_, (_, at))| now.saturating_sub(*at) < MEASURED_FOR_NS);
-        let best = fresh.clone().map(|(_, (v, _))| *v).fold(f64::INFINITY, f64::min);
-        let own = fresh.filter(|(c, _)| **c == cus).map(|(_, (v, _))| *v).next()?;
-        Some((own / best).max(1.0))
+        let &(own, at) = self.measured.get(&cus)?;
+        if now.saturating_sub(at) >= MEASURED_FOR_NS || own.span_ns < MIN_MEASURED_NS as f64 / 2.0 {
+            return None;
+        }
+        let full = own.span_ns >= MIN_MEASURED_NS as f64;
+        let others = self.fresh(now).filter(|(c, _)| *c != cus).map(|(_, v)| v);
+        let with_own = others.chain(full.then_some(own));
+        let least_busy = with_own.clone().map(|v| v.busy()).reduce(f64::min)?;
+        let r = if least_busy >= BUSY_CLASS {
+            let best_rate = with_own.map(|v| v.rate()).fold(0.0, f64::max);
+            best_rate / own.rate()
+        } else {
+            let best_time = with_own.map(|v| v.per_packet()).fold(f64::INFINITY, f64::min);
+            own.per_packet() / best_time
+        }
+        .max(1.0);
+        let target =
+            if self.target > 0.0 { self.target } else { DEFAULT_TARGET_PCT as f64 / 100.0 };
+        (full || r > target * CLEAR_MISS).then_some(r)
+    }
+
+    /// The critical class's slowdown to keep within.
+    pub fn set_target(&mut self, target: f64) {
+        self.target = target;
+    }
+
+    /// Whether a class paced by its requests was busy [`SATURATED`] of the time at `cus`: it
+    /// cannot be served there.
+    pub fn saturated(&self, cus: u32, now: Nanos) -> bool {
+        self.busy_class(now) == Some(false)
+            && self.fresh(now).any(|(c, v)| c == cus && v.busy() >= SATURATED)
     }
 }
 
@@ -238,10 +340,7 @@ pub fn predict(s: &Situation, cus: u32, u: f64) -> Prediction {
     // Not measured: as good as the best (a trial).
     let measured = s.measured.ratio(cus, s.now);
     let r = measured.unwrap_or(1.0).max(0.01);
-    // A class with idle time on the whole GPU (it is paced by its requests) must not saturate
-    // its side; one busy all the time paces itself, and only its packets' time counts.
-    let saturates = u < MAX_UTILISATION && u * r >= SATURATED;
-    let slowdown = if saturates { f64::INFINITY } else { r };
+    let slowdown = if s.measured.saturated(cus, s.now) { f64::INFINITY } else { r };
     let f = f64::from(cus.min(s.cu_count)) / f64::from(s.cu_count);
     Prediction { cus, ratio: r, measured: measured.is_some(), slowdown, batch_share: 1.0 - f }
 }
@@ -348,7 +447,7 @@ impl Sizer {
             cu_count,
             target_pct,
             last: None,
-            measured: Sizes::default(),
+            measured: Sizes { target: f64::from(target_pct) / 100.0, ..Sizes::default() },
             whole_takeoffs_per_s: 0.0,
             demand: None,
             settling: false,
@@ -367,6 +466,7 @@ impl Sizer {
     /// The critical class's slowdown to keep within from now on, percent.
     pub fn set_target(&mut self, target_pct: u32) {
         self.target_pct = target_pct;
+        self.measured.set_target(f64::from(target_pct) / 100.0);
     }
 
     /// One look at the board (`look`, with `current` reserved CUs in force, changed `since_change`
@@ -394,11 +494,26 @@ impl Sizer {
             self.changes.pop_front();
         }
         let d = Demand::between(&prev, look)?;
+        tracing::debug!(
+            "xhsa: sizing at {} reserved CUs{}: critical busy {:.3}, {:.0} packets of {:.1} us; batch busy {:.3}, {:.1} take-offs/s",
+            current,
+            if self.settling { " (settling)" } else { "" },
+            d.critical_busy,
+            d.critical_packets,
+            d.critical_packet_ns / 1e3,
+            d.batch_busy,
+            d.takeoffs_per_s
+        );
         if std::mem::take(&mut self.settling) {
             return None;
         }
         if d.critical_packets >= MIN_PACKETS {
-            self.measured.record(current, d.critical_packet_ns, now);
+            let served = Served {
+                packets: d.critical_packets,
+                busy_ns: d.critical_packet_ns * d.critical_packets,
+                span_ns: now.saturating_sub(prev.at) as f64,
+            };
+            self.measured.record(current, served, now);
         }
         if current == 0 {
             self.whole_takeoffs_per_s = (self.whole_takeoffs_per_s + d.takeoffs_per_s) / 2.0;
@@ -414,7 +529,16 @@ impl Sizer {
             _ => d,
         };
         self.demand = Some(smoothed);
-        if since_change < self.min_interval() || !look.leader {
+        // A size measured to miss the target is left without the back-off (going back from a
+        // failed trial is not flapping); a trial stands until it is measured (or the critical
+        // class stayed idle there).
+        let r_now = (current != 0).then(|| self.measured.ratio(current, now));
+        let missing = r_now.flatten().is_some_and(|r| r > f64::from(self.target_pct) / 100.0);
+        let interval = if missing { MIN_INTERVAL_NS / 2 } else { self.min_interval() };
+        if since_change < interval || !look.leader {
+            return None;
+        }
+        if r_now.is_some_and(|r| r.is_none()) && since_change < MAX_TRIAL_NS {
             return None;
         }
         let s = Situation {
@@ -466,11 +590,41 @@ mod tests {
     }
 
     /// Ratios measured for each size at 10 s.
-    fn measured(ratios: &[(u32, f64)]) -> Sizes {
+    /// Paced: 1000 packets a second at every size, each taking `packet_ns`, over the shortest
+    /// span that counts.
+    fn paced(packet_ns: f64) -> Served {
+        let secs = MIN_MEASURED_NS as f64 / 1e9;
+        Served { packets: 1_000.0 * secs, busy_ns: 1_000.0 * secs * packet_ns, span_ns: secs * 1e9 }
+    }
+
+    /// A class paced by its requests, busy `u` of the time on the whole GPU, its packets `r`
+    /// times as long at each size `c` (so busy `u r` there, at most all the time).
+    fn paced_at(u: f64, ratios: &[(u32, f64)]) -> Sizes {
         let mut m = Sizes::default();
-        m.record(0, 1_000.0, 10 * S);
+        let span = MIN_MEASURED_NS as f64;
+        let at =
+            |r: f64| Served { packets: 1_000.0, busy_ns: (u * r).min(1.0) * span, span_ns: span };
+        m.record(0, at(1.0), 10 * S);
         for &(c, r) in ratios {
-            m.record(c, 1_000.0 * r, 10 * S);
+            m.record(c, at(r), 10 * S);
+        }
+        m
+    }
+
+    /// A light class paced by its requests (busy 10 % on the whole GPU).
+    fn measured(ratios: &[(u32, f64)]) -> Sizes {
+        paced_at(0.1, ratios)
+    }
+
+    /// A class that keeps the GPU busy itself: busy 95 % of the time at every size, its
+    /// completion rate `1 / r` of the whole GPU's at each size `c`.
+    fn closed_loop(ratios: &[(u32, f64)]) -> Sizes {
+        let mut m = Sizes::default();
+        let span = MIN_MEASURED_NS as f64;
+        let at = |r: f64| Served { packets: 1_000.0 / r, busy_ns: 0.95 * span, span_ns: span };
+        m.record(0, at(1.0), 10 * S);
+        for &(c, r) in ratios {
+            m.record(c, at(r), 10 * S);
         }
         m
     }
@@ -509,19 +663,48 @@ mod tests {
     #[test]
     fn measured_ratios_are_against_the_best_size_and_stand_for_a_minute() {
         let mut m = Sizes::default();
-        m.record(20, 3_000.0, 0);
+        m.record(20, paced(3_000.0), 0);
         assert_eq!(m.ratio(20, S), Some(1.0), "alone, it is the best");
         assert_eq!(m.ratio(40, S), None, "not measured");
-        m.record(0, 1_000.0, S);
+        m.record(0, paced(1_000.0), S);
         assert_eq!(m.ratio(20, 2 * S), Some(3.0));
         assert_eq!(m.ratio(0, 2 * S), Some(1.0));
         // The whole GPU's time included waits for take-offs: 40 CUs were faster.
-        m.record(40, 500.0, S);
+        m.record(40, paced(500.0), S);
         assert_eq!(m.ratio(20, 2 * S), Some(6.0));
         assert_eq!(m.ratio(40, 2 * S), Some(1.0));
         assert_eq!(m.ratio(20, MEASURED_FOR_NS + 1), None, "too old");
-        m.record(20, 0.0, 3 * S);
+        m.record(20, Served { packets: 0.0, ..paced(1.0) }, 3 * S);
         assert_eq!(m.ratio(20, 3 * S), Some(6.0), "no packets: no sample");
+        // Intervals at one size add up: a second one at 40 CUs twice as slow makes its mean
+        // 750 ns (1.5 x the 500 ns of 40 CUs before, 20 CUs' 3 us now 4 x).
+        m.record(40, paced(1_000.0), 3 * S);
+        assert_eq!(m.ratio(40, 3 * S), Some(1.0), "still the best");
+        assert_eq!(m.ratio(20, 3 * S), Some(4.0));
+    }
+
+    #[test]
+    fn a_closed_loop_class_is_slowed_by_as_much_as_its_completion_rate_falls() {
+        // A server whose requests follow each other: on 60 CUs 1110 packets a second, busy 78 %
+        // of the time (its launches, not the GPU, set the pace); on 40 CUs 1040 a second, busy
+        // 97 %: each packet takes 1.33 x as long, but the host's time between them hides most of
+        // it, and its requests are 1.07 x as long as the rate says.
+        let mut m = Sizes::default();
+        let at = |packets: f64, busy: f64| Served {
+            packets: packets * 2.0,
+            busy_ns: busy * 2e9,
+            span_ns: 2e9,
+        };
+        m.record(60, at(1_110.0, 0.78), S);
+        m.record(40, at(1_040.0, 0.97), S);
+        let r = m.ratio(40, S).unwrap();
+        assert!((r - 1_110.0 / 1_040.0).abs() < 1e-9, "{r}");
+        // Paced by its requests: the same rate everywhere, so the time per packet says it.
+        let mut m = Sizes::default();
+        m.record(60, at(500.0, 0.30), S);
+        m.record(20, at(495.0, 0.60), S);
+        let r = m.ratio(20, S).unwrap();
+        assert!((r - (0.60 / 495.0) / (0.30 / 500.0)).abs() < 1e-9, "{r}");
     }
 
     #[test]
@@ -609,14 +792,80 @@ mod tests {
     fn a_server_busy_all_the_time_is_served_by_a_side_where_its_packets_are_not_slower() {
         // Busy 100 % (a steady stream of narrow kernels); measured on 40 CUs as fast as on the
         // whole GPU, on 20 CUs 1.6x: 40 CUs, the batch class gets half the GPU.
-        let m = measured(&[(60, 1.0), (40, 1.02), (20, 1.6)]);
+        let m = closed_loop(&[(60, 1.0), (40, 1.02), (20, 1.6)]);
         let v = decide(&situation(0, busy(1.0, 0.9, 20.0), &m));
         assert!(v.change && v.best.cus == 40, "{v:?}");
-        // Paced by requests and busy 60 % on the whole GPU: on 20 CUs at 1.6x it would be busy
-        // 96 %: it cannot be served there even under a 2x target.
-        let m = measured(&[(60, 1.0), (40, 1.0), (20, 1.6)]);
-        let v = decide(&Situation { target_pct: 200, ..situation(0, busy(0.6, 0.9, 20.0), &m) });
+        // Paced by requests and busy 50 % on the whole GPU: on 20 CUs, where its packets take
+        // twice as long, it was busy all the time: it cannot be served there even under a 2.5x
+        // target.
+        let m = paced_at(0.5, &[(60, 1.0), (40, 1.0), (20, 2.0)]);
+        let v = decide(&Situation { target_pct: 250, ..situation(0, busy(0.5, 0.9, 20.0), &m) });
         assert_eq!(v.best.cus, 40, "40 CUs, not 20: {v:?}");
+        assert!(m.saturated(20, 10 * S) && !m.saturated(40, 10 * S));
+    }
+
+    #[test]
+    fn a_trial_that_clearly_fails_ends_after_half_its_measurement_and_without_the_back_off() {
+        // A closed-loop class (busy 95 %): 1000 packets a second on 40 CUs, measured in full;
+        // then on 20 CUs 650 a second (1.54x, the target 1.3x).
+        let span = MIN_MEASURED_NS as f64;
+        let per = |rate: f64, secs: f64| Served {
+            packets: rate * secs,
+            busy_ns: 0.95 * secs * 1e9,
+            span_ns: secs * 1e9,
+        };
+        let mut m = Sizes { target: 1.3, ..Sizes::default() };
+        m.record(40, per(1_000.0, span / 1e9), S);
+        m.record(20, per(650.0, 0.5), S);
+        assert_eq!(m.ratio(20, S), None, "a quarter of the measurement: nothing yet");
+        m.record(20, per(650.0, 0.5), S);
+        let r = m.ratio(20, S).expect("half, and beyond the target by CLEAR_MISS: it counts");
+        assert!((r - 1_000.0 / 650.0).abs() < 1e-9, "{r}");
+        // Within the target it waits for the whole measurement.
+        let mut ok = Sizes { target: 1.3, ..Sizes::default() };
+        ok.record(40, per(1_000.0, span / 1e9), S);
+        ok.record(20, per(900.0, 1.0), S);
+        assert_eq!(ok.ratio(20, S), None);
+        ok.record(20, per(900.0, 1.0), S);
+        assert!(ok.ratio(20, S).is_some_and(|r| r < 1.3));
+
+        // The sizer leaves such a trial one second after its settling interval, although two
+        // changes within the minute put the back-off at 4 s.
+        let q = |completed: u64, critical: bool| QueueSample {
+            key: u64::from(critical),
+            critical,
+            completed,
+            busy_ns: completed * if critical { 950_000 } else { 10_000_000 },
+            preemptions: 0,
+        };
+        let look = |t: u64, c: u64| Look {
+            at: t * LOOK_NS,
+            queues: vec![q(c, true), q(t * 50, false)],
+            leader: true,
+        };
+        let mut sz = Sizer::new(SIZES.to_vec(), 80, 130);
+        let (mut t, mut done) = (0, 0);
+        let mut step = |sz: &mut Sizer, cus: u32, since: Nanos, rate: u64| {
+            t += 1;
+            done += rate / 2;
+            sz.look(look(t, done), cus, since, Some(450_000))
+        };
+        // 60 and 40 CUs measured at 1000 a second, then changes to 40 and 20 within the minute.
+        step(&mut sz, 60, 10 * S, 1_000);
+        for i in 1..=5 {
+            step(&mut sz, 60, 10 * S + i * LOOK_NS, 1_000);
+        }
+        step(&mut sz, 40, 0, 1_000);
+        for i in 1..=5 {
+            step(&mut sz, 40, i * LOOK_NS, 1_000);
+        }
+        step(&mut sz, 20, 0, 650);
+        assert_eq!(sz.min_interval(), 2 * MIN_INTERVAL_NS);
+        step(&mut sz, 20, LOOK_NS, 650); // settling
+        assert_eq!(step(&mut sz, 20, 2 * LOOK_NS, 650), None, "half a second measured");
+        let v = step(&mut sz, 20, 3 * LOOK_NS, 650).expect("one second measured: decided");
+        assert!(v.now.measured && v.now.slowdown > 1.5, "{v:?}");
+        assert!(v.change && v.best.cus != 20 && v.best.slowdown <= 1.3, "{v:?}");
     }
 
     #[test]
@@ -630,9 +879,9 @@ mod tests {
 
     #[test]
     fn a_critical_class_that_cannot_keep_up_on_its_reserve_gets_the_whole_gpu_back() {
-        // 80 % busy on 20 CUs where its packets take twice as long: u = 0.4 in whole-GPU terms;
-        // 2x there, the whole GPU 1.0x.
-        let m = measured(&[(20, 2.0)]);
+        // Busy 45 % of the time on the whole GPU, all the time on 20 CUs where its packets
+        // take 2.2x as long: it cannot keep up there.
+        let m = paced_at(0.45, &[(20, 2.2)]);
         let v = decide(&situation(20, busy(0.8, 0.9, 0.0), &m));
         assert!(v.change, "{v:?}");
         assert_eq!(v.best.cus, 0, "{v:?}");
@@ -672,17 +921,25 @@ mod tests {
         assert_eq!(sz.look(look(3), 60, 0, Some(450_000)), None);
         sz.look(look(4), 60, LOOK_NS, Some(450_000));
         assert_eq!(sz.measured.ratio(60, look(4).at), None);
-        sz.look(look(5), 60, 2 * LOOK_NS, Some(450_000));
-        assert_eq!(sz.measured.ratio(60, look(5).at), Some(1.0));
+        // The trial is measured for MIN_MEASURED_NS before its figures count, and stands
+        // until then even after the minimum interval between changes.
+        for t in 5..8 {
+            let v = sz.look(look(t), 60, (t - 3) * LOOK_NS, Some(450_000));
+            assert_eq!(v, None, "look {t}: the trial is not measured yet");
+            assert_eq!(sz.measured.ratio(60, look(t).at), None, "look {t}");
+        }
+        assert!(look(7).at - look(3).at >= MIN_INTERVAL_NS);
+        sz.look(look(8), 60, 5 * LOOK_NS, Some(450_000));
+        assert_eq!(sz.measured.ratio(60, look(8).at), Some(1.0));
         // Each change within a minute doubles the interval before the next.
         assert_eq!(sz.min_interval(), MIN_INTERVAL_NS, "one change so far");
-        sz.look(look(6), 40, 2 * LOOK_NS, Some(450_000));
+        sz.look(look(9), 40, 2 * LOOK_NS, Some(450_000));
         assert_eq!(sz.min_interval(), 2 * MIN_INTERVAL_NS);
-        sz.look(look(7), 60, 0, Some(450_000));
+        sz.look(look(10), 60, 0, Some(450_000));
         assert_eq!(sz.min_interval(), 4 * MIN_INTERVAL_NS);
         let later = |t: u64| Look { at: t * LOOK_NS + BACKOFF_WINDOW_NS, ..look(t) };
-        sz.look(later(8), 60, BACKOFF_WINDOW_NS, Some(450_000));
-        sz.look(later(9), 60, BACKOFF_WINDOW_NS, Some(450_000));
+        sz.look(later(11), 60, BACKOFF_WINDOW_NS, Some(450_000));
+        sz.look(later(12), 60, BACKOFF_WINDOW_NS, Some(450_000));
         assert_eq!(sz.min_interval(), MIN_INTERVAL_NS, "a quiet minute forgets them");
         // A process that does not lead measures and never decides.
         let mut follower = Sizer::new(SIZES.to_vec(), 80, 110);
