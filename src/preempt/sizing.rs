@@ -62,8 +62,16 @@ pub const MAX_INTERVAL_NS: Nanos = 32_000_000_000;
 pub const HYSTERESIS: u64 = 2;
 /// The smallest change of the batch class's share worth a re-partition.
 pub const MIN_SHARE_CHANGE: f64 = 0.05;
-/// How long a size's measured service ratio stands.
-pub const MEASURED_FOR_NS: Nanos = 60_000_000_000;
+/// How long a size's measured service ratio stands while the critical class's demand holds
+/// ([`DRIFT`]): re-measuring a size that failed costs the critical class its tail.
+pub const MEASURED_FOR_NS: Nanos = 600_000_000_000;
+/// The span a size's sums cover at most: older intervals fade out, so that the size in force
+/// follows the critical class's demand.
+pub const WINDOW_NS: Nanos = 10_000_000_000;
+/// When the size in force's time per packet or completion rate moves this far from what it was
+/// when first measured in full, the critical class's demand changed: the other sizes'
+/// figures no longer compare and are forgotten.
+pub const DRIFT: f64 = 0.25;
 /// How long a size must have been measured (its settling interval not counted) before its
 /// figures count: a class's time per packet over a few hundred milliseconds after a change
 /// says more about the change than about the size.
@@ -188,6 +196,8 @@ impl Served {
 #[derive(Clone, Debug, Default)]
 pub struct Sizes {
     measured: BTreeMap<u32, (Served, Nanos)>,
+    /// The size in force when first measured in full, and its figure then.
+    baseline: Option<(u32, Served)>,
     /// The critical class's slowdown to keep within ([`Sizer::set_target`]; 0: none set, the
     /// default's).
     target: f64,
@@ -195,20 +205,38 @@ pub struct Sizes {
 
 impl Sizes {
     /// `cus` was in force while the critical class was served `d` (ignored without packets).
-    /// Sums older than [`MEASURED_FOR_NS`] are dropped first.
+    /// Sums older than [`MEASURED_FOR_NS`] are dropped first, and sums over more than
+    /// [`WINDOW_NS`] scaled down to it; when the figure drifts ([`DRIFT`]) from the one this
+    /// size had when first measured in full, the other sizes' figures are forgotten.
     pub fn record(&mut self, cus: u32, d: Served, now: Nanos) {
         if d.packets <= 0.0 || d.busy_ns <= 0.0 || d.span_ns <= 0.0 {
             return;
         }
         let sum = match self.measured.get(&cus) {
-            Some(&(old, at)) if now.saturating_sub(at) < MEASURED_FOR_NS => Served {
-                packets: old.packets + d.packets,
-                busy_ns: old.busy_ns + d.busy_ns,
-                span_ns: old.span_ns + d.span_ns,
-            },
+            Some(&(old, at)) if now.saturating_sub(at) < MEASURED_FOR_NS => {
+                let keep = (WINDOW_NS as f64 / old.span_ns).min(1.0);
+                Served {
+                    packets: old.packets * keep + d.packets,
+                    busy_ns: old.busy_ns * keep + d.busy_ns,
+                    span_ns: old.span_ns * keep + d.span_ns,
+                }
+            }
             _ => d,
         };
         self.measured.insert(cus, (sum, now));
+        if sum.span_ns < MIN_MEASURED_NS as f64 {
+            return;
+        }
+        match self.baseline {
+            Some((c, base)) if c == cus => {
+                let moved = |a: f64, b: f64| (a / b - 1.0).abs() > DRIFT;
+                if moved(sum.rate(), base.rate()) || moved(sum.per_packet(), base.per_packet()) {
+                    self.measured.retain(|&c, _| c == cus);
+                    self.baseline = Some((cus, sum));
+                }
+            }
+            _ => self.baseline = Some((cus, sum)),
+        }
     }
 
     /// The sizes measured lately, each for [`MIN_MEASURED_NS`] at least.
@@ -661,7 +689,7 @@ mod tests {
     }
 
     #[test]
-    fn measured_ratios_are_against_the_best_size_and_stand_for_a_minute() {
+    fn measured_ratios_are_against_the_best_size_and_stand_for_ten_minutes() {
         let mut m = Sizes::default();
         m.record(20, paced(3_000.0), 0);
         assert_eq!(m.ratio(20, S), Some(1.0), "alone, it is the best");
@@ -676,11 +704,51 @@ mod tests {
         assert_eq!(m.ratio(20, MEASURED_FOR_NS + 1), None, "too old");
         m.record(20, Served { packets: 0.0, ..paced(1.0) }, 3 * S);
         assert_eq!(m.ratio(20, 3 * S), Some(6.0), "no packets: no sample");
-        // Intervals at one size add up: a second one at 40 CUs twice as slow makes its mean
-        // 750 ns (1.5 x the 500 ns of 40 CUs before, 20 CUs' 3 us now 4 x).
-        m.record(40, paced(1_000.0), 3 * S);
+        // Intervals at one size add up: a second one at 40 CUs of 600 ns makes its mean 550 ns
+        // (20 CUs' 3 us now 5.45 x).
+        m.record(40, paced(600.0), 3 * S);
         assert_eq!(m.ratio(40, 3 * S), Some(1.0), "still the best");
-        assert_eq!(m.ratio(20, 3 * S), Some(4.0));
+        let r = m.ratio(20, 3 * S).unwrap();
+        assert!((r - 3_000.0 / 550.0).abs() < 1e-9, "{r}");
+    }
+
+    #[test]
+    fn the_size_in_force_follows_the_last_seconds_and_a_change_of_demand_forgets_the_others() {
+        let mut m = Sizes::default();
+        let at = |rate: f64, per_packet_ns: f64| Served {
+            packets: rate,
+            busy_ns: rate * per_packet_ns,
+            span_ns: 1e9,
+        };
+        // 20 CUs measured as 2x slower; then 40 CUs stands for a while.
+        m.record(20, at(1_000.0, 2_000.0), S);
+        m.record(20, at(1_000.0, 2_000.0), 2 * S);
+        for t in 3..=20 {
+            m.record(40, at(1_000.0, 1_000.0), t * S);
+        }
+        assert_eq!(m.ratio(20, 20 * S), Some(2.0));
+        // Still measured five minutes on: the demand held.
+        for t in 21..=320 {
+            m.record(40, at(1_000.0, 1_000.0), t * S);
+        }
+        assert_eq!(m.ratio(20, 320 * S), Some(2.0));
+        // A window of the last 10 s: a small change of the packets' time shows within it and
+        // does not forget anything.
+        for t in 321..=360 {
+            m.record(40, at(1_000.0, 1_150.0), t * S);
+        }
+        let (now40, _) = m.measured[&40];
+        assert!((now40.per_packet() - 1_150.0).abs() < 10.0, "{now40:?}");
+        let r = m.ratio(20, 360 * S).expect("still measured");
+        assert!((r - 2_000.0 / now40.per_packet()).abs() < 1e-9, "{r}");
+        // The critical class's packets now take 1.5x as long at the size in force: what 20 CUs
+        // measured before no longer compares.
+        for t in 361..=400 {
+            m.record(40, at(1_000.0, 1_500.0), t * S);
+        }
+        assert_eq!(m.ratio(20, 400 * S), None, "forgotten");
+        assert!(m.ratio(40, 400 * S).is_some());
+        assert_eq!(m.ratio(40, MEASURED_FOR_NS + 401 * S), None, "too old");
     }
 
     #[test]
