@@ -76,8 +76,8 @@ pub const DRIFT: f64 = 0.25;
 /// figures count: a class's time per packet over a few hundred milliseconds after a change
 /// says more about the change than about the size.
 pub const MIN_MEASURED_NS: Nanos = 2_000_000_000;
-/// A size measured for half of [`MIN_MEASURED_NS`] already counts when the critical class is
-/// this many times beyond its target there: a trial that clearly fails ends early.
+/// A size measured for [`EARLY_SPAN_NS`] already counts when the critical class is this many
+/// times beyond its target there: a trial that clearly fails ends early.
 pub const CLEAR_MISS: f64 = 1.05;
 /// The longest a trial size stands unmeasured (the critical class idle there) before the
 /// sizing decides without its figures.
@@ -86,6 +86,11 @@ pub const MAX_TRIAL_NS: Nanos = 10_000_000_000;
 const MIN_PACKETS: f64 = 16.0;
 /// How often the board is looked at for the sizing.
 pub const LOOK_NS: Nanos = 500_000_000;
+/// How often while a trial size is not measured yet: a trial that fails costs the critical
+/// class until it is seen to fail.
+pub const TRIAL_LOOK_NS: Nanos = 100_000_000;
+/// How long a size must have been measured for a clear miss ([`CLEAR_MISS`]) to count.
+pub const EARLY_SPAN_NS: Nanos = 300_000_000;
 /// The unmap cost assumed before this process measured one (a take-off's KFD call).
 pub const UNMEASURED_UNMAP_NS: Nanos = 1_000_000;
 /// A critical class busy at least this much of the time at every size measured (its least
@@ -266,14 +271,14 @@ impl Sizes {
     /// as many packets at any size that keeps up with them, and its time per packet against
     /// the best says it (an upper bound: its time off the GPU does not grow).
     ///
-    /// A size measured for half that time already counts when it misses the target by
+    /// A size measured for [`EARLY_SPAN_NS`] already counts when it misses the target by
     /// [`CLEAR_MISS`] against the sizes measured in full.
     pub fn ratio(&self, cus: u32, now: Nanos) -> Option<f64> {
         if cus == 0 {
             return Some(1.0);
         }
         let &(own, at) = self.measured.get(&cus)?;
-        if now.saturating_sub(at) >= MEASURED_FOR_NS || own.span_ns < MIN_MEASURED_NS as f64 / 2.0 {
+        if now.saturating_sub(at) >= MEASURED_FOR_NS || own.span_ns < EARLY_SPAN_NS as f64 {
             return None;
         }
         let full = own.span_ns >= MIN_MEASURED_NS as f64;
@@ -491,6 +496,15 @@ impl Sizer {
         MIN_INTERVAL_NS.saturating_mul(1 << n).min(MAX_INTERVAL_NS)
     }
 
+    /// When to look next: soon while `current` reserved CUs are a trial not measured yet.
+    pub fn look_interval(&self, current: u32, now: Nanos) -> Nanos {
+        if current != 0 && self.measured.ratio(current, now).is_none() {
+            TRIAL_LOOK_NS
+        } else {
+            LOOK_NS
+        }
+    }
+
     /// The critical class's slowdown to keep within from now on, percent.
     pub fn set_target(&mut self, target_pct: u32) {
         self.target_pct = target_pct;
@@ -562,7 +576,7 @@ impl Sizer {
         // class stayed idle there).
         let r_now = (current != 0).then(|| self.measured.ratio(current, now));
         let missing = r_now.flatten().is_some_and(|r| r > f64::from(self.target_pct) / 100.0);
-        let interval = if missing { MIN_INTERVAL_NS / 2 } else { self.min_interval() };
+        let interval = if missing { 0 } else { self.min_interval() };
         if since_change < interval || !look.leader {
             return None;
         }
@@ -873,7 +887,7 @@ mod tests {
     }
 
     #[test]
-    fn a_trial_that_clearly_fails_ends_after_half_its_measurement_and_without_the_back_off() {
+    fn a_trial_that_clearly_fails_ends_after_a_short_measurement_and_without_the_back_off() {
         // A closed-loop class (busy 95 %): 1000 packets a second on 40 CUs, measured in full;
         // then on 20 CUs 650 a second (1.54x, the target 1.3x).
         let span = MIN_MEASURED_NS as f64;
@@ -884,10 +898,10 @@ mod tests {
         };
         let mut m = Sizes { target: 1.3, ..Sizes::default() };
         m.record(40, per(1_000.0, span / 1e9), S);
-        m.record(20, per(650.0, 0.5), S);
-        assert_eq!(m.ratio(20, S), None, "a quarter of the measurement: nothing yet");
-        m.record(20, per(650.0, 0.5), S);
-        let r = m.ratio(20, S).expect("half, and beyond the target by CLEAR_MISS: it counts");
+        m.record(20, per(650.0, 0.2), S);
+        assert_eq!(m.ratio(20, S), None, "200 ms measured: nothing yet");
+        m.record(20, per(650.0, 0.1), S);
+        let r = m.ratio(20, S).expect("300 ms, and beyond the target by CLEAR_MISS: it counts");
         assert!((r - 1_000.0 / 650.0).abs() < 1e-9, "{r}");
         // Within the target it waits for the whole measurement.
         let mut ok = Sizes { target: 1.3, ..Sizes::default() };
@@ -897,8 +911,9 @@ mod tests {
         ok.record(20, per(900.0, 1.0), S);
         assert!(ok.ratio(20, S).is_some_and(|r| r < 1.3));
 
-        // The sizer leaves such a trial one second after its settling interval, although two
-        // changes within the minute put the back-off at 4 s.
+        // The sizer looks every 100 ms while a trial is not measured and leaves such a trial
+        // 300 ms after its settling interval, although two changes within the minute put the
+        // back-off at 4 s.
         let q = |completed: u64, critical: bool| QueueSample {
             key: u64::from(critical),
             critical,
@@ -907,7 +922,7 @@ mod tests {
             preemptions: 0,
         };
         let look = |t: u64, c: u64| Look {
-            at: t * LOOK_NS,
+            at: t * TRIAL_LOOK_NS,
             queues: vec![q(c, true), q(t * 50, false)],
             leader: true,
         };
@@ -915,23 +930,26 @@ mod tests {
         let (mut t, mut done) = (0, 0);
         let mut step = |sz: &mut Sizer, cus: u32, since: Nanos, rate: u64| {
             t += 1;
-            done += rate / 2;
+            done += rate / 10;
             sz.look(look(t, done), cus, since, Some(450_000))
         };
         // 60 and 40 CUs measured at 1000 a second, then changes to 40 and 20 within the minute.
         step(&mut sz, 60, 10 * S, 1_000);
-        for i in 1..=5 {
-            step(&mut sz, 60, 10 * S + i * LOOK_NS, 1_000);
+        for i in 1..=25 {
+            step(&mut sz, 60, 10 * S + i * TRIAL_LOOK_NS, 1_000);
         }
         step(&mut sz, 40, 0, 1_000);
-        for i in 1..=5 {
-            step(&mut sz, 40, i * LOOK_NS, 1_000);
+        for i in 1..=25 {
+            step(&mut sz, 40, i * TRIAL_LOOK_NS, 1_000);
         }
+        assert_eq!(sz.look_interval(40, 100 * S), LOOK_NS, "40 CUs measured");
         step(&mut sz, 20, 0, 650);
         assert_eq!(sz.min_interval(), 2 * MIN_INTERVAL_NS);
-        step(&mut sz, 20, LOOK_NS, 650); // settling
-        assert_eq!(step(&mut sz, 20, 2 * LOOK_NS, 650), None, "half a second measured");
-        let v = step(&mut sz, 20, 3 * LOOK_NS, 650).expect("one second measured: decided");
+        assert_eq!(sz.look_interval(20, 100 * S), TRIAL_LOOK_NS, "a trial");
+        step(&mut sz, 20, TRIAL_LOOK_NS, 650); // settling
+        assert_eq!(step(&mut sz, 20, 2 * TRIAL_LOOK_NS, 650), None, "100 ms measured");
+        assert_eq!(step(&mut sz, 20, 3 * TRIAL_LOOK_NS, 650), None, "200 ms measured");
+        let v = step(&mut sz, 20, 4 * TRIAL_LOOK_NS, 650).expect("300 ms measured: decided");
         assert!(v.now.measured && v.now.slowdown > 1.5, "{v:?}");
         assert!(v.change && v.best.cus != 20 && v.best.slowdown <= 1.3, "{v:?}");
     }

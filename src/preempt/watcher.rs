@@ -19,7 +19,7 @@ use super::budget::Budget;
 use super::mechanism::{How, KfdPort, Mechanisms, Target};
 use super::policy::{Mine, Other, Policy};
 use super::settings::PreemptSettings;
-use super::sizing::{Look, Sizer, DEFAULT_TARGET_PCT, HORIZON_NS, HYSTERESIS, LOOK_NS};
+use super::sizing::{Look, Sizer, DEFAULT_TARGET_PCT, HORIZON_NS, HYSTERESIS};
 use crate::path::window::Nanos;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -280,7 +280,8 @@ impl Preemption {
     }
 
     /// The live sizing: applies the board's split to this process's queues when it changed, and
-    /// every [`LOOK_NS`] measures the demand and may change the split (docs/partitions.md).
+    /// every [`super::sizing::LOOK_NS`] ([`super::sizing::TRIAL_LOOK_NS`] while a trial size is not
+    /// measured yet) measures the demand and may change the split (docs/partitions.md).
     /// Returns when to look again; `None` without live sizing.
     pub fn size(&self, watch: &dyn Watch) -> Option<Nanos> {
         let setup = *self.sizing.get()?;
@@ -312,7 +313,6 @@ impl Preemption {
             u64::from(((now / 1_000_000) as u32).wrapping_sub(split_at_ms)) * 1_000_000;
         let verdict = {
             let mut g = self.lock();
-            g.next_look = now + LOOK_NS;
             let unmap = g.mech.expected_cost();
             let target = match g.policy.sharing().policy {
                 xhsa_model::sharing::Sharing::Slo { target_pct } => u32::from(target_pct),
@@ -320,7 +320,9 @@ impl Preemption {
             };
             let sizer = g.sizer.as_mut()?;
             sizer.set_target(target);
-            sizer.look(Look { at: now, ..look }, u32::from(split.cus), since_change, unmap)
+            let v = sizer.look(Look { at: now, ..look }, u32::from(split.cus), since_change, unmap);
+            g.next_look = now + sizer.look_interval(u32::from(split.cus), now);
+            v
         };
         if let Some(v) = verdict.filter(|v| v.change) {
             let to = split.next(v.best.cus.min(u32::from(u16::MAX)) as u16);
@@ -350,7 +352,7 @@ impl Preemption {
                 v.cost_ns / 1000
             );
         }
-        Some(now + LOOK_NS)
+        Some(self.lock().next_look)
     }
 
     /// Whether queues may be taken off at all (preemption on and KFD reachable).
