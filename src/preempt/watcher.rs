@@ -327,6 +327,14 @@ impl Preemption {
         if let Some(v) = verdict.filter(|v| v.change) {
             let to = split.next(v.best.cus.min(u32::from(u16::MAX)) as u16);
             if watch.swap_split(split, to) {
+                // The new size's first look comes at its pace (soon for a trial).
+                let mut g = self.lock();
+                let next =
+                    g.sizer.as_ref().map(|sz| now + sz.look_interval(u32::from(to.cus), now));
+                if let Some(next) = next {
+                    g.next_look = next;
+                }
+                drop(g);
                 tracing::info!(
                     "xhsa: re-partitioned: {} -> {} reserved CUs ({}): predicted gain {} us over the next {} s > {} x the cost, {} unmaps of {} us; latency-critical slowdown predicted {:.2}x (was {:.2}x), batch share {:.0} % (was {:.0} %)",
                     split.cus,
