@@ -15,7 +15,7 @@ use crate::isa::decode::names::vop3 as o;
 use crate::isa::decode::{Family, Inst};
 use crate::isa::operand::{self, Ty};
 use crate::isa::wave::{Apertures, Wave, LANES};
-use crate::sys::cpu::fma_lanes;
+use crate::sys::cpu::{fma_lanes, join_lanes, split_lanes};
 
 const SIGN: u64 = 1 << 63;
 
@@ -95,10 +95,7 @@ fn source_code(
         let r = usize::from(code - operand::VGPR0) * LANES;
         if let Some(pair) = w.v.get(r..r + 2 * LANES) {
             let (lo, hi) = pair.split_at(LANES);
-            for l in 0..LANES {
-                let bits = u64::from(lo[l]) | u64::from(hi[l]) << 32;
-                out[l] = (bits & and) ^ xor;
-            }
+            join_lanes(lo, hi, and, xor, out);
             return;
         }
         out.fill(xor);
@@ -114,20 +111,14 @@ fn write(w: &mut Wave, i: &Inst, exec: u64, res: &[u64; LANES]) {
     let r = usize::from(i.dst - operand::VGPR0) * LANES;
     let Some(pair) = w.v.get_mut(r..r + 2 * LANES) else { return };
     let (lo, hi) = pair.split_at_mut(LANES);
+    let lo: &mut [u32; LANES] = lo.try_into().expect("64 lanes");
+    let hi: &mut [u32; LANES] = hi.try_into().expect("64 lanes");
     if exec == u64::MAX {
-        for l in 0..LANES {
-            let b = res[l];
-            lo[l] = b as u32;
-            hi[l] = (b >> 32) as u32;
-        }
+        split_lanes(res, lo, hi);
     } else {
         let mut l32 = [0u32; LANES];
         let mut h32 = [0u32; LANES];
-        for l in 0..LANES {
-            let b = res[l];
-            l32[l] = b as u32;
-            h32[l] = (b >> 32) as u32;
-        }
+        split_lanes(res, &mut l32, &mut h32);
         blend(lo, exec, &l32);
         blend(hi, exec, &h32);
     }
