@@ -203,8 +203,24 @@ fn div_scale(w: &mut Wave, i: &Inst, c: &mut Ctx) -> Result<Step, ExecError> {
     source(w, i, 0, &c.apertures, a);
     source(w, i, 1, &c.apertures, b);
     source(w, i, 2, &c.apertures, d);
-    let mut vcc = 0u64;
+    // `vop::div_scale_f64`'s shortcut for every lane at once (integer tests on the exponent
+    // fields, which vectorise): both operands normal, den < 2^1022, the exponents' difference
+    // in [-1021, 768); D is S0, or S0 * 2^128 for a numerator below 2^-969 (exact by the
+    // exponent field while S0's stays normal). The other lanes take the full branches.
+    let mut slow = 0u64;
     for l in 0..LANES {
+        let (en, ed) = ((d[l] >> 52 & 0x7ff) as i64, (b[l] >> 52 & 0x7ff) as i64);
+        let es = (a[l] >> 52 & 0x7ff) as i64;
+        let up = en <= 53;
+        let ok = (1..=2046).contains(&en)
+            && (1..=2044).contains(&ed)
+            && (-1021..768).contains(&(en - ed))
+            && (!up || (1..=2046 - 128).contains(&es));
+        out[l] = if up { a[l] + (128 << 52) } else { a[l] };
+        slow |= u64::from(!ok) << l;
+    }
+    let mut vcc = 0u64;
+    for l in lanes(slow) {
         let (x, y, z) = (f64::from_bits(a[l]), f64::from_bits(b[l]), f64::from_bits(d[l]));
         let (r, v) = div_scale_f64(x, y, z);
         out[l] = r.to_bits();
