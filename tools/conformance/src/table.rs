@@ -92,12 +92,14 @@ pub fn text(r: &SuiteResult) -> String {
         if let Some(s) = &o.isa {
             writeln!(
                 out,
-                "  interpreter ({}): {} dispatch parts, {:.1} M wave-instructions, {:.1} s of part time: {:.1} M wave-instructions/s per part-second, {:.1} M/s over the run's {:.0} s",
+                "  interpreter ({}): {} dispatch parts, {:.1} M wave-instructions, {:.1} s of part time: {:.1} M wave-instructions/s per part-second, {:.1} M/s per interpreter CPU second ({:.1} s), {:.1} M/s over the run's {:.0} s",
                 o.mode.label(),
                 s.parts,
                 s.instructions as f64 / 1e6,
                 s.part_us as f64 / 1e6,
                 s.rate() / 1e6,
+                s.cpu_rate() / 1e6,
+                s.cpu_us as f64 / 1e6,
                 s.instructions as f64 / o.elapsed.as_secs_f64().max(1e-9) / 1e6,
                 o.elapsed.as_secs_f64()
             )

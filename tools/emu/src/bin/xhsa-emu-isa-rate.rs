@@ -41,6 +41,19 @@ fn alu_expected(t: u32, iters: u32) -> u32 {
     x
 }
 
+/// The CPU's result of `isa_f64_loop` for work-item `t`, as the kernel computes it (each step
+/// rounded once; `x * 0.25` is exact, so the compiler's fused `y + x * 0.25` is the same).
+fn f64_expected(t: u32, iters: u32) -> f64 {
+    let mut x = f64::from(t).mul_add(2f64.powi(-10), 1.0);
+    let mut y = 0.5;
+    for _ in 0..iters {
+        x = x.mul_add(0.9990234375, 0.0078125);
+        y += x * 0.25;
+        y /= x + 1.0;
+    }
+    x + y
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let elf = match std::fs::read(&args.code_object) {
@@ -59,7 +72,7 @@ fn main() -> ExitCode {
     };
     let mut rig = HostRig::new(code);
     let n = 64 * 256usize;
-    let out = rig.alloc(n * 4);
+    let out = rig.alloc(n * 8);
     let table = rig.upload(&[1u32, 2, 3, 4]);
     /// A CPU check of the output: the first wrong work-item.
     type Check = fn(&[u32]) -> Option<usize>;
@@ -72,7 +85,12 @@ fn main() -> ExitCode {
             g != if t % 3 == 0 { t as u32 + 1 } else { alu_expected(t as u32, 200) }
         })
     };
-    let cases: [Case; 5] = [
+    let f64_check: Check = |got| {
+        got.chunks_exact(2).enumerate().position(|(t, p)| {
+            (u64::from(p[0]) | u64::from(p[1]) << 32) != f64_expected(t as u32, 1000).to_bits()
+        })
+    };
+    let cases: [Case; 6] = [
         (
             "ALU loop (xorshift/multiply, full EXEC)",
             "isa_alu_loop",
@@ -99,6 +117,14 @@ fn main() -> ExitCode {
             None,
         ),
         ("scalar load loop", "isa_smem_loop", vec![out, table, 20_000], 64 * 32, 64, None),
+        (
+            "double-precision loop (add, mul, fma, division)",
+            "isa_f64_loop",
+            vec![out, 1000],
+            64 * 32,
+            64,
+            Some(f64_check),
+        ),
     ];
     let mut failed = false;
     for (label, kernel, kargs, grid, wg, check) in cases {
@@ -121,11 +147,12 @@ fn main() -> ExitCode {
                 }
             }
             if let Some(check) = check {
-                let got: Vec<u32> = rig.download(out, grid as usize);
+                let words = if kernel == "isa_f64_loop" { 2 } else { 1 };
+                let got: Vec<u32> = rig.download(out, words * grid as usize);
                 if let Some(t) = check(&got) {
                     eprintln!(
                         "xhsa-emu-isa-rate: {kernel}: wrong result for work-item {t}: {:#x}",
-                        got[t]
+                        got[words * t]
                     );
                     failed = true;
                     break;

@@ -53,6 +53,14 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// The calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`) in microseconds: what the
+/// interpreter's rates per CPU second are measured against (a loaded machine stretches wall
+/// time, not this).
+pub fn thread_cpu_us() -> u64 {
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
+}
+
 /// `CLOCK_MONOTONIC_RAW` in nanoseconds (the CPU counter of `hsaKmtGetClockCounters`).
 pub fn monotonic_raw_ns() -> u64 {
     let ts = rustix::time::clock_gettime(rustix::time::ClockId::MonotonicRaw);

@@ -128,6 +128,7 @@ impl Executor {
         notify: Box<dyn Fn() + Send + Sync>,
     ) -> Executor {
         let workers = workers.max(1);
+        crate::isa::profile::install_from_env();
         let state = State {
             new: vec![Vec::new(); workers],
             cancelled: vec![Vec::new(); workers],
@@ -236,6 +237,8 @@ struct Active<'m> {
     part: Part,
     run: Run<'m>,
     started: Instant,
+    /// The worker thread's CPU time when the part started (µs).
+    cpu_started: u64,
 }
 
 /// Drops the dispatches cancelled for worker `w` since its last look from `active`.
@@ -283,7 +286,12 @@ fn run(
         for part in new {
             let mem = crate::isa::memory::Memory::new(&view, &accessible);
             match Run::part(&part.job.launch, mem, part.index, part.parts) {
-                Ok(run) => active.push(Active { part, run, started: Instant::now() }),
+                Ok(run) => active.push(Active {
+                    part,
+                    run,
+                    started: Instant::now(),
+                    cpu_started: crate::cp::clock::thread_cpu_us(),
+                }),
                 Err(e) => finished.push((part.id, Err(e))),
             }
         }
@@ -299,7 +307,8 @@ fn run(
                 Ok(Round::Idle) => k += 1,
                 Ok(Round::Done(s)) => {
                     let a = active.swap_remove(k);
-                    tracing::debug!(kernel = %a.part.job.name, part = a.part.index, parts = a.part.parts, workgroups = s.workgroups, waves = s.waves, instructions = s.instructions, us = a.started.elapsed().as_micros() as u64, "xhsa-emu: executed");
+                    tracing::debug!(kernel = %a.part.job.name, part = a.part.index, parts = a.part.parts, workgroups = s.workgroups, waves = s.waves, instructions = s.instructions, us = a.started.elapsed().as_micros() as u64, cpu_us = crate::cp::clock::thread_cpu_us().saturating_sub(a.cpu_started), "xhsa-emu: executed");
+                    crate::isa::profile::report_now();
                     finished.push((a.part.id, Ok(s)));
                 }
                 Err(e) => {

@@ -354,6 +354,7 @@ impl<'m> Run<'m> {
             stats: Stats::default(),
             progress: Progress {
                 started: std::time::Instant::now(),
+                cpu_started: crate::cp::clock::thread_cpu_us(),
                 next_report: REPORT_EVERY,
                 kernel: d.kernel_object,
             },
@@ -576,6 +577,9 @@ fn setup_workgroup(
 /// ends, as on the GPU).
 struct Progress {
     started: std::time::Instant,
+    /// The thread's CPU time then (µs): the warning's `cpu_secs` is the thread's CPU time
+    /// since (shared with any other dispatch the thread runs meanwhile).
+    cpu_started: u64,
     next_report: std::time::Duration,
     kernel: u64,
 }
@@ -590,12 +594,14 @@ impl Progress {
     fn check(&mut self, w: &Wave) {
         if self.started.elapsed() >= self.next_report {
             self.next_report += REPORT_EVERY;
+            let cpu = crate::cp::clock::thread_cpu_us().saturating_sub(self.cpu_started);
             tracing::warn!(
                 kernel_object = format_args!("{:#x}", self.kernel),
                 wave = w.id,
                 pc = format_args!("{:#x}", w.pc),
                 wave_instructions = w.executed,
                 secs = self.started.elapsed().as_secs(),
+                cpu_secs = format_args!("{:.1}", cpu as f64 * 1e-6),
                 "xhsa-emu: the ISA interpreter is still running this dispatch"
             );
         }

@@ -23,6 +23,7 @@ pub mod host;
 pub mod lds;
 pub mod memory;
 pub mod operand;
+pub mod profile;
 pub mod target;
 pub mod wave;
 

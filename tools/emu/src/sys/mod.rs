@@ -4,6 +4,7 @@
 //! argument; other modules call the `unsafe fn`s here only under their `# Safety` obligation.
 
 pub mod bytes;
+pub mod cpu;
 pub mod devmem;
 pub mod doorbell;
 pub mod futex;

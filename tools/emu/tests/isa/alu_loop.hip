@@ -64,3 +64,19 @@ extern "C" __global__ void isa_divergent_loop(unsigned* out, unsigned iters) {
     }
     out[t] = x;
 }
+
+// Double precision, the mix of rocRAND's Poisson sampler and the device libraries' f64 math
+// (adds, multiplies, fused multiply-adds, and a division: LLVM's div_scale, rcp, fma chain,
+// div_fmas, div_fixup): `iters` rounds per work-item. The products and sums are spelled out
+// (`__dmul_rn`, `__dadd_rn`, `fma`) so that the compiler contracts nothing and the CPU can
+// restate the result exactly.
+extern "C" __global__ void isa_f64_loop(double* out, unsigned iters) {
+    unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+    double x = 1.0 + t * 0x1p-10, y = 0.5;
+    for (unsigned k = 0; k < iters; ++k) {
+        x = fma(x, 0.9990234375, 0.0078125);
+        y = __dadd_rn(y, __dmul_rn(x, 0.25));
+        y = y / __dadd_rn(x, 1.0);
+    }
+    out[t] = __dadd_rn(x, y);
+}

@@ -136,6 +136,7 @@ pub fn handler(i: &Inst, op: u16) -> Option<Handler> {
             u64::from(a) + u64::from(c) > u64::from(b)
         )),
         o::V_MAD_U64_U32 => Some((2, mad_u64_u32 as Handler)),
+        o::V_CNDMASK_B32 => Some((2, cndmask as Handler)),
         _ => None,
     }?;
     plain(i, sources).then_some(h)
@@ -218,6 +219,23 @@ fn mad_u64_u32(w: &mut Wave, i: &Inst, c: &mut Ctx) -> Result<Step, ExecError> {
         w.set_reg(i.dst + 1, l, hi[l]);
     }
     w.set_s64(i.sdst, cout & exec);
+    Ok(Step::Next)
+}
+
+/// `v_cndmask_b32`: src1 in the lanes whose bit of the mask (VCC, or the e64 form's SGPR pair
+/// in src2) is set, src0 in the others.
+fn cndmask(w: &mut Wave, i: &Inst, c: &mut Ctx) -> Result<Step, ExecError> {
+    let exec = w.exec();
+    let ap = c.apertures;
+    let m = w.sread(i.src[2], i.literal, Ty::B64, &ap);
+    let [s0, s1, _, res] = &mut *c.lanes32;
+    {
+        let x0 = source(w, i, 0, &ap, s0);
+        let x1 = source(w, i, 1, &ap, s1);
+        res.copy_from_slice(&x0[..LANES]);
+        blend(&mut res[..], m, &x1[..LANES]);
+    }
+    write_dst(w, i, exec, res);
     Ok(Step::Next)
 }
 

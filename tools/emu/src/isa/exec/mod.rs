@@ -12,6 +12,7 @@
 pub mod cdna3;
 pub mod ds;
 pub mod fast32;
+pub mod fast64;
 pub mod flat;
 pub mod mfma;
 pub mod mubuf;
@@ -109,9 +110,13 @@ pub fn handler(i: &Inst) -> Option<Handler> {
         Family::Vop1 | Family::Vop2 | Family::Vopc | Family::Vop3 => {
             let op = super::decode::vector::vop3_number(i.family, i.op);
             fast32::handler(i, op)
+                .or_else(|| fast64::handler(i, op))
                 .or_else(|| vcmp::vopc(op))
                 .or_else(|| vlane::lane_op(op))
                 .or_else(|| vop::valu(op))
+        }
+        Family::Vop3p if i.op == super::decode::names::vop3p::V_PK_MOV_B32 => {
+            fast64::pk_mov_handler(i).or_else(|| vop::vop3p(i.op))
         }
         Family::Vop3p => vop::vop3p(i.op).or_else(|| mfma::mfma(i.op)),
         // GDS memory is not modelled: only the GWS barrier uses the gds bit here.

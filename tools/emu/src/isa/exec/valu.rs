@@ -122,9 +122,12 @@ impl Src {
             Kind::Pair(b, agpr) => {
                 let f = if agpr { &w.a[b..b + 2 * LANES] } else { &w.v[b..b + 2 * LANES] };
                 let (lo, hi) = f.split_at(LANES);
-                for ((o, x), y) in out.iter_mut().zip(lo).zip(hi) {
-                    *o = u64::from(*x) | u64::from(*y) << 32;
+                if self.sel.is_none() {
+                    // The float modifiers with the join (wide where the CPU has it).
+                    crate::sys::cpu::join_lanes(lo, hi, self.and, self.xor, out);
+                    return;
                 }
+                crate::sys::cpu::join_lanes(lo, hi, u64::MAX, 0, out);
             }
         }
         if let Some((sel, sext)) = self.sel {
@@ -411,22 +414,25 @@ pub fn vop(
     if r + if wide { 2 * LANES } else { LANES } > w.v.len() {
         return Ok(Step::Next);
     }
-    if mask == u64::MAX {
+    if wide {
+        let (lo, hi) = w.v[r..r + 2 * LANES].split_at_mut(LANES);
+        let lo: &mut [u32; LANES] = lo.try_into().expect("64 lanes");
+        let hi: &mut [u32; LANES] = hi.try_into().expect("64 lanes");
+        if mask == u64::MAX {
+            crate::sys::cpu::split_lanes(out, lo, hi);
+        } else {
+            let (mut l32, mut h32) = ([0u32; LANES], [0u32; LANES]);
+            crate::sys::cpu::split_lanes(out, &mut l32, &mut h32);
+            blend(lo, mask, &l32);
+            blend(hi, mask, &h32);
+        }
+    } else if mask == u64::MAX {
         for (d, o) in w.v[r..r + LANES].iter_mut().zip(out.iter()) {
             *d = *o as u32;
-        }
-        if wide {
-            for (d, o) in w.v[r + LANES..r + 2 * LANES].iter_mut().zip(out.iter()) {
-                *d = (*o >> 32) as u32;
-            }
         }
     } else {
         let lo: [u32; LANES] = std::array::from_fn(|l| out[l] as u32);
         blend(&mut w.v[r..r + LANES], mask, &lo);
-        if wide {
-            let hi: [u32; LANES] = std::array::from_fn(|l| (out[l] >> 32) as u32);
-            blend(&mut w.v[r + LANES..r + 2 * LANES], mask, &hi);
-        }
     }
     Ok(Step::Next)
 }

@@ -91,7 +91,14 @@ fn frexp64(x: f64) -> (f64, i32) {
 
 /// `x * 2^e` rounded once (the ISA's `ldexp`, `v_ldexp_f64`): zeros, infinities and NaNs are
 /// kept whatever `e` is.
-fn ldexp64(x: f64, e: i32) -> f64 {
+pub(super) fn ldexp64(x: f64, e: i32) -> f64 {
+    // A normal x with a normal result (the common case): exact, by the exponent field.
+    let bits = x.to_bits();
+    let field = i64::from((bits >> 52 & 0x7ff) as u32);
+    let t = field + i64::from(e);
+    if (1..=2046).contains(&field) && (1..=2046).contains(&t) {
+        return f64::from_bits((bits & !(0x7ff << 52)) | (t as u64) << 52);
+    }
     if x == 0.0 || !x.is_finite() {
         return x;
     }
@@ -175,7 +182,7 @@ fn rndne64(x: f64) -> f64 {
 }
 
 /// The biased exponent field of an f64 (the ISA's `exponent()`).
-fn exponent64(x: f64) -> i32 {
+pub(super) fn exponent64(x: f64) -> i32 {
     ((x.to_bits() >> 52) & 0x7ff) as i32
 }
 
@@ -188,7 +195,19 @@ fn exponent32(x: f32) -> i32 {
 /// numerator S2) scaled by 2^128 or 2^-128 where the quotient S2 / S1 or the reciprocal would
 /// leave the range the Newton-Raphson refinement keeps its precision in; VCC set where
 /// `v_div_fmas_f64` has to scale the quotient back. Returns (D, VCC bit).
-fn div_scale_f64(s0: f64, den: f64, num: f64) -> (f64, bool) {
+pub(super) fn div_scale_f64(s0: f64, den: f64, num: f64) -> (f64, bool) {
+    // The common case without the two divisions: both operands normal, the denominator below
+    // 2^1022 (so 1/den >= 2^-1022 is normal) and num/den > 2^(en - ed - 1) >= 2^-1022 (normal):
+    // none of the conditions before the last two holds.
+    let (en, ed) = (exponent64(num), exponent64(den));
+    if (1..=2046).contains(&en) && (1..=2044).contains(&ed) && (-1021..768).contains(&(en - ed)) {
+        return if en <= 53 { (ldexp64(s0, 128), false) } else { (s0, false) };
+    }
+    div_scale_f64_full(s0, den, num)
+}
+
+/// [`div_scale_f64`] branch by branch, as the ISA's pseudocode goes.
+fn div_scale_f64_full(s0: f64, den: f64, num: f64) -> (f64, bool) {
     let sub = |x: f64| x.is_subnormal();
     if num == 0.0 || den == 0.0 {
         (f64::NAN, false)
@@ -238,7 +257,12 @@ fn div_scale_f32(s0: f32, den: f32, num: f32) -> (f32, bool) {
 
 /// The scaling step of the division sequence (`v_div_scale`): D and VCC per lane from
 /// [`div_scale_f64`] / [`div_scale_f32`].
-fn div_scale(w: &mut Wave, i: &Inst, c: &mut Ctx, wide: bool) -> Result<Step, ExecError> {
+pub(super) fn div_scale(
+    w: &mut Wave,
+    i: &Inst,
+    c: &mut Ctx,
+    wide: bool,
+) -> Result<Step, ExecError> {
     let ty = if wide { F64 } else { F32 };
     let s: [super::valu::Src; 3] = std::array::from_fn(|k| super::valu::Src::new(w, i, k, ty, c));
     let exec = w.exec();
@@ -299,7 +323,7 @@ fn fma_residual_sign(a: f64, b: f64, c: f64, r: f64) -> i32 {
 /// rounding). The fma rounded to 53 bits, then scaled, rounds the same way unless the scaled
 /// value lands exactly halfway between two denormals (a tie that the first rounding may have
 /// made); there the sign of the exact residual decides, not the even neighbour.
-fn fma_scaled(a: f64, b: f64, c: f64, k: i32) -> f64 {
+pub(super) fn fma_scaled(a: f64, b: f64, c: f64, k: i32) -> f64 {
     let r = a.mul_add(b, c);
     let scaled = ldexp64(r, k);
     if !r.is_finite() || r == 0.0 || !(scaled.is_subnormal() || scaled == 0.0) {
@@ -386,7 +410,7 @@ fn div_fmas(w: &mut Wave, i: &Inst, c: &mut Ctx, wide: bool) -> Result<Step, Exe
 }
 
 /// `v_div_fixup`: S0 is the quotient estimate of S2 / S1; special operands give IEEE results.
-fn fixup64(q: f64, den: f64, num: f64) -> f64 {
+pub(super) fn fixup64(q: f64, den: f64, num: f64) -> f64 {
     if den.is_nan() || num.is_nan() {
         return f64::NAN;
     }
@@ -1420,6 +1444,29 @@ mod tests {
     /// exponent (the interpreter once multiplied in two steps by 2^(S1/2): inf * 0 = NaN for
     /// ldexp(inf, -2000), 0 * inf for ldexp(0, 2200), found by tools/emu/isa-gen/trace_check.py
     /// on fp64_math built with -ffp-contract=fast), and a denormal result is rounded once.
+    /// Normal operands with normal results (the exponent-field shortcut): the exact product by
+    /// the power of two, computed in two exact steps.
+    #[test]
+    fn ldexp_f64_of_normal_values_is_the_exact_product() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let v = f64::from_bits(x & !(0x7ff << 52) | (1 + (x >> 40) % 2046) << 52);
+            let e = (x % 4400) as i32 - 2200;
+            let (e1, e2) = (e / 2, e - e / 2);
+            let half = v * 2f64.powi(e1);
+            let want = half * 2f64.powi(e2);
+            if half.is_normal() && want.is_normal() {
+                assert_eq!(ldexp64(v, e).to_bits(), want.to_bits(), "{v:e} * 2^{e}");
+            }
+        }
+        assert_eq!(ldexp64(1.5, -1022), 1.5 * 2f64.powi(-1022));
+        assert_eq!(ldexp64(1.0, -1023), 2f64.powi(-1023)); // a denormal result: the full path
+        assert_eq!(ldexp64(1.0, 1024), f64::INFINITY);
+    }
+
     #[test]
     fn ldexp_f64_rounds_once_and_keeps_infinities_and_zeros() {
         for e in [-3000, -2000, -1100, -5, 0, 5, 1100, 2000, 3000, i32::MIN, i32::MAX] {
@@ -1452,6 +1499,37 @@ mod tests {
         assert_eq!(ldexp64(1.5, 1023), 1.5 * 2f64.powi(1023));
         assert_eq!(ldexp64(0.75, 1024), 0.75 * 2f64.powi(1023) * 2.0);
         assert_eq!(ldexp64(2f64.powi(-1074), 1074 + 1023), 2f64.powi(1023));
+    }
+
+    /// The shortcut without divisions gives what the branches give, on operands whose
+    /// exponents lie all over the range and at the shortcut's edges (either operand as S0).
+    #[test]
+    fn div_scale_f64_shortcut_agrees_with_the_branches() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let edges = [0u64, 1, 2, 52, 53, 54, 700, 1023, 1800, 2043, 2044, 2045, 2046, 2047];
+        for round in 0..200_000 {
+            let operand = |r: u64| {
+                let e = if r.is_multiple_of(3) {
+                    edges[(r >> 8) as usize % edges.len()]
+                } else {
+                    r >> 20 & 0x7ff
+                };
+                f64::from_bits((r & (1 << 63 | ((1 << 52) - 1))) | e << 52)
+            };
+            let (den, num) = (operand(next()), operand(next()));
+            let s0 = if round % 2 == 0 { den } else { num };
+            let (a, b) = (div_scale_f64(s0, den, num), div_scale_f64_full(s0, den, num));
+            assert!(
+                a.1 == b.1 && (a.0.to_bits() == b.0.to_bits() || (a.0.is_nan() && b.0.is_nan())),
+                "den {den:e} num {num:e} s0 {s0:e}: {a:?} vs {b:?}"
+            );
+        }
     }
 
     /// Every branch of the CDNA ISA's V_DIV_SCALE_F64 pseudocode, with S0 the denominator and
