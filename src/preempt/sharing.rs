@@ -15,8 +15,9 @@
 //!   higher queues too) at the end of each stretch this process's held queues were on the GPU
 //!   with its time at the end of each stretch they were off (smoothed over the periods that
 //!   measured it). It starts as strict
-//!   priority (a share of 5 %, below the bound's). Above `K` in two periods in a row (one
-//!   period's figures can be off: the owners' estimates lag their completions) the share drops
+//!   priority (a share of 5 %, below the bound's). Above `K` in two periods in a row, and
+//!   for 200 ms at least (one period's figures can be off: the owners' estimates lag their
+//!   completions, and a loaded host's stall can span several short periods), the share drops
 //!   to 0; at 0 a held queue stays off up to [`SLO_LONG_OFF`] starvation bounds (2 s by default) and then runs its minimum run, which measures the ratio again. Below
 //!   `1 + 0.9 (K - 1)` the share grows by 5 points, up to 90 %. A period without both
 //!   measurements changes nothing. So the held queues always get the higher work's idle time,
@@ -40,6 +41,9 @@ const SLO_MAX_SHARE: u32 = 900;
 const SLO_MARGIN_PCT: u64 = 90;
 /// Periods in a row over the target that stop the held queues running beside the higher work.
 const SLO_MISSES: u32 = 2;
+/// ... and for at least this long: with short periods (a small starvation bound) two of them
+/// fit in one stall of a loaded host, whose late completions make any ratio look missed.
+const SLO_MISSED_FOR_NS: Nanos = 200_000_000;
 /// At an SLO share of 0, a held queue stays off up to this many starvation bounds.
 pub const SLO_LONG_OFF: u64 = 20;
 /// Baselines not measured for this many periods are forgotten (a queue that went away).
@@ -216,7 +220,9 @@ impl ShareState {
             // Two periods in a row: one period's measurement can be off (the owners' estimates
             // lag their completions).
             self.misses += 1;
-            if self.misses >= SLO_MISSES {
+            let period = Self::period(settings).max(1);
+            let needed = SLO_MISSES.max(SLO_MISSED_FOR_NS.div_ceil(period) as u32);
+            if self.misses >= needed {
                 self.share = 0;
             }
             return;
@@ -333,6 +339,35 @@ mod tests {
             }
         });
         assert!(shares.iter().all(|&s| s >= 400), "{shares:?}");
+    }
+
+    #[test]
+    fn with_short_periods_the_target_must_be_missed_for_200_ms() {
+        // A 20 ms period (bound 16 ms, minimum run 4 ms): two missed periods are one stall of
+        // a loaded host; ten in a row stop the held queues.
+        let s = PreemptSettings { max_preempted_ns: 16 * MS, min_run_ns: 4 * MS, ..settings() };
+        let mut st = ShareState::new(Sharing::Slo { target_pct: 150 });
+        st.share = 300;
+        let mut now = 0;
+        let mut period = |st: &mut ShareState, beside: u64| {
+            st.observe(now, &[(1, beside)], Some(true), &s);
+            st.observe(now + MS, &[(1, 1_000_000)], Some(false), &s);
+            now += 20 * MS;
+            st.observe(now, &[], None, &s);
+        };
+        for _ in 0..3 {
+            period(&mut st, 1_000_000);
+        }
+        let grown = st.share;
+        assert!(grown > 300, "{grown}");
+        for _ in 0..3 {
+            period(&mut st, 3_000_000);
+        }
+        assert_eq!(st.share, grown, "three missed periods (60 ms): held");
+        for _ in 0..8 {
+            period(&mut st, 3_000_000);
+        }
+        assert_eq!(st.share, 0, "over 200 ms missed: stopped");
     }
 
     #[test]
