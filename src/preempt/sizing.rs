@@ -282,14 +282,13 @@ impl Sizes {
             return None;
         }
         let full = own.span_ns >= MIN_MEASURED_NS as f64;
-        let others = self.fresh(now).filter(|(c, _)| *c != cus).map(|(_, v)| v);
-        let with_own = others.chain(full.then_some(own));
-        let least_busy = with_own.clone().map(|v| v.busy()).reduce(f64::min)?;
-        let r = if least_busy >= BUSY_CLASS {
-            let best_rate = with_own.map(|v| v.rate()).fold(0.0, f64::max);
+        // Against the sizes measured in full (`cus` among them when it is).
+        let r = if self.busy_class(now)? {
+            let best_rate = self.fresh(now).map(|(_, v)| v.rate()).fold(0.0, f64::max);
             best_rate / own.rate()
         } else {
-            let best_time = with_own.map(|v| v.per_packet()).fold(f64::INFINITY, f64::min);
+            let best_time =
+                self.fresh(now).map(|(_, v)| v.per_packet()).fold(f64::INFINITY, f64::min);
             own.per_packet() / best_time
         }
         .max(1.0);

@@ -19,7 +19,7 @@ use super::budget::Budget;
 use super::mechanism::{How, KfdPort, Mechanisms, Target};
 use super::policy::{Mine, Other, Policy};
 use super::settings::PreemptSettings;
-use super::sizing::{Look, Sizer, DEFAULT_TARGET_PCT, HORIZON_NS, HYSTERESIS};
+use super::sizing::{Look, Sizer, DEFAULT_TARGET_PCT, HORIZON_NS, HYSTERESIS, LOOK_NS};
 use crate::path::window::Nanos;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -280,8 +280,8 @@ impl Preemption {
     }
 
     /// The live sizing: applies the board's split to this process's queues when it changed, and
-    /// every [`super::sizing::LOOK_NS`] ([`super::sizing::TRIAL_LOOK_NS`] while a trial size is not
-    /// measured yet) measures the demand and may change the split (docs/partitions.md).
+    /// every [`LOOK_NS`] ([`super::sizing::TRIAL_LOOK_NS`] while a trial size is not measured
+    /// yet) measures the demand and may change the split (docs/partitions.md).
     /// Returns when to look again; `None` without live sizing.
     pub fn size(&self, watch: &dyn Watch) -> Option<Nanos> {
         let setup = *self.sizing.get()?;
@@ -313,6 +313,7 @@ impl Preemption {
             u64::from(((now / 1_000_000) as u32).wrapping_sub(split_at_ms)) * 1_000_000;
         let verdict = {
             let mut g = self.lock();
+            g.next_look = now + LOOK_NS;
             let unmap = g.mech.expected_cost();
             let target = match g.policy.sharing().policy {
                 xhsa_model::sharing::Sharing::Slo { target_pct } => u32::from(target_pct),
