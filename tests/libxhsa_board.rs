@@ -229,8 +229,9 @@ fn taken_off(out: &RunOutput) -> u64 {
 }
 
 /// The batch process's sharing policy decides how long it stays off while the victim runs, with
-/// a period of 20 ms (`XHSA_PREEMPT_MAX_MS=16`, `MIN_RUN_MS=4`): strict priority keeps it off up
-/// to 16 ms at a stretch; `weights:1:1`, given live with `xhsactl policy` while it runs, 10 ms.
+/// a period of 20 ms (`XHSA_PREEMPT_MAX_MS=16`, `MIN_RUN_MS=4`): strict priority
+/// (`XHSA_POLICY=strict`) keeps it off up to 16 ms at a stretch; `weights:1:1`, given live with
+/// `xhsactl policy` while it runs (from the default policy), 10 ms.
 /// The SLO policy (`XHSA_POLICY`) learns from the victim's measured time per packet beside the
 /// batch process and without it: with a target it meets (40x) its share grows and its stretches
 /// off get far shorter than strict priority's. (A missed target is the unit tests': here the
@@ -282,7 +283,7 @@ fn sharing_policies_give_the_batch_process_its_share_of_each_period() {
         eprintln!("{tag}: batch taken off {n} times, {mean_us} us off each on average");
         mean_us
     };
-    let strict = run("policy-strict", None, None, "strict");
+    let strict = run("policy-strict", Some("strict"), None, "strict");
     let weights = run("policy-weights", None, Some("weights:1:1"), "weights:500:500");
     let met = run("policy-slo-met", Some("slo:40"), None, "slo:40.00x");
     assert!(
@@ -295,24 +296,22 @@ fn sharing_policies_give_the_batch_process_its_share_of_each_period() {
     );
 }
 
-/// `XHSA_RESERVE=auto@10`: the partition is sized live from measured demand. A latency-critical
+/// The default reserve (`auto@1`, no `XHSA_RESERVE` set): the partition is sized live from
+/// measured demand for the processes above the default level. A latency-critical
 /// process submitting a steady stream of narrow kernels (20 workgroups of 1 ms) beside a batch
 /// process flooding the GPU: with the whole GPU the batch process gets nothing while the critical
-/// one runs, so a reserve is worth its unmaps; the GPU is re-partitioned (60 CUs reserved, the
+/// one runs, so a reserve is worth its unmaps; the GPU is re-partitioned (70 CUs reserved, the
 /// largest size first, a trial), every process moves its queues (the batch process's hardware
-/// queue gets the other 20 CUs), and later changes rest on measurements (smaller sizes are tried
+/// queue gets the other 10 CUs), and later changes rest on measurements (smaller sizes are tried
 /// one by one, none twice), never closer than the board's minimum interval. Alone, the critical
 /// process never re-partitions: without batch work nothing is gained.
 #[test]
 fn an_auto_reserve_is_sized_from_measured_demand_and_only_when_it_gains() {
     let _lock = run_lock(true);
     let prog = common::program("shared_hip");
-    let extra = [
-        ("XHSA_RESERVE", "auto@10"),
-        ("XHSA_LOG", "info,xhsa::entry::queues::shadow=debug,xhsa::preempt=debug"),
-    ];
+    let extra = [("XHSA_LOG", "info,xhsa::entry::queues::shadow=debug,xhsa::preempt=debug")];
     let with_extra = |mut o: RunOpts| {
-        o.env.retain(|(k, _)| !extra.iter().any(|(e, _)| e == k));
+        o.env.retain(|(k, _)| !extra.iter().any(|(e, _)| e == k) && k != "XHSA_RESERVE");
         o.env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         o
     };
@@ -328,7 +327,7 @@ fn an_auto_reserve_is_sized_from_measured_demand_and_only_when_it_gains() {
     assert!(
         alone
             .stderr
-            .contains("sized live from measured demand (80 CUs in 1 XCC(s); sizes [20, 40, 60])"),
+            .contains("XHSA_RESERVE=auto@1 (the default): the reserved partition is sized live from measured demand (80 CUs in 1 XCC(s); sizes [10, 20, 30, 40, 50, 60, 70])"),
         "the live sizing is not announced\n{}",
         alone.report()
     );
@@ -348,13 +347,13 @@ fn an_auto_reserve_is_sized_from_measured_demand_and_only_when_it_gains() {
         pair_running("auto-pair", ("-10", "10", "auto"), &critical, &extra, |_, _| {});
     let both = format!("{}{}", crit.stderr, busy.stderr);
     let change =
-        both.lines().find(|l| l.contains("re-partitioned: 0 -> 60 reserved CUs")).unwrap_or_else(
-            || panic!("no re-partition to 60 CUs\n{}\n{}", crit.report(), busy.report()),
+        both.lines().find(|l| l.contains("re-partitioned: 0 -> 70 reserved CUs")).unwrap_or_else(
+            || panic!("no re-partition to 70 CUs\n{}\n{}", crit.report(), busy.report()),
         );
     assert!(change.contains("a trial"), "{change}");
-    for (who, out, cus) in [("critical", &crit, 60), ("batch", &busy, 20)] {
+    for (who, out, cus) in [("critical", &crit, 70), ("batch", &busy, 10)] {
         assert!(
-            out.stderr.contains("live CU split epoch 1: 60 CUs reserved"),
+            out.stderr.contains("live CU split epoch 1: 70 CUs reserved"),
             "{who} did not apply the new split\n{}",
             out.report()
         );

@@ -13,7 +13,7 @@ use crate::preempt::Preemption;
 use crate::settings::fault::FaultPlan;
 use crate::trace::queue_track::QueueTracer;
 use crate::trace::Sink;
-use xhsa_model::partition::{Reserve, Side, Split};
+use xhsa_model::partition::{Reserve, Side, Split, DEFAULT_RESERVE};
 use xhsa_model::window_size::WindowSize;
 
 /// Most GPUs one process schedules (KFD nodes beyond are passed through).
@@ -132,8 +132,9 @@ impl Gpus {
                 match planned {
                     Ok(c) => {
                         tracing::info!(
-                            "xhsa: GPU node {}: XHSA_RESERVE={reserve}: the reserved partition is sized live from measured demand ({} CUs in {} XCC(s); sizes {:?})",
+                            "xhsa: GPU node {}: XHSA_RESERVE={reserve}{}: the reserved partition is sized live from measured demand ({} CUs in {} XCC(s); sizes {:?})",
                             gpu.node.unwrap_or_default(),
+                            if reserve == DEFAULT_RESERVE { " (the default)" } else { "" },
                             c.count,
                             c.xccs,
                             Split::sizes(c.count, c.xccs)
@@ -191,9 +192,17 @@ fn plan_split(reserve: Reserve, node: Option<u32>, cus: Result<Cus, String>) -> 
     }
 }
 
-/// Says, once per GPU, that `reserve` cannot split KFD node `node`'s CUs, and why.
+/// Says, once per GPU, that `reserve` cannot split KFD node `node`'s CUs, and why: a warning
+/// when the reserve was asked for, information when it is the default (`auto@1`, which a GPU
+/// that cannot be split simply does without).
 fn not_applied(reserve: Reserve, node: Option<u32>, why: &str) {
-    tracing::warn!(
-        "xhsa: XHSA_RESERVE={reserve} is not applied on GPU node {node:?} ({why}); its queues share one partition, the whole GPU"
-    );
+    if reserve == DEFAULT_RESERVE {
+        tracing::info!(
+            "xhsa: the default reserve ({reserve}) is not applied on GPU node {node:?} ({why}); its queues share one partition, the whole GPU"
+        );
+    } else {
+        tracing::warn!(
+            "xhsa: XHSA_RESERVE={reserve} is not applied on GPU node {node:?} ({why}); its queues share one partition, the whole GPU"
+        );
+    }
 }

@@ -37,9 +37,9 @@
 //! when the size in force misses the target) exceeds [`HYSTERESIS`] times what the change costs
 //! — one device-wide unmap per hardware queue on the GPU, at the measured unmap cost — and the
 //! batch class's share changes by at least [`MIN_SHARE_CHANGE`]; never sooner than
-//! [`MIN_INTERVAL_NS`] after the last change, doubled for each further change within a minute
-//! up to 32 s ([`Sizer::min_interval`]: measurements that disagree cost unmaps, so flapping backs
-//! off). Every process
+//! [`MIN_INTERVAL_NS`] after the last change, doubled for each reversal (a change the other way
+//! than the one before it) within a minute up to 32 s ([`Sizer::min_interval`]: measurements
+//! that disagree cost unmaps, so flapping backs off; a search going on down the sizes does not). Every process
 //! with the setting measures; one decides, the same for all of them ([`Look`]).
 //!
 //! Pure: measurements and costs are passed in.
@@ -468,8 +468,9 @@ pub struct Sizer {
     demand: Option<Demand>,
     /// The first interval after a change is not measured.
     settling: bool,
-    /// When the size in force changed, within the last [`BACKOFF_WINDOW_NS`].
-    changes: std::collections::VecDeque<Nanos>,
+    /// When the size in force changed within the last [`BACKOFF_WINDOW_NS`], and whether the
+    /// change took CUs from the critical class (a smaller reserve, or a first one).
+    changes: std::collections::VecDeque<(Nanos, bool)>,
 }
 
 impl Sizer {
@@ -487,12 +488,23 @@ impl Sizer {
         }
     }
 
-    /// The shortest time between two changes now: [`MIN_INTERVAL_NS`], doubled for each further
-    /// change in the last [`BACKOFF_WINDOW_NS`], up to [`MAX_INTERVAL_NS`] (measurements that
-    /// disagree must not make the GPU pay an unmap per queue every 2 s).
+    /// The shortest time between two changes now: [`MIN_INTERVAL_NS`], doubled for each
+    /// reversal in the last [`BACKOFF_WINDOW_NS`] (a change the other way than the one before
+    /// it), up to [`MAX_INTERVAL_NS`]: measurements that disagree must not make the GPU pay an
+    /// unmap per queue every 2 s, while a search that goes on down the sizes is not flapping.
     pub fn min_interval(&self) -> Nanos {
-        let n = self.changes.len().saturating_sub(1).min(16) as u32;
+        let n = self.changes.iter().zip(self.changes.iter().skip(1)).filter(|(a, b)| a.1 != b.1);
+        let n = n.count().min(16) as u32;
         MIN_INTERVAL_NS.saturating_mul(1 << n).min(MAX_INTERVAL_NS)
+    }
+
+    /// The CUs the critical class may use with `reserved` CUs reserved (the whole GPU at 0).
+    fn critical_cus(&self, reserved: u32) -> u32 {
+        if reserved == 0 {
+            self.cu_count
+        } else {
+            reserved
+        }
     }
 
     /// When to look next: soon while `current` reserved CUs are a trial not measured yet.
@@ -528,10 +540,12 @@ impl Sizer {
             // A change between the two looks: nothing measured across it, nor in the next
             // interval (the queues' moves and the owners' running estimates settle).
             self.settling = true;
-            self.changes.push_back(now);
+            let fewer = self.critical_cus(current) < self.critical_cus(prev_cus);
+            self.changes.push_back((now, fewer));
             return None;
         }
-        while self.changes.front().is_some_and(|&t| now.saturating_sub(t) > BACKOFF_WINDOW_NS) {
+        while self.changes.front().is_some_and(|&(t, _)| now.saturating_sub(t) > BACKOFF_WINDOW_NS)
+        {
             self.changes.pop_front();
         }
         let d = Demand::between(&prev, look)?;
@@ -943,7 +957,7 @@ mod tests {
         }
         assert_eq!(sz.look_interval(40, 100 * S), LOOK_NS, "40 CUs measured");
         step(&mut sz, 20, 0, 650);
-        assert_eq!(sz.min_interval(), 2 * MIN_INTERVAL_NS);
+        assert_eq!(sz.min_interval(), MIN_INTERVAL_NS, "a search going on down: no back-off");
         assert_eq!(sz.look_interval(20, 100 * S), TRIAL_LOOK_NS, "a trial");
         step(&mut sz, 20, TRIAL_LOOK_NS, 650); // settling
         assert_eq!(step(&mut sz, 20, 2 * TRIAL_LOOK_NS, 650), None, "100 ms measured");
@@ -1016,15 +1030,20 @@ mod tests {
         assert!(look(7).at - look(3).at >= MIN_INTERVAL_NS);
         sz.look(look(8), 60, 5 * LOOK_NS, Some(450_000));
         assert_eq!(sz.measured.ratio(60, look(8).at), Some(1.0));
-        // Each change within a minute doubles the interval before the next.
+        // Each reversal within a minute doubles the interval before the next; a search that
+        // goes on down the sizes does not.
         assert_eq!(sz.min_interval(), MIN_INTERVAL_NS, "one change so far");
         sz.look(look(9), 40, 2 * LOOK_NS, Some(450_000));
-        assert_eq!(sz.min_interval(), 2 * MIN_INTERVAL_NS);
+        assert_eq!(sz.min_interval(), MIN_INTERVAL_NS, "0 -> 60 -> 40: on down");
         sz.look(look(10), 60, 0, Some(450_000));
-        assert_eq!(sz.min_interval(), 4 * MIN_INTERVAL_NS);
+        assert_eq!(sz.min_interval(), 2 * MIN_INTERVAL_NS, "40 -> 60: back up");
+        sz.look(look(11), 40, 0, Some(450_000));
+        assert_eq!(sz.min_interval(), 4 * MIN_INTERVAL_NS, "60 -> 40: down again");
+        sz.look(look(12), 0, 0, Some(450_000));
+        assert_eq!(sz.min_interval(), 8 * MIN_INTERVAL_NS, "40 -> the whole GPU: up again");
         let later = |t: u64| Look { at: t * LOOK_NS + BACKOFF_WINDOW_NS, ..look(t) };
-        sz.look(later(11), 60, BACKOFF_WINDOW_NS, Some(450_000));
-        sz.look(later(12), 60, BACKOFF_WINDOW_NS, Some(450_000));
+        sz.look(later(13), 0, BACKOFF_WINDOW_NS, Some(450_000));
+        sz.look(later(14), 0, BACKOFF_WINDOW_NS, Some(450_000));
         assert_eq!(sz.min_interval(), MIN_INTERVAL_NS, "a quiet minute forgets them");
         // A process that does not lead measures and never decides.
         let mut follower = Sizer::new(SIZES.to_vec(), 80, 110);

@@ -74,12 +74,14 @@ enum Cmd {
         unmap_us: Option<u64>,
         /// With `--mode xhsa`: a reserved CU partition for the latency-critical levels, given to
         /// every process as `XHSA_RESERVE` (`CUS@LEVEL`, e.g. `20@10`: the scenario's high
-        /// streams run at level 10, its low ones at -10).
+        /// streams run at level 10, its low ones at -10; `auto@LEVEL`; `none`). Without it
+        /// libxhsa's default (`auto@1`).
         #[arg(long, value_name = "CUS@LEVEL", value_parser = parse_reserve)]
-        reserve: Option<xhsa_model::partition::Reserve>,
+        reserve: Option<String>,
         /// With `--mode xhsa`: the sharing policy given to every process as `XHSA_POLICY`
         /// (`strict`, `weights:H:L`, `slo:K`, `cap:PCT`); it acts in the processes whose
-        /// queues are held by higher work (the batch ones).
+        /// queues are held by higher work (the batch ones). Without it libxhsa's default
+        /// (`slo:1.2`).
         #[arg(long, value_name = "POLICY", value_parser = parse_policy)]
         policy: Option<xhsa_model::sharing::Sharing>,
     },
@@ -111,10 +113,14 @@ enum Cmd {
     },
 }
 
-/// `--reserve`: `CUS@LEVEL`, as libxhsa's `XHSA_RESERVE` takes it.
-fn parse_reserve(text: &str) -> Result<xhsa_model::partition::Reserve, String> {
-    xhsa_model::partition::Reserve::parse(text)
-        .ok_or_else(|| format!("expected {}", xhsa_model::partition::ACCEPTED_RESERVE))
+/// `--reserve`: `CUS@LEVEL`, `auto@LEVEL` or `none`, as libxhsa's `XHSA_RESERVE` takes it;
+/// the setting's text in its canonical form.
+fn parse_reserve(text: &str) -> Result<String, String> {
+    match xhsa_model::partition::Reserve::parse_setting(text) {
+        Some(Some(r)) => Ok(r.to_string()),
+        Some(None) => Ok("none".to_string()),
+        None => Err(format!("expected {}", xhsa_model::partition::ACCEPTED_RESERVE)),
+    }
 }
 
 /// `--policy`: as libxhsa's `XHSA_POLICY` takes it.
@@ -342,7 +348,7 @@ fn go(cli: Cli) -> Result<(), String> {
             reserve,
             policy,
         } => {
-            if let Some(r) = reserve {
+            if let Some(r) = &reserve {
                 if mode != Mode::Xhsa {
                     return Err("--reserve needs --mode xhsa (it is a setting of libxhsa)".into());
                 }
@@ -408,7 +414,7 @@ fn go(cli: Cli) -> Result<(), String> {
                 progress: !quiet,
                 root_rocm,
                 containers,
-                reserve,
+                reserve: reserve.clone(),
                 policy,
             };
             let has_lp = s.has(Role::Lp);

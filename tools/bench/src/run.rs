@@ -144,7 +144,7 @@ pub struct Setup<'a> {
     /// Each workload process in a container of its own ([`container_command`]).
     pub containers: bool,
     /// `XHSA_RESERVE` for every process of a phase under libxhsa.
-    pub reserve: Option<xhsa_model::partition::Reserve>,
+    pub reserve: Option<String>,
     /// `XHSA_POLICY` for every process of a phase under libxhsa.
     pub policy: Option<xhsa_model::sharing::Sharing>,
 }
@@ -302,8 +302,8 @@ pub fn phase(setup: &Setup, processes: &[Process]) -> Result<(PhaseResult, f64, 
             .arg(setup.workload);
         cmd.args(workload_args(p, setup.tables, setup.time_scale, setup.mode));
         cmd.env("XHSA_EMU_DEVICE_DIR", &dev);
-        let reserve = setup.reserve.filter(|_| setup.mode == Mode::Xhsa);
-        let reserve = reserve.map(|r| ("XHSA_RESERVE".to_string(), r.to_string()));
+        let reserve = setup.reserve.clone().filter(|_| setup.mode == Mode::Xhsa);
+        let reserve = reserve.map(|r| ("XHSA_RESERVE".to_string(), r));
         let policy = setup.policy.filter(|_| setup.mode == Mode::Xhsa);
         let policy = policy.map(|p| ("XHSA_POLICY".to_string(), p.to_string()));
         for (k, v) in setup

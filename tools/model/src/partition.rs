@@ -34,7 +34,14 @@ pub const ACCEPTED_RESERVE: &str =
      demand), a level in -256..=255 and optionally a stream priority (high, normal, low), e.g. \
      20@10 (queues of level 10 and above run on 20 reserved CUs, the others on the rest), \
      20@0:high (HIP's high-priority streams of processes at level 0, and everything above) or \
-     auto@10";
+     auto@10; or none (one partition, the whole GPU)";
+
+/// The reserve in force when neither `XHSA_RESERVE` nor the config's `reserve` says one: a
+/// partition sized live for the queues of processes above the default level (`XHSA_PRIORITY`
+/// 1 and up). It stays the whole GPU unless such queues are busy beside lower work and a
+/// measured split gives the lower work more while keeping them within the policy's target.
+pub const DEFAULT_RESERVE: Reserve =
+    Reserve { cus: 0, auto: true, from: Priority::new(Level::ABOVE_DEFAULT, StreamPriority::Low) };
 
 /// A reserved partition for the latency-critical queues: `cus` CUs for queues of priority
 /// ≥ `from`; see the module doc.
@@ -51,6 +58,16 @@ pub struct Reserve {
 }
 
 impl Reserve {
+    /// Parses a setting: `none` (or `off`: no reserve, `Some(None)`) or [`Reserve::parse`]'s
+    /// forms; `None` when it is neither.
+    pub fn parse_setting(text: &str) -> Option<Option<Reserve>> {
+        let t = text.trim();
+        if t.eq_ignore_ascii_case("none") || t.eq_ignore_ascii_case("off") {
+            return Some(None);
+        }
+        Reserve::parse(t).map(Some)
+    }
+
     /// Parses `CUS@LEVEL` or `CUS@LEVEL:STREAM` (spaces around the parts allowed, the stream
     /// priority in any case); `None` when it is not that form.
     pub fn parse(text: &str) -> Option<Reserve> {
@@ -170,7 +187,9 @@ impl Split {
     }
 
     /// The reserved sizes a GPU of `cu_count` CUs in `xccs` XCCs can have: whole XCCs, at least
-    /// one each side, on a multi-XCC part; quarters of the CUs on a single-XCC one.
+    /// one each side, on a multi-XCC part; eighths of the CUs on a single-XCC one (any count
+    /// can be masked there: finer steps let the live sizing stop nearer what the critical class
+    /// needs, and a search going down them costs no back-off).
     pub fn sizes(cu_count: u32, xccs: u32) -> Vec<u32> {
         let xccs = xccs.max(1);
         if cu_count < 2 || !cu_count.is_multiple_of(xccs) {
@@ -180,7 +199,7 @@ impl Split {
             (1..xccs).map(|k| k * (cu_count / xccs)).collect()
         } else {
             let mut v: Vec<u32> =
-                (1..4).map(|q| (cu_count * q / 4).clamp(1, cu_count - 1)).collect();
+                (1..8).map(|e| (cu_count * e / 8).clamp(1, cu_count - 1)).collect();
             v.dedup();
             v
         }
@@ -294,12 +313,28 @@ mod tests {
         assert_eq!(Reserve::parse("Auto@0").unwrap().sized(40).cus, 40);
         assert_eq!(Reserve::parse("auto@0").unwrap().sized(40).to_string(), "auto@0");
         assert_eq!(Split::sizes(80, 4), [20, 40, 60]);
-        assert_eq!(Split::sizes(104, 1), [26, 52, 78]);
+        assert_eq!(Split::sizes(104, 1), [13, 26, 39, 52, 65, 78, 91]);
+        assert_eq!(Split::sizes(80, 1), [10, 20, 30, 40, 50, 60, 70]);
         assert_eq!(Split::sizes(2, 1), [1]);
         assert!(Split::sizes(81, 4).is_empty());
         let s = Split::plan(Reserve::parse("auto@0").unwrap().sized(40), 80, 4).unwrap();
         assert_eq!(s.reserved_cus, 40);
         assert_eq!(bits(&s.all()), (0..80).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn none_turns_the_default_reserve_off_and_the_default_is_auto_above_the_default_level() {
+        assert_eq!(Reserve::parse_setting("none"), Some(None));
+        assert_eq!(Reserve::parse_setting(" OFF "), Some(None));
+        assert_eq!(Reserve::parse_setting("20@10"), Some(Reserve::parse("20@10")));
+        assert_eq!(Reserve::parse_setting("nothing"), None);
+        assert_eq!(Reserve::parse("none"), None, "not a reserve");
+        assert_eq!(DEFAULT_RESERVE.to_string(), "auto@1");
+        assert_eq!(Reserve::parse("auto@1"), Some(DEFAULT_RESERVE));
+        assert!(
+            DEFAULT_RESERVE.is_reserved(Priority::new(Level::new(1).unwrap(), StreamPriority::Low))
+        );
+        assert!(!DEFAULT_RESERVE.is_reserved(Priority::new(Level::DEFAULT, StreamPriority::High)));
     }
 
     #[test]

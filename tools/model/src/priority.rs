@@ -63,6 +63,9 @@ impl Level {
     pub const MAX: Level = Level(255);
     /// The default level (XSched's `PRIORITY_DEFAULT`).
     pub const DEFAULT: Level = Level(0);
+    /// The first level above the default: the lowest a process marked more urgent than the
+    /// rest has.
+    pub const ABOVE_DEFAULT: Level = Level(1);
 
     /// The level `value`, or `None` outside `-256..=255`.
     pub fn new(value: i64) -> Option<Level> {

@@ -2,7 +2,7 @@
 //! (`XHSA_POLICY`, the config's `policy`, `xhsactl policy`): the setting, its text form and the
 //! 16-bit code the board and the control word carry.
 //!
-//! - [`Sharing::Strict`] (default): a queue with higher-priority work above it in an overlapping
+//! - [`Sharing::Strict`]: a queue with higher-priority work above it in an overlapping
 //!   partition is taken off the GPU, and comes back only when that work is gone or at the
 //!   starvation bound (`XHSA_PREEMPT_MAX_MS`, then `XHSA_PREEMPT_MIN_RUN_MS` of run).
 //! - [`Sharing::Weights`] `weights:HIGH:LOW`: while higher work exists, the held queues still get
@@ -11,7 +11,9 @@
 //! - [`Sharing::Slo`] `slo:K` (`K` like `1.2` or `1.2x`): the higher work's measured time per
 //!   packet may grow to `K` times what it is when it runs without this process's lower queues;
 //!   the share the held queues get is adjusted each period to stay under that target (it grows
-//!   while the target holds with a margin and halves when it is missed).
+//!   while the target holds with a margin and halves when it is missed). The default is
+//!   [`DEFAULT_POLICY`], `slo:1.2`: it starts as strict priority and lets held work run beside
+//!   higher work only where that work stays within 1.2x.
 //! - [`Sharing::Cap`] `cap:PCT`: this process's queues run at most `PCT` percent of any period
 //!   in which they are continuously busy, higher work or not (room kept free for others' bursts).
 //!
@@ -26,11 +28,13 @@ pub const ACCEPTED_POLICY: &str = "strict, weights:HIGH:LOW (integers 1..=1000, 
      time alone, K in 1.01..=40, e.g. slo:1.2 or slo:1.2x) or cap:PCT (this process's queues run \
      at most PCT percent of the time, 1..=100)";
 
+/// The policy in force when neither `XHSA_POLICY` nor the config's `policy` says one.
+pub const DEFAULT_POLICY: Sharing = Sharing::Slo { target_pct: 120 };
+
 /// A sharing policy; see the module doc.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Sharing {
     /// Strict priority with the starvation bound.
-    #[default]
     Strict,
     /// Held queues get `low / (high + low)` of the time.
     Weights { high: u16, low: u16 },
@@ -45,6 +49,13 @@ const KIND_STRICT: u16 = 0;
 const KIND_WEIGHTS: u16 = 1;
 const KIND_SLO: u16 = 2;
 const KIND_CAP: u16 = 3;
+
+impl Default for Sharing {
+    /// [`DEFAULT_POLICY`].
+    fn default() -> Sharing {
+        DEFAULT_POLICY
+    }
+}
 
 impl Sharing {
     /// Parses one of [`ACCEPTED_POLICY`]'s forms (case and spaces around the parts ignored).

@@ -57,8 +57,8 @@ pub struct EnvSettings {
     pub log: Option<String>,
     /// `XHSA_BOARD_DIR`.
     pub board_dir: Option<PathBuf>,
-    /// `XHSA_RESERVE`.
-    pub reserve: Option<Reserve>,
+    /// `XHSA_RESERVE` (`Some(None)`: `none`).
+    pub reserve: Option<Option<Reserve>>,
     /// `XHSA_POLICY`.
     pub policy: Option<Sharing>,
 }
@@ -168,15 +168,15 @@ impl EnvSettings {
             &lookup,
             ENV_RESERVE,
             ACCEPTED_RESERVE,
-            "using the config file's reserve, else none (one partition: the whole GPU)",
+            "using the config file's reserve, else the default (auto@1)",
             &mut errors,
-            Reserve::parse,
+            Reserve::parse_setting,
         );
         env.policy = parsed_var(
             &lookup,
             ENV_POLICY,
             ACCEPTED_POLICY,
-            "using the config file's policy, else strict",
+            "using the config file's policy, else the default (slo:1.2x)",
             &mut errors,
             Sharing::parse,
         );

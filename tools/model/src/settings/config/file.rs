@@ -69,8 +69,8 @@ pub struct Config {
     pub board_group: Option<GroupSpec>,
     /// `control_max_level`.
     pub control_max_level: Option<Level>,
-    /// `reserve`.
-    pub reserve: Option<Reserve>,
+    /// `reserve` (`Some(None)`: `none`).
+    pub reserve: Option<Option<Reserve>>,
     /// `policy`.
     pub policy: Option<Sharing>,
 }
@@ -155,11 +155,11 @@ impl Config {
                 },
                 "reserve" => {
                     config.reserve = checked(
-                        value.as_str().and_then(Reserve::parse),
+                        value.as_str().and_then(Reserve::parse_setting),
                         || at(key),
                         value,
                         &format!("expected a string {ACCEPTED_RESERVE}"),
-                        "using XHSA_RESERVE if set, else none (one partition: the whole GPU)",
+                        "using XHSA_RESERVE if set, else the default (auto@1)",
                         &mut errors,
                     );
                 }
@@ -169,7 +169,7 @@ impl Config {
                         || at(key),
                         value,
                         &format!("expected a string {ACCEPTED_POLICY}"),
-                        "using XHSA_POLICY if set, else strict",
+                        "using XHSA_POLICY if set, else the default (slo:1.2x)",
                         &mut errors,
                     );
                 }

@@ -16,8 +16,8 @@
 //! | `XHSA_PASSTHROUGH_LIBS` | `XSCHED_PASSTHROUGH_LIBS` | comma-separated library names ([`crate::settings::whitelist`]), e.g. `libhipblas.so,librocblas.so.4` | none |
 //! | `XHSA_CONFIG` | | path of a TOML config file (below); no file is read unless it is set | none |
 //! | `XHSA_LOG` | | a level (`off`, `error`, `warn`, `info`, `debug`, `trace`) or a comma-separated list of `LEVEL` and `TARGET=LEVEL` directives, `TARGET` being `xhsa` or a path under it ([`log_filter`]) | `warn` |
-//! | `XHSA_RESERVE` | | `CUS@LEVEL` ([`crate::partition`]): queues of level ≥ `LEVEL` run on a reserved partition of about `CUS` CUs (whole XCCs on a multi-XCC GPU), every other queue on the rest; `auto@LEVEL`: sized live from measured demand; every process sharing a GPU should use the same value | config, else none: one partition, the whole GPU |
-//! | `XHSA_POLICY` | | `strict`, `weights:HIGH:LOW`, `slo:K` or `cap:PCT` ([`crate::sharing`]): how this process's lower-priority queues share the GPU with higher work | config, else `strict` |
+//! | `XHSA_RESERVE` | | `CUS@LEVEL` ([`crate::partition`]): queues of level ≥ `LEVEL` run on a reserved partition of about `CUS` CUs (whole XCCs on a multi-XCC GPU), every other queue on the rest; `auto@LEVEL`: sized live from measured demand; `none`: one partition, the whole GPU; every process sharing a GPU should use the same value | config, else `auto@1` (the processes above the default level) |
+//! | `XHSA_POLICY` | | `strict`, `weights:HIGH:LOW`, `slo:K` or `cap:PCT` ([`crate::sharing`]): how this process's lower-priority queues share the GPU with higher work | config, else `slo:1.2` |
 //! | `XHSA_BOARD_DIR` | | directory of the per-GPU boards (the board (`xhsa_board::shared`)); every process that shares a GPU must use the same one | `/dev/shm` |
 //! | `XHSA_TRACE` | | a file path (`%p`: the process id, `%%`: `%`): write a trace of this process there (libxhsa's `trace`, `docs/trace.md`); read by libxhsa's `trace::settings` | none: no trace |
 //! | `XHSA_TRACE_BUFFER` | | integer `16..=16777216`: events per trace buffer (libxhsa's `trace::settings`) | 65536 |
@@ -149,7 +149,8 @@ mod tests {
         let file = |text: &'static str| move |_: &Path| Ok(text.to_string());
         let (s, errors) = Settings::load(env(&[]), |_| panic!("no file"));
         assert!(errors.is_empty(), "{errors:?}");
-        assert_eq!(s.policy, Sharing::Strict, "the default");
+        assert_eq!(s.policy, Sharing::Slo { target_pct: 120 }, "the default");
+        assert_eq!(s.policy, crate::sharing::DEFAULT_POLICY);
         let (s, errors) = Settings::load(
             env(&[("XHSA_CONFIG", "/c.toml"), ("XHSA_POLICY", "cap:40")]),
             file("policy = \"weights:3:1\""),
@@ -159,16 +160,19 @@ mod tests {
         let (s, _) =
             Settings::load(env(&[("XHSA_CONFIG", "/c.toml")]), file("policy = \"slo:1.2\""));
         assert_eq!(s.policy, Sharing::Slo { target_pct: 120 });
+        let (s, errors) = Settings::load(env(&[("XHSA_POLICY", "strict")]), |_| panic!("no file"));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(s.policy, Sharing::Strict, "strict when asked");
         let (s, errors) = Settings::load(env(&[("XHSA_POLICY", "fair")]), |_| panic!("no file"));
-        assert_eq!(s.policy, Sharing::Strict);
+        assert_eq!(s.policy, crate::sharing::DEFAULT_POLICY);
         let text = errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n");
         assert!(
             text.starts_with("XHSA_POLICY=\"fair\": expected strict, weights:HIGH:LOW"),
             "{text}"
         );
-        assert!(text.contains("else strict"), "{text}");
+        assert!(text.contains("else the default (slo:1.2x)"), "{text}");
         let (s, errors) = Settings::load(env(&[("XHSA_CONFIG", "/c.toml")]), file("policy = 3"));
-        assert_eq!(s.policy, Sharing::Strict);
+        assert_eq!(s.policy, crate::sharing::DEFAULT_POLICY);
         assert!(errors[0].to_string().contains("/c.toml: policy"), "{errors:?}");
         assert!(errors[0].to_string().contains("slo:K"), "{errors:?}");
     }
@@ -180,6 +184,22 @@ mod tests {
         let (s, errors) = Settings::load(env(&[("XHSA_RESERVE", "20@10")]), |_| panic!("no file"));
         assert!(errors.is_empty(), "{errors:?}");
         assert_eq!(s.reserve, Reserve::parse("20@10"));
+        let (s, errors) = Settings::load(env(&[]), |_| panic!("no file"));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(s.reserve, Reserve::parse("auto@1"), "the default");
+        assert_eq!(s.reserve, Some(crate::partition::DEFAULT_RESERVE));
+        for off in ["none", " Off "] {
+            let (s, errors) = Settings::load(env(&[("XHSA_RESERVE", off)]), |_| panic!("no file"));
+            assert!(errors.is_empty(), "{errors:?}");
+            assert_eq!(s.reserve, None, "{off}: one partition");
+        }
+        let (s, _) = Settings::load(
+            env(&[("XHSA_CONFIG", "/c.toml"), ("XHSA_RESERVE", "none")]),
+            file("reserve = \"40@5\""),
+        );
+        assert_eq!(s.reserve, None, "the environment's none wins over the file");
+        let (s, _) = Settings::load(env(&[("XHSA_CONFIG", "/c.toml")]), file("reserve = \"none\""));
+        assert_eq!(s.reserve, None, "the file's none");
         let (s, errors) =
             Settings::load(env(&[("XHSA_CONFIG", "/c.toml")]), file("reserve = \"40@5\""));
         assert!(errors.is_empty(), "{errors:?}");
@@ -190,12 +210,13 @@ mod tests {
         );
         assert_eq!(s.reserve, Reserve::parse("20@10"), "the environment wins");
         let (s, errors) = Settings::load(env(&[("XHSA_RESERVE", "20")]), |_| panic!("no file"));
-        assert_eq!(s.reserve, None);
+        assert_eq!(s.reserve, Some(crate::partition::DEFAULT_RESERVE));
         let text = errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n");
         assert!(text.starts_with("XHSA_RESERVE=\"20\": expected CUS@LEVEL"), "{text}");
-        assert!(text.contains("none (one partition: the whole GPU)"), "{text}");
+        assert!(text.contains("or none (one partition, the whole GPU)"), "{text}");
+        assert!(text.contains("else the default (auto@1)"), "{text}");
         let (s, errors) = Settings::load(env(&[("XHSA_CONFIG", "/c.toml")]), file("reserve = 20"));
-        assert_eq!(s.reserve, None);
+        assert_eq!(s.reserve, Some(crate::partition::DEFAULT_RESERVE));
         assert!(errors[0].to_string().contains("/c.toml: reserve"), "{errors:?}");
         assert!(errors[0].to_string().contains("CUS@LEVEL"), "{errors:?}");
     }

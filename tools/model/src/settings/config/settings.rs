@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::partition::Reserve;
+use crate::partition::{Reserve, DEFAULT_RESERVE};
 use crate::priority::{Level, Priority, StreamPriority};
 use crate::settings::whitelist::Whitelist;
 use crate::sharing::Sharing;
@@ -35,10 +35,12 @@ pub struct Settings {
     pub log: Option<String>,
     /// `XHSA_BOARD_DIR`, else [`DEFAULT_BOARD_DIR`].
     pub board_dir: PathBuf,
-    /// `XHSA_RESERVE`, else the config's `reserve`: a reserved CU partition for the
-    /// latency-critical levels ([`crate::partition`]); none by default.
+    /// `XHSA_RESERVE`, else the config's `reserve`, else [`DEFAULT_RESERVE`] (`auto@1`): a
+    /// reserved CU partition for the latency-critical levels ([`crate::partition`]); `None`
+    /// when set to `none`.
     pub reserve: Option<Reserve>,
-    /// `XHSA_POLICY`, else the config's `policy`, else strict: how this process's
+    /// `XHSA_POLICY`, else the config's `policy`, else `slo:1.2x`
+    /// ([`crate::sharing::DEFAULT_POLICY`]): how this process's
     /// lower-priority queues share the GPU with higher work ([`crate::sharing`]).
     pub policy: Sharing,
 }
@@ -68,7 +70,7 @@ impl Settings {
         Settings {
             disable: env.disable,
             window: env.window.or(config.window).unwrap_or_default(),
-            reserve: env.reserve.or(config.reserve),
+            reserve: env.reserve.or(config.reserve).unwrap_or(Some(DEFAULT_RESERVE)),
             policy: env.policy.or(config.policy).unwrap_or_default(),
             passthrough,
             env_priority: env.priority,
