@@ -14,7 +14,8 @@
 //! however much of a packet's longer time its host work hides), else its time per packet
 //! against the best (a class paced by its requests). A size not measured in the last
 //! [`MEASURED_FOR_NS`] is assumed to serve as well (`r = 1`): choosing it is a trial, which
-//! measures it. Reserves are
+//! measures it; a size measured to miss is held as missed ([`MISS_HOLD_NS`]) through drifts
+//! of the demand, and a size larger than one measured to serve is not tried. Reserves are
 //! searched from the largest down: the search stops at the first measured one that misses the
 //! target, and at the first not measured it explores — a trial of that size when some size from
 //! it down would beat the best measured one (its gain counted from there) — so trials go 60, 40,
@@ -68,6 +69,10 @@ pub const MEASURED_FOR_NS: Nanos = 600_000_000_000;
 /// The span a size's sums cover at most: older intervals fade out, so that the size in force
 /// follows the critical class's demand.
 pub const WINDOW_NS: Nanos = 10_000_000_000;
+/// A size measured to miss the target is held as missed this long (doubled for each further miss
+/// of it, up to [`MEASURED_FOR_NS`]), whatever the other figures do: a demand that drifts
+/// ([`DRIFT`]) forgets them, and trying a failed size again costs the critical class its tail.
+pub const MISS_HOLD_NS: Nanos = 20_000_000_000;
 /// When the size in force's time per packet or completion rate moves this far from what it was
 /// when first measured in full, the critical class's demand changed: the other sizes'
 /// figures no longer compare and are forgotten.
@@ -206,6 +211,17 @@ pub struct Sizes {
     /// The critical class's slowdown to keep within ([`Sizer::set_target`]; 0: none set, the
     /// default's).
     target: f64,
+    /// Sizes measured to miss the target: until when they count as missed, with the ratio
+    /// measured, and how many times they missed ([`MISS_HOLD_NS`]).
+    missed: BTreeMap<u32, Missed>,
+}
+
+/// A size measured to miss the target ([`Sizes::note`]).
+#[derive(Copy, Clone, Debug, PartialEq)]
+struct Missed {
+    until: Nanos,
+    ratio: f64,
+    times: u32,
 }
 
 impl Sizes {
@@ -274,6 +290,41 @@ impl Sizes {
     /// A size measured for [`EARLY_SPAN_NS`] already counts when it misses the target by
     /// [`CLEAR_MISS`] against the sizes measured in full.
     pub fn ratio(&self, cus: u32, now: Nanos) -> Option<f64> {
+        if cus == 0 {
+            return Some(1.0);
+        }
+        self.measured_ratio(cus, now).or_else(|| self.held_miss(cus, now))
+    }
+
+    /// The ratio a size was last measured to miss the target by, while its hold lasts.
+    fn held_miss(&self, cus: u32, now: Nanos) -> Option<f64> {
+        self.missed.get(&cus).filter(|m| now < m.until).map(|m| m.ratio)
+    }
+
+    /// Notes what `cus` (in force) measures now: a miss of the target starts a hold of
+    /// [`MISS_HOLD_NS`] doubled for each earlier miss (once per stay: a hold in force is only
+    /// brought up to date); a full measurement within the target ends any hold and forgets the
+    /// misses.
+    pub fn note(&mut self, cus: u32, now: Nanos) {
+        let Some(r) = self.measured_ratio(cus, now).filter(|_| cus != 0) else { return };
+        let target =
+            if self.target > 0.0 { self.target } else { DEFAULT_TARGET_PCT as f64 / 100.0 };
+        if r > target {
+            let m = self.missed.entry(cus).or_insert(Missed { until: 0, ratio: r, times: 0 });
+            m.ratio = r;
+            if now >= m.until {
+                let hold = MISS_HOLD_NS.saturating_mul(1 << m.times.min(16));
+                m.until = now.saturating_add(hold.min(MEASURED_FOR_NS));
+                m.times += 1;
+            }
+        } else if self.measured.get(&cus).is_some_and(|(v, _)| v.span_ns >= MIN_MEASURED_NS as f64)
+        {
+            self.missed.remove(&cus);
+        }
+    }
+
+    /// [`Sizes::ratio`] from the figures measured (no hold).
+    fn measured_ratio(&self, cus: u32, now: Nanos) -> Option<f64> {
         if cus == 0 {
             return Some(1.0);
         }
@@ -412,6 +463,13 @@ pub fn decide(s: &Situation) -> Verdict {
     // measured as serving as well as the best, r = 1), the step is a trial of that largest
     // unmeasured size, its gain counted from where it leads.
     let mut explore: Option<(Prediction, Prediction)> = None;
+    // A size larger than one measured to serve serves too, and leaves the batch class less:
+    // nothing to explore there.
+    let serving = |c: u32| {
+        let p = predict(s, c, u);
+        p.measured && p.slowdown <= target
+    };
+    let smallest_serving = s.sizes.iter().copied().filter(|&c| serving(c)).min();
     for &c in s.sizes.iter().rev() {
         let p = predict(s, c, u);
         if p.measured {
@@ -419,6 +477,9 @@ pub fn decide(s: &Situation) -> Verdict {
                 break;
             }
             consider(p);
+            continue;
+        }
+        if smallest_serving.is_some_and(|ok| c > ok) {
             continue;
         }
         let aim = s.sizes.iter().filter(|&&x| x <= c).map(|&x| predict(s, x, u)).fold(p, |a, b| {
@@ -569,6 +630,7 @@ impl Sizer {
                 span_ns: now.saturating_sub(prev.at) as f64,
             };
             self.measured.record(current, served, now);
+            self.measured.note(current, now);
         }
         if current == 0 {
             self.whole_takeoffs_per_s = (self.whole_takeoffs_per_s + d.takeoffs_per_s) / 2.0;
@@ -965,6 +1027,62 @@ mod tests {
         let v = step(&mut sz, 20, 4 * TRIAL_LOOK_NS, 650).expect("300 ms measured: decided");
         assert!(v.now.measured && v.now.slowdown > 1.5, "{v:?}");
         assert!(v.change && v.best.cus != 20 && v.best.slowdown <= 1.3, "{v:?}");
+    }
+
+    #[test]
+    fn a_size_measured_to_miss_stays_missed_through_a_drift_until_its_hold_ends() {
+        // Closed loop: 40 CUs serve (1.05x), 20 miss (1.5x against the target 1.3x).
+        let span = MIN_MEASURED_NS as f64;
+        let at = |rate: f64| Served { packets: rate * 2.0, busy_ns: 0.95 * span, span_ns: span };
+        let mut m = Sizes { target: 1.3, ..Sizes::default() };
+        m.record(40, at(1_000.0), S);
+        m.record(20, at(666.0), 2 * S);
+        m.note(20, 2 * S);
+        assert!(m.ratio(20, 2 * S).is_some_and(|r| r > 1.4));
+        // The demand drifts at 40 CUs (its rate +50 %): the other sizes' figures are forgotten,
+        // the miss is not.
+        m.record(40, at(1_000.0), 3 * S);
+        m.record(40, at(2_000.0), 3 * S + span as u64);
+        m.record(40, at(2_000.0), 3 * S + 2 * span as u64);
+        assert!(m.measured.get(&20).is_none(), "forgotten by the drift");
+        let t = 3 * S + 2 * span as u64;
+        assert!(m.ratio(20, t).is_some_and(|r| r > 1.4), "held as missed");
+        let v = decide(&Situation { now: t, ..situation(40, busy(0.95, 0.9, 200.0), &m) });
+        assert!(!v.change, "no trial of 20 CUs while its miss holds: {v:?}");
+        // The hold ends after MISS_HOLD_NS; a second miss holds twice as long.
+        assert_eq!(m.ratio(20, 2 * S + MISS_HOLD_NS), None);
+        let again = 2 * S + MISS_HOLD_NS;
+        m.record(20, at(600.0), again);
+        m.record(20, at(600.0), again + span as u64);
+        m.note(20, again + span as u64);
+        let held = m.missed[&20];
+        assert_eq!((held.until, held.times), (again + span as u64 + 2 * MISS_HOLD_NS, 2), "2x");
+        m.measured.clear();
+        assert!(m.ratio(20, again + span as u64 + 2 * MISS_HOLD_NS - 1).is_some());
+        assert_eq!(m.ratio(20, again + span as u64 + 2 * MISS_HOLD_NS), None);
+        // A full measurement within the target ends the hold and forgets the misses.
+        let mut ok = Sizes { target: 1.3, ..Sizes::default() };
+        ok.record(40, at(1_000.0), S);
+        ok.record(20, at(650.0), 2 * S);
+        ok.note(20, 2 * S);
+        assert!(ok.missed.contains_key(&20));
+        ok.record(20, at(950.0), 3 * S);
+        ok.record(20, at(950.0), 4 * S);
+        ok.note(20, 4 * S);
+        assert!(!ok.missed.contains_key(&20), "{:?}", ok.missed);
+    }
+
+    #[test]
+    fn a_size_larger_than_one_measured_to_serve_is_not_tried() {
+        // 40 CUs measured to serve (paced, 1.05x) and in force, the whole GPU missing the target
+        // (200 take-offs a second); 60 forgotten (not measured), 20 not measured either: the
+        // next trial is 20, never 60.
+        let m = measured(&[(40, 1.05)]);
+        let v = decide(&situation(40, busy(0.1, 0.9, 200.0), &m));
+        assert!(v.change && v.best.cus == 20 && !v.best.measured, "{v:?}");
+        let m = measured(&[(40, 1.05), (20, 2.0)]);
+        let v = decide(&situation(40, busy(0.1, 0.9, 200.0), &m));
+        assert!(!v.change && v.best.cus == 40, "40 is the best, 60 is not explored: {v:?}");
     }
 
     #[test]
