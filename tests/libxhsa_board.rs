@@ -300,10 +300,10 @@ fn sharing_policies_give_the_batch_process_its_share_of_each_period() {
 /// measured demand for the processes above the default level. A latency-critical
 /// process submitting a steady stream of narrow kernels (20 workgroups of 1 ms) beside a batch
 /// process flooding the GPU: with the whole GPU the batch process gets nothing while the critical
-/// one runs, so a reserve is worth its unmaps; the GPU is re-partitioned (70 CUs reserved, the
-/// largest size first, a trial), every process moves its queues (the batch process's hardware
-/// queue gets the other 10 CUs), and later changes rest on measurements (smaller sizes are tried
-/// one by one, none twice), never closer than the board's minimum interval. Alone, the critical
+/// one runs, so a reserve is worth its unmaps; the GPU is re-partitioned (40 CUs reserved, the
+/// middle size first, a trial), every process moves its queues (the batch process's hardware
+/// queue gets the other 40 CUs), and later changes rest on measurements (the search halves what
+/// is left, no size is tried twice), never closer than the board's minimum interval. Alone, the critical
 /// process never re-partitions: without batch work nothing is gained.
 #[test]
 fn an_auto_reserve_is_sized_from_measured_demand_and_only_when_it_gains() {
@@ -347,13 +347,13 @@ fn an_auto_reserve_is_sized_from_measured_demand_and_only_when_it_gains() {
         pair_running("auto-pair", ("-10", "10", "auto"), &critical, &extra, |_, _| {});
     let both = format!("{}{}", crit.stderr, busy.stderr);
     let change =
-        both.lines().find(|l| l.contains("re-partitioned: 0 -> 70 reserved CUs")).unwrap_or_else(
-            || panic!("no re-partition to 70 CUs\n{}\n{}", crit.report(), busy.report()),
+        both.lines().find(|l| l.contains("re-partitioned: 0 -> 40 reserved CUs")).unwrap_or_else(
+            || panic!("no re-partition to 40 CUs\n{}\n{}", crit.report(), busy.report()),
         );
     assert!(change.contains("a trial"), "{change}");
-    for (who, out, cus) in [("critical", &crit, 70), ("batch", &busy, 10)] {
+    for (who, out, cus) in [("critical", &crit, 40), ("batch", &busy, 40)] {
         assert!(
-            out.stderr.contains("live CU split epoch 1: 70 CUs reserved"),
+            out.stderr.contains("live CU split epoch 1: 40 CUs reserved"),
             "{who} did not apply the new split\n{}",
             out.report()
         );
