@@ -1057,7 +1057,7 @@ mod tests {
         m.record(40, at(1_000.0), 3 * S);
         m.record(40, at(2_000.0), 3 * S + span as u64);
         m.record(40, at(2_000.0), 3 * S + 2 * span as u64);
-        assert!(m.measured.get(&20).is_none(), "forgotten by the drift");
+        assert!(!m.measured.contains_key(&20), "forgotten by the drift");
         let t = 3 * S + 2 * span as u64;
         assert!(m.ratio(20, t).is_some_and(|r| r > 1.4), "held as missed");
         let v = decide(&Situation { now: t, ..situation(40, busy(0.95, 0.9, 200.0), &m) });
