@@ -15,7 +15,9 @@
 //! against the best (a class paced by its requests). A size not measured in the last
 //! [`MEASURED_FOR_NS`] is assumed to serve as well (`r = 1`): choosing it is a trial, which
 //! measures it; a size measured to miss is held as missed ([`MISS_HOLD_NS`]) through drifts
-//! of the demand, and a size larger than one measured to serve is not tried. The search halves:
+//! of the demand, and a size larger than one measured to serve is not tried. Under the SLO
+//! policy ([`Situation::slo`]) only a class that keeps the GPU busy itself is explored: a paced
+//! one is the SLO's to serve by time sharing. The search halves:
 //! the sizes left to explore are those not measured below the smallest measured to serve and
 //! above the first measured to miss (a smaller one serves no better), and the trial is the
 //! middle one when some of them would beat the best measured size (its gain counted from the
@@ -397,6 +399,9 @@ pub struct Situation<'a> {
     pub queues: u32,
     /// The critical class's slowdown to keep within, percent.
     pub target_pct: u32,
+    /// The sharing policy is the SLO's, which keeps the critical class within the target on the
+    /// whole GPU by measurement: a class paced by its requests is left to it (no trial).
+    pub slo: bool,
 }
 
 /// The outcome of [`decide`]: the best size's prediction, the predicted gain and the cost, in
@@ -465,6 +470,11 @@ pub fn decide(s: &Situation) -> Verdict {
     // one serves too and leaves the batch class less) and above the first measured to miss (a
     // smaller one serves no better), largest first.
     let mut unmeasured: Vec<Prediction> = Vec::new();
+    // Under the SLO policy a class paced by its requests is served on the whole GPU within the
+    // target by time sharing, which the SLO measures; the model's whole-GPU prediction (a wait
+    // per take-off) does not see that, and a trial costs it its tail: only a class that keeps
+    // the GPU busy itself (no idle time for the batch class to use) is worth a trial then.
+    let explores = !s.slo || s.measured.busy_class(s.now) == Some(true);
     for &c in s.sizes.iter().rev() {
         let p = predict(s, c, u);
         if p.measured {
@@ -475,7 +485,9 @@ pub fn decide(s: &Situation) -> Verdict {
             unmeasured.clear();
             continue;
         }
-        unmeasured.push(p);
+        if explores {
+            unmeasured.push(p);
+        }
     }
     // Halving: the trial is the middle one (the larger of two), its gain counted from the best
     // it can lead to (those not measured as serving as well as the best, r = 1). Each trial
@@ -516,6 +528,8 @@ pub struct Sizer {
     sizes: Vec<u32>,
     cu_count: u32,
     target_pct: u32,
+    /// The SLO policy is in force ([`Situation::slo`]).
+    slo: bool,
     /// The last look and the size in force at it.
     last: Option<(Look, u32)>,
     measured: Sizes,
@@ -534,6 +548,7 @@ impl Sizer {
             sizes,
             cu_count,
             target_pct,
+            slo: false,
             last: None,
             measured: Sizes { target: f64::from(target_pct) / 100.0, ..Sizes::default() },
             whole_takeoffs_per_s: 0.0,
@@ -569,6 +584,11 @@ impl Sizer {
         } else {
             LOOK_NS
         }
+    }
+
+    /// Whether the SLO policy is in force from now on ([`Situation::slo`]).
+    pub fn set_slo(&mut self, slo: bool) {
+        self.slo = slo;
     }
 
     /// The critical class's slowdown to keep within from now on, percent.
@@ -663,6 +683,7 @@ impl Sizer {
             unmap_ns: unmap_ns.unwrap_or(UNMEASURED_UNMAP_NS),
             queues: look.queues.len() as u32,
             target_pct: self.target_pct,
+            slo: self.slo,
         };
         Some(decide(&s))
     }
@@ -697,6 +718,7 @@ mod tests {
             unmap_ns: 450_000,
             queues: 8,
             target_pct: 130,
+            slo: false,
         }
     }
 
@@ -1083,6 +1105,23 @@ mod tests {
         ok.record(20, at(950.0), 4 * S);
         ok.note(20, 4 * S);
         assert!(!ok.missed.contains_key(&20), "{:?}", ok.missed);
+    }
+
+    #[test]
+    fn under_the_slo_policy_only_a_class_that_keeps_the_gpu_busy_is_tried_on_a_reserve() {
+        // Light paced work that strict priority's take-offs delay (1.3x predicted): tried on a
+        // reserve under strict priority, left to the SLO's time sharing under the SLO.
+        let m = measured(&[]);
+        let paced = Situation { target_pct: 120, ..situation(0, busy(0.15, 0.9, 100.0), &m) };
+        assert!(decide(&paced).change);
+        let v = decide(&Situation { slo: true, ..paced });
+        assert!(!v.change && v.best.cus == 0, "{v:?}");
+        // A server busy all the time (closed loop): its trial is made under the SLO too.
+        let m = closed_loop(&[]);
+        let busy_class =
+            Situation { target_pct: 120, slo: true, ..situation(0, busy(0.95, 0.9, 100.0), &m) };
+        let v = decide(&busy_class);
+        assert!(v.change && v.best.cus == 40 && !v.best.measured, "{v:?}");
     }
 
     #[test]

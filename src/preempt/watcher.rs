@@ -315,12 +315,13 @@ impl Preemption {
             let mut g = self.lock();
             g.next_look = now + LOOK_NS;
             let unmap = g.mech.expected_cost();
-            let target = match g.policy.sharing().policy {
-                xhsa_model::sharing::Sharing::Slo { target_pct } => u32::from(target_pct),
-                _ => DEFAULT_TARGET_PCT,
+            let (target, slo) = match g.policy.sharing().policy {
+                xhsa_model::sharing::Sharing::Slo { target_pct } => (u32::from(target_pct), true),
+                _ => (DEFAULT_TARGET_PCT, false),
             };
             let sizer = g.sizer.as_mut()?;
             sizer.set_target(target);
+            sizer.set_slo(slo);
             let v = sizer.look(Look { at: now, ..look }, u32::from(split.cus), since_change, unmap);
             g.next_look = now + sizer.look_interval(u32::from(split.cus), now);
             v
