@@ -936,6 +936,43 @@ pub fn valu(op: u16) -> Option<Handler> {
         o::V_MAD_I16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
             vop16_keep(w, i, c, Some(true), |a| s16(a[0]) * s16(a[1]) + s16(a[2]))
         }),
+        // gfx9's VOP3-only 16-bit minimum, maximum and median of three (LLVM selects them for
+        // 8/16-bit min/max chains, e.g. rocPRIM's block scans of `unsigned char` with `maximum`)
+        // and the signed 16-bit add/sub (clamp saturates): as the multiply-adds above, op_sel
+        // picks the source halves and the destination half, and the other half of D is kept.
+        o::V_MIN3_U16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            vop16_keep(w, i, c, Some(false), |a| a[0].min(a[1]).min(a[2]) as i64)
+        }),
+        o::V_MAX3_U16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            vop16_keep(w, i, c, Some(false), |a| a[0].max(a[1]).max(a[2]) as i64)
+        }),
+        o::V_MED3_U16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            vop16_keep(w, i, c, Some(false), |a| med3(a[0], a[1], a[2]) as i64)
+        }),
+        o::V_MIN3_I16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            vop16_keep(w, i, c, Some(true), |a| s16(a[0]).min(s16(a[1])).min(s16(a[2])))
+        }),
+        o::V_MAX3_I16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            vop16_keep(w, i, c, Some(true), |a| s16(a[0]).max(s16(a[1])).max(s16(a[2])))
+        }),
+        o::V_MED3_I16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            vop16_keep(w, i, c, Some(true), |a| med3(s16(a[0]), s16(a[1]), s16(a[2])))
+        }),
+        o::V_MIN3_F16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            vop16_keep(w, i, c, None, |a| hb(h(a[0]).min(h(a[1])).min(h(a[2]))) as i64)
+        }),
+        o::V_MAX3_F16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            vop16_keep(w, i, c, None, |a| hb(h(a[0]).max(h(a[1])).max(h(a[2]))) as i64)
+        }),
+        o::V_MED3_F16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            vop16_keep(w, i, c, None, |a| hb(fmed3(h(a[0]), h(a[1]), h(a[2]))) as i64)
+        }),
+        o::V_ADD_I16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            vop16_keep(w, i, c, Some(true), |a| s16(a[0]) + s16(a[1]))
+        }),
+        o::V_SUB_I16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            vop16_keep(w, i, c, Some(true), |a| s16(a[0]) - s16(a[1]))
+        }),
         // The VI-era forms (`_legacy` on gfx9): the same sums into D's low half with the high half
         // zeroed (the VI rule; LLVM's zeroesHigh16BitsOfDest relies on it for these); no op_sel.
         o::V_MAD_LEGACY_U16 => {
