@@ -1599,6 +1599,80 @@ fn gfx9_16_bit_multiply_adds_keep_the_other_half() {
     }
 }
 
+/// gfx9's VOP3-only 16-bit `v_min3/max3/med3_{u16,i16,f16}` and `v_add/sub_i16` (rocPRIM's
+/// block scan of `unsigned char` with `maximum` stopped at `v_max3_u16`): op_sel picks the
+/// source halves and D's half, the other half of D is kept, `clamp` saturates the signed sum,
+/// and the f16 forms take `neg`/`abs`. Operands: both signs, equal halves in some lanes.
+#[test]
+fn gfx9_16_bit_min_max_med3_and_signed_add_keep_the_other_half() {
+    let Some(mut r) = Rig::new(MISC) else { return };
+    let (a, b, c) = (words(121, 64), words(122, 64), words(123, 64));
+    // Some lanes with equal operands (ties) and small values.
+    let b: Vec<u32> =
+        b.iter().enumerate().map(|(l, w)| if l % 5 == 0 { a[l] } else { *w }).collect();
+    let old = |l: usize| c[l] ^ 0xa5a5_a5a5;
+    let lo = |x: u32| x & 0xffff;
+    let hi = |x: u32| x >> 16;
+    let keep_lo = |l: usize, v: u32| (old(l) & 0xffff_0000) | (v & 0xffff);
+    let keep_hi = |l: usize, v: u32| (old(l) & 0xffff) | (v & 0xffff) << 16;
+    let s = |x: u32| i32::from(x as u16 as i16);
+    fn med<T: Ord + Copy>(x: T, y: T, z: T) -> T {
+        x.max(y).min(x.min(y).max(z))
+    }
+    let check = |name: &str, d: &[u32], want: &dyn Fn(usize) -> u32| {
+        for l in 0..64 {
+            assert_eq!(d[l], want(l), "{name} lane {l}: {:#x} {:#x} {:#x}", a[l], b[l], c[l]);
+        }
+    };
+    let d = lanes3(&mut r, "max3_u16", &a, &b, &c, 1);
+    check("max3_u16", &d, &|l| keep_lo(l, lo(a[l]).max(lo(b[l])).max(lo(c[l]))));
+    let d = lanes3(&mut r, "min3_u16_hi", &a, &b, &c, 1);
+    check("min3_u16 op_sel", &d, &|l| keep_hi(l, hi(a[l]).min(lo(b[l])).min(hi(c[l]))));
+    let d = lanes3(&mut r, "med3_u16", &a, &b, &c, 1);
+    check("med3_u16", &d, &|l| keep_lo(l, med(lo(a[l]), lo(b[l]), lo(c[l]))));
+    let d = lanes3(&mut r, "max3_i16", &a, &b, &c, 1);
+    check("max3_i16", &d, &|l| keep_lo(l, s(a[l]).max(s(b[l])).max(s(c[l])) as u32));
+    let d = lanes3(&mut r, "min3_i16", &a, &b, &c, 1);
+    check("min3_i16", &d, &|l| keep_lo(l, s(a[l]).min(s(b[l])).min(s(c[l])) as u32));
+    let d = lanes3(&mut r, "med3_i16_hi", &a, &b, &c, 1);
+    check("med3_i16 op_sel", &d, &|l| {
+        keep_hi(l, med(s(a[l]), s(b[l] >> 16), s(c[l] >> 16)) as u32)
+    });
+    let d = lanes3(&mut r, "add_i16_clamp", &a, &b, &c, 1);
+    check("add_i16 clamp", &d, &|l| keep_lo(l, (s(a[l]) + s(b[l])).clamp(-32768, 32767) as u32));
+    let d = lanes3(&mut r, "sub_i16_hi", &a, &b, &c, 1);
+    check("sub_i16 op_sel", &d, &|l| keep_hi(l, (s(a[l] >> 16) - s(b[l])) as u32));
+    // f16: values in [-8, 8] in both halves (no NaN), ties in some lanes.
+    let pairs = |w: &[u32]| -> Vec<u32> {
+        w.iter()
+            .map(|w| {
+                f16((w % 16001) as f32 / 1000.0 - 8.0)
+                    | f16(((w >> 16) % 161) as f32 / 10.0 - 8.0) << 16
+            })
+            .collect()
+    };
+    let (fa, fb, fc) = (pairs(&a), pairs(&b), pairs(&c));
+    let old = |l: usize| fc[l] ^ 0xa5a5_a5a5;
+    let keep_lo = |l: usize, v: u32| (old(l) & 0xffff_0000) | (v & 0xffff);
+    let keep_hi = |l: usize, v: u32| (old(l) & 0xffff) | (v & 0xffff) << 16;
+    let fmed = |x: f32, y: f32, z: f32| x.max(y).min(x.min(y).max(z));
+    let d = lanes3(&mut r, "max3_f16", &fa, &fb, &fc, 1);
+    for l in 0..64 {
+        let want = h(lo(fa[l])).max(-h(lo(fb[l]))).max(h(lo(fc[l])));
+        assert_eq!(d[l], keep_lo(l, f16(want)), "max3_f16 neg lane {l}");
+    }
+    let d = lanes3(&mut r, "min3_f16_hi", &fa, &fb, &fc, 1);
+    for l in 0..64 {
+        let want = h(hi(fa[l])).min(h(hi(fb[l]))).min(h(lo(fc[l])));
+        assert_eq!(d[l], keep_hi(l, f16(want)), "min3_f16 op_sel lane {l}");
+    }
+    let d = lanes3(&mut r, "med3_f16", &fa, &fb, &fc, 1);
+    for l in 0..64 {
+        let want = fmed(h(lo(fa[l])), h(lo(fb[l])), h(lo(fc[l])).abs());
+        assert_eq!(d[l], keep_lo(l, f16(want)), "med3_f16 abs lane {l}");
+    }
+}
+
 /// D's value before a `KD` kernel of tests/isa/vop3_misc.hip ran (c ^ 0xa5a5a5a5).
 /// gfx9's VI-era 16-bit multiply-adds (`v_mad_legacy_u16`/`_i16`, which hipcc emits for
 /// gfx942 byte arithmetic): the sum in D's low half, the high half zeroed, clamp saturating.

@@ -120,6 +120,18 @@ KD(mad_f16_hi, "v_mad_f16 %0, %1, -%2, %3 op_sel:[0,1,0,1]")
 KD(fma_f16, "v_fma_f16 %0, %1, %2, %3")
 KD(div_fixup_f16, "v_div_fixup_f16 %0, %1, %2, %3")
 K3(mad_i32_i16, "v_mad_i32_i16 %0, %1, %2, %3")
+// gfx9 VOP3-only 16-bit min3/max3/med3 and signed add/sub (the same op_sel and kept half).
+KD(max3_u16, "v_max3_u16 %0, %1, %2, %3")
+KD(min3_u16_hi, "v_min3_u16 %0, %1, %2, %3 op_sel:[1,0,1,1]")
+KD(med3_u16, "v_med3_u16 %0, %1, %2, %3")
+KD(max3_i16, "v_max3_i16 %0, %1, %2, %3")
+KD(min3_i16, "v_min3_i16 %0, %1, %2, %3")
+KD(med3_i16_hi, "v_med3_i16 %0, %1, %2, %3 op_sel:[0,1,1,1]")
+KD(max3_f16, "v_max3_f16 %0, %1, -%2, %3")
+KD(min3_f16_hi, "v_min3_f16 %0, %1, %2, %3 op_sel:[1,1,0,1]")
+KD(med3_f16, "v_med3_f16 %0, %1, %2, |%3|")
+KD(add_i16_clamp, "v_add_i16 %0, %1, %2 clamp")
+KD(sub_i16_hi, "v_sub_i16 %0, %1, %2 op_sel:[1,0,1]")
 
 // VOP1 16-bit conversions (the high half of D zeroed).
 K3(cvt_norm_i16_f16, "v_cvt_norm_i16_f16 %0, %1")

@@ -332,8 +332,14 @@ pub fn vop(
         && matches!(dty, Ty::B32 | Ty::F32)
         && !operand::is_agpr(i.dst)
     {
-        let plain = s[..n].iter().all(|x| {
-            x.sel.is_none() && x.and == u64::MAX && x.xor == 0 && !matches!(x.kind, Kind::Pair(..))
+        // 64-bit sources are never plain: a VGPR pair, and a scalar pair or constant too (its
+        // splat below is 32 bits wide; `v_cvt_i32_f64 v1, s[0:1]` read s0 alone).
+        let plain = s[..n].iter().zip(tys).all(|(x, t)| {
+            !t.is64()
+                && x.sel.is_none()
+                && x.and == u64::MAX
+                && x.xor == 0
+                && !matches!(x.kind, Kind::Pair(..))
         });
         let r = usize::from(i.dst.wrapping_sub(operand::VGPR0)) * LANES;
         if plain && r + LANES <= w.v.len() {

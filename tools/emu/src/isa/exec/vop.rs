@@ -936,6 +936,43 @@ pub fn valu(op: u16) -> Option<Handler> {
         o::V_MAD_I16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
             vop16_keep(w, i, c, Some(true), |a| s16(a[0]) * s16(a[1]) + s16(a[2]))
         }),
+        // gfx9's VOP3-only 16-bit minimum, maximum and median of three (LLVM selects them for
+        // 8/16-bit min/max chains, e.g. rocPRIM's block scans of `unsigned char` with `maximum`)
+        // and the signed 16-bit add/sub (clamp saturates): as the multiply-adds above, op_sel
+        // picks the source halves and the destination half, and the other half of D is kept.
+        o::V_MIN3_U16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            vop16_keep(w, i, c, Some(false), |a| a[0].min(a[1]).min(a[2]) as i64)
+        }),
+        o::V_MAX3_U16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            vop16_keep(w, i, c, Some(false), |a| a[0].max(a[1]).max(a[2]) as i64)
+        }),
+        o::V_MED3_U16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            vop16_keep(w, i, c, Some(false), |a| med3(a[0], a[1], a[2]) as i64)
+        }),
+        o::V_MIN3_I16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            vop16_keep(w, i, c, Some(true), |a| s16(a[0]).min(s16(a[1])).min(s16(a[2])))
+        }),
+        o::V_MAX3_I16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            vop16_keep(w, i, c, Some(true), |a| s16(a[0]).max(s16(a[1])).max(s16(a[2])))
+        }),
+        o::V_MED3_I16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            vop16_keep(w, i, c, Some(true), |a| med3(s16(a[0]), s16(a[1]), s16(a[2])))
+        }),
+        o::V_MIN3_F16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            vop16_keep(w, i, c, None, |a| hb(h(a[0]).min(h(a[1])).min(h(a[2]))) as i64)
+        }),
+        o::V_MAX3_F16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            vop16_keep(w, i, c, None, |a| hb(h(a[0]).max(h(a[1])).max(h(a[2]))) as i64)
+        }),
+        o::V_MED3_F16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            vop16_keep(w, i, c, None, |a| hb(fmed3(h(a[0]), h(a[1]), h(a[2]))) as i64)
+        }),
+        o::V_ADD_I16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            vop16_keep(w, i, c, Some(true), |a| s16(a[0]) + s16(a[1]))
+        }),
+        o::V_SUB_I16 => Some(|w: &mut Wave, i: &Inst, c: &mut Ctx| {
+            vop16_keep(w, i, c, Some(true), |a| s16(a[0]) - s16(a[1]))
+        }),
         // The VI-era forms (`_legacy` on gfx9): the same sums into D's low half with the high half
         // zeroed (the VI rule; LLVM's zeroesHigh16BitsOfDest relies on it for these); no op_sel.
         o::V_MAD_LEGACY_U16 => {
@@ -1420,6 +1457,76 @@ pub fn vop3p(op: u16) -> Option<Handler> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::isa::decode::Family;
+    use crate::isa::lds::Lds;
+    use crate::isa::memory::Memory;
+    use crate::isa::operand;
+    use crate::isa::wave::{Apertures, LANES};
+    use crate::sys::devmem::fake::FakeMemory;
+
+    /// f64 sources that are not VGPRs (an SGPR pair, an inline constant, the literal, which
+    /// is an f64's high dword) of opcodes with 32-bit results: the whole 64-bit value is read.
+    /// The 32-bit VALU path once splatted such a constant's low dword, so `v_cvt_i32_f64 v1,
+    /// s[0:1]` of 2.0 (low dword 0) gave 0: rocSOLVER's bdsqr reads its block count that way
+    /// and never iterated (BDSQR/GESVD in double: info = n - 2, every test of size 15 and up).
+    #[test]
+    fn f64_scalar_sources_of_32_bit_results_are_read_whole() {
+        let mem = FakeMemory::default();
+        let none = |_: u64, _: u64| false;
+        let memory = Memory::new(&mem, &none);
+        let clock = || 0u64;
+        let mut lds = Lds::new(0);
+        let mut ctx = Ctx {
+            mem: &memory,
+            lds: &mut lds,
+            apertures: Apertures::default(),
+            clock: &clock,
+            interrupt: &|_| {},
+            lanes: &mut [[0; LANES]; 4],
+            lanes32: &mut [[0; LANES]; 4],
+        };
+        let values = [2.0f64, -3.75, 1e9 + 0.5, 4_000_000_000.0, 0.1];
+        type Want = fn(f64) -> u32;
+        let ops: [(u16, Want); 4] = [
+            (o::V_CVT_I32_F64, |x| x as i32 as u32),
+            (o::V_CVT_U32_F64, |x| x as u32),
+            (o::V_CVT_F32_F64, |x| (x as f32).to_bits()),
+            (o::V_FREXP_EXP_I32_F64, |x| frexp64(x).1 as u32),
+        ];
+        for (op, want) in ops {
+            let h = valu(op).expect("implemented");
+            for (e64, family) in [(false, Family::Vop1), (true, Family::Vop3)] {
+                let mut i = Inst::probe(family, op);
+                i.e64 = e64;
+                i.dst = operand::VGPR0 + 1;
+                for &x in &values {
+                    // An SGPR pair.
+                    let mut w = Wave::new(4, 0, 0);
+                    w.set_exec(u64::MAX);
+                    w.set_s64(4, x.to_bits());
+                    i.src = [4, 0, 0, 0];
+                    h(&mut w, &i, &mut ctx).unwrap();
+                    assert_eq!(w.reg(i.dst, 0), want(x), "{op:#x} e64 {e64} of s[4:5] = {x}");
+                    assert_eq!(w.reg(i.dst, 63), want(x));
+                }
+                // The inline constant 2.0 (code 244) and -4.0 (247): as f64s.
+                for (code, x) in [(244u16, 2.0f64), (247, -4.0)] {
+                    let mut w = Wave::new(4, 0, 0);
+                    w.set_exec(u64::MAX);
+                    i.src = [code, 0, 0, 0];
+                    h(&mut w, &i, &mut ctx).unwrap();
+                    assert_eq!(w.reg(i.dst, 5), want(x), "{op:#x} e64 {e64} of constant {x}");
+                }
+                // A literal is an f64's high dword: 0x40080000 is 3.0.
+                let mut w = Wave::new(4, 0, 0);
+                w.set_exec(u64::MAX);
+                i.src = [operand::LITERAL, 0, 0, 0];
+                i.literal = 0x4008_0000;
+                h(&mut w, &i, &mut ctx).unwrap();
+                assert_eq!(w.reg(i.dst, 0), want(3.0), "{op:#x} e64 {e64} of a literal");
+            }
+        }
+    }
 
     // Expected bits from mpmath (2/pi at 1500 bits, segments cut as the ISA's pseudocode says).
     #[test]
