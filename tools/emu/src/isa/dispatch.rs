@@ -805,7 +805,6 @@ fn run_wave<const FINE: bool, const TRACED: bool>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::isa::wave::Apertures;
     use crate::sys::devmem::fake::FakeMemory;
     use crate::sys::devmem::DeviceMemory;
 
@@ -872,16 +871,7 @@ mod tests {
             assert_eq!(names(block), ["s_mov_b32", "s_rfe_b64"]);
             let mut w = Wave::new(4, 0, 0);
             let mut lds = Lds::new(0);
-            let clock = || 0u64;
-            let mut ctx = Ctx {
-                mem: m,
-                lds: &mut lds,
-                apertures: Apertures::default(),
-                clock: &clock,
-                interrupt: &|_| {},
-                lanes: &mut [[0; LANES]; 4],
-                lanes32: &mut [[0; LANES]; 4],
-            };
+            let mut ctx = Ctx::for_test(m, &mut lds);
             assert_eq!((block[0].h)(&mut w, &block[0].inst, &mut ctx), Ok(Step::Next));
             assert_eq!(w.s[0], 1);
             assert_eq!(

@@ -340,17 +340,8 @@ mod tests {
         let mem = FakeMemory::default();
         let none = |_: u64, _: u64| false;
         let memory = Memory::new(&mem, &none);
-        let clock = || 0u64;
         let mut lds = Lds::new(0);
-        let mut ctx = Ctx {
-            mem: &memory,
-            lds: &mut lds,
-            apertures: Apertures::default(),
-            clock: &clock,
-            interrupt: &|_| {},
-            lanes: &mut [[0; LANES]; 4],
-            lanes32: &mut [[0; LANES]; 4],
-        };
+        let mut ctx = Ctx::for_test(&memory, &mut lds);
         let mut r = Rng(0x2545_f491_4f6c_dd1d);
         let mut covered = 0;
         for op in 0..0x400u16 {

@@ -325,17 +325,8 @@ mod tests {
         let mem = FakeMemory::default();
         let none = |_: u64, _: u64| false;
         let memory = Memory::new(&mem, &none);
-        let clock = || 0u64;
         let mut lds = Lds::new(0);
-        let mut ctx = Ctx {
-            mem: &memory,
-            lds: &mut lds,
-            apertures: Apertures::default(),
-            clock: &clock,
-            interrupt: &|_| {},
-            lanes: &mut [[0; LANES]; 4],
-            lanes32: &mut [[0; LANES]; 4],
-        };
+        let mut ctx = Ctx::for_test(&memory, &mut lds);
         let mut r = Rng(0x2545_f491_4f6c_dd1d);
         let mut covered = 0;
         let mut nan_payloads = 0;
@@ -432,17 +423,8 @@ mod tests {
         let mem = FakeMemory::default();
         let none = |_: u64, _: u64| false;
         let memory = Memory::new(&mem, &none);
-        let clock = || 0u64;
         let mut lds = Lds::new(0);
-        let mut ctx = Ctx {
-            mem: &memory,
-            lds: &mut lds,
-            apertures: Apertures::default(),
-            clock: &clock,
-            interrupt: &|_| {},
-            lanes: &mut [[0; LANES]; 4],
-            lanes32: &mut [[0; LANES]; 4],
-        };
+        let mut ctx = Ctx::for_test(&memory, &mut lds);
         let op = crate::isa::decode::names::vop3p::V_PK_MOV_B32;
         let general = vop::vop3p(op).expect("general handler");
         let mut r = Rng(0x1234_5678_9abc_def1);

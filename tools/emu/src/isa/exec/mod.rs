@@ -93,6 +93,27 @@ pub struct Ctx<'a, 'm> {
     pub lanes32: &'a mut [[u32; super::wave::LANES]; 4],
 }
 
+#[cfg(test)]
+impl<'a, 'm> Ctx<'a, 'm> {
+    /// A context for unit tests over `mem` and `lds`: the default apertures, a clock at 0, no
+    /// interrupt, fresh working lanes (leaked: a test's lifetime).
+    pub fn for_test(mem: &'a Memory<'m>, lds: &'a mut Lds) -> Ctx<'a, 'm> {
+        fn clock() -> u64 {
+            0
+        }
+        fn interrupt(_: u32) {}
+        Ctx {
+            mem,
+            lds,
+            apertures: Apertures::default(),
+            clock: &clock,
+            interrupt: &interrupt,
+            lanes: Box::leak(Box::new([[0; super::wave::LANES]; 4])),
+            lanes32: Box::leak(Box::new([[0; super::wave::LANES]; 4])),
+        }
+    }
+}
+
 pub type Handler = fn(&mut Wave, &Inst, &mut Ctx) -> Result<Step, ExecError>;
 
 /// The handler of a decoded instruction, if it is implemented.

@@ -1461,7 +1461,6 @@ mod tests {
     use crate::isa::lds::Lds;
     use crate::isa::memory::Memory;
     use crate::isa::operand;
-    use crate::isa::wave::{Apertures, LANES};
     use crate::sys::devmem::fake::FakeMemory;
 
     /// f64 sources that are not VGPRs (an SGPR pair, an inline constant, the literal, which
@@ -1474,17 +1473,8 @@ mod tests {
         let mem = FakeMemory::default();
         let none = |_: u64, _: u64| false;
         let memory = Memory::new(&mem, &none);
-        let clock = || 0u64;
         let mut lds = Lds::new(0);
-        let mut ctx = Ctx {
-            mem: &memory,
-            lds: &mut lds,
-            apertures: Apertures::default(),
-            clock: &clock,
-            interrupt: &|_| {},
-            lanes: &mut [[0; LANES]; 4],
-            lanes32: &mut [[0; LANES]; 4],
-        };
+        let mut ctx = Ctx::for_test(&memory, &mut lds);
         let values = [2.0f64, -3.75, 1e9 + 0.5, 4_000_000_000.0, 0.1];
         type Want = fn(f64) -> u32;
         let ops: [(u16, Want); 4] = [
