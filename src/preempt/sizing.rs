@@ -294,10 +294,16 @@ impl Sizes {
     /// A size measured for [`EARLY_SPAN_NS`] already counts when it misses the target by
     /// [`CLEAR_MISS`] against the sizes measured in full.
     pub fn ratio(&self, cus: u32, now: Nanos) -> Option<f64> {
-        if cus == 0 {
-            return Some(1.0);
-        }
         self.measured_ratio(cus, now).or_else(|| self.held_miss(cus, now))
+    }
+
+    /// The critical class's slowdown to keep within: the one set, else the default's.
+    fn target(&self) -> f64 {
+        if self.target > 0.0 {
+            self.target
+        } else {
+            DEFAULT_TARGET_PCT as f64 / 100.0
+        }
     }
 
     /// The ratio a size was last measured to miss the target by, while its hold lasts.
@@ -311,9 +317,7 @@ impl Sizes {
     /// misses.
     pub fn note(&mut self, cus: u32, now: Nanos) {
         let Some(r) = self.measured_ratio(cus, now).filter(|_| cus != 0) else { return };
-        let target =
-            if self.target > 0.0 { self.target } else { DEFAULT_TARGET_PCT as f64 / 100.0 };
-        if r > target {
+        if r > self.target() {
             let m = self.missed.entry(cus).or_insert(Missed { until: 0, ratio: r, times: 0 });
             m.ratio = r;
             if now >= m.until {
@@ -347,9 +351,7 @@ impl Sizes {
             own.per_packet() / best_time
         }
         .max(1.0);
-        let target =
-            if self.target > 0.0 { self.target } else { DEFAULT_TARGET_PCT as f64 / 100.0 };
-        (full || r > target * CLEAR_MISS).then_some(r)
+        (full || r > self.target() * CLEAR_MISS).then_some(r)
     }
 
     /// The critical class's slowdown to keep within.
