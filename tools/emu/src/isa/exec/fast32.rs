@@ -304,31 +304,21 @@ fn run<const N: usize>(
 mod tests {
     use super::*;
     use crate::isa::exec::vop;
+    use crate::isa::exec::TestRng as Rng;
     use crate::isa::lds::Lds;
     use crate::isa::memory::Memory;
     use crate::sys::devmem::fake::FakeMemory;
 
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-    }
-
     /// A source code: a VGPR (sometimes one the wave does not have), an SGPR, an inline
     /// constant (integer or float) or the literal.
     fn source_code(r: &mut Rng) -> u16 {
-        match r.next() % 8 {
-            0 => (r.next() % 102) as u16,
-            1 => 128 + (r.next() % 81) as u16,
-            2 => 240 + (r.next() % 9) as u16,
+        match r.next_u64() % 8 {
+            0 => (r.next_u64() % 102) as u16,
+            1 => 128 + (r.next_u64() % 81) as u16,
+            2 => 240 + (r.next_u64() % 9) as u16,
             3 => operand::LITERAL,
             4 => operand::VGPR0 + 200,
-            _ => operand::VGPR0 + (r.next() % 8) as u16,
+            _ => operand::VGPR0 + (r.next_u64() % 8) as u16,
         }
     }
 
@@ -355,10 +345,10 @@ mod tests {
             for round in 0..200 {
                 let mut w = Wave::new(8, 0, 0);
                 for x in w.v.iter_mut() {
-                    *x = r.next() as u32;
+                    *x = r.next_u64() as u32;
                 }
                 for x in w.s.iter_mut() {
-                    *x = r.next() as u32;
+                    *x = r.next_u64() as u32;
                 }
                 // Small values too, so that shift amounts and bit-field widths cover their range.
                 if round % 2 == 0 {
@@ -369,16 +359,16 @@ mod tests {
                 let exec = match round % 4 {
                     0 => u64::MAX,
                     1 => 0,
-                    _ => r.next(),
+                    _ => r.next_u64(),
                 };
                 w.set_exec(exec);
                 i.dst = if round % 17 == 0 {
                     operand::VGPR0 + 250
                 } else {
-                    operand::VGPR0 + (r.next() % 8) as u16
+                    operand::VGPR0 + (r.next_u64() % 8) as u16
                 };
                 i.src = [source_code(&mut r), source_code(&mut r), source_code(&mut r), 0];
-                i.literal = r.next() as u32;
+                i.literal = r.next_u64() as u32;
                 if handler(&i, op).is_none() {
                     continue; // not plain (an AGPR source cannot come up here; kept for safety)
                 }

@@ -276,24 +276,14 @@ fn pk_mov(w: &mut Wave, i: &Inst, c: &mut Ctx) -> Result<Step, ExecError> {
 mod tests {
     use super::*;
     use crate::isa::exec::vop;
+    use crate::isa::exec::TestRng as Rng;
     use crate::isa::lds::Lds;
     use crate::isa::memory::Memory;
     use crate::sys::devmem::fake::FakeMemory;
 
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-    }
-
     /// A double whose exponent is anywhere, or near 1, or a special value.
     fn value(r: &mut Rng) -> u64 {
-        let x = r.next();
+        let x = r.next_u64();
         match x % 16 {
             0 => 0,
             1 => 0x7ff0_0000_0000_0000,
@@ -307,13 +297,13 @@ mod tests {
     /// A source code: a VGPR pair (sometimes one the wave does not have), an SGPR pair, an
     /// inline constant (integer or float) or the literal.
     fn source_code(r: &mut Rng) -> u16 {
-        match r.next() % 8 {
-            0 => (r.next() % 100) as u16 & !1,
-            1 => 128 + (r.next() % 81) as u16,
-            2 => 240 + (r.next() % 9) as u16,
+        match r.next_u64() % 8 {
+            0 => (r.next_u64() % 100) as u16 & !1,
+            1 => 128 + (r.next_u64() % 81) as u16,
+            2 => 240 + (r.next_u64() % 9) as u16,
             3 => operand::LITERAL,
             4 => operand::VGPR0 + 7,
-            _ => operand::VGPR0 + (r.next() % 7) as u16,
+            _ => operand::VGPR0 + (r.next_u64() % 7) as u16,
         }
     }
 
@@ -361,20 +351,20 @@ mod tests {
                 let exec = match round % 4 {
                     0 => u64::MAX,
                     1 => 0,
-                    _ => r.next(),
+                    _ => r.next_u64(),
                 };
                 w.set_exec(exec);
-                w.set_s64(operand::VCC_LO, r.next());
+                w.set_s64(operand::VCC_LO, r.next_u64());
                 i.dst = if round % 17 == 0 {
                     operand::VGPR0 + 7
                 } else {
-                    operand::VGPR0 + (r.next() % 7) as u16
+                    operand::VGPR0 + (r.next_u64() % 7) as u16
                 };
                 i.src = [source_code(&mut r), source_code(&mut r), source_code(&mut r), 0];
-                i.literal = r.next() as u32;
-                i.abs = (r.next() % 8) as u8;
-                i.neg = (r.next() % 8) as u8;
-                i.sdst = [operand::VCC_LO, 10, 20][(r.next() % 3) as usize];
+                i.literal = r.next_u64() as u32;
+                i.abs = (r.next_u64() % 8) as u8;
+                i.neg = (r.next_u64() % 8) as u8;
+                i.sdst = [operand::VCC_LO, 10, 20][(r.next_u64() % 3) as usize];
                 if handler(&i, op).is_none() {
                     continue;
                 }
@@ -430,19 +420,19 @@ mod tests {
         let mut r = Rng(0x1234_5678_9abc_def1);
         for round in 0..2000 {
             let mut i = Inst::probe(Family::Vop3p, op);
-            i.dst = operand::VGPR0 + (r.next() % 8) as u16;
+            i.dst = operand::VGPR0 + (r.next_u64() % 8) as u16;
             i.src = [source_code(&mut r), source_code(&mut r), 0, 0];
-            i.literal = r.next() as u32;
-            i.op_sel = (r.next() % 4) as u8;
+            i.literal = r.next_u64() as u32;
+            i.op_sel = (r.next_u64() % 4) as u8;
             let fast = pk_mov_handler(&i).expect("plain form");
             let mut w = Wave::new(8, 0, 0);
             for x in w.v.iter_mut() {
-                *x = r.next() as u32;
+                *x = r.next_u64() as u32;
             }
             for x in w.s.iter_mut() {
-                *x = r.next() as u32;
+                *x = r.next_u64() as u32;
             }
-            w.set_exec(if round % 3 == 0 { u64::MAX } else { r.next() });
+            w.set_exec(if round % 3 == 0 { u64::MAX } else { r.next_u64() });
             let mut wf = w.clone();
             assert_eq!(fast(&mut wf, &i, &mut ctx), general(&mut w, &i, &mut ctx));
             assert!(wf.v == w.v, "sources {:?} op_sel {} dst {}", i.src, i.op_sel, i.dst);

@@ -114,6 +114,21 @@ impl<'a, 'm> Ctx<'a, 'm> {
     }
 }
 
+/// The unit tests' random numbers (xorshift64), for the fast paths' differential tests.
+#[cfg(test)]
+pub struct TestRng(pub u64);
+
+#[cfg(test)]
+impl TestRng {
+    /// The next number; the state must not start at 0.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
 pub type Handler = fn(&mut Wave, &Inst, &mut Ctx) -> Result<Step, ExecError>;
 
 /// The handler of a decoded instruction, if it is implemented.
