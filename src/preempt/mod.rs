@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod budget;
+pub mod duty;
 pub mod mechanism;
 pub mod policy;
 pub mod settings;

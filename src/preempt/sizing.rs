@@ -17,7 +17,11 @@
 //! measures it; a size measured to miss is held as missed ([`MISS_HOLD_NS`]) through drifts
 //! of the demand, and a size larger than one measured to serve is not tried. Under the SLO
 //! policy ([`Situation::slo`]) only a class that keeps the GPU busy itself is explored: a paced
-//! one is the SLO's to serve by time sharing. The search halves:
+//! one is the SLO's to serve by time sharing. Whether it keeps the GPU busy is judged over the
+//! long run as well ([`super::duty`]: a burst of work looks busy in any window shorter than the
+//! class's cycle), and no size is tried before the class's pattern is known
+//! ([`Situation::pattern_known`]); the demand the model uses is that long-run duty. The search
+//! halves:
 //! the sizes left to explore are those not measured below the smallest measured to serve and
 //! above the first measured to miss (a smaller one serves no better), and the trial is the
 //! middle one when some of them would beat the best measured size (its gain counted from the
@@ -50,8 +54,10 @@
 //! Pure: measurements and costs are passed in.
 #![forbid(unsafe_code)]
 
+use super::duty::Duty;
 use crate::path::window::Nanos;
 use std::collections::BTreeMap;
+use xhsa_model::sharing::Sharing;
 
 /// The critical class's slowdown the size must keep within when no SLO says otherwise, percent.
 pub const DEFAULT_TARGET_PCT: u32 = 130;
@@ -212,12 +218,15 @@ pub struct Sizes {
     measured: BTreeMap<u32, (Served, Nanos)>,
     /// The size in force when first measured in full, and its figure then.
     baseline: Option<(u32, Served)>,
-    /// The critical class's slowdown to keep within ([`Sizer::set_target`]; 0: none set, the
+    /// The critical class's slowdown to keep within ([`Sizer::follow`]; 0: none set, the
     /// default's).
     target: f64,
     /// Sizes measured to miss the target: until when they count as missed, with the ratio
     /// measured, and how many times they missed ([`MISS_HOLD_NS`]).
     missed: BTreeMap<u32, Missed>,
+    /// The critical class's busy fraction over the long run, once its pattern is known
+    /// ([`Duty::fraction`]); `None`: only the sizes' own figures judge it.
+    duty: Option<f64>,
 }
 
 /// A size measured to miss the target ([`Sizes::note`]).
@@ -275,10 +284,11 @@ impl Sizes {
     }
 
     /// Whether the critical class keeps the GPU busy itself: busy [`BUSY_CLASS`] of the time at
-    /// least at every size measured lately (`None`: none measured).
+    /// least at every size measured lately, and over the long run when that is known
+    /// ([`Sizes::duty`]; `None`: no size measured).
     fn busy_class(&self, now: Nanos) -> Option<bool> {
         let least = self.fresh(now).map(|(_, v)| v.busy()).reduce(f64::min)?;
-        Some(least >= BUSY_CLASS)
+        Some(least >= BUSY_CLASS && self.duty.is_none_or(|d| d >= BUSY_CLASS))
     }
 
     /// The service ratio of `cus` reserved CUs: how much longer the critical class takes there
@@ -404,6 +414,9 @@ pub struct Situation<'a> {
     /// The sharing policy is the SLO's, which keeps the critical class within the target on the
     /// whole GPU by measurement: a class paced by its requests is left to it (no trial).
     pub slo: bool,
+    /// The critical class's pattern has been watched long enough to tell a class that keeps the
+    /// GPU busy from a burst ([`Duty::known`]): before that, no size is tried.
+    pub pattern_known: bool,
 }
 
 /// The outcome of [`decide`]: the best size's prediction, the predicted gain and the cost, in
@@ -476,7 +489,7 @@ pub fn decide(s: &Situation) -> Verdict {
     // target by time sharing, which the SLO measures; the model's whole-GPU prediction (a wait
     // per take-off) does not see that, and a trial costs it its tail: only a class that keeps
     // the GPU busy itself (no idle time for the batch class to use) is worth a trial then.
-    let explores = !s.slo || s.measured.busy_class(s.now) == Some(true);
+    let explores = s.pattern_known && (!s.slo || s.measured.busy_class(s.now) == Some(true));
     for &c in s.sizes.iter().rev() {
         let p = predict(s, c, u);
         if p.measured {
@@ -542,6 +555,8 @@ pub struct Sizer {
     /// When the size in force changed within the last [`BACKOFF_WINDOW_NS`], and whether the
     /// change took CUs from the critical class (a smaller reserve, or a first one).
     changes: std::collections::VecDeque<(Nanos, bool)>,
+    /// The critical class's long-run pattern.
+    duty: Duty,
 }
 
 impl Sizer {
@@ -557,6 +572,7 @@ impl Sizer {
             demand: None,
             settling: false,
             changes: std::collections::VecDeque::new(),
+            duty: Duty::default(),
         }
     }
 
@@ -588,13 +604,16 @@ impl Sizer {
         }
     }
 
-    /// Whether the SLO policy is in force from now on ([`Situation::slo`]).
-    pub fn set_slo(&mut self, slo: bool) {
+    /// Follows the sharing policy in force from now on: under `slo:K` the critical class's
+    /// slowdown to keep within is `K` and a class paced by its requests is left to the SLO's
+    /// time sharing ([`Situation::slo`]); under the others the target is
+    /// [`DEFAULT_TARGET_PCT`].
+    pub fn follow(&mut self, policy: Sharing) {
+        let (target_pct, slo) = match policy {
+            Sharing::Slo { target_pct } => (u32::from(target_pct), true),
+            _ => (DEFAULT_TARGET_PCT, false),
+        };
         self.slo = slo;
-    }
-
-    /// The critical class's slowdown to keep within from now on, percent.
-    pub fn set_target(&mut self, target_pct: u32) {
         self.target_pct = target_pct;
         self.measured.set_target(f64::from(target_pct) / 100.0);
     }
@@ -639,6 +658,9 @@ impl Sizer {
         if std::mem::take(&mut self.settling) {
             return None;
         }
+        // The class's own pattern (the settling interval, disturbed by the change, left out).
+        self.duty.observe(d.critical_busy, now.saturating_sub(prev.at));
+        self.measured.duty = self.duty.fraction();
         if d.critical_packets >= MIN_PACKETS {
             let served = Served {
                 packets: d.critical_packets,
@@ -651,9 +673,14 @@ impl Sizer {
         if current == 0 {
             self.whole_takeoffs_per_s = (self.whole_takeoffs_per_s + d.takeoffs_per_s) / 2.0;
         }
+        // The critical class's demand is its long-run duty once known: a burst's seconds do not
+        // move the split.
         let smoothed = match self.demand {
             Some(o) if o.critical_busy.is_finite() => Demand {
-                critical_busy: (o.critical_busy + d.critical_busy) / 2.0,
+                critical_busy: self
+                    .duty
+                    .fraction()
+                    .unwrap_or((o.critical_busy + d.critical_busy) / 2.0),
                 critical_packet_ns: d.critical_packet_ns,
                 critical_packets: d.critical_packets,
                 batch_busy: (o.batch_busy + d.batch_busy) / 2.0,
@@ -686,6 +713,7 @@ impl Sizer {
             queues: look.queues.len() as u32,
             target_pct: self.target_pct,
             slo: self.slo,
+            pattern_known: self.duty.known(),
         };
         Some(decide(&s))
     }
@@ -694,6 +722,7 @@ impl Sizer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::preempt::duty::BUSY_STRETCH_NS;
 
     const SIZES: [u32; 3] = [20, 40, 60];
     const S: Nanos = 1_000_000_000;
@@ -721,6 +750,7 @@ mod tests {
             queues: 8,
             target_pct: 130,
             slo: false,
+            pattern_known: true,
         }
     }
 
@@ -1127,6 +1157,65 @@ mod tests {
     }
 
     #[test]
+    fn under_the_slo_a_class_busy_in_bursts_is_tried_at_most_in_its_first_burst() {
+        // A server whose requests arrive every 16 s and keep it busy 5 s each (decode steps
+        // back to back, packets of ~300 us), beside a batch queue flat out: every size's own
+        // window (a few seconds) sees it busy all the time, its cycles show it busy 31 %. The
+        // sizer's changes are applied (the split follows its verdicts), and the critical class
+        // completes nothing in the settling look after each (its queue moving: no idle period).
+        let q = |key, critical, completed, busy_ns| QueueSample {
+            key,
+            critical,
+            completed,
+            busy_ns,
+            preemptions: 0,
+        };
+        let run = |bursty: bool| {
+            let mut sz = Sizer::new(SIZES.to_vec(), 80, 120);
+            sz.follow(Sharing::Slo { target_pct: 120 });
+            let (mut done, mut busy, mut changes) = (0, 0, Vec::new());
+            let (mut current, mut since) = (0, 10 * LOOK_NS);
+            for t in 0..240 {
+                let moving = changes.last().is_some_and(|&(c, _)| c + 2 == t);
+                if (!bursty || t % 32 < 10) && !moving {
+                    done += 1_600;
+                    busy += LOOK_NS * 98 / 100;
+                }
+                let look = Look {
+                    at: t * LOOK_NS,
+                    queues: vec![q(1, true, done, busy), q(2, false, 10 * t, t * LOOK_NS)],
+                    leader: true,
+                };
+                let v = sz.look(look, current, since, Some(450_000));
+                since += LOOK_NS;
+                if let Some(v) = v.filter(|v| v.change) {
+                    changes.push((t, v.best.cus));
+                    (current, since) = (v.best.cus, 0);
+                }
+            }
+            (sz, changes, current)
+        };
+        // Busy at every look for the stretch, the server is taken for a steady one and tried
+        // on a reserve in its first burst; once idle, its pattern is unknown until its cycles
+        // are seen, and the whole GPU comes back; from its second burst on no size is tried.
+        let (sz, changes, current) = run(true);
+        assert!(changes.first().is_some_and(|&(t, c)| t < 10 && c > 0), "{changes:?}");
+        assert!(changes.iter().all(|&(t, c)| t < 32 || c == 0), "{changes:?}");
+        assert_eq!(current, 0, "{changes:?}");
+        let duty = sz.duty.fraction().expect("two cycles seen");
+        assert!((0.25..0.4).contains(&duty), "{duty}");
+        assert_eq!(sz.demand.map(|d| d.critical_busy), Some(duty), "the demand is the duty");
+        // The same server under steady load: tried on a reserve once busy at every look for the
+        // stretch, not before; the search goes on within seconds (its queue's moves are no idle
+        // periods) and ends on a reserve.
+        let (_, changes, current) = run(false);
+        let first = changes.first().copied();
+        assert_eq!(first, Some((BUSY_STRETCH_NS / LOOK_NS, 40)), "{changes:?}");
+        assert!(changes.get(1).is_some_and(|&(t, c)| t < 20 && c == 20), "{changes:?}");
+        assert!(current > 0, "{changes:?}");
+    }
+
+    #[test]
     fn a_size_larger_than_one_measured_to_serve_is_not_tried() {
         // 40 CUs measured to serve (paced, 1.05x) and in force, the whole GPU missing the target
         // (200 take-offs a second); 60 forgotten (not measured), 20 not measured either: the
@@ -1185,37 +1274,44 @@ mod tests {
         assert!(!v.change && v.best.cus == 0 && v.now.slowdown < 1.25, "{v:?}");
         let mut sz = Sizer::new(SIZES.to_vec(), 80, 110);
         sz.look(look(1), 0, 0, Some(450_000));
-        let v = sz.look(look(2), 0, 10 * LOOK_NS, Some(450_000)).unwrap();
+        // No trial before the critical class's pattern is known: busy at every look (15 %) for
+        // BUSY_STRETCH_NS, it is not a burst.
+        let w = BUSY_STRETCH_NS / LOOK_NS;
+        for t in 2..=w {
+            let v = sz.look(look(t), 0, 10 * LOOK_NS, Some(450_000)).unwrap();
+            assert!(!v.change && !sz.duty.known(), "look {t}: {v:?}");
+        }
+        let v = sz.look(look(w + 1), 0, 10 * LOOK_NS, Some(450_000)).unwrap();
         assert!(v.change && v.best.cus == 40 && !v.best.measured, "the middle size: {v:?}");
         // A change between two looks measures nothing, nor does the interval after it; the
         // next one does (at 60 CUs here: another process led and chose so).
-        assert_eq!(sz.look(look(3), 60, 0, Some(450_000)), None);
-        sz.look(look(4), 60, LOOK_NS, Some(450_000));
-        assert_eq!(sz.measured.ratio(60, look(4).at), None);
+        assert_eq!(sz.look(look(w + 2), 60, 0, Some(450_000)), None);
+        sz.look(look(w + 3), 60, LOOK_NS, Some(450_000));
+        assert_eq!(sz.measured.ratio(60, look(w + 3).at), None);
         // The trial is measured for MIN_MEASURED_NS before its figures count, and stands
         // until then even after the minimum interval between changes.
-        for t in 5..8 {
-            let v = sz.look(look(t), 60, (t - 3) * LOOK_NS, Some(450_000));
+        for t in w + 4..w + 7 {
+            let v = sz.look(look(t), 60, (t - w - 2) * LOOK_NS, Some(450_000));
             assert_eq!(v, None, "look {t}: the trial is not measured yet");
             assert_eq!(sz.measured.ratio(60, look(t).at), None, "look {t}");
         }
-        assert!(look(7).at - look(3).at >= MIN_INTERVAL_NS);
-        sz.look(look(8), 60, 5 * LOOK_NS, Some(450_000));
-        assert_eq!(sz.measured.ratio(60, look(8).at), Some(1.0));
+        assert!(look(w + 6).at - look(w + 2).at >= MIN_INTERVAL_NS);
+        sz.look(look(w + 7), 60, 5 * LOOK_NS, Some(450_000));
+        assert_eq!(sz.measured.ratio(60, look(w + 7).at), Some(1.0));
         // Each reversal within a minute doubles the interval before the next; a search that
         // goes on down the sizes does not.
         assert_eq!(sz.min_interval(), MIN_INTERVAL_NS, "one change so far");
-        sz.look(look(9), 40, 2 * LOOK_NS, Some(450_000));
+        sz.look(look(w + 8), 40, 2 * LOOK_NS, Some(450_000));
         assert_eq!(sz.min_interval(), MIN_INTERVAL_NS, "0 -> 60 -> 40: on down");
-        sz.look(look(10), 60, 0, Some(450_000));
+        sz.look(look(w + 9), 60, 0, Some(450_000));
         assert_eq!(sz.min_interval(), 2 * MIN_INTERVAL_NS, "40 -> 60: back up");
-        sz.look(look(11), 40, 0, Some(450_000));
+        sz.look(look(w + 10), 40, 0, Some(450_000));
         assert_eq!(sz.min_interval(), 4 * MIN_INTERVAL_NS, "60 -> 40: down again");
-        sz.look(look(12), 0, 0, Some(450_000));
+        sz.look(look(w + 11), 0, 0, Some(450_000));
         assert_eq!(sz.min_interval(), 8 * MIN_INTERVAL_NS, "40 -> the whole GPU: up again");
         let later = |t: u64| Look { at: t * LOOK_NS + BACKOFF_WINDOW_NS, ..look(t) };
-        sz.look(later(13), 0, BACKOFF_WINDOW_NS, Some(450_000));
-        sz.look(later(14), 0, BACKOFF_WINDOW_NS, Some(450_000));
+        sz.look(later(w + 12), 0, BACKOFF_WINDOW_NS, Some(450_000));
+        sz.look(later(w + 13), 0, BACKOFF_WINDOW_NS, Some(450_000));
         assert_eq!(sz.min_interval(), MIN_INTERVAL_NS, "a quiet minute forgets them");
         // A process that does not lead measures and never decides.
         let mut follower = Sizer::new(SIZES.to_vec(), 80, 110);

@@ -315,13 +315,9 @@ impl Preemption {
             let mut g = self.lock();
             g.next_look = now + LOOK_NS;
             let unmap = g.mech.expected_cost();
-            let (target, slo) = match g.policy.sharing().policy {
-                xhsa_model::sharing::Sharing::Slo { target_pct } => (u32::from(target_pct), true),
-                _ => (DEFAULT_TARGET_PCT, false),
-            };
+            let policy = g.policy.sharing().policy;
             let sizer = g.sizer.as_mut()?;
-            sizer.set_target(target);
-            sizer.set_slo(slo);
+            sizer.follow(policy);
             let v = sizer.look(Look { at: now, ..look }, u32::from(split.cus), since_change, unmap);
             g.next_look = now + sizer.look_interval(u32::from(split.cus), now);
             v
