@@ -24,6 +24,20 @@
 //! The submission path only takes this module's lock for a push (the thread holds it only to
 //! copy the armed list), and stores to the wake signal (one KFD SET_EVENT): it never waits on
 //! the thread.
+//!
+//! **At most [`MAX_ARMED_PER_WAIT`] armed signals per wait.** ROCr 6.x and 7.x's
+//! `hsa_amd_signal_wait_any` hands `Signal::WaitMultiple` a vector of one element for the
+//! satisfying value, which it then stores at the index of the signal that satisfied its
+//! condition: an index above 0 writes past the vector (docs/preemption.md, "Open defect"). With
+//! glibc an 8-byte allocation has 24 usable bytes, so indices 1 and 2 land in slack and 3 or more
+//! corrupt the heap (seen: aborts in `free`). Until libxhsa waits on the signals' KFD events
+//! itself, each wait takes the wake signal and at most two armed signals (rotating through them);
+//! with more armed, a ticker thread (`xhsa-completions-tick`) wakes the wait every
+//! [`ROTATE_NS`] through the wake signal (index 0; a timed wait is no way out: ROCr 7.2 indexes
+//! its id list with a timeout's -1), and the values of all armed signals are read after every
+//! return, so a completion outside the two is seen within that time. The ticker sleeps on a
+//! condition variable while every armed signal fits in one wait. An allocator without slack
+//! (jemalloc, tcmalloc) is still exposed at indices 1 and 2.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -39,6 +53,12 @@ use super::rocr::Rocr;
 /// ends its wait, which waits for "below `IDLE`" on index 0.
 const IDLE: i64 = 1;
 const WAKE: i64 = 0;
+/// Armed signals one ROCr wait takes at most (with the wake signal: indices 0 to 2; see the
+/// module doc).
+const MAX_ARMED_PER_WAIT: usize = 2;
+/// With more armed than one wait takes, how long each wait lasts before the ticker moves it on
+/// to the next pair.
+const ROTATE_NS: u64 = 5_000_000;
 
 /// What the thread calls when a tracking signal armed for `queue` fell below its value.
 pub(crate) type Handler = fn(QueueId, i64);
@@ -61,6 +81,10 @@ struct State {
     stop: bool,
     handler: Option<Handler>,
     thread: Option<JoinHandle<()>>,
+    /// The wait in progress takes only some of the armed signals: the ticker wakes it.
+    partial: bool,
+    /// The ticker thread runs (one at most, across stops and restarts).
+    ticking: bool,
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
@@ -71,7 +95,11 @@ static STATE: Mutex<State> = Mutex::new(State {
     stop: false,
     handler: None,
     thread: None,
+    partial: false,
+    ticking: false,
 });
+/// Wakes the ticker when a wait takes only some of the armed signals, or at [`stop`].
+static TICK: Condvar = Condvar::new();
 /// Signalled when the thread exits ([`stop`] waits for it).
 static LEFT: Condvar = Condvar::new();
 /// ROCr's wait failed once (logged once).
@@ -126,6 +154,19 @@ fn start(r: &'static Rocr, st: &mut State) -> bool {
         Ok(t) => {
             st.wake = wake;
             st.thread = Some(t);
+            // Without the ticker a wait over part of the armed signals could last until the
+            // next arm: logged, and the waiter goes on (completions outside the pair wait).
+            if !st.ticking {
+                let ticker = std::thread::Builder::new()
+                    .name("xhsa-completions-tick".into())
+                    .spawn(move || tick(r));
+                match ticker {
+                    Ok(_) => st.ticking = true,
+                    Err(e) => tracing::error!(
+                        "xhsa: the completion waiter's ticker could not be started: {e}"
+                    ),
+                }
+            }
             true
         }
         Err(e) => {
@@ -172,6 +213,7 @@ pub(crate) fn stop(r: &Rocr) {
             return;
         }
         st.stop = true;
+        TICK.notify_all();
         (st.wake, st.thread.take())
     };
     r.signal_store(wake, WAKE);
@@ -213,7 +255,42 @@ pub(crate) fn resume(r: &'static Rocr, down: bool) {
     }
 }
 
+/// The armed entries one wait takes: all of them up to [`MAX_ARMED_PER_WAIT`], else that many,
+/// `round` rotating through them.
+fn this_wait(armed: &[Armed], round: usize) -> Vec<Armed> {
+    if armed.len() <= MAX_ARMED_PER_WAIT {
+        return armed.to_vec();
+    }
+    let start = round.wrapping_mul(MAX_ARMED_PER_WAIT) % armed.len();
+    (0..MAX_ARMED_PER_WAIT).map(|k| armed[(start + k) % armed.len()]).collect()
+}
+
+/// The ticker: while a wait takes only part of the armed signals, stores the wake value every
+/// [`ROTATE_NS`] (under the state's lock, so never to a wake signal already destroyed); sleeps
+/// on [`TICK`] otherwise; ends at [`stop`].
+fn tick(r: &'static Rocr) {
+    let mut st = state();
+    loop {
+        while !st.partial && !st.stop {
+            st = TICK.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        if st.stop {
+            st.ticking = false;
+            return;
+        }
+        drop(st);
+        std::thread::sleep(Duration::from_nanos(ROTATE_NS));
+        st = state();
+        // Not once the process exits: the runtime may be tearing its signals down without an
+        // `hsa_shut_down` libxhsa sees (ROCr 7.2 under HSA_TOOLS_LIB asserts on such a store).
+        if st.partial && !st.stop && st.wake != 0 && !super::exiting() {
+            r.signal_store(st.wake, WAKE);
+        }
+    }
+}
+
 fn run(r: &'static Rocr, wake: u64) {
+    let mut round = 0usize;
     loop {
         let (snapshot, retired, handler) = {
             let mut st = state();
@@ -230,17 +307,23 @@ fn run(r: &'static Rocr, wake: u64) {
             }
             let retired = std::mem::take(&mut st.retired);
             st.waiting = true;
+            st.partial = st.armed.len() > MAX_ARMED_PER_WAIT;
+            if st.partial {
+                TICK.notify_all();
+            }
             (st.armed.clone(), retired, st.handler)
         };
         for s in retired {
             r.signal_destroy(s);
         }
-        let mut signals = Vec::with_capacity(snapshot.len() + 1);
+        let taken = this_wait(&snapshot, round);
+        round = round.wrapping_add(1);
+        let mut signals = Vec::with_capacity(taken.len() + 1);
         signals.push(wake);
-        signals.extend(snapshot.iter().map(|a| a.signal));
-        let mut below = Vec::with_capacity(snapshot.len() + 1);
+        signals.extend(taken.iter().map(|a| a.signal));
+        let mut below = Vec::with_capacity(taken.len() + 1);
         below.push(IDLE);
-        below.extend(snapshot.iter().map(|a| a.below));
+        below.extend(taken.iter().map(|a| a.below));
         let t0 = std::time::Instant::now();
         let got = r.wait_any_below(&signals, &below);
         tracing::trace!(target: "xhsa::completions", armed = snapshot.len(), got = ?got, waited_us = t0.elapsed().as_micros() as u64, "xhsa: completion wait returned");
@@ -277,5 +360,32 @@ fn run(r: &'static Rocr, wake: u64) {
                 h(queue, value);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn armed(n: u64) -> Vec<Armed> {
+        (1..=n).map(|i| Armed { queue: QueueId(i), signal: 0x1000 * i, below: 5 }).collect()
+    }
+
+    #[test]
+    fn a_wait_takes_at_most_two_armed_signals_and_rotates_through_the_rest() {
+        // Two or fewer: all of them.
+        for n in 0..=2 {
+            assert_eq!(this_wait(&armed(n), 7), armed(n), "{n}");
+        }
+        // Five: two per wait, and every one taken within three rounds.
+        let all = armed(5);
+        let mut seen = std::collections::BTreeSet::new();
+        for round in 0..3 {
+            let taken = this_wait(&all, round);
+            assert_eq!(taken.len(), MAX_ARMED_PER_WAIT);
+            assert!(taken.iter().all(|a| all.contains(a)));
+            seen.extend(taken.iter().map(|a| a.signal));
+        }
+        assert_eq!(seen.len(), 5, "{seen:?}");
     }
 }

@@ -308,8 +308,10 @@ impl Rocr {
 
     /// Sleeps (in KFD) until one of `signals` is below the `below` of the same index; returns
     /// its index and the value ROCr reports (not to be trusted: 7.2.4 reports 0), `None` if
-    /// ROCr's wait failed. Every handle is a live signal libxhsa
-    /// created, none destroyed before this returns (see [`super::completions`]).
+    /// ROCr's wait failed. Every handle is a live signal libxhsa created, none destroyed before
+    /// this returns (see [`super::completions`], which also keeps `signals` short: ROCr 6.x/7.x
+    /// write past a one-element vector for an index above 0). Never with a timeout: ROCr 7.2's
+    /// `hsa_amd_signal_wait_any` indexes its list of signal ids with the -1 of a timeout.
     pub fn wait_any_below(&self, signals: &[u64], below: &[i64]) -> Option<(usize, i64)> {
         let mut handles: Vec<hsa_signal_t> =
             signals.iter().map(|&h| hsa_signal_t { handle: h }).collect();
