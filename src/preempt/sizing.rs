@@ -224,9 +224,9 @@ pub struct Sizes {
     /// Sizes measured to miss the target: until when they count as missed, with the ratio
     /// measured, and how many times they missed ([`MISS_HOLD_NS`]).
     missed: BTreeMap<u32, Missed>,
-    /// The critical class's busy fraction over the long run, once its pattern is known
-    /// ([`Duty::fraction`]); `None`: only the sizes' own figures judge it.
-    duty: Option<f64>,
+    /// The critical class's long-run pattern ([`Sizer::look`] feeds it; left empty, only the
+    /// sizes' own figures judge the class).
+    duty: Duty,
 }
 
 /// A size measured to miss the target ([`Sizes::note`]).
@@ -285,10 +285,10 @@ impl Sizes {
 
     /// Whether the critical class keeps the GPU busy itself: busy [`BUSY_CLASS`] of the time at
     /// least at every size measured lately, and over the long run when that is known
-    /// ([`Sizes::duty`]; `None`: no size measured).
+    /// ([`Duty::fraction`]; `None`: no size measured).
     fn busy_class(&self, now: Nanos) -> Option<bool> {
         let least = self.fresh(now).map(|(_, v)| v.busy()).reduce(f64::min)?;
-        Some(least >= BUSY_CLASS && self.duty.is_none_or(|d| d >= BUSY_CLASS))
+        Some(least >= BUSY_CLASS && self.duty.fraction().is_none_or(|d| d >= BUSY_CLASS))
     }
 
     /// The service ratio of `cus` reserved CUs: how much longer the critical class takes there
@@ -542,7 +542,6 @@ pub fn decide(s: &Situation) -> Verdict {
 pub struct Sizer {
     sizes: Vec<u32>,
     cu_count: u32,
-    target_pct: u32,
     /// The SLO policy is in force ([`Situation::slo`]).
     slo: bool,
     /// The last look and the size in force at it.
@@ -555,8 +554,6 @@ pub struct Sizer {
     /// When the size in force changed within the last [`BACKOFF_WINDOW_NS`], and whether the
     /// change took CUs from the critical class (a smaller reserve, or a first one).
     changes: std::collections::VecDeque<(Nanos, bool)>,
-    /// The critical class's long-run pattern.
-    duty: Duty,
 }
 
 impl Sizer {
@@ -564,7 +561,6 @@ impl Sizer {
         Sizer {
             sizes,
             cu_count,
-            target_pct,
             slo: false,
             last: None,
             measured: Sizes { target: f64::from(target_pct) / 100.0, ..Sizes::default() },
@@ -572,7 +568,6 @@ impl Sizer {
             demand: None,
             settling: false,
             changes: std::collections::VecDeque::new(),
-            duty: Duty::default(),
         }
     }
 
@@ -614,8 +609,12 @@ impl Sizer {
             _ => (DEFAULT_TARGET_PCT, false),
         };
         self.slo = slo;
-        self.target_pct = target_pct;
         self.measured.set_target(f64::from(target_pct) / 100.0);
+    }
+
+    /// The critical class's slowdown to keep within, percent (the one [`Sizes`] holds).
+    fn target_pct(&self) -> u32 {
+        (self.measured.target() * 100.0).round() as u32
     }
 
     /// One look at the board (`look`, with `current` reserved CUs in force, changed `since_change`
@@ -659,8 +658,7 @@ impl Sizer {
             return None;
         }
         // The class's own pattern (the settling interval, disturbed by the change, left out).
-        self.duty.observe(d.critical_busy, now.saturating_sub(prev.at));
-        self.measured.duty = self.duty.fraction();
+        self.measured.duty.observe(d.critical_busy, now.saturating_sub(prev.at));
         if d.critical_packets >= MIN_PACKETS {
             let served = Served {
                 packets: d.critical_packets,
@@ -678,6 +676,7 @@ impl Sizer {
         let smoothed = match self.demand {
             Some(o) if o.critical_busy.is_finite() => Demand {
                 critical_busy: self
+                    .measured
                     .duty
                     .fraction()
                     .unwrap_or((o.critical_busy + d.critical_busy) / 2.0),
@@ -693,7 +692,7 @@ impl Sizer {
         // failed trial is not flapping); a trial stands until it is measured (or the critical
         // class stayed idle there).
         let r_now = (current != 0).then(|| self.measured.ratio(current, now));
-        let missing = r_now.flatten().is_some_and(|r| r > f64::from(self.target_pct) / 100.0);
+        let missing = r_now.flatten().is_some_and(|r| r > self.measured.target());
         let interval = if missing { 0 } else { self.min_interval() };
         if since_change < interval || !look.leader {
             return None;
@@ -711,9 +710,9 @@ impl Sizer {
             whole_takeoffs_per_s: self.whole_takeoffs_per_s,
             unmap_ns: unmap_ns.unwrap_or(UNMEASURED_UNMAP_NS),
             queues: look.queues.len() as u32,
-            target_pct: self.target_pct,
+            target_pct: self.target_pct(),
             slo: self.slo,
-            pattern_known: self.duty.known(),
+            pattern_known: self.measured.duty.known(),
         };
         Some(decide(&s))
     }
@@ -1202,7 +1201,7 @@ mod tests {
         assert!(changes.first().is_some_and(|&(t, c)| t < 10 && c > 0), "{changes:?}");
         assert!(changes.iter().all(|&(t, c)| t < 32 || c == 0), "{changes:?}");
         assert_eq!(current, 0, "{changes:?}");
-        let duty = sz.duty.fraction().expect("two cycles seen");
+        let duty = sz.measured.duty.fraction().expect("two cycles seen");
         assert!((0.25..0.4).contains(&duty), "{duty}");
         assert_eq!(sz.demand.map(|d| d.critical_busy), Some(duty), "the demand is the duty");
         // The same server under steady load: tried on a reserve once busy at every look for the
@@ -1279,7 +1278,7 @@ mod tests {
         let w = BUSY_STRETCH_NS / LOOK_NS;
         for t in 2..=w {
             let v = sz.look(look(t), 0, 10 * LOOK_NS, Some(450_000)).unwrap();
-            assert!(!v.change && !sz.duty.known(), "look {t}: {v:?}");
+            assert!(!v.change && !sz.measured.duty.known(), "look {t}: {v:?}");
         }
         let v = sz.look(look(w + 1), 0, 10 * LOOK_NS, Some(450_000)).unwrap();
         assert!(v.change && v.best.cus == 40 && !v.best.measured, "the middle size: {v:?}");
