@@ -97,6 +97,16 @@ fn hip_basic_built_by_the_rocm72_hipcc_passes_natively_and_under_libxhsa() {
     }
 }
 
+/// libxhsa's completion waiter never lets ROCr 7.2's `hsa_amd_signal_wait_any` write past its
+/// one-element vector (see [`common::RocmRoot::assert_completion_waits_leave_the_heap_intact`]).
+#[test]
+fn completion_waits_leave_the_heap_intact_under_glibcs_malloc_check() {
+    if !ROCM72.available() {
+        return;
+    }
+    ROCM72.assert_completion_waits_leave_the_heap_intact();
+}
+
 /// Kernels without a CPU model built for gfx942 by clang 22 execute on the ISA interpreter and
 /// compute right results.
 #[test]

@@ -24,8 +24,8 @@ use crate::abi::{
     DbgTrapResumeQueuesArgs, DbgTrapSendRuntimeEventArgs, DbgTrapSetExceptionsEnabledArgs,
     DbgTrapSuspendQueuesArgs, DestroyQueueArgs, GetAvailableMemoryArgs, GetClockCountersArgs,
     GetQueueWaveStateArgs, GetVersionArgs, IoctlArgs, QueueSnapshotEntry, QueueStatus, Request,
-    RuntimeEnableArgs, RuntimeInfo, SetCuMaskArgs, UpdateQueueArgs,
-    KFD_IOC_DBG_TRAP_GET_QUEUE_SNAPSHOT, KFD_IOC_DBG_TRAP_QUERY_EXCEPTION_INFO,
+    RuntimeEnableArgs, RuntimeInfo, SetCuMaskArgs, SetEventArgs, SignalEventWait, UpdateQueueArgs,
+    WaitEventsArgs, KFD_IOC_DBG_TRAP_GET_QUEUE_SNAPSHOT, KFD_IOC_DBG_TRAP_QUERY_EXCEPTION_INFO,
 };
 use crate::error::KfdError;
 
@@ -148,6 +148,40 @@ impl Kfd {
         let mut args =
             SetCuMaskArgs { queue_id, num_cu_mask: bits, cu_mask_ptr: mask.as_ptr() as u64 };
         call(self.fd.as_fd(), &mut args, None).map(drop)
+    }
+
+    /// `AMDKFD_IOC_SET_EVENT`: fires event `event_id` (waking its waiters, or leaving an
+    /// auto-reset event signaled for the next wait).
+    pub fn set_event(&self, event_id: u32) -> Result<(), KfdError> {
+        let mut args = SetEventArgs { event_id, pad: 0 };
+        call(self.fd.as_fd(), &mut args, None).map(drop)
+    }
+
+    /// `AMDKFD_IOC_WAIT_EVENTS` over signal events: sleeps until one of `events` fired (all of
+    /// them with `wait_for_all`) or `timeout_ms` passed (`u32::MAX`: never), and returns
+    /// `KFD_IOC_WAIT_RESULT_*`. KFD writes each fired event's age back into its entry. An
+    /// unknown event id fails with `EINVAL`; a signal interrupts it with `EINTR`.
+    pub fn wait_events(
+        &self,
+        events: &mut [SignalEventWait],
+        wait_for_all: bool,
+        timeout_ms: u32,
+    ) -> Result<u32, KfdError> {
+        let Ok(num_events) = u32::try_from(events.len()) else {
+            return Err(KfdError::refused(
+                Request::WaitEvents,
+                None,
+                "more than 2^32 events in one wait",
+            ));
+        };
+        let mut args = WaitEventsArgs {
+            events_ptr: events.as_mut_ptr() as u64,
+            num_events,
+            wait_for_all: u32::from(wait_for_all),
+            timeout: timeout_ms,
+            wait_result: 0,
+        };
+        call(self.fd.as_fd(), &mut args, None).map(|_| args.wait_result)
     }
 
     /// `AMDKFD_IOC_GET_QUEUE_WAVE_STATE`: copies queue `queue_id`'s control stack into
@@ -528,6 +562,11 @@ mod tests {
             ),
             ("AMDKFD_IOC_GET_CLOCK_COUNTERS", kfd.get_clock_counters(1).unwrap_err()),
             ("AMDKFD_IOC_AVAILABLE_MEMORY", kfd.available_memory(1).unwrap_err()),
+            ("AMDKFD_IOC_SET_EVENT", kfd.set_event(3).unwrap_err()),
+            (
+                "AMDKFD_IOC_WAIT_EVENTS",
+                kfd.wait_events(&mut [SignalEventWait::new(3, 1)], false, 0).unwrap_err(),
+            ),
         ];
         for (what, err) in results {
             assert_eq!(err.errno, Errno::ENOTTY, "{err}");

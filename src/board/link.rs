@@ -426,6 +426,7 @@ impl Watch for BoardLink {
                         preemptable: false,
                         paused: st.has_flag(FLAG_PAUSED),
                         partition: PartitionId(slot.partition),
+                        unconfirmed: st.has_flag(xhsa_model::stats::FLAG_UNCONFIRMED),
                     });
                 }
             } else if let Some(p) = slot.priority_with_work(now) {

@@ -9,12 +9,12 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::OnceLock;
 
 use hsa_sys::hsa::{
-    hsa_agent_t, hsa_amd_memory_pool_t, hsa_queue_t, hsa_signal_condition_t, hsa_signal_t,
-    hsa_signal_value_t, hsa_status_t, hsa_wait_state_t, HSA_AGENT_INFO_DEVICE,
-    HSA_AMD_AGENT_INFO_DRIVER_NODE_ID, HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED,
-    HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS, HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED,
-    HSA_AMD_MEMORY_POOL_INFO_SEGMENT, HSA_AMD_SEGMENT_GLOBAL, HSA_AMD_SYSTEM_INFO_BUILD_VERSION,
-    HSA_DEVICE_TYPE_CPU, HSA_SIGNAL_CONDITION_LT, HSA_STATUS_SUCCESS, HSA_WAIT_STATE_BLOCKED,
+    amd_signal_t, hsa_agent_t, hsa_amd_memory_pool_t, hsa_queue_t, hsa_signal_t,
+    hsa_signal_value_t, hsa_status_t, HSA_AGENT_INFO_DEVICE, HSA_AMD_AGENT_INFO_DRIVER_NODE_ID,
+    HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED, HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS,
+    HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED, HSA_AMD_MEMORY_POOL_INFO_SEGMENT,
+    HSA_AMD_SEGMENT_GLOBAL, HSA_AMD_SYSTEM_INFO_BUILD_VERSION, HSA_DEVICE_TYPE_CPU,
+    HSA_STATUS_SUCCESS,
 };
 
 use super::next_symbol;
@@ -39,15 +39,6 @@ type SignalCreateFn = unsafe extern "C" fn(
 ) -> hsa_status_t;
 type SignalDestroyFn = unsafe extern "C" fn(hsa_signal_t) -> hsa_status_t;
 type SignalLoadFn = unsafe extern "C" fn(hsa_signal_t) -> hsa_signal_value_t;
-type WaitAnyFn = unsafe extern "C" fn(
-    u32,
-    *mut hsa_signal_t,
-    *mut hsa_signal_condition_t,
-    *mut hsa_signal_value_t,
-    u64,
-    hsa_wait_state_t,
-    *mut hsa_signal_value_t,
-) -> u32;
 type AgentCallback = Option<unsafe extern "C" fn(hsa_agent_t, *mut c_void) -> hsa_status_t>;
 type IterateAgentsFn = unsafe extern "C" fn(AgentCallback, *mut c_void) -> hsa_status_t;
 type AgentInfoFn = unsafe extern "C" fn(hsa_agent_t, u32, *mut c_void) -> hsa_status_t;
@@ -73,7 +64,6 @@ pub(crate) struct Rocr {
     signal_create: SignalCreateFn,
     signal_destroy: SignalDestroyFn,
     signal_load: SignalLoadFn,
-    wait_any: WaitAnyFn,
     iterate_agents: IterateAgentsFn,
     agent_info: AgentInfoFn,
     iterate_pools: IteratePoolsFn,
@@ -138,7 +128,6 @@ pub(crate) fn rocr() -> Option<&'static Rocr> {
                     signal_create: resolve(c"hsa_signal_create", None)?,
                     signal_destroy: resolve(c"hsa_signal_destroy", None)?,
                     signal_load: resolve(c"hsa_signal_load_scacquire", None)?,
-                    wait_any: resolve(c"hsa_amd_signal_wait_any", None)?,
                     iterate_agents: resolve(c"hsa_iterate_agents", None)?,
                     agent_info: resolve(c"hsa_agent_get_info", None)?,
                     iterate_pools: resolve(c"hsa_amd_agent_iterate_memory_pools", None)?,
@@ -306,32 +295,26 @@ impl Rocr {
         unsafe { (self.signal_load)(hsa_signal_t { handle: signal }) }
     }
 
-    /// Sleeps (in KFD) until one of `signals` is below the `below` of the same index; returns
-    /// its index and the value ROCr reports (not to be trusted: 7.2.4 reports 0), `None` if
-    /// ROCr's wait failed. Every handle is a live signal libxhsa created, none destroyed before
-    /// this returns (see [`super::completions`], which also keeps `signals` short: ROCr 6.x/7.x
-    /// write past a one-element vector for an index above 0). Never with a timeout: ROCr 7.2's
-    /// `hsa_amd_signal_wait_any` indexes its list of signal ids with the -1 of a timeout.
-    pub fn wait_any_below(&self, signals: &[u64], below: &[i64]) -> Option<(usize, i64)> {
-        let mut handles: Vec<hsa_signal_t> =
-            signals.iter().map(|&h| hsa_signal_t { handle: h }).collect();
-        let mut conds: Vec<hsa_signal_condition_t> = vec![HSA_SIGNAL_CONDITION_LT; handles.len()];
-        let mut values: Vec<hsa_signal_value_t> = below.to_vec();
-        let mut value: hsa_signal_value_t = 0;
-        // SAFETY: arrays of `handles.len()` entries each; live signals (the caller's word); an
-        // out-parameter for the satisfying value.
-        let i = unsafe {
-            (self.wait_any)(
-                handles.len() as u32,
-                handles.as_mut_ptr(),
-                conds.as_mut_ptr(),
-                values.as_mut_ptr(),
-                u64::MAX,
-                HSA_WAIT_STATE_BLOCKED,
-                &mut value,
+    /// The KFD signal event behind `signal` (a signal libxhsa created and has not destroyed):
+    /// the `event_id` of its `amd_signal_t`, when ROCr made it an interrupt signal (its
+    /// `event_mailbox_ptr` is set). `None` for a signal without one (`HSA_ENABLE_INTERRUPT=0`,
+    /// or the process ran out of KFD events).
+    pub fn signal_event(&self, signal: u64) -> Option<u32> {
+        if signal == 0 || !signal.is_multiple_of(std::mem::align_of::<amd_signal_t>() as u64) {
+            return None;
+        }
+        let s = signal as *const amd_signal_t;
+        // SAFETY: a ROCr signal handle is the address of the signal's `amd_signal_t` (ROCr's
+        // `SharedSignal`, alive until the signal is destroyed, which the caller rules out);
+        // the two fields are written once, when ROCr creates the signal, before the handle
+        // is returned.
+        let (mailbox, id) = unsafe {
+            (
+                std::ptr::addr_of!((*s).event_mailbox_ptr).read_volatile(),
+                std::ptr::addr_of!((*s).event_id).read_volatile(),
             )
-        } as usize;
-        (i < handles.len()).then_some((i, value))
+        };
+        (mailbox != 0).then_some(id)
     }
 
     pub fn signal_destroy(&self, signal: u64) {

@@ -148,6 +148,9 @@ pub struct ShadowQueue {
     /// (its completion, and that of the packets before it, is not observable until one is
     /// written).
     pub untracked: Option<crate::path::window::Seq>,
+    /// The last packet written untracked that a tracking barrier now follows, until a completion
+    /// through it is seen: till then the in-flight count may hold packets long done.
+    pub confirming: Option<crate::path::window::Seq>,
     /// Time per packet on the hardware, from the completions seen.
     pub timing: crate::path::packet_time::PacketTime,
     /// Dispatch-to-completion times, from the completions seen.
@@ -155,6 +158,27 @@ pub struct ShadowQueue {
 }
 
 impl ShadowQueue {
+    /// Whether the in-flight count may hold packets that completed unseen (see
+    /// [`Self::untracked`] and [`Self::confirming`]).
+    pub fn unconfirmed(&self) -> bool {
+        self.untracked.is_some() || self.confirming.is_some()
+    }
+
+    /// A tracking barrier was written after everything forwarded so far: the untracked packets
+    /// wait for its completion to be confirmed.
+    pub fn barrier_after_all(&mut self) {
+        if let Some(last) = self.untracked.take() {
+            self.confirming = Some(last);
+        }
+    }
+
+    /// Completions through packet `seq` were seen.
+    pub fn completed_through(&mut self, seq: crate::path::window::Seq) {
+        if self.confirming.is_some_and(|c| c <= seq) {
+            self.confirming = None;
+        }
+    }
+
     /// A new queue in `Scheduled` mode.
     pub fn new(id: QueueId, shadow: AqlRing, hw: HwQueue, tracking_signal: u64) -> ShadowQueue {
         ShadowQueue {
@@ -170,6 +194,7 @@ impl ShadowQueue {
             failed: false,
             drain: false,
             untracked: None,
+            confirming: None,
             timing: Default::default(),
             latency: Default::default(),
         }

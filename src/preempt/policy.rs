@@ -10,6 +10,12 @@
 //! - its work in flight would delay that work by more than a preemption costs: `in_flight ×
 //!   packet_ns` (measured, [`crate::path::packet_time`]) above the measured cost of taking it off
 //!   (either unknown counts as worth it);
+//! - its in-flight count is confirmed: a queue whose in-flight packets were written while
+//!   libxhsa did not track completions (an idle queue's last packets, written while its process
+//!   was alone: `FLAG_UNCONFIRMED`) waits up to [`CONFIRM_NS`], or a round trip's cost (twice
+//!   the measured cost of a take-off) if more, while the watcher has a tracking barrier written
+//!   after them; an idle queue's count drops to 0 within a barrier's round trip
+//!   and it is never taken off, a busy one is taken off once that time has passed;
 //! - `q` is not in its minimum run after the starvation bound put it back;
 //! - the device-wide preemption budget allows it ([`super::budget`]).
 //!
@@ -77,6 +83,8 @@ pub struct Mine {
     pub paused: bool,
     /// Its CU partition.
     pub partition: PartitionId,
+    /// Its in-flight count may hold packets done unseen (`FLAG_UNCONFIRMED`).
+    pub unconfirmed: bool,
 }
 
 impl Mine {
@@ -118,7 +126,15 @@ pub struct Policy {
     busy_since: BTreeMap<QueueId, Nanos>,
     /// Queues the cap took off.
     capped: BTreeSet<QueueId>,
+    /// Queues with an unconfirmed in-flight count under higher work: since when.
+    unconfirmed_since: BTreeMap<QueueId, Nanos>,
 }
+
+/// How long a queue whose in-flight count is unconfirmed waits to be taken off for higher work
+/// (module doc): a tracking barrier's round trip on an idle queue, with room for a loaded host
+/// (tens of µs on a GPU; on the emulated MI308X with four processes on two cores, 0.2-10 ms,
+/// median 0.5 ms, and 0.3 ms let one run in twelve take idle queues off).
+pub const CONFIRM_NS: Nanos = 1_000_000;
 
 /// Keys of this process's queues among the SLO's samples (others' keys come from the board).
 const MINE_KEY: u64 = 1 << 63;
@@ -137,6 +153,7 @@ impl Policy {
             sharing: ShareState::new(sharing),
             busy_since: BTreeMap::new(),
             capped: BTreeSet::new(),
+            unconfirmed_since: BTreeMap::new(),
         }
     }
 
@@ -290,6 +307,7 @@ impl Policy {
                     }
                     if q.in_flight == 0 {
                         self.busy_since.remove(&q.id);
+                        self.unconfirmed_since.remove(&q.id);
                     }
                     if !q.preemptable || q.in_flight == 0 {
                         continue;
@@ -307,12 +325,25 @@ impl Policy {
                         }
                         wake(&mut d, busy + on);
                     }
+                    if !higher_work(q) || !q.unconfirmed {
+                        self.unconfirmed_since.remove(&q.id);
+                    }
                     if !higher_work(q) {
                         continue;
                     }
                     if now < exempt_until {
                         wake(&mut d, exempt_until);
                         continue;
+                    }
+                    if q.unconfirmed {
+                        // Up to a round trip's cost: a wrong take-off of an idle queue costs
+                        // taking it off and putting it back.
+                        let wait = CONFIRM_NS.max(cost.unwrap_or(0).saturating_mul(2));
+                        let since = *self.unconfirmed_since.entry(q.id).or_insert(now);
+                        if now.saturating_sub(since) < wait {
+                            wake(&mut d, since + wait);
+                            continue;
+                        }
                     }
                     let delay = u64::from(q.in_flight).saturating_mul(q.packet_ns);
                     let worth = q.packet_ns == 0 || cost.is_none_or(|c| delay > c);
@@ -392,7 +423,33 @@ mod tests {
             preemptable: true,
             paused: false,
             partition: PartitionId::WHOLE,
+            unconfirmed: false,
         }
+    }
+
+    #[test]
+    fn an_unconfirmed_in_flight_count_waits_for_its_barrier_before_a_take_off() {
+        let mut pol = policy();
+        let idle = Mine { unconfirmed: true, ..q(1, 0, 86, 0) };
+        let high = q(2, 5, 1, 0);
+        // Higher work arrives: no take-off yet, a look again once the confirmation is due.
+        let d = pol.decide(0, &[idle, high], &[], Some(MS / 2), true, 0);
+        assert!(d.take_off.is_empty(), "{d:?}");
+        assert_eq!(d.wake_at, Some(CONFIRM_NS));
+        // The barrier completed: the count was stale (nothing in flight), never taken off.
+        let done = Mine { in_flight: 0, unconfirmed: false, ..idle };
+        let d = pol.decide(CONFIRM_NS + 1, &[done, high], &[], Some(MS / 2), true, 0);
+        assert!(d.take_off.is_empty(), "{d:?}");
+        // A busy queue still unconfirmed once the time passed is taken off, and a confirmed
+        // one at once.
+        let mut pol = policy();
+        let busy = Mine { unconfirmed: true, ..q(1, 0, 4, 0) };
+        assert!(pol.decide(0, &[busy, high], &[], Some(MS / 2), true, 0).take_off.is_empty());
+        let d = pol.decide(CONFIRM_NS, &[busy, high], &[], Some(MS / 2), true, 0);
+        assert_eq!(d.take_off, vec![QueueId(1)]);
+        let mut pol = policy();
+        let d = pol.decide(0, &[Mine { unconfirmed: false, ..busy }, high], &[], None, true, 0);
+        assert_eq!(d.take_off, vec![QueueId(1)]);
     }
 
     #[test]

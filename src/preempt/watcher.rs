@@ -688,7 +688,11 @@ impl Preemption {
         } else {
             None
         };
-        if !others.is_empty() && mine.iter().any(|m| m.in_flight > 0) {
+        // Counts of packets in flight that may be done unseen are confirmed (a tracking barrier
+        // after them) at every look, before anything is weighed against them: an idle queue's
+        // within a look of going idle (one barrier per idle stretch, the looks being at least
+        // every housekeeping period).
+        if mine.iter().any(|m| m.in_flight > 0 && m.unconfirmed) {
             if let Some(ask) = self.track_untracked.get() {
                 drop(g);
                 ask();
@@ -740,7 +744,7 @@ impl Preemption {
         {
             tracing::debug!(
                 "xhsa: preemption step: mine {:?}, others with work {:?}, cost {cost:?}, budget {budget_ok}: take off {:?}, put back {:?}",
-                mine.iter().map(|m| (m.id.0, m.priority.rank(), m.pending, m.in_flight, m.packet_ns / 1000, m.preemptable)).collect::<Vec<_>>(),
+                mine.iter().map(|m| (m.id.0, m.priority.rank(), m.pending, m.in_flight, m.packet_ns / 1000, m.preemptable, m.unconfirmed)).collect::<Vec<_>>(),
                 others.iter().map(|o| (o.priority.rank(), o.partition.0, o.packet_ns / 1000)).collect::<Vec<_>>(),
                 d.take_off,
                 d.put_back
@@ -959,6 +963,7 @@ mod tests {
             preemptable: false,
             paused: false,
             partition: PartitionId::WHOLE,
+            unconfirmed: false,
         }
     }
 

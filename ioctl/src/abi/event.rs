@@ -185,6 +185,49 @@ pub struct EventData {
     pub pad: u32,
 }
 
+/// One entry of a `WAIT_EVENTS` array for a **signal** event, without the union: the same 48
+/// bytes as [`EventData`], its first 8 the union's `signal_event_data.last_event_age`, the
+/// other 24 of the union kept as plain words (KFD writes exception data there only for memory
+/// events). Reading it back needs no `unsafe`, which an [`EventData`] union read would.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct SignalEventWait {
+    /// To and from KFD (uapi 1.14+; older kernels ignore it): the event's age when the caller
+    /// last looked. A non-zero age that differs from the event's makes the wait return at once;
+    /// KFD writes the event's age back when the event fired. 0 asks for no age check (the
+    /// event's auto-reset "signaled" state alone decides).
+    pub last_event_age: u64,
+    /// The rest of the union's bytes.
+    pub rest_of_union: [u64; 3],
+    /// `kfd_event_data_ext`: 0.
+    pub kfd_event_data_ext: u64,
+    /// To KFD.
+    pub event_id: u32,
+    pub pad: u32,
+}
+
+impl SignalEventWait {
+    /// An entry for signal event `event_id` last seen at `last_event_age`.
+    pub const fn new(event_id: u32, last_event_age: u64) -> SignalEventWait {
+        SignalEventWait {
+            last_event_age,
+            rest_of_union: [0; 3],
+            kfd_event_data_ext: 0,
+            event_id,
+            pad: 0,
+        }
+    }
+}
+
+const _: () = assert!(core::mem::size_of::<SignalEventWait>() == core::mem::size_of::<EventData>());
+const _: () = assert!(
+    core::mem::offset_of!(SignalEventWait, kfd_event_data_ext)
+        == core::mem::offset_of!(EventData, kfd_event_data_ext)
+);
+const _: () = assert!(
+    core::mem::offset_of!(SignalEventWait, event_id) == core::mem::offset_of!(EventData, event_id)
+);
+
 /// `struct kfd_ioctl_wait_events_args` (`AMDKFD_IOC_WAIT_EVENTS`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

@@ -11,7 +11,7 @@ use crate::entry::{global, Global};
 use crate::path::aql_ring::AqlRing;
 
 use super::registry::KFD_QUEUES;
-use super::scheduler_lock::{doorbell_pass, trace_operator_priority, with_gpu};
+use super::scheduler_lock::{trace_operator_priority, with_gpu};
 
 /// Sets up the passthrough whitelist by code object on GPU `gpu`'s scheduler (when it names
 /// any library).
@@ -117,8 +117,10 @@ pub(super) fn start_preemption(
     }
     pre.set_control(std::sync::Arc::new(move |q, c| control(gpu, q, c)));
     pre.set_track_untracked(std::sync::Arc::new(move || {
+        // On the watcher's thread, which may wait for the scheduler (never an application's).
         if global().gpus.get(gpu).is_some_and(|g| g.untracked.load(Ordering::Relaxed)) {
-            doorbell_pass(gpu);
+            tracing::debug!(target: "xhsa::preempt", "xhsa: GPU {gpu}: tracking barriers after untracked packets, to confirm in-flight counts");
+            super::scheduler_lock::run(gpu, true, |s, m, hw, now| s.track_now(m, hw, now));
         }
     }));
     if this.preempt.set(pre.clone()).is_ok()

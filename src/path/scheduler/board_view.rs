@@ -181,6 +181,8 @@ impl Scheduler {
         s.pending = s.pending.saturating_add(q.backlog.len().min(u32::MAX as usize) as u32);
         if q.mode != Mode::Scheduled {
             s.flags |= xhsa_model::stats::FLAG_PASSTHROUGH;
+        } else if s.in_flight > 0 && q.unconfirmed() {
+            s.flags |= xhsa_model::stats::FLAG_UNCONFIRMED;
         }
         if let Some(r) = self.requested.get(&id) {
             s.requested = r.rank();

@@ -132,7 +132,11 @@ impl Scheduler {
             q.tracking.issue((!w.failed).then_some(last));
         }
         if !w.failed {
-            q.untracked = if track { None } else { Some(last) };
+            if track {
+                q.barrier_after_all();
+            } else {
+                q.untracked = Some(last);
+            }
             return;
         }
         let why = format!(
@@ -159,7 +163,7 @@ impl Scheduler {
                 write_guarded(&self.faults, mem, hw, &q.hw, q.tracking.signal, first, &[], true);
             if w.barrier {
                 q.tracking.issue(Some(last));
-                q.untracked = None;
+                q.barrier_after_all();
             }
             if w.failed {
                 failed.push(q.id);
@@ -261,6 +265,7 @@ impl Scheduler {
                 Ok(n) => {
                     q.timing.completed(now, n, self.part.in_flight(id).unwrap_or(0));
                     q.latency.completed_through(seq, now);
+                    q.completed_through(seq);
                 }
                 Err(e) => self.degrade(
                     id,
@@ -286,6 +291,7 @@ impl Scheduler {
                 if let Ok(n) = self.part.complete_through(id, seq) {
                     q.timing.completed(now, n, self.part.in_flight(id).unwrap_or(0));
                     q.latency.completed_through(seq, now);
+                    q.completed_through(seq);
                 }
             }
         }
@@ -293,9 +299,25 @@ impl Scheduler {
 
     /// Registers completion handlers when [`Self::wants_wakeups`] asks for them.
     pub(super) fn arm_where_needed(&mut self, mem: &dyn QueueMemory, hw: &dyn Hardware) {
-        if !self.wants_wakeups() {
-            return;
+        if self.wants_wakeups() {
+            self.arm_outstanding(mem, hw);
         }
+    }
+
+    /// The preemption watcher's ask (it is about to weigh this process's queues against higher
+    /// work, and some count packets in flight that may be done): a tracking barrier after every
+    /// queue's untracked packets, its completion handler registered whatever
+    /// [`Self::wants_wakeups`] says, so that packets done long ago stop counting as in flight
+    /// (an idle queue's are seen complete within a barrier's round trip).
+    pub fn track_now(&mut self, mem: &dyn QueueMemory, hw: &dyn Hardware, now: Nanos) {
+        self.reconcile(hw, now);
+        self.track_untracked(mem, hw);
+        self.arm_outstanding(mem, hw);
+        self.publish(now);
+    }
+
+    /// Registers a completion handler for every scheduled queue with barriers outstanding.
+    fn arm_outstanding(&mut self, mem: &dyn QueueMemory, hw: &dyn Hardware) {
         for id in self.queue_ids() {
             let Some(q) = self.queues.get_mut(&id) else { continue };
             if q.mode != Mode::Scheduled || q.tracking.armed || q.tracking.outstanding() == 0 {

@@ -189,6 +189,43 @@ impl World {
 }
 
 #[test]
+fn packets_written_untracked_count_as_unconfirmed_until_a_barrier_after_them_completes() {
+    use xhsa_model::stats::FLAG_UNCONFIRMED;
+    let mut w = World::new(1, "");
+    w.add(1, prio(0));
+    w.submit(1, 3);
+    // Alone and holding nothing: written untracked, and the GPU runs them (no one sees it).
+    w.gpu(1, 10);
+    let s = w.sched.stats(QueueId(1), 0).unwrap();
+    assert_eq!(s.in_flight, 3, "their completions are not seen");
+    assert!(s.has_flag(FLAG_UNCONFIRMED), "so the count is unconfirmed");
+    // The watcher's ask: a barrier after them, its handler registered although nothing
+    // else wants wake-ups.
+    w.sched.track_now(&w.mem, &w.hw, 0);
+    assert_eq!(w.hw.write_index(&hw_queue(1)), 4, "a tracking barrier after the three");
+    assert!(w.sched.queue(QueueId(1)).unwrap().tracking.armed, "its completion wakes libxhsa");
+    assert!(
+        w.sched.stats(QueueId(1), 0).unwrap().has_flag(FLAG_UNCONFIRMED),
+        "unconfirmed until the barrier completes"
+    );
+    w.gpu(1, 10);
+    let s = w.sched.stats(QueueId(1), 0).unwrap();
+    assert_eq!((s.in_flight, s.completed), (0, 3), "the barrier's completion counts all three");
+    assert!(!s.has_flag(FLAG_UNCONFIRMED));
+    // A queue whose packets are tracked as they go is never unconfirmed.
+    w.add(2, prio(5));
+    w.submit(2, 1);
+    w.submit(1, 2);
+    let s = w.sched.stats(QueueId(1), 0).unwrap();
+    assert!(s.in_flight > 0 && !s.has_flag(FLAG_UNCONFIRMED), "{s:?}");
+    w.gpu(1, 10);
+    w.gpu(2, 10);
+    w.gpu(1, 10);
+    w.check_executed(1, 5);
+    w.check_executed(2, 1);
+}
+
+#[test]
 fn alone_a_queue_forwards_everything_and_tracks_it_only_once_completions_matter() {
     let mut w = World::new(1, "");
     w.add(1, prio(0));

@@ -63,6 +63,10 @@ pub const FLAG_PASSTHROUGH: u32 = 1 << 2;
 pub const FLAG_PAUSED: u32 = 1 << 3;
 /// `flags`: an operator set the queue's priority (`xhsactl set-priority`).
 pub const FLAG_OVERRIDDEN: u32 = 1 << 4;
+/// `flags`: the queue's `in_flight` counts packets written while libxhsa did not track
+/// completions, which may have completed long ago: no tracking barrier after them has
+/// completed yet (an idle queue's last packets, written while its process was alone).
+pub const FLAG_UNCONFIRMED: u32 = 1 << 5;
 
 /// Buckets of the dispatch-to-completion histogram.
 pub const LATENCY_BUCKETS: usize = 16;
