@@ -61,11 +61,11 @@ pub(crate) unsafe fn shut_down(real: Option<ShutDownFn>) -> hsa_status_t {
             }
         }));
     }
-    // The completion waiter sleeps in ROCr on signals the runtime may destroy now (it does
-    // nothing in a forked child).
+    // The completion waiter sleeps in KFD on the events of signals the runtime may destroy now
+    // (it does nothing in a forked child).
     let r = rocr();
-    if let Some(r) = r {
-        let _ = std::panic::catch_unwind(|| inside(|| super::completions::stop(r)));
+    if r.is_some() {
+        let _ = std::panic::catch_unwind(|| inside(super::completions::stop));
     }
     // SAFETY: ROCr's hsa_shut_down, no arguments.
     let status = inside(|| unsafe { real() });

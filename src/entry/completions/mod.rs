@@ -62,6 +62,8 @@ struct State {
     /// The wake signal (0: none; the thread is not running): a signal of libxhsa's own, used
     /// only for its KFD event.
     wake: u64,
+    /// That event (`None`: the signal has none; the thread polls).
+    wake_event: Option<u32>,
     armed: Vec<Armed>,
     /// Signals to destroy once the thread is out of its wait.
     retired: Vec<u64>,
@@ -76,6 +78,7 @@ struct State {
 
 static STATE: Mutex<State> = Mutex::new(State {
     wake: 0,
+    wake_event: None,
     armed: Vec::new(),
     retired: Vec::new(),
     waiting: false,
@@ -124,26 +127,23 @@ pub(crate) fn arm(
         }
         woken(&mut st)
     };
-    wake_up(r, wake);
+    wake_up(wake);
     true
 }
 
 /// Marks the thread woken (under the state's lock) and wakes it where it sleeps on [`WOKEN`];
-/// returns the wake signal, whose event [`wake_up`] then fires (outside the lock).
-fn woken(st: &mut State) -> u64 {
+/// returns the wake signal's event, which [`wake_up`] then fires (outside the lock).
+fn woken(st: &mut State) -> Option<u32> {
     st.woken = true;
     WOKEN.notify_all();
-    st.wake
+    st.wake_event.filter(|_| st.wake != 0)
 }
 
-/// Ends the thread's KFD wait: fires the wake signal's KFD event. (A store to the signal would
-/// not: ROCr fires an interrupt signal's event on a host store only while a ROCr wait is inside,
-/// `InterruptSignal::SetEvent`'s `InWaiting()`.)
-fn wake_up(r: &Rocr, wake: u64) {
-    if wake == 0 {
-        return;
-    }
-    if let Some(id) = r.signal_event(wake) {
+/// Ends the thread's KFD wait: fires the wake signal's KFD event `event`. (A store to the
+/// signal would not: ROCr fires an interrupt signal's event on a host store only while a ROCr
+/// wait is inside, `InterruptSignal::SetEvent`'s `InWaiting()`.)
+fn wake_up(event: Option<u32>) {
+    if let Some(id) = event {
         if !events::fire(id) {
             KFD_WAKE_FAILED.store(true, Ordering::Relaxed);
             WOKEN.notify_all();
@@ -162,6 +162,7 @@ fn start(r: &'static Rocr, st: &mut State) -> bool {
     match spawned {
         Ok(t) => {
             st.wake = wake;
+            st.wake_event = r.signal_event(wake);
             st.thread = Some(t);
             true
         }
@@ -180,26 +181,26 @@ pub(crate) fn retire(r: &Rocr, signal: u64) {
         r.signal_destroy(signal);
         return;
     }
-    let wake = {
+    // `Some(wake event)`: destroyed by the thread once out of its wait.
+    let deferred = {
         let mut st = state();
         st.armed.retain(|a| a.signal != signal);
         if !st.waiting {
-            0
+            None
         } else {
             st.retired.push(signal);
-            woken(&mut st)
+            Some(woken(&mut st))
         }
     };
-    if wake == 0 {
-        r.signal_destroy(signal);
-    } else {
-        wake_up(r, wake);
+    match deferred {
+        None => r.signal_destroy(signal),
+        Some(wake) => wake_up(wake),
     }
 }
 
 /// Ends the thread (before the runtime shuts down: its signals go with it), waiting up to 2 s
 /// for it. Armed entries are kept for [`resume`].
-pub(crate) fn stop(r: &Rocr) {
+pub(crate) fn stop() {
     if is_forked_child() {
         return;
     }
@@ -211,7 +212,7 @@ pub(crate) fn stop(r: &Rocr) {
         st.stop = true;
         (woken(&mut st), st.thread.take())
     };
-    wake_up(r, wake);
+    wake_up(wake);
     let mut st = state();
     let deadline = std::time::Instant::now() + Duration::from_secs(2);
     while st.wake != 0 {
@@ -244,7 +245,7 @@ pub(crate) fn resume(r: &'static Rocr, down: bool) {
         start(r, &mut st);
         let wake = woken(&mut st);
         drop(st);
-        wake_up(r, wake);
+        wake_up(wake);
     }
 }
 
