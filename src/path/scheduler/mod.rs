@@ -7,7 +7,7 @@
 //! indices, registering a completion handler on a tracking signal). Tested here with fakes.
 //!
 //! A **forwarding pass** ([`Scheduler::pass`]) runs on every doorbell of a shadow queue (on the
-//! caller's thread) and on every tracking-barrier completion (on libxhsa's completion waiter, `entry/completions.rs`):
+//! caller's thread) and on every tracking-barrier completion (on libxhsa's completion waiter, `entry/completions/`):
 //!
 //! 1. take the published packets of every queue from its shadow ring (`Scheduled` queues into
 //!    the priority rings, at most one ring's worth held per queue; `Direct` queues straight to
