@@ -55,9 +55,12 @@ pub(super) enum Waited {
     Failed,
 }
 
-/// libxhsa's `/dev/kfd` descriptor for events (`None`, logged once, when it cannot be opened).
+/// libxhsa's `/dev/kfd` descriptor for events: opened by the waiter thread ([`EventWait::new`],
+/// before its first look at the armed list), never on an application's thread.
+static KFD: OnceLock<Option<Kfd>> = OnceLock::new();
+
+/// The descriptor, opened the first time (`None`, logged once, when it cannot be opened).
 fn kfd() -> Option<&'static Kfd> {
-    static KFD: OnceLock<Option<Kfd>> = OnceLock::new();
     KFD.get_or_init(|| match Kfd::open() {
         Ok(k) => Some(k),
         Err(e) => {
@@ -69,10 +72,15 @@ fn kfd() -> Option<&'static Kfd> {
 }
 
 /// Fires KFD event `event_id` (the wake signal's), so that a wait here returns. `false` when it
-/// could not (no descriptor, or KFD refused: logged once).
+/// could not (no descriptor, or KFD refused: logged once). Before the waiter thread opened the
+/// descriptor there is no wait to end (it looks at the armed list after opening it): `true`.
 pub(super) fn fire(event_id: u32) -> bool {
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    let Some(kfd) = kfd() else { return false };
+    let kfd = match KFD.get() {
+        None => return true,
+        Some(None) => return false,
+        Some(Some(k)) => k,
+    };
     match own_call(|| kfd.set_event(event_id)) {
         Ok(()) => true,
         Err(e) => {
@@ -93,7 +101,9 @@ pub(super) struct EventWait {
 }
 
 impl EventWait {
+    /// On the waiter thread, before its first look: opens the descriptor.
     pub(super) fn new() -> EventWait {
+        let _ = kfd();
         EventWait { ages: HashMap::new(), quick_in_a_row: 0, said_no_event: false }
     }
 
