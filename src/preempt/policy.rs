@@ -325,10 +325,11 @@ impl Policy {
                         }
                         wake(&mut d, busy + on);
                     }
-                    if !higher_work(q) || !q.unconfirmed {
+                    let higher = higher_work(q);
+                    if !higher || !q.unconfirmed {
                         self.unconfirmed_since.remove(&q.id);
                     }
-                    if !higher_work(q) {
+                    if !higher {
                         continue;
                     }
                     if now < exempt_until {
