@@ -219,7 +219,11 @@ impl BoardLink {
         if self.board.publish_with(&handle, fill) {
             return;
         }
+        // Taken away: the old slot is let go (its lock, and the slot itself should it be live
+        // in this process's name again) before another is claimed, so that a queue never has
+        // two slots on the board.
         slots.remove(&queue);
+        self.board.release(handle);
         if let Some(priority) = stats.priority() {
             let partition = self.partition_of(queue);
             if let Ok(handle) = self.board.claim(self.me, partition, queue, priority) {
@@ -490,19 +494,28 @@ impl Watch for BoardLink {
             .iter()
             .min_by_key(|(_, slot)| slot.owner_token)
             .is_some_and(|(index, slot)| self.is_mine(*index, slot));
-        let queues = slots
-            .into_iter()
-            .filter_map(|(_, slot)| {
-                let p = slot.stats.priority()?;
-                Some(crate::preempt::sizing::QueueSample {
-                    key: slot.queue_key(),
-                    critical: reserve.is_reserved(p),
-                    completed: slot.stats.completed,
-                    busy_ns: slot.stats.busy_ns,
-                    preemptions: slot.stats.preemptions,
-                })
-            })
-            .collect();
+        // Each queue's counters once: of two live slots with one queue's key (one left behind
+        // by an owner of another version, or written by hand) the one confirmed last.
+        let mut newest: HashMap<u64, (u64, crate::preempt::sizing::QueueSample)> = HashMap::new();
+        for (_, slot) in slots {
+            let Some(p) = slot.stats.priority() else { continue };
+            let beat = slot.stats.beat_ns;
+            let sample = crate::preempt::sizing::QueueSample {
+                key: slot.queue_key(),
+                critical: reserve.is_reserved(p),
+                completed: slot.stats.completed,
+                busy_ns: slot.stats.busy_ns,
+                preemptions: slot.stats.preemptions,
+            };
+            match newest.get(&sample.key) {
+                Some(&(b, _)) if b >= beat => {}
+                _ => {
+                    newest.insert(sample.key, (beat, sample));
+                }
+            }
+        }
+        let mut queues: Vec<_> = newest.into_values().map(|(_, q)| q).collect();
+        queues.sort_by_key(|q| q.key);
         Some(crate::preempt::sizing::Look { at: monotonic_ns(), queues, leader })
     }
 
@@ -670,6 +683,91 @@ mod tests {
         assert_eq!((live[0].state, live[0].stats.pending), (SLOT_LIVE, 1));
         link.leave(QueueId(1));
         assert!(board.snapshot().is_empty());
+        std::fs::remove_dir_all(&place.dir).unwrap();
+    }
+
+    /// The live slots naming `queue` of this link's process.
+    fn slots_of(board: &SharedBoard, link: &BoardLink, queue: u64) -> usize {
+        let own = |s: &Slot| s.owner() == link.me && s.queue_id == queue;
+        board.snapshot().iter().filter(|s| own(s)).count()
+    }
+
+    #[test]
+    fn a_publish_that_meets_a_write_under_way_keeps_the_queue_to_one_slot() {
+        let place = place("write-under-way");
+        let link = BoardLink::open(&place, 0).unwrap();
+        assert!(link.join(QueueId(1), p(3), PartitionId::WHOLE));
+        let board = SharedBoard::open(&place, 0, 16).unwrap();
+        // The slot's sequence word odd: a write under way (another thread of the owner's, or a
+        // writer stopped half-way).
+        let index = link.slots.lock().unwrap()[&QueueId(1)].index();
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(link.path()).unwrap();
+        let at = (HEADER_SIZE + index * SLOT_SIZE) as u64;
+        let mut seq = [0u8; 4];
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut seq, at).unwrap();
+        let even = u32::from_le_bytes(seq);
+        std::os::unix::fs::FileExt::write_all_at(&file, &(even + 1).to_le_bytes(), at).unwrap();
+        let stats =
+            |completed| QueueStats { priority: p(3).rank(), completed, ..Default::default() };
+        link.publish(QueueId(1), &stats(5));
+        // The write ends; the queue still has the one slot, and the next publish lands there.
+        std::os::unix::fs::FileExt::write_all_at(&file, &(even + 2).to_le_bytes(), at).unwrap();
+        assert_eq!(slots_of(&board, &link, 1), 1, "{:?}", board.snapshot());
+        link.publish(QueueId(1), &stats(9));
+        assert_eq!(slots_of(&board, &link, 1), 1);
+        let live = board.snapshot();
+        assert_eq!(live[0].stats.completed, 9);
+        link.leave_all();
+        assert!(board.snapshot().is_empty());
+        std::fs::remove_dir_all(&place.dir).unwrap();
+    }
+
+    #[test]
+    fn threads_of_one_owner_publishing_and_confirming_at_once_keep_one_slot_per_queue() {
+        let place = place("one-writer");
+        let link = std::sync::Arc::new(BoardLink::open(&place, 0).unwrap());
+        assert!(link.join(QueueId(1), p(3), PartitionId::WHOLE));
+        let board = SharedBoard::open(&place, 0, 16).unwrap();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let beater = {
+            let (link, stop) = (link.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    link.beat();
+                }
+            })
+        };
+        for completed in 0..200_000u64 {
+            let stats = QueueStats { priority: p(3).rank(), completed, ..Default::default() };
+            link.publish(QueueId(1), &stats);
+        }
+        stop.store(true, Ordering::Relaxed);
+        beater.join().unwrap();
+        assert_eq!(slots_of(&board, &link, 1), 1, "{} slots live", board.snapshot().len());
+        assert_eq!(board.snapshot()[0].stats.completed, 199_999, "the last publish stands");
+        link.leave_all();
+        std::fs::remove_dir_all(&place.dir).unwrap();
+    }
+
+    #[test]
+    fn the_sizing_counts_each_queue_once_from_its_slot_confirmed_last() {
+        use xhsa_model::partition::Reserve;
+        let place = place("sizing-once");
+        let link = BoardLink::open(&place, 0).unwrap();
+        assert!(link.join(QueueId(1), p(3), PartitionId::WHOLE));
+        // A slot left behind in this queue's name, its counters frozen before the live one's.
+        let other = SharedBoard::open(&place, 0, 16).unwrap();
+        let h = other.claim(link.me, PartitionId(0), QueueId(1), p(3)).unwrap();
+        other
+            .publish(&h, &QueueStats { priority: p(3).rank(), completed: 7, ..Default::default() });
+        std::thread::sleep(Duration::from_millis(2));
+        link.publish(
+            QueueId(1),
+            &QueueStats { priority: p(3).rank(), completed: 40, ..Default::default() },
+        );
+        let look = Watch::sizing_look(&link, &Reserve::parse("auto@1").unwrap()).unwrap();
+        let seen: Vec<_> = look.queues.iter().map(|q| (q.critical, q.completed)).collect();
+        assert_eq!(seen, vec![(true, 40)]);
         std::fs::remove_dir_all(&place.dir).unwrap();
     }
 

@@ -178,6 +178,10 @@ pub struct SharedBoard {
     slot_count: usize,
     /// Slots this board object holds the lock of (its own queues').
     held: Mutex<BTreeSet<usize>>,
+    /// Held across every write of this board object to a slot's seqlocked words: the seqlock
+    /// has one writer per slot, and the owner is one process of many threads (a queue's publish
+    /// on an application's thread, the watcher's beat, a clear).
+    writing: Mutex<()>,
     /// This process's pid namespace, written into its slots (0 if unknown).
     pid_ns: u64,
 }
@@ -480,6 +484,7 @@ impl SharedBoard {
             path,
             slot_count,
             held: Mutex::new(BTreeSet::new()),
+            writing: Mutex::new(()),
             pid_ns: pid_namespace("self").unwrap_or(0),
         }
     }
@@ -635,6 +640,12 @@ impl SharedBoard {
     /// Seqlock write of the owner's fields (every field from `pid` to `recent`; the caller
     /// owns the slot). The control and ack words are not touched.
     fn write(&self, index: usize, slot: &Slot) {
+        let _one_writer = self.writing.lock().unwrap_or_else(|e| e.into_inner());
+        self.write_locked(index, slot);
+    }
+
+    /// [`write`](Self::write) with `writing` held by the caller.
+    fn write_locked(&self, index: usize, slot: &Slot) {
         let words = slot_to_words(slot);
         let owner = words.iter().copied().enumerate();
         let owner = owner.filter(|&(i, _)| (2..OWNER_END).contains(&i) || i >= PID_NS_WORD);
@@ -663,8 +674,18 @@ impl SharedBoard {
     /// Publishes what `update` changes in the owner's fields of the slot `handle` holds (the
     /// counters, the name, the recent preemptions), confirmed now (the counters' `beat_ns`);
     /// `false` if it no longer holds it.
+    ///
+    /// This board object's writes are one at a time (`writing`), so the owner's own read of its
+    /// slot fails only while another process writes it: a clearer, which turns the state word
+    /// from live first (then `false`), or a hostile writer keeping the sequence odd. While the
+    /// slot is still live the update is skipped and `true` returned: the slot is not given up
+    /// (claiming another would leave this one live with frozen counters beside it), and the
+    /// owner's next publish carries everything.
     pub fn publish_with(&self, handle: &SlotHandle, update: impl FnOnce(&mut Slot)) -> bool {
-        let Some(mut slot) = self.read(handle.index) else { return false };
+        let _one_writer = self.writing.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(mut slot) = self.read(handle.index) else {
+            return self.slot_words(handle.index)[1].load(Ordering::Acquire) == SLOT_LIVE;
+        };
         if !slot.is_live() || slot.owner() != handle.owner {
             return false;
         }
@@ -674,7 +695,7 @@ impl SharedBoard {
         slot.stats.beat_ns = monotonic_ns();
         (slot.pid, slot.owner_token, slot.queue_id, slot.pid_ns, slot.owner_uid) =
             (pid, token, queue, pid_ns, owner_uid);
-        self.write(handle.index, &slot);
+        self.write_locked(handle.index, &slot);
         // A clearer may have started between the check and the write; its zeroing wins.
         self.slot_words(handle.index)[1].load(Ordering::Acquire) == SLOT_LIVE
     }
@@ -691,6 +712,7 @@ impl SharedBoard {
 
     /// Clears slot `index` if it is live and `condition` holds for its contents.
     fn clear_if(&self, index: usize, condition: impl Fn(&Slot) -> bool) -> bool {
+        let _one_writer = self.writing.lock().unwrap_or_else(|e| e.into_inner());
         let w = self.slot_words(index);
         if w[1]
             .compare_exchange(SLOT_LIVE, SLOT_CLEARING, Ordering::AcqRel, Ordering::Relaxed)
@@ -700,7 +722,7 @@ impl SharedBoard {
         }
         match self.read(index) {
             Some(slot) if condition(&slot) => {
-                self.write(index, &Slot { state: SLOT_CLEARING, ..Slot::default() });
+                self.write_locked(index, &Slot { state: SLOT_CLEARING, ..Slot::default() });
                 self.reset_control(index);
                 w[1].store(SLOT_FREE, Ordering::Release);
                 true
