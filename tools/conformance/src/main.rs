@@ -6,15 +6,20 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use xhsa_conformance::contention;
-use xhsa_conformance::run::{self, Mode, Setup};
+use xhsa_conformance::run::{self, Mode, Rocm, Setup};
 use xhsa_conformance::suites;
 use xhsa_conformance::table::{self, SuiteResult};
 
 const USAGE: &str = "\
-usage: xhsa-conformance [--only SUITE,...] [--modes native,preload,tools] [--timeout-scale X]
-                        [--suites FILE] [--log-dir DIR] [--markdown FILE] [--isa-stats] [--list]
-       xhsa-conformance --contention HIGH:LOW[,HIGH:LOW]... [--timeout-scale X] [--suites FILE]
-                        [--log-dir DIR] [--markdown FILE]
+usage: xhsa-conformance [--rocm 6.4|7.2] [--isa ISA] [--only SUITE,...] [--modes native,preload,tools]
+                        [--timeout-scale X] [--suites FILE] [--log-dir DIR] [--markdown FILE]
+                        [--isa-stats] [--list]
+       xhsa-conformance [--rocm 6.4|7.2] [--isa ISA] --contention HIGH:LOW[,HIGH:LOW]...
+                        [--timeout-scale X] [--suites FILE] [--log-dir DIR] [--markdown FILE]
+  --rocm           the ROCm root whose test packages run (tools/conformance/install.sh --rocm V
+                   installs them): 6.4 (default) or 7.2
+  --isa            the ISA the emulated GPU reports: gfx90a (default with 6.4, whose packages
+                   carry no gfx942 code) or gfx942 (default with 7.2: the MI308X's)
   --only           run only these suites (names from the suites file)
   --modes          which ways to load libxhsa: native (none), preload (LD_PRELOAD),
                    tools (HSA_TOOLS_LIB); default all three
@@ -23,14 +28,18 @@ usage: xhsa-conformance [--only SUITE,...] [--modes native,preload,tools] [--tim
                    emulated GPU; their per-test results must be those alone, and the low one's
                    queues must have been taken off the GPU (exit status 1 otherwise)
   --timeout-scale  multiply every suite's time limit by X (default 1)
-  --suites         the selection (default tools/conformance/suites.txt)
-  --log-dir        each run's output, as DIR/SUITE.MODE.log and .stderr (default target/conformance)
+  --suites         the selection (default tools/conformance/suites.txt with 6.4,
+                   tools/conformance/suites-7.2.txt with 7.2)
+  --log-dir        each run's output, as DIR/SUITE.MODE.log and .stderr (default
+                   target/conformance with 6.4, target/conformance-7.2 with 7.2)
   --markdown       also write the table as Markdown to FILE
   --isa-stats      run with the emulator's debug log and report the interpreter's work per run
                    (dispatches, wave-instructions, wave-instructions/s)
   --list           print the selection and exit";
 
 struct Args {
+    rocm: Rocm,
+    isa: Option<String>,
     only: Option<Vec<String>>,
     modes: Vec<Mode>,
     scale: f64,
@@ -45,17 +54,20 @@ struct Args {
 fn parse_args() -> Result<Args, String> {
     let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let mut a = Args {
+        rocm: Rocm::V6_4,
+        isa: None,
         only: None,
         modes: Mode::ALL.to_vec(),
         scale: 1.0,
-        suites: here.join("suites.txt"),
-        log_dir: here.join("../../target/conformance"),
+        suites: PathBuf::new(),
+        log_dir: PathBuf::new(),
         markdown: None,
         isa_stats: false,
         list: false,
         contention: None,
     };
     let mut modes_given = false;
+    let (mut suites_given, mut log_dir_given) = (false, false);
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         let mut value = |what: &str| it.next().ok_or_else(|| format!("{arg} needs {what}"));
@@ -74,8 +86,28 @@ fn parse_args() -> Result<Args, String> {
                     .filter(|x: &f64| *x > 0.0)
                     .ok_or("--timeout-scale takes a number above 0")?;
             }
-            "--suites" => a.suites = value("a file")?.into(),
-            "--log-dir" => a.log_dir = value("a directory")?.into(),
+            "--rocm" => {
+                let v = value("a version")?;
+                a.rocm = match Rocm::parse(&v) {
+                    Ok(Rocm::V5_2) | Err(_) => return Err(format!(
+                        "--rocm '{v}' is not accepted: 6.4 or 7.2 (the roots with test packages; the host's 5.2 has none)"
+                    )),
+                    Ok(r) => r,
+                }
+            }
+            "--isa" => {
+                let isa = value("an ISA")?;
+                xhsa_emu::launcher::rocm::parse_isa(&isa)?;
+                a.isa = Some(isa);
+            }
+            "--suites" => {
+                suites_given = true;
+                a.suites = value("a file")?.into()
+            }
+            "--log-dir" => {
+                log_dir_given = true;
+                a.log_dir = value("a directory")?.into()
+            }
             "--markdown" => a.markdown = Some(value("a file")?.into()),
             "--list" => a.list = true,
             "--isa-stats" => a.isa_stats = true,
@@ -89,6 +121,18 @@ fn parse_args() -> Result<Args, String> {
     }
     if a.modes.is_empty() {
         return Err("--modes names no mode".into());
+    }
+    if !suites_given {
+        a.suites = here.join(match a.rocm {
+            Rocm::V7_2 => "suites-7.2.txt",
+            _ => "suites.txt",
+        });
+    }
+    if !log_dir_given {
+        a.log_dir = here.join(match a.rocm {
+            Rocm::V7_2 => "../../target/conformance-7.2",
+            _ => "../../target/conformance",
+        });
     }
     if a.contention.is_some() {
         // The pair names its suites and runs them under LD_PRELOAD only.
@@ -162,10 +206,9 @@ fn main() -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    let root = match xhsa_emu::launcher::rocm::root(
-        xhsa_emu::launcher::rocm::Rocm::V6_4,
-        std::env::var_os(xhsa_emu::launcher::rocm::ROOT_VAR),
-    ) {
+    let var =
+        args.rocm.root_place().map(|(_, var)| var).unwrap_or(xhsa_emu::launcher::rocm::ROOT_VAR);
+    let root = match xhsa_emu::launcher::rocm::root(args.rocm, std::env::var_os(var)) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("xhsa-conformance: {e}");
@@ -178,6 +221,8 @@ fn main() -> ExitCode {
         log_dir: args.log_dir.clone(),
         timeout_scale: args.scale,
         isa_stats: args.isa_stats,
+        rocm: args.rocm,
+        isa: args.isa.clone().unwrap_or_else(|| run::default_isa(args.rocm).to_string()),
     };
     for p in [&setup.emu, &setup.libxhsa] {
         if !p.exists() {
@@ -191,7 +236,7 @@ fn main() -> ExitCode {
         .map(|s| s.program())
         .collect();
     if !missing.is_empty() {
-        eprintln!("xhsa-conformance: not installed in {}: {} (tools/conformance/install.sh installs the test packages)", root.display(), missing.join(", "));
+        eprintln!("xhsa-conformance: not installed in {}: {} (tools/conformance/install.sh --rocm {} installs the test packages)", root.display(), missing.join(", "), args.rocm);
         return ExitCode::FAILURE;
     }
     if let Some(pairs) = pairs {
@@ -215,7 +260,9 @@ fn main() -> ExitCode {
         results.push(r);
     }
     println!(
-        "conformance run: {} suites, {} modes, {:.0} s; logs in {}",
+        "conformance run (ROCm {}, {}): {} suites, {} modes, {:.0} s; logs in {}",
+        setup.rocm,
+        setup.isa,
         results.len(),
         args.modes.len(),
         start.elapsed().as_secs_f64(),

@@ -1,5 +1,6 @@
-//! Runs one suite in one mode under `xhsa-emu run --rocm 6.4 --isa gfx90a`, with its time limit,
-//! reading GoogleTest's output as it comes.
+//! Runs one suite in one mode under `xhsa-emu run --rocm VERSION --isa ISA` (the run's
+//! [`Setup`]: 6.4 and gfx90a, or 7.2 and gfx942), with its time limit, reading GoogleTest's
+//! output as it comes.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -11,6 +12,7 @@ use std::time::{Duration, Instant};
 use crate::gtest::Report;
 use crate::isa_stats::IsaStats;
 use crate::suites::Suite;
+pub use xhsa_emu::launcher::rocm::Rocm;
 
 /// How the program meets libxhsa.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +59,19 @@ pub struct Setup {
     pub timeout_scale: f64,
     /// Run with the emulator's debug log and count the interpreter's work ([`IsaStats`]).
     pub isa_stats: bool,
+    /// The ROCm root the suites are installed in and run on.
+    pub rocm: Rocm,
+    /// The ISA the emulated GPU reports (`xhsa-emu run --isa`).
+    pub isa: String,
+}
+
+/// The ISA a ROCm's test packages are run for by default: Debian's 6.4 packages are built for
+/// gfx90a (among others, not gfx942); 7.2's carry gfx942, the MI308X's own.
+pub fn default_isa(rocm: Rocm) -> &'static str {
+    match rocm {
+        Rocm::V7_2 => "gfx942",
+        _ => "gfx90a",
+    }
 }
 
 /// How the program ended.
@@ -201,7 +216,7 @@ pub fn run_with(
     };
 
     let mut cmd = Command::new(&setup.emu);
-    cmd.args(["run", "--rocm", "6.4", "--isa", "gfx90a"]);
+    cmd.args(["run", "--rocm", &setup.rocm.to_string(), "--isa", &setup.isa]);
     if let Some(dir) = setup.libxhsa.parent() {
         cmd.arg("--bind").arg(dir);
     }

@@ -10,7 +10,7 @@
 mod common;
 
 use xhsa_conformance::contention::{self, Role};
-use xhsa_conformance::run::End;
+use xhsa_conformance::run::{End, Rocm};
 
 #[test]
 fn rocrand_suites_compute_the_same_beside_each_other_with_the_low_one_taken_off() {
@@ -21,8 +21,8 @@ fn rocrand_suites_compute_the_same_beside_each_other_with_the_low_one_taken_off(
         "*continuity*",
         240,
     );
-    common::assert_installed(&[&high, &low]);
-    let setup = common::setup("conformance-contention");
+    common::assert_installed(&[&high, &low], Rocm::V6_4);
+    let setup = common::setup("conformance-contention", Rocm::V6_4);
     let r = contention::run_pair(&high, &low, &setup).unwrap();
     let t = contention::text(&r);
     eprintln!("{t}");
