@@ -152,19 +152,36 @@ impl Code {
         }
         let mut entries = Vec::new();
         let mut at = pc;
-        while entries.len() < BLOCK_MAX {
+        // The entry of the `s_set_gpr_idx_on` whose region is open (exec::gpr_idx): the vector
+        // ALU instructions up to its `s_set_gpr_idx_off` run with the index applied, and the
+        // block goes on past BLOCK_MAX until the region ends.
+        let mut region: Option<usize> = None;
+        while entries.len() < BLOCK_MAX || region.is_some() {
             let inst = match self.decode(mem, at) {
                 Ok(i) => i,
                 Err(e) if entries.is_empty() => return Err(e),
                 Err(_) => break,
             };
-            let h = exec::handler(&inst);
-            let last = h.is_none() || ends_block(&inst);
+            let mut h = exec::handler(&inst);
+            if region.is_some() && h.is_some() && exec::gpr_idx::applies_to(&inst) {
+                h = Some(exec::gpr_idx::indexed);
+            }
+            if exec::gpr_idx::starts_region(&inst) {
+                region = Some(entries.len());
+            } else if exec::gpr_idx::ends_region(&inst) {
+                region = None;
+            }
+            let last = h.is_none() || ends_block(&inst) || entries.len() >= 2 * BLOCK_MAX;
             at += u64::from(inst.len);
             entries.push(Entry { inst, h: h.unwrap_or(unimplemented) });
             if last {
                 break;
             }
+        }
+        if let Some(start) = region {
+            // The region does not end in this block: its instructions after the block would
+            // run without the index.
+            entries[start].h = exec::gpr_idx::unclosed;
         }
         self.blocks.push(entries.into_boxed_slice());
         let id = self.blocks.len() as u32;
@@ -209,7 +226,7 @@ impl Code {
 fn ends_block(i: &Inst) -> bool {
     use super::decode::names::{sop1, sopp};
     match i.family {
-        Family::Sopp => !matches!(i.op, sopp::S_NOP | sopp::S_WAITCNT),
+        Family::Sopp => !matches!(i.op, sopp::S_NOP | sopp::S_WAITCNT | sopp::S_SET_GPR_IDX_MODE),
         Family::Sop1 => matches!(
             i.op,
             sop1::S_SETPC_B64 | sop1::S_SWAPPC_B64 | sop1::S_RFE_B64 | sop1::S_CBRANCH_JOIN
@@ -805,6 +822,7 @@ fn run_wave<const FINE: bool, const TRACED: bool>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::isa::operand;
     use crate::sys::devmem::fake::FakeMemory;
     use crate::sys::devmem::DeviceMemory;
 
@@ -879,6 +897,126 @@ mod tests {
                 Err(ExecError::Unimplemented)
             );
         });
+    }
+
+    /// Runs the code at `BASE` on `w` until `s_endpgm`, block by block.
+    fn run_to_end(m: &Memory, code: &mut Code, w: &mut Wave) -> Result<(), ExecError> {
+        let mut lds = Lds::new(0);
+        let mut ctx = Ctx::for_test(m, &mut lds);
+        let mut pc = BASE;
+        loop {
+            let block = code.block(m, pc).unwrap();
+            for e in block {
+                match (e.h)(w, &e.inst, &mut ctx)? {
+                    Step::Next => pc += u64::from(e.inst.len),
+                    Step::End => return Ok(()),
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+    }
+
+    /// Encodings from llvm-mc-15 -mcpu=gfx90a.
+    const SET_GPR_IDX_ON_S2_SRC0: u32 = 0xbf11_0102;
+    const SET_GPR_IDX_ON_3_SRC1_DST: u32 = 0xbf11_0a83;
+    const SET_GPR_IDX_OFF: u32 = 0xbf9c_0000;
+    const SET_GPR_IDX_MODE_DST: u32 = 0xbf9d_0008;
+    const SET_GPR_IDX_IDX_S3: u32 = 0xbe80_3203;
+    const V_MOV_B32_V0_V1: u32 = 0x7e00_0301;
+    const V_MOV_B32_V2_V1: u32 = 0x7e04_0301;
+    const V_MOV_B32_V0_V2: u32 = 0x7e00_0302;
+    /// `v_add_f32_e64 v4, v5, v6`.
+    const V_ADD_F32_V4_V5_V6: [u32; 2] = [0xd101_0004, 0x0002_0d05];
+    const S_BRANCH_1: u32 = 0xbf82_0001;
+
+    fn indexed_wave() -> Wave {
+        let mut w = Wave::new(16, 0, 0);
+        w.set_exec(!0);
+        for l in 0..crate::isa::wave::LANES {
+            for r in 0..16u16 {
+                w.set_reg(
+                    operand::VGPR0 + r,
+                    l,
+                    ((100 * u32::from(r) + l as u32) as f32).to_bits(),
+                );
+            }
+        }
+        w
+    }
+
+    #[test]
+    fn vgpr_indexing_offsets_the_enabled_operands_inside_its_region_only() {
+        use crate::isa::operand::{self as o, VGPR0};
+        let v = |w: &Wave, r: u16, l: usize| f32::from_bits(w.reg(VGPR0 + r, l));
+        // Index s2 = 3 on source 0: `v_mov_b32 v0, v1` reads v4; after the region, v1.
+        with_code(
+            &[SET_GPR_IDX_ON_S2_SRC0, V_MOV_B32_V0_V1, SET_GPR_IDX_OFF, V_MOV_B32_V2_V1, S_ENDPGM],
+            |m, code| {
+                let mut w = indexed_wave();
+                w.s[2] = 3;
+                run_to_end(m, code, &mut w).unwrap();
+                assert_eq!((v(&w, 0, 5), v(&w, 2, 5)), (405.0, 105.0));
+                assert_eq!(w.s[usize::from(o::M0)] & 0xf0ff, 3 | 1 << 12);
+                assert_eq!(w.mode & exec::gpr_idx::MODE_GPR_IDX_EN, 0, "off again");
+            },
+        );
+        // Index 3 on source 1 and the destination: v7 = v5 + v9; then index s3 = 1 and the
+        // destination only: `v_mov_b32 v0, v2` writes v1.
+        let [a0, a1] = V_ADD_F32_V4_V5_V6;
+        with_code(
+            &[
+                SET_GPR_IDX_ON_3_SRC1_DST,
+                a0,
+                a1,
+                SET_GPR_IDX_IDX_S3,
+                SET_GPR_IDX_MODE_DST,
+                V_MOV_B32_V0_V2,
+                SET_GPR_IDX_OFF,
+                S_ENDPGM,
+            ],
+            |m, code| {
+                let mut w = indexed_wave();
+                w.s[3] = 1;
+                run_to_end(m, code, &mut w).unwrap();
+                assert_eq!(v(&w, 7, 2), 502.0 + 902.0);
+                assert_eq!(v(&w, 4, 2), 402.0, "the destination named is not written");
+                assert_eq!((v(&w, 1, 2), v(&w, 0, 2)), (202.0, 2.0));
+            },
+        );
+    }
+
+    #[test]
+    fn a_vgpr_index_past_the_registers_or_a_region_across_a_branch_is_refused() {
+        with_code(
+            &[SET_GPR_IDX_ON_S2_SRC0, V_MOV_B32_V0_V1, SET_GPR_IDX_OFF, S_ENDPGM],
+            |m, code| {
+                let mut w = indexed_wave();
+                w.s[2] = 255;
+                let e = run_to_end(m, code, &mut w).unwrap_err();
+                assert!(
+                    matches!(&e, ExecError::Illegal(msg) if msg.contains("past v255")),
+                    "{e:?}"
+                );
+            },
+        );
+        with_code(
+            &[
+                SET_GPR_IDX_ON_S2_SRC0,
+                S_BRANCH_1,
+                S_NOP,
+                V_MOV_B32_V0_V1,
+                SET_GPR_IDX_OFF,
+                S_ENDPGM,
+            ],
+            |m, code| {
+                let mut w = indexed_wave();
+                let e = run_to_end(m, code, &mut w).unwrap_err();
+                assert!(
+                    matches!(&e, ExecError::Illegal(msg) if msg.contains("across a branch")),
+                    "{e:?}"
+                );
+            },
+        );
     }
 
     #[test]

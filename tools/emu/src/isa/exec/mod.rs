@@ -14,6 +14,7 @@ pub mod ds;
 pub mod fast32;
 pub mod fast64;
 pub mod flat;
+pub mod gpr_idx;
 pub mod mfma;
 pub mod mubuf;
 pub mod salu;
@@ -138,10 +139,10 @@ pub fn handler(i: &Inst) -> Option<Handler> {
     }
     match i.family {
         Family::Sop2 => salu::sop2(i.op),
-        Family::Sop1 => salu::sop1(i.op),
+        Family::Sop1 => salu::sop1(i.op).or_else(|| gpr_idx::handler_of(i.family, i.op)),
         Family::Sopk => salu::sopk(i.op),
-        Family::Sopc => salu::sopc(i.op),
-        Family::Sopp => sopp::sopp(i.op),
+        Family::Sopc => salu::sopc(i.op).or_else(|| gpr_idx::handler_of(i.family, i.op)),
+        Family::Sopp => sopp::sopp(i.op).or_else(|| gpr_idx::handler_of(i.family, i.op)),
         Family::Smem => smem::smem(i.op),
         Family::Vop1 | Family::Vop2 | Family::Vopc | Family::Vop3 => {
             let op = super::decode::vector::vop3_number(i.family, i.op);
