@@ -231,6 +231,17 @@ pub fn run_with(
     let rtc_cache = setup.log_dir.join(format!("{}.{label}.rocfft-cache.db", suite.name));
     let _ = std::fs::remove_file(&rtc_cache);
     cmd.env("ROCFFT_RTC_CACHE_PATH", &rtc_cache);
+    // MIOpen keeps the kernels it compiles (and its find results) under $HOME/.cache/miopen
+    // and $HOME/.config/miopen: a second run would find the first one's binaries and compile
+    // nothing. Each run gets empty directories of its own.
+    for (var, what) in
+        [("MIOPEN_CUSTOM_CACHE_DIR", "miopen-cache"), ("MIOPEN_USER_DB_PATH", "miopen-db")]
+    {
+        let dir = setup.log_dir.join(format!("{}.{label}.{what}", suite.name));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        cmd.env(var, &dir);
+    }
     for (k, v) in suite.env.iter().chain(opts.env) {
         cmd.env(k, v);
     }
