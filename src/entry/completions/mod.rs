@@ -62,7 +62,8 @@ struct State {
     /// The wake signal (0: none; the thread is not running): a signal of libxhsa's own, used
     /// only for its KFD event.
     wake: u64,
-    /// That event (`None`: the signal has none; the thread polls).
+    /// That signal's KFD event (`None`: no signal, or it has none and the thread polls); set
+    /// and cleared with `wake`.
     wake_event: Option<u32>,
     armed: Vec<Armed>,
     /// Signals to destroy once the thread is out of its wait.
@@ -136,7 +137,7 @@ pub(crate) fn arm(
 fn woken(st: &mut State) -> Option<u32> {
     st.woken = true;
     WOKEN.notify_all();
-    st.wake_event.filter(|_| st.wake != 0)
+    st.wake_event
 }
 
 /// Ends the thread's KFD wait: fires the wake signal's KFD event `event`. (A store to the
@@ -259,6 +260,7 @@ fn run(r: &'static Rocr, wake: u64) {
             if st.stop {
                 let retired = std::mem::take(&mut st.retired);
                 st.wake = 0;
+                st.wake_event = None;
                 drop(st);
                 for s in retired {
                     r.signal_destroy(s);
