@@ -59,15 +59,15 @@ fn parse_args() -> Result<Args, String> {
         only: None,
         modes: Mode::ALL.to_vec(),
         scale: 1.0,
-        suites: PathBuf::new(),
-        log_dir: PathBuf::new(),
+        suites: PathBuf::new(),  // below: the one given, else the ROCm's
+        log_dir: PathBuf::new(), // below: the one given, else the ROCm's
         markdown: None,
         isa_stats: false,
         list: false,
         contention: None,
     };
     let mut modes_given = false;
-    let (mut suites_given, mut log_dir_given) = (false, false);
+    let (mut suites, mut log_dir): (Option<PathBuf>, Option<PathBuf>) = (None, None);
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         let mut value = |what: &str| it.next().ok_or_else(|| format!("{arg} needs {what}"));
@@ -100,14 +100,8 @@ fn parse_args() -> Result<Args, String> {
                 xhsa_emu::launcher::rocm::parse_isa(&isa)?;
                 a.isa = Some(isa);
             }
-            "--suites" => {
-                suites_given = true;
-                a.suites = value("a file")?.into()
-            }
-            "--log-dir" => {
-                log_dir_given = true;
-                a.log_dir = value("a directory")?.into()
-            }
+            "--suites" => suites = Some(value("a file")?.into()),
+            "--log-dir" => log_dir = Some(value("a directory")?.into()),
             "--markdown" => a.markdown = Some(value("a file")?.into()),
             "--list" => a.list = true,
             "--isa-stats" => a.isa_stats = true,
@@ -122,18 +116,12 @@ fn parse_args() -> Result<Args, String> {
     if a.modes.is_empty() {
         return Err("--modes names no mode".into());
     }
-    if !suites_given {
-        a.suites = here.join(match a.rocm {
-            Rocm::V7_2 => "suites-7.2.txt",
-            _ => "suites.txt",
-        });
-    }
-    if !log_dir_given {
-        a.log_dir = here.join(match a.rocm {
-            Rocm::V7_2 => "../../target/conformance-7.2",
-            _ => "../../target/conformance",
-        });
-    }
+    let (default_suites, default_log_dir) = match a.rocm {
+        Rocm::V7_2 => ("suites-7.2.txt", "../../target/conformance-7.2"),
+        _ => ("suites.txt", "../../target/conformance"),
+    };
+    a.suites = suites.unwrap_or_else(|| here.join(default_suites));
+    a.log_dir = log_dir.unwrap_or_else(|| here.join(default_log_dir));
     if a.contention.is_some() {
         // The pair names its suites and runs them under LD_PRELOAD only.
         for (given, what) in
@@ -206,9 +194,7 @@ fn main() -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    let var =
-        args.rocm.root_place().map(|(_, var)| var).unwrap_or(xhsa_emu::launcher::rocm::ROOT_VAR);
-    let root = match xhsa_emu::launcher::rocm::root(args.rocm, std::env::var_os(var)) {
+    let root = match xhsa_emu::launcher::rocm::root_from_env(args.rocm) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("xhsa-conformance: {e}");

@@ -20,9 +20,7 @@ pub fn rocrand_suite(name: &str, binary: &str, filter: &str, secs: u64) -> Suite
 
 /// Fails, naming what to install, unless every suite's program is in the root of `rocm`.
 pub fn assert_installed(suites: &[&Suite], rocm: Rocm) {
-    let (_, var) = rocm.root_place().expect("a ROCm with a root");
-    let root = xhsa_emu::launcher::rocm::root(rocm, std::env::var_os(var))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let root = xhsa_emu::launcher::rocm::root_from_env(rocm).unwrap_or_else(|e| panic!("{e}"));
     for s in suites {
         assert!(
             root.join(s.program().trim_start_matches('/')).exists(),

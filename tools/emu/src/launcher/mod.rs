@@ -137,8 +137,7 @@ fn enter_root(
     thunk: &Path,
     me: Option<&Path>,
 ) -> Result<sandbox::Sandbox, String> {
-    let var = stack.root_place().and_then(|(_, var)| std::env::var_os(var));
-    let root = rocm::root(stack, var)?;
+    let root = rocm::root_from_env(stack)?;
     let host = info::Host::detect();
     let nodes = crate::kfd::topology::nodes_for(cfg, args.device.gpus, host.ram, host.cpus, gfx);
     // gfx942 parts report their XCCs (MI308X: 4); a gfx90a part has one.

@@ -86,6 +86,11 @@ pub fn isa(rocm: Rocm, flag: Option<(u32, u32, u32)>) -> Result<(u32, u32, u32),
     }
 }
 
+/// [`root`] with `rocm`'s variable read from this process's environment.
+pub fn root_from_env(rocm: Rocm) -> Result<PathBuf, String> {
+    root(rocm, rocm.root_place().and_then(|(_, var)| std::env::var_os(var)))
+}
+
 /// The root of ROCm `rocm` (6.4 or 7.2): its variable's value (`var`, read by the caller) or its
 /// default place, checked complete.
 pub fn root(rocm: Rocm, var: Option<std::ffi::OsString>) -> Result<PathBuf, String> {
