@@ -129,6 +129,7 @@ impl Executor {
     ) -> Executor {
         let workers = workers.max(1);
         crate::isa::profile::install_from_env();
+        crate::isa::trace_file::install_from_env();
         let state = State {
             new: vec![Vec::new(); workers],
             cancelled: vec![Vec::new(); workers],

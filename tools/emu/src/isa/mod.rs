@@ -25,6 +25,7 @@ pub mod memory;
 pub mod operand;
 pub mod profile;
 pub mod target;
+pub mod trace_file;
 pub mod wave;
 
 pub use dispatch::{Launch, Round, Run, Services, Stats};
