@@ -190,7 +190,15 @@ fn main() -> ExitCode {
     };
     if args.list {
         for s in &all {
-            println!("{:<18} {:<48} {:>5} s  {}", s.name, s.binary, s.timeout.as_secs(), s.filter);
+            let thrust =
+                if s.format == xhsa_conformance::suites::Format::Thrust { "thrust:" } else { "" };
+            println!(
+                "{:<18} {:<48} {:>5} s  {thrust}{}",
+                s.name,
+                s.binary,
+                s.timeout.as_secs(),
+                s.filter
+            );
         }
         return ExitCode::SUCCESS;
     }

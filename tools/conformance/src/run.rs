@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::gtest::Report;
 use crate::isa_stats::IsaStats;
-use crate::suites::Suite;
+use crate::suites::{Format, Suite};
 pub use xhsa_emu::launcher::rocm::Rocm;
 
 /// How the program meets libxhsa.
@@ -186,6 +186,37 @@ pub struct RunOpts<'a> {
     pub timeout: Option<Duration>,
 }
 
+fn feed(report: &mut Report, format: Format, line: &str) {
+    match format {
+        Format::Gtest => report.line(line),
+        Format::Thrust => report.thrust_line(line),
+    }
+}
+
+/// The tests of a Thrust program that the suite's filter selects: the program's `--list`, run
+/// on the emulator as the tests are (it needs no GPU, but its libraries load as in a run).
+fn thrust_selection(suite: &Suite, setup: &Setup, gpu: &SharedGpu) -> std::io::Result<Vec<String>> {
+    let out = Command::new(&setup.emu)
+        .args(["run", "--rocm", &setup.rocm.to_string(), "--isa", &setup.isa, "--"])
+        .arg(suite.program())
+        .arg("--list")
+        .env("XHSA_EMU_DEVICE_DIR", &gpu.device_dir)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()?;
+    let names = crate::thrust::select(
+        &crate::thrust::names(&String::from_utf8_lossy(&out.stdout)),
+        &suite.filter,
+    );
+    if names.is_empty() {
+        return Err(std::io::Error::other(format!(
+            "{}: --list gave no test that '{}' selects (exit {})",
+            suite.name, suite.filter, out.status
+        )));
+    }
+    Ok(names)
+}
+
 /// Runs `suite` in `mode`.
 pub fn run(suite: &Suite, mode: Mode, setup: &Setup) -> std::io::Result<Outcome> {
     run_with(suite, mode, setup, RunOpts::default())
@@ -222,7 +253,16 @@ pub fn run_with(
     }
     cmd.arg("--bind").arg(&setup.log_dir);
     cmd.arg("--").arg(suite.program());
-    cmd.arg(format!("--gtest_filter={}", suite.filter)).arg("--gtest_color=no");
+    match suite.format {
+        Format::Gtest => {
+            cmd.arg(format!("--gtest_filter={}", suite.filter)).arg("--gtest_color=no");
+        }
+        Format::Thrust => {
+            let names = thrust_selection(suite, setup, gpu)?;
+            writeln!(log, "# {} tests selected by {}", names.len(), suite.filter)?;
+            cmd.arg(crate::thrust::SIZES).arg("--verbose").args(names);
+        }
+    }
     cmd.env("XHSA_EMU_DEVICE_DIR", &gpu.device_dir);
     cmd.env("XHSA_BOARD_DIR", &gpu.board_dir);
     // rocFFT keeps the kernels it compiles at run time in an SQLite file under $HOME, shared
@@ -287,7 +327,7 @@ pub fn run_with(
         match rx.recv_timeout(left.min(Duration::from_millis(500))) {
             Ok(line) => {
                 writeln!(log, "{line}")?;
-                report.line(&line);
+                feed(&mut report, suite.format, &line);
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
             Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() >= deadline => {
@@ -310,7 +350,7 @@ pub fn run_with(
     // Lines still queued (after a kill, the pipe's remains).
     while let Ok(line) = rx.try_recv() {
         writeln!(log, "{line}")?;
-        report.line(&line);
+        feed(&mut report, suite.format, &line);
     }
     drop(rx);
     // The reader ends with the pipe (not waited for: see above).

@@ -11,10 +11,20 @@ pub struct Suite {
     pub binary: String,
     /// The whole program's time limit (per run: each mode gets its own).
     pub timeout: Duration,
-    /// `--gtest_filter`.
+    /// `--gtest_filter`, or for a Thrust program the same syntax over its `--list`.
     pub filter: String,
+    /// The program's test driver.
+    pub format: Format,
     /// Extra environment (`KEY=VALUE` after the filter).
     pub env: Vec<(String, String)>,
+}
+
+/// A test program's driver: GoogleTest, or Thrust's own (rocThrust; the suite line's filter is
+/// written `thrust:FILTER`, see [`crate::thrust`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Gtest,
+    Thrust,
 }
 
 /// Where Debian's `lib*-tests` packages put their programs.
@@ -28,7 +38,8 @@ impl Suite {
 }
 
 /// Parses the suites file: one suite a line, `NAME BINARY TIMEOUT_S FILTER [KEY=VALUE]...`,
-/// `#` to the end of a line is a comment.
+/// `#` to the end of a line is a comment; a FILTER `thrust:F` marks a Thrust program whose
+/// listed tests F selects.
 pub fn parse(text: &str) -> Result<Vec<Suite>, String> {
     let mut out: Vec<Suite> = Vec::new();
     for (n, line) in text.lines().enumerate() {
@@ -57,11 +68,17 @@ pub fn parse(text: &str) -> Result<Vec<Suite>, String> {
         if out.iter().any(|s| s.name == w[0]) {
             return Err(at("NAME used twice"));
         }
+        let (format, filter) = match w[3].strip_prefix("thrust:") {
+            Some("") => return Err(at("thrust: needs a filter after it, e.g. thrust:*")),
+            Some(f) => (Format::Thrust, f),
+            None => (Format::Gtest, w[3]),
+        };
         out.push(Suite {
             name: w[0].into(),
             binary: w[1].into(),
             timeout: Duration::from_secs(secs),
-            filter: w[3].into(),
+            filter: filter.into(),
+            format,
             env,
         });
     }
@@ -82,6 +99,11 @@ mod tests {
         assert_eq!(s[0].program(), "/usr/libexec/rocm/librocrand1-tests/test_rocrand_basic");
         assert_eq!((s[0].timeout.as_secs(), s[0].filter.as_str()), (120, "*"));
         assert_eq!(s[1].env, vec![("GTEST_LISTENER".to_string(), "PASS_LINE_IN_LOG".to_string())]);
+        assert_eq!(s[0].format, Format::Gtest);
+        let t = parse("merge librocthrust-tests/test_thrust_merge 60 thrust:*-*WithBigIndexes\n")
+            .unwrap();
+        assert_eq!((t[0].format, t[0].filter.as_str()), (Format::Thrust, "*-*WithBigIndexes"));
+        assert!(parse("m b 60 thrust:\n").unwrap_err().contains("thrust:"));
     }
 
     #[test]

@@ -52,15 +52,14 @@ fn names(v: &[String], max: usize) -> String {
 pub fn text(r: &SuiteResult) -> String {
     let s = r.suite;
     let mut out = String::new();
-    writeln!(
-        out,
-        "{}: {} --gtest_filter='{}' (limit {} s a run)",
-        s.name,
-        s.binary,
-        s.filter,
-        s.timeout.as_secs()
-    )
-    .unwrap();
+    let selection = match s.format {
+        crate::suites::Format::Gtest => format!("--gtest_filter='{}'", s.filter),
+        crate::suites::Format::Thrust => {
+            format!("{} --verbose, the listed tests '{}' selects", crate::thrust::SIZES, s.filter)
+        }
+    };
+    writeln!(out, "{}: {} {selection} (limit {} s a run)", s.name, s.binary, s.timeout.as_secs())
+        .unwrap();
     writeln!(
         out,
         "  {:<14} {:>6} {:>7} {:>7} {:>10} {:>8} {:>8} {:>9}  end",

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use xhsa_conformance::run::{Rocm, Setup};
-use xhsa_conformance::suites::Suite;
+use xhsa_conformance::suites::{Format, Suite};
 
 /// A suite of Debian's `librocrand1-tests`: `binary` run with `filter` within `secs`.
 pub fn rocrand_suite(name: &str, binary: &str, filter: &str, secs: u64) -> Suite {
@@ -14,6 +14,7 @@ pub fn rocrand_suite(name: &str, binary: &str, filter: &str, secs: u64) -> Suite
         binary: format!("librocrand1-tests/{binary}"),
         timeout: Duration::from_secs(secs),
         filter: filter.into(),
+        format: Format::Gtest,
         env: Vec::new(),
     }
 }
