@@ -112,7 +112,8 @@ fn record(w: &Wave, pc: u64, i: &Inst, at: TracePoint) {
     if t.out.write_all(line.as_bytes()).is_err() || (t.left == 0 && t.out.flush().is_err()) {
         t.left = 0;
     }
-    if at == TracePoint::After && t.left.is_multiple_of(4096) {
+    // Every 4096 instructions and at each wave's end (the file is a static's, never dropped).
+    if (at == TracePoint::After && t.left.is_multiple_of(4096)) || i.name == "s_endpgm" {
         let _ = t.out.flush();
     }
 }

@@ -250,7 +250,9 @@ fn swizzle(w: &mut Wave, i: &Inst) -> Result<Step, ExecError> {
             let (and, or, xor) = (off & 0x1f, (off >> 5) & 0x1f, (off >> 10) & 0x1f);
             (l & !31) | ((((l & 31) & and) | or) ^ xor)
         };
-        out[l] = if exec >> src & 1 == 1 { w.reg(i.src[1], src) } else { 0 };
+        // The value comes from the ADDR field's VGPR (LLVM's DS_1A_RET form: `ds_swizzle_b32
+        // vdst, vaddr offset:...`); DATA0 is not read.
+        out[l] = if exec >> src & 1 == 1 { w.reg(i.src[0], src) } else { 0 };
     }
     for l in lanes(exec) {
         w.set_reg(i.dst, l, out[l]);
@@ -350,5 +352,42 @@ pub fn ds(op: u16) -> Option<Handler> {
         o::DS_GWS_INIT => h!(|w, i, _c| gws(w, i, false)),
         o::DS_GWS_BARRIER => h!(|w, i, _c| gws(w, i, true)),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::isa::lds::Lds;
+    use crate::isa::memory::Memory;
+    use crate::isa::operand;
+    use crate::sys::devmem::fake::FakeMemory;
+
+    /// rocPRIM's warp sort of two-lane warps: `ds_swizzle_b32 v3, v2 offset:swizzle(SWAP,1)`
+    /// (encoding D87A041F 03000002 from its gfx90a code object) swaps v2 between neighbouring
+    /// lanes. The value is the ADDR field's register; DATA0 (v0 here, the element's address)
+    /// was read instead, and every rocPRIM warp-sort test failed (192 of 192).
+    #[test]
+    fn swizzle_reads_the_addr_register() {
+        let mem = FakeMemory::default();
+        let none = |_: u64, _: u64| false;
+        let memory = Memory::new(&mem, &none);
+        let mut lds = Lds::new(0);
+        let mut ctx = Ctx::for_test(&memory, &mut lds);
+        let i = crate::isa::decode::decode(&[0xD87A_041F, 0x0300_0002]).unwrap();
+        assert_eq!(
+            (i.name, i.src[0], i.src[1]),
+            ("ds_swizzle_b32", operand::VGPR0 + 2, operand::VGPR0)
+        );
+        let mut w = Wave::new(4, 0, 0);
+        w.set_exec(u64::MAX);
+        for l in 0..LANES {
+            w.set_reg(operand::VGPR0, l, 0xdead_0000 + l as u32);
+            w.set_reg(operand::VGPR0 + 2, l, 100 + l as u32);
+        }
+        ds(i.op).expect("implemented")(&mut w, &i, &mut ctx).unwrap();
+        for l in 0..LANES {
+            assert_eq!(w.reg(operand::VGPR0 + 3, l), 100 + (l ^ 1) as u32, "lane {l}");
+        }
     }
 }
