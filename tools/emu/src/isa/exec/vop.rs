@@ -1246,12 +1246,20 @@ fn pk16(
 ) -> Result<Step, ExecError> {
     let s: [super::valu::Src; 3] =
         std::array::from_fn(|k| super::valu::Src::new(w, i, k, if float { F16 } else { B16 }, c));
+    // An integer inline constant is a 32-bit value here (-2 is 0xfffffffe): op_sel_hi picks its
+    // upper 16 bits (LLVM encodes the v2i16 <-2, -1> as the inline -2 with op_sel_hi set).
+    // (Integer ops only: the f16 ops keep the constant in the low half, as before.)
+    let int_const: [Option<u32>; 3] = std::array::from_fn(|k| match i.src[k] {
+        c @ 128..=192 if !float => Some(u32::from(c - 128)),
+        c @ 193..=208 if !float => Some((192 - i32::from(c)) as u32),
+        _ => None,
+    });
     for l in lanes(w.exec()) {
         let mut r = 0u32;
         for half in 0..2 {
             let mut a = [0u32; 3];
             for k in 0..n {
-                let v = s[k].raw(w, l) as u32;
+                let v = int_const[k].unwrap_or_else(|| s[k].raw(w, l) as u32);
                 let sel = if half == 0 { i.op_sel >> k & 1 } else { i.op_sel_hi >> k & 1 };
                 let mut x = (v >> (16 * u32::from(sel))) & 0xffff;
                 let neg = if half == 0 { i.neg } else { i.abs };
@@ -1579,6 +1587,28 @@ mod tests {
                 assert_eq!(w.reg(i.dst, 3), want, "{op:#x} {a:#x}, {b:#x} clamp {clamp}");
             }
         }
+    }
+
+    /// A packed 16-bit integer op reads an integer inline constant as its 32-bit value, so
+    /// op_sel_hi picks the sign extension: rocPRIM's reduce_by_key computes two item indices
+    /// with `v_pk_sub_u16 v62, v66, -2 op_sel_hi:[0,1]` (D38B403E 10018542, from its gfx90a
+    /// code object), low half x + 2 and high half x + 1. Read as the 16-bit 0xfffe with a zero
+    /// high half, the high index was x and an item past the input counted as a segment head
+    /// (reduce_by_key and run_length_encode with struct keys: 2 unique keys of 1).
+    #[test]
+    fn packed_integer_ops_read_an_inline_constant_as_32_bits() {
+        let mem = FakeMemory::default();
+        let none = |_: u64, _: u64| false;
+        let memory = Memory::new(&mem, &none);
+        let mut lds = Lds::new(0);
+        let mut ctx = Ctx::for_test(&memory, &mut lds);
+        let i = crate::isa::decode::decode(&[0xD38B_403E, 0x1001_8542]).unwrap();
+        assert_eq!((i.name, i.op_sel & 3, i.op_sel_hi & 3), ("v_pk_sub_u16", 0, 2));
+        let mut w = Wave::new(70, 0, 0);
+        w.set_exec(u64::MAX);
+        w.set_reg(operand::VGPR0 + 66, 5, 0x0ef1);
+        vop3p(i.op).expect("implemented")(&mut w, &i, &mut ctx).unwrap();
+        assert_eq!(w.reg(operand::VGPR0 + 62, 5), 0x0ef2_0ef3, "high x + 1, low x + 2");
     }
 
     #[test]
