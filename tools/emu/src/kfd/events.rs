@@ -259,9 +259,12 @@ impl Events {
             ms => Some(Instant::now() + Duration::from_millis(ms.into())),
         };
         let ages_in = ages.to_vec();
-        let repeated = LAST_STALE.with(|l| {
-            l.borrow().as_ref().is_some_and(|(i, a)| i.as_slice() == ids && *a == ages_in)
-        });
+        // `try_with`: a wait from a thread's TLS destructors (at exit) finds no state, no hold.
+        let repeated = LAST_STALE
+            .try_with(|l| {
+                l.borrow().as_ref().is_some_and(|(i, a)| i.as_slice() == ids && *a == ages_in)
+            })
+            .unwrap_or(false);
         let mut hold_until = None;
         let mut t = self.lock();
         let mut seen = Vec::with_capacity(ids.len());
@@ -319,7 +322,7 @@ impl Events {
                 }
             }
             if done || ids.is_empty() {
-                LAST_STALE.with(|l| {
+                let _ = LAST_STALE.try_with(|l| {
                     *l.borrow_mut() = (done && stale_only && !ids.is_empty())
                         .then(|| (ids.to_vec(), ages_in.clone()))
                 });
@@ -348,7 +351,7 @@ impl Events {
                     let now = Instant::now();
                     if now >= d {
                         leave(&mut t);
-                        LAST_STALE.with(|l| *l.borrow_mut() = None);
+                        let _ = LAST_STALE.try_with(|l| *l.borrow_mut() = None);
                         return Ok(WaitOutcome {
                             result: KFD_IOC_WAIT_RESULT_TIMEOUT,
                             memory_faults: Vec::new(),
