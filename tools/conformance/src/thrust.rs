@@ -64,20 +64,15 @@ impl Report {
     /// Takes one line of a Thrust test program's `--verbose` output.
     pub fn thrust_line(&mut self, line: &str) {
         let line = line.trim_end();
-        if let Some(rest) = line.strip_prefix("Totals:") {
-            let _ = rest;
+        if line.starts_with("Totals:") {
             self.finished = true;
             return;
         }
-        if let Some(n) = line
-            .strip_prefix("Running ")
-            .and_then(|r| r.strip_suffix(" unit tests."))
-            .and_then(|n| n.trim().parse().ok())
-        {
+        let Some(rest) = line.strip_prefix("Running ") else { return };
+        if let Some(n) = rest.strip_suffix(" unit tests.").and_then(|n| n.trim().parse().ok()) {
             self.announced = Some(n);
             return;
         }
-        let Some(rest) = line.strip_prefix("Running ") else { return };
         let Some((name, result)) = rest.split_once("...") else { return };
         let name = name.trim().to_string();
         let result = result.trim_start();
@@ -109,19 +104,15 @@ mod tests {
         assert!(!glob("*WithBigIndexes", "TestReduceWithBigIndexesX"));
         assert!(glob("T?st*g", "TestMergeDescending"));
         assert!(!glob("Test", "TestMerge"));
-        let names: Vec<String> =
+        let listed: Vec<String> =
             ["TestReduce", "TestReduceWithBigIndexes", "TestScan", "TestScanWithBigIndexes"]
                 .map(String::from)
                 .to_vec();
-        assert_eq!(select(&names, "*-*WithBigIndexes"), ["TestReduce", "TestScan"]);
-        assert_eq!(select(&names, "-*WithBigIndexes"), ["TestReduce", "TestScan"]);
-        assert_eq!(select(&names, "TestScan*"), ["TestScan", "TestScanWithBigIndexes"]);
-        assert_eq!(select(&names, "TestReduce:TestScan"), ["TestReduce", "TestScan"]);
-        assert_eq!(names_of("TestA\nTestB\n\n  detail line\nnot a name\n"), ["TestA", "TestB"]);
-    }
-
-    fn names_of(s: &str) -> Vec<String> {
-        names(s)
+        assert_eq!(select(&listed, "*-*WithBigIndexes"), ["TestReduce", "TestScan"]);
+        assert_eq!(select(&listed, "-*WithBigIndexes"), ["TestReduce", "TestScan"]);
+        assert_eq!(select(&listed, "TestScan*"), ["TestScan", "TestScanWithBigIndexes"]);
+        assert_eq!(select(&listed, "TestReduce:TestScan"), ["TestReduce", "TestScan"]);
+        assert_eq!(names("TestA\nTestB\n\n  detail line\nnot a name\n"), ["TestA", "TestB"]);
     }
 
     #[test]

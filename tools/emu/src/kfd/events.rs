@@ -258,11 +258,12 @@ impl Events {
             0 => Some(Instant::now() + ZERO_TIMEOUT_HOLD),
             ms => Some(Instant::now() + Duration::from_millis(ms.into())),
         };
-        let ages_in = ages.to_vec();
         // `try_with`: a wait from a thread's TLS destructors (at exit) finds no state, no hold.
         let repeated = LAST_STALE
             .try_with(|l| {
-                l.borrow().as_ref().is_some_and(|(i, a)| i.as_slice() == ids && *a == ages_in)
+                l.borrow()
+                    .as_ref()
+                    .is_some_and(|(i, a)| i.as_slice() == ids && a.as_slice() == &*ages)
             })
             .unwrap_or(false);
         let mut hold_until = None;
@@ -324,7 +325,7 @@ impl Events {
             if done || ids.is_empty() {
                 let _ = LAST_STALE.try_with(|l| {
                     *l.borrow_mut() = (done && stale_only && !ids.is_empty())
-                        .then(|| (ids.to_vec(), ages_in.clone()))
+                        .then(|| (ids.to_vec(), ages.to_vec()))
                 });
                 leave(&mut t);
                 let mut faults = Vec::new();

@@ -1250,8 +1250,7 @@ fn pk16(
     // upper 16 bits (LLVM encodes the v2i16 <-2, -1> as the inline -2 with op_sel_hi set).
     // (Integer ops only: the f16 ops keep the constant in the low half, as before.)
     let int_const: [Option<u32>; 3] = std::array::from_fn(|k| match i.src[k] {
-        c @ 128..=192 if !float => Some(u32::from(c - 128)),
-        c @ 193..=208 if !float => Some((192 - i32::from(c)) as u32),
+        c @ 128..=208 if !float => crate::isa::operand::inline_constant(c, B32).map(|v| v as u32),
         _ => None,
     });
     for l in lanes(w.exec()) {
