@@ -5,13 +5,14 @@
 //! emulator defect (a real gfx90a passes these suites); one that passes natively and fails under
 //! libxhsa is a libxhsa defect. The contention run ([`contention`]) runs two suites at once on
 //! one emulated GPU under libxhsa at a high and a low priority, and compares each with its solo
-//! run. rocThrust's programs use Thrust's own driver ([`thrust`]). See docs/emulator.md,
-//! "Conformance run".
+//! run. rocThrust's programs use Thrust's own driver ([`thrust`]); a sweep of a large program
+//! runs a spread sample of its tests ([`sample`]). See docs/emulator.md, "Conformance run".
 
 pub mod contention;
 pub mod gtest;
 pub mod isa_stats;
 pub mod run;
+pub mod sample;
 pub mod suites;
 pub mod table;
 pub mod thrust;

@@ -190,8 +190,13 @@ fn main() -> ExitCode {
     };
     if args.list {
         for s in &all {
-            let thrust =
-                if s.format == xhsa_conformance::suites::Format::Thrust { "thrust:" } else { "" };
+            let thrust = match s.format {
+                xhsa_conformance::suites::Format::Gtest => String::new(),
+                xhsa_conformance::suites::Format::Thrust => "thrust:".into(),
+                xhsa_conformance::suites::Format::Sample { per_group } => {
+                    format!("sample:{per_group}:")
+                }
+            };
             println!(
                 "{:<18} {:<48} {:>5} s  {thrust}{}",
                 s.name,

@@ -188,7 +188,7 @@ pub struct RunOpts<'a> {
 
 fn feed(report: &mut Report, format: Format, line: &str) {
     match format {
-        Format::Gtest => report.line(line),
+        Format::Gtest | Format::Sample { .. } => report.line(line),
         Format::Thrust => report.thrust_line(line),
     }
 }
@@ -211,6 +211,33 @@ fn thrust_selection(suite: &Suite, setup: &Setup, gpu: &SharedGpu) -> std::io::R
     if names.is_empty() {
         return Err(std::io::Error::other(format!(
             "{}: --list gave no test that '{}' selects (exit {})",
+            suite.name, suite.filter, out.status
+        )));
+    }
+    Ok(names)
+}
+
+/// The spread sample of a GoogleTest program's tests ([`crate::sample`]): its
+/// `--gtest_list_tests`, run on the emulator as the tests are.
+fn gtest_sample(
+    suite: &Suite,
+    setup: &Setup,
+    gpu: &SharedGpu,
+    per_group: u32,
+) -> std::io::Result<Vec<String>> {
+    let out = Command::new(&setup.emu)
+        .args(["run", "--rocm", &setup.rocm.to_string(), "--isa", &setup.isa, "--"])
+        .arg(suite.program())
+        .arg("--gtest_list_tests")
+        .env("XHSA_EMU_DEVICE_DIR", &gpu.device_dir)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()?;
+    let groups = crate::sample::groups(&String::from_utf8_lossy(&out.stdout));
+    let names = crate::sample::spread(&groups, &suite.filter, per_group as usize);
+    if names.is_empty() {
+        return Err(std::io::Error::other(format!(
+            "{}: --gtest_list_tests gave no test that '{}' selects (exit {})",
             suite.name, suite.filter, out.status
         )));
     }
@@ -256,6 +283,18 @@ pub fn run_with(
     match suite.format {
         Format::Gtest => {
             cmd.arg(format!("--gtest_filter={}", suite.filter)).arg("--gtest_color=no");
+        }
+        Format::Sample { per_group } => {
+            let names = gtest_sample(suite, setup, gpu, per_group)?;
+            let file = setup.log_dir.join(format!("{}.{label}.flags", suite.name));
+            std::fs::write(&file, crate::sample::flagfile(&names))?;
+            writeln!(
+                log,
+                "# {} tests sampled, at most {per_group} a test suite of those {} selects",
+                names.len(),
+                suite.filter
+            )?;
+            cmd.arg(format!("--gtest_flagfile={}", file.display())).arg("--gtest_color=no");
         }
         Format::Thrust => {
             let names = thrust_selection(suite, setup, gpu)?;

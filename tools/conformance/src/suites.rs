@@ -11,7 +11,8 @@ pub struct Suite {
     pub binary: String,
     /// The whole program's time limit (per run: each mode gets its own).
     pub timeout: Duration,
-    /// `--gtest_filter`, or for a Thrust program the same syntax over its `--list`.
+    /// `--gtest_filter`, or for a Thrust program the same syntax over its `--list`, or for a
+    /// sample the same over its `--gtest_list_tests`.
     pub filter: String,
     /// The program's test driver.
     pub format: Format,
@@ -20,11 +21,14 @@ pub struct Suite {
 }
 
 /// A test program's driver: GoogleTest, or Thrust's own (rocThrust; the suite line's filter is
-/// written `thrust:FILTER`, see [`crate::thrust`]).
+/// written `thrust:FILTER`, see [`crate::thrust`]); or GoogleTest with a spread sample of the
+/// tests FILTER selects, at most `per_group` of each test suite (`sample:K:FILTER`, see
+/// [`crate::sample`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     Gtest,
     Thrust,
+    Sample { per_group: u32 },
 }
 
 /// Where Debian's `lib*-tests` packages put their programs.
@@ -39,7 +43,8 @@ impl Suite {
 
 /// Parses the suites file: one suite a line, `NAME BINARY TIMEOUT_S FILTER [KEY=VALUE]...`,
 /// `#` to the end of a line is a comment; a FILTER `thrust:F` marks a Thrust program whose
-/// listed tests F selects.
+/// listed tests F selects, `sample:K:F` a spread sample of K tests a test suite of those F
+/// selects.
 pub fn parse(text: &str) -> Result<Vec<Suite>, String> {
     let mut out: Vec<Suite> = Vec::new();
     for (n, line) in text.lines().enumerate() {
@@ -68,10 +73,15 @@ pub fn parse(text: &str) -> Result<Vec<Suite>, String> {
         if out.iter().any(|s| s.name == w[0]) {
             return Err(at("NAME used twice"));
         }
-        let (format, filter) = match w[3].strip_prefix("thrust:") {
-            Some("") => return Err(at("thrust: needs a filter after it, e.g. thrust:*")),
-            Some(f) => (Format::Thrust, f),
-            None => (Format::Gtest, w[3]),
+        let (format, filter) = if let Some(spec) = w[3].strip_prefix("sample:") {
+            let (k, f) = crate::sample::parse(spec).map_err(|e| at(&e))?;
+            (Format::Sample { per_group: k }, f)
+        } else {
+            match w[3].strip_prefix("thrust:") {
+                Some("") => return Err(at("thrust: needs a filter after it, e.g. thrust:*")),
+                Some(f) => (Format::Thrust, f),
+                None => (Format::Gtest, w[3]),
+            }
         };
         out.push(Suite {
             name: w[0].into(),
@@ -104,6 +114,12 @@ mod tests {
             .unwrap();
         assert_eq!((t[0].format, t[0].filter.as_str()), (Format::Thrust, "*-*WithBigIndexes"));
         assert!(parse("m b 60 thrust:\n").unwrap_err().contains("thrust:"));
+        let t = parse("sw librocsparse1-tests/rocsparse-test 600 sample:40:quick/*\n").unwrap();
+        assert_eq!(
+            (t[0].format, t[0].filter.as_str()),
+            (Format::Sample { per_group: 40 }, "quick/*")
+        );
+        assert!(parse("m b 60 sample:0:*\n").unwrap_err().starts_with("line 1:"));
     }
 
     #[test]

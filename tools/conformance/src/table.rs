@@ -57,6 +57,9 @@ pub fn text(r: &SuiteResult) -> String {
         crate::suites::Format::Thrust => {
             format!("{} --verbose, the listed tests '{}' selects", crate::thrust::SIZES, s.filter)
         }
+        crate::suites::Format::Sample { per_group } => {
+            format!("at most {per_group} a test suite of the listed tests '{}' selects", s.filter)
+        }
     };
     writeln!(out, "{}: {} {selection} (limit {} s a run)", s.name, s.binary, s.timeout.as_secs())
         .unwrap();

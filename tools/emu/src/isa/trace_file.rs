@@ -2,7 +2,8 @@
 //! real kernel computes something wrong: with `XHSA_EMU_ISA_TRACE=FILE` set, every executed
 //! wave-instruction is written to FILE (through the [`super::dispatch::set_tracer`] hook, so the
 //! interpreter runs its traced loop): before it, the wave, its program counter, the opcode, EXEC,
-//! SCC and the first lanes of each VGPR source; after it, the first lanes of a VGPR destination
+//! SCC, the first lanes of each VGPR source and of the register after it (a 64-bit operand's
+//! pair), and each SGPR source with the next SGPR; after it, the first lanes of a VGPR destination
 //! (and of the next register), or the SGPR pair at an SGPR destination. `XHSA_EMU_ISA_TRACE_LANES`
 //! sets how many lanes (default 8, at most 64); `XHSA_EMU_ISA_TRACE_MAX` how many
 //! wave-instructions at most (default 2 000 000; the trace stops there). Waves of concurrent
@@ -80,10 +81,18 @@ fn record(w: &Wave, pc: u64, i: &Inst, at: TracePoint) {
                 w.exec(),
                 u8::from(w.scc)
             );
+            // Each source register with the one after it (the pair of a 64-bit operand).
             for &c in &i.src {
                 if let Some(s) = vgpr(w, c, t.lanes) {
                     line += " ";
                     line += &s;
+                    if let Some(s) = vgpr(w, c + 1, t.lanes) {
+                        line += " ";
+                        line += &s;
+                    }
+                } else if c < operand::EXEC_HI {
+                    let d = usize::from(c);
+                    line += &format!(" s{d}={:#x}:{:#x}", w.s[d], w.s[d + 1]);
                 }
             }
         }
