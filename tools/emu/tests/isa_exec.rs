@@ -1808,6 +1808,31 @@ fn workgroups_that_wait_on_later_ones_run_side_by_side() {
     }
 }
 
+/// Workgroups that all wait for the last to arrive (a barrier on a counter, as hipCUB's
+/// `GridBarrier`) are all resident after a few rounds: while none ends, the workgroups started
+/// double each round, so the spinning costs about 3n quanta, not the n^2 / 2 of one more a round.
+#[test]
+fn workgroups_waiting_for_the_last_are_started_in_doubling_rounds() {
+    let Some(mut r) = Rig::new(WAITING) else { return };
+    const QUANTUM: u64 = 1 << 18;
+    let n = 24usize;
+    let count = r.alloc(4);
+    let out = r.alloc(n * 4);
+    let st = r
+        .run("isa_count_barrier", &[count, out, n as u64], [64 * n as u32, 1, 1], [64, 1, 1])
+        .unwrap();
+    let seen: Vec<i32> = r.download(out, n);
+    assert_eq!(seen, vec![n as i32; n], "a workgroup left the barrier early");
+    assert_eq!(st.workgroups, n as u64);
+    // Resident 1, 2, 4, 8, 16, then all 24, the last round's 23 spinning before the last
+    // arrives: 54 quanta (one more a round: 1 + 2 + ... + 23 = 276).
+    assert!(
+        st.instructions <= 3 * n as u64 * QUANTUM,
+        "the waiting workgroups were started one a round: {} quanta",
+        st.instructions / QUANTUM
+    );
+}
+
 /// A dispatch shared out among threads (as the device model's interpreter threads share one:
 /// every n-th workgroup each) runs every workgroup once, and global atomics from all of them
 /// on the same words lose no update (a plain read-modify-write would: two threads hammer the

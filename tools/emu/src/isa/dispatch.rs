@@ -281,9 +281,11 @@ pub enum Round {
 /// A dispatch in progress: the workgroups started and not ended, and what is left.
 ///
 /// Workgroups become resident in order (x fastest) up to [`resident_limit`]: one at first, one
-/// more whenever one ends, and one more whenever a round of turns ends with every resident
-/// workgroup waiting (`s_sleep`, a GWS barrier, or a quantum used up), since those may wait
-/// for a workgroup that has not started. So ordinary kernels run one workgroup after another
+/// more whenever one ends, and more whenever a round of turns ends with no workgroup ended
+/// (every resident one waiting at `s_sleep` or a GWS barrier, or its waves having used a
+/// quantum up), since those may wait for a workgroup that has not started: one after the first
+/// such round, twice as many after each further one in a row. So ordinary kernels run one
+/// workgroup after another
 /// and kernels whose workgroups wait on each other (grid syncs, spin locks, host calls) have
 /// them side by side, as on the GPU. [`Run::round`] gives each resident workgroup one turn;
 /// callers run rounds until [`Round::Done`], and between [`Round::Idle`] ones let time pass
@@ -311,6 +313,9 @@ pub struct Run<'m> {
     spare: Vec<Group>,
     next: u64,
     admit: usize,
+    /// Workgroups to start after a round in which none ended: 1, doubling with each such round
+    /// in a row (see [`Run`]).
+    grow: usize,
     gws: Gws,
     current_lds: Lds,
     lanes: Box<[[u64; LANES]; 4]>,
@@ -379,6 +384,7 @@ impl<'m> Run<'m> {
             spare: Vec::new(),
             next: 0,
             admit: 1,
+            grow: 1,
             gws: Gws::default(),
             current_lds: Lds::default(),
             lanes: Box::new([[0; LANES]; 4]),
@@ -450,8 +456,18 @@ impl<'m> Run<'m> {
             }
         }
         let finished = before - self.resident.len();
-        // Every resident workgroup waits: one more may be what they wait for.
-        self.admit = finished.max(1);
+        // As many start as ended. When none ended, the resident ones may wait for one that has
+        // not started: one more, then twice as many with each such round in a row, so that
+        // workgroups that wait for all the others (a grid barrier of hundreds of workgroups
+        // spinning on a flag) are all resident after a few rounds, not one round per
+        // workgroup with every resident wave spinning its quantum in each.
+        if finished > 0 {
+            self.grow = 1;
+            self.admit = finished;
+        } else {
+            self.admit = self.grow;
+            self.grow = (self.grow * 2).min(self.limit.max(1));
+        }
         if finished > 0 || moved || (self.resident.len() < self.limit && self.next < self.total) {
             // (When the last workgroup ended, the next round says Done.)
             return Ok(Round::Moved);

@@ -80,3 +80,14 @@ extern "C" __global__ void isa_atomic_counts(unsigned* counts, unsigned long lon
     }
     if (threadIdx.x == 0) marks[blockIdx.x] += 1;
 }
+
+// Every workgroup counts itself in and waits until all `n` have (a grid barrier on a counter,
+// spinning without s_sleep); then writes what it saw.
+extern "C" __global__ void isa_count_barrier(int* count, int* out, int n) {
+    if (threadIdx.x == 0) {
+        atomicAdd(count, 1);
+        while (__hip_atomic_load(count, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT) < n) {
+        }
+        out[blockIdx.x] = __hip_atomic_load(count, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+    }
+}
