@@ -193,17 +193,27 @@ fn feed(report: &mut Report, format: Format, line: &str) {
     }
 }
 
-/// The tests of a Thrust program that the suite's filter selects: the program's `--list`, run
-/// on the emulator as the tests are (it needs no GPU, but its libraries load as in a run).
-fn thrust_selection(suite: &Suite, setup: &Setup, gpu: &SharedGpu) -> std::io::Result<Vec<String>> {
-    let out = Command::new(&setup.emu)
+/// The program's output with `flag` (its list of tests), run on the emulator as the tests are
+/// (it needs no GPU, but its libraries load as in a run).
+fn listing(
+    suite: &Suite,
+    setup: &Setup,
+    gpu: &SharedGpu,
+    flag: &str,
+) -> std::io::Result<std::process::Output> {
+    Command::new(&setup.emu)
         .args(["run", "--rocm", &setup.rocm.to_string(), "--isa", &setup.isa, "--"])
         .arg(suite.program())
-        .arg("--list")
+        .arg(flag)
         .env("XHSA_EMU_DEVICE_DIR", &gpu.device_dir)
         .stdin(Stdio::null())
         .stderr(Stdio::null())
-        .output()?;
+        .output()
+}
+
+/// The tests of a Thrust program that the suite's filter selects, from the program's `--list`.
+fn thrust_selection(suite: &Suite, setup: &Setup, gpu: &SharedGpu) -> std::io::Result<Vec<String>> {
+    let out = listing(suite, setup, gpu, "--list")?;
     let names = crate::thrust::select(
         &crate::thrust::names(&String::from_utf8_lossy(&out.stdout)),
         &suite.filter,
@@ -217,22 +227,15 @@ fn thrust_selection(suite: &Suite, setup: &Setup, gpu: &SharedGpu) -> std::io::R
     Ok(names)
 }
 
-/// The spread sample of a GoogleTest program's tests ([`crate::sample`]): its
-/// `--gtest_list_tests`, run on the emulator as the tests are.
+/// The spread sample of a GoogleTest program's tests ([`crate::sample`]), from its
+/// `--gtest_list_tests`.
 fn gtest_sample(
     suite: &Suite,
     setup: &Setup,
     gpu: &SharedGpu,
     per_group: u32,
 ) -> std::io::Result<Vec<String>> {
-    let out = Command::new(&setup.emu)
-        .args(["run", "--rocm", &setup.rocm.to_string(), "--isa", &setup.isa, "--"])
-        .arg(suite.program())
-        .arg("--gtest_list_tests")
-        .env("XHSA_EMU_DEVICE_DIR", &gpu.device_dir)
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()?;
+    let out = listing(suite, setup, gpu, "--gtest_list_tests")?;
     let groups = crate::sample::groups(&String::from_utf8_lossy(&out.stdout));
     let names = crate::sample::spread(&groups, &suite.filter, per_group as usize);
     if names.is_empty() {
