@@ -283,12 +283,14 @@ pub fn run_with(
     }
     cmd.arg("--bind").arg(&setup.log_dir);
     cmd.arg("--").arg(suite.program());
+    let mut sampled = None;
     match suite.format {
         Format::Gtest => {
             cmd.arg(format!("--gtest_filter={}", suite.filter)).arg("--gtest_color=no");
         }
         Format::Sample { per_group } => {
             let names = gtest_sample(suite, setup, gpu, per_group)?;
+            sampled = Some(names.len());
             let file = setup.log_dir.join(format!("{}.{label}.flags", suite.name));
             std::fs::write(&file, crate::sample::flagfile(&names))?;
             writeln!(
@@ -408,6 +410,18 @@ pub fn run_with(
     let elapsed = start.elapsed();
     let end = if timed_out { End::TimedOut } else { end_of(status) };
     writeln!(log, "# end: {end:?} after {:.1} s", elapsed.as_secs_f64())?;
+    // A program that ran other tests than the sample (one that does not take a flag file's
+    // filter runs all of them) is said so, not counted as the sample.
+    if let (Some(want), Some(ran)) = (sampled, report.announced) {
+        if want != ran {
+            let msg = format!(
+                "{}: the program announced {ran} tests for a sample of {want}: it did not take the sample's filter",
+                suite.name
+            );
+            writeln!(log, "# {msg}")?;
+            tracing::warn!("{msg}");
+        }
+    }
     let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
     let summary = Summary::parse(&stderr);
     let libxhsa_ran = mode != Mode::Native && summary.seen;
