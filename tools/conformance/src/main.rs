@@ -190,18 +190,12 @@ fn main() -> ExitCode {
     };
     if args.list {
         for s in &all {
-            let thrust = match s.format {
-                xhsa_conformance::suites::Format::Gtest => String::new(),
-                xhsa_conformance::suites::Format::Thrust => "thrust:".into(),
-                xhsa_conformance::suites::Format::Sample { per_group } => {
-                    format!("sample:{per_group}:")
-                }
-            };
             println!(
-                "{:<18} {:<48} {:>5} s  {thrust}{}",
+                "{:<18} {:<48} {:>5} s  {}{}",
                 s.name,
                 s.binary,
                 s.timeout.as_secs(),
+                s.format.prefix(),
                 s.filter
             );
         }

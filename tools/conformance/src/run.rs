@@ -291,8 +291,9 @@ pub fn run_with(
         Format::Sample { per_group } => {
             let names = gtest_sample(suite, setup, gpu, per_group)?;
             sampled = Some(names.len());
+            let filter = names.join(":");
             let file = setup.log_dir.join(format!("{}.{label}.flags", suite.name));
-            std::fs::write(&file, crate::sample::flagfile(&names))?;
+            std::fs::write(&file, crate::sample::flagfile(&filter))?;
             writeln!(
                 log,
                 "# {} tests sampled, at most {per_group} a test suite of those {} selects",
@@ -301,7 +302,6 @@ pub fn run_with(
             )?;
             // On the command line when it fits one argument: rocBLAS's test program sets its
             // own filter after GoogleTest has read a flag file, and then runs every test.
-            let filter = names.join(":");
             if filter.len() < crate::sample::MAX_ARGUMENT {
                 cmd.arg(format!("--gtest_filter={filter}"));
             } else {

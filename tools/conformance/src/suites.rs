@@ -31,6 +31,18 @@ pub enum Format {
     Sample { per_group: u32 },
 }
 
+impl Format {
+    /// What a suite line writes before the filter for this driver (`thrust:`, `sample:K:`;
+    /// nothing for GoogleTest): the inverse of [`parse`]'s prefixes.
+    pub fn prefix(self) -> String {
+        match self {
+            Format::Gtest => String::new(),
+            Format::Thrust => "thrust:".into(),
+            Format::Sample { per_group } => format!("sample:{per_group}:"),
+        }
+    }
+}
+
 /// Where Debian's `lib*-tests` packages put their programs.
 pub const TESTS_DIR: &str = "/usr/libexec/rocm";
 
@@ -120,6 +132,11 @@ mod tests {
             (Format::Sample { per_group: 40 }, "quick/*")
         );
         assert!(parse("m b 60 sample:0:*\n").unwrap_err().starts_with("line 1:"));
+        for f in ["* ", "thrust:* ", "sample:7:* "] {
+            let line = format!("n b 60 {f}");
+            let s = &parse(&line).unwrap()[0];
+            assert_eq!(format!("{}{}", s.format.prefix(), s.filter), f.trim_end());
+        }
     }
 
     #[test]
