@@ -12,6 +12,7 @@
 pub mod budget;
 pub mod duty;
 pub mod mechanism;
+pub mod pauses;
 pub mod policy;
 pub mod settings;
 pub mod sharing;

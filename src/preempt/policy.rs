@@ -28,7 +28,10 @@
 //! pauses only briefly (a server's host code between two decode steps, between two kernels of a
 //! request); putting the batch queue back for such a pause costs two device-wide unmaps, the
 //! second one delaying the next step. Waiting as long as the round trip would cost, and no
-//! longer, costs at most twice what knowing the pause's length in advance would.
+//! longer, costs at most twice what knowing the pause's length in advance would. Once the
+//! higher work's pauses have been seen ([`super::pauses`]), the wait is the one that would have
+//! cost least over the recent ones: none beside a server whose pauses are all long (a request
+//! every 50 ms), just over the step pauses of one that pauses briefly between decode steps.
 //!
 //! How long "off" and "on" last under higher work, and the utilisation cap, are the sharing
 //! policy's (`XHSA_POLICY`, [`super::sharing`]): strict priority is the starvation bound above;
@@ -41,6 +44,7 @@
 //! it is resumed; its work counts as no one's higher work.
 #![forbid(unsafe_code)]
 
+use super::pauses::Pauses;
 use super::settings::PreemptSettings;
 use super::sharing::{Sample, ShareState, ShareStatus};
 use crate::path::window::Nanos;
@@ -128,6 +132,8 @@ pub struct Policy {
     capped: BTreeSet<QueueId>,
     /// Queues with an unconfirmed in-flight count under higher work: since when.
     unconfirmed_since: BTreeMap<QueueId, Nanos>,
+    /// The pauses of the work above each queue (the round trip's wait, learned).
+    pauses: BTreeMap<QueueId, Pauses>,
 }
 
 /// How long a queue whose in-flight count is unconfirmed waits to be taken off for higher work
@@ -154,6 +160,7 @@ impl Policy {
             busy_since: BTreeMap::new(),
             capped: BTreeSet::new(),
             unconfirmed_since: BTreeMap::new(),
+            pauses: BTreeMap::new(),
         }
     }
 
@@ -235,6 +242,13 @@ impl Policy {
         self.idle_since.remove(&q);
         self.busy_since.remove(&q);
         self.capped.remove(&q);
+        self.pauses.remove(&q);
+    }
+
+    /// The wait before `q` goes back once the work above it is gone, for a round trip costing
+    /// `round_trip` (module doc; [`super::pauses`]).
+    pub fn put_back_wait(&self, q: QueueId, round_trip: Nanos) -> Nanos {
+        self.pauses.get(&q).map_or(round_trip, |p| p.wait(round_trip))
     }
 
     /// Decides; `others` are the priorities and partitions of the other processes' queues that have work,
@@ -264,12 +278,13 @@ impl Policy {
         let wake =
             |d: &mut Decision, at: Nanos| d.wake_at = Some(d.wake_at.map_or(at, |w| w.min(at)));
         for q in mine {
+            let higher = higher_work(q);
+            self.pauses.entry(q.id).or_default().observe(now, higher);
             match self.state(q.id) {
                 State::Off { since } => {
                     if q.paused {
                         continue;
                     }
-                    let higher = higher_work(q);
                     if self.capped.contains(&q.id) && !higher {
                         // The cap's off time: the rest of the period.
                         let off = cap.map_or(0, |(_, off)| off);
@@ -281,8 +296,9 @@ impl Policy {
                         continue;
                     }
                     if !higher {
-                        // The round trip's wait (module doc): twice the measured cost.
-                        let wait = cost.unwrap_or(0).saturating_mul(2);
+                        // The round trip's wait (module doc): twice the measured cost, or
+                        // less when the higher work's pauses show a shorter wait is cheaper.
+                        let wait = self.put_back_wait(q.id, cost.unwrap_or(0).saturating_mul(2));
                         let idle = *self.idle_since.entry(q.id).or_insert(now);
                         if now.saturating_sub(idle) >= wait {
                             d.put_back.push(q.id);
@@ -325,7 +341,6 @@ impl Policy {
                         }
                         wake(&mut d, busy + on);
                     }
-                    let higher = higher_work(q);
                     if !higher || !q.unconfirmed {
                         self.unconfirmed_since.remove(&q.id);
                     }
@@ -549,6 +564,53 @@ mod tests {
         let mut pol = policy();
         pol.taken_off(&[QueueId(1)], 0);
         assert_eq!(pol.decide(1, &[low], &[], None, true, 1).put_back, vec![QueueId(1)]);
+    }
+
+    #[test]
+    fn the_wait_before_a_put_back_follows_the_pauses_the_higher_work_showed() {
+        let cost = Some(450_000);
+        let low = q(1, -5, 2, 2 * MS);
+        // Requests of 3 ms every 50 ms: each one takes the queue off; it goes back after the
+        // round trip's wait until enough pauses are seen, then as soon as the request is done.
+        let mut pol = policy();
+        let mut waits = Vec::new();
+        for r in 0..(super::super::pauses::MIN_SEEN as u64 + 3) {
+            let t = r * 50 * MS;
+            let d = pol.decide(t, &[low], &[o(5)], cost, true, t);
+            assert_eq!(d.take_off, vec![QueueId(1)], "request {r}");
+            pol.taken_off(&d.take_off, t);
+            let done = t + 3 * MS;
+            let d = pol.decide(done, &[low], &[], cost, true, done);
+            let back = if d.put_back.is_empty() {
+                let at = d.wake_at.expect("a wake for the put-back");
+                let d = pol.decide(at, &[low], &[], cost, true, at);
+                assert_eq!(d.put_back, vec![QueueId(1)]);
+                at
+            } else {
+                done
+            };
+            pol.put_back(&[QueueId(1)], &[], back);
+            waits.push(back - done);
+        }
+        assert_eq!(waits[0], 900_000, "nothing seen yet: the round trip's wait");
+        assert_eq!(*waits.last().unwrap(), 0, "long pauses only: back at once ({waits:?})");
+        // A server pausing 200 us between steps keeps the queue off through such a pause once
+        // its pauses are known, and puts it back soon after a long one begins.
+        let mut pol = policy();
+        pol.taken_off(&[QueueId(1)], 0);
+        let mut t = 0;
+        for _ in 0..20 {
+            assert!(pol.decide(t, &[low], &[o(5)], cost, true, t).put_back.is_empty());
+            t += 5 * MS;
+            assert!(pol.decide(t, &[low], &[], cost, true, t).put_back.is_empty());
+            t += 200_000;
+        }
+        // The last pause began 200 us ago and goes on.
+        let began = t - 200_000;
+        let wait = pol.put_back_wait(QueueId(1), 900_000);
+        assert!((200_000..=250_000).contains(&wait), "{wait}");
+        assert!(pol.decide(began + 200_000, &[low], &[], cost, true, 0).put_back.is_empty());
+        assert_eq!(pol.decide(began + wait, &[low], &[], cost, true, 0).put_back, vec![QueueId(1)]);
     }
 
     #[test]
