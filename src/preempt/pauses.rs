@@ -6,15 +6,16 @@
 //! device-wide unmaps, the second on the higher work's path) whenever the higher work only
 //! paused: an LLM server's host code between two decode steps. Waiting costs the batch queue
 //! the time it waits. Without knowledge of the pauses the wait is the ski-rental rule's: as
-//! long as the round trip costs. With the pauses seen, the wait is the one that would have cost
-//! least over them: over the last [`KEPT`] pauses, each shorter than the wait costs its own
-//! length, each longer costs the wait and a round trip; the candidates are no wait at all and
-//! each pause seen shorter than a round trip (a longer wait never pays). A server whose pauses
-//! all last tens of milliseconds (a request every 50 ms) gets no wait: the batch job goes back
-//! as soon as the request is done. One whose pauses are a few hundred microseconds between
-//! steps and seconds between requests gets a wait just longer than its steps' pauses. Until
-//! [`MIN_SEEN`] pauses are seen, or when the pauses are not shaped either way, the wait is the
-//! round trip's.
+//! long as the round trip costs. With the pauses seen (the last [`KEPT`], once [`MIN_SEEN`]
+//! are), the wait covers the longest recent pause shorter than a round trip, and a quarter
+//! more, never beyond the round trip's wait; with none shorter, there is no wait. A server whose
+//! pauses all last tens of milliseconds (a request every 50 ms) gets no wait: the batch job
+//! goes back as soon as the request is done. One that pauses briefly between decode steps and
+//! for seconds between requests gets a wait just longer than its step pauses, and never less:
+//! a round trip's second unmap lands on the latency-critical work's next step, so the wait is
+//! not traded against the batch job's time (a first version that chose the wait minimising
+//! the batch job's expected cost over the pauses seen left the longest step pauses uncovered:
+//! nine decode steps of 256 paid an unmap, TPOT P99 1.32x against 1.17-1.18x).
 //!
 //! A pause is the time from the moment no higher work is left (pending or in flight) to the
 //! moment some is there again, as the watcher's looks see it; a look that finds it there ends
@@ -69,27 +70,10 @@ impl Pauses {
         if self.recent.len() < MIN_SEEN || round_trip == 0 {
             return round_trip;
         }
-        let cost =
-            |w: Nanos| -> u128 {
-                self.recent
-                    .iter()
-                    .map(|&p| {
-                        if p <= w {
-                            u128::from(p)
-                        } else {
-                            u128::from(w) + u128::from(round_trip)
-                        }
-                    })
-                    .sum()
-            };
-        let best = std::iter::once(0)
-            .chain(self.recent.iter().copied().filter(|&p| p < round_trip))
-            .map(|w| (cost(w), w))
-            .min()
-            .map_or(round_trip, |(_, w)| w);
-        // A pause a little longer than the longest one the wait covers should not cost a round
-        // trip: a quarter more, never beyond the round trip's wait.
-        best.saturating_add(best / 4).min(round_trip)
+        let longest_short = self.recent.iter().copied().filter(|&p| p < round_trip).max();
+        // A pause a little longer than the longest one seen should not cost a round trip: a
+        // quarter more, never beyond the round trip's wait.
+        longest_short.map_or(0, |p| p.saturating_add(p / 4).min(round_trip))
     }
 }
 
@@ -157,15 +141,15 @@ mod tests {
     }
 
     #[test]
-    fn a_mix_waits_when_the_short_pauses_are_common_enough() {
+    fn a_single_short_pause_among_long_ones_is_covered() {
         let rt = 10 * MS;
-        // Half 1 ms pauses, half long: waiting 1 ms costs 0.5 + 0.5 x 11 = 6 per pause against
-        // 10 for no wait.
-        let mixed: Vec<Nanos> = (0..16).map(|i| if i % 2 == 0 { MS } else { 100 * MS }).collect();
-        assert_eq!(seen(&mixed, MS).wait(rt), MS + MS / 4);
-        // One short pause in sixteen: not worth waiting for.
+        // One short pause in sixteen: the latency-critical work's next step would pay the
+        // round trip, so the wait covers it.
         let rare: Vec<Nanos> = (0..16).map(|i| if i == 3 { MS } else { 100 * MS }).collect();
-        assert_eq!(seen(&rare, MS).wait(rt), 0);
+        assert_eq!(seen(&rare, MS).wait(rt), MS + MS / 4);
+        // Pauses of 2-8 ms: the longest is covered, whatever the spread below it.
+        let spread: Vec<Nanos> = (0..16).map(|i| 2 * MS + (i % 4) * 2 * MS).collect();
+        assert_eq!(seen(&spread, MS).wait(rt), 10 * MS, "8 ms + a quarter, capped at 10 ms");
     }
 
     #[test]

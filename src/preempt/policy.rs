@@ -29,8 +29,8 @@
 //! request); putting the batch queue back for such a pause costs two device-wide unmaps, the
 //! second one delaying the next step. Waiting as long as the round trip would cost, and no
 //! longer, costs at most twice what knowing the pause's length in advance would. Once the
-//! higher work's pauses have been seen ([`super::pauses`]), the wait is the one that would have
-//! cost least over the recent ones: none beside a server whose pauses are all long (a request
+//! higher work's pauses have been seen ([`super::pauses`]), the wait covers the longest recent
+//! pause shorter than a round trip: none beside a server whose pauses are all long (a request
 //! every 50 ms), just over the step pauses of one that pauses briefly between decode steps.
 //!
 //! How long "off" and "on" last under higher work, and the utilisation cap, are the sharing
