@@ -645,14 +645,17 @@ impl Sizer {
         }
         let d = Demand::between(&prev, look)?;
         tracing::debug!(
-            "xhsa: sizing at {} reserved CUs{}: critical busy {:.3}, {:.0} packets of {:.1} us; batch busy {:.3}, {:.1} take-offs/s",
+            "xhsa: sizing at {} reserved CUs{}: critical busy {:.3}, {:.0} packets of {:.1} us; batch busy {:.3}, {:.1} take-offs/s; critical class: pattern {}, duty {}, keeps the GPU busy {:?}",
             current,
             if self.settling { " (settling)" } else { "" },
             d.critical_busy,
             d.critical_packets,
             d.critical_packet_ns / 1e3,
             d.batch_busy,
-            d.takeoffs_per_s
+            d.takeoffs_per_s,
+            if self.measured.duty.known() { "known" } else { "not known" },
+            self.measured.duty.fraction().map_or("-".to_string(), |f| format!("{f:.2}")),
+            self.measured.busy_class(now)
         );
         if std::mem::take(&mut self.settling) {
             return None;
