@@ -297,7 +297,8 @@ impl Policy {
                     }
                     if !higher {
                         // The round trip's wait (module doc): twice the measured cost, or
-                        // less when the higher work's pauses show a shorter wait is cheaper.
+                        // just over the longest recent pause of the higher work shorter than
+                        // that, none if there is no such pause ([`super::pauses`]).
                         let wait = self.put_back_wait(q.id, cost.unwrap_or(0).saturating_mul(2));
                         let idle = *self.idle_since.entry(q.id).or_insert(now);
                         if now.saturating_sub(idle) >= wait {
