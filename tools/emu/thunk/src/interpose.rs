@@ -11,7 +11,9 @@
 //! once it is installed: the process's own SIGSEGV handler is recorded and handed every fault
 //! outside the doorbells (`xhsa_emu::sys::doorbell::app_sigaction`; LLVM installing its crash
 //! handler over ours while comgr compiles made a doorbell store on another thread delete the
-//! compiler's output). Every other call goes to the next definition (libc) unchanged.
+//! compiler's output). Its `write` and `close` make ROCr 6.4's request to stop its IPC socket
+//! server wait for that server, as later ROCr does (`rocr_ipc`). Every other call goes to the
+//! next definition (libc) unchanged.
 //!
 //! The libc functions are variadic; on x86-64 the optional argument travels in the same
 //! register as a fixed one, so they are declared with it as a fixed parameter.
@@ -209,12 +211,54 @@ pub unsafe extern "C" fn openat64(
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: libc::c_int) -> libc::c_int {
     fds::forget(fd);
+    let ipc_server = crate::rocr_ipc::before_close(fd);
     let real: Option<CloseFn> = next(&CLOSE, c"close");
-    match real {
+    let r = match real {
         // SAFETY: forwarding the caller's argument unchanged.
         Some(f) => unsafe { f(fd) },
         None => -1,
+    };
+    if ipc_server {
+        crate::rocr_ipc::keeping_errno(crate::rocr_ipc::server_stopped);
     }
+    r
+}
+
+type WriteFn =
+    unsafe extern "C" fn(libc::c_int, *const libc::c_void, libc::size_t) -> libc::ssize_t;
+static WRITE: OnceLock<usize> = OnceLock::new();
+
+/// `write`, unchanged except for ROCr's request to stop its own IPC socket server, which
+/// returns once that server has stopped (see `rocr_ipc`: ROCr 6.4 deletes the runtime while
+/// the server thread still clears a map inside it).
+///
+/// # Safety
+///
+/// `write(2)`'s contract: `buf` is readable for `count` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn write(
+    fd: libc::c_int,
+    buf: *const libc::c_void,
+    count: libc::size_t,
+) -> libc::ssize_t {
+    let request = if count == crate::rocr_ipc::REQUEST_LEN && !buf.is_null() {
+        // SAFETY: the caller's buffer, readable for `count` bytes (write's contract).
+        crate::rocr_ipc::before_write(fd, unsafe {
+            std::slice::from_raw_parts(buf.cast::<u8>(), count)
+        })
+    } else {
+        None
+    };
+    let real: Option<WriteFn> = next(&WRITE, c"write");
+    let r = match real {
+        // SAFETY: forwarding the caller's arguments unchanged.
+        Some(f) => unsafe { f(fd, buf, count) },
+        None => -1,
+    };
+    if let Some(token) = request {
+        crate::rocr_ipc::keeping_errno(|| crate::rocr_ipc::after_write(token, r == count as isize));
+    }
+    r
 }
 
 type SigactionFn =

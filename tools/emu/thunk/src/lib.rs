@@ -15,6 +15,7 @@ mod drm;
 mod exports;
 mod fds;
 mod interpose;
+mod rocr_ipc;
 mod state;
 
 use hsa_sys::hsakmt::{HSAKMT_STATUS, HSAKMT_STATUS_ERROR};
