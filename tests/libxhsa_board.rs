@@ -316,9 +316,6 @@ fn an_auto_reserve_is_sized_from_measured_demand_and_only_when_it_gains() {
         o
     };
     let critical = ["victim", "10", "20", "1000000", "250"];
-    // Beside the batch process, long enough to be taken for a steady stream
-    // (`xhsa::preempt::duty::BUSY_STRETCH_NS`, 20 s of looks busy) and searched.
-    let steady = ["victim", "10", "20", "1000000", "900"];
 
     // Alone: nothing to gain.
     let dir = DeviceDir::new("auto-alone");
@@ -346,7 +343,8 @@ fn an_auto_reserve_is_sized_from_measured_demand_and_only_when_it_gains() {
     );
 
     // Beside a batch process.
-    let (busy, crit) = pair_running("auto-pair", ("-10", "10", "auto"), &steady, &extra, |_, _| {});
+    let (busy, crit) =
+        pair_running("auto-pair", ("-10", "10", "auto"), &critical, &extra, |_, _| {});
     let both = format!("{}{}", crit.stderr, busy.stderr);
     let change =
         both.lines().find(|l| l.contains("re-partitioned: 0 -> 40 reserved CUs")).unwrap_or_else(

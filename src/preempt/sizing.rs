@@ -1159,7 +1159,7 @@ mod tests {
     }
 
     #[test]
-    fn under_the_slo_a_class_busy_in_bursts_is_never_tried_and_a_steady_one_is() {
+    fn under_the_slo_a_class_busy_in_bursts_is_tried_at_most_in_its_first_burst() {
         // A server whose requests arrive every 16 s and keep it busy 5 s each (decode steps
         // back to back, packets of ~300 us), beside a batch queue flat out: every size's own
         // window (a few seconds) sees it busy all the time, its cycles show it busy 31 %. The
@@ -1177,7 +1177,7 @@ mod tests {
             sz.follow(Sharing::Slo { target_pct: 120 });
             let (mut done, mut busy, mut changes) = (0, 0, Vec::new());
             let (mut current, mut since) = (0, 10 * LOOK_NS);
-            for t in 0..300 {
+            for t in 0..240 {
                 let moving = changes.last().is_some_and(|&(c, _)| c + 2 == t);
                 if (!bursty || t % 32 < 10) && !moving {
                     done += 1_600;
@@ -1197,12 +1197,14 @@ mod tests {
             }
             (sz, changes, current)
         };
-        // Its bursts (5 s) are shorter than the stretch a steady server shows: no size is tried
-        // in the first, nor once its cycles show it busy a third of the time.
+        // Busy at every look for the stretch, the server is taken for a steady one and tried
+        // on a reserve in its first burst; once idle, its pattern is unknown until its cycles
+        // are seen, and the whole GPU comes back; from its second burst on no size is tried.
         let (sz, changes, current) = run(true);
-        assert!(changes.is_empty(), "{changes:?}");
-        assert_eq!(current, 0);
-        let duty = sz.measured.duty.fraction().expect("its cycles seen");
+        assert!(changes.first().is_some_and(|&(t, c)| t < 10 && c > 0), "{changes:?}");
+        assert!(changes.iter().all(|&(t, c)| t < 32 || c == 0), "{changes:?}");
+        assert_eq!(current, 0, "{changes:?}");
+        let duty = sz.measured.duty.fraction().expect("two cycles seen");
         assert!((0.25..0.4).contains(&duty), "{duty}");
         assert_eq!(sz.demand.map(|d| d.critical_busy), Some(duty), "the demand is the duty");
         // The same server under steady load: tried on a reserve once busy at every look for the
@@ -1211,8 +1213,7 @@ mod tests {
         let (_, changes, current) = run(false);
         let first = changes.first().copied();
         assert_eq!(first, Some((BUSY_STRETCH_NS / LOOK_NS, 40)), "{changes:?}");
-        let after = |t: u64| t < BUSY_STRETCH_NS / LOOK_NS + 20;
-        assert!(changes.get(1).is_some_and(|&(t, c)| after(t) && c == 20), "{changes:?}");
+        assert!(changes.get(1).is_some_and(|&(t, c)| t < 20 && c == 20), "{changes:?}");
         assert!(current > 0, "{changes:?}");
     }
 
