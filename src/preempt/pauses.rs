@@ -61,6 +61,7 @@ impl Pauses {
     }
 
     /// The pauses seen, oldest first.
+    #[cfg(test)]
     pub fn recent(&self) -> impl Iterator<Item = Nanos> + '_ {
         self.recent.iter().copied()
     }

@@ -15,13 +15,14 @@
 //! against the best (a class paced by its requests). A size not measured in the last
 //! [`MEASURED_FOR_NS`] is assumed to serve as well (`r = 1`): choosing it is a trial, which
 //! measures it; a size measured to miss is held as missed ([`MISS_HOLD_NS`]) through drifts
-//! of the demand, and a size larger than one measured to serve is not tried. Under the SLO
-//! policy ([`Situation::slo`]) only a class that keeps the GPU busy itself is explored: a paced
-//! one is the SLO's to serve by time sharing. Whether it keeps the GPU busy is judged over the
-//! long run as well ([`super::duty`]: a burst of work looks busy in any window shorter than the
-//! class's cycle), and no size is tried before the class's pattern is known
-//! ([`Situation::pattern_known`]); the demand the model uses is that long-run duty. The search
-//! halves:
+//! of the demand, and a size larger than one measured to serve is not tried, nor any before
+//! the whole GPU, the reference, was measured in full. Under the SLO policy
+//! ([`Situation::slo`]) only a class that keeps the GPU busy itself is explored or moved to a
+//! reserve measured before: a paced one is the SLO's to serve by time sharing. Whether it keeps
+//! the GPU busy is judged over the long run as well ([`super::duty`]: a burst of work looks busy
+//! in any window shorter than the class's cycle), and no size is tried or moved to before the
+//! class's pattern is known ([`Situation::pattern_known`]); the demand the model uses is that
+//! long-run duty. The search halves:
 //! the sizes left to explore are those not measured below the smallest measured to serve and
 //! above the first measured to miss (a smaller one serves no better), and the trial is the
 //! middle one when some of them would beat the best measured size (its gain counted from the
@@ -283,6 +284,12 @@ impl Sizes {
             .map(|(c, (v, _))| (*c, *v))
     }
 
+    /// Whether the whole GPU was measured in full lately: the reference a reserve's figures are
+    /// compared with.
+    fn reference(&self, now: Nanos) -> bool {
+        self.fresh(now).any(|(c, _)| c == 0)
+    }
+
     /// Whether the critical class keeps the GPU busy itself: busy [`BUSY_CLASS`] of the time at
     /// least at every size measured lately, and over the long run when that is known
     /// ([`Duty::fraction`]; `None`: no size measured).
@@ -489,14 +496,24 @@ pub fn decide(s: &Situation) -> Verdict {
     // target by time sharing, which the SLO measures; the model's whole-GPU prediction (a wait
     // per take-off) does not see that, and a trial costs it its tail: only a class that keeps
     // the GPU busy itself (no idle time for the batch class to use) is worth a trial then.
-    let explores = s.pattern_known && (!s.slo || s.measured.busy_class(s.now) == Some(true));
+    //
+    // The same holds for a move to a reserve measured before: a class whose pattern is not
+    // known (a burst, as far as the sizing can tell) or that the SLO serves is not moved to
+    // one (a reserve in force stays while it serves, and the whole GPU is always a choice).
+    // A reserve's figures are only as good as the whole GPU's they are compared with: no
+    // trial before the whole GPU was measured in full lately (a trial compared with nothing
+    // else measures only itself, and serves).
+    let reserves = s.pattern_known && (!s.slo || s.measured.busy_class(s.now) == Some(true));
+    let explores = reserves && s.measured.reference(s.now);
     for &c in s.sizes.iter().rev() {
         let p = predict(s, c, u);
         if p.measured {
             if p.slowdown > target {
                 break;
             }
-            consider(p);
+            if reserves || c == s.current {
+                consider(p);
+            }
             unmeasured.clear();
             continue;
         }
@@ -1215,6 +1232,45 @@ mod tests {
         assert_eq!(first, Some((BUSY_STRETCH_NS / LOOK_NS, 40)), "{changes:?}");
         assert!(changes.get(1).is_some_and(|&(t, c)| t < 20 && c == 20), "{changes:?}");
         assert!(current > 0, "{changes:?}");
+    }
+
+    #[test]
+    fn a_measured_reserve_is_chosen_only_for_a_class_whose_pattern_is_known_and_its_own() {
+        // 40 CUs measured to serve (paced, 1.05x), 20 to miss; the whole GPU misses the target
+        // (200 take-offs a second): 40 is the choice once the class's pattern is known.
+        let m = measured(&[(40, 1.05), (20, 2.0)]);
+        let known = situation(0, busy(0.1, 0.9, 200.0), &m);
+        let v = decide(&known);
+        assert!(v.change && v.best.cus == 40 && v.best.measured, "{v:?}");
+        // A burst (its pattern not known: llm-decode's third request, the reserve measured in
+        // its first) is not moved to it; a class paced by its requests is the SLO's to serve.
+        let burst = Situation { pattern_known: false, ..known.clone() };
+        let v = decide(&burst);
+        assert!(!v.change && v.best.cus == 0, "{v:?}");
+        let v = decide(&Situation { slo: true, ..known.clone() });
+        assert!(!v.change && v.best.cus == 0, "{v:?}");
+        // A reserve in force that serves stays (moving costs unmaps), and the way back to the
+        // whole GPU is always open.
+        let v = decide(&Situation { current: 40, ..burst.clone() });
+        assert!(!v.change && v.best.cus == 40, "{v:?}");
+        let calm = Situation { current: 40, ..situation(40, busy(0.1, 0.9, 0.0), &m) };
+        let v = decide(&Situation { pattern_known: false, slo: true, ..calm });
+        assert!(v.change && v.best.cus == 0, "{v:?}");
+    }
+
+    #[test]
+    fn no_reserve_is_tried_before_the_whole_gpu_is_measured_in_full() {
+        // A class that keeps the GPU busy, the whole GPU measured for 1 s only: a trial now
+        // would be compared with itself alone (its own rate the best measured) and serve.
+        let mut m = Sizes::default();
+        let s = MIN_MEASURED_NS as f64 / 2.0;
+        m.record(0, Served { packets: 1_000.0, busy_ns: 0.95 * s, span_ns: s }, 10 * S);
+        let v = decide(&situation(0, busy(0.95, 0.9, 100.0), &m));
+        assert!(!v.change, "{v:?}");
+        // Measured in full: the trial comes.
+        m.record(0, Served { packets: 1_000.0, busy_ns: 0.95 * s, span_ns: s }, 10 * S);
+        let v = decide(&situation(0, busy(0.95, 0.9, 100.0), &m));
+        assert!(v.change && v.best.cus == 40 && !v.best.measured, "{v:?}");
     }
 
     #[test]
