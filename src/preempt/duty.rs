@@ -40,8 +40,8 @@ pub const BUSY_STRETCH_NS: Nanos = 2_000_000_000;
 pub const CYCLES_KNOWN: u32 = 3;
 /// Idle looks in a row must cover this long to be an idle period.
 pub const IDLE_MIN_NS: Nanos = 500_000_000;
-/// A class whose time per packet moves by this factor from one look to the next at the same
-/// size changed what it runs ([`Duty::changed`]).
+/// A class whose time per packet spans this factor over the looks at one size changed what it
+/// runs ([`Duty::changed`]).
 pub const CHANGE_FACTOR: f64 = 3.0;
 
 /// What the looks at the board showed of the critical class so far.
@@ -99,8 +99,8 @@ impl Duty {
         }
     }
 
-    /// The class's time per packet moved by [`CHANGE_FACTOR`] between two looks at the same
-    /// size: its work changed character (an LLM server's long prefill kernels, then its short
+    /// The class's time per packet spanned [`CHANGE_FACTOR`] over the looks at one size: its
+    /// work changed character (an LLM server's long prefill kernels, then its short
     /// decode steps). A steady stream of requests runs the same work at every look; a class
     /// that changes is a burst of structured work as far as the sizing can tell, and a busy
     /// stretch shows it steady only as one after an idle period does.

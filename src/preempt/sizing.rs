@@ -568,8 +568,9 @@ pub struct Sizer {
     demand: Option<Demand>,
     /// The first interval after a change is not measured.
     settling: bool,
-    /// The critical class's time per packet at the last look measured, at the size in force.
-    last_packet_ns: Option<f64>,
+    /// The shortest and longest of the critical class's times per packet over the looks
+    /// measured at the size in force.
+    packet_ns_range: Option<(f64, f64)>,
     /// When the size in force changed within the last [`BACKOFF_WINDOW_NS`], and whether the
     /// change took CUs from the critical class (a smaller reserve, or a first one).
     changes: std::collections::VecDeque<(Nanos, bool)>,
@@ -586,7 +587,7 @@ impl Sizer {
             whole_takeoffs_per_s: 0.0,
             demand: None,
             settling: false,
-            last_packet_ns: None,
+            packet_ns_range: None,
             changes: std::collections::VecDeque::new(),
         }
     }
@@ -655,7 +656,7 @@ impl Sizer {
             // A change between the two looks: nothing measured across it, nor in the next
             // interval (the queues' moves and the owners' running estimates settle).
             self.settling = true;
-            self.last_packet_ns = None;
+            self.packet_ns_range = None;
             let fewer = self.critical_cus(current) < self.critical_cus(prev_cus);
             self.changes.push_back((now, fewer));
             return None;
@@ -682,14 +683,16 @@ impl Sizer {
             return None;
         }
         // The class's own pattern (the settling interval, disturbed by the change, left out),
-        // and whether its work changed character at this size.
+        // and whether its work changed character at this size (over any number of looks: a
+        // prefill's end can spread over two).
         self.measured.duty.observe(d.critical_busy, now.saturating_sub(prev.at));
         if d.critical_packets >= MIN_PACKETS && d.critical_packet_ns > 0.0 {
             let t = d.critical_packet_ns;
-            if self.last_packet_ns.is_some_and(|l| t.max(l) > CHANGE_FACTOR * t.min(l)) {
+            let (lo, hi) = self.packet_ns_range.map_or((t, t), |(lo, hi)| (lo.min(t), hi.max(t)));
+            if hi > CHANGE_FACTOR * lo {
                 self.measured.duty.changed();
             }
-            self.last_packet_ns = Some(t);
+            self.packet_ns_range = Some((lo, hi));
         }
         if d.critical_packets >= MIN_PACKETS {
             let served = Served {
@@ -1250,7 +1253,7 @@ mod tests {
     fn an_llm_servers_bursts_are_never_tried_even_the_first() {
         // llm-decode's server under the SLO, never idle from its first work to the end of its
         // first burst (a backlog: 10.5 s busy), then a request every 16 s busy 5 s: each burst
-        // a prefill (two looks of long packets) and decode steps (short ones). Its first burst
+        // a prefill (long packets) and decode steps (short ones). Its first burst
         // is longer than BUSY_STRETCH_NS, but its work changed: no size is tried, ever.
         let q = |key, critical, completed, busy_ns| QueueSample {
             key,
@@ -1264,9 +1267,14 @@ mod tests {
         let (mut done, mut busy) = (0, 0);
         let mut changes = Vec::new();
         for t in 0..300u64 {
-            let (start, len) = if t < 21 { (0, 21) } else { (t - (t - 21) % 32, 10) };
-            if t - start < len {
-                done += if t - start < 2 { 190 } else { 1_650 };
+            let (start, len) = if t < 22 { (1, 21) } else { (t - (t - 22) % 32, 10) };
+            if t >= start && t - start < len {
+                // The prefill's end spread over two looks: no two looks in a row 3x apart.
+                done += match t - start {
+                    0 => 190,
+                    1 => 500,
+                    _ => 1_300,
+                };
                 busy += LOOK_NS * 99 / 100;
             }
             let look = Look {
