@@ -8,9 +8,7 @@
 //! its cycle. Its pattern is **known** once it went through [`CYCLES_KNOWN`] idle periods (of
 //! [`IDLE_MIN_NS`] at least: a hiccup is no idle period) and came back (its duty then covers
 //! whole cycles), or, never idle since its first work, stayed busy at every look for
-//! [`BUSY_STRETCH_NS`] (a server under steady load, requests back to back) running the same
-//! work throughout (a burst of an LLM server changes from its prefill's long kernels to its
-//! decode steps' short ones: [`Duty::changed`]). A class seen busy
+//! [`BUSY_STRETCH_NS`] (a server under steady load, requests back to back). A class seen busy
 //! that then goes idle is a burst after all: its pattern is unknown again until its cycles are
 //! seen, or until it stays busy for [`DUTY_TAU_NS`] (steady again: a server that restarted).
 //! While it is unknown the sizing makes no trial: it cannot tell which of the two it serves,
@@ -40,9 +38,6 @@ pub const BUSY_STRETCH_NS: Nanos = 2_000_000_000;
 pub const CYCLES_KNOWN: u32 = 3;
 /// Idle looks in a row must cover this long to be an idle period.
 pub const IDLE_MIN_NS: Nanos = 500_000_000;
-/// A class whose time per packet spans this factor over the looks at one size changed what it
-/// runs ([`Duty::changed`]).
-pub const CHANGE_FACTOR: f64 = 3.0;
 
 /// What the looks at the board showed of the critical class so far.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -60,8 +55,6 @@ pub struct Duty {
     /// The class is in an idle period now; it has had one since its first work.
     idle: bool,
     idled: bool,
-    /// Its work changed character since its first work ([`Duty::changed`]).
-    varied: bool,
 }
 
 impl Duty {
@@ -99,20 +92,11 @@ impl Duty {
         }
     }
 
-    /// The class's time per packet spanned [`CHANGE_FACTOR`] over the looks at one size: its
-    /// work changed character (an LLM server's long prefill kernels, then its short
-    /// decode steps). A steady stream of requests runs the same work at every look; a class
-    /// that changes is a burst of structured work as far as the sizing can tell, and a busy
-    /// stretch shows it steady only as one after an idle period does.
-    pub fn changed(&mut self) {
-        self.varied = true;
-    }
-
     /// Whether the class's pattern has been seen: [`CYCLES_KNOWN`] cycles, or a busy stretch
-    /// of [`BUSY_STRETCH_NS`] with no idle period since its first work and no change of its
-    /// work ([`DUTY_TAU_NS`] after either).
+    /// of [`BUSY_STRETCH_NS`] with no idle period since its first work ([`DUTY_TAU_NS`] after
+    /// one).
     pub fn known(&self) -> bool {
-        let stretch = if self.idled || self.varied { DUTY_TAU_NS } else { BUSY_STRETCH_NS };
+        let stretch = if self.idled { DUTY_TAU_NS } else { BUSY_STRETCH_NS };
         self.cycles >= CYCLES_KNOWN || self.stretch_ns >= stretch
     }
 
@@ -206,28 +190,6 @@ mod tests {
         looks(&mut d, 1, 1.0);
         let f = d.fraction().unwrap();
         assert!((0.2..0.3).contains(&f), "{f}");
-    }
-
-    #[test]
-    fn a_busy_stretch_whose_work_changed_is_no_steady_class() {
-        // An LLM server's first burst, never idle since its first work: prefill, then decode
-        // steps; busy for the stretch, it is not taken for a steady server once its work
-        // changed, until its cycles are seen or it stays busy for DUTY_TAU_NS.
-        let mut d = Duty::default();
-        looks(&mut d, 2, 1.0);
-        d.changed();
-        looks(&mut d, BUSY_STRETCH_NS / LOOK + 10, 1.0);
-        assert!(!d.known(), "{d:?}");
-        looks(&mut d, DUTY_TAU_NS / LOOK, 1.0);
-        assert!(d.known(), "{d:?}");
-        let mut d = Duty::default();
-        d.changed();
-        for _ in 0..CYCLES_KNOWN {
-            looks(&mut d, 10, 1.0);
-            looks(&mut d, 22, 0.0);
-        }
-        looks(&mut d, 1, 1.0);
-        assert!(d.known(), "{d:?}");
     }
 
     #[test]

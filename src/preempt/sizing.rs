@@ -55,7 +55,7 @@
 //! Pure: measurements and costs are passed in.
 #![forbid(unsafe_code)]
 
-use super::duty::{Duty, CHANGE_FACTOR};
+use super::duty::Duty;
 use crate::path::window::Nanos;
 use std::collections::BTreeMap;
 use xhsa_model::sharing::Sharing;
@@ -568,9 +568,6 @@ pub struct Sizer {
     demand: Option<Demand>,
     /// The first interval after a change is not measured.
     settling: bool,
-    /// The shortest and longest of the critical class's times per packet over the looks
-    /// measured at the size in force.
-    packet_ns_range: Option<(f64, f64)>,
     /// When the size in force changed within the last [`BACKOFF_WINDOW_NS`], and whether the
     /// change took CUs from the critical class (a smaller reserve, or a first one).
     changes: std::collections::VecDeque<(Nanos, bool)>,
@@ -587,7 +584,6 @@ impl Sizer {
             whole_takeoffs_per_s: 0.0,
             demand: None,
             settling: false,
-            packet_ns_range: None,
             changes: std::collections::VecDeque::new(),
         }
     }
@@ -656,7 +652,6 @@ impl Sizer {
             // A change between the two looks: nothing measured across it, nor in the next
             // interval (the queues' moves and the owners' running estimates settle).
             self.settling = true;
-            self.packet_ns_range = None;
             let fewer = self.critical_cus(current) < self.critical_cus(prev_cus);
             self.changes.push_back((now, fewer));
             return None;
@@ -682,18 +677,8 @@ impl Sizer {
         if std::mem::take(&mut self.settling) {
             return None;
         }
-        // The class's own pattern (the settling interval, disturbed by the change, left out),
-        // and whether its work changed character at this size (over any number of looks: a
-        // prefill's end can spread over two).
+        // The class's own pattern (the settling interval, disturbed by the change, left out).
         self.measured.duty.observe(d.critical_busy, now.saturating_sub(prev.at));
-        if d.critical_packets >= MIN_PACKETS && d.critical_packet_ns > 0.0 {
-            let t = d.critical_packet_ns;
-            let (lo, hi) = self.packet_ns_range.map_or((t, t), |(lo, hi)| (lo.min(t), hi.max(t)));
-            if hi > CHANGE_FACTOR * lo {
-                self.measured.duty.changed();
-            }
-            self.packet_ns_range = Some((lo, hi));
-        }
         if d.critical_packets >= MIN_PACKETS {
             let served = Served {
                 packets: d.critical_packets,
@@ -1247,47 +1232,6 @@ mod tests {
         assert_eq!(first, Some((BUSY_STRETCH_NS / LOOK_NS, 40)), "{changes:?}");
         assert!(changes.get(1).is_some_and(|&(t, c)| t < 20 && c == 20), "{changes:?}");
         assert!(current > 0, "{changes:?}");
-    }
-
-    #[test]
-    fn an_llm_servers_bursts_are_never_tried_even_the_first() {
-        // llm-decode's server under the SLO, never idle from its first work to the end of its
-        // first burst (a backlog: 10.5 s busy), then a request every 16 s busy 5 s: each burst
-        // a prefill (long packets) and decode steps (short ones). Its first burst
-        // is longer than BUSY_STRETCH_NS, but its work changed: no size is tried, ever.
-        let q = |key, critical, completed, busy_ns| QueueSample {
-            key,
-            critical,
-            completed,
-            busy_ns,
-            preemptions: 0,
-        };
-        let mut sz = Sizer::new(SIZES.to_vec(), 80, 120);
-        sz.follow(Sharing::Slo { target_pct: 120 });
-        let (mut done, mut busy) = (0, 0);
-        let mut changes = Vec::new();
-        for t in 0..300u64 {
-            let (start, len) = if t < 22 { (1, 21) } else { (t - (t - 22) % 32, 10) };
-            if t >= start && t - start < len {
-                // The prefill's end spread over two looks: no two looks in a row 3x apart.
-                done += match t - start {
-                    0 => 190,
-                    1 => 500,
-                    _ => 1_300,
-                };
-                busy += LOOK_NS * 99 / 100;
-            }
-            let look = Look {
-                at: t * LOOK_NS,
-                queues: vec![q(1, true, done, busy), q(2, false, 10 * t, t * LOOK_NS)],
-                leader: true,
-            };
-            if let Some(v) = sz.look(look, 0, 10 * LOOK_NS, Some(450_000)).filter(|v| v.change) {
-                changes.push((t, v.best.cus));
-            }
-        }
-        assert!(changes.is_empty(), "{changes:?}");
-        assert!(sz.measured.duty.known(), "its cycles are seen");
     }
 
     #[test]
