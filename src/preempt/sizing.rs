@@ -1253,7 +1253,7 @@ mod tests {
         // whole GPU is always open.
         let v = decide(&Situation { current: 40, ..burst.clone() });
         assert!(!v.change && v.best.cus == 40, "{v:?}");
-        let calm = Situation { current: 40, ..situation(40, busy(0.1, 0.9, 0.0), &m) };
+        let calm = situation(40, busy(0.1, 0.9, 0.0), &m);
         let v = decide(&Situation { pattern_known: false, slo: true, ..calm });
         assert!(v.change && v.best.cus == 0, "{v:?}");
     }

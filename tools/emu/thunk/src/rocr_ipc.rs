@@ -163,16 +163,11 @@ mod tests {
 
     #[test]
     fn the_close_request_is_recognised_in_both_spellings_and_nothing_else() {
-        let pad = |s: &[u8]| {
-            let mut b = [0u8; REQUEST_LEN];
-            b[..s.len()].copy_from_slice(s);
-            b
-        };
-        assert!(is_close_request(&pad(b"-1")));
-        assert!(is_close_request(&pad(b"18446744073709551615")));
-        assert!(!is_close_request(&pad(b"140737488355328")), "an import request (a pointer)");
+        assert!(is_close_request(&request(b"-1")));
+        assert!(is_close_request(&request(b"18446744073709551615")));
+        assert!(!is_close_request(&request(b"140737488355328")), "an import request (a pointer)");
         assert!(!is_close_request(b"-1"), "not ROCr's 64-byte buffer");
-        assert!(!is_close_request(&pad(b"-12")));
+        assert!(!is_close_request(&request(b"-12")));
     }
 
     /// ROCr 6.4's server address for `pid`: `"xhsa<pid>"` copied into the whole `sun_path`,
