@@ -427,6 +427,7 @@ impl Watch for BoardLink {
                         pending: st.pending,
                         in_flight: st.in_flight,
                         packet_ns: st.packet_ns,
+                        own_ns: st.own_packet_ns,
                         preemptable: false,
                         paused: st.has_flag(FLAG_PAUSED),
                         partition: PartitionId(slot.partition),

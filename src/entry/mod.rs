@@ -320,6 +320,7 @@ extern "C" fn at_exit() {
                 pre.restores += s.restores;
                 pre.off_now += s.off_now;
                 pre.off_ns += s.off_ns;
+                pre.holds += s.holds;
                 if s.wake_to_call.is_some() {
                     pre.wake_to_call = s.wake_to_call;
                 }
@@ -350,7 +351,7 @@ extern "C" fn at_exit() {
         let preempt = g.gpus.iter().any(|(_, gpu)| gpu.preempt.get().is_some_and(|p| p.enabled())).then(|| {
             let lat = pre.wake_to_call.map_or(String::new(), |(p50, p99, n)| format!(", wake to KFD call P50 {} us P99 {} us ({n})", p50 / 1000, p99 / 1000));
             let costs = if costs.is_empty() { String::new() } else { format!("; measured: {}", costs.join("; ")) };
-            format!("; preemption: {} taken off, {} put back, {} off now, {} us off in all{lat}{costs}", pre.preemptions, pre.restores, pre.off_now, pre.off_ns / 1000)
+            format!("; preemption: {} taken off, {} put back, {} off now, {} us off in all, {} held in libxhsa{lat}{costs}", pre.preemptions, pre.restores, pre.off_now, pre.off_ns / 1000, pre.holds)
         });
         let shadow = if complete || total.queues > 0 {
             let t = total;

@@ -146,6 +146,9 @@ struct QueueState {
     expedite: usize,
     /// An operator paused the queue: nothing is forwarded, and its work holds nobody back.
     paused: bool,
+    /// The preemption watcher holds the queue for higher work of another process: nothing is
+    /// forwarded but what a passthrough library needs; its work still counts.
+    held: bool,
 }
 
 impl QueueState {
@@ -163,6 +166,8 @@ impl QueueState {
             Limit::AtMost(0)
         } else if self.expedite > 0 {
             Limit::Unlimited
+        } else if self.held {
+            Limit::AtMost(0)
         } else {
             limit
         }
@@ -230,6 +235,7 @@ impl Partition {
                 capacity: u32::MAX,
                 expedite: 0,
                 paused: false,
+                held: false,
             },
         );
         self.levels.entry(priority).or_default().push_back(queue);
@@ -325,6 +331,14 @@ impl Partition {
     /// Whether the queue is paused.
     pub fn is_paused(&self, queue: QueueId) -> Option<bool> {
         self.queues.get(&queue).map(|s| s.paused)
+    }
+
+    /// Holds the queue (nothing of it is forwarded but expedited packets; its work still counts
+    /// as work) or lets it go on.
+    pub fn set_held(&mut self, queue: QueueId, held: bool) -> Result<(), RingError> {
+        let state = self.queues.get_mut(&queue).ok_or(RingError::UnknownQueue(queue))?;
+        state.held = held;
+        Ok(())
     }
 
     /// Bounds the queue's packets in flight by the room in its hardware queue (`None`: no bound).
@@ -586,6 +600,32 @@ mod tests {
         assert!(r.is_empty());
         assert_eq!(r.highest_with_work(), None);
         assert!(RingError::UnknownQueue(QueueId(4)).to_string().contains("queue 4"));
+    }
+
+    #[test]
+    fn a_held_queue_forwards_nothing_but_expedited_packets_and_its_work_still_counts() {
+        let mut part = part(2);
+        part.add_queue(QueueId(1), p(0)).unwrap();
+        part.add_queue(QueueId(2), p(-5)).unwrap();
+        part.set_held(QueueId(1), true).unwrap();
+        part.push(QueueId(1), pkt(1, 0)).unwrap();
+        part.push(QueueId(1), pkt(1, 1)).unwrap();
+        part.push(QueueId(2), pkt(2, 0)).unwrap();
+        let none = Contention::NONE;
+        // Held: nothing of it goes; its pending work still holds the lower queue to W.
+        let f = part.drain_forwardable(&none);
+        assert_eq!(order(&f), [(2, 0)]);
+        assert_eq!(part.limit(QueueId(2), &none), Some(Limit::AtMost(2)));
+        assert_eq!(part.is_held(QueueId(1), &none), Some(true));
+        // A passthrough library's dispatch goes, with what is before it.
+        part.push_expedited(QueueId(1), pkt(1, 2)).unwrap();
+        assert_eq!(order(&part.drain_forwardable(&none)), [(1, 0), (1, 1), (1, 2)]);
+        part.push(QueueId(1), pkt(1, 3)).unwrap();
+        assert!(part.drain_forwardable(&none).is_empty());
+        // Let go: the rest goes.
+        part.set_held(QueueId(1), false).unwrap();
+        assert_eq!(order(&part.drain_forwardable(&none)), [(1, 3)]);
+        assert_eq!(part.set_held(QueueId(9), true), Err(RingError::UnknownQueue(QueueId(9))));
     }
 
     #[test]

@@ -187,6 +187,11 @@ impl Partitions {
         self.of_mut(queue)?.set_paused(queue, paused)
     }
 
+    /// See [`Partition::set_held`].
+    pub fn set_held(&mut self, queue: QueueId, held: bool) -> Result<(), RingError> {
+        self.of_mut(queue)?.set_held(queue, held)
+    }
+
     /// See [`Partition::is_paused`].
     pub fn is_paused(&self, queue: QueueId) -> Option<bool> {
         self.of(queue)?.is_paused(queue)
@@ -210,6 +215,16 @@ impl Partitions {
     /// See [`Partition::in_flight`].
     pub fn in_flight(&self, queue: QueueId) -> Option<u64> {
         self.of(queue)?.in_flight(queue)
+    }
+
+    /// Whether higher-priority work (this process's, or the other processes' in `external`)
+    /// shares the queue's CUs now: the window throttles it.
+    pub fn is_contended(&self, queue: QueueId, external: &ExternalWork) -> bool {
+        let Some(id) = self.partition_of(queue) else { return false };
+        self.parts
+            .get(&id)
+            .and_then(|part| part.limit(queue, &external.contention_in(id)))
+            .is_some_and(|l| l.is_throttling())
     }
 
     /// See [`Partition::complete_through`].

@@ -7,9 +7,11 @@
 //!   partition that overlaps `q`'s (work on disjoint CUs, the two sides of an `XHSA_RESERVE`
 //!   split, never takes the other side's queues off; [`xhsa_model::partition::overlaps`]);
 //! - `q` has packets in flight on the hardware (held packets are the level-1 window's business);
-//! - its work in flight would delay that work by more than a preemption costs: `in_flight ×
-//!   packet_ns` (measured, [`crate::path::packet_time`]) above the measured cost of taking it off
-//!   (either unknown counts as worth it);
+//! - its work in flight would delay that work by more than a preemption costs: `in_flight ×`
+//!   its packets' own time (measured while no higher work was beside it; the time per packet
+//!   with the waits for higher work included while that is not measured yet,
+//!   [`crate::path::packet_time`]) above the measured cost of taking it off (either unknown
+//!   counts as worth it);
 //! - its in-flight count is confirmed: a queue whose in-flight packets were written while
 //!   libxhsa did not track completions (an idle queue's last packets, written while its process
 //!   was alone: `FLAG_UNCONFIRMED`) waits up to [`CONFIRM_NS`], or a round trip's cost (twice
@@ -32,6 +34,19 @@
 //! higher work's pauses have been seen ([`super::pauses`]), the wait covers the longest recent
 //! pause shorter than a round trip: none beside a server whose pauses are all long (a request
 //! every 50 ms), just over the step pauses of one that pauses briefly between decode steps.
+//!
+//! **Hold.** Where a take-off is not worth its cost (short packets in flight), cannot be made
+//! (KFD does not know the queue, or the budget is spent) or is not needed (packets waiting, none
+//! in flight), a lower queue beside **another process's** higher work is *held* in libxhsa
+//! instead: nothing more of it is forwarded (the level-1 window would let it keep `W` packets
+//! running; a batch process's short kernels, each taking the CUs the latency-critical kernels
+//! leave between two of theirs, cost a ResNet-18 request beside BERT-base as much as an
+//! unmap), its packets in flight drain, and no KFD call is made. A hold follows the rules of an
+//! off stretch — the starvation bound and the sharing policy's periods, then the minimum run;
+//! let go once the higher work is gone, after the same wait as a put-back (the queue would
+//! otherwise forward at once what it holds into the higher work's next step) — and is let go
+//! whenever the watcher stops (shutdown, a failure). Higher work of the same process does not
+//! hold a queue (its streams may wait for each other: the window keeps them moving).
 //!
 //! How long "off" and "on" last under higher work, and the utilisation cap, are the sharing
 //! policy's (`XHSA_POLICY`, [`super::sharing`]): strict priority is the starvation bound above;
@@ -81,6 +96,9 @@ pub struct Mine {
     pub in_flight: u32,
     /// Measured time per packet (0: unknown).
     pub packet_ns: u64,
+    /// Measured time per packet over the busy periods without higher work beside it (0:
+    /// unknown): what its packets in flight would cost higher work that has priority.
+    pub own_ns: u64,
     /// Whether KFD knows the queue (it can be taken off at all).
     pub preemptable: bool,
     /// An operator paused it (`xhsactl pause`): off the GPU until resumed, whatever else runs.
@@ -92,6 +110,16 @@ pub struct Mine {
 }
 
 impl Mine {
+    /// Its packets' own time, as far as measured: without the waits for higher work when a
+    /// period without it was measured, else with them (an upper bound).
+    pub fn own_packet_ns(&self) -> u64 {
+        if self.own_ns > 0 {
+            self.own_ns
+        } else {
+            self.packet_ns
+        }
+    }
+
     /// Whether it has work that lower priorities must yield to (a paused queue's does not count).
     pub(super) fn has_work(&self) -> bool {
         !self.paused && (self.pending > 0 || self.in_flight > 0)
@@ -105,6 +133,9 @@ pub enum State {
     Running { exempt_until: Nanos },
     /// Off the GPU since `since`.
     Off { since: Nanos },
+    /// Held in libxhsa since `since`: on the GPU, but nothing more of it is forwarded, so its
+    /// packets in flight drain and no new ones join the higher work's (module doc, "Hold").
+    Held { since: Nanos },
 }
 
 /// What to do now, and when to look again at the latest.
@@ -112,7 +143,11 @@ pub enum State {
 pub struct Decision {
     pub take_off: Vec<QueueId>,
     pub put_back: Vec<QueueId>,
-    /// The starvation bound put these back: they get their minimum run.
+    /// To hold in libxhsa (nothing forwarded; no KFD call).
+    pub hold: Vec<QueueId>,
+    /// Held queues to let go.
+    pub release: Vec<QueueId>,
+    /// The starvation bound put these back or let them go: they get their minimum run.
     pub starved: Vec<QueueId>,
     /// Look again by then even if nothing is published.
     pub wake_at: Option<Nanos>,
@@ -134,6 +169,8 @@ pub struct Policy {
     unconfirmed_since: BTreeMap<QueueId, Nanos>,
     /// The pauses of the work above each queue (the round trip's wait, learned).
     pauses: BTreeMap<QueueId, Pauses>,
+    /// Whether the process can hold queues (its scheduler carries the holds out).
+    holds: bool,
 }
 
 /// How long a queue whose in-flight count is unconfirmed waits to be taken off for higher work
@@ -161,7 +198,14 @@ impl Policy {
             capped: BTreeSet::new(),
             unconfirmed_since: BTreeMap::new(),
             pauses: BTreeMap::new(),
+            holds: false,
         }
+    }
+
+    /// Whether queues may be held (module doc, "Hold"): only where a scheduler carries the
+    /// holds out.
+    pub fn set_holds(&mut self, holds: bool) {
+        self.holds = holds;
     }
 
     /// Another sharing policy from now on (`xhsactl policy`).
@@ -193,6 +237,24 @@ impl Policy {
             .filter(|(_, s)| matches!(s, State::Off { .. }))
             .map(|(q, _)| *q)
             .collect()
+    }
+
+    /// The queues held in libxhsa.
+    pub fn held(&self) -> Vec<QueueId> {
+        self.states
+            .iter()
+            .filter(|(_, s)| matches!(s, State::Held { .. }))
+            .map(|(q, _)| *q)
+            .collect()
+    }
+
+    /// `queues` were held at `now`.
+    pub fn held_now(&mut self, queues: &[QueueId], now: Nanos) {
+        for q in queues {
+            self.states.insert(*q, State::Held { since: now });
+            self.idle_since.remove(q);
+            self.busy_since.remove(q);
+        }
     }
 
     /// `queues` were taken off at `now`.
@@ -229,7 +291,7 @@ impl Policy {
                 State::Off { since } if self.capped.contains(q) => {
                     since + cap_off.unwrap_or(max_off).min(max_off)
                 }
-                State::Off { since } => since + max_off,
+                State::Off { since } | State::Held { since } => since + max_off,
                 State::Running { exempt_until } => exempt_until,
             })
             .filter(|&t| t > now)
@@ -279,8 +341,39 @@ impl Policy {
             |d: &mut Decision, at: Nanos| d.wake_at = Some(d.wake_at.map_or(at, |w| w.min(at)));
         for q in mine {
             let higher = higher_work(q);
+            // Higher work of another process: what a hold is for (module doc, "Hold").
+            let higher_elsewhere = others
+                .iter()
+                .any(|o| o.priority > q.priority && overlaps(o.partition, q.partition));
             self.pauses.entry(q.id).or_default().observe(now, higher);
             match self.state(q.id) {
+                State::Held { since } => {
+                    if q.paused || !self.holds {
+                        // An operator's pause takes over (it takes the queue off).
+                        d.release.push(q.id);
+                        continue;
+                    }
+                    if !higher_elsewhere {
+                        // Letting go costs nothing, but the queue would forward at once what it
+                        // holds, in the way of higher work that only paused: the same wait as
+                        // a put-back's.
+                        let wait = self.put_back_wait(q.id, cost.unwrap_or(0).saturating_mul(2));
+                        let idle = *self.idle_since.entry(q.id).or_insert(now);
+                        if now.saturating_sub(idle) >= wait {
+                            d.release.push(q.id);
+                        } else {
+                            wake(&mut d, idle + wait);
+                        }
+                        continue;
+                    }
+                    self.idle_since.remove(&q.id);
+                    if now.saturating_sub(since) >= max_off {
+                        d.release.push(q.id);
+                        d.starved.push(q.id);
+                    } else {
+                        wake(&mut d, since + max_off);
+                    }
+                }
                 State::Off { since } => {
                     if q.paused {
                         continue;
@@ -326,7 +419,18 @@ impl Policy {
                         self.busy_since.remove(&q.id);
                         self.unconfirmed_since.remove(&q.id);
                     }
+                    // Held instead of left to the window or taken off, where a take-off is
+                    // not worth its cost (or cannot be made) and the higher work is another
+                    // process's.
+                    let may_hold = self.holds
+                        && higher_elsewhere
+                        && !q.paused
+                        && q.has_work()
+                        && now >= exempt_until;
                     if !q.preemptable || q.in_flight == 0 {
+                        if may_hold {
+                            d.hold.push(q.id);
+                        }
                         continue;
                     }
                     if let Some((on, _)) = cap {
@@ -362,13 +466,21 @@ impl Policy {
                             continue;
                         }
                     }
-                    let delay = u64::from(q.in_flight).saturating_mul(q.packet_ns);
-                    let worth = q.packet_ns == 0 || cost.is_none_or(|c| delay > c);
+                    let ns = q.own_packet_ns();
+                    let delay = u64::from(q.in_flight).saturating_mul(ns);
+                    let worth = ns == 0 || cost.is_none_or(|c| delay > c);
                     if !worth {
+                        if may_hold {
+                            d.hold.push(q.id);
+                        }
                         continue;
                     }
                     if !budget_ok {
-                        wake(&mut d, budget_at);
+                        if may_hold {
+                            d.hold.push(q.id);
+                        } else {
+                            wake(&mut d, budget_at);
+                        }
                         continue;
                     }
                     d.take_off.push(q.id);
@@ -378,9 +490,9 @@ impl Policy {
         // A held queue's stretch beside the higher work ends with its take-off, one off with its
         // put-back while the higher work goes on: the SLO measures the higher work then.
         let held = |q: &QueueId| mine.iter().any(|m| m.id == *q && higher_work(m));
-        let stretch_end = if d.take_off.iter().any(held) {
+        let stretch_end = if d.take_off.iter().chain(&d.hold).any(held) {
             Some(true)
-        } else if d.put_back.iter().any(held) {
+        } else if d.put_back.iter().chain(&d.release).any(held) {
             Some(false)
         } else {
             None
@@ -410,6 +522,11 @@ impl Policy {
                 d.put_back.push(q);
             }
         }
+        for q in self.held() {
+            if !mine.iter().any(|m| m.id == q) {
+                d.release.push(q);
+            }
+        }
         d
     }
 }
@@ -437,6 +554,7 @@ mod tests {
             pending: 0,
             in_flight,
             packet_ns,
+            own_ns: 0,
             preemptable: true,
             paused: false,
             partition: PartitionId::WHOLE,
@@ -627,6 +745,123 @@ mod tests {
         high.priority = p(1);
         let d = pol.decide(0, &[low, high], &[], None, true, 0);
         assert_eq!(d.take_off, vec![QueueId(1)], "the high queue is not taken off for itself");
+    }
+
+    #[test]
+    fn a_take_off_is_weighed_by_the_packets_own_time_once_measured() {
+        // 9 packets in flight measured at 87 us each beside the higher work (their waits for it
+        // included): 783 us of delay, worth a 576 us take-off by that figure ...
+        let slowed = q(1, -1, 9, 87_000);
+        let mut pol = policy();
+        assert_eq!(
+            pol.decide(0, &[slowed], &[o(3)], Some(576_000), true, 0).take_off,
+            vec![QueueId(1)]
+        );
+        // ... but their own time is 14 us (measured while no higher work was there): 126 us.
+        let mut pol = policy();
+        let own = Mine { own_ns: 14_000, ..slowed };
+        assert!(pol.decide(0, &[own], &[o(3)], Some(576_000), true, 0).take_off.is_empty());
+        // Long packets are worth it by their own time too.
+        let mut pol = policy();
+        let long = Mine { own_ns: 500_000, ..q(1, -1, 2, 900_000) };
+        assert_eq!(pol.decide(0, &[long], &[o(3)], Some(576_000), true, 0).take_off.len(), 1);
+    }
+
+    fn holding() -> Policy {
+        let mut pol = policy();
+        pol.set_holds(true);
+        pol
+    }
+
+    #[test]
+    fn short_work_beside_another_process_s_higher_work_is_held_and_let_go_when_it_is_gone() {
+        // 2 packets of 100 us in flight, a 450 us take-off: not worth it, held instead.
+        let low = q(1, -1, 2, 100_000);
+        let mut pol = holding();
+        let d = pol.decide(0, &[low], &[o(3)], Some(450_000), true, 0);
+        assert_eq!((d.take_off.clone(), d.hold.clone()), (vec![], vec![QueueId(1)]));
+        pol.held_now(&d.hold, 0);
+        assert_eq!(pol.state(QueueId(1)), State::Held { since: 0 });
+        assert_eq!(pol.held(), vec![QueueId(1)]);
+        assert!(pol.off().is_empty(), "a hold is not a take-off");
+        // Still there: held on, and looked at again at the starvation bound.
+        let d = pol.decide(MS, &[low], &[o(3)], Some(450_000), true, 0);
+        assert!(d.hold.is_empty() && d.release.is_empty() && d.take_off.is_empty(), "{d:?}");
+        assert_eq!(d.wake_at, Some(100 * MS));
+        assert_eq!(pol.deadline_after(MS), Some(100 * MS));
+        // The higher work is gone: let go after the round trip's wait (no pauses seen yet).
+        let d = pol.decide(2 * MS, &[low], &[], Some(450_000), true, 0);
+        assert!(d.release.is_empty());
+        assert_eq!(d.wake_at, Some(2 * MS + 900_000));
+        let d = pol.decide(2 * MS + 900_000, &[low], &[], Some(450_000), true, 0);
+        assert_eq!(d.release, vec![QueueId(1)]);
+        assert!(d.starved.is_empty());
+        // Without holds (no scheduler to carry them out) it is left to the window.
+        let mut pol = policy();
+        let d = pol.decide(0, &[low], &[o(3)], Some(450_000), true, 0);
+        assert!(d.hold.is_empty() && d.take_off.is_empty(), "{d:?}");
+    }
+
+    #[test]
+    fn a_hold_follows_the_starvation_bound_and_the_minimum_run() {
+        let low = q(1, -1, 1, 100_000);
+        let mut pol = holding();
+        pol.held_now(&[QueueId(1)], 0);
+        let d = pol.decide(100 * MS, &[low], &[o(3)], Some(450_000), true, 0);
+        assert_eq!((d.release.clone(), d.starved.clone()), (vec![QueueId(1)], vec![QueueId(1)]));
+        pol.put_back(&d.release, &d.starved, 100 * MS);
+        let d = pol.decide(105 * MS, &[low], &[o(3)], Some(450_000), true, 0);
+        assert!(d.hold.is_empty(), "within its minimum run: {d:?}");
+        assert_eq!(d.wake_at, Some(110 * MS));
+        assert_eq!(
+            pol.decide(110 * MS, &[low], &[o(3)], Some(450_000), true, 0).hold,
+            vec![QueueId(1)]
+        );
+    }
+
+    #[test]
+    fn what_a_take_off_cannot_reach_is_held_and_long_work_is_still_taken_off() {
+        let mut pol = holding();
+        // Packets waiting and none in flight; a queue KFD does not know; the budget spent.
+        let waiting = Mine { pending: 3, ..q(1, -1, 0, MS) };
+        let unknown = Mine { preemptable: false, ..q(2, -1, 4, MS) };
+        let d = pol.decide(0, &[waiting, unknown], &[o(3)], Some(450_000), true, 0);
+        assert_eq!(d.hold, vec![QueueId(1), QueueId(2)]);
+        let mut pol = holding();
+        let d = pol.decide(0, &[q(1, -1, 4, MS)], &[o(3)], Some(450_000), false, 5 * MS);
+        assert_eq!((d.take_off.clone(), d.hold.clone()), (vec![], vec![QueueId(1)]));
+        // Worth a take-off: taken off, not held.
+        let mut pol = holding();
+        let d = pol.decide(0, &[q(1, -1, 4, MS)], &[o(3)], Some(450_000), true, 0);
+        assert_eq!((d.take_off.clone(), d.hold.clone()), (vec![QueueId(1)], vec![]));
+        // Nothing to hold: an idle queue.
+        let mut pol = holding();
+        assert!(pol.decide(0, &[q(1, -1, 0, MS)], &[o(3)], Some(450_000), true, 0).hold.is_empty());
+    }
+
+    #[test]
+    fn higher_work_of_the_same_process_or_a_paused_queue_is_never_held() {
+        let mut pol = holding();
+        let low = q(1, -1, 2, 100_000);
+        let high = q(2, 3, 1, 100_000);
+        let d = pol.decide(0, &[low, high], &[], Some(450_000), true, 0);
+        assert!(d.hold.is_empty() && d.take_off.is_empty(), "{d:?}");
+        // A held queue an operator pauses is let go (the pause takes it off).
+        pol.held_now(&[QueueId(1)], 0);
+        let paused = Mine { paused: true, ..low };
+        let d = pol.decide(MS, &[paused], &[o(3)], Some(450_000), true, 0);
+        assert_eq!(d.release, vec![QueueId(1)]);
+        // A held queue that left the board is let go.
+        let mut pol = holding();
+        pol.held_now(&[QueueId(7)], 0);
+        assert_eq!(pol.decide(MS, &[], &[o(3)], None, true, 0).release, vec![QueueId(7)]);
+        // Work on the other side of a split holds nothing.
+        use xhsa_model::partition::{Reserve, Side, Split};
+        let split = Split::plan(Reserve::parse("20@10").unwrap(), 80, 4).unwrap();
+        let mut pol = holding();
+        let other_side = Other::new(p(10), split.id(Side::Reserved));
+        let low = Mine { partition: split.id(Side::Shared), ..q(1, -1, 2, 100_000) };
+        assert!(pol.decide(0, &[low], &[other_side], Some(450_000), true, 0).hold.is_empty());
     }
 
     #[test]

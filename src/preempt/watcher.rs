@@ -101,6 +101,11 @@ pub struct SizingSetup {
 /// Applies a live size (reserved CUs, 0: none) to this process's queues of the GPU.
 pub type Resplit = Arc<dyn Fn(u32) + Send + Sync>;
 
+/// Holds this process's queues in libxhsa (`true`: nothing more of them is forwarded) or lets
+/// them go (`false`, and forwards what they hold), on the scheduler; returns whether it did.
+/// Called on the watcher's thread without the preemption's lock.
+pub type Hold = Arc<dyn Fn(&[QueueId], bool) -> bool + Send + Sync>;
+
 /// What carries out a controller's request for one of this process's queues (the scheduler's
 /// side: priorities, pauses); returns the `ACK_*` status and its detail.
 pub type ControlSink = Arc<dyn Fn(QueueId, Control) -> (u32, i32) + Send + Sync>;
@@ -128,6 +133,7 @@ struct Inner {
     preemptions: u64,
     restores: u64,
     off_ns: u64,
+    holds: u64,
     /// Since when the debug trap is on with no queue suspended.
     trap_idle_since: Option<Nanos>,
     /// The runtime shut down (`hsa_shut_down`): no more KFD calls, nothing is taken off.
@@ -211,6 +217,8 @@ pub struct Preemption {
     sizing: std::sync::OnceLock<SizingSetup>,
     /// Applies a live size to this process's queues.
     resplit: std::sync::OnceLock<Resplit>,
+    /// Holds this process's queues in libxhsa and lets them go.
+    hold: std::sync::OnceLock<Hold>,
 }
 
 /// Totals for the exit summary.
@@ -220,6 +228,8 @@ pub struct PreemptSummary {
     pub restores: u64,
     pub off_now: u64,
     pub off_ns: u64,
+    /// Times queues were held in libxhsa instead ([`super::policy`], "Hold").
+    pub holds: u64,
     /// Wake-up to KFD call of take-offs: (P50, P99, samples), nanoseconds.
     pub wake_to_call: Option<(u64, u64, usize)>,
 }
@@ -249,6 +259,7 @@ impl Preemption {
             held_for_shutdown: false,
             last_beat: None,
             off_ns: 0,
+            holds: 0,
             sizer: None,
             applied_split: None,
             next_look: 0,
@@ -263,6 +274,33 @@ impl Preemption {
             clock,
             sizing: std::sync::OnceLock::new(),
             resplit: std::sync::OnceLock::new(),
+            hold: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Sets what holds this process's queues in libxhsa and lets them go (once); from then on
+    /// the policy holds queues beside other processes' higher work where a take-off is not
+    /// worth its cost ([`super::policy`], "Hold"), unless preemption is off.
+    pub fn set_hold(&self, hook: Hold) {
+        if self.hold.set(hook).is_ok() {
+            let on = self.settings.mode != super::settings::PreemptMode::Off;
+            self.lock().policy.set_holds(on);
+        }
+    }
+
+    /// Lets every held queue go (the policy forgets the holds); returns whether the scheduler
+    /// did. Takes the preemption's lock and then, not holding it, the scheduler's.
+    fn release_all(&self) -> bool {
+        let held = {
+            let mut g = self.lock();
+            let held = g.policy.held();
+            let now = (self.clock)();
+            g.policy.put_back(&held, &[], now);
+            held
+        };
+        match (held.is_empty(), self.hold.get()) {
+            (true, _) | (_, None) => true,
+            (false, Some(hook)) => hook(&held, false),
         }
     }
 
@@ -514,9 +552,14 @@ impl Preemption {
     /// Puts every queue back and turns the debug trap off, waiting for the watcher's step if it
     /// runs one (and going on after a panic in it); what failed is logged.
     pub fn put_all_back(&self) {
-        let mut g = self.lock();
-        for e in Self::all_back(&mut g, (self.clock)()) {
-            tracing::error!("xhsa: {e}");
+        {
+            let mut g = self.lock();
+            for e in Self::all_back(&mut g, (self.clock)()) {
+                tracing::error!("xhsa: {e}");
+            }
+        }
+        if !self.release_all() {
+            tracing::error!("xhsa: letting held queues go failed");
         }
     }
 
@@ -552,9 +595,18 @@ impl Preemption {
     /// Returns what failed, for the caller to log when it can (`hsa_shut_down` may run from a
     /// library destructor at exit, when logging is no longer possible).
     pub fn hold_for_shutdown(&self, hold: bool) -> Vec<String> {
-        let mut g = self.lock();
-        let errors = if hold { Self::all_back(&mut g, (self.clock)()) } else { Vec::new() };
-        g.held_for_shutdown = hold;
+        let mut errors = {
+            let mut g = self.lock();
+            g.held_for_shutdown = hold;
+            if hold {
+                Self::all_back(&mut g, (self.clock)())
+            } else {
+                Vec::new()
+            }
+        };
+        if hold && !self.release_all() {
+            errors.push("letting held queues go failed".into());
+        }
         errors
     }
 
@@ -591,11 +643,16 @@ impl Preemption {
     /// (false if it was already).
     pub fn retire(&self) -> (Vec<String>, bool) {
         let mut g = self.lock();
-        let errors = Self::all_back(&mut g, (self.clock)());
+        let now = (self.clock)();
+        let errors = Self::all_back(&mut g, now);
         let first = !g.retired;
         g.retired = true;
         g.known.clear();
         g.unresolved.clear();
+        // The holds were let go when the shutdown began (`hold_for_shutdown`); the runtime is
+        // down now, so the scheduler is not asked again.
+        let held = g.policy.held();
+        g.policy.put_back(&held, &[], now);
         (errors, first)
     }
 
@@ -622,6 +679,7 @@ impl Preemption {
             restores: g.restores,
             off_now: g.off.len() as u64,
             off_ns: g.off_ns,
+            holds: g.holds,
             wake_to_call,
         }
     }
@@ -740,15 +798,37 @@ impl Preemption {
         }
         if !d.take_off.is_empty()
             || !d.put_back.is_empty()
+            || !d.hold.is_empty()
+            || !d.release.is_empty()
             || tracing::enabled!(tracing::Level::TRACE)
         {
             tracing::debug!(
-                "xhsa: preemption step: mine {:?}, others with work {:?}, cost {cost:?}, budget {budget_ok}: take off {:?}, put back {:?}",
-                mine.iter().map(|m| (m.id.0, m.priority.rank(), m.pending, m.in_flight, m.packet_ns / 1000, m.preemptable, m.unconfirmed)).collect::<Vec<_>>(),
+                "xhsa: preemption step: mine {:?}, others with work {:?}, cost {cost:?}, budget {budget_ok}: take off {:?}, put back {:?}, hold {:?}, release {:?}",
+                mine.iter().map(|m| (m.id.0, m.priority.rank(), m.pending, m.in_flight, m.packet_ns / 1000, m.own_ns / 1000, m.preemptable, m.unconfirmed)).collect::<Vec<_>>(),
                 others.iter().map(|o| (o.priority.rank(), o.partition.0, o.packet_ns / 1000)).collect::<Vec<_>>(),
                 d.take_off,
-                d.put_back
+                d.put_back,
+                d.hold,
+                d.release
             );
+        }
+        // Holds and releases first: no KFD call, and a hold is what the higher work waits for
+        // where a take-off is not worth its cost. The scheduler's lock is taken without the
+        // preemption's (the runtime's KFD calls, seen under the scheduler's, take this one).
+        if !d.hold.is_empty() || !d.release.is_empty() {
+            if let Some(hook) = self.hold.get().cloned() {
+                drop(g);
+                let released = d.release.is_empty() || hook(&d.release, false);
+                let held = d.hold.is_empty() || hook(&d.hold, true);
+                g = self.lock();
+                if released {
+                    g.policy.put_back(&d.release, &d.starved, now);
+                }
+                if held {
+                    g.holds += d.hold.len() as u64;
+                    g.policy.held_now(&d.hold, now);
+                }
+            }
         }
         // Put back first (failed put-backs of earlier steps included).
         let mut back: Vec<QueueId> = d.put_back.clone();
@@ -960,6 +1040,7 @@ mod tests {
             pending: 0,
             in_flight,
             packet_ns: 2_000_000,
+            own_ns: 0,
             preemptable: false,
             paused: false,
             partition: PartitionId::WHOLE,
@@ -1189,6 +1270,73 @@ mod tests {
             vec!["update 3 0", "runtime update 3 0", "update 3 60"],
             "kept off by the runtime, then put back with its percentage"
         );
+    }
+
+    #[test]
+    fn holds_go_through_the_scheduler_and_are_let_go_whenever_the_watcher_stops() {
+        let k = FakeKfd { cost_ns: 0, ..Default::default() };
+        let (pre, clock) = setup(PreemptMode::Queue, &k);
+        type Calls = Mutex<Vec<(Vec<QueueId>, bool)>>;
+        let calls: Arc<Calls> = Arc::default();
+        let works = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let (c, w) = (calls.clone(), works.clone());
+        pre.set_hold(Arc::new(move |qs, held| {
+            c.lock().unwrap().push((qs.to_vec(), held));
+            w.load(Ordering::Relaxed)
+        }));
+        let last = || calls.lock().unwrap().last().cloned();
+        let board = FakeBoard::default();
+        // A queue KFD does not know, beside another process's higher work: held, not taken off.
+        let lone = Mine { id: QueueId(2), ..low(2) };
+        let higher = vec![Other::new(p(3), PartitionId::WHOLE)];
+        *board.view.lock().unwrap() = (vec![lone], higher.clone());
+        pre.step(&board);
+        assert_eq!(last(), Some((vec![QueueId(2)], true)));
+        assert!(pre.off().is_empty());
+        assert_eq!(pre.summary().holds, 1);
+        // The higher work is gone (no take-off measured: no wait): let go, with a pass.
+        *board.view.lock().unwrap() = (vec![lone], vec![]);
+        clock.fetch_add(1_000_000, Ordering::Relaxed);
+        pre.step(&board);
+        assert_eq!(last(), Some((vec![QueueId(2)], false)));
+        // A release the scheduler could not carry out is asked again at the next look.
+        *board.view.lock().unwrap() = (vec![lone], higher.clone());
+        pre.step(&board);
+        works.store(false, Ordering::Relaxed);
+        *board.view.lock().unwrap() = (vec![lone], vec![]);
+        pre.step(&board);
+        works.store(true, Ordering::Relaxed);
+        let n = calls.lock().unwrap().len();
+        pre.step(&board);
+        assert_eq!(calls.lock().unwrap().len(), n + 1);
+        assert_eq!(last(), Some((vec![QueueId(2)], false)));
+        // Held again, then the watcher fails: let go.
+        *board.view.lock().unwrap() = (vec![lone], higher.clone());
+        pre.step(&board);
+        assert_eq!(last(), Some((vec![QueueId(2)], true)));
+        pre.put_all_back();
+        assert_eq!(last(), Some((vec![QueueId(2)], false)));
+        // Held again, then the runtime shuts down: let go, and nothing is held meanwhile.
+        pre.step(&board);
+        assert_eq!(last(), Some((vec![QueueId(2)], true)));
+        pre.hold_for_shutdown(true);
+        assert_eq!(last(), Some((vec![QueueId(2)], false)));
+        let n = calls.lock().unwrap().len();
+        pre.step(&board);
+        assert_eq!(calls.lock().unwrap().len(), n, "no hold while the runtime shuts down");
+        pre.hold_for_shutdown(false);
+        pre.step(&board);
+        assert_eq!(last(), Some((vec![QueueId(2)], true)));
+        // With preemption off nothing is held.
+        let (off, _) = setup(PreemptMode::Off, &k);
+        let c = calls.clone();
+        off.set_hold(Arc::new(move |qs, held| {
+            c.lock().unwrap().push((qs.to_vec(), held));
+            true
+        }));
+        let n = calls.lock().unwrap().len();
+        off.step(&board);
+        assert_eq!(calls.lock().unwrap().len(), n);
     }
 
     #[test]

@@ -116,6 +116,18 @@ pub(super) fn start_preemption(
         pre.set_sizing(*setup);
     }
     pre.set_control(std::sync::Arc::new(move |q, c| control(gpu, q, c)));
+    pre.set_hold(std::sync::Arc::new(move |queues, held| {
+        // On the watcher's thread, which may wait for the scheduler (never an application's).
+        with_gpu(gpu, |s, m, hw, now| {
+            for q in queues {
+                s.set_held(*q, held, now);
+            }
+            if !held {
+                s.pass(m, hw, now);
+            }
+        })
+        .is_some()
+    }));
     pre.set_track_untracked(std::sync::Arc::new(move || {
         // On the watcher's thread, which may wait for the scheduler (never an application's).
         if global().gpus.get(gpu).is_some_and(|g| g.untracked.load(Ordering::Relaxed)) {

@@ -37,6 +37,7 @@ impl Scheduler {
     pub fn pass(&mut self, mem: &dyn QueueMemory, hw: &dyn Hardware, now: Nanos) {
         let ids = self.queue_ids();
         self.stalled = false;
+        self.note_contention(now);
         self.reconcile(hw, now);
         // 1. Intake; Direct queues forward at once.
         for &id in &ids {
@@ -256,6 +257,7 @@ impl Scheduler {
         hw: &dyn Hardware,
         now: Nanos,
     ) {
+        self.note_contention(now);
         let Some(q) = self.queues.get_mut(&id) else { return };
         q.tracking.armed = false;
         let scheduled = q.mode == Mode::Scheduled;
@@ -278,6 +280,17 @@ impl Scheduler {
         }
         // The pass registers the handler again where completions must still wake libxhsa.
         self.pass(mem, hw, now);
+    }
+
+    /// Marks the busy period of every queue that higher-priority work contends now, so that it
+    /// gives no sample of the queue's own time per packet ([`crate::path::packet_time`]).
+    fn note_contention(&mut self, now: Nanos) {
+        self.refresh_external(now);
+        for (id, q) in &mut self.queues {
+            if self.part.is_contended(*id, &self.external.0) {
+                q.timing.contended();
+            }
+        }
     }
 
     /// Counts the completions of queues whose tracking signal has no handler registered.

@@ -87,6 +87,16 @@ impl Scheduler {
         }
     }
 
+    /// Holds the queue for higher work of another process (nothing of it is forwarded) or lets
+    /// it go (the caller runs a pass then); its counters are published.
+    pub fn set_held(&mut self, id: QueueId, held: bool, now: Nanos) {
+        if self.part.set_held(id, held).is_ok() {
+            if let (Some(board), Some(stats)) = (self.board.clone(), self.stats(id, now)) {
+                board.publish(id, &stats);
+            }
+        }
+    }
+
     /// Whether the queue is paused.
     pub fn is_paused(&self, id: QueueId) -> bool {
         self.part.is_paused(id).unwrap_or(false)

@@ -5,7 +5,7 @@
 //! layout is versioned by [`STATS_LAYOUT_VERSION`], which the board header records next to its
 //! own version; a reader that finds another version must not interpret the bytes.
 //!
-//! Layout, version 5 (168 bytes, little endian, naturally aligned, no padding):
+//! Layout, version 6 (176 bytes, little endian, naturally aligned, no padding):
 //!
 //! | offset | type  | field             | meaning                                                   |
 //! |-------:|-------|-------------------|-----------------------------------------------------------|
@@ -26,6 +26,7 @@
 //! | 88     | `[u32; 16]` | `latency`   | dispatch-to-completion histogram: bucket `i` counts packets that took `< 2^(i+4)` µs (the last one: the rest) |
 //! | 152    | `u64` | `beat_ns`         | `CLOCK_MONOTONIC` ns when the owner last published or confirmed these counters |
 //! | 160    | `u64` | `busy_ns`         | total time the queue had packets in flight (ns), counted at completions |
+//! | 168    | `u64` | `own_packet_ns`   | recent time per completed packet (ns) over the busy periods without higher-priority work beside the queue, 0 if not measured |
 //!
 //! Version 2 turned version 1's `reserved` word into `packet_ns`: what the owner measured from
 //! its completions (the preemption watchers of other processes estimate from it how long the
@@ -36,12 +37,16 @@
 //! nobody back for longer than [`STALE_AFTER_NS`]. Version 5 added `busy_ns`: with `completed`
 //! a counter pair, so a reader's mean time per packet and busy fraction over an interval are
 //! differences of counters (`packet_ns` is a running estimate of the last few completions).
+//! Version 6 added `own_packet_ns`: `packet_ns` counts the time a lower queue's packets wait for
+//! higher-priority work, which is what the higher work's owner measures; how long the packets in
+//! flight would delay that work once it has priority is their own time, measured while no higher
+//! work was there (the owner's take-off decisions, `xhsa-top`'s JSON shows both).
 #![forbid(unsafe_code)]
 
 use crate::priority::Priority;
 
 /// Version of the [`QueueStats`] layout.
-pub const STATS_LAYOUT_VERSION: u32 = 5;
+pub const STATS_LAYOUT_VERSION: u32 = 6;
 
 /// How often an owner with work confirms its counters (`beat_ns`) at the least.
 pub const BEAT_NS: u64 = 20_000_000;
@@ -174,6 +179,9 @@ pub struct QueueStats {
     pub beat_ns: u64,
     /// Total time with packets in flight, nanoseconds, counted at completions.
     pub busy_ns: u64,
+    /// Recent time per completed packet over the busy periods without higher-priority work
+    /// beside the queue, nanoseconds; 0 while unmeasured.
+    pub own_packet_ns: u64,
 }
 
 impl QueueStats {
@@ -222,9 +230,9 @@ mod tests {
     use std::mem::{align_of, offset_of, size_of};
 
     #[test]
-    fn layout_v5() {
-        assert_eq!(STATS_LAYOUT_VERSION, 5);
-        assert_eq!(size_of::<QueueStats>(), 168);
+    fn layout_v6() {
+        assert_eq!(STATS_LAYOUT_VERSION, 6);
+        assert_eq!(size_of::<QueueStats>(), 176);
         assert_eq!(align_of::<QueueStats>(), 8);
         assert_eq!(offset_of!(QueueStats, priority), 0);
         assert_eq!(offset_of!(QueueStats, flags), 4);
@@ -243,6 +251,7 @@ mod tests {
         assert_eq!(offset_of!(QueueStats, latency), 88);
         assert_eq!(offset_of!(QueueStats, beat_ns), 152);
         assert_eq!(offset_of!(QueueStats, busy_ns), 160);
+        assert_eq!(offset_of!(QueueStats, own_packet_ns), 168);
     }
 
     #[test]

@@ -145,6 +145,8 @@ pub struct Queue {
     pub held_events: u64,
     /// Recent time per packet on the hardware (0: not measured).
     pub packet_ns: u64,
+    /// The same without the time waited for higher-priority work (0: not measured).
+    pub own_packet_ns: u64,
     /// Total time with packets in flight on the hardware.
     pub busy_ns: u64,
     /// Dispatch-to-completion histogram: (upper bound in µs, `None` for the last bucket; count).
@@ -179,6 +181,7 @@ impl Queue {
             held_ns: st.throttle_ns,
             held_events: st.throttle_events,
             packet_ns: st.packet_ns,
+            own_packet_ns: st.own_packet_ns,
             busy_ns: st.busy_ns,
             latency: (0..LATENCY_BUCKETS)
                 .map(|i| (latency_bucket_limit_us(i), st.latency[i]))

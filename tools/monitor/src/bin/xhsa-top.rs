@@ -346,10 +346,11 @@ fn draw_detail(f: &mut Frame, area: Rect, row: Option<&RowData>) {
     let mut info = vec![
         Line::from(format!("sent {} disp {} done {}", q.submitted, q.dispatched, q.completed)),
         Line::from(format!(
-            "held {} ms ({}x), {} us/packet",
+            "held {} ms ({}x), {} us/packet ({} own)",
             ms(q.held_ns),
             q.held_events,
-            q.packet_ns / 1000
+            q.packet_ns / 1000,
+            q.own_packet_ns / 1000
         )),
         Line::from(format!(
             "off {}x, {} ms{}{}",
