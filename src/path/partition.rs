@@ -149,6 +149,9 @@ struct QueueState {
     /// The preemption watcher holds the queue for higher work of another process: nothing is
     /// forwarded but what a passthrough library needs; its work still counts.
     held: bool,
+    /// Beside a higher priority present but idle, at most this many packets in flight (0: no
+    /// bound): the horizon ([`Partition::set_horizon`]).
+    horizon: u32,
 }
 
 impl QueueState {
@@ -160,8 +163,8 @@ impl QueueState {
         self.window.forwarded() + self.fifo.len() as u64
     }
 
-    /// The limit that applies to the queue's next packet.
-    fn effective(&self, limit: Limit) -> Limit {
+    /// The limit that holds the queue back: a pause, a hold, the window.
+    fn gate(&self, limit: Limit) -> Limit {
         if self.paused {
             Limit::AtMost(0)
         } else if self.expedite > 0 {
@@ -173,14 +176,25 @@ impl QueueState {
         }
     }
 
+    /// The limit that applies to the queue's next packet: the gate, and the horizon where
+    /// nothing else bounds it (a horizon paces the queue; it does not count as holding it back).
+    fn effective(&self, limit: Limit) -> Limit {
+        match self.gate(limit) {
+            Limit::Unlimited if self.horizon > 0 && self.expedite == 0 => {
+                Limit::AtMost(self.horizon)
+            }
+            gate => gate,
+        }
+    }
+
     fn may_forward(&self, limit: Limit) -> bool {
         !self.fifo.is_empty() && self.window.may_forward(self.effective(limit), self.capacity)
     }
 
-    /// Held back by the window (not by capacity): packets waiting, and the window is full.
+    /// Held back by the window, a hold or a pause (not by capacity or the horizon): packets
+    /// waiting, and the gate closed.
     fn held(&self, limit: Limit) -> bool {
-        !self.fifo.is_empty()
-            && !self.effective(limit).allows(saturate_u32(self.window.in_flight()))
+        !self.fifo.is_empty() && !self.gate(limit).allows(saturate_u32(self.window.in_flight()))
     }
 }
 
@@ -236,6 +250,7 @@ impl Partition {
                 expedite: 0,
                 paused: false,
                 held: false,
+                horizon: 0,
             },
         );
         self.levels.entry(priority).or_default().push_back(queue);
@@ -331,6 +346,15 @@ impl Partition {
     /// Whether the queue is paused.
     pub fn is_paused(&self, queue: QueueId) -> Option<bool> {
         self.queues.get(&queue).map(|s| s.paused)
+    }
+
+    /// Bounds the queue's packets in flight while no higher work contends it (`0`: no bound):
+    /// the scheduler's horizon beside a higher priority that is present but idle. The window's
+    /// `W` applies instead while higher work exists.
+    pub fn set_horizon(&mut self, queue: QueueId, packets: u32) -> Result<(), RingError> {
+        let state = self.queues.get_mut(&queue).ok_or(RingError::UnknownQueue(queue))?;
+        state.horizon = packets;
+        Ok(())
     }
 
     /// Holds the queue (nothing of it is forwarded but expedited packets; its work still counts
@@ -626,6 +650,26 @@ mod tests {
         part.set_held(QueueId(1), false).unwrap();
         assert_eq!(order(&part.drain_forwardable(&none)), [(1, 3)]);
         assert_eq!(part.set_held(QueueId(9), true), Err(RingError::UnknownQueue(QueueId(9))));
+    }
+
+    #[test]
+    fn a_horizon_bounds_an_uncontended_queue_and_the_window_a_contended_one() {
+        let mut part = part(2);
+        part.add_queue(QueueId(1), p(0)).unwrap();
+        part.set_horizon(QueueId(1), 5).unwrap();
+        for n in 0..10 {
+            part.push(QueueId(1), pkt(1, n)).unwrap();
+        }
+        assert_eq!(part.drain_forwardable(&Contention::NONE).len(), 5);
+        assert_eq!(part.is_held(QueueId(1), &Contention::NONE), Some(false), "paced, not held");
+        part.complete(QueueId(1), 5).unwrap();
+        // Higher work: the window's W, not the horizon.
+        let busy = Contention::external(Some(p(3)));
+        assert_eq!(part.drain_forwardable(&busy).len(), 2);
+        part.complete(QueueId(1), 2).unwrap();
+        part.set_horizon(QueueId(1), 0).unwrap();
+        assert_eq!(part.drain_forwardable(&Contention::NONE).len(), 3, "0: no bound");
+        assert_eq!(part.set_horizon(QueueId(9), 1), Err(RingError::UnknownQueue(QueueId(9))));
     }
 
     #[test]

@@ -43,6 +43,11 @@ impl Partitions {
         Partitions { window, split: None, parts: BTreeMap::new(), home: BTreeMap::new() }
     }
 
+    /// The window `W` of every partition.
+    pub fn window(&self) -> WindowSize {
+        self.window
+    }
+
     /// Splits the GPU for queues added from now on (the ones already there stay where they are).
     pub fn set_split(&mut self, split: Option<Split>) {
         self.split = split;
@@ -185,6 +190,11 @@ impl Partitions {
     /// See [`Partition::set_paused`].
     pub fn set_paused(&mut self, queue: QueueId, paused: bool) -> Result<(), RingError> {
         self.of_mut(queue)?.set_paused(queue, paused)
+    }
+
+    /// See [`Partition::set_horizon`].
+    pub fn set_horizon(&mut self, queue: QueueId, packets: u32) -> Result<(), RingError> {
+        self.of_mut(queue)?.set_horizon(queue, packets)
     }
 
     /// See [`Partition::set_held`].

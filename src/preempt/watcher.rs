@@ -106,6 +106,10 @@ pub type Resplit = Arc<dyn Fn(u32) + Send + Sync>;
 /// Called on the watcher's thread without the preemption's lock.
 pub type Hold = Arc<dyn Fn(&[QueueId], bool) -> bool + Send + Sync>;
 
+/// Sets the scheduler's horizon ([`crate::path::scheduler::Scheduler::set_horizon`]): the
+/// measured cost of a take-off. Called on the watcher's thread without the preemption's lock.
+pub type Horizon = Arc<dyn Fn(Nanos) + Send + Sync>;
+
 /// What carries out a controller's request for one of this process's queues (the scheduler's
 /// side: priorities, pauses); returns the `ACK_*` status and its detail.
 pub type ControlSink = Arc<dyn Fn(QueueId, Control) -> (u32, i32) + Send + Sync>;
@@ -134,6 +138,8 @@ struct Inner {
     restores: u64,
     off_ns: u64,
     holds: u64,
+    /// The horizon last given to the scheduler.
+    horizon_set: Option<Nanos>,
     /// Since when the debug trap is on with no queue suspended.
     trap_idle_since: Option<Nanos>,
     /// The runtime shut down (`hsa_shut_down`): no more KFD calls, nothing is taken off.
@@ -219,6 +225,8 @@ pub struct Preemption {
     resplit: std::sync::OnceLock<Resplit>,
     /// Holds this process's queues in libxhsa and lets them go.
     hold: std::sync::OnceLock<Hold>,
+    /// Sets the scheduler's horizon.
+    horizon: std::sync::OnceLock<Horizon>,
 }
 
 /// Totals for the exit summary.
@@ -260,6 +268,7 @@ impl Preemption {
             last_beat: None,
             off_ns: 0,
             holds: 0,
+            horizon_set: None,
             sizer: None,
             applied_split: None,
             next_look: 0,
@@ -275,7 +284,14 @@ impl Preemption {
             sizing: std::sync::OnceLock::new(),
             resplit: std::sync::OnceLock::new(),
             hold: std::sync::OnceLock::new(),
+            horizon: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Sets what gives the scheduler its horizon (once): the measured cost of a take-off, given
+    /// again whenever it moves by more than a quarter, unless preemption is off.
+    pub fn set_horizon(&self, hook: Horizon) {
+        let _ = self.horizon.set(hook);
     }
 
     /// Sets what holds this process's queues in libxhsa and lets them go (once); from then on
@@ -735,8 +751,14 @@ impl Preemption {
         };
         let (mut mine, others) = watch.view();
         // While this process has work, it confirms it every BEAT_NS at the least: the other
-        // processes stop counting work nobody confirms (a stopped process's).
-        let working = mine.iter().any(Mine::has_work);
+        // processes stop counting work nobody confirms (a stopped process's). So it does while
+        // another process's work is below one of its queues: that process keeps its work in
+        // flight short beside a higher priority present (the scheduler's horizon) only while
+        // that presence is confirmed.
+        let working = mine.iter().any(Mine::has_work)
+            || others.iter().any(|o| {
+                mine.iter().any(|m| m.priority > o.priority && overlaps(o.partition, m.partition))
+            });
         let beat_at = if working {
             if g.last_beat.is_none_or(|t| now.saturating_sub(t) >= BEAT_NS / 2) {
                 g.last_beat = Some(now);
@@ -811,6 +833,16 @@ impl Preemption {
                 d.hold,
                 d.release
             );
+        }
+        // The horizon follows the measured cost of a take-off (a quarter's change at least).
+        if let (Some(c), Some(hook)) = (cost, self.horizon.get().cloned()) {
+            let moved = g.horizon_set.is_none_or(|h| c.abs_diff(h) > h / 4);
+            if self.settings.mode != super::settings::PreemptMode::Off && moved {
+                g.horizon_set = Some(c);
+                drop(g);
+                hook(c);
+                g = self.lock();
+            }
         }
         // Holds and releases first: no KFD call, and a hold is what the higher work waits for
         // where a take-off is not worth its cost. The scheduler's lock is taken without the

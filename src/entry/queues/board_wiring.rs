@@ -116,6 +116,9 @@ pub(super) fn start_preemption(
         pre.set_sizing(*setup);
     }
     pre.set_control(std::sync::Arc::new(move |q, c| control(gpu, q, c)));
+    pre.set_horizon(std::sync::Arc::new(move |ns| {
+        with_gpu(gpu, |s, _, _, _| s.set_horizon(ns));
+    }));
     pre.set_hold(std::sync::Arc::new(move |queues, held| {
         // On the watcher's thread, which may wait for the scheduler (never an application's).
         with_gpu(gpu, |s, m, hw, now| {

@@ -82,6 +82,7 @@ impl Scheduler {
         }
         // 3. Selection.
         self.refresh_external(now);
+        self.apply_horizon();
         let mut batches: BTreeMap<QueueId, (Vec<Packet>, Seq)> = BTreeMap::new();
         // The board's last read (fields apart from the rings: no copy on the doorbell path).
         for f in self.part.drain_forwardable(&self.external.0) {

@@ -145,6 +145,10 @@ pub struct Scheduler {
     /// Queues libxhsa does not shadow (a passthrough library's, cooperative ones), shown on the
     /// board for the monitor only, at the priority their process would have.
     unshadowed: BTreeMap<QueueId, Priority>,
+    /// The horizon (0: none): beside another process's higher priority that is present but
+    /// idle, a queue keeps at most this much of its own time per packet in flight
+    /// ([`Scheduler::set_horizon`]).
+    horizon_ns: Nanos,
 }
 
 fn add_stats(total: &mut Summary, q: &ShadowQueue, s: Option<&QueueStats>) {
@@ -182,6 +186,46 @@ impl Scheduler {
             unshadowed: BTreeMap::new(),
             remasks: Vec::new(),
             app_masks: BTreeMap::new(),
+            horizon_ns: 0,
+        }
+    }
+
+    /// Sets the horizon (0: none; the preemption watcher sets the measured cost of a take-off).
+    /// Beside a higher priority of another process that is present but has no work, each queue
+    /// keeps at most `horizon_ns` of work in flight by its packets' own time (at least the
+    /// window's `W` packets), so that when that priority's work comes, what is in flight drains
+    /// in less than a take-off would cost and the queue is held rather than taken off
+    /// ([`crate::preempt::policy`], "Hold"). Without it a held queue let go forwards everything
+    /// it held at once (a batch process beside an inference server: 77 packets in flight when
+    /// the next request came, worth a take-off).
+    pub fn set_horizon(&mut self, horizon_ns: Nanos) {
+        self.horizon_ns = horizon_ns;
+    }
+
+    /// Each scheduled queue's horizon in packets, from the board's last read (see
+    /// [`Scheduler::set_horizon`]).
+    pub(super) fn apply_horizon(&mut self) {
+        let w = u64::from(self.part.window().get());
+        for (id, q) in &self.queues {
+            if q.mode != Mode::Scheduled {
+                continue;
+            }
+            let (Some(part), Some(priority)) =
+                (self.part.partition_of(*id), self.part.priority(*id))
+            else {
+                continue;
+            };
+            let above = self.external.0.present_in(part).is_some_and(|p| p > priority);
+            let own = match q.timing.own_per_packet() {
+                0 => q.timing.per_packet(),
+                n => n,
+            };
+            let packets = if above && self.horizon_ns > 0 && own > 0 {
+                (self.horizon_ns / own).max(w).min(u64::from(u32::MAX)) as u32
+            } else {
+                0
+            };
+            let _ = self.part.set_horizon(*id, packets);
         }
     }
 

@@ -294,6 +294,8 @@ struct FakeBoard {
     external: std::sync::Mutex<Option<Priority>>,
     /// Other processes' work in named partitions, beside `external` on the whole GPU.
     external_in: std::sync::Mutex<Vec<(PartitionId, Priority)>>,
+    /// Other processes' queues present (with work or not).
+    present: std::sync::Mutex<Vec<(PartitionId, Priority)>>,
     /// The partitions queues joined in.
     partitions: std::sync::Mutex<Vec<(QueueId, PartitionId)>>,
     published: std::sync::Mutex<Vec<(QueueId, QueueStats)>>,
@@ -320,6 +322,9 @@ impl Board for FakeBoard {
         }
         for &(part, p) in self.external_in.lock().unwrap().iter() {
             w.add(part, p);
+        }
+        for &(part, p) in self.present.lock().unwrap().iter() {
+            w.add_present(part, p);
         }
         w
     }
@@ -381,6 +386,41 @@ fn higher_work_of_another_process_on_the_board_holds_this_process_queue() {
     w.sched.remove(QueueId(2), 0);
     w.sched.leave_board();
     assert_eq!(*board.left.lock().unwrap(), vec![QueueId(2), QueueId(1)]);
+}
+
+#[test]
+fn beside_a_higher_priority_present_but_idle_a_queue_keeps_its_horizon_in_flight() {
+    let mut w = World::new(1, "");
+    let board = Arc::new(FakeBoard::default());
+    board.present.lock().unwrap().push((PartitionId::WHOLE, prio(10)));
+    w.sched.attach_board(board.clone());
+    w.add(2, prio(0));
+    // No horizon yet (no take-off measured): everything goes; its own time gets measured (the
+    // test's clock stands still: 1 ns per packet).
+    w.submit(2, 4);
+    assert_eq!(w.sched.stats(QueueId(2), 0).unwrap().in_flight, 4);
+    w.gpu(2, 100);
+    assert_eq!(board.last(2).own_packet_ns, 1);
+    // A horizon of 3 ns: 3 packets of 1 ns in flight at most, the rest held.
+    w.sched.set_horizon(3);
+    assert_eq!(w.submit(2, 6), 6);
+    let s = w.sched.stats(QueueId(2), 0).unwrap();
+    assert_eq!((s.in_flight, s.pending), (3, 3));
+    assert!(!s.has_flag(xhsa_model::stats::FLAG_CONTENDED), "a horizon is not contention");
+    // As they complete, the next go: still 3 in flight.
+    w.gpu(2, 100);
+    assert_eq!(w.sched.stats(QueueId(2), 0).unwrap().in_flight, 3);
+    // The higher priority goes: no bound.
+    board.present.lock().unwrap().clear();
+    w.sched.pass(&w.mem, &w.hw, CONTENTION_CACHE_NS);
+    assert_eq!(w.sched.stats(QueueId(2), 0).unwrap().pending, 0);
+    gpu_until_idle(&mut w, &[2]);
+    w.check_executed(2, 10);
+    // A present priority at or below the queue's bounds nothing.
+    board.present.lock().unwrap().push((PartitionId::WHOLE, prio(0)));
+    w.sched.pass(&w.mem, &w.hw, 2 * CONTENTION_CACHE_NS);
+    assert_eq!(w.submit(2, 6), 6);
+    assert_eq!(w.sched.stats(QueueId(2), 0).unwrap().pending, 0);
 }
 
 #[test]

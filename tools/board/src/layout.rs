@@ -85,7 +85,7 @@ use std::fmt;
 use xhsa_model::contention::{Contention, ExternalWork};
 use xhsa_model::ids::{PartitionId, QueueId};
 use xhsa_model::priority::Priority;
-use xhsa_model::stats::{QueueStats, STATS_LAYOUT_VERSION};
+use xhsa_model::stats::{QueueStats, FLAG_PAUSED, STATS_LAYOUT_VERSION};
 
 /// `XHSABRD\0`, little endian.
 pub const BOARD_MAGIC: u64 = u64::from_le_bytes(*b"XHSABRD\0");
@@ -620,7 +620,7 @@ pub fn summarize(slots: &[Slot], exclude: Option<Owner>, now_ns: u64) -> Summary
 }
 
 /// The other processes' work by CU partition at `now_ns` (the highest priority with work of each
-/// partition id), leaving out the slots of `exclude`; and how many live slots were counted.
+/// partition id, and the highest present: confirmed, paused queues apart), leaving out the slots of `exclude`; and how many live slots were counted.
 pub fn external_work(slots: &[Slot], exclude: Option<Owner>, now_ns: u64) -> (ExternalWork, usize) {
     let mut work = ExternalWork::none();
     let mut live = 0;
@@ -628,6 +628,10 @@ pub fn external_work(slots: &[Slot], exclude: Option<Owner>, now_ns: u64) -> (Ex
         live += 1;
         if let Some(p) = slot.priority_with_work(now_ns) {
             work.add(PartitionId(slot.partition), p);
+        }
+        let present = !slot.stats.has_flag(FLAG_PAUSED) && slot.stats.confirmed_at(now_ns);
+        if let Some(p) = slot.stats.priority().filter(|_| present) {
+            work.add_present(PartitionId(slot.partition), p);
         }
     }
     (work, live)
@@ -866,6 +870,31 @@ mod tests {
         // Confirmed again (the process runs on): counted again.
         slots[a].stats.beat_ns = stale;
         assert!(has_higher_work(&slots, p(0), Some(B), stale));
+    }
+
+    #[test]
+    fn presence_counts_confirmed_queues_with_work_or_not_and_not_paused_ones() {
+        let mut slots = vec![Slot::default(); 3];
+        let idle = QueueStats { priority: p(5).rank(), beat_ns: 1_000, ..Default::default() };
+        let a = claim(&mut slots, A, PartitionId(0), QueueId(1), p(5)).unwrap();
+        publish(&mut slots, a, A, &idle);
+        let paused = QueueStats {
+            priority: p(9).rank(),
+            flags: FLAG_PAUSED,
+            beat_ns: 1_000,
+            ..Default::default()
+        };
+        let b = claim(&mut slots, A, PartitionId(0), QueueId(2), p(9)).unwrap();
+        publish(&mut slots, b, A, &paused);
+        let fresh = 1_000 + STALE_AFTER_NS;
+        let (work, live) = external_work(&slots, Some(B), fresh);
+        assert_eq!(live, 2);
+        assert_eq!(work.contention_in(PartitionId(0)).external_highest, None, "no work");
+        assert_eq!(work.present_in(PartitionId(0)), Some(p(5)), "present, the paused one apart");
+        let (work, _) = external_work(&slots, Some(B), fresh + 1);
+        assert_eq!(work.present_in(PartitionId(0)), None, "unconfirmed: a stopped owner");
+        let (work, _) = external_work(&slots, Some(A), fresh);
+        assert_eq!(work.present_in(PartitionId(0)), None, "the caller's own queues apart");
     }
 
     proptest! {

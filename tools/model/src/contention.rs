@@ -29,9 +29,15 @@ impl Contention {
 /// Other processes' work on a GPU by CU partition: the highest priority with work of each
 /// partition id on the board ([`crate::partition`]). A partition's contention is the highest
 /// over the partitions that overlap it ([`crate::partition::overlaps`]).
+///
+/// Beside it, the highest priority *present* (a queue, with work or not) of each partition: a
+/// lower queue beside a present higher priority keeps its work in flight short (the horizon,
+/// `libxhsa`'s scheduler), so that when that priority's work comes it drains sooner than a
+/// take-off would cost.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ExternalWork {
     highest: Vec<(PartitionId, Priority)>,
+    present: Vec<(PartitionId, Priority)>,
 }
 
 impl ExternalWork {
@@ -46,6 +52,20 @@ impl ExternalWork {
             Some((_, h)) => *h = (*h).max(priority),
             None => self.highest.push((partition, priority)),
         }
+    }
+
+    /// Counts a queue at `priority` in `partition`, with work or not.
+    pub fn add_present(&mut self, partition: PartitionId, priority: Priority) {
+        match self.present.iter_mut().find(|(p, _)| *p == partition) {
+            Some((_, h)) => *h = (*h).max(priority),
+            None => self.present.push((partition, priority)),
+        }
+    }
+
+    /// The highest priority of the queues in any partition overlapping `partition`, with work
+    /// or not.
+    pub fn present_in(&self, partition: PartitionId) -> Option<Priority> {
+        self.present.iter().filter(|(p, _)| overlaps(*p, partition)).map(|(_, h)| *h).max()
     }
 
     /// The contention work in `partition` meets: the highest priority with work in any
@@ -97,5 +117,11 @@ mod tests {
         );
         assert_eq!(w.anywhere(), Contention::external(Some(p(3))));
         assert_eq!(w.partitions().len(), 2);
+        assert_eq!(w.present_in(sh), None, "work and presence are counted apart");
+        w.add_present(r, p(10));
+        w.add_present(r, p(8));
+        assert_eq!(w.present_in(sh), None);
+        assert_eq!(w.present_in(r), Some(p(10)));
+        assert_eq!(w.present_in(PartitionId::WHOLE), Some(p(10)));
     }
 }

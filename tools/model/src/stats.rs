@@ -200,7 +200,12 @@ impl QueueStats {
     /// while the owner confirmed the counters within [`STALE_AFTER_NS`]. The work of a process
     /// that stopped running (SIGSTOP, a debugger) holds nobody back for longer.
     pub fn has_work_at(&self, now_ns: u64) -> bool {
-        self.has_work() && now_ns.saturating_sub(self.beat_ns) <= STALE_AFTER_NS
+        self.has_work() && self.confirmed_at(now_ns)
+    }
+
+    /// Whether the owner confirmed these counters at most [`STALE_AFTER_NS`] before `now_ns`.
+    pub fn confirmed_at(&self, now_ns: u64) -> bool {
+        now_ns.saturating_sub(self.beat_ns) <= STALE_AFTER_NS
     }
 
     /// The decoded state (`running` for a number no state has).
