@@ -106,7 +106,7 @@ pub type Resplit = Arc<dyn Fn(u32) + Send + Sync>;
 /// Called on the watcher's thread without the preemption's lock.
 pub type Hold = Arc<dyn Fn(&[QueueId], bool) -> bool + Send + Sync>;
 
-/// Sets the scheduler's horizon ([`crate::path::scheduler::Scheduler::set_horizon`]): the
+/// Sets the scheduler's horizon ([`crate::path::scheduler::Scheduler::set_horizon`]): half the
 /// measured cost of a take-off. Called on the watcher's thread without the preemption's lock.
 pub type Horizon = Arc<dyn Fn(Nanos) + Send + Sync>;
 
@@ -288,8 +288,8 @@ impl Preemption {
         }
     }
 
-    /// Sets what gives the scheduler its horizon (once): the measured cost of a take-off, given
-    /// again whenever it moves by more than a quarter, unless preemption is off.
+    /// Sets what gives the scheduler its horizon (once): half the measured cost of a take-off,
+    /// given again whenever that cost moves by more than a quarter, unless preemption is off.
     pub fn set_horizon(&self, hook: Horizon) {
         let _ = self.horizon.set(hook);
     }
@@ -834,13 +834,15 @@ impl Preemption {
                 d.release
             );
         }
-        // The horizon follows the measured cost of a take-off (a quarter's change at least).
+        // The horizon: half the measured cost of a take-off (given again when the cost moves by
+        // a quarter), so that what is in flight when higher work comes is worth a hold even as
+        // the estimates move between two looks.
         if let (Some(c), Some(hook)) = (cost, self.horizon.get().cloned()) {
             let moved = g.horizon_set.is_none_or(|h| c.abs_diff(h) > h / 4);
             if self.settings.mode != super::settings::PreemptMode::Off && moved {
                 g.horizon_set = Some(c);
                 drop(g);
-                hook(c);
+                hook(c / 2);
                 g = self.lock();
             }
         }

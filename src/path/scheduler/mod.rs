@@ -190,7 +190,8 @@ impl Scheduler {
         }
     }
 
-    /// Sets the horizon (0: none; the preemption watcher sets the measured cost of a take-off).
+    /// Sets the horizon (0: none; the preemption watcher sets half the measured cost of a
+    /// take-off).
     /// Beside a higher priority of another process that is present but has no work, each queue
     /// keeps at most `horizon_ns` of work in flight by its packets' own time (at least the
     /// window's `W` packets), so that when that priority's work comes, what is in flight drains
