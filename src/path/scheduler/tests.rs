@@ -410,12 +410,18 @@ fn beside_a_higher_priority_present_but_idle_a_queue_keeps_its_horizon_in_flight
     // As they complete, the next go: still 3 in flight.
     w.gpu(2, 100);
     assert_eq!(w.sched.stats(QueueId(2), 0).unwrap().in_flight, 3);
+    // A horizon one packet already fills (long packets: a take-off is worth it whatever is in
+    // flight) bounds nothing.
+    w.sched.set_horizon(1);
+    assert_eq!(w.submit(2, 2), 2);
+    assert!(w.sched.stats(QueueId(2), 0).unwrap().in_flight > 3, "no longer 3 at most");
+    w.sched.set_horizon(3);
     // The higher priority goes: no bound.
     board.present.lock().unwrap().clear();
     w.sched.pass(&w.mem, &w.hw, CONTENTION_CACHE_NS);
     assert_eq!(w.sched.stats(QueueId(2), 0).unwrap().pending, 0);
     gpu_until_idle(&mut w, &[2]);
-    w.check_executed(2, 10);
+    w.check_executed(2, 12);
     // A present priority at or below the queue's bounds nothing.
     board.present.lock().unwrap().push((PartitionId::WHOLE, prio(0)));
     w.sched.pass(&w.mem, &w.hw, 2 * CONTENTION_CACHE_NS);
