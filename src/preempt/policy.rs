@@ -138,6 +138,16 @@ pub enum State {
     Held { since: Nanos },
 }
 
+/// Where a stretch off the GPU (or held) stands ([`Policy::decide`]).
+enum Stretch {
+    /// The higher work is gone and the wait after it is over: back.
+    Ends,
+    /// The starvation bound is reached: back for the minimum run.
+    Starved,
+    /// Goes on; look again then.
+    Until(Nanos),
+}
+
 /// What to do now, and when to look again at the latest.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Decision {
@@ -313,6 +323,37 @@ impl Policy {
         self.pauses.get(&q).map_or(round_trip, |p| p.wait(round_trip))
     }
 
+    /// Where the stretch off (or held) of `q` since `since` stands at `now`, with or without
+    /// `higher` work above it: with none, it ends after the round trip's wait (module doc:
+    /// twice the measured cost, or just over the longest recent pause of the higher work
+    /// shorter than that, none if there is no such pause, [`super::pauses`]); with some, at the
+    /// starvation bound `max_off`.
+    fn stretch(
+        &mut self,
+        q: QueueId,
+        since: Nanos,
+        higher: bool,
+        now: Nanos,
+        cost: Option<Nanos>,
+        max_off: Nanos,
+    ) -> Stretch {
+        if !higher {
+            let wait = self.put_back_wait(q, cost.unwrap_or(0).saturating_mul(2));
+            let idle = *self.idle_since.entry(q).or_insert(now);
+            return if now.saturating_sub(idle) >= wait {
+                Stretch::Ends
+            } else {
+                Stretch::Until(idle + wait)
+            };
+        }
+        self.idle_since.remove(&q);
+        if now.saturating_sub(since) >= max_off {
+            Stretch::Starved
+        } else {
+            Stretch::Until(since + max_off)
+        }
+    }
+
     /// Decides; `others` are the priorities and partitions of the other processes' queues that have work,
     /// `cost` the expected cost of taking a queue off, `budget_ok` whether the budget allows a
     /// preemption of that cost now (and `budget_at` when it will).
@@ -353,25 +394,15 @@ impl Policy {
                         d.release.push(q.id);
                         continue;
                     }
-                    if !higher_elsewhere {
-                        // Letting go costs nothing, but the queue would forward at once what it
-                        // holds, in the way of higher work that only paused: the same wait as
-                        // a put-back's.
-                        let wait = self.put_back_wait(q.id, cost.unwrap_or(0).saturating_mul(2));
-                        let idle = *self.idle_since.entry(q.id).or_insert(now);
-                        if now.saturating_sub(idle) >= wait {
+                    // Letting go costs nothing, but the queue would forward at once what it
+                    // holds, in the way of higher work that only paused: a put-back's wait.
+                    match self.stretch(q.id, since, higher_elsewhere, now, cost, max_off) {
+                        Stretch::Ends => d.release.push(q.id),
+                        Stretch::Starved => {
                             d.release.push(q.id);
-                        } else {
-                            wake(&mut d, idle + wait);
+                            d.starved.push(q.id);
                         }
-                        continue;
-                    }
-                    self.idle_since.remove(&q.id);
-                    if now.saturating_sub(since) >= max_off {
-                        d.release.push(q.id);
-                        d.starved.push(q.id);
-                    } else {
-                        wake(&mut d, since + max_off);
+                        Stretch::Until(at) => wake(&mut d, at),
                     }
                 }
                 State::Off { since } => {
@@ -388,25 +419,13 @@ impl Policy {
                         }
                         continue;
                     }
-                    if !higher {
-                        // The round trip's wait (module doc): twice the measured cost, or
-                        // just over the longest recent pause of the higher work shorter than
-                        // that, none if there is no such pause ([`super::pauses`]).
-                        let wait = self.put_back_wait(q.id, cost.unwrap_or(0).saturating_mul(2));
-                        let idle = *self.idle_since.entry(q.id).or_insert(now);
-                        if now.saturating_sub(idle) >= wait {
+                    match self.stretch(q.id, since, higher, now, cost, max_off) {
+                        Stretch::Ends => d.put_back.push(q.id),
+                        Stretch::Starved => {
                             d.put_back.push(q.id);
-                        } else {
-                            wake(&mut d, idle + wait);
+                            d.starved.push(q.id);
                         }
-                        continue;
-                    }
-                    self.idle_since.remove(&q.id);
-                    if now.saturating_sub(since) >= max_off {
-                        d.put_back.push(q.id);
-                        d.starved.push(q.id);
-                    } else {
-                        wake(&mut d, since + max_off);
+                        Stretch::Until(at) => wake(&mut d, at),
                     }
                 }
                 State::Running { exempt_until } => {

@@ -441,6 +441,13 @@ impl Preemption {
                 Some(sink) => sink(q, c),
                 None => (xhsa_board::layout::ACK_UNKNOWN_OP, 0),
             };
+            // The board shows the process's sharing policy before the answer: a monitor reading
+            // it once the controller has its answer sees the new one.
+            let sharing = self.lock().policy.sharing();
+            watch.show_sharing(xhsa_board::layout::Slot::sharing_word(
+                sharing.policy,
+                sharing.share_permille,
+            ));
             tracing::info!(
                 "xhsa: queue {q}: controller request op {} level {} from uid {}: status {status}",
                 c.op,
