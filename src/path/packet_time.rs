@@ -82,6 +82,18 @@ impl PacketTime {
         self.own_ns
     }
 
+    /// The packets' own time as far as measured: [`Self::own_per_packet`], or while no
+    /// uncontended period was measured [`Self::per_packet`] (an upper bound); 0 while nothing
+    /// completed. The board's readers do the same with `own_packet_ns` and `packet_ns`
+    /// (`preempt::policy::Mine::own_packet_ns`).
+    pub fn own_or_all(&self) -> u64 {
+        if self.own_ns > 0 {
+            self.own_ns
+        } else {
+            self.ns
+        }
+    }
+
     /// Total time the queue had packets in flight, up to its last completion.
     pub fn busy_ns(&self) -> u64 {
         self.busy

@@ -163,6 +163,27 @@ pub struct Decision {
     pub wake_at: Option<Nanos>,
 }
 
+impl Decision {
+    /// Look again by `at` at the latest.
+    fn wake_by(&mut self, at: Nanos) {
+        self.wake_at = Some(self.wake_at.map_or(at, |w| w.min(at)));
+    }
+
+    /// What `stretch` says for `q`, off the GPU or (`held`) held: back (put back or let go,
+    /// with the minimum run if starved), or a look again when it may end.
+    fn settle(&mut self, q: QueueId, stretch: Stretch, held: bool) {
+        let back = if held { &mut self.release } else { &mut self.put_back };
+        match stretch {
+            Stretch::Ends => back.push(q),
+            Stretch::Starved => {
+                back.push(q);
+                self.starved.push(q);
+            }
+            Stretch::Until(at) => self.wake_by(at),
+        }
+    }
+}
+
 /// The policy's memory: each queue's state.
 #[derive(Clone, Debug)]
 pub struct Policy {
@@ -242,38 +263,36 @@ impl Policy {
 
     /// The queues off the GPU.
     pub fn off(&self) -> Vec<QueueId> {
-        self.states
-            .iter()
-            .filter(|(_, s)| matches!(s, State::Off { .. }))
-            .map(|(q, _)| *q)
-            .collect()
+        self.in_state(|s| matches!(s, State::Off { .. }))
+    }
+
+    /// The queues whose state `which` accepts.
+    fn in_state(&self, which: impl Fn(&State) -> bool) -> Vec<QueueId> {
+        self.states.iter().filter(|(_, s)| which(s)).map(|(q, _)| *q).collect()
+    }
+
+    /// `queues` start a stretch in `state` (off or held).
+    fn start(&mut self, queues: &[QueueId], state: State) {
+        for q in queues {
+            self.states.insert(*q, state);
+            self.idle_since.remove(q);
+            self.busy_since.remove(q);
+        }
     }
 
     /// The queues held in libxhsa.
     pub fn held(&self) -> Vec<QueueId> {
-        self.states
-            .iter()
-            .filter(|(_, s)| matches!(s, State::Held { .. }))
-            .map(|(q, _)| *q)
-            .collect()
+        self.in_state(|s| matches!(s, State::Held { .. }))
     }
 
     /// `queues` were held at `now`.
     pub fn held_now(&mut self, queues: &[QueueId], now: Nanos) {
-        for q in queues {
-            self.states.insert(*q, State::Held { since: now });
-            self.idle_since.remove(q);
-            self.busy_since.remove(q);
-        }
+        self.start(queues, State::Held { since: now });
     }
 
     /// `queues` were taken off at `now`.
     pub fn taken_off(&mut self, queues: &[QueueId], now: Nanos) {
-        for q in queues {
-            self.states.insert(*q, State::Off { since: now });
-            self.idle_since.remove(q);
-            self.busy_since.remove(q);
-        }
+        self.start(queues, State::Off { since: now });
     }
 
     /// `queues` were put back at `now`; `starved` ones get their minimum run.
@@ -378,8 +397,7 @@ impl Policy {
         };
         let (max_off, _) = self.sharing.duty(&self.settings);
         let cap = self.sharing.cap(&self.settings);
-        let wake =
-            |d: &mut Decision, at: Nanos| d.wake_at = Some(d.wake_at.map_or(at, |w| w.min(at)));
+        let wake = |d: &mut Decision, at: Nanos| d.wake_by(at);
         for q in mine {
             let higher = higher_work(q);
             // Higher work of another process: what a hold is for (module doc, "Hold").
@@ -396,14 +414,8 @@ impl Policy {
                     }
                     // Letting go costs nothing, but the queue would forward at once what it
                     // holds, in the way of higher work that only paused: a put-back's wait.
-                    match self.stretch(q.id, since, higher_elsewhere, now, cost, max_off) {
-                        Stretch::Ends => d.release.push(q.id),
-                        Stretch::Starved => {
-                            d.release.push(q.id);
-                            d.starved.push(q.id);
-                        }
-                        Stretch::Until(at) => wake(&mut d, at),
-                    }
+                    let stretch = self.stretch(q.id, since, higher_elsewhere, now, cost, max_off);
+                    d.settle(q.id, stretch, true);
                 }
                 State::Off { since } => {
                     if q.paused {
@@ -419,14 +431,8 @@ impl Policy {
                         }
                         continue;
                     }
-                    match self.stretch(q.id, since, higher, now, cost, max_off) {
-                        Stretch::Ends => d.put_back.push(q.id),
-                        Stretch::Starved => {
-                            d.put_back.push(q.id);
-                            d.starved.push(q.id);
-                        }
-                        Stretch::Until(at) => wake(&mut d, at),
-                    }
+                    let stretch = self.stretch(q.id, since, higher, now, cost, max_off);
+                    d.settle(q.id, stretch, false);
                 }
                 State::Running { exempt_until } => {
                     self.capped.remove(&q.id);

@@ -35,9 +35,14 @@ impl Scheduler {
 
     /// One forwarding pass over every queue; see the module doc.
     pub fn pass(&mut self, mem: &dyn QueueMemory, hw: &dyn Hardware, now: Nanos) {
+        self.note_contention(now);
+        self.pass_noted(mem, hw, now);
+    }
+
+    /// A pass once the busy periods' contention is noted for `now`.
+    fn pass_noted(&mut self, mem: &dyn QueueMemory, hw: &dyn Hardware, now: Nanos) {
         let ids = self.queue_ids();
         self.stalled = false;
-        self.note_contention(now);
         self.reconcile(hw, now);
         // 1. Intake; Direct queues forward at once.
         for &id in &ids {
@@ -280,7 +285,7 @@ impl Scheduler {
             }
         }
         // The pass registers the handler again where completions must still wake libxhsa.
-        self.pass(mem, hw, now);
+        self.pass_noted(mem, hw, now);
     }
 
     /// Marks the busy period of every queue that higher-priority work contends now, so that it

@@ -217,10 +217,7 @@ impl Scheduler {
                 continue;
             };
             let above = self.external.0.present_in(part).is_some_and(|p| p > priority);
-            let own = match q.timing.own_per_packet() {
-                0 => q.timing.per_packet(),
-                n => n,
-            };
+            let own = q.timing.own_or_all();
             // A queue one packet of which already exceeds the horizon (long kernels: a take-off
             // is worth it whatever it keeps in flight) is not bounded: the bound would buy
             // nothing, and cost the request (intensive: ResNet-50 bs1024 at W in flight put
