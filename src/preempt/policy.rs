@@ -113,11 +113,7 @@ impl Mine {
     /// Its packets' own time, as far as measured: without the waits for higher work when a
     /// period without it was measured, else with them (an upper bound).
     pub fn own_packet_ns(&self) -> u64 {
-        if self.own_ns > 0 {
-            self.own_ns
-        } else {
-            self.packet_ns
-        }
+        xhsa_model::stats::own_time_or_all(self.own_ns, self.packet_ns)
     }
 
     /// Whether it has work that lower priorities must yield to (a paused queue's does not count).

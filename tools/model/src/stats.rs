@@ -26,7 +26,7 @@
 //! | 88     | `[u32; 16]` | `latency`   | dispatch-to-completion histogram: bucket `i` counts packets that took `< 2^(i+4)` µs (the last one: the rest) |
 //! | 152    | `u64` | `beat_ns`         | `CLOCK_MONOTONIC` ns when the owner last published or confirmed these counters |
 //! | 160    | `u64` | `busy_ns`         | total time the queue had packets in flight (ns), counted at completions |
-//! | 168    | `u64` | `own_packet_ns`   | recent time per completed packet (ns) over the busy periods without higher-priority work beside the queue, 0 if not measured |
+//! | 168    | `u64` | `own_packet_ns`   | time per completed packet (ns) over the busy periods without higher-priority work beside the queue, least of the last 1-2 s, 0 if not measured |
 //!
 //! Version 2 turned version 1's `reserved` word into `packet_ns`: what the owner measured from
 //! its completions (the preemption watchers of other processes estimate from it how long the
@@ -179,9 +179,23 @@ pub struct QueueStats {
     pub beat_ns: u64,
     /// Total time with packets in flight, nanoseconds, counted at completions.
     pub busy_ns: u64,
-    /// Recent time per completed packet over the busy periods without higher-priority work
-    /// beside the queue, nanoseconds; 0 while unmeasured.
+    /// Time per completed packet over the busy periods without higher-priority work beside the
+    /// queue, nanoseconds: the least of its smoothed values over the last one to two seconds
+    /// (same-priority work of other processes slows the packets too; it typically yields when
+    /// higher work comes); 0 while unmeasured.
     pub own_packet_ns: u64,
+}
+
+/// A queue's packets' own time as far as measured: `own_ns` (time per packet over busy periods
+/// without higher-priority work beside the queue) once measured, else `all_ns` (time per packet
+/// with those waits, an upper bound); 0 while neither is. The one rule for libxhsa's scheduler
+/// (its own estimates) and for readers of the board (`own_packet_ns`, `packet_ns`).
+pub fn own_time_or_all(own_ns: u64, all_ns: u64) -> u64 {
+    if own_ns > 0 {
+        own_ns
+    } else {
+        all_ns
+    }
 }
 
 impl QueueStats {
@@ -233,6 +247,13 @@ pub fn saturate_u32(n: u64) -> u32 {
 mod tests {
     use super::*;
     use std::mem::{align_of, offset_of, size_of};
+
+    #[test]
+    fn the_own_time_is_used_once_measured_else_the_time_with_waits() {
+        assert_eq!(own_time_or_all(0, 0), 0);
+        assert_eq!(own_time_or_all(0, 87_000), 87_000);
+        assert_eq!(own_time_or_all(15_000, 87_000), 15_000);
+    }
 
     #[test]
     fn layout_v6() {
