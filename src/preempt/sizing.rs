@@ -55,7 +55,7 @@
 //! Pure: measurements and costs are passed in.
 #![forbid(unsafe_code)]
 
-use super::duty::Duty;
+use super::duty::{Duty, IDLE_BELOW};
 use crate::path::window::Nanos;
 use std::collections::BTreeMap;
 use xhsa_model::sharing::Sharing;
@@ -272,6 +272,13 @@ impl Sizes {
             }
             _ => self.baseline = Some((cus, sum)),
         }
+    }
+
+    /// Forgets every size's figures (the critical class's work changed,
+    /// [`Sizer::own_work_changed`]); the misses' holds stand.
+    fn forget_figures(&mut self) {
+        self.measured.clear();
+        self.baseline = None;
     }
 
     /// The sizes measured lately, each for [`MIN_MEASURED_NS`] at least.
@@ -571,6 +578,9 @@ pub struct Sizer {
     /// When the size in force changed within the last [`BACKOFF_WINDOW_NS`], and whether the
     /// change took CUs from the critical class (a smaller reserve, or a first one).
     changes: std::collections::VecDeque<(Nanos, bool)>,
+    /// The critical class's time per packet in the last interval, when it was measured on the
+    /// whole GPU ([`Sizer::own_work_changed`]).
+    whole_packet_ns: Option<f64>,
 }
 
 impl Sizer {
@@ -585,7 +595,28 @@ impl Sizer {
             demand: None,
             settling: false,
             changes: std::collections::VecDeque::new(),
+            whole_packet_ns: None,
         }
+    }
+
+    /// Whether the critical class's figures on the whole GPU say its own work changed: in this
+    /// interval (`d`, at `current` reserved CUs) it had the whole GPU without the batch class
+    /// (whose queues completed nothing and were not taken off), and its time per packet moved
+    /// by more than [`DRIFT`] from the interval before (on the whole GPU too). Only alone is its
+    /// time per packet its work's: beside batch work it moves with the take-offs' waits (10x
+    /// from look to look in bert6), on a reserve with the size. An LLM server's prefill
+    /// (packets of 2.8 ms, the batch class beside it) followed by its decode steps (0.3 ms,
+    /// the batch class off) is such a change, and so is a class that had waited for batch
+    /// work and now runs alone: figures measured over both say nothing of what it is served
+    /// now, and a trial judged against them was taken to serve at 1.8x the decode steps' time.
+    /// `last` is [`Sizer::whole_packet_ns`], brought up to date.
+    fn own_work_changed(last: &mut Option<f64>, d: &Demand, current: u32) -> bool {
+        let measured =
+            current == 0 && d.critical_packets >= MIN_PACKETS && d.critical_packet_ns > 0.0;
+        let alone = measured && d.batch_busy < IDLE_BELOW && d.takeoffs_per_s == 0.0;
+        let before = std::mem::replace(last, measured.then_some(d.critical_packet_ns));
+        let now = d.critical_packet_ns;
+        alone && before.is_some_and(|b| now.max(b) / now.min(b) > 1.0 + DRIFT)
     }
 
     /// The shortest time between two changes now: [`MIN_INTERVAL_NS`], doubled for each
@@ -652,6 +683,7 @@ impl Sizer {
             // A change between the two looks: nothing measured across it, nor in the next
             // interval (the queues' moves and the owners' running estimates settle).
             self.settling = true;
+            self.whole_packet_ns = None;
             let fewer = self.critical_cus(current) < self.critical_cus(prev_cus);
             self.changes.push_back((now, fewer));
             return None;
@@ -676,6 +708,15 @@ impl Sizer {
         );
         if std::mem::take(&mut self.settling) {
             return None;
+        }
+        if Self::own_work_changed(&mut self.whole_packet_ns, &d, current) {
+            // What every size measured was another work's: measured again from here (the
+            // whole GPU in full before any trial); the misses' holds stand.
+            tracing::debug!(
+                "xhsa: sizing: the latency-critical class's own work changed (alone on the whole GPU, {:.1} us per packet): the sizes' figures are measured again",
+                d.critical_packet_ns / 1e3
+            );
+            self.measured.forget_figures();
         }
         // The class's own pattern (the settling interval, disturbed by the change, left out).
         self.measured.duty.observe(d.critical_busy, now.saturating_sub(prev.at));
@@ -1232,6 +1273,68 @@ mod tests {
         assert_eq!(first, Some((BUSY_STRETCH_NS / LOOK_NS, 40)), "{changes:?}");
         assert!(changes.get(1).is_some_and(|&(t, c)| t < 20 && c == 20), "{changes:?}");
         assert!(current > 0, "{changes:?}");
+    }
+
+    #[test]
+    fn a_change_of_the_critical_class_own_work_is_measured_afresh_before_a_trial() {
+        // An LLM server starting with a backlog: a prefill (packets of 2.8 ms, the batch class
+        // beside it), then decode steps back to back (0.3 ms, the batch class off), 1.8x as long
+        // on 40 CUs. Judged against the whole GPU's figures over both, 40 CUs looked to serve
+        // (the prefill's slow packets in the reference) and stood for the rest of the burst.
+        let q = |key, critical, completed, busy_ns, preemptions| QueueSample {
+            key,
+            critical,
+            completed,
+            busy_ns,
+            preemptions,
+        };
+        let mut sz = Sizer::new(SIZES.to_vec(), 80, 120);
+        sz.follow(Sharing::Slo { target_pct: 120 });
+        let (mut done, mut busy, mut batch_done, mut batch_busy) = (0u64, 0u64, 0u64, 0u64);
+        let (mut current, mut since, mut changes) = (0u32, 10 * LOOK_NS, Vec::new());
+        let mut t = 0;
+        let mut at = 0;
+        while t < 40 {
+            let prefill = t < 4;
+            let step = sz.look_interval(current, at);
+            at += step;
+            let packet = if prefill {
+                2_800_000
+            } else if current == 0 {
+                300_000
+            } else {
+                540_000
+            };
+            done += step * 98 / 100 / packet;
+            busy += step * 98 / 100;
+            if prefill || current != 0 {
+                // Beside the prefill, and on its side of a reserve, the batch class works.
+                batch_done += 10;
+                batch_busy += step / 2;
+            }
+            let look = Look {
+                at,
+                queues: vec![q(1, true, done, busy, 0), q(2, false, batch_done, batch_busy, 0)],
+                leader: true,
+            };
+            let v = sz.look(look, current, since, Some(450_000));
+            since += step;
+            if let Some(v) = v.filter(|v| v.change) {
+                changes.push((t, at, v.best.cus));
+                (current, since) = (v.best.cus, 0);
+            }
+            t += 1;
+        }
+        // The stretch (2 s) is reached at the decode's first looks, but the decode's figures on
+        // the whole GPU are measured in full first; the trial on 40 CUs then ends as a miss.
+        let decode_from = 4 * LOOK_NS;
+        let first = changes.first().copied().expect("a trial");
+        assert!(first.1 >= decode_from + MIN_MEASURED_NS, "{changes:?}");
+        assert_eq!(first.2, 40, "{changes:?}");
+        let back = changes.get(1).copied().expect("the trial ends");
+        assert_eq!(back.2, 0, "{changes:?}");
+        assert!(back.1 - first.1 <= 2 * LOOK_NS, "a clear miss ends early: {changes:?}");
+        assert!(sz.measured.ratio(40, back.1).is_some_and(|r| r > 1.5), "{changes:?}");
     }
 
     #[test]
