@@ -16,7 +16,10 @@
 //! [`MEASURED_FOR_NS`] is assumed to serve as well (`r = 1`): choosing it is a trial, which
 //! measures it; a size measured to miss is held as missed ([`MISS_HOLD_NS`]) through drifts
 //! of the demand, and a size larger than one measured to serve is not tried, nor any before
-//! the whole GPU, the reference, was measured in full. Under the SLO policy
+//! the whole GPU, the reference, was measured in full. When the class, alone on the whole GPU,
+//! shows a time per packet [`DRIFT`] away from the interval before, its own work changed (a
+//! prefill, then decode steps) and every size's figures are forgotten
+//! ([`Sizer::own_work_changed`]): a trial is judged against the work it runs. Under the SLO policy
 //! ([`Situation::slo`]) only a class that keeps the GPU busy itself is explored or moved to a
 //! reserve measured before: a paced one is the SLO's to serve by time sharing. Whether it keeps
 //! the GPU busy is judged over the long run as well ([`super::duty`]: a burst of work looks busy
@@ -1273,6 +1276,37 @@ mod tests {
         assert_eq!(first, Some((BUSY_STRETCH_NS / LOOK_NS, 40)), "{changes:?}");
         assert!(changes.get(1).is_some_and(|&(t, c)| t < 20 && c == 20), "{changes:?}");
         assert!(current > 0, "{changes:?}");
+    }
+
+    #[test]
+    fn the_critical_class_own_work_is_seen_to_change_only_alone_on_the_whole_gpu() {
+        let d = |packet_ns: f64, batch: f64, takeoffs: f64| Demand {
+            critical_busy: 0.98,
+            critical_packet_ns: packet_ns,
+            critical_packets: 1_000.0,
+            batch_busy: batch,
+            takeoffs_per_s: takeoffs,
+        };
+        let changed = |steps: &[(Demand, u32)]| {
+            let mut last = None;
+            steps.iter().map(|(d, c)| Sizer::own_work_changed(&mut last, d, *c)).collect::<Vec<_>>()
+        };
+        // Alone, the same work from look to look: no change; 3x: a change.
+        let alone = |ns| (d(ns, 0.0, 0.0), 0);
+        assert_eq!(changed(&[alone(300e3), alone(320e3), alone(900e3)]), [false, false, true]);
+        // Beside batch work (busy, or taken off) the time per packet moves with the waits.
+        let beside = |ns, batch, takeoffs| (d(ns, batch, takeoffs), 0);
+        assert_eq!(changed(&[alone(300e3), beside(3e6, 1.0, 0.0)]), [false, false]);
+        assert_eq!(changed(&[alone(300e3), beside(3e6, 0.0, 4.0)]), [false, false]);
+        // ...but alone after it, the class's figures are its own again: a change.
+        assert_eq!(changed(&[beside(3e6, 1.0, 8.0), alone(300e3)]), [false, true]);
+        // On a reserve the time per packet moves with the size; nor does a look on a reserve
+        // count as the one before.
+        assert_eq!(changed(&[(d(300e3, 0.0, 0.0), 40), (d(900e3, 0.0, 0.0), 40)]), [false, false]);
+        assert_eq!(changed(&[(d(900e3, 0.0, 0.0), 40), alone(300e3)]), [false, false]);
+        // Too few packets measure nothing.
+        let few = Demand { critical_packets: 3.0, ..d(5e6, 0.0, 0.0) };
+        assert_eq!(changed(&[alone(300e3), (few, 0), alone(900e3)]), [false, false, false]);
     }
 
     #[test]
