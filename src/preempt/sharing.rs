@@ -20,7 +20,9 @@
 //!   completions, and a loaded host's stall can span several short periods), the share drops
 //!   to 0; at 0 a held queue stays off up to [`SLO_LONG_OFF`] starvation bounds (2 s by default) and then runs its minimum run, which measures the ratio again. Below
 //!   `1 + 0.9 (K - 1)` the share grows by 5 points, up to 90 %. A period without both
-//!   measurements changes nothing. So the held queues always get the higher work's idle time,
+//!   measurements changes nothing, nor one whose ratio is below 80 % (work beside the higher
+//!   queue does not make it faster: the two sides measured different work, a prefill and
+//!   decode steps). So the held queues always get the higher work's idle time,
 //!   and time beside it only where that keeps its packets within `K`.
 //! - **cap** `PCT`: a queue of this process continuously busy for `PCT % × P` is taken off for
 //!   the rest of the period, higher work or not ([`super::policy`]).
@@ -46,6 +48,11 @@ const SLO_MISSES: u32 = 2;
 const SLO_MISSED_FOR_NS: Nanos = 200_000_000;
 /// At an SLO share of 0, a held queue stays off up to this many starvation bounds.
 pub const SLO_LONG_OFF: u64 = 20;
+/// A ratio below this, percent, says the two sides measured different work (work beside the
+/// higher queue does not make its packets faster): an LLM server's prefill packets (2.8 ms) on
+/// one side and its decode steps' (0.3 ms) on the other gave 42-88 % in llm-decode's first
+/// burst, and each such period grew the share. The period changes nothing.
+const SLO_IMPLAUSIBLE_BELOW_PCT: u64 = 80;
 /// Baselines not measured for this many periods are forgotten (a queue that went away).
 const FORGET_PERIODS: u64 = 100;
 
@@ -216,6 +223,9 @@ impl ShareState {
         self.baselines.retain(|_, (_, seen)| periods - *seen < FORGET_PERIODS);
         let Some(worst) = worst else { return };
         self.last_ratio_pct = worst.min(u64::from(u32::MAX)) as u32;
+        if worst < SLO_IMPLAUSIBLE_BELOW_PCT {
+            return;
+        }
         if worst > u64::from(target_pct) {
             // Two periods in a row: one period's measurement can be off (the owners' estimates
             // lag their completions).
@@ -368,6 +378,20 @@ mod tests {
             period(&mut st, 3_000_000);
         }
         assert_eq!(st.share, 0, "over 200 ms missed: stopped");
+    }
+
+    #[test]
+    fn a_ratio_no_work_beside_could_give_changes_nothing() {
+        // Beside the held work the higher queue's packets measure half their time without it:
+        // the two sides measured different work (a prefill's packets, then decode steps').
+        let mut st = ShareState::new(Sharing::Slo { target_pct: 120 });
+        st.share = 300;
+        let shares = run(&mut st, 10, |on| if on { 500_000 } else { 1_000_000 });
+        assert!(shares.iter().all(|&s| s == 300), "{shares:?}");
+        assert_eq!(st.status(&settings()).ratio_pct, 50, "shown all the same");
+        // Plausible again (within the margin: 1.05x): the share grows.
+        let shares = run(&mut st, 3, |on| if on { 1_050_000 } else { 1_000_000 });
+        assert!(shares.last().is_some_and(|&s| s > 300), "{shares:?}");
     }
 
     #[test]
