@@ -19,7 +19,7 @@
 //! many tiles share the CUs at the time. When higher work comes, those peers typically yield too
 //! (their take-offs), so the packets in flight then run nearer their least contended time: the
 //! own time given out is the **least** smoothed value of the last one to two periods of
-//! [`LEAST_OVER_NS`] (the smoothed value itself while none was measured).
+//! [`LEAST_OVER_NS`].
 //!
 //! Time is passed in ([`Nanos`]); nothing here reads a clock. The estimates are upper bounds of
 //! the packets' own time when completions are observed late (a pass that counts them after the
@@ -128,10 +128,11 @@ impl PacketTime {
     }
 
     /// Nanoseconds per packet over the busy periods without higher-priority work, the least
-    /// smoothed value of the last one to two [`LEAST_OVER_NS`] (see the module doc), else the
-    /// last; 0 while none completed.
+    /// smoothed value of the last one to two [`LEAST_OVER_NS`] (see the module doc; every new
+    /// smoothed value is noted, so the least is never older than the last); 0 while none
+    /// completed.
     pub fn own_per_packet(&self) -> u64 {
-        least(self.own_least.get(), self.own_ns)
+        self.own_least.get()
     }
 
     /// The packets' own time as far as measured: [`Self::own_per_packet`], or while no
