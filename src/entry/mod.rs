@@ -329,10 +329,15 @@ extern "C" fn at_exit() {
                     costs.push(c);
                 }
             }
-            // A scheduler held by a thread the exit interrupted is left out (its board slots
-            // are cleared by the next reader that finds this process gone).
-            match gpu.sched.try_lock() {
-                Ok(mut s) => {
+            // A scheduler still held after EXIT_WAIT (by a thread the exit interrupted) is left
+            // out (its board slots are cleared by the next reader that finds this process gone).
+            // A thread of this process may be in a short forwarding pass or completion right now:
+            // that one is waited for.
+            match crate::preempt::watcher::lock_within(
+                &gpu.sched,
+                crate::preempt::watcher::EXIT_WAIT,
+            ) {
+                Some(mut s) => {
                     // This process's queues stop counting as work for the others at once.
                     s.leave_board();
                     let t = s.summary(clock::now_ns());
@@ -345,7 +350,7 @@ extern "C" fn at_exit() {
                     total.degraded += t.degraded;
                     expedited += s.expedited();
                 }
-                Err(_) => complete = false,
+                None => complete = false,
             }
         }
         let preempt = g.gpus.iter().any(|(_, gpu)| gpu.preempt.get().is_some_and(|p| p.enabled())).then(|| {
