@@ -16,9 +16,10 @@
 //! [`MEASURED_FOR_NS`] is assumed to serve as well (`r = 1`): choosing it is a trial, which
 //! measures it; a size measured to miss is held as missed ([`MISS_HOLD_NS`]) through drifts
 //! of the demand, and a size larger than one measured to serve is not tried, nor any before
-//! the whole GPU, the reference, was measured in full. When the class, alone on the whole GPU,
-//! shows a time per packet [`DRIFT`] away from the interval before, its own work changed (a
-//! prefill, then decode steps) and every size's figures are forgotten
+//! the whole GPU, the reference, was measured in full. When the class on the whole GPU, alone
+//! or beside batch work no take-off disturbed, shows a time per packet [`DRIFT`] away from the
+//! interval before, its own work changed (a prefill, then decode steps) and every size's
+//! figures are forgotten
 //! ([`Sizer::own_work_changed`]): a trial is judged against the work it runs. Under the SLO policy
 //! ([`Situation::slo`]) only a class that keeps the GPU busy itself is explored or moved to a
 //! reserve measured before: a paced one is the SLO's to serve by time sharing. Whether it keeps
@@ -582,8 +583,8 @@ pub struct Sizer {
     /// change took CUs from the critical class (a smaller reserve, or a first one).
     changes: std::collections::VecDeque<(Nanos, bool)>,
     /// The critical class's time per packet in the last interval, when it was measured on the
-    /// whole GPU ([`Sizer::own_work_changed`]).
-    whole_packet_ns: Option<f64>,
+    /// whole GPU, and whether a batch queue was taken off in it ([`Sizer::own_work_changed`]).
+    whole_packet_ns: Option<(f64, bool)>,
 }
 
 impl Sizer {
@@ -603,23 +604,29 @@ impl Sizer {
     }
 
     /// Whether the critical class's figures on the whole GPU say its own work changed: in this
-    /// interval (`d`, at `current` reserved CUs) it had the whole GPU without the batch class
-    /// (whose queues completed nothing and were not taken off), and its time per packet moved
-    /// by more than [`DRIFT`] from the interval before (on the whole GPU too). Only alone is its
-    /// time per packet its work's: beside batch work it moves with the take-offs' waits (10x
-    /// from look to look in bert6), on a reserve with the size. An LLM server's prefill
-    /// (packets of 2.8 ms, the batch class beside it) followed by its decode steps (0.3 ms,
-    /// the batch class off) is such a change, and so is a class that had waited for batch
-    /// work and now runs alone: figures measured over both say nothing of what it is served
-    /// now, and a trial judged against them was taken to serve at 1.8x the decode steps' time.
-    /// `last` is [`Sizer::whole_packet_ns`], brought up to date.
-    fn own_work_changed(last: &mut Option<f64>, d: &Demand, current: u32) -> bool {
+    /// interval (`d`, at `current` reserved CUs) it had the whole GPU, and its time per packet
+    /// moved by more than [`DRIFT`] from the interval before (on the whole GPU too), while
+    /// either it was alone in this interval (the batch class completed nothing and was not
+    /// taken off) or no batch queue was taken off in either interval. Beside take-offs its time
+    /// per packet moves with their waits (10x from look to look in bert6), on a reserve with the
+    /// size; beside batch work that stays on the GPU it is its work's with a steady share of
+    /// contention. An LLM server's prefill (packets of 2.8 ms) followed by its decode steps
+    /// (0.3 ms), the training beside both and never taken off, is such a change, and so is a
+    /// class that had waited for batch work and now runs alone: figures measured over both say
+    /// nothing of what it is served now, and a trial judged against them was taken to serve at
+    /// 1.8x the decode steps' time. `last` is [`Sizer::whole_packet_ns`] (the time per packet
+    /// and whether a batch queue was taken off), brought up to date.
+    fn own_work_changed(last: &mut Option<(f64, bool)>, d: &Demand, current: u32) -> bool {
         let measured =
             current == 0 && d.critical_packets >= MIN_PACKETS && d.critical_packet_ns > 0.0;
-        let alone = measured && d.batch_busy < IDLE_BELOW && d.takeoffs_per_s == 0.0;
-        let before = std::mem::replace(last, measured.then_some(d.critical_packet_ns));
+        let taken_off = d.takeoffs_per_s > 0.0;
+        let alone = d.batch_busy < IDLE_BELOW && !taken_off;
+        let before = std::mem::replace(last, measured.then_some((d.critical_packet_ns, taken_off)));
         let now = d.critical_packet_ns;
-        alone && before.is_some_and(|b| now.max(b) / now.min(b) > 1.0 + DRIFT)
+        measured
+            && before.is_some_and(|(b, before_taken_off)| {
+                (alone || !(taken_off || before_taken_off)) && now.max(b) / now.min(b) > 1.0 + DRIFT
+            })
     }
 
     /// The shortest time between two changes now: [`MIN_INTERVAL_NS`], doubled for each
@@ -1294,12 +1301,25 @@ mod tests {
         // Alone, the same work from look to look: no change; 3x: a change.
         let alone = |ns| (d(ns, 0.0, 0.0), 0);
         assert_eq!(changed(&[alone(300e3), alone(320e3), alone(900e3)]), [false, false, true]);
-        // Beside batch work (busy, or taken off) the time per packet moves with the waits.
+        // Beside take-offs the time per packet moves with their waits.
         let beside = |ns, batch, takeoffs| (d(ns, batch, takeoffs), 0);
-        assert_eq!(changed(&[alone(300e3), beside(3e6, 1.0, 0.0)]), [false, false]);
         assert_eq!(changed(&[alone(300e3), beside(3e6, 0.0, 4.0)]), [false, false]);
+        assert_eq!(changed(&[alone(300e3), beside(3e6, 1.0, 8.0)]), [false, false]);
+        let contended = |ns| beside(ns, 1.0, 0.0);
+        assert_eq!(
+            changed(&[contended(2.9e6), beside(700e3, 1.0, 6.0), contended(700e3)]),
+            [false, false, false],
+            "a take-off in the interval before: not compared"
+        );
         // ...but alone after it, the class's figures are its own again: a change.
         assert_eq!(changed(&[beside(3e6, 1.0, 8.0), alone(300e3)]), [false, true]);
+        // Beside batch work that stays on the GPU in both intervals, its figures are its work's
+        // with the same contention: a prefill's packets then decode steps are a change, the
+        // same steps from look to look are not.
+        assert_eq!(
+            changed(&[contended(2.9e6), contended(660e3), contended(700e3), alone(300e3)]),
+            [false, true, false, true]
+        );
         // On a reserve the time per packet moves with the size; nor does a look on a reserve
         // count as the one before.
         assert_eq!(changed(&[(d(300e3, 0.0, 0.0), 40), (d(900e3, 0.0, 0.0), 40)]), [false, false]);
@@ -1315,6 +1335,8 @@ mod tests {
         // beside it), then decode steps back to back (0.3 ms, the batch class off), 1.8x as long
         // on 40 CUs. Judged against the whole GPU's figures over both, 40 CUs looked to serve
         // (the prefill's slow packets in the reference) and stood for the rest of the burst.
+        // The same with the training beside the decode steps on the whole GPU, never taken off
+        // (llm-decode's fourth run of the seventeenth session).
         let q = |key, critical, completed, busy_ns, preemptions| QueueSample {
             key,
             critical,
@@ -1322,53 +1344,57 @@ mod tests {
             busy_ns,
             preemptions,
         };
-        let mut sz = Sizer::new(SIZES.to_vec(), 80, 120);
-        sz.follow(Sharing::Slo { target_pct: 120 });
-        let (mut done, mut busy, mut batch_done, mut batch_busy) = (0u64, 0u64, 0u64, 0u64);
-        let (mut current, mut since, mut changes) = (0u32, 10 * LOOK_NS, Vec::new());
-        let mut t = 0;
-        let mut at = 0;
-        while t < 40 {
-            let prefill = t < 4;
-            let step = sz.look_interval(current, at);
-            at += step;
-            let packet = if prefill {
-                2_800_000
-            } else if current == 0 {
-                300_000
-            } else {
-                540_000
-            };
-            done += step * 98 / 100 / packet;
-            busy += step * 98 / 100;
-            if prefill || current != 0 {
-                // Beside the prefill, and on its side of a reserve, the batch class works.
-                batch_done += 10;
-                batch_busy += step / 2;
+        for beside_decode in [false, true] {
+            let mut sz = Sizer::new(SIZES.to_vec(), 80, 120);
+            sz.follow(Sharing::Slo { target_pct: 120 });
+            let (mut done, mut busy, mut batch_done, mut batch_busy) = (0u64, 0u64, 0u64, 0u64);
+            let (mut current, mut since, mut changes) = (0u32, 10 * LOOK_NS, Vec::new());
+            let mut t = 0;
+            let mut at = 0;
+            while t < 40 {
+                let prefill = t < 4;
+                let step = sz.look_interval(current, at);
+                at += step;
+                let packet = if prefill {
+                    2_800_000
+                } else if current == 0 {
+                    300_000
+                } else {
+                    540_000
+                };
+                done += step * 98 / 100 / packet;
+                busy += step * 98 / 100;
+                if prefill || current != 0 || beside_decode {
+                    // Beside the prefill, and on its side of a reserve, the batch class works (and,
+                    // in the second run, beside the decode steps on the whole GPU too, never taken
+                    // off).
+                    batch_done += 10;
+                    batch_busy += step / 2;
+                }
+                let look = Look {
+                    at,
+                    queues: vec![q(1, true, done, busy, 0), q(2, false, batch_done, batch_busy, 0)],
+                    leader: true,
+                };
+                let v = sz.look(look, current, since, Some(450_000));
+                since += step;
+                if let Some(v) = v.filter(|v| v.change) {
+                    changes.push((t, at, v.best.cus));
+                    (current, since) = (v.best.cus, 0);
+                }
+                t += 1;
             }
-            let look = Look {
-                at,
-                queues: vec![q(1, true, done, busy, 0), q(2, false, batch_done, batch_busy, 0)],
-                leader: true,
-            };
-            let v = sz.look(look, current, since, Some(450_000));
-            since += step;
-            if let Some(v) = v.filter(|v| v.change) {
-                changes.push((t, at, v.best.cus));
-                (current, since) = (v.best.cus, 0);
-            }
-            t += 1;
+            // The stretch (2 s) is reached at the decode's first looks, but the decode's figures on
+            // the whole GPU are measured in full first; the trial on 40 CUs then ends as a miss.
+            let decode_from = 4 * LOOK_NS;
+            let first = changes.first().copied().expect("a trial");
+            assert!(first.1 >= decode_from + MIN_MEASURED_NS, "{changes:?}");
+            assert_eq!(first.2, 40, "{changes:?}");
+            let back = changes.get(1).copied().expect("the trial ends");
+            assert_eq!(back.2, 0, "{changes:?}");
+            assert!(back.1 - first.1 <= 2 * LOOK_NS, "a clear miss ends early: {changes:?}");
+            assert!(sz.measured.ratio(40, back.1).is_some_and(|r| r > 1.5), "{changes:?}");
         }
-        // The stretch (2 s) is reached at the decode's first looks, but the decode's figures on
-        // the whole GPU are measured in full first; the trial on 40 CUs then ends as a miss.
-        let decode_from = 4 * LOOK_NS;
-        let first = changes.first().copied().expect("a trial");
-        assert!(first.1 >= decode_from + MIN_MEASURED_NS, "{changes:?}");
-        assert_eq!(first.2, 40, "{changes:?}");
-        let back = changes.get(1).copied().expect("the trial ends");
-        assert_eq!(back.2, 0, "{changes:?}");
-        assert!(back.1 - first.1 <= 2 * LOOK_NS, "a clear miss ends early: {changes:?}");
-        assert!(sz.measured.ratio(40, back.1).is_some_and(|r| r > 1.5), "{changes:?}");
     }
 
     #[test]
