@@ -257,6 +257,21 @@ impl Policy {
         self.states.get(&q).copied().unwrap_or(State::Running { exempt_until: 0 })
     }
 
+    /// When a take-off of `q` just decided became due by the policy's own clock rather than by
+    /// higher work seen: the end of its minimum run (the starvation bound's, or the SLO's time
+    /// share), or of the utilisation cap's on time. `None` for a take-off that answers higher
+    /// work (its latency runs from the board's wake-up).
+    pub fn timed_due(&self, q: QueueId) -> Option<Nanos> {
+        if self.capped.contains(&q) {
+            let (on, _) = self.sharing.cap(&self.settings)?;
+            return self.busy_since.get(&q).map(|b| b + on);
+        }
+        match self.state(q) {
+            State::Running { exempt_until } if exempt_until > 0 => Some(exempt_until),
+            _ => None,
+        }
+    }
+
     /// The queues off the GPU.
     pub fn off(&self) -> Vec<QueueId> {
         self.in_state(|s| matches!(s, State::Off { .. }))

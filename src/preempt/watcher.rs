@@ -148,7 +148,9 @@ struct Inner {
     /// A put-back failed: retry.
     retry_at: Option<Nanos>,
     last_housekeeping: Option<Nanos>,
-    /// Wake-up to KFD call latencies of take-offs (ns), the most recent [`LATENCY_SAMPLES`].
+    /// Wake-up to KFD call latencies of take-offs (ns), the most recent [`LATENCY_SAMPLES`]: from
+    /// the board's wake-up, or from when a timed take-off was due if that is later
+    /// ([`Policy::timed_due`]).
     wake_to_call: std::collections::VecDeque<u64>,
     /// Counters for the log and the exit summary.
     preemptions: u64,
@@ -911,7 +913,19 @@ impl Preemption {
         if !d.take_off.is_empty() {
             let targets: Vec<Target> =
                 d.take_off.iter().filter_map(|q| g.known.get(q).copied()).collect();
-            if let Some(age) = watch.wake_age_ns() {
+            // From the board's wake-up, or from when a timed take-off was due if later (the
+            // end of a minimum run: the wake-up may be long past).
+            let since_due = d
+                .take_off
+                .iter()
+                .filter_map(|q| g.policy.timed_due(*q))
+                .max()
+                .map(|due| (self.clock)().saturating_sub(due));
+            let age = match (watch.wake_age_ns(), since_due) {
+                (Some(w), Some(t)) => Some(w.min(t)),
+                (w, t) => w.or(t),
+            };
+            if let Some(age) = age {
                 if g.wake_to_call.len() == LATENCY_SAMPLES {
                     g.wake_to_call.pop_front();
                 }
@@ -1070,6 +1084,8 @@ mod tests {
         view: Mutex<(Vec<Mine>, Vec<Other>)>,
         housekeeping: AtomicU64,
         beats: AtomicU64,
+        /// How long ago the board last woke the watchers.
+        wake_age: AtomicU64,
     }
 
     impl Watch for FakeBoard {
@@ -1085,7 +1101,7 @@ mod tests {
         }
         fn set_interest(&self, _: bool) {}
         fn wake_age_ns(&self) -> Option<u64> {
-            Some(20_000)
+            Some(self.wake_age.load(Ordering::Relaxed))
         }
         fn beat(&self) {
             self.beats.fetch_add(1, Ordering::Relaxed);
@@ -1150,6 +1166,35 @@ mod tests {
         assert_eq!((s.preemptions, s.restores, s.off_now), (1, 1, 0));
         assert_eq!(s.off_ns, 5_000_000);
         assert_eq!(*k.log.lock().unwrap(), vec!["enable", "suspend [3]", "resume [3]"]);
+    }
+
+    /// A take-off answering higher work is timed from the board's wake-up; one at the end of a
+    /// minimum run (the higher work there all along, its wake-up long past) from when it was
+    /// due.
+    #[test]
+    fn the_reaction_time_of_a_timed_take_off_runs_from_when_it_was_due() {
+        let k = FakeKfd { cost_ns: 0, ..Default::default() };
+        let (pre, clock) = setup(PreemptMode::Suspend, &k);
+        let board = FakeBoard::default();
+        *board.view.lock().unwrap() = (vec![low(2)], vec![Other::new(p(3), PartitionId::WHOLE)]);
+        board.wake_age.store(30_000, Ordering::Relaxed);
+        pre.step(&board);
+        assert_eq!(pre.off(), vec![QueueId(1)]);
+        assert_eq!(pre.summary().wake_to_call, Some((30_000, 30_000, 1)));
+        // The starvation bound: back for its minimum run, then off again once it is over.
+        clock.fetch_add(PreemptSettings::default().max_preempted_ns, Ordering::Relaxed);
+        pre.step(&board);
+        assert!(pre.off().is_empty());
+        let State::Running { exempt_until } = pre.lock().policy.state(QueueId(1)) else {
+            panic!("running")
+        };
+        assert!(exempt_until > clock.load(Ordering::Relaxed), "a minimum run");
+        board.wake_age.store(500_000_000, Ordering::Relaxed);
+        clock.store(exempt_until + 2_000_000, Ordering::Relaxed);
+        pre.step(&board);
+        assert_eq!(pre.off(), vec![QueueId(1)]);
+        let (_, p99, n) = pre.summary().wake_to_call.expect("two samples");
+        assert_eq!((p99, n), (2_000_000, 2), "2 ms after it was due, not the wake's 500 ms");
     }
 
     /// A process with work confirms it on the board at least every beat (others stop counting
