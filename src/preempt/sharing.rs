@@ -15,8 +15,8 @@
 //!   higher queues too) at the end of each stretch this process's held queues were on the GPU
 //!   with its time at the end of each stretch they were off (smoothed over the periods that
 //!   measured it). It starts as strict
-//!   priority (a share of 5 %, below the bound's). Above `K` in two periods in a row, and
-//!   for 200 ms at least (one period's figures can be off: the owners' estimates lag their
+//!   priority (a share of 5 %, below the bound's). Above `K` in one period, the share halves;
+//!   in two periods in a row, and for 200 ms at least (one period's figures can be off: the owners' estimates lag their
 //!   completions, and a loaded host's stall can span several short periods), the share drops
 //!   to 0; at 0 a held queue stays off up to [`SLO_LONG_OFF`] starvation bounds (2 s by default) and then runs its minimum run, which measures the ratio again. Below
 //!   `1 + 0.9 (K - 1)` the share grows by 5 points, up to 90 %. A period without both
@@ -227,9 +227,12 @@ impl ShareState {
             return;
         }
         if worst > u64::from(target_pct) {
-            // Two periods in a row: one period's measurement can be off (the owners' estimates
-            // lag their completions).
+            // One miss halves the share (periods that miss between ones that do not must not
+            // let it grow: llm-decode's ratios alternating 94-106 % and 129-198 % took it to
+            // 75 % in 4 s, its decode steps to 2x); two in a row drop it to 0 (one period's
+            // measurement can be off: the owners' estimates lag their completions).
             self.misses += 1;
+            self.share /= 2;
             let period = Self::period(settings).max(1);
             let needed = SLO_MISSES.max(SLO_MISSED_FOR_NS.div_ceil(period) as u32);
             if self.misses >= needed {
@@ -331,7 +334,7 @@ mod tests {
         let mut st = ShareState::new(Sharing::Slo { target_pct: 150 });
         st.share = 400;
         let shares = run(&mut st, 30, |on| if on { 2_000_000 } else { 1_000_000 });
-        assert_eq!(shares[0], 400, "one miss: {shares:?}");
+        assert_eq!(shares[0], 200, "one miss halves: {shares:?}");
         assert!(shares[1..].iter().all(|&s| s == 0), "{shares:?}");
         assert_eq!(st.status(&settings()).ratio_pct, 200);
         assert_eq!(st.duty(&settings()), (2000 * MS, 10 * MS));
@@ -340,15 +343,39 @@ mod tests {
         let mut st = ShareState::new(Sharing::Slo { target_pct: 150 });
         st.share = 400;
         let spike = std::cell::Cell::new(0u32);
-        let shares = run(&mut st, 4, |on| {
+        let shares = run(&mut st, 6, |on| {
             spike.set(spike.get() + 1);
-            if on && (110..220).contains(&spike.get()) {
+            // The second stretch beside it (the fourth stretch's end).
+            if on && spike.get() == 4 {
                 5_000_000
             } else {
                 1_000_000
             }
         });
-        assert!(shares.iter().all(|&s| s >= 400), "{shares:?}");
+        let halved = shares.windows(2).position(|w| w[1] == w[0] / 2).expect("halved once");
+        let after = &shares[halved + 1..];
+        assert!(after.iter().all(|&s| s > 0), "not stopped: {shares:?}");
+        assert!(after.last() > after.first(), "growing again: {shares:?}");
+    }
+
+    #[test]
+    fn periods_that_miss_between_ones_within_the_target_do_not_let_the_share_grow() {
+        // llm-decode's first burst: one period in three misses (1.6x against 1.2x), the others
+        // are within the margin. The share settles below where it started (it took llm-decode's
+        // to 75 % when a period within the target forgave a miss).
+        let mut st = ShareState::new(Sharing::Slo { target_pct: 120 });
+        st.share = 300;
+        let n = std::cell::Cell::new(0u32);
+        let shares = run(&mut st, 30, |on| {
+            n.set(n.get() + 1);
+            if on && (n.get() / 2).is_multiple_of(3) {
+                1_600_000
+            } else {
+                1_000_000
+            }
+        });
+        assert!(shares[10..].iter().all(|&s| s <= 300), "{shares:?}");
+        assert!(shares.iter().all(|&s| s > 0), "never two misses in a row: {shares:?}");
     }
 
     #[test]
@@ -373,7 +400,10 @@ mod tests {
         for _ in 0..3 {
             period(&mut st, 3_000_000);
         }
-        assert_eq!(st.share, grown, "three missed periods (60 ms): held");
+        assert!(
+            st.share > 0 && st.share < grown,
+            "three missed periods (60 ms): halved, not stopped"
+        );
         for _ in 0..8 {
             period(&mut st, 3_000_000);
         }
