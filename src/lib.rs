@@ -47,6 +47,7 @@
 
 pub mod board;
 pub mod entry;
+pub mod exit_lock;
 pub mod path;
 pub mod preempt;
 pub mod settings;

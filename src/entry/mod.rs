@@ -333,10 +333,7 @@ extern "C" fn at_exit() {
             // out (its board slots are cleared by the next reader that finds this process gone).
             // A thread of this process may be in a short forwarding pass or completion right now:
             // that one is waited for.
-            match crate::preempt::watcher::lock_within(
-                &gpu.sched,
-                crate::preempt::watcher::EXIT_WAIT,
-            ) {
+            match crate::exit_lock::lock_within(&gpu.sched, crate::preempt::watcher::EXIT_WAIT) {
                 Some(mut s) => {
                     // This process's queues stop counting as work for the others at once.
                     s.leave_board();

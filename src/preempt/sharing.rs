@@ -14,16 +14,16 @@
 //!   queue's time per packet (the board's `packet_ns`, measured by its owner; this process's own
 //!   higher queues too) at the end of each stretch this process's held queues were on the GPU
 //!   with its time at the end of each stretch they were off (smoothed over the periods that
-//!   measured it). It starts as strict
-//!   priority (a share of 5 %, below the bound's). Above `K` in one period, the share halves;
-//!   in two periods in a row, and for 200 ms at least (one period's figures can be off: the owners' estimates lag their
-//!   completions, and a loaded host's stall can span several short periods), the share drops
-//!   to 0; at 0 a held queue stays off up to [`SLO_LONG_OFF`] starvation bounds (2 s by default) and then runs its minimum run, which measures the ratio again. Below
-//!   `1 + 0.9 (K - 1)` the share grows by 5 points, up to 90 %. A period without both
-//!   measurements changes nothing, nor one whose ratio is below 80 % (work beside the higher
-//!   queue does not make it faster: the two sides measured different work, a prefill and
-//!   decode steps). So the held queues always get the higher work's idle time,
-//!   and time beside it only where that keeps its packets within `K`.
+//!   measured it). It starts as strict priority (a share of 5 %, below the bound's). Above `K`
+//!   in one period, the share halves; in two periods in a row, and for 200 ms at least (one
+//!   period's figures can be off: the owners' estimates lag their completions, and a loaded
+//!   host's stall can span several short periods), the share drops to 0; at 0 a held queue stays
+//!   off up to [`SLO_LONG_OFF`] starvation bounds (2 s by default) and then runs its minimum
+//!   run, which measures the ratio again. Below `1 + 0.9 (K - 1)` the share grows by 5 points,
+//!   up to 90 %. A period without both measurements changes nothing, nor one whose ratio is
+//!   below 80 % (work beside the higher queue does not make it faster: the two sides measured
+//!   different work, a prefill and decode steps). So the held queues always get the higher
+//!   work's idle time, and time beside it only where that keeps its packets within `K`.
 //! - **cap** `PCT`: a queue of this process continuously busy for `PCT % × P` is taken off for
 //!   the rest of the period, higher work or not ([`super::policy`]).
 //!

@@ -15,12 +15,12 @@
 //! against the best (a class paced by its requests). A size not measured in the last
 //! [`MEASURED_FOR_NS`] is expected to serve as the sizes measured around it say
 //! ([`Sizes::expected_ratio`]: its time scaled with its CUs), else as well (`r = 1`): choosing
-//! it is a trial, which measures it, and none is made of a size expected to miss; a size measured to miss is held as missed ([`MISS_HOLD_NS`]) through drifts
-//! of the demand, and a size larger than one measured to serve is not tried, nor any before
-//! the whole GPU, the reference, was measured in full. When the class on the whole GPU, alone
-//! or beside batch work no take-off disturbed, shows a time per packet [`DRIFT`] away from the
-//! interval before, its own work changed (a prefill, then decode steps) and every size's
-//! figures are forgotten
+//! it is a trial, which measures it, and none is made of a size expected to miss; a size measured
+//! to miss is held as missed ([`MISS_HOLD_NS`]) through drifts of the demand, and a size larger
+//! than one measured to serve is not tried, nor any before the whole GPU, the reference, was
+//! measured in full. When the class on the whole GPU, alone or beside batch work no take-off
+//! disturbed, shows a time per packet [`DRIFT`] away from the interval before, its own work changed
+//! (a prefill, then decode steps) and every size's figures are forgotten
 //! ([`Sizer::own_work_changed`]): a trial is judged against the work it runs. Under the SLO policy
 //! ([`Situation::slo`]) only a class that keeps the GPU busy itself is explored or moved to a
 //! reserve measured before: a paced one is the SLO's to serve by time sharing. Whether it keeps

@@ -46,23 +46,6 @@ pub const DEBUG_TRAP_IDLE_NS: Nanos = 1_000_000_000;
 /// back itself (KFD puts an exiting process's queues away anyway).
 pub const EXIT_WAIT: Duration = Duration::from_millis(100);
 
-/// `m`'s lock, waiting at most `wait` for the thread that holds it (sleeping a millisecond at a
-/// time, never spinning); `None` if it was not let go in time. For the exit path, where a thread
-/// the exit interrupts may hold a lock for good. A poisoned lock is taken as it is.
-pub fn lock_within<T>(m: &Mutex<T>, wait: Duration) -> Option<MutexGuard<'_, T>> {
-    let deadline = std::time::Instant::now() + wait;
-    loop {
-        match m.try_lock() {
-            Ok(g) => return Some(g),
-            Err(std::sync::TryLockError::Poisoned(p)) => return Some(p.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(1))
-            }
-            Err(std::sync::TryLockError::WouldBlock) => return None,
-        }
-    }
-}
-
 /// What the watcher reads and waits on: the board (or a fake).
 pub trait Watch: Send + Sync {
     /// The wake word's value, read before looking at the board.
@@ -611,7 +594,9 @@ impl Preemption {
     /// Returns whether it got the lock.
     pub fn put_all_back_at_exit(&self) -> bool {
         // Nothing is logged: at exit the logger's thread-local state may be gone.
-        let Some(mut g) = lock_within(&self.inner, EXIT_WAIT) else { return false };
+        let Some(mut g) = crate::exit_lock::lock_within(&self.inner, EXIT_WAIT) else {
+            return false;
+        };
         let _ = Self::all_back(&mut g, (self.clock)());
         true
     }
@@ -921,11 +906,7 @@ impl Preemption {
                 .filter_map(|q| g.policy.timed_due(*q))
                 .max()
                 .map(|due| (self.clock)().saturating_sub(due));
-            let age = match (watch.wake_age_ns(), since_due) {
-                (Some(w), Some(t)) => Some(w.min(t)),
-                (w, t) => w.or(t),
-            };
-            if let Some(age) = age {
+            if let Some(age) = [watch.wake_age_ns(), since_due].into_iter().flatten().min() {
                 if g.wake_to_call.len() == LATENCY_SAMPLES {
                     g.wake_to_call.pop_front();
                 }
@@ -1049,34 +1030,6 @@ mod tests {
 
     fn p(level: i64) -> Priority {
         Priority::at_level(Level::new(level).unwrap())
-    }
-
-    /// The exit path's lock: got once a short holder lets go, given up on (not waited for
-    /// longer) when the holder keeps it.
-    #[test]
-    fn the_exit_lock_waits_for_a_short_holder_and_gives_up_on_a_stuck_one() {
-        let m = Arc::new(Mutex::new(0u32));
-        let (held, let_go) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
-        let (held_tx, held_rx) = held;
-        let (go_tx, go_rx) = let_go;
-        let m2 = m.clone();
-        let holder = std::thread::spawn(move || {
-            let mut g = m2.lock().unwrap();
-            *g = 1;
-            held_tx.send(()).unwrap();
-            go_rx.recv().unwrap();
-            std::thread::sleep(Duration::from_millis(5));
-            *g = 2;
-        });
-        held_rx.recv().unwrap();
-        let start = std::time::Instant::now();
-        assert!(lock_within(&m, Duration::from_millis(20)).is_none(), "still held: given up");
-        assert!(start.elapsed() >= Duration::from_millis(20), "it waited the time given");
-        go_tx.send(()).unwrap();
-        let g = lock_within(&m, Duration::from_secs(10)).expect("let go within the wait");
-        assert_eq!(*g, 2, "got after the holder's last write");
-        drop(g);
-        holder.join().unwrap();
     }
 
     #[derive(Default)]

@@ -21,11 +21,12 @@
 use std::collections::VecDeque;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
 
 use super::chrome::Chrome;
 use super::event::{Event, Track, What};
+use crate::exit_lock::{lock_within, try_lock};
 use crate::path::window::Nanos;
 
 /// Full buffers that may wait for the writer; one more is dropped.
@@ -39,28 +40,6 @@ type Buffer = Vec<Event>;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn try_lock<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
-    match m.try_lock() {
-        Ok(g) => Some(g),
-        Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
-        Err(TryLockError::WouldBlock) => None,
-    }
-}
-
-/// `try_lock` until `patience` has passed (the exit: never hang on a stuck writer).
-fn lock_within<T>(m: &Mutex<T>, patience: Duration) -> Option<MutexGuard<'_, T>> {
-    let end = Instant::now() + patience;
-    loop {
-        if let Some(g) = try_lock(m) {
-            return Some(g);
-        }
-        if Instant::now() >= end {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
 }
 
 /// The file side: the JSON writer, the first failure.
