@@ -507,6 +507,7 @@ impl Watch for BoardLink {
                 completed: slot.stats.completed,
                 busy_ns: slot.stats.busy_ns,
                 preemptions: slot.stats.preemptions,
+                rounds: slot.stats.rounds,
             };
             match newest.get(&sample.key) {
                 Some(&(b, _)) if b >= beat => {}

@@ -145,6 +145,8 @@ impl Gpus {
                             xccs: c.xccs,
                         };
                         let _ = gpu.sizing.set(setup);
+                        let occupancy = crate::entry::topology::node_occupancy(gpu.node, c.count);
+                        gpu.sched.lock().unwrap_or_else(|p| p.into_inner()).set_occupancy(occupancy);
                         if let Some(pre) = gpu.preempt.get() {
                             pre.set_sizing(setup);
                         }

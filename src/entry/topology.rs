@@ -12,6 +12,8 @@ pub(crate) const AGENT_INFO_CU_COUNT: u32 = 0xA002;
 /// `HSA_AMD_AGENT_INFO_NUM_XCC` (hsa_ext_amd.h, ROCm 6.0 and later).
 pub(crate) const AGENT_INFO_NUM_XCC: u32 = 0xA111;
 
+use crate::path::packet_width::Occupancy;
+
 /// A GPU's CUs from what the runtime said (`count`, `xccs`) and KFD node `node`'s topology.
 pub(crate) fn gpu_cus(
     count: Option<u32>,
@@ -43,6 +45,33 @@ pub(crate) fn node_cus(node: u32) -> Result<Cus, String> {
     parse(&text).ok_or_else(|| format!("{path}: no simd_count and simd_per_cu of a GPU"))
 }
 
+/// What a CU of KFD node `node` (of `cu_count` CUs) holds at once: its wave slots
+/// (`simd_per_cu x max_waves_per_simd`), LDS (`lds_size_in_kb`) and wave size
+/// (`wave_front_size`) from its topology, each as gfx90a and gfx942 have it where the node or
+/// the file does not say ([`Occupancy::gfx9`]).
+pub(crate) fn node_occupancy(node: Option<u32>, cu_count: u32) -> Occupancy {
+    let text = node.and_then(|n| std::fs::read_to_string(format!("{NODES}/{n}/properties")).ok());
+    occupancy(text.as_deref().unwrap_or(""), cu_count)
+}
+
+/// [`node_occupancy`] from a `properties` file's text.
+pub(crate) fn occupancy(text: &str, cu_count: u32) -> Occupancy {
+    let value = |key: &str| {
+        text.lines().find_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            (k == key).then(|| v.trim().parse::<u32>().ok()).flatten().filter(|&n| n > 0)
+        })
+    };
+    let d = Occupancy::gfx9(cu_count);
+    let waves = value("simd_per_cu").zip(value("max_waves_per_simd")).map(|(s, w)| s * w);
+    Occupancy {
+        cu_count,
+        waves_per_cu: waves.unwrap_or(d.waves_per_cu),
+        lds_bytes_per_cu: value("lds_size_in_kb").map_or(d.lds_bytes_per_cu, |k| k << 10),
+        wave_size: value("wave_front_size").unwrap_or(d.wave_size),
+    }
+}
+
 /// The CUs a `properties` file describes (`simd_count / simd_per_cu`, `num_xcc` or 1); `None`
 /// for a node without SIMDs (a CPU) or a file without them.
 pub(crate) fn parse(text: &str) -> Option<Cus> {
@@ -61,6 +90,16 @@ pub(crate) fn parse(text: &str) -> Option<Cus> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cu_holds_what_the_topology_says_else_what_gfx9_has() {
+        let text = "simd_count 320\nmax_waves_per_simd 10\nlds_size_in_kb 128\nwave_front_size 32\nsimd_per_cu 4\n";
+        let o = occupancy(text, 80);
+        assert_eq!(o, Occupancy { cu_count: 80, waves_per_cu: 40, lds_bytes_per_cu: 128 << 10, wave_size: 32 });
+        // Missing or zero fields: gfx90a's and gfx942's.
+        assert_eq!(occupancy("simd_count 320\nlds_size_in_kb 0\n", 80), Occupancy::gfx9(80));
+        assert_eq!(node_occupancy(None, 104), Occupancy::gfx9(104));
+    }
 
     #[test]
     fn the_runtime_first_then_kfd_then_one_xcc() {

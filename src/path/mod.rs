@@ -5,6 +5,8 @@
 //!
 //! - [`packet`]: AQL packets as values (copied byte for byte, never modified), and the barrier
 //!   packets libxhsa builds itself.
+//! - [`packet_width`]: how many rounds of work-groups a dispatch needs on parts of the GPU,
+//!   which the live sizing expects a reserve's slowdown from.
 //! - [`aql_ring`]: taking the published packets out of a shadow ring, writing packets into a
 //!   hardware ring (body first, header last), over an abstract queue memory.
 //! - [`shadow_queue`]: one shadow queue, its states and the bookkeeping of its tracking
@@ -30,6 +32,7 @@ pub mod aql_ring;
 pub mod latency;
 pub mod packet;
 pub mod packet_time;
+pub mod packet_width;
 pub mod partition;
 pub mod partitions;
 pub mod scheduler;

@@ -119,6 +119,36 @@ impl FenceScope {
     }
 }
 
+/// What a kernel dispatch asks of the CUs ([`Packet::dispatch_shape`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct DispatchShape {
+    /// Work-items per work-group in x, y, z.
+    pub workgroup: [u16; 3],
+    /// Work-items in the grid in x, y, z.
+    pub grid: [u32; 3],
+    /// LDS bytes each work-group holds.
+    pub group_segment_bytes: u32,
+}
+
+impl DispatchShape {
+    /// Work-groups in the grid (a partial work-group at an edge counts as one); 0 when a
+    /// dimension is 0 (a malformed packet: the packet processor decides what it does).
+    pub fn workgroups(&self) -> u64 {
+        self.grid.iter().zip(self.workgroup).fold(1u64, |n, (&g, w)| {
+            if w == 0 {
+                0
+            } else {
+                n.saturating_mul(u64::from(g).div_ceil(u64::from(w)))
+            }
+        })
+    }
+
+    /// Work-items per work-group.
+    pub fn workgroup_items(&self) -> u64 {
+        self.workgroup.iter().map(|&w| u64::from(w)).product()
+    }
+}
+
 /// One 64-byte AQL packet, by value.
 #[derive(Copy, Clone, PartialEq, Eq, Hash)]
 #[repr(C, align(64))]
@@ -145,6 +175,12 @@ impl Packet {
 
     fn u16_at(&self, offset: usize) -> u16 {
         u16::from_le_bytes([self.bytes[offset], self.bytes[offset + 1]])
+    }
+
+    fn u32_at(&self, offset: usize) -> u32 {
+        let mut word = [0u8; 4];
+        word.copy_from_slice(&self.bytes[offset..offset + 4]);
+        u32::from_le_bytes(word)
     }
 
     fn u64_at(&self, offset: usize) -> u64 {
@@ -187,6 +223,17 @@ impl Packet {
     pub fn kernel_object(&self) -> Option<u64> {
         (self.packet_type() == PacketType::KernelDispatch)
             .then(|| self.u64_at(KERNEL_OBJECT_OFFSET))
+    }
+
+    /// A kernel dispatch's shape: its work-group size (offsets 4, 6, 8: `u16` each), grid size
+    /// (offsets 12, 16, 20: `u32` each, in work-items) and group segment bytes per work-group
+    /// (offset 28: static and dynamic LDS, as the runtime fills it); `None` for other types.
+    pub fn dispatch_shape(&self) -> Option<DispatchShape> {
+        (self.packet_type() == PacketType::KernelDispatch).then(|| DispatchShape {
+            workgroup: [self.u16_at(4), self.u16_at(6), self.u16_at(8)],
+            grid: [self.u32_at(12), self.u32_at(16), self.u32_at(20)],
+            group_segment_bytes: self.u32_at(28),
+        })
     }
 
     /// The dependency signals (offsets 8..48) of a barrier-AND or barrier-OR packet; `None` for
@@ -317,6 +364,29 @@ mod tests {
         assert_eq!(p.completion_signal(), 0x1234_5678);
         assert_eq!(p.dep_signals(), None);
         assert!(format!("{p:?}").contains("kernel_object: 0x7f00deadbeef"));
+    }
+
+    #[test]
+    fn a_dispatch_shape_counts_its_workgroups_partial_ones_included() {
+        let mut b = dispatch().to_bytes();
+        for (i, w) in [256u16, 2, 1].iter().enumerate() {
+            b[4 + 2 * i..6 + 2 * i].copy_from_slice(&w.to_le_bytes());
+        }
+        for (i, g) in [1000u32, 4, 3].iter().enumerate() {
+            b[12 + 4 * i..16 + 4 * i].copy_from_slice(&g.to_le_bytes());
+        }
+        b[28..32].copy_from_slice(&10_240u32.to_le_bytes());
+        let s = Packet::from_bytes(b).dispatch_shape().expect("a dispatch");
+        assert_eq!(s.workgroup, [256, 2, 1]);
+        assert_eq!(s.grid, [1000, 4, 3]);
+        assert_eq!(s.group_segment_bytes, 10_240);
+        // x: 1000 / 256 -> 4 (the last partial), y: 2, z: 3.
+        assert_eq!(s.workgroups(), 4 * 2 * 3);
+        assert_eq!(s.workgroup_items(), 512);
+        // A zero work-group size (malformed) counts no work-group; other types have no shape.
+        b[6..8].copy_from_slice(&0u16.to_le_bytes());
+        assert_eq!(Packet::from_bytes(b).dispatch_shape().map(|s| s.workgroups()), Some(0));
+        assert_eq!(Packet::tracking_barrier(5).dispatch_shape(), None);
     }
 
     #[test]

@@ -155,6 +155,8 @@ pub struct ShadowQueue {
     pub timing: crate::path::packet_time::PacketTime,
     /// Dispatch-to-completion times, from the completions seen.
     pub latency: crate::path::latency::Latency,
+    /// The rounds of work-groups its dispatches needed on each part of the GPU, summed.
+    pub widths: crate::path::packet_width::Widths,
 }
 
 impl ShadowQueue {
@@ -197,6 +199,7 @@ impl ShadowQueue {
             confirming: None,
             timing: Default::default(),
             latency: Default::default(),
+            widths: Default::default(),
         }
     }
 

@@ -14,8 +14,9 @@
 //! however much of a packet's longer time its host work hides), else its time per packet
 //! against the best (a class paced by its requests). A size not measured in the last
 //! [`MEASURED_FOR_NS`] is expected to serve as the sizes measured around it say
-//! ([`Sizes::expected_ratio`]: its time scaled with its CUs), else as well (`r = 1`): choosing
-//! it is a trial, which measures it, and none is made of a size expected to miss; a size measured
+//! ([`Sizes::expected_ratio`]: its time scaled with its CUs), else as the class's kernels'
+//! widths say (the rounds of work-groups its dispatches need there,
+//! [`crate::path::packet_width`]), else as well (`r = 1`): choosing it is a trial, which measures it, and none is made of a size expected to miss; a size measured
 //! to miss is held as missed ([`MISS_HOLD_NS`]) through drifts of the demand, and a size larger
 //! than one measured to serve is not tried, nor any before the whole GPU, the reference, was
 //! measured in full. When the class on the whole GPU, alone or beside batch work no take-off
@@ -61,6 +62,7 @@
 #![forbid(unsafe_code)]
 
 use super::duty::{Duty, IDLE_BELOW};
+use crate::path::packet_width::PARTS;
 use crate::path::window::Nanos;
 use std::collections::BTreeMap;
 use xhsa_model::sharing::Sharing;
@@ -128,6 +130,9 @@ pub const BUSY_CLASS: f64 = 0.6;
 /// A class below [`BUSY_CLASS`] cannot be served by a size where it was busy this much of the
 /// time: it is paced by its requests, and there they wait for each other.
 const SATURATED: f64 = 0.95;
+/// What the critical class's rounds counted so far keep at each look: they fade over some ten
+/// looks (five seconds at [`LOOK_NS`]).
+pub const ROUNDS_KEEP: f64 = 0.9;
 
 /// One queue on the board at one look, as the sizing needs it.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -140,6 +145,9 @@ pub struct QueueSample {
     /// Total time with packets in flight (the board's `busy_ns`).
     pub busy_ns: u64,
     pub preemptions: u64,
+    /// Rounds of work-groups its dispatches needed on each eighth of the GPU, summed (the
+    /// board's `rounds`, [`crate::path::packet_width`]).
+    pub rounds: [u64; PARTS],
 }
 
 /// The board at one look.
@@ -166,6 +174,9 @@ pub struct Demand {
     pub batch_busy: f64,
     /// Batch queues taken off the GPU per second.
     pub takeoffs_per_s: f64,
+    /// The rounds of work-groups the critical class's dispatches needed on each eighth of the
+    /// GPU (submitted in the interval).
+    pub critical_rounds: [f64; PARTS],
 }
 
 impl Demand {
@@ -182,6 +193,9 @@ impl Demand {
             if q.critical {
                 d.critical_busy += busy;
                 critical_done += done;
+                for (sum, (a, b)) in d.critical_rounds.iter_mut().zip(q.rounds.iter().zip(b.rounds)) {
+                    *sum += a.saturating_sub(b) as f64;
+                }
             } else {
                 d.batch_busy += busy;
                 d.takeoffs_per_s += q.preemptions.saturating_sub(b.preemptions) as f64 * 1e9 / dt;
@@ -240,6 +254,9 @@ pub struct Sizes {
     /// The critical class's long-run pattern ([`Sizer::look`] feeds it; left empty, only the
     /// sizes' own figures judge the class).
     duty: Duty,
+    /// The rounds of work-groups its dispatches needed on each eighth of the GPU, summed over
+    /// the looks since its work last changed, older looks fading ([`Sizes::count_rounds`]).
+    rounds: [f64; PARTS],
 }
 
 /// A size measured to miss the target ([`Sizes::note`]).
@@ -287,10 +304,19 @@ impl Sizes {
     }
 
     /// Forgets every size's figures (the critical class's work changed,
-    /// [`Sizer::own_work_changed`]); the misses' holds stand.
+    /// [`Sizer::own_work_changed`]), and how wide its kernels were; the misses' holds stand.
     fn forget_figures(&mut self) {
         self.measured.clear();
         self.baseline = None;
+        self.rounds = [0.0; PARTS];
+    }
+
+    /// Adds the critical class's rounds of one look ([`Demand::critical_rounds`]); what was
+    /// counted before fades by [`ROUNDS_KEEP`] per look.
+    pub fn count_rounds(&mut self, rounds: &[f64; PARTS]) {
+        for (sum, r) in self.rounds.iter_mut().zip(rounds) {
+            *sum = *sum * ROUNDS_KEEP + r;
+        }
     }
 
     /// The sizes measured lately, each for [`MIN_MEASURED_NS`] at least.
@@ -341,7 +367,36 @@ impl Sizes {
     /// to know. llm-decode's decode steps measured at 1.82x on 40 of 80 CUs put 60 at 1.27x and
     /// 70 at 1.12x: with a target of 1.2x, 60 is not worth a trial (measured: 1.47x); bert6's
     /// 40 at 1.00x and 20 at 1.40x put 30 at 1.13x (measured to serve).
+    ///
+    /// With no size measured below, the class's kernels' widths say it ([`Sizes::by_widths`]).
     pub fn expected_ratio(&self, cus: u32, cu_count: u32, now: Nanos) -> Option<f64> {
+        self.interpolated(cus, cu_count, now).or_else(|| self.by_widths(cus, cu_count, now))
+    }
+
+    /// How much longer the critical class is expected to take on `cus` CUs by its kernels'
+    /// widths ([`crate::path::packet_width::ratio`], its rounds there against the whole GPU's,
+    /// `w`): a class paced by its requests, whose time per packet is its ratio, `w`; one that
+    /// keeps the GPU busy ([`BUSY_CLASS`]) and had packets in flight `b` of the time on the
+    /// whole GPU, `b w` (at least 1): the time between its packets hides a longer time per
+    /// packet until the two meet, and its completion rate, its ratio, falls by the rest. `None`
+    /// before the whole GPU was measured in full or without rounds counted. The rounds ignore
+    /// what limits a CU's work-groups beside its wave slots and LDS, and a kernel's fixed
+    /// cost: the figure errs low. llm-decode's decode steps (GPU-bound, `b` 0.98) count 1.58 at
+    /// 40 of 80 CUs and 1.37 at 70 (measured 1.82-2.07x and 1.44-1.50x); bert6's server
+    /// (`b` 0.73, its host's launches between) 1.41 and 1.51 at 40 and 30, expected 1.03x and
+    /// 1.10x (measured 1.00x and within 1.2x), 20 at 1.51x (measured 1.40x).
+    fn by_widths(&self, cus: u32, cu_count: u32, now: Nanos) -> Option<f64> {
+        let w = crate::path::packet_width::ratio(&self.rounds, cu_count, cus)?;
+        let whole = self.fresh(now).find(|&(c, _)| c == 0)?.1;
+        if self.busy_class(now)? {
+            Some((whole.busy().min(1.0) * w).max(1.0))
+        } else {
+            Some(w)
+        }
+    }
+
+    /// [`Sizes::expected_ratio`] from the sizes measured around `cus`.
+    fn interpolated(&self, cus: u32, cu_count: u32, now: Nanos) -> Option<f64> {
         if cus == 0 || cus >= cu_count {
             return None;
         }
@@ -434,7 +489,8 @@ pub struct Prediction {
     /// Reserved CUs; 0: the whole GPU.
     pub cus: u32,
     /// The critical class's service ratio used (for an unmeasured size, a trial: the one
-    /// [`Sizes::expected_ratio`] gives, else 1).
+    /// [`Sizes::expected_ratio`] gives from the sizes measured around it or the class's
+    /// kernels' widths, else 1).
     pub ratio: f64,
     /// Whether the ratio was measured.
     pub measured: bool,
@@ -665,6 +721,15 @@ impl Sizer {
             })
     }
 
+    /// The critical class's rounds at each size against the whole GPU's, for the log.
+    fn width_ratios(&self) -> String {
+        let r = self.sizes.iter().filter_map(|&c| {
+            crate::path::packet_width::ratio(&self.measured.rounds, self.cu_count, c)
+                .map(|r| format!("{c}: {r:.2}"))
+        });
+        format!("[{}]", r.collect::<Vec<_>>().join(", "))
+    }
+
     /// The shortest time between two changes now: [`MIN_INTERVAL_NS`], doubled for each
     /// reversal in the last [`BACKOFF_WINDOW_NS`] (a change the other way than the one before
     /// it), up to [`MAX_INTERVAL_NS`]: measurements that disagree must not make the GPU pay an
@@ -740,7 +805,7 @@ impl Sizer {
         }
         let d = Demand::between(&prev, look)?;
         tracing::debug!(
-            "xhsa: sizing at {} reserved CUs{}: critical busy {:.3}, {:.0} packets of {:.1} us; batch busy {:.3}, {:.1} take-offs/s; critical class: pattern {}, duty {}, keeps the GPU busy {:?}",
+            "xhsa: sizing at {} reserved CUs{}: critical busy {:.3}, {:.0} packets of {:.1} us; batch busy {:.3}, {:.1} take-offs/s; critical class: pattern {}, duty {}, keeps the GPU busy {:?}, rounds against the whole GPU's {}",
             current,
             if self.settling { " (settling)" } else { "" },
             d.critical_busy,
@@ -750,7 +815,8 @@ impl Sizer {
             d.takeoffs_per_s,
             if self.measured.duty.known() { "known" } else { "not known" },
             self.measured.duty.fraction().map_or("-".to_string(), |f| format!("{f:.2}")),
-            self.measured.busy_class(now)
+            self.measured.busy_class(now),
+            self.width_ratios()
         );
         if std::mem::take(&mut self.settling) {
             return None;
@@ -764,6 +830,7 @@ impl Sizer {
             );
             self.measured.forget_figures();
         }
+        self.measured.count_rounds(&d.critical_rounds);
         // The class's own pattern (the settling interval, disturbed by the change, left out).
         self.measured.duty.observe(d.critical_busy, now.saturating_sub(prev.at));
         if d.critical_packets >= MIN_PACKETS {
@@ -789,6 +856,7 @@ impl Sizer {
                     .unwrap_or((o.critical_busy + d.critical_busy) / 2.0),
                 critical_packet_ns: d.critical_packet_ns,
                 critical_packets: d.critical_packets,
+                critical_rounds: d.critical_rounds,
                 batch_busy: (o.batch_busy + d.batch_busy) / 2.0,
                 takeoffs_per_s: (o.takeoffs_per_s + d.takeoffs_per_s) / 2.0,
             },
@@ -840,6 +908,7 @@ mod tests {
             critical_packets: 0.0,
             batch_busy: batch,
             takeoffs_per_s: takeoffs,
+            critical_rounds: [0.0; PARTS],
         }
     }
 
@@ -908,6 +977,7 @@ mod tests {
             completed,
             busy_ns: completed * packet_ns,
             preemptions,
+            rounds: [0; PARTS],
         };
         let before = Look {
             at: 0,
@@ -1161,6 +1231,60 @@ mod tests {
     }
 
     #[test]
+    fn a_size_the_kernels_widths_expect_to_miss_is_not_tried() {
+        // A class that keeps the GPU busy, measured on the whole GPU only (busy `b`), whose
+        // dispatches are one kernel filling the GPU in one round (480 work-groups, six to a CU)
+        // and one that fits anywhere: 1.5x the rounds on 40 CUs, 2.5x on 20.
+        let wide = [8.0, 4.0, 3.0, 2.0, 2.0, 2.0, 2.0, 1.0];
+        let rounds: [f64; PARTS] = std::array::from_fn(|i| wide[i] + 1.0);
+        let busy_at = |b: f64, rounds: &[f64; PARTS]| {
+            let span = MIN_MEASURED_NS as f64;
+            let mut m = Sizes::default();
+            m.record(0, Served { packets: 1_000.0, busy_ns: b * span, span_ns: span }, 10 * S);
+            m.count_rounds(rounds);
+            m
+        };
+        let slo = |m: &Sizes| {
+            decide(&Situation {
+                target_pct: 120,
+                slo: true,
+                ..situation(0, busy(0.95, 0.9, 20.0), m)
+            })
+        };
+        // GPU-bound (busy 95 %): 1.43x expected on 40 CUs, 1.43x on 60: no trial.
+        let m = busy_at(0.95, &rounds);
+        let r = m.expected_ratio(40, 80, 10 * S).expect("rounds counted");
+        assert!((r - 0.95 * 1.5).abs() < 1e-9, "{r}");
+        let v = slo(&m);
+        assert!(!v.change && v.best.cus == 0, "{v:?}");
+        // Its host's time between packets hides most of it (busy 70 %): 40 expected at 1.05x,
+        // tried; 20 (1.75x) is not.
+        let m = busy_at(0.7, &rounds);
+        let v = slo(&m);
+        assert!(v.change && v.best.cus == 40 && !v.best.measured, "{v:?}");
+        assert!((v.best.slowdown - 1.05).abs() < 1e-9, "{v:?}");
+        assert!(m.expected_ratio(20, 80, 10 * S).is_some_and(|r| r > 1.2));
+        // Kernels that fit in any part: no slowdown expected, the trial as before.
+        let v = slo(&busy_at(0.95, &[1.0; PARTS]));
+        assert!(v.change && v.best.cus == 40 && (v.best.slowdown - 1.0).abs() < 1e-9, "{v:?}");
+        // A paced class's packets take the rounds' ratio itself (its busy time hides nothing).
+        let mut m = measured(&[]);
+        m.count_rounds(&rounds);
+        assert_eq!(m.expected_ratio(40, 80, 10 * S), Some(1.5));
+        // A size measured below overrules the widths (20 at 1.1x: 40 interpolated).
+        let mut m = closed_loop(&[(20, 1.1)]);
+        m.count_rounds(&rounds);
+        let r = m.expected_ratio(40, 80, 10 * S).unwrap();
+        assert!((r - (1.0 + 0.1 / 3.0)).abs() < 1e-9, "{r}");
+        // The rounds counted fade, and a change of the class's work forgets them.
+        let mut m = busy_at(0.95, &rounds);
+        m.count_rounds(&[0.0; PARTS]);
+        assert!((m.rounds[PARTS - 1] - 2.0 * ROUNDS_KEEP).abs() < 1e-9);
+        m.forget_figures();
+        assert_eq!(m.expected_ratio(40, 80, 10 * S), None);
+    }
+
+    #[test]
     fn a_trial_that_clearly_fails_ends_after_a_short_measurement_and_without_the_back_off() {
         // A closed-loop class (busy 95 %): 1000 packets a second on 40 CUs, measured in full;
         // then on 20 CUs 650 a second (1.54x, the target 1.3x).
@@ -1202,6 +1326,7 @@ mod tests {
             completed,
             busy_ns: completed * if critical { 950_000 } else { 10_000_000 },
             preemptions: 0,
+            rounds: [0; PARTS],
         };
         let look = |t: u64, c: u64| Look {
             at: t * TRIAL_LOOK_NS,
@@ -1309,6 +1434,7 @@ mod tests {
             completed,
             busy_ns,
             preemptions: 0,
+            rounds: [0; PARTS],
         };
         let run = |bursty: bool| {
             let mut sz = Sizer::new(SIZES.to_vec(), 80, 120);
@@ -1363,6 +1489,7 @@ mod tests {
             critical_packets: 1_000.0,
             batch_busy: batch,
             takeoffs_per_s: takeoffs,
+            critical_rounds: [0.0; PARTS],
         };
         let changed = |steps: &[(Demand, u32)]| {
             let mut last = None;
@@ -1413,6 +1540,7 @@ mod tests {
             completed,
             busy_ns,
             preemptions,
+            rounds: [0; PARTS],
         };
         for beside_decode in [false, true] {
             let mut sz = Sizer::new(SIZES.to_vec(), 80, 120);
@@ -1546,6 +1674,7 @@ mod tests {
             completed,
             busy_ns: completed * packet_ns,
             preemptions,
+            rounds: [0; PARTS],
         };
         // The critical queue completes 150 packets of 1 ms a second (15 %); the batch queue is
         // taken off 100 times a second.

@@ -179,6 +179,7 @@ impl Scheduler {
         s.packet_ns = q.timing.per_packet();
         s.own_packet_ns = q.timing.own_per_packet();
         s.busy_ns = q.timing.busy_ns();
+        s.rounds = q.widths.0;
         s.pending = s.pending.saturating_add(q.backlog.len().min(u32::MAX as usize) as u32);
         if q.mode != Mode::Scheduled {
             s.flags |= xhsa_model::stats::FLAG_PASSTHROUGH;

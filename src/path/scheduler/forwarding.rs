@@ -59,6 +59,9 @@ impl Scheduler {
                     };
                     let taken = intake_until(mem, &q.shadow, room, &unknown);
                     q.taken += taken.len() as u64;
+                    if let Some(o) = self.occupancy {
+                        q.widths.count(&o, &taken);
+                    }
                     for p in taken {
                         let passthrough = match (&self.passthrough_kernels, p.kernel_object()) {
                             (Some(f), Some(ko)) => (f.0)(ko).unwrap_or(false),

@@ -149,6 +149,9 @@ pub struct Scheduler {
     /// idle, a queue keeps at most this much of its own time per packet in flight
     /// ([`Scheduler::set_horizon`]).
     horizon_ns: Nanos,
+    /// The GPU's CUs and what each holds, once known: each queue's dispatches are counted in
+    /// rounds of work-groups on parts of the GPU ([`crate::path::packet_width`]).
+    occupancy: Option<crate::path::packet_width::Occupancy>,
 }
 
 fn add_stats(total: &mut Summary, q: &ShadowQueue, s: Option<&QueueStats>) {
@@ -187,7 +190,14 @@ impl Scheduler {
             remasks: Vec::new(),
             app_masks: BTreeMap::new(),
             horizon_ns: 0,
+            occupancy: None,
         }
+    }
+
+    /// Counts each queue's kernel dispatches from now on in rounds of work-groups on parts of
+    /// a GPU of this occupancy (the board's `rounds`, which the live CU split reads).
+    pub fn set_occupancy(&mut self, occupancy: crate::path::packet_width::Occupancy) {
+        self.occupancy = Some(occupancy);
     }
 
     /// Sets the horizon (0: none; the preemption watcher sets half the measured cost of a

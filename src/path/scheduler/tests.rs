@@ -127,6 +127,10 @@ impl World {
     }
     /// The application publishes `n` packets (as far as the shadow has room) and rings.
     fn submit(&mut self, q: u64, n: u64) -> u64 {
+        self.submit_made(q, n, app_packet)
+    }
+    /// Submits `n` packets `make(q, n)` on queue `q`, as many as the ring has room for.
+    fn submit_made(&mut self, q: u64, n: u64, make: impl Fn(u64, u64) -> Packet) -> u64 {
         let ring = shadow_ring(q);
         let mut done = 0;
         for _ in 0..n {
@@ -135,7 +139,7 @@ impl World {
             if next - read >= SLOTS {
                 break;
             }
-            let p = app_packet(q, next);
+            let p = make(q, next);
             self.mem.write_body(ring.slot(next), &p);
             self.mem.store_header(ring.slot(next), p.header());
             self.mem.store_u64(ring.amd_queue + WRITE_DISPATCH_ID, next + 1);
@@ -933,4 +937,39 @@ proptest::proptest! {
             world.check_executed(q, *submitted.get(&q).unwrap_or(&0));
         }
     }
+}
+
+#[test]
+fn each_queue_counts_its_dispatches_rounds_of_work_groups_on_the_parts_of_the_gpu() {
+    use crate::path::packet_width::Occupancy;
+    // 480 work-groups of 256 work-items with 10 KiB of LDS: six to a CU.
+    let wide = |_, _| {
+        let mut b = [0u8; PACKET_SIZE];
+        b[0] = 2;
+        b[4..6].copy_from_slice(&256u16.to_le_bytes());
+        b[6..8].copy_from_slice(&1u16.to_le_bytes());
+        b[8..10].copy_from_slice(&1u16.to_le_bytes());
+        b[12..16].copy_from_slice(&(480u32 * 256).to_le_bytes());
+        b[16..20].copy_from_slice(&1u32.to_le_bytes());
+        b[20..24].copy_from_slice(&1u32.to_le_bytes());
+        b[28..32].copy_from_slice(&10_240u32.to_le_bytes());
+        Packet::from_bytes(b)
+    };
+    let mut w = World::new(8, "");
+    let board = Arc::new(FakeBoard::default());
+    w.sched.attach_board(board.clone());
+    w.add(1, prio(0));
+    // Before the GPU's occupancy is known nothing is counted.
+    assert_eq!(w.submit_made(1, 1, wide), 1);
+    assert_eq!(w.sched.stats(QueueId(1), 0).unwrap().rounds, [0; 8]);
+    w.sched.set_occupancy(Occupancy::gfx9(80));
+    assert_eq!(w.submit_made(1, 2, wide), 2);
+    // Barriers and other packets need no CUs.
+    assert_eq!(w.submit_made(1, 1, |_, _| Packet::tracking_barrier(7)), 1);
+    let per = [8u64, 4, 3, 2, 2, 2, 2, 1];
+    let two = per.map(|r| 2 * r);
+    assert_eq!(w.sched.stats(QueueId(1), 0).unwrap().rounds, two);
+    // Published with the other counters (at least every publishing period).
+    w.sched.pass(&w.mem, &w.hw, PUBLISH_PERIOD_NS);
+    assert_eq!(board.last(1).rounds, two, "published on the board");
 }

@@ -63,7 +63,9 @@ enum Cmd {
         #[arg(long, value_enum, default_value_t = Load::Preload)]
         load: Load,
         /// Keep every phase's process logs (libxhsa's and the emulator's messages, libxhsa's exit
-        /// summary) after a successful run, and say where (they are kept after a failure anyway).
+        /// summary) after a successful run, and say where (they are kept after a failure anyway);
+        /// an LLM server's phases also keep `tokens.tsv`, each token's wall-clock end and device
+        /// time, to line its slow decode steps up with the logs.
         #[arg(long)]
         keep_logs: bool,
         /// The emulated KFD's cost of one device-wide unmap and remap (UPDATE_QUEUE, SET_CU_MASK,

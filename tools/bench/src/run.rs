@@ -366,6 +366,9 @@ pub fn phase(setup: &Setup, processes: &[Process]) -> Result<(PhaseResult, f64, 
         }
     }
     let go = monotonic_ns();
+    let go_unix_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
     for p in &mut procs {
         if let Some(s) = p.stdin.as_mut() {
             let _ = writeln!(s, "go");
@@ -463,9 +466,33 @@ pub fn phase(setup: &Setup, processes: &[Process]) -> Result<(PhaseResult, f64, 
     }
     let from = setup.warmup_s / scale;
     let to = (setup.warmup_s + setup.seconds) / scale;
+    write_token_times(&dir.join("tokens.tsv"), &streams, go_unix_s, scale);
     let _ = std::fs::remove_dir_all(&dev);
     let _ = std::fs::remove_dir_all(&board);
     Ok((PhaseResult { streams, seconds: to }, from, to))
+}
+
+/// An LLM server's token times, for lining its slow decode steps up with the processes' logs
+/// (kept with `--keep-logs`): one line per token, its end in Unix seconds of wall-clock time
+/// (the logs' timestamps are UTC) and its own time in device milliseconds (TTFT for the first
+/// token). Nothing is written without LLM requests; a write error only loses the file.
+fn write_token_times(path: &Path, streams: &[StreamResult], go_unix_s: f64, scale: f64) {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    for (si, s) in streams.iter().enumerate() {
+        for (ri, r) in s.decoded.iter().enumerate() {
+            let wall = |dev_s: f64| go_unix_s + dev_s * scale;
+            let _ = writeln!(out, "{si}\t{ri}\t0\t{:.6}\t{:.3}", wall(r.first), (r.first - r.arrival) * 1e3);
+            let starts = std::iter::once(r.first).chain(r.steps.iter().copied());
+            for (k, (a, b)) in starts.zip(r.steps.iter().copied()).enumerate() {
+                let _ = writeln!(out, "{si}\t{ri}\t{}\t{:.6}\t{:.3}", k + 1, wall(b), (b - a) * 1e3);
+            }
+        }
+    }
+    if !out.is_empty() {
+        let head = "# stream\trequest\ttoken (0: the first, its TTFT)\tend (Unix s, wall clock)\tdevice ms\n";
+        let _ = std::fs::write(path, format!("{head}{out}"));
+    }
 }
 
 fn set_private(dir: &Path) -> Result<(), String> {

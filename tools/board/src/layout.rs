@@ -10,9 +10,9 @@
 //! slot with a compare-and-swap on [`state`](Slot::state). Everything here assumes it was handed
 //! a consistent copy.
 //!
-//! # Layout, version 7
+//! # Layout, version 8
 //!
-//! All fields little endian and naturally aligned; the file is `64 + slot_count * 336` bytes
+//! All fields little endian and naturally aligned; the file is `64 + slot_count * 400` bytes
 //! ([`board_size`]).
 //!
 //! Header ([`BoardHeader`], 64 bytes at offset 0):
@@ -20,9 +20,9 @@
 //! | offset | type       | field            | value                                          |
 //! |-------:|------------|------------------|------------------------------------------------|
 //! | 0      | `u64`      | `magic`          | [`BOARD_MAGIC`], the bytes `XHSABRD\0`         |
-//! | 8      | `u32`      | `layout_version` | [`BOARD_LAYOUT_VERSION`] (7)                   |
+//! | 8      | `u32`      | `layout_version` | [`BOARD_LAYOUT_VERSION`] (8)                   |
 //! | 12     | `u32`      | `slot_count`     | number of slots, `1..=`[`MAX_SLOT_COUNT`]      |
-//! | 16     | `u32`      | `slot_size`      | 336                                            |
+//! | 16     | `u32`      | `slot_size`      | 400                                            |
 //! | 20     | `u32`      | `stats_version`  | [`STATS_LAYOUT_VERSION`] of the embedded stats |
 //! | 24     | `u32`      | `header_size`    | 64                                             |
 //! | 28     | `u32`      | `gpu_id`         | the device: its KFD node id (see below)        |
@@ -34,7 +34,7 @@
 //! | 56     | `u32`      | `split`          | the live CU split (`XHSA_RESERVE=auto@LEVEL`): epoch in the high 16 bits, reserved CUs in the low 16 (0: the whole GPU); changed only by compare-and-swap ([`SplitWord`]) |
 //! | 60     | `u32`      | `split_at_ms`    | `CLOCK_MONOTONIC` ms (wrapping) of the last change of `split`, written by the process whose swap made it |
 //!
-//! Slot `i` ([`Slot`], 336 bytes at offset `64 + 336 * i`):
+//! Slot `i` ([`Slot`], 400 bytes at offset `64 + 400 * i`):
 //!
 //! | offset | type         | field         | meaning                                                        |
 //! |-------:|--------------|---------------|----------------------------------------------------------------|
@@ -44,20 +44,22 @@
 //! | 12     | `u32`        | `partition`   | CU partition id of the queue                                   |
 //! | 16     | `u64`        | `owner_token` | the owner's random token ([`Owner`])                           |
 //! | 24     | `u64`        | `queue_id`    | the owner's [`QueueId`]                                        |
-//! | 32     | `QueueStats` | `stats`       | priorities, state, counters, latency histogram ([`xhsa_model::stats`], 176 bytes) |
-//! | 208    | `[u8; 16]`   | `name`        | the owner's process name (`comm`), NUL-padded                  |
-//! | 224    | `[RecentPreemption; 4]` | `recent` | the last preemptions, newest first: `start_ns` (`CLOCK_MONOTONIC`), `duration_ns` (0 while still off); zeros when unused |
-//! | 288    | `Control`    | `control`     | a request of `xhsactl` ([`Control`]): `seq`, `op`, `level`, `uid` |
-//! | 304    | `Ack`        | `ack`         | the owner's answer ([`Ack`]): `seq`, `status`, `detail`, reserved |
-//! | 320    | `u64`        | `pid_ns`      | the owner's pid namespace (inode of `/proc/self/ns/pid`), 0 if unknown |
-//! | 328    | `u32`        | `owner_uid`   | the owner's real uid                                           |
-//! | 332    | `u32`        | `sharing`     | the owner's sharing policy: its code ([`xhsa_model::sharing::Sharing::code`]) in the high 16 bits, the share its held queues get now in per mille in the low 16 |
+//! | 32     | `QueueStats` | `stats`       | priorities, state, counters, latency histogram ([`xhsa_model::stats`], 240 bytes) |
+//! | 272    | `[u8; 16]`   | `name`        | the owner's process name (`comm`), NUL-padded                  |
+//! | 288    | `[RecentPreemption; 4]` | `recent` | the last preemptions, newest first: `start_ns` (`CLOCK_MONOTONIC`), `duration_ns` (0 while still off); zeros when unused |
+//! | 352    | `Control`    | `control`     | a request of `xhsactl` ([`Control`]): `seq`, `op`, `level`, `uid` |
+//! | 368    | `Ack`        | `ack`         | the owner's answer ([`Ack`]): `seq`, `status`, `detail`, reserved |
+//! | 384    | `u64`        | `pid_ns`      | the owner's pid namespace (inode of `/proc/self/ns/pid`), 0 if unknown |
+//! | 392    | `u32`        | `owner_uid`   | the owner's real uid                                           |
+//! | 396    | `u32`        | `sharing`     | the owner's sharing policy: its code ([`xhsa_model::sharing::Sharing::code`]) in the high 16 bits, the share its held queues get now in per mille in the low 16 |
 //!
-//! The owner writes bytes 8..288 and 320..336 under the seqlock; `control` is written by
+//! The owner writes bytes 8..352 and 384..400 under the seqlock; `control` is written by
 //! controllers and `ack` by the owner outside it (each word atomically, the protocol is in
 //! [`crate::shared`]).
 //!
-//! Version 7 grew the stats by `own_packet_ns` (stats layout 6: each queue's time per packet
+//! Version 8 grew the stats by `rounds` (stats layout 7: how many rounds of work-groups each
+//! queue's dispatches need on each eighth of the GPU, from which the live CU split expects a
+//! reserve's slowdown before trying it), so the slot by 64 bytes. Version 7 grew the stats by `own_packet_ns` (stats layout 6: each queue's time per packet
 //! without higher-priority work beside it, which its owner's take-off decisions use), so the slot
 //! by 8 bytes. Version 6 grew the stats by `busy_ns` (stats layout 5: each queue's cumulative busy time,
 //! which the live CU split measures by), so the slot by 8 bytes. Version 5 turned the slot's last reserved word into `sharing` (the owner's `XHSA_POLICY`
@@ -90,12 +92,12 @@ use xhsa_model::stats::{QueueStats, FLAG_PAUSED, STATS_LAYOUT_VERSION};
 /// `XHSABRD\0`, little endian.
 pub const BOARD_MAGIC: u64 = u64::from_le_bytes(*b"XHSABRD\0");
 /// Version of the board layout.
-pub const BOARD_LAYOUT_VERSION: u32 = 7;
+pub const BOARD_LAYOUT_VERSION: u32 = 8;
 /// Size of the header in bytes.
 pub const HEADER_SIZE: usize = 64;
 /// Size of one slot in bytes.
-pub const SLOT_SIZE: usize = 336;
-/// Slots a board has unless configured otherwise (one per queue: 336 KiB in all).
+pub const SLOT_SIZE: usize = 400;
+/// Slots a board has unless configured otherwise (one per queue: 400 KiB in all).
 pub const DEFAULT_SLOT_COUNT: u32 = 1024;
 /// Most slots a board may have (20 MiB).
 pub const MAX_SLOT_COUNT: u32 = 65536;
@@ -707,19 +709,19 @@ mod tests {
         assert_eq!(offset_of!(Slot, owner_token), 16);
         assert_eq!(offset_of!(Slot, queue_id), 24);
         assert_eq!(offset_of!(Slot, stats), 32);
-        assert_eq!(offset_of!(Slot, name), 208);
-        assert_eq!(offset_of!(Slot, recent), 224);
-        assert_eq!(offset_of!(Slot, control), 288);
-        assert_eq!(offset_of!(Slot, ack), 304);
-        assert_eq!(offset_of!(Slot, pid_ns), 320);
-        assert_eq!(offset_of!(Slot, owner_uid), 328);
-        assert_eq!(offset_of!(Slot, sharing), 332);
+        assert_eq!(offset_of!(Slot, name), 272);
+        assert_eq!(offset_of!(Slot, recent), 288);
+        assert_eq!(offset_of!(Slot, control), 352);
+        assert_eq!(offset_of!(Slot, ack), 368);
+        assert_eq!(offset_of!(Slot, pid_ns), 384);
+        assert_eq!(offset_of!(Slot, owner_uid), 392);
+        assert_eq!(offset_of!(Slot, sharing), 396);
         assert_eq!(size_of::<RecentPreemption>(), 16);
         assert_eq!(size_of::<Control>(), 16);
         assert_eq!(size_of::<Ack>(), 16);
 
         assert_eq!(&BOARD_MAGIC.to_le_bytes(), b"XHSABRD\0");
-        assert_eq!(board_size(DEFAULT_SLOT_COUNT), 64 + 336 * 1024);
+        assert_eq!(board_size(DEFAULT_SLOT_COUNT), 64 + 400 * 1024);
     }
 
     #[test]

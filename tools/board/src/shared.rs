@@ -267,19 +267,21 @@ fn header_from_words(w: &[u32; HEADER_WORDS]) -> BoardHeader {
 /// Word index of the header's `split` (and `split_at_ms` after it).
 const SPLIT_WORD: usize = 14;
 /// Word index of the first word after the owner's first seqlocked part (the control words follow).
-const OWNER_END: usize = 72;
+const OWNER_END: usize = 88;
+/// Word index of the stats' `rounds` in the slot.
+const ROUNDS_WORD: usize = 52;
 /// Word index of the slot's `name`.
-const NAME_WORD: usize = 52;
+const NAME_WORD: usize = 68;
 /// Word index of the slot's first recent preemption.
-const RECENT_WORD: usize = 56;
+const RECENT_WORD: usize = 72;
 /// Word index of [`Control`]'s `seq`.
-const CONTROL_WORD: usize = 72;
+const CONTROL_WORD: usize = 88;
 /// Word index of [`Ack`]'s `seq`.
-const ACK_WORD: usize = 76;
+const ACK_WORD: usize = 92;
 /// Word index of `pid_ns`, where the owner's second seqlocked part begins (to the slot's end).
-const PID_NS_WORD: usize = 80;
+const PID_NS_WORD: usize = 96;
 
-/// A slot as its 84 words, in the layout of [`crate::layout`].
+/// A slot as its 100 words, in the layout of [`crate::layout`].
 pub fn slot_to_words(s: &Slot) -> [u32; SLOT_WORDS] {
     let mut w = [0u32; SLOT_WORDS];
     let put64 = |w: &mut [u32; SLOT_WORDS], i: usize, v: u64| {
@@ -311,6 +313,9 @@ pub fn slot_to_words(s: &Slot) -> [u32; SLOT_WORDS] {
     put64(&mut w, 46, st.beat_ns);
     put64(&mut w, 48, st.busy_ns);
     put64(&mut w, 50, st.own_packet_ns);
+    for (i, &r) in st.rounds.iter().enumerate() {
+        put64(&mut w, ROUNDS_WORD + 2 * i, r);
+    }
     for (i, chunk) in s.name.chunks_exact(4).enumerate() {
         w[NAME_WORD + i] = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
     }
@@ -374,6 +379,7 @@ pub fn slot_from_words(w: &[u32; SLOT_WORDS]) -> Slot {
             beat_ns: u64_at(46),
             busy_ns: u64_at(48),
             own_packet_ns: u64_at(50),
+            rounds: std::array::from_fn(|i| u64_at(ROUNDS_WORD + 2 * i)),
         },
         name,
         recent,
@@ -1016,6 +1022,7 @@ mod tests {
         assert_eq!(stats + offset_of!(QueueStats, beat_ns), 46 * 4);
         assert_eq!(stats + offset_of!(QueueStats, busy_ns), 48 * 4);
         assert_eq!(stats + offset_of!(QueueStats, own_packet_ns), 50 * 4);
+        assert_eq!(stats + offset_of!(QueueStats, rounds), ROUNDS_WORD * 4);
         assert_eq!(OWNER_END * 4, offset_of!(Slot, control));
         assert_eq!(NAME_WORD * 4, offset_of!(Slot, name));
         assert_eq!(RECENT_WORD * 4, offset_of!(Slot, recent));
@@ -1054,6 +1061,7 @@ mod tests {
                 beat_ns: 1 << 45,
                 busy_ns: (1 << 52) | 3,
                 own_packet_ns: (1 << 53) | 5,
+                rounds: std::array::from_fn(|i| (1 << (40 + i)) | i as u64),
             },
             name: crate::layout::name_bytes("batch-job"),
             recent: std::array::from_fn(|i| RecentPreemption {

@@ -5,7 +5,7 @@
 //! layout is versioned by [`STATS_LAYOUT_VERSION`], which the board header records next to its
 //! own version; a reader that finds another version must not interpret the bytes.
 //!
-//! Layout, version 6 (176 bytes, little endian, naturally aligned, no padding):
+//! Layout, version 7 (240 bytes, little endian, naturally aligned, no padding):
 //!
 //! | offset | type  | field             | meaning                                                   |
 //! |-------:|-------|-------------------|-----------------------------------------------------------|
@@ -27,6 +27,7 @@
 //! | 152    | `u64` | `beat_ns`         | `CLOCK_MONOTONIC` ns when the owner last published or confirmed these counters |
 //! | 160    | `u64` | `busy_ns`         | total time the queue had packets in flight (ns), counted at completions |
 //! | 168    | `u64` | `own_packet_ns`   | time per completed packet (ns) over the busy periods without higher-priority work beside the queue, least of the last 1-2 s, 0 if not measured |
+//! | 176    | `[u64; 8]` | `rounds`     | the rounds of work-groups the queue's kernel dispatches needed, summed: element `e - 1` on `ceil(n e / 8)` of the GPU's `n` CUs (the last: the whole GPU) |
 //!
 //! Version 2 turned version 1's `reserved` word into `packet_ns`: what the owner measured from
 //! its completions (the preemption watchers of other processes estimate from it how long the
@@ -40,13 +41,15 @@
 //! Version 6 added `own_packet_ns`: `packet_ns` counts the time a lower queue's packets wait for
 //! higher-priority work, which is what the higher work's owner measures; how long the packets in
 //! flight would delay that work once it has priority is their own time, measured while no higher
-//! work was there (the owner's take-off decisions, `xhsa-top`'s JSON shows both).
+//! work was there (the owner's take-off decisions, `xhsa-top`'s JSON shows both). Version 7
+//! added `rounds`: how wide the queue's kernels are, from which the live CU split expects how much
+//! longer the latency-critical work would take on part of the GPU before it tries that part.
 #![forbid(unsafe_code)]
 
 use crate::priority::Priority;
 
 /// Version of the [`QueueStats`] layout.
-pub const STATS_LAYOUT_VERSION: u32 = 6;
+pub const STATS_LAYOUT_VERSION: u32 = 7;
 
 /// How often an owner with work confirms its counters (`beat_ns`) at the least.
 pub const BEAT_NS: u64 = 20_000_000;
@@ -72,6 +75,9 @@ pub const FLAG_OVERRIDDEN: u32 = 1 << 4;
 /// completions, which may have completed long ago: no tracking barrier after them has
 /// completed yet (an idle queue's last packets, written while its process was alone).
 pub const FLAG_UNCONFIRMED: u32 = 1 << 5;
+
+/// Parts of the GPU (eighths) a queue's `rounds` are counted at.
+pub const WIDTH_PARTS: usize = 8;
 
 /// Buckets of the dispatch-to-completion histogram.
 pub const LATENCY_BUCKETS: usize = 16;
@@ -184,6 +190,9 @@ pub struct QueueStats {
     /// (same-priority work of other processes slows the packets too; it typically yields when
     /// higher work comes); 0 while unmeasured.
     pub own_packet_ns: u64,
+    /// Rounds of work-groups the kernel dispatches needed, summed, on each eighth of the GPU
+    /// (the last: the whole GPU).
+    pub rounds: [u64; WIDTH_PARTS],
 }
 
 /// A queue's packets' own time as far as measured: `own_ns` (time per packet over busy periods
@@ -256,9 +265,9 @@ mod tests {
     }
 
     #[test]
-    fn layout_v6() {
-        assert_eq!(STATS_LAYOUT_VERSION, 6);
-        assert_eq!(size_of::<QueueStats>(), 176);
+    fn layout_v7() {
+        assert_eq!(STATS_LAYOUT_VERSION, 7);
+        assert_eq!(size_of::<QueueStats>(), 240);
         assert_eq!(align_of::<QueueStats>(), 8);
         assert_eq!(offset_of!(QueueStats, priority), 0);
         assert_eq!(offset_of!(QueueStats, flags), 4);
@@ -278,6 +287,7 @@ mod tests {
         assert_eq!(offset_of!(QueueStats, beat_ns), 152);
         assert_eq!(offset_of!(QueueStats, busy_ns), 160);
         assert_eq!(offset_of!(QueueStats, own_packet_ns), 168);
+        assert_eq!(offset_of!(QueueStats, rounds), 176);
     }
 
     #[test]
