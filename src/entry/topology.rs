@@ -95,7 +95,15 @@ mod tests {
     fn a_cu_holds_what_the_topology_says_else_what_gfx9_has() {
         let text = "simd_count 320\nmax_waves_per_simd 10\nlds_size_in_kb 128\nwave_front_size 32\nsimd_per_cu 4\n";
         let o = occupancy(text, 80);
-        assert_eq!(o, Occupancy { cu_count: 80, waves_per_cu: 40, lds_bytes_per_cu: 128 << 10, wave_size: 32 });
+        assert_eq!(
+            o,
+            Occupancy {
+                cu_count: 80,
+                waves_per_cu: 40,
+                lds_bytes_per_cu: 128 << 10,
+                wave_size: 32
+            }
+        );
         // Missing or zero fields: gfx90a's and gfx942's.
         assert_eq!(occupancy("simd_count 320\nlds_size_in_kb 0\n", 80), Occupancy::gfx9(80));
         assert_eq!(node_occupancy(None, 104), Occupancy::gfx9(104));

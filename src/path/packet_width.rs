@@ -152,9 +152,10 @@ mod tests {
     #[test]
     fn rounds_are_counted_at_each_eighth_of_the_gpu() {
         let o = Occupancy::gfx9(80);
-        assert_eq!((1..=PARTS).map(|e| part_cus(80, e)).collect::<Vec<_>>(), [
-            10, 20, 30, 40, 50, 60, 70, 80
-        ]);
+        assert_eq!(
+            (1..=PARTS).map(|e| part_cus(80, e)).collect::<Vec<_>>(),
+            [10, 20, 30, 40, 50, 60, 70, 80]
+        );
         // 480 work-groups of 6 to a CU: 480 at once on 80 CUs, 240 on 40.
         assert_eq!(o.rounds(&shape(480, 256, 10_240)), [8, 4, 3, 2, 2, 2, 2, 1]);
         // 32 work-groups fit in any part.

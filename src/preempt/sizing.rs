@@ -193,7 +193,8 @@ impl Demand {
             if q.critical {
                 d.critical_busy += busy;
                 critical_done += done;
-                for (sum, (a, b)) in d.critical_rounds.iter_mut().zip(q.rounds.iter().zip(b.rounds)) {
+                for (sum, (a, b)) in d.critical_rounds.iter_mut().zip(q.rounds.iter().zip(b.rounds))
+                {
                     *sum += a.saturating_sub(b) as f64;
                 }
             } else {

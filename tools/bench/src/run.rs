@@ -482,10 +482,16 @@ fn write_token_times(path: &Path, streams: &[StreamResult], go_unix_s: f64, scal
     for (si, s) in streams.iter().enumerate() {
         for (ri, r) in s.decoded.iter().enumerate() {
             let wall = |dev_s: f64| go_unix_s + dev_s * scale;
-            let _ = writeln!(out, "{si}\t{ri}\t0\t{:.6}\t{:.3}", wall(r.first), (r.first - r.arrival) * 1e3);
+            let _ = writeln!(
+                out,
+                "{si}\t{ri}\t0\t{:.6}\t{:.3}",
+                wall(r.first),
+                (r.first - r.arrival) * 1e3
+            );
             let starts = std::iter::once(r.first).chain(r.steps.iter().copied());
             for (k, (a, b)) in starts.zip(r.steps.iter().copied()).enumerate() {
-                let _ = writeln!(out, "{si}\t{ri}\t{}\t{:.6}\t{:.3}", k + 1, wall(b), (b - a) * 1e3);
+                let _ =
+                    writeln!(out, "{si}\t{ri}\t{}\t{:.6}\t{:.3}", k + 1, wall(b), (b - a) * 1e3);
             }
         }
     }
