@@ -40,7 +40,7 @@ pub(crate) struct Cus {
 
 /// Reads a node's properties file: its CUs, or why not.
 pub(crate) fn node_cus(node: u32) -> Result<Cus, String> {
-    let path = format!("{NODES}/{node}/properties");
+    let path = properties_path(node);
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
     parse(&text).ok_or_else(|| format!("{path}: no simd_count and simd_per_cu of a GPU"))
 }
@@ -50,18 +50,13 @@ pub(crate) fn node_cus(node: u32) -> Result<Cus, String> {
 /// (`wave_front_size`) from its topology, each as gfx90a and gfx942 have it where the node or
 /// the file does not say ([`Occupancy::gfx9`]).
 pub(crate) fn node_occupancy(node: Option<u32>, cu_count: u32) -> Occupancy {
-    let text = node.and_then(|n| std::fs::read_to_string(format!("{NODES}/{n}/properties")).ok());
+    let text = node.and_then(|n| std::fs::read_to_string(properties_path(n)).ok());
     occupancy(text.as_deref().unwrap_or(""), cu_count)
 }
 
 /// [`node_occupancy`] from a `properties` file's text.
 pub(crate) fn occupancy(text: &str, cu_count: u32) -> Occupancy {
-    let value = |key: &str| {
-        text.lines().find_map(|l| {
-            let (k, v) = l.split_once(' ')?;
-            (k == key).then(|| v.trim().parse::<u32>().ok()).flatten().filter(|&n| n > 0)
-        })
-    };
+    let value = |key: &str| property(text, key).filter(|&n| n > 0);
     let d = Occupancy::gfx9(cu_count);
     let waves = value("simd_per_cu").zip(value("max_waves_per_simd")).map(|(s, w)| s * w);
     Occupancy {
@@ -72,15 +67,23 @@ pub(crate) fn occupancy(text: &str, cu_count: u32) -> Occupancy {
     }
 }
 
+/// Node `node`'s `properties` file.
+fn properties_path(node: u32) -> String {
+    format!("{NODES}/{node}/properties")
+}
+
+/// The value of `key` in a `properties` file's text (`key value` lines), if it is a number.
+fn property(text: &str, key: &str) -> Option<u32> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(' ')?;
+        (k == key).then(|| v.trim().parse::<u32>().ok()).flatten()
+    })
+}
+
 /// The CUs a `properties` file describes (`simd_count / simd_per_cu`, `num_xcc` or 1); `None`
 /// for a node without SIMDs (a CPU) or a file without them.
 pub(crate) fn parse(text: &str) -> Option<Cus> {
-    let value = |key: &str| {
-        text.lines().find_map(|l| {
-            let (k, v) = l.split_once(' ')?;
-            (k == key).then(|| v.trim().parse::<u32>().ok()).flatten()
-        })
-    };
+    let value = |key: &str| property(text, key);
     let simds = value("simd_count")?;
     let per_cu = value("simd_per_cu").filter(|&n| n > 0)?;
     let count = simds / per_cu;
