@@ -48,6 +48,17 @@
 //! whenever the watcher stops (shutdown, a failure). Higher work of the same process does not
 //! hold a queue (its streams may wait for each other: the window keeps them moving).
 //!
+//! **A hold that does not drain** is taken off. A hold bets that the packets in flight finish
+//! sooner than a take-off costs, by an own time per packet that is the least of the last one to
+//! two seconds ([`crate::path::packet_time`]): right for a batch process of short kernels slowed
+//! by another's long ones, wrong for one whose kernels span 100x (a training step's elementwise
+//! kernels and its GEMMs: two GEMMs of 120 ms of wall time held behind an estimate of 2.7 ms
+//! delayed an LLM decode step). So when no packet of a held queue in flight has completed for a
+//! round trip's cost (twice the measured cost of a take-off), it is taken off (the budget
+//! allowing), its stretch going on from the hold's start, and its hold in libxhsa is let go (it
+//! is off the GPU: what it forwards waits there). A wrong bet costs the higher work at most a
+//! round trip more than the take-off it should have had, the ski-rental bound again.
+//!
 //! How long "off" and "on" last under higher work, and the utilisation cap, are the sharing
 //! policy's (`XHSA_POLICY`, [`super::sharing`]): strict priority is the starvation bound above;
 //! weights and the SLO policy give held queues a share of each period; a cap takes a queue of
@@ -135,6 +146,7 @@ pub enum State {
 }
 
 /// Where a stretch off the GPU (or held) stands ([`Policy::decide`]).
+#[derive(Clone, Copy)]
 enum Stretch {
     /// The higher work is gone and the wait after it is over: back.
     Ends,
@@ -198,6 +210,9 @@ pub struct Policy {
     pauses: BTreeMap<QueueId, Pauses>,
     /// Whether the process can hold queues (its scheduler carries the holds out).
     holds: bool,
+    /// Held queues with packets in flight beside another process's higher work: the count
+    /// last seen and since when it has not dropped (a hold that does not drain, module doc).
+    draining: BTreeMap<QueueId, (u32, Nanos)>,
 }
 
 /// How long a queue whose in-flight count is unconfirmed waits to be taken off for higher work
@@ -226,6 +241,7 @@ impl Policy {
             unconfirmed_since: BTreeMap::new(),
             pauses: BTreeMap::new(),
             holds: false,
+            draining: BTreeMap::new(),
         }
     }
 
@@ -288,6 +304,7 @@ impl Policy {
             self.states.insert(*q, state);
             self.idle_since.remove(q);
             self.busy_since.remove(q);
+            self.draining.remove(q);
         }
     }
 
@@ -301,9 +318,16 @@ impl Policy {
         self.start(queues, State::Held { since: now });
     }
 
-    /// `queues` were taken off at `now`.
+    /// `queues` were taken off at `now`. A held queue's stretch goes on (the starvation bound
+    /// counts from the hold).
     pub fn taken_off(&mut self, queues: &[QueueId], now: Nanos) {
-        self.start(queues, State::Off { since: now });
+        for q in queues {
+            let since = match self.state(*q) {
+                State::Held { since } => since.min(now),
+                _ => now,
+            };
+            self.start(&[*q], State::Off { since });
+        }
     }
 
     /// `queues` were put back at `now`; `starved` ones get their minimum run.
@@ -345,6 +369,23 @@ impl Policy {
         self.busy_since.remove(&q);
         self.capped.remove(&q);
         self.pauses.remove(&q);
+        self.draining.remove(&q);
+    }
+
+    /// For held `q` (its packets in flight beside another process's higher work): since when
+    /// its in-flight count has not dropped, the hold's start at the earliest; `None` (and
+    /// forgotten) when it has nothing in flight or KFD cannot take it off.
+    fn undrained_since(&mut self, q: &Mine, held_since: Nanos, now: Nanos) -> Option<Nanos> {
+        if q.in_flight == 0 || !q.preemptable {
+            self.draining.remove(&q.id);
+            return None;
+        }
+        let (count, since) = self.draining.entry(q.id).or_insert((q.in_flight, held_since));
+        if q.in_flight < *count {
+            *since = now;
+        }
+        *count = q.in_flight;
+        Some(*since)
     }
 
     /// The wait before `q` goes back once the work above it is gone, for a round trip costing
@@ -426,6 +467,25 @@ impl Policy {
                     // Letting go costs nothing, but the queue would forward at once what it
                     // holds, in the way of higher work that only paused: a put-back's wait.
                     let stretch = self.stretch(q.id, since, higher_elsewhere, now, cost, max_off);
+                    // A hold that does not drain: no packet in flight completed for a round
+                    // trip's cost; the own time it was weighed by was wrong (module doc).
+                    let round_trip = cost.map(|c| c.saturating_mul(2));
+                    if let (Stretch::Until(_), true, Some(rt)) =
+                        (stretch, higher_elsewhere, round_trip)
+                    {
+                        if let Some(from) = self.undrained_since(q, since, now) {
+                            if now.saturating_sub(from) < rt {
+                                wake(&mut d, from + rt);
+                            } else if budget_ok {
+                                d.take_off.push(q.id);
+                                continue;
+                            } else {
+                                wake(&mut d, budget_at);
+                            }
+                        }
+                    } else {
+                        self.draining.remove(&q.id);
+                    }
                     d.settle(q.id, stretch, true);
                 }
                 State::Off { since } => {
@@ -820,8 +880,10 @@ mod tests {
         assert_eq!(pol.state(QueueId(1)), State::Held { since: 0 });
         assert_eq!(pol.held(), vec![QueueId(1)]);
         assert!(pol.off().is_empty(), "a hold is not a take-off");
-        // Still there: held on, and looked at again at the starvation bound.
-        let d = pol.decide(MS, &[low], &[o(3)], Some(450_000), true, 0);
+        // Still there, its packets drained: held on, and looked at again at the starvation
+        // bound.
+        let drained = q(1, -1, 0, 100_000);
+        let d = pol.decide(MS, &[drained], &[o(3)], Some(450_000), true, 0);
         assert!(d.hold.is_empty() && d.release.is_empty() && d.take_off.is_empty(), "{d:?}");
         assert_eq!(d.wake_at, Some(100 * MS));
         assert_eq!(pol.deadline_after(MS), Some(100 * MS));
@@ -836,6 +898,66 @@ mod tests {
         let mut pol = policy();
         let d = pol.decide(0, &[low], &[o(3)], Some(450_000), true, 0);
         assert!(d.hold.is_empty() && d.take_off.is_empty(), "{d:?}");
+    }
+
+    #[test]
+    fn a_hold_whose_packets_in_flight_do_not_complete_for_a_round_trip_is_taken_off() {
+        // 2 packets of 100 us by their own time, a 450 us take-off: held.
+        let low = q(1, -1, 2, 100_000);
+        let mut pol = holding();
+        let d = pol.decide(0, &[low], &[o(3)], Some(450_000), true, 0);
+        assert_eq!(d.hold, vec![QueueId(1)]);
+        pol.held_now(&d.hold, 0);
+        // None has completed half a millisecond later: looked at again a round trip after the
+        // hold began.
+        let d = pol.decide(500_000, &[low], &[o(3)], Some(450_000), true, 0);
+        assert!(d.take_off.is_empty() && d.release.is_empty(), "{d:?}");
+        assert_eq!(d.wake_at, Some(900_000));
+        // Still none a round trip after the hold: the estimate was wrong, taken off (the
+        // budget allowing: else looked at again when it does).
+        let d = pol.decide(900_000, &[low], &[o(3)], Some(450_000), false, 2 * MS);
+        assert!(d.take_off.is_empty());
+        assert_eq!(d.wake_at, Some(2 * MS));
+        let d = pol.decide(2 * MS, &[low], &[o(3)], Some(450_000), true, 0);
+        assert_eq!(d.take_off, vec![QueueId(1)]);
+        // Off, its stretch going on from the hold's start (the starvation bound counts from
+        // there).
+        pol.taken_off(&d.take_off, 2 * MS);
+        assert_eq!(pol.state(QueueId(1)), State::Off { since: 0 });
+        assert_eq!(pol.off(), vec![QueueId(1)]);
+        assert_eq!(
+            pol.decide(100 * MS, &[low], &[o(3)], Some(450_000), true, 0).starved,
+            vec![QueueId(1)]
+        );
+
+        // Packets completing keep the hold: the round trip runs from the last completion seen.
+        let mut pol = holding();
+        pol.held_now(&[QueueId(1)], 0);
+        let d = pol.decide(100_000, &[q(1, -1, 5, 100_000)], &[o(3)], Some(450_000), true, 0);
+        assert_eq!(d.wake_at, Some(900_000));
+        let d = pol.decide(800_000, &[q(1, -1, 3, 100_000)], &[o(3)], Some(450_000), true, 0);
+        assert_eq!(d.wake_at, Some(1_700_000));
+        let d = pol.decide(1_600_000, &[q(1, -1, 3, 100_000)], &[o(3)], Some(450_000), true, 0);
+        assert!(d.take_off.is_empty(), "{d:?}");
+        assert_eq!(
+            pol.decide(1_700_000, &[q(1, -1, 3, 100_000)], &[o(3)], Some(450_000), true, 0)
+                .take_off,
+            vec![QueueId(1)]
+        );
+
+        // Not without a measured cost, with nothing in flight, for a queue KFD does not know,
+        // or once the higher work is gone.
+        for (mine, others, cost) in [
+            (low, vec![o(3)], None),
+            (q(1, -1, 0, 100_000), vec![o(3)], Some(450_000)),
+            (Mine { preemptable: false, ..low }, vec![o(3)], Some(450_000)),
+            (low, vec![], Some(450_000)),
+        ] {
+            let mut pol = holding();
+            pol.held_now(&[QueueId(1)], 0);
+            let d = pol.decide(50 * MS, &[mine], &others, cost, true, 0);
+            assert!(d.take_off.is_empty(), "{mine:?} {others:?} {cost:?}: {d:?}");
+        }
     }
 
     #[test]

@@ -928,7 +928,21 @@ impl Preemption {
                 g.off.insert(*q, *h);
             }
             g.preemptions += qs.len() as u64;
+            // Held queues taken off (their packets in flight did not drain): off the GPU, their
+            // holds in libxhsa are let go, so that they come back with the put-back.
+            let were_held: Vec<QueueId> = qs
+                .iter()
+                .copied()
+                .filter(|q| matches!(g.policy.state(*q), State::Held { .. }))
+                .collect();
             g.policy.taken_off(&qs, start);
+            if !were_held.is_empty() {
+                if let Some(hook) = self.hold.get().cloned() {
+                    drop(g);
+                    hook(&were_held, false);
+                    g = self.lock();
+                }
+            }
             if !qs.is_empty() {
                 watch.preempted(&qs, true);
             }
@@ -1419,6 +1433,47 @@ mod tests {
             vec!["update 3 0", "runtime update 3 0", "update 3 60"],
             "kept off by the runtime, then put back with its percentage"
         );
+    }
+
+    #[test]
+    fn a_held_queue_whose_packets_do_not_drain_is_taken_off_and_its_hold_let_go() {
+        let k = FakeKfd { cost_ns: 450_000, ..Default::default() };
+        let (pre, clock) = setup(PreemptMode::Queue, &k);
+        type Calls = Mutex<Vec<(Vec<QueueId>, bool)>>;
+        let calls: Arc<Calls> = Arc::default();
+        let c = calls.clone();
+        pre.set_hold(Arc::new(move |qs, held| {
+            c.lock().unwrap().push((qs.to_vec(), held));
+            true
+        }));
+        let last = || calls.lock().unwrap().last().cloned();
+        let board = FakeBoard::default();
+        let higher = vec![Other::new(p(3), PartitionId::WHOLE)];
+        // A first take-off (its cost unknown: worth it) measures the cost, 450 us; then back.
+        *board.view.lock().unwrap() = (vec![low(2)], higher.clone());
+        pre.step(&board);
+        assert_eq!(pre.off(), vec![QueueId(1)]);
+        *board.view.lock().unwrap() = (vec![low(2)], vec![]);
+        for _ in 0..2 {
+            clock.fetch_add(1_000_000, Ordering::Relaxed);
+            pre.step(&board);
+        }
+        assert!(pre.off().is_empty());
+        // Two packets of 100 us by their own time: not worth a take-off, held.
+        let short = Mine { packet_ns: 100_000, own_ns: 100_000, ..low(2) };
+        *board.view.lock().unwrap() = (vec![short], higher.clone());
+        clock.fetch_add(1_000_000, Ordering::Relaxed);
+        pre.step(&board);
+        assert_eq!(last(), Some((vec![QueueId(1)], true)));
+        assert!(pre.off().is_empty());
+        // Neither completes within a round trip (900 us): taken off, and its hold let go (off
+        // the GPU, it comes back with the put-back).
+        clock.fetch_add(1_000_000, Ordering::Relaxed);
+        pre.step(&board);
+        assert_eq!(pre.off(), vec![QueueId(1)]);
+        assert_eq!(last(), Some((vec![QueueId(1)], false)));
+        assert_eq!(k.log.lock().unwrap().last().map(String::as_str), Some("update 3 0"));
+        assert_eq!(pre.summary().preemptions, 2);
     }
 
     #[test]
