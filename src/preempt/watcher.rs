@@ -1435,17 +1435,25 @@ mod tests {
         );
     }
 
+    /// The hold hook's calls (queues, held), as [`record_holds`] keeps them.
+    type HoldCalls = Arc<Mutex<Vec<(Vec<QueueId>, bool)>>>;
+
+    /// Gives `pre` a hold hook that records its calls into `calls` and says it carried them
+    /// out as `works` says.
+    fn record_holds(pre: &Preemption, calls: &HoldCalls, works: Arc<AtomicBool>) {
+        let c = calls.clone();
+        pre.set_hold(Arc::new(move |qs, held| {
+            c.lock().unwrap().push((qs.to_vec(), held));
+            works.load(Ordering::Relaxed)
+        }));
+    }
+
     #[test]
     fn a_held_queue_whose_packets_do_not_drain_is_taken_off_and_its_hold_let_go() {
         let k = FakeKfd { cost_ns: 450_000, ..Default::default() };
         let (pre, clock) = setup(PreemptMode::Queue, &k);
-        type Calls = Mutex<Vec<(Vec<QueueId>, bool)>>;
-        let calls: Arc<Calls> = Arc::default();
-        let c = calls.clone();
-        pre.set_hold(Arc::new(move |qs, held| {
-            c.lock().unwrap().push((qs.to_vec(), held));
-            true
-        }));
+        let calls = HoldCalls::default();
+        record_holds(&pre, &calls, Arc::new(AtomicBool::new(true)));
         let last = || calls.lock().unwrap().last().cloned();
         let board = FakeBoard::default();
         let higher = vec![Other::new(p(3), PartitionId::WHOLE)];
@@ -1480,14 +1488,9 @@ mod tests {
     fn holds_go_through_the_scheduler_and_are_let_go_whenever_the_watcher_stops() {
         let k = FakeKfd { cost_ns: 0, ..Default::default() };
         let (pre, clock) = setup(PreemptMode::Queue, &k);
-        type Calls = Mutex<Vec<(Vec<QueueId>, bool)>>;
-        let calls: Arc<Calls> = Arc::default();
-        let works = Arc::new(std::sync::atomic::AtomicBool::new(true));
-        let (c, w) = (calls.clone(), works.clone());
-        pre.set_hold(Arc::new(move |qs, held| {
-            c.lock().unwrap().push((qs.to_vec(), held));
-            w.load(Ordering::Relaxed)
-        }));
+        let calls = HoldCalls::default();
+        let works = Arc::new(AtomicBool::new(true));
+        record_holds(&pre, &calls, works.clone());
         let last = || calls.lock().unwrap().last().cloned();
         let board = FakeBoard::default();
         // A queue KFD does not know, beside another process's higher work: held, not taken off.
@@ -1533,11 +1536,7 @@ mod tests {
         assert_eq!(last(), Some((vec![QueueId(2)], true)));
         // With preemption off nothing is held.
         let (off, _) = setup(PreemptMode::Off, &k);
-        let c = calls.clone();
-        off.set_hold(Arc::new(move |qs, held| {
-            c.lock().unwrap().push((qs.to_vec(), held));
-            true
-        }));
+        record_holds(&off, &calls, Arc::new(AtomicBool::new(true)));
         let n = calls.lock().unwrap().len();
         off.step(&board);
         assert_eq!(calls.lock().unwrap().len(), n);
