@@ -319,15 +319,21 @@ impl Policy {
     }
 
     /// `queues` were taken off at `now`. A held queue's stretch goes on (the starvation bound
-    /// counts from the hold).
-    pub fn taken_off(&mut self, queues: &[QueueId], now: Nanos) {
+    /// counts from the hold); returns those that were held, whose holds in libxhsa are to be
+    /// let go (off the GPU, they come back with the put-back).
+    pub fn taken_off(&mut self, queues: &[QueueId], now: Nanos) -> Vec<QueueId> {
+        let mut were_held = Vec::new();
         for q in queues {
             let since = match self.state(*q) {
-                State::Held { since } => since.min(now),
+                State::Held { since } => {
+                    were_held.push(*q);
+                    since.min(now)
+                }
                 _ => now,
             };
             self.start(&[*q], State::Off { since });
         }
+        were_held
     }
 
     /// `queues` were put back at `now`; `starved` ones get their minimum run.
@@ -922,7 +928,7 @@ mod tests {
         assert_eq!(d.take_off, vec![QueueId(1)]);
         // Off, its stretch going on from the hold's start (the starvation bound counts from
         // there).
-        pol.taken_off(&d.take_off, 2 * MS);
+        assert_eq!(pol.taken_off(&d.take_off, 2 * MS), vec![QueueId(1)], "its hold to let go");
         assert_eq!(pol.state(QueueId(1)), State::Off { since: 0 });
         assert_eq!(pol.off(), vec![QueueId(1)]);
         assert_eq!(

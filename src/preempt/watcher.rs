@@ -903,6 +903,9 @@ impl Preemption {
             let r = g.mech.take_off(&targets);
             let end = (self.clock)();
             g.budget.record(start, end.saturating_sub(start));
+            // Held queues now off the GPU (their packets in flight did not drain): their holds
+            // in libxhsa are let go, so that they come back with the put-back.
+            let mut let_go = Vec::new();
             let taken = match r {
                 Ok(t) => t,
                 Err((why, t)) => {
@@ -917,7 +920,7 @@ impl Preemption {
                             g.off.insert(*q, *h);
                         }
                         let qs: Vec<QueueId> = t.queues.iter().map(|(q, _)| *q).collect();
-                        g.policy.taken_off(&qs, start);
+                        let_go = g.policy.taken_off(&qs, start);
                         g.retry_at = Some(end + RETRY_NS);
                     }
                     Default::default()
@@ -928,18 +931,11 @@ impl Preemption {
                 g.off.insert(*q, *h);
             }
             g.preemptions += qs.len() as u64;
-            // Held queues taken off (their packets in flight did not drain): off the GPU, their
-            // holds in libxhsa are let go, so that they come back with the put-back.
-            let were_held: Vec<QueueId> = qs
-                .iter()
-                .copied()
-                .filter(|q| matches!(g.policy.state(*q), State::Held { .. }))
-                .collect();
-            g.policy.taken_off(&qs, start);
-            if !were_held.is_empty() {
+            let_go.extend(g.policy.taken_off(&qs, start));
+            if !let_go.is_empty() {
                 if let Some(hook) = self.hold.get().cloned() {
                     drop(g);
-                    hook(&were_held, false);
+                    hook(&let_go, false);
                     g = self.lock();
                 }
             }
