@@ -425,6 +425,9 @@ pub(crate) mod fake {
         pub fail_debug: bool,
         pub fail_suspend: bool,
         pub fail_update: bool,
+        /// While `Some(n)`: `n` more updates succeed, every later one fails (a failure partway
+        /// through a take-off, and a put-back after it).
+        pub updates_left: Arc<Mutex<Option<u32>>>,
         pub fail_resume: Arc<Mutex<bool>>,
         pub refuse: Vec<u32>,
         /// Ids refused only until `clear_new` (new queues).
@@ -440,6 +443,12 @@ pub(crate) mod fake {
             self.log.lock().unwrap().push(format!("update {} {percentage}", t.kfd_id));
             if self.fail_update {
                 return Err(KfdFailure("EIO".into()));
+            }
+            if let Some(n) = self.updates_left.lock().unwrap().as_mut() {
+                if *n == 0 {
+                    return Err(KfdFailure("EIO".into()));
+                }
+                *n -= 1;
             }
             Ok(())
         }

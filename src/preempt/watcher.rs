@@ -1480,6 +1480,54 @@ mod tests {
         assert_eq!(pre.summary().preemptions, 2);
     }
 
+    /// The double fault: a take-off of two held queues fails after the first was taken off, and
+    /// putting that one back fails too. It stays off (retried), and its hold in libxhsa is let go
+    /// (it comes back with the put-back rather than stay held after it); the retry puts it back.
+    #[test]
+    fn a_held_queue_left_off_by_a_failed_take_off_and_put_back_has_its_hold_let_go() {
+        let k = FakeKfd { cost_ns: 450_000, ..Default::default() };
+        let (pre, clock) = setup(PreemptMode::Queue, &k);
+        pre.add(target(2, 4));
+        let calls = HoldCalls::default();
+        record_holds(&pre, &calls, Arc::new(AtomicBool::new(true)));
+        let last = || calls.lock().unwrap().last().cloned();
+        let board = FakeBoard::default();
+        let higher = vec![Other::new(p(3), PartitionId::WHOLE)];
+        let two = |m: Mine| vec![m, Mine { id: QueueId(2), ..m }];
+        // A first take-off measures the cost (450 us); then both go back.
+        *board.view.lock().unwrap() = (two(low(2)), higher.clone());
+        pre.step(&board);
+        assert_eq!(pre.off(), vec![QueueId(1), QueueId(2)]);
+        *board.view.lock().unwrap() = (two(low(2)), vec![]);
+        for _ in 0..2 {
+            clock.fetch_add(1_000_000, Ordering::Relaxed);
+            pre.step(&board);
+        }
+        assert!(pre.off().is_empty());
+        // Short packets: held.
+        let short = Mine { packet_ns: 100_000, own_ns: 100_000, ..low(2) };
+        *board.view.lock().unwrap() = (two(short), higher.clone());
+        clock.fetch_add(1_000_000, Ordering::Relaxed);
+        pre.step(&board);
+        assert_eq!(last(), Some((vec![QueueId(1), QueueId(2)], true)));
+        // They do not drain: the take-off deactivates queue 1, fails on queue 2, and putting
+        // queue 1 back fails.
+        *k.updates_left.lock().unwrap() = Some(1);
+        clock.fetch_add(1_000_000, Ordering::Relaxed);
+        let wake = pre.step(&board);
+        let log = k.log.lock().unwrap().clone();
+        assert_eq!(log[log.len() - 3..], ["update 3 0", "update 4 0", "update 3 100"]);
+        assert_eq!(pre.off(), vec![QueueId(1)], "off until a put-back succeeds");
+        assert_eq!(last(), Some((vec![QueueId(1)], false)), "its hold let go");
+        assert!(wake <= clock.load(Ordering::Relaxed) + RETRY_NS, "a retry is due");
+        // KFD works again: the retry puts it back, the higher work still there.
+        *k.updates_left.lock().unwrap() = None;
+        clock.fetch_add(RETRY_NS, Ordering::Relaxed);
+        pre.step(&board);
+        assert!(pre.off().is_empty());
+        assert_eq!(k.log.lock().unwrap().last().map(String::as_str), Some("update 3 100"));
+    }
+
     #[test]
     fn holds_go_through_the_scheduler_and_are_let_go_whenever_the_watcher_stops() {
         let k = FakeKfd { cost_ns: 0, ..Default::default() };
