@@ -78,6 +78,8 @@ impl Scheduler {
                 _ => {}
             }
         }
+        // Arrivals are told before anything is written ([`Self::publish_arrivals`]).
+        self.publish_arrivals(now);
         // 2. Hardware room.
         for &id in &ids {
             let Some(q) = self.queues.get(&id).filter(|q| q.mode == Mode::Scheduled) else {

@@ -392,6 +392,42 @@ fn higher_work_of_another_process_on_the_board_holds_this_process_queue() {
     assert_eq!(*board.left.lock().unwrap(), vec![QueueId(2), QueueId(1)]);
 }
 
+/// Work arriving on an idle queue is published, and the watchers told, right after the intake:
+/// before the packets are written (another process's take-off starts from it); the pass's own
+/// publish follows with the packets in flight. A queue that already had work is not told again
+/// at intake.
+#[test]
+fn an_arrival_is_published_and_told_before_its_packets_are_written() {
+    let mut w = World::new(4, "");
+    let board = Arc::new(FakeBoard::default());
+    w.sched.attach_board(board.clone());
+    let told: Arc<std::sync::Mutex<Vec<Option<QueueStats>>>> = Arc::default();
+    let (b, t) = (board.clone(), told.clone());
+    w.sched.set_notifier(Notifier(Arc::new(move || {
+        let last = b.published.lock().unwrap().last().map(|(_, s)| *s);
+        t.lock().unwrap().push(last);
+    })));
+    w.add(1, prio(0));
+    told.lock().unwrap().clear();
+    w.submit(1, 3);
+    let first = told.lock().unwrap().first().copied().flatten().expect("told, after a publish");
+    assert_eq!((first.pending, first.in_flight), (3, 0), "told at intake, before the write");
+    let last = board.last(1);
+    assert_eq!((last.pending, last.in_flight), (0, 3), "then published with the packets in flight");
+    // More packets while it has work: no second arrival (the pass's publish says the rest).
+    let before = told.lock().unwrap().len();
+    let published = board.published.lock().unwrap().len();
+    w.submit(1, 1);
+    assert_eq!(told.lock().unwrap().len(), before, "no change of has-work or busy: not told");
+    assert!(
+        board.published.lock().unwrap()[published..].iter().all(|(_, s)| s.in_flight > 0),
+        "nothing published at intake"
+    );
+    w.gpu(1, 100);
+    w.check_executed(1, 4);
+    assert!(!board.last(1).has_work());
+}
+
 #[test]
 fn beside_a_higher_priority_present_but_idle_a_queue_keeps_its_horizon_in_flight() {
     let mut w = World::new(1, "");
