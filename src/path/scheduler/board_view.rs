@@ -151,8 +151,13 @@ impl Scheduler {
     /// its queues off for, and the rest of the pass (writing the packets, ringing, tracking,
     /// arming) must not delay it: on a loaded host those steps took 0.5-5 ms of wall time at a
     /// request's first pass, the watcher of the batch process waiting for them. The pass's
-    /// own publish then follows with the packets in flight.
+    /// own publish then follows with the packets in flight. Only while other processes are on
+    /// the board (as last read): alone, nobody else's watcher waits for it, and the pass's
+    /// publish tells this process's own in time, sparing the doorbell path the extra publish.
     pub(super) fn publish_arrivals(&mut self, now: Nanos) {
+        if !self.others {
+            return;
+        }
         let Some(board) = self.board.clone() else { return };
         let mut arrived = false;
         for id in self.queue_ids() {

@@ -303,6 +303,8 @@ struct FakeBoard {
     /// The partitions queues joined in.
     partitions: std::sync::Mutex<Vec<(QueueId, PartitionId)>>,
     published: std::sync::Mutex<Vec<(QueueId, QueueStats)>>,
+    /// No other process on the board.
+    alone: std::sync::Mutex<bool>,
     joined: std::sync::Mutex<Vec<QueueId>>,
     left: std::sync::Mutex<Vec<QueueId>>,
 }
@@ -333,7 +335,7 @@ impl Board for FakeBoard {
         w
     }
     fn others_present(&self) -> bool {
-        true
+        !*self.alone.lock().unwrap()
     }
 }
 
@@ -395,12 +397,24 @@ fn higher_work_of_another_process_on_the_board_holds_this_process_queue() {
 /// Work arriving on an idle queue is published, and the watchers told, right after the intake:
 /// before the packets are written (another process's take-off starts from it); the pass's own
 /// publish follows with the packets in flight. A queue that already had work is not told again
-/// at intake.
+/// at intake, nor is one of a process alone on the board.
 #[test]
 fn an_arrival_is_published_and_told_before_its_packets_are_written() {
     let mut w = World::new(4, "");
     let board = Arc::new(FakeBoard::default());
+    *board.alone.lock().unwrap() = true;
     w.sched.attach_board(board.clone());
+    w.add(2, prio(0));
+    w.sched.pass(&w.mem, &w.hw, 0);
+    w.submit(2, 2);
+    assert!(
+        board.published.lock().unwrap().iter().all(|(_, s)| s.in_flight > 0 || !s.has_work()),
+        "alone: published once, after the write"
+    );
+    w.gpu(2, 100);
+    // Another process comes: the next pass reads the board.
+    *board.alone.lock().unwrap() = false;
+    w.sched.pass(&w.mem, &w.hw, CONTENTION_CACHE_NS);
     let told: Arc<std::sync::Mutex<Vec<Option<QueueStats>>>> = Arc::default();
     let (b, t) = (board.clone(), told.clone());
     w.sched.set_notifier(Notifier(Arc::new(move || {
