@@ -151,9 +151,11 @@ impl Scheduler {
     /// its queues off for, and the rest of the pass (writing the packets, ringing, tracking,
     /// arming) must not delay it: on a loaded host those steps took 0.5-5 ms of wall time at a
     /// request's first pass, the watcher of the batch process waiting for them. The pass's
-    /// own publish then follows with the packets in flight. Only while other processes are on
-    /// the board (as last read): alone, nobody else's watcher waits for it, and the pass's
-    /// publish tells this process's own in time, sparing the doorbell path the extra publish.
+    /// own publish then follows with the packets in flight. Only for a queue above some other
+    /// process's queue present in an overlapping CU partition (as the board was last read):
+    /// nobody else yields to the rest (a batch process's work among its peers, a process alone),
+    /// and the pass's publish tells this process's own watcher in time, sparing the doorbell
+    /// path the extra publish and every watcher a second wake-up.
     pub(super) fn publish_arrivals(&mut self, now: Nanos) {
         if !self.others {
             return;
@@ -162,6 +164,10 @@ impl Scheduler {
         let mut arrived = false;
         for id in self.queue_ids() {
             if self.published.get(&id).is_some_and(|p| p.has_work) {
+                continue;
+            }
+            let Some(priority) = self.part.priority(id) else { continue };
+            if !self.external.0.below_present(self.partition_of(id), priority) {
                 continue;
             }
             let Some(stats) = self.stats(id, now) else { continue };

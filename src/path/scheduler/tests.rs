@@ -397,7 +397,8 @@ fn higher_work_of_another_process_on_the_board_holds_this_process_queue() {
 /// Work arriving on an idle queue is published, and the watchers told, right after the intake:
 /// before the packets are written (another process's take-off starts from it); the pass's own
 /// publish follows with the packets in flight. A queue that already had work is not told again
-/// at intake, nor is one of a process alone on the board.
+/// at intake, nor is one of a process alone on the board or one no other process's queue is
+/// below.
 #[test]
 fn an_arrival_is_published_and_told_before_its_packets_are_written() {
     let mut w = World::new(4, "");
@@ -406,15 +407,22 @@ fn an_arrival_is_published_and_told_before_its_packets_are_written() {
     w.sched.attach_board(board.clone());
     w.add(2, prio(0));
     w.sched.pass(&w.mem, &w.hw, 0);
+    let after_the_write = |b: &FakeBoard| {
+        b.published.lock().unwrap().iter().all(|(_, s)| s.in_flight > 0 || !s.has_work())
+    };
     w.submit(2, 2);
-    assert!(
-        board.published.lock().unwrap().iter().all(|(_, s)| s.in_flight > 0 || !s.has_work()),
-        "alone: published once, after the write"
-    );
+    assert!(after_the_write(&board), "alone: published once, after the write");
     w.gpu(2, 100);
-    // Another process comes: the next pass reads the board.
+    // Another process comes, at the same priority: nobody it could yield to.
     *board.alone.lock().unwrap() = false;
+    board.present.lock().unwrap().push((PartitionId::WHOLE, prio(0)));
     w.sched.pass(&w.mem, &w.hw, CONTENTION_CACHE_NS);
+    w.submit(2, 2);
+    assert!(after_the_write(&board), "a peer: published after the write");
+    w.gpu(2, 100);
+    // A lower queue of another process is present: arrivals are told at intake.
+    board.present.lock().unwrap().push((PartitionId::WHOLE, prio(-5)));
+    w.sched.pass(&w.mem, &w.hw, 2 * CONTENTION_CACHE_NS);
     let told: Arc<std::sync::Mutex<Vec<Option<QueueStats>>>> = Arc::default();
     let (b, t) = (board.clone(), told.clone());
     w.sched.set_notifier(Notifier(Arc::new(move || {
@@ -439,6 +447,7 @@ fn an_arrival_is_published_and_told_before_its_packets_are_written() {
     );
     w.gpu(1, 100);
     w.check_executed(1, 4);
+    w.check_executed(2, 4);
     assert!(!board.last(1).has_work());
 }
 

@@ -38,6 +38,8 @@ impl Contention {
 pub struct ExternalWork {
     highest: Vec<(PartitionId, Priority)>,
     present: Vec<(PartitionId, Priority)>,
+    /// The lowest priority present in each partition.
+    lowest: Vec<(PartitionId, Priority)>,
 }
 
 impl ExternalWork {
@@ -60,6 +62,17 @@ impl ExternalWork {
             Some((_, h)) => *h = (*h).max(priority),
             None => self.present.push((partition, priority)),
         }
+        match self.lowest.iter_mut().find(|(p, _)| *p == partition) {
+            Some((_, l)) => *l = (*l).min(priority),
+            None => self.lowest.push((partition, priority)),
+        }
+    }
+
+    /// Whether a queue below `priority` is present (with work or not) in a partition
+    /// overlapping `partition`: whether work arriving at `priority` there is anything another
+    /// process could yield to.
+    pub fn below_present(&self, partition: PartitionId, priority: Priority) -> bool {
+        self.lowest.iter().any(|(p, l)| *l < priority && overlaps(*p, partition))
     }
 
     /// The highest priority of the queues in any partition overlapping `partition`, with work
@@ -123,5 +136,10 @@ mod tests {
         assert_eq!(w.present_in(sh), None);
         assert_eq!(w.present_in(r), Some(p(10)));
         assert_eq!(w.present_in(PartitionId::WHOLE), Some(p(10)));
+        // Below whom: the lowest present, by partition.
+        assert!(w.below_present(r, p(9)), "8 is below 9 on the reserved side");
+        assert!(!w.below_present(r, p(8)), "nothing below 8 there");
+        assert!(!w.below_present(sh, p(20)), "nobody present on the shared side");
+        assert!(w.below_present(PartitionId::WHOLE, p(9)), "the whole GPU overlaps it");
     }
 }
