@@ -11,9 +11,10 @@
 //!
 //! 1. take the published packets of every queue from its shadow ring (`Scheduled` queues into
 //!    the priority rings, at most one ring's worth held per queue; `Direct` queues straight to
-//!    hardware); a queue that had no work and now has some is published on the board and the
-//!    preemption watchers told at once, before anything below is done
-//!    ([`Scheduler::publish_arrivals`]: another process's take-off starts from there);
+//!    hardware); a queue that had no work and now has some, above another process's queue
+//!    present in an overlapping partition, is published on the board and the preemption
+//!    watchers told at once, before anything below is done ([`Scheduler::publish_arrivals`]:
+//!    that process's take-off starts from there);
 //! 2. bound every queue's packets in flight by the room in its hardware ring, keeping one slot
 //!    for the tracking barrier ([`crate::path::partition::Partition::set_capacity`]): the
 //!    hardware ring is never overfilled;
