@@ -1444,6 +1444,37 @@ mod tests {
         }));
     }
 
+    /// The state a hold that does not drain starts from: a first take-off of queues `ids` (its
+    /// cost unknown: worth it) measures the cost, 450 us, and they go back; then, beside higher
+    /// work again, two packets of 100 us each by their own time: not worth a take-off, held.
+    fn held_after_a_measured_take_off(
+        pre: &Preemption,
+        board: &FakeBoard,
+        clock: &AtomicU64,
+        calls: &HoldCalls,
+        ids: &[u64],
+    ) {
+        let mine =
+            |m: Mine| -> Vec<Mine> { ids.iter().map(|&q| Mine { id: QueueId(q), ..m }).collect() };
+        let queues: Vec<QueueId> = ids.iter().map(|&q| QueueId(q)).collect();
+        let higher = vec![Other::new(p(3), PartitionId::WHOLE)];
+        *board.view.lock().unwrap() = (mine(low(2)), higher.clone());
+        pre.step(board);
+        assert_eq!(pre.off(), queues);
+        *board.view.lock().unwrap() = (mine(low(2)), vec![]);
+        for _ in 0..2 {
+            clock.fetch_add(1_000_000, Ordering::Relaxed);
+            pre.step(board);
+        }
+        assert!(pre.off().is_empty());
+        let short = Mine { packet_ns: 100_000, own_ns: 100_000, ..low(2) };
+        *board.view.lock().unwrap() = (mine(short), higher);
+        clock.fetch_add(1_000_000, Ordering::Relaxed);
+        pre.step(board);
+        assert_eq!(calls.lock().unwrap().last().cloned(), Some((queues, true)));
+        assert!(pre.off().is_empty());
+    }
+
     #[test]
     fn a_held_queue_whose_packets_do_not_drain_is_taken_off_and_its_hold_let_go() {
         let k = FakeKfd { cost_ns: 450_000, ..Default::default() };
@@ -1452,24 +1483,7 @@ mod tests {
         record_holds(&pre, &calls, Arc::new(AtomicBool::new(true)));
         let last = || calls.lock().unwrap().last().cloned();
         let board = FakeBoard::default();
-        let higher = vec![Other::new(p(3), PartitionId::WHOLE)];
-        // A first take-off (its cost unknown: worth it) measures the cost, 450 us; then back.
-        *board.view.lock().unwrap() = (vec![low(2)], higher.clone());
-        pre.step(&board);
-        assert_eq!(pre.off(), vec![QueueId(1)]);
-        *board.view.lock().unwrap() = (vec![low(2)], vec![]);
-        for _ in 0..2 {
-            clock.fetch_add(1_000_000, Ordering::Relaxed);
-            pre.step(&board);
-        }
-        assert!(pre.off().is_empty());
-        // Two packets of 100 us by their own time: not worth a take-off, held.
-        let short = Mine { packet_ns: 100_000, own_ns: 100_000, ..low(2) };
-        *board.view.lock().unwrap() = (vec![short], higher.clone());
-        clock.fetch_add(1_000_000, Ordering::Relaxed);
-        pre.step(&board);
-        assert_eq!(last(), Some((vec![QueueId(1)], true)));
-        assert!(pre.off().is_empty());
+        held_after_a_measured_take_off(&pre, &board, &clock, &calls, &[1]);
         // Neither completes within a round trip (900 us): taken off, and its hold let go (off
         // the GPU, it comes back with the put-back).
         clock.fetch_add(1_000_000, Ordering::Relaxed);
@@ -1492,24 +1506,7 @@ mod tests {
         record_holds(&pre, &calls, Arc::new(AtomicBool::new(true)));
         let last = || calls.lock().unwrap().last().cloned();
         let board = FakeBoard::default();
-        let higher = vec![Other::new(p(3), PartitionId::WHOLE)];
-        let two = |m: Mine| vec![m, Mine { id: QueueId(2), ..m }];
-        // A first take-off measures the cost (450 us); then both go back.
-        *board.view.lock().unwrap() = (two(low(2)), higher.clone());
-        pre.step(&board);
-        assert_eq!(pre.off(), vec![QueueId(1), QueueId(2)]);
-        *board.view.lock().unwrap() = (two(low(2)), vec![]);
-        for _ in 0..2 {
-            clock.fetch_add(1_000_000, Ordering::Relaxed);
-            pre.step(&board);
-        }
-        assert!(pre.off().is_empty());
-        // Short packets: held.
-        let short = Mine { packet_ns: 100_000, own_ns: 100_000, ..low(2) };
-        *board.view.lock().unwrap() = (two(short), higher.clone());
-        clock.fetch_add(1_000_000, Ordering::Relaxed);
-        pre.step(&board);
-        assert_eq!(last(), Some((vec![QueueId(1), QueueId(2)], true)));
+        held_after_a_measured_take_off(&pre, &board, &clock, &calls, &[1, 2]);
         // They do not drain: the take-off deactivates queue 1, fails on queue 2, and putting
         // queue 1 back fails.
         *k.updates_left.lock().unwrap() = Some(1);
