@@ -23,6 +23,19 @@ pub(super) struct Published {
     pub(super) at: Nanos,
 }
 
+impl Published {
+    /// What publishing `stats` at `now` tells.
+    fn of(stats: &QueueStats, now: Nanos) -> Published {
+        Published {
+            priority: stats.priority,
+            has_work: stats.has_work(),
+            busy: stats.in_flight > 0,
+            flags: stats.flags,
+            at: now,
+        }
+    }
+}
+
 impl Scheduler {
     /// Attaches the GPU's board: the queues already there join it.
     pub fn attach_board(&mut self, board: Arc<dyn Board>) {
@@ -113,13 +126,7 @@ impl Scheduler {
         let mut changed = false;
         for id in self.queue_ids() {
             let Some(stats) = self.stats(id, now) else { continue };
-            let new = Published {
-                priority: stats.priority,
-                has_work: stats.has_work(),
-                busy: stats.in_flight > 0,
-                flags: stats.flags,
-                at: now,
-            };
+            let new = Published::of(&stats, now);
             let (due, moved) = match self.published.get(&id) {
                 Some(old) => {
                     let moved = (old.priority, old.has_work, old.busy)
@@ -153,16 +160,14 @@ impl Scheduler {
     /// request's first pass, the watcher of the batch process waiting for them. The pass's
     /// own publish then follows with the packets in flight. Only for a queue above some other
     /// process's queue present in an overlapping CU partition (as the board was last read):
-    /// nobody else yields to the rest (a batch process's work among its peers, a process alone),
-    /// and the pass's publish tells this process's own watcher in time, sparing the doorbell
-    /// path the extra publish and every watcher a second wake-up.
-    pub(super) fn publish_arrivals(&mut self, now: Nanos) {
-        if !self.others {
-            return;
-        }
+    /// nobody else yields to the rest (a batch process's work among its peers, a process alone,
+    /// with no other process present), and the pass's publish tells this process's own watcher
+    /// in time, sparing the doorbell path the extra publish and every watcher a second wake-up.
+    /// `ids`: the pass's queues.
+    pub(super) fn publish_arrivals(&mut self, ids: &[QueueId], now: Nanos) {
         let Some(board) = self.board.clone() else { return };
         let mut arrived = false;
-        for id in self.queue_ids() {
+        for &id in ids {
             if self.published.get(&id).is_some_and(|p| p.has_work) {
                 continue;
             }
@@ -175,16 +180,7 @@ impl Scheduler {
                 continue;
             }
             board.publish(id, &stats);
-            self.published.insert(
-                id,
-                Published {
-                    priority: stats.priority,
-                    has_work: true,
-                    busy: stats.in_flight > 0,
-                    flags: stats.flags,
-                    at: now,
-                },
-            );
+            self.published.insert(id, Published::of(&stats, now));
             arrived = true;
         }
         if arrived {

@@ -79,7 +79,7 @@ impl Scheduler {
             }
         }
         // Arrivals are told before anything is written ([`Self::publish_arrivals`]).
-        self.publish_arrivals(now);
+        self.publish_arrivals(&ids, now);
         // 2. Hardware room.
         for &id in &ids {
             let Some(q) = self.queues.get(&id).filter(|q| q.mode == Mode::Scheduled) else {

@@ -50,22 +50,13 @@ impl ExternalWork {
 
     /// Counts a queue with work at `priority` in `partition`.
     pub fn add(&mut self, partition: PartitionId, priority: Priority) {
-        match self.highest.iter_mut().find(|(p, _)| *p == partition) {
-            Some((_, h)) => *h = (*h).max(priority),
-            None => self.highest.push((partition, priority)),
-        }
+        fold(&mut self.highest, partition, priority, Priority::max);
     }
 
     /// Counts a queue at `priority` in `partition`, with work or not.
     pub fn add_present(&mut self, partition: PartitionId, priority: Priority) {
-        match self.present.iter_mut().find(|(p, _)| *p == partition) {
-            Some((_, h)) => *h = (*h).max(priority),
-            None => self.present.push((partition, priority)),
-        }
-        match self.lowest.iter_mut().find(|(p, _)| *p == partition) {
-            Some((_, l)) => *l = (*l).min(priority),
-            None => self.lowest.push((partition, priority)),
-        }
+        fold(&mut self.present, partition, priority, Priority::max);
+        fold(&mut self.lowest, partition, priority, Priority::min);
     }
 
     /// Whether a queue below `priority` is present (with work or not) in a partition
@@ -97,6 +88,20 @@ impl ExternalWork {
     /// Each partition's highest priority with work.
     pub fn partitions(&self) -> &[(PartitionId, Priority)] {
         &self.highest
+    }
+}
+
+/// Folds `priority` into `partition`'s entry of `by_partition` with `pick` (the first value
+/// of a partition is its entry).
+fn fold(
+    by_partition: &mut Vec<(PartitionId, Priority)>,
+    partition: PartitionId,
+    priority: Priority,
+    pick: fn(Priority, Priority) -> Priority,
+) {
+    match by_partition.iter_mut().find(|(p, _)| *p == partition) {
+        Some((_, v)) => *v = pick(*v, priority),
+        None => by_partition.push((partition, priority)),
     }
 }
 
