@@ -392,7 +392,9 @@ fn go(cli: Cli) -> Result<(), String> {
                     libxhsa.display()
                 ));
             }
-            let work = std::env::temp_dir().join(format!("xhsa-bench-{}", std::process::id()));
+            let run_name = format!("xhsa-bench-{}", std::process::id());
+            let work = std::env::temp_dir().join(&run_name);
+            let boards = run::board_base(&work, containers, &run_name);
             let dev_cfg = match unmap_us {
                 None => device_config(),
                 Some(us) => {
@@ -412,6 +414,7 @@ fn go(cli: Cli) -> Result<(), String> {
                 warmup_s: warmup,
                 seconds,
                 work_dir: &work,
+                board_base: &boards,
                 label,
                 progress: !quiet,
                 root_rocm,
@@ -460,6 +463,9 @@ fn go(cli: Cli) -> Result<(), String> {
                     native_together,
                 })
             })();
+            if boards != work {
+                let _ = std::fs::remove_dir_all(&boards);
+            }
             match result {
                 Ok(report) => {
                     if keep_logs {

@@ -136,6 +136,9 @@ pub struct Setup<'a> {
     pub seconds: f64,
     /// Where logs and the device directory go.
     pub work_dir: &'a Path,
+    /// Where each phase's board directory goes (`LABEL/board` under it): a tmpfs where the
+    /// processes share one (/dev/shm, libxhsa's default), as users deploy it; [`board_base`].
+    pub board_base: &'a Path,
     pub label: &'a str,
     pub progress: bool,
     /// Run on the ROCm userland of this version's root (`xhsa-emu run --rocm 6.4` or `7.2`,
@@ -275,7 +278,7 @@ pub fn phase(setup: &Setup, processes: &[Process]) -> Result<(PhaseResult, f64, 
     let dev = dir.join("device");
     std::fs::create_dir_all(&dev).map_err(|e| format!("{}: {e}", dev.display()))?;
     set_private(&dev)?;
-    let board = dir.join("board");
+    let board = setup.board_base.join(setup.label).join("board");
     std::fs::create_dir_all(&board).map_err(|e| format!("{}: {e}", board.display()))?;
     set_private(&board)?;
     let (tx, rx) = mpsc::channel();
@@ -501,6 +504,19 @@ fn write_token_times(path: &Path, streams: &[StreamResult], go_unix_s: f64, scal
     }
 }
 
+/// Where a run's board directories go: under `/dev/shm`, libxhsa's default (a tmpfs, so the
+/// board's pages are never written back to a disk), unless the processes run in containers,
+/// which each mount a /dev/shm of their own and share the board as a volume of the host's
+/// (`work_dir`, as `docker run -v` would), or the host has no /dev/shm.
+pub fn board_base(work_dir: &Path, containers: bool, run: &str) -> PathBuf {
+    let shm = Path::new("/dev/shm");
+    if containers || !shm.is_dir() {
+        work_dir.to_path_buf()
+    } else {
+        shm.join(run)
+    }
+}
+
 fn set_private(dir: &Path) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
@@ -591,6 +607,15 @@ mod tests {
 
     fn stream(role: Role, priority: Priority) -> Stream {
         Stream { role, rate: Some(20.0), priority }
+    }
+
+    #[test]
+    fn boards_go_to_dev_shm_unless_the_processes_run_in_containers() {
+        let work = Path::new("/tmp/xhsa-bench-7");
+        assert_eq!(board_base(work, true, "xhsa-bench-7"), work);
+        if Path::new("/dev/shm").is_dir() {
+            assert_eq!(board_base(work, false, "xhsa-bench-7"), Path::new("/dev/shm/xhsa-bench-7"));
+        }
     }
 
     #[test]
