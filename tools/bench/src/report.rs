@@ -61,9 +61,23 @@ impl Report {
         Self::p99_ratio(&self.hp_alone, self.hp())
     }
 
+    /// The hp job's P50 with lp over alone: what a scheduler adds to the typical request, which
+    /// a host's tail in the alone phase does not hide.
+    pub fn hp_p50_ratio(&self) -> Option<f64> {
+        Self::p50_ratio(&self.hp_alone, self.hp())
+    }
+
     fn p99_ratio(alone: &Summary, with: &Summary) -> Option<f64> {
-        let a = alone.hp.as_ref()?.p99_ms;
-        let b = with.hp.as_ref()?.p99_ms;
+        Self::hp_ratio(alone, with, |l| l.p99_ms)
+    }
+
+    fn p50_ratio(alone: &Summary, with: &Summary) -> Option<f64> {
+        Self::hp_ratio(alone, with, |l| l.p50_ms)
+    }
+
+    fn hp_ratio(alone: &Summary, with: &Summary, at: fn(&Latency) -> f64) -> Option<f64> {
+        let a = at(alone.hp.as_ref()?);
+        let b = at(with.hp.as_ref()?);
         (a > 0.0).then(|| b / a)
     }
 
@@ -83,6 +97,7 @@ impl Report {
         json!({
             "hp": hp,
             "hp_p99_ratio": Self::p99_ratio(&self.hp_alone, n),
+            "hp_p50_ratio": Self::p50_ratio(&self.hp_alone, n),
             "lp": { "throughput_per_s": n.lp_throughput_per_s },
             "lp_vs_native": lp_ratio,
         })
@@ -164,6 +179,7 @@ impl Report {
             "hp": hp_v,
             "hp_alone": hp_alone,
             "hp_p99_ratio": self.hp_p99_ratio(),
+            "hp_p50_ratio": self.hp_p50_ratio(),
             "lp": {
                 "throughput_per_s": lp.and_then(|s| s.lp_throughput_per_s),
                 "unit": lp.and_then(|s| s.lp_unit.clone()),
@@ -270,6 +286,21 @@ impl Report {
                 let what = if native { format!(", {}", self.mode) } else { String::new() };
                 let _ = writeln!(o, "  hp P99 ratio (with lp / alone){what}: {r:.2}x");
             }
+        }
+        if let (Some(r), false) = (self.hp_p50_ratio(), self.is_llm()) {
+            let native =
+                self.native_together.as_ref().and_then(|n| Self::p50_ratio(&self.hp_alone, n));
+            let mine = format!("{r:.2}x");
+            let figures = match native {
+                Some(n) => format!("native {n:.2}x, {} {mine}", self.mode),
+                None => mine,
+            };
+            let what = if self.lp_alone.is_none() && self.together.is_some() {
+                format!("{} / native", self.mode)
+            } else {
+                "with lp / alone".to_string()
+            };
+            let _ = writeln!(o, "  hp P50 ratio ({what}): {figures}");
         }
         if let Some(x) = self.native_json().get("lp_vs_native").and_then(Value::as_f64) {
             let _ = writeln!(o, "  lp throughput with {} / native: {:.0} %", self.mode, x * 100.0);
@@ -476,8 +507,12 @@ mod tests {
         assert!((j["hp_p99_ratio"].as_f64().unwrap() - 1.5).abs() < 1e-9);
         assert!((j["native"]["hp_p99_ratio"].as_f64().unwrap() - 7.5).abs() < 1e-9);
         assert!((j["native"]["lp_vs_native"].as_f64().unwrap() - 0.95).abs() < 1e-9);
+        // P50s: alone 1.5, natively together 11.25, with the scheduler 2.25.
+        assert!((j["hp_p50_ratio"].as_f64().unwrap() - 1.5).abs() < 1e-9);
+        assert!((j["native"]["hp_p50_ratio"].as_f64().unwrap() - 7.5).abs() < 1e-9);
         let t = r.table();
         for needle in [
+            "hp P50 ratio (with lp / alone): native 7.50x, xhsa 1.50x",
             "hp with lp (native)",
             "hp with lp (xhsa)",
             "lp with hp (native)",
