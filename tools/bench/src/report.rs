@@ -279,8 +279,11 @@ impl Report {
                 let _ = writeln!(o, "  hp P99 ratio (with lp / alone), native: {r:.2}x");
             }
         }
+        // Without an lp job the shared phase is the hp job alone under the mode: its ratios
+        // are to the native alone phase.
+        let mode_alone = self.lp_alone.is_none() && self.together.is_some();
         if let Some(r) = self.hp_p99_ratio() {
-            if self.lp_alone.is_none() && self.together.is_some() {
+            if mode_alone {
                 let _ = writeln!(o, "  hp P99 ratio ({} / native): {r:.2}x", self.mode);
             } else {
                 let what = if native { format!(", {}", self.mode) } else { String::new() };
@@ -288,14 +291,14 @@ impl Report {
             }
         }
         if let (Some(r), false) = (self.hp_p50_ratio(), self.is_llm()) {
-            let native =
+            let native_r =
                 self.native_together.as_ref().and_then(|n| Self::p50_ratio(&self.hp_alone, n));
             let mine = format!("{r:.2}x");
-            let figures = match native {
+            let figures = match native_r {
                 Some(n) => format!("native {n:.2}x, {} {mine}", self.mode),
                 None => mine,
             };
-            let what = if self.lp_alone.is_none() && self.together.is_some() {
+            let what = if mode_alone {
                 format!("{} / native", self.mode)
             } else {
                 "with lp / alone".to_string()
