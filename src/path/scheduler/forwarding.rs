@@ -130,7 +130,7 @@ impl Scheduler {
         mem: &dyn QueueMemory,
         hw: &dyn Hardware,
     ) {
-        if self.faults.hit(Point::Forward) {
+        if self.faults.hit_with(Point::Forward, packets.len()) {
             self.degrade(id, packets, "forwarding failed (injected by XHSA_FAULT_INJECT)", mem, hw);
             return;
         }

@@ -51,8 +51,9 @@ pub(super) fn write_guarded(
         return Written { packets: 0, barrier: false, failed: false };
     }
     let tracking = Packet::tracking_barrier(signal);
-    let fail_at = (!packets.is_empty() && faults.hit(Point::ForwardAfterReserve))
-        .then_some(packets.len() / 2);
+    let fail_at = (!packets.is_empty()
+        && faults.hit_with(Point::ForwardAfterReserve, packets.len()))
+    .then_some(packets.len() / 2);
     let done = Cell::new(0usize);
     let whole = catch_unwind(AssertUnwindSafe(|| {
         for i in 0..slots {
