@@ -166,6 +166,25 @@ fn events_report_device_time_under_a_time_scale() {
     assert!(median > 18.0, "host wall per trial {walls:?} ms: the device does not look 3x slower");
 }
 
+/// The same program on eight GPUs (its peer section copies from each GPU to the next) on ROCm
+/// 5.2. HIP 5.2 keeps pageable buffers it pinned registered after the application frees them,
+/// so a 4 MiB read-back into a reused heap buffer is registered over stale 1 MiB registrations
+/// inside it; the emulator looked a device address up by the nearest range start, found the
+/// stale inner range and faulted ROCr's SDMA copy of the buffer's last 39 bytes (`dst_range=None`,
+/// ROCr's VMFaultHandler abort) in every run until overlapping ranges were looked up whole
+/// (`kfd::memory::tests::a_range_inside_a_larger_one_does_not_hide_the_rest_of_it`).
+#[test]
+fn copies_on_eight_gpus_on_rocm52_survive_stale_registrations_inside_new_ones() {
+    let prog = common::program("hip_copies");
+    let o = RunOpts { emu_args: vec!["--gpus".into(), "8".into()], ..RunOpts::default() };
+    let out = run_under_emu(&prog, &["noregister"], &o);
+    assert!(!out.stderr.contains("SDMA memory fault"), "{}", out.report());
+    assert_passed(&out);
+    for c in ["copy.peer", "copy.pageable.sync.67108864", "fill.memset_d8_d16_d32"] {
+        assert_check_passed(&out, c);
+    }
+}
+
 /// Every kind of copy and fill (tests/programs/hip_copies.hip: pageable, pinned and managed
 /// host memory, sync and async, 1 byte to 64 MiB, freed and reused buffers, memset D8/D16/D32,
 /// 2D/3D, eight streams) is byte-exact natively and under libxhsa both ways. ROCm 5.2's HIP

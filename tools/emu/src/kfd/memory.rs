@@ -8,7 +8,7 @@
 //! inside it into host ones.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::RwLock;
 
 use crate::sys::devmem::{DeviceMemory, HostMemory};
@@ -56,6 +56,9 @@ impl Range {
 #[derive(Debug, Default)]
 pub struct Memory {
     ranges: RwLock<BTreeMap<u64, Range>>,
+    /// The largest size any range has had: how far back from an address a range that contains
+    /// it can start (ranges may overlap: see [`containing`]).
+    widest: AtomicU64,
     /// Ranges whose bytes live elsewhere (`host != 0`): 0 in the common case, where
     /// [`Memory::to_host`] costs nothing.
     elsewhere: AtomicUsize,
@@ -65,9 +68,29 @@ fn moved(r: &Range) -> bool {
     r.host != 0 && r.host != r.start
 }
 
+/// The range containing `addr` that starts last. Ranges may overlap: ROCm 5.2 (over the
+/// emulator's thunk) registers user memory at its own CPU address, and a page registered for an
+/// earlier buffer stays registered when the application frees that buffer and a larger one is
+/// allocated over it; both registrations then cover the page, and the larger one goes on beyond
+/// the smaller's end. The nearest range by start need not contain `addr`, so this looks further
+/// back, as far as the widest range could reach (the common case, where the nearest one
+/// contains it, costs one lookup).
+fn containing(g: &BTreeMap<u64, Range>, addr: u64, widest: u64) -> Option<&Range> {
+    for (_, r) in g.range(..=addr).rev() {
+        if addr < r.end() {
+            return Some(r);
+        }
+        if addr - r.start >= widest {
+            break; // a range starting earlier cannot reach addr
+        }
+    }
+    None
+}
+
 impl Memory {
     pub fn insert(&self, r: Range) {
         let mut g = self.ranges.write().unwrap_or_else(|p| p.into_inner());
+        self.widest.fetch_max(r.size, Ordering::Relaxed);
         if moved(&r) {
             self.elsewhere.fetch_add(1, Ordering::AcqRel);
         }
@@ -94,16 +117,20 @@ impl Memory {
             return addr;
         }
         let g = self.ranges.read().unwrap_or_else(|p| p.into_inner());
-        match g.range(..=addr).next_back() {
-            Some((_, r)) if addr < r.end() && moved(r) => r.host + (addr - r.start),
+        match containing(&g, addr, self.widest()) {
+            Some(r) if moved(r) => r.host + (addr - r.start),
             _ => addr,
         }
     }
 
-    /// The range containing `addr`.
+    /// The range containing `addr` (of ranges that overlap there, the one that starts last).
     pub fn find(&self, addr: u64) -> Option<Range> {
         let g = self.ranges.read().unwrap_or_else(|p| p.into_inner());
-        g.range(..=addr).next_back().map(|(_, r)| r).filter(|r| addr < r.end()).cloned()
+        containing(&g, addr, self.widest()).cloned()
+    }
+
+    fn widest(&self) -> u64 {
+        self.widest.load(Ordering::Relaxed)
     }
 
     /// The range with KFD buffer handle `handle`.
@@ -137,10 +164,11 @@ impl Memory {
         // other without a gap (two allocations, or two userptr registrations of one buffer,
         // side by side), none of them only reserved.
         let g = self.ranges.read().unwrap_or_else(|p| p.into_inner());
+        let widest = self.widest();
         let mut at = addr;
         while at < end {
-            match g.range(..=at).next_back() {
-                Some((_, r)) if at < r.end() && r.kind != MemKind::Reserved => at = r.end(),
+            match containing(&g, at, widest) {
+                Some(r) if r.kind != MemKind::Reserved => at = r.end(),
                 _ => return false,
             }
         }
@@ -156,8 +184,8 @@ impl Memory {
     /// addresses from `to_host(addr)`: where an access spanning ranges is cut.
     pub fn contiguous(&self, addr: u64, len: u64) -> u64 {
         let g = self.ranges.read().unwrap_or_else(|p| p.into_inner());
-        match g.range(..=addr).next_back() {
-            Some((_, r)) if addr < r.end() => len.min(r.end() - addr),
+        match containing(&g, addr, self.widest()) {
+            Some(r) => len.min(r.end() - addr),
             // Outside every range: host memory up to the next range.
             _ => match g.range(addr..).next() {
                 Some((&start, _)) => len.min(start - addr),
@@ -343,6 +371,35 @@ mod tests {
         assert_eq!(m.contiguous(0x12f00, 0x200), 0x100);
         assert_eq!(m.contiguous(0x13000, 0x200), 0x200);
         assert_eq!(m.contiguous(0x16800, 0x1000), 0x800, "outside: up to the next range");
+    }
+
+    /// Overlapping registrations (a page registered for a buffer the application freed, inside
+    /// a larger buffer registered later at or before it): every byte the larger one covers is
+    /// accessible, also past the smaller one's end. The emulator faulted an SDMA copy of the
+    /// last 32 bytes of a 4 MiB pageable read-back (`hip_basic memcpy`, `memcpy.after_freed_async`,
+    /// rarely: it needs such a stale page in the buffer), as "SDMA linear copy outside one
+    /// mapped range ... dst_range=None", and ROCr aborted on the memory fault.
+    #[test]
+    fn a_range_inside_a_larger_one_does_not_hide_the_rest_of_it() {
+        let m = Memory::default();
+        m.insert(r(0x10_0000, 0x40_1000, MemKind::Userptr));
+        m.insert(r(0x30_0000, 0x1000, MemKind::Userptr));
+        m.insert(r(0x20_0000, 0x1000, MemKind::Vram)); // a VRAM buffer elsewhere
+        m.insert(r(0x80_0000, 0x1000, MemKind::Userptr));
+        let tail = 0x10_0000 + 0x40_0000 - 32;
+        assert!(m.device_accessible(tail, 32));
+        assert!(m.device_accessible(0x10_0000, 0x40_1000));
+        assert_eq!(m.find(tail).map(|r| r.start), Some(0x10_0000));
+        assert_eq!(m.find(0x30_0800).map(|r| r.start), Some(0x30_0000), "the one starting last");
+        assert_eq!(m.contiguous(0x30_1000, 0x10), 0x10);
+        assert_eq!(m.contiguous(0x30_0f00, 0x200), 0x100, "cut where the inner range ends");
+        assert!(!m.device_accessible(0x50_1000, 8), "past every range");
+        assert!(m.find(0x50_1000).is_none());
+        assert!(!m.device_accessible(0x40_0000, 0x10_2000), "runs past the larger one's end");
+        // A removed outer range leaves only the inner one.
+        m.remove(0x10_0000);
+        assert!(!m.device_accessible(tail, 32));
+        assert!(m.device_accessible(0x30_0000, 0x1000));
     }
 
     /// Copies and fills across two ranges whose bytes live at unrelated host addresses go to

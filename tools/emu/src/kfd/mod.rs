@@ -1176,6 +1176,14 @@ impl Kfd {
         // (kfd_ioctl_alloc_memory_of_gpu); its GPU address may differ (a ROCm 6.x thunk picks
         // one in its own aperture).
         let userptr_host = if kind == MemKind::Userptr { a.mmap_offset } else { 0 };
+        tracing::debug!(
+            ?kind,
+            va = format_args!("{:#x}", a.va_addr),
+            size = format_args!("{:#x}", a.size),
+            host = format_args!("{userptr_host:#x}"),
+            handle = format_args!("{handle:#x}"),
+            "xhsa-emu: KFD buffer allocated"
+        );
         self.memory.insert(Range {
             host: userptr_host,
             start: a.va_addr,
@@ -1312,6 +1320,13 @@ impl Kfd {
     /// accesses check the memory table inside a CP run, and each CP lock is taken once here.
     pub fn free_memory(&self, va: u64) -> Option<Range> {
         let r = self.memory.remove(va)?;
+        tracing::debug!(
+            kind = ?r.kind,
+            va = format_args!("{:#x}", r.start),
+            size = format_args!("{:#x}", r.size),
+            handle = format_args!("{:#x}", r.handle),
+            "xhsa-emu: KFD buffer freed"
+        );
         for g in &self.gpus {
             drop(g.engine.cp());
         }

@@ -185,6 +185,11 @@ pub extern "C" fn hsaKmtUnmapMemoryToGPU(addr: *mut libc::c_void) -> HSAKMT_STAT
 
 fn register(addr: u64, size: u64, flags: u32) -> Result<(), HSAKMT_STATUS> {
     let e = emu()?;
+    tracing::debug!(
+        addr = format_args!("{addr:#x}"),
+        size = format_args!("{size:#x}"),
+        "xhsa-emu thunk: register"
+    );
     if addr == 0 || size == 0 {
         return Err(HSAKMT_STATUS_INVALID_PARAMETER);
     }
@@ -238,6 +243,10 @@ pub extern "C" fn hsaKmtDeregisterMemory(addr: *mut libc::c_void) -> HSAKMT_STAT
     guard("hsaKmtDeregisterMemory", || {
         status((|| {
             let e = emu()?;
+            tracing::debug!(
+                addr = format_args!("{:#x}", addr as u64),
+                "xhsa-emu thunk: deregister"
+            );
             match e.kfd.memory.find(addr as u64) {
                 Some(r) if r.kind == MemKind::Userptr && r.start == addr as u64 => {
                     let mut a = FreeMemoryOfGpuArgs { handle: r.handle };
