@@ -389,15 +389,17 @@ fn an_auto_reserve_is_sized_from_measured_demand_and_only_when_it_gains() {
             .collect::<Vec<_>>()
             .join("\n")
     };
+    // The size a change goes to.
+    let to = |l: &str| -> String {
+        let r = l.split(" -> ").nth(1).and_then(|r| r.split_whitespace().next());
+        r.unwrap_or_default().to_string()
+    };
     let mut tried = std::collections::BTreeSet::new();
     for l in &changes {
         if l.contains("a trial") {
-            let to = l.split(" -> ").nth(1).and_then(|r| r.split_whitespace().next()).unwrap();
-            assert!(
-                tried.insert(to.to_string()),
-                "{to} CUs tried twice: {changes:#?}\n{}",
-                trail()
-            );
+            let to = to(l);
+            assert!(!to.is_empty(), "no size in {l}");
+            assert!(tried.insert(to.clone()), "{to} CUs tried twice: {changes:#?}\n{}", trail());
         }
     }
     // Whoever decides (the lowest owner token among the processes present, so it may change
@@ -411,10 +413,6 @@ fn an_auto_reserve_is_sized_from_measured_demand_and_only_when_it_gains() {
         let t = &l[..l.find('Z').unwrap_or(0)];
         let hms = &t[t.find('T').unwrap() + 1..];
         hms.split(':').fold(0.0, |acc, x| acc * 60.0 + x.parse::<f64>().unwrap())
-    };
-    let to = |l: &str| -> String {
-        let r = l.split(" -> ").nth(1).and_then(|r| r.split_whitespace().next());
-        r.unwrap_or_default().to_string()
     };
     for w in timed.windows(2) {
         let off_a_trial =
